@@ -1,0 +1,97 @@
+// An agent process for B7: startAgent with the render target into a directory, started by
+// bench/b7-agent-memory.ts (fork, --expose-gc) so the benchmark's own memory stays out of the
+// measurement. Reports over IPC once the first complete snapshot was dispatched and the queue
+// drained: timings and process.memoryUsage() after forced GCs; then waits for "shutdown".
+import { startAgent } from "../packages/agent/src/agent.ts";
+import { RenderTarget } from "../packages/agent/src/targets/render.ts";
+
+export interface AgentChildConfig {
+  ctrlUrl: string;
+  region: string;
+  token: string;
+  renderDir: string;
+  concurrency: number;
+  /** Time after the queue drained before measuring (lets the status reporter catch up). */
+  settleMs: number;
+}
+
+export interface AgentChildMemory {
+  heapUsed: number;
+  heapTotal: number;
+  rss: number;
+  external: number;
+  arrayBuffers: number;
+}
+
+export interface AgentChildReport {
+  /** Process start → first complete snapshot dispatched (agent.ready). */
+  readyMs: number;
+  /** Process start → every desired entry reconciled. */
+  drainedMs: number;
+  /** Right after ready, after forced GCs (the table is full, the queue too). */
+  atReady: AgentChildMemory;
+  /** After the queue drained and `settleMs`, after forced GCs: the figure B7 reports. */
+  drained: AgentChildMemory;
+  /** Peak RSS of the process so far (bytes). */
+  maxRss: number;
+  entries: number;
+  errors: number;
+  logLines: number;
+  firstLog: string[];
+}
+
+const config = JSON.parse(process.env.FLOTILLA_BENCH_AGENT ?? "{}") as AgentChildConfig;
+if (!process.send) throw new Error("agent-child.ts must be started by bench/b7-agent-memory.ts (IPC channel)");
+const gc = (globalThis as { gc?: () => void }).gc;
+if (!gc) throw new Error("start agent-child.ts with --expose-gc");
+
+async function memory(): Promise<AgentChildMemory> {
+  // Several passes: weak references and finalizers free more on later ones.
+  for (let i = 0; i < 4; i++) {
+    gc!();
+    await new Promise((r) => setImmediate(r));
+  }
+  const m = process.memoryUsage();
+  return { heapUsed: m.heapUsed, heapTotal: m.heapTotal, rss: m.rss, external: m.external, arrayBuffers: m.arrayBuffers };
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const since = () => performance.now();
+
+const logLines: string[] = [];
+const agent = await startAgent({
+  ctrlUrl: config.ctrlUrl,
+  region: config.region,
+  token: config.token,
+  target: new RenderTarget({ dir: config.renderDir, region: config.region }),
+  concurrency: config.concurrency,
+  log: (message) => logLines.push(message),
+});
+await agent.ready;
+const readyMs = since();
+const atReady = await memory();
+for (;;) {
+  const counts = agent.table.counts();
+  if (counts.pending === 0) break;
+  await sleep(100);
+}
+const drainedMs = since();
+await sleep(config.settleMs);
+const drained = await memory();
+const report: AgentChildReport = {
+  readyMs,
+  drainedMs,
+  atReady,
+  drained,
+  maxRss: process.resourceUsage().maxRSS * 1024,
+  entries: agent.table.size,
+  errors: agent.table.counts().error,
+  logLines: logLines.length,
+  firstLog: logLines.slice(0, 3),
+};
+process.send({ report });
+process.on("message", (message: { op?: string }) => {
+  if (message.op !== "shutdown") return;
+  void agent.stop().finally(() => process.exit(0));
+});
+process.on("disconnect", () => process.exit(0));

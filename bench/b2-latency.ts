@@ -1,0 +1,188 @@
+// B2: commit → client receive latency with many open watch streams on one ctrl.
+// (a) writes through the ctrl process's own Store (they wake its poller at once);
+// (b) writes through a second Store in the benchmark process, like another ctrl replica
+//     (only the poll interval picks them up).
+// Reference: the same measurement with a single open stream, in the same run.
+import { Store } from "@flotilla/store";
+import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { create } from "@bufbuild/protobuf";
+import { DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { WatchFleet } from "./lib/clients.ts";
+import { CtrlProcess, type WriteSpec } from "./lib/ctrl-process.ts";
+import { createBenchDatabase, migrate } from "./lib/db.ts";
+import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
+import { fmtInt, fmtMs, fmtRatio, log, now, percentile, sleep, waitFor } from "./lib/util.ts";
+
+const REGION = "latency";
+const DEPLOYMENTS = 10;
+const CONNECTIONS = 4;
+
+type Mode = "same-process" | "other-process";
+
+interface LatencyRun {
+  streams: number;
+  writes: number;
+  samples: number[];
+  /** Streams that had not received every write when the run ended. */
+  incomplete: number;
+  errors: number;
+  /** CPU time of the ctrl process over the measured writes. */
+  ctrlCpuMs: number;
+  /** Change events ctrl sent on watch streams over the measured writes. */
+  eventsSent: number;
+}
+
+function imageOf(e: ChangeEvent): string | undefined {
+  return e.change.case === "upsert" && e.change.value.spec.case === "deployment" ? e.change.value.spec.value.workload?.image : undefined;
+}
+
+export async function runB2(ctx: BenchContext): Promise<BenchResult> {
+  const streams = ctx.quick ? 200 : 1000;
+  const writes = ctx.quick ? 40 : 200;
+  const referenceWrites = ctx.quick ? 20 : 100;
+  const tracked = 10;
+  const db = await createBenchDatabase(ctx.serverUrl, "b2");
+  let ctrl: CtrlProcess | undefined;
+  let other: Store | undefined;
+  try {
+    await migrate(db.url);
+    other = await Store.open(db.url);
+    await other.regions.create(REGION);
+    const spec = (i: number, image: string): WriteSpec => ({ id: `lat-${i}`, namespace: "bench", image, region: REGION, replicas: 2 });
+    const toDeployment = (w: WriteSpec) =>
+      create(DeploymentSchema, { id: w.id, namespace: w.namespace, image: w.image, port: 8080, regions: [{ region: w.region, replicas: w.replicas }] });
+    for (let i = 0; i < DEPLOYMENTS; i++) await other.deployments.create(toDeployment(spec(i, "app:w0")));
+    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
+    log(`B2: ctrl child clock offset ${ctrl.clockOffset.toFixed(3)} ms`);
+    const c = ctrl;
+    const store = other;
+
+    // Commit times come from the Stores' commit listeners: they run synchronously right after
+    // the transaction committed, before anything else can run in that process.
+    let lastCommitAt = 0;
+    store.onCommit(() => {
+      lastCommitAt = now();
+    });
+    let seq = 0;
+    /** Writes one change; returns the commit time (this process's clock). */
+    const write = async (mode: Mode): Promise<{ seq: number; committedAt: number }> => {
+      const n = ++seq;
+      const w = spec(n % DEPLOYMENTS, `app:w${n}`);
+      if (mode === "same-process") return { seq: n, committedAt: await c.write("update", w) };
+      lastCommitAt = 0;
+      await store.deployments.update(toDeployment(w));
+      if (lastCommitAt === 0) throw new Error(`B2: write ${n} changed nothing`);
+      return { seq: n, committedAt: lastCommitAt };
+    };
+
+    const measure = async (mode: Mode, streamCount: number, writeCount: number): Promise<LatencyRun> => {
+      const head = (await store.regions.resolve(REGION)).headVersion;
+      const step = Math.max(1, Math.floor(streamCount / tracked));
+      // seq → receive times on the tracked streams (commit times may be known only later).
+      const received = new Map<number, number[]>();
+      const fleet = new WatchFleet(c.url, REGION, streamCount, {
+        connections: CONNECTIONS,
+        versionLastSeen: head,
+        onMessage(stream, res, receivedAt) {
+          if (stream.index % step !== 0 || stream.index / step >= tracked) return;
+          for (const e of res.events) {
+            const n = Number(imageOf(e)?.slice("app:w".length));
+            if (!Number.isFinite(n)) continue;
+            let list = received.get(n);
+            if (!list) received.set(n, (list = []));
+            list.push(receivedAt);
+          }
+        },
+      });
+      try {
+        await waitFor(`${streamCount} open watch streams`, async () => (await c.metrics()).watchStreams === streamCount, 120_000, 100);
+        // Warm-up: every stream must receive these before measuring.
+        let version = head;
+        for (let i = 0; i < 3; i++) {
+          await write(mode);
+          version++;
+        }
+        await waitFor("warm-up writes on every stream", () => fleet.behind(version) === 0, 30_000);
+        const committed = new Map<number, number>();
+        const cpu0 = await c.cpu();
+        const events0 = (await c.metrics()).watchEvents;
+        for (let i = 0; i < writeCount; i++) {
+          const { seq: n, committedAt } = await write(mode);
+          committed.set(n, committedAt);
+          version++;
+          // Each write is measured on its own: the next one starts only after every stream
+          // received this one, after a random pause (for other-process writes up to one
+          // poll interval, so writes land at every phase of the poller's timer).
+          const v = version;
+          await waitFor(`write ${n} on every stream`, () => fleet.behind(v) === 0, 30_000, 2).catch(() => undefined);
+          await sleep(mode === "same-process" ? 20 + Math.random() * 30 : Math.random() * ctx.pollIntervalMs);
+        }
+        const finalVersion = version;
+        await waitFor("the last write on every stream", () => fleet.behind(finalVersion) === 0, 15_000).catch(() => undefined);
+        const cpu1 = await c.cpu();
+        const events1 = (await c.metrics()).watchEvents;
+        const samples: number[] = [];
+        for (const [n, t] of committed) for (const r of received.get(n) ?? []) samples.push(r - t);
+        return {
+          streams: streamCount,
+          writes: writeCount,
+          samples,
+          incomplete: fleet.behind(finalVersion),
+          errors: fleet.errors.length,
+          ctrlCpuMs: (cpu1.user - cpu0.user + cpu1.system - cpu0.system) / 1000,
+          eventsSent: events1 - events0,
+        };
+      } finally {
+        await fleet.close();
+        await waitFor("watch streams to close", async () => (await c.metrics()).watchStreams === 0, 30_000, 100).catch(() => undefined);
+      }
+    };
+
+    const rows: Row[] = [];
+    const notes: string[] = [];
+    for (const mode of ["same-process", "other-process"] as const) {
+      const main = await measure(mode, streams, writes);
+      const ref = await measure(mode, 1, referenceWrites);
+      const p = (r: LatencyRun, q: number) => percentile(r.samples, q);
+      const target = mode === "same-process" ? 25 : ctx.pollIntervalMs + 50;
+      const label = mode === "same-process" ? "(a) same-process writes" : `(b) other-process writes, poll ${ctx.pollIntervalMs} ms`;
+      log(`B2 ${mode}: ${main.streams} streams p50 ${fmtMs(p(main, 50))} p99 ${fmtMs(p(main, 99))}; 1 stream p50 ${fmtMs(p(ref, 50))} p99 ${fmtMs(p(ref, 99))}`);
+      rows.push(
+        {
+          benchmark: `B2${mode === "same-process" ? "a" : "b"} latency p50, ${fmtInt(streams)} streams, ${label}`,
+          measured: fmtMs(p(main, 50)),
+          reference: `1 stream: ${fmtMs(p(ref, 50))}`,
+          ratio: fmtRatio(p(main, 50) / p(ref, 50)),
+          target: "—",
+          met: undefined,
+        },
+        {
+          benchmark: `B2${mode === "same-process" ? "a" : "b"} latency p99, ${fmtInt(streams)} streams, ${label}`,
+          measured: fmtMs(p(main, 99)),
+          reference: `1 stream: ${fmtMs(p(ref, 99))}`,
+          ratio: fmtRatio(p(main, 99) / p(ref, 99)),
+          target: `≤ ${target} ms`,
+          met: p(main, 99) <= target && main.incomplete === 0 && main.errors === 0,
+        },
+      );
+      notes.push(
+        `B2 ${mode}: ${main.writes} writes × ${Math.min(tracked, main.streams)} tracked streams = ${main.samples.length} samples (max ${fmtMs(Math.max(...main.samples))}, min ${fmtMs(Math.min(...main.samples))}, negative ${main.samples.filter((x) => x < 0).length}); ` +
+          `streams missing the last write at the end: ${main.incomplete}, failed streams: ${main.errors}. ` +
+          `ctrl CPU over the measured writes: ${main.ctrlCpuMs.toFixed(0)} ms for ${fmtInt(main.eventsSent)} events sent = ${((main.ctrlCpuMs * 1000) / main.eventsSent).toFixed(0)} µs per delivered event ` +
+          `(so one write fanned out to ${fmtInt(streams)} streams costs ≈ ${((main.ctrlCpuMs / main.eventsSent) * streams).toFixed(0)} ms of ctrl CPU). ` +
+          `Reference: ${ref.writes} writes on 1 stream (max ${fmtMs(Math.max(...ref.samples))}).`,
+      );
+    }
+    notes.push(
+      "B2: a negative sample means a stream received the change before the writer's COMMIT returned: the database makes a commit visible " +
+        "to other readers (here ctrl's poll) before it has flushed its log and answered the writer.",
+      `B2: ${fmtInt(streams)} streams over ${CONNECTIONS} HTTP/2 connections from the benchmark process; ctrl in its own process; ` +
+        `same-process commit times are taken in ctrl's process right after the commit returned and mapped to the benchmark's clock (offset ${ctrl.clockOffset.toFixed(2)} ms, by ping).`,
+    );
+    return { rows, notes };
+  } finally {
+    await ctrl?.stop();
+    await other?.close();
+    await db.drop();
+  }
+}

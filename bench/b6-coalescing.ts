@@ -1,0 +1,238 @@
+// B6: the agent coalesces a burst of updates. 1,000 deployments are applied by an agent
+// (kubernetes target) against the Kubernetes emulator; then 10,000 updates to them arrive
+// within a few seconds. Counted: the server-side applies of Deployments the emulator receives
+// from the first update until convergence (target ≤ 1.05 × the 1,000 distinct final states),
+// and the time from the last update's commit until every Deployment carries its final
+// desired version and image.
+//
+// ctrl runs in its own process (bench/ctrl-child.ts). The updates are written in that process
+// by a bulk writer: the rows store.deployments.update writes (deployments, desired_resources,
+// one deployment_changes row per update, regions.head_version), 100 updates per transaction,
+// each commit waking ctrl's poller like a Store commit. One store.deployments.update per
+// transaction manages only ~100/s here (an fsync per commit, serialized by the region's row
+// lock), far from 10,000 in ~2 s. The emulator and the agent run in the benchmark process.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Store } from "@flotilla/store";
+import { createConnection } from "mysql2/promise";
+import { KubernetesEmulator, type RequestLogEntry } from "../packages/k8s-emulator/src/index.ts";
+import { startAgent, type Agent } from "../packages/agent/src/agent.ts";
+import { DESIRED_VERSION_ANNOTATION } from "../packages/agent/src/manifests.ts";
+import { KubernetesTarget, loadKubeConfig } from "../packages/agent/src/targets/kubernetes.ts";
+import { CtrlProcess, type BurstSpec } from "./lib/ctrl-process.ts";
+import { createBenchDatabase, migrate } from "./lib/db.ts";
+import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
+import { fmtInt, fmtMs, fmtRatio, log, now, sleep, waitFor } from "./lib/util.ts";
+
+const REGION = "coalesce";
+const NAMESPACES = 10;
+const PER_TRANSACTION = 100;
+const CONCURRENCY = 8;
+const TARGET_RATIO = 1.05;
+
+interface LiveDeployment {
+  metadata: { namespace?: string; name: string; annotations?: Record<string, string> };
+  spec?: { template?: { spec?: { containers?: { image?: string }[] } } };
+}
+
+const imageOf = (o: LiveDeployment) => o.spec?.template?.spec?.containers?.[0]?.image;
+
+/** Sum of a prom-client metric's values whose labels match `labels`. */
+async function metricSum(metric: { get(): Promise<{ values: { value: number; labels: Record<string, unknown> }[] }> }, labels: Record<string, string> = {}): Promise<number> {
+  const { values } = await metric.get();
+  return values.filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want)).reduce((sum, v) => sum + v.value, 0);
+}
+
+/** Sum and count (seconds) of the agent's apply reconcile durations. */
+async function durationOf(agent: Agent): Promise<{ sum: number; count: number }> {
+  const { values } = await agent.metrics.reconcileDuration.get();
+  const pick = (name: string) =>
+    values.filter((v) => v.metricName === name && v.labels.op === "apply").reduce((sum, v) => sum + v.value, 0);
+  return { sum: pick("flotilla_agent_reconcile_duration_seconds_sum"), count: pick("flotilla_agent_reconcile_duration_seconds_count") };
+}
+
+export async function runB6(ctx: BenchContext): Promise<BenchResult> {
+  const objects = ctx.quick ? 100 : 1000;
+  const rounds = 10; // updates per object: 10,000 in all (1,000 with --quick)
+  const updates = objects * rounds;
+  const db = await createBenchDatabase(ctx.serverUrl, "b6");
+  let ctrl: CtrlProcess | undefined;
+  let emulator: KubernetesEmulator | undefined;
+  let agent: Agent | undefined;
+  let setupStore: Store | undefined;
+  let tmp: string | undefined;
+  const agentLog: string[] = [];
+  try {
+    await migrate(db.url);
+    setupStore = await Store.open(db.url);
+    await setupStore.regions.create(REGION);
+    const { token } = await setupStore.agentTokens.create(REGION);
+    await setupStore.close();
+    setupStore = undefined;
+
+    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
+    const targets = Array.from({ length: objects }, (_, i) => ({ id: `co-${String(i).padStart(5, "0")}`, namespace: `team-${i % NAMESPACES}`, replicas: 1 + (i % 3) }));
+    for (const t of targets) await ctrl.write("create", { ...t, image: "app:0", region: REGION });
+
+    // Every request is logged (the default keeps 10,000); rollouts as the emulator ships them.
+    emulator = await KubernetesEmulator.start({ requestLogLimit: 10_000_000 });
+    // Through a file: the bench package has no dependency on the Kubernetes client itself.
+    tmp = await mkdtemp(join(tmpdir(), "flotilla-b6-"));
+    await emulator.writeKubeconfig(join(tmp, "kubeconfig"));
+    const kubeConfig = loadKubeConfig(join(tmp, "kubeconfig"));
+    const emu = emulator;
+    const deploymentsApplied = (entries: readonly RequestLogEntry[]) => entries.filter((e) => e.verb === "apply" && e.resource === "deployments");
+    // Only objects the emulator has received an apply for since the last check are read again
+    // (emulator.get clones the object): re-reading every lagging object every few ms would take
+    // CPU from the agent and the emulator, which share this process.
+    const lagging = (want: (o: LiveDeployment) => boolean) => {
+      const left = new Set(targets.map((t) => `${t.namespace}/${t.id}`));
+      let log = emu.requestLog;
+      let seen = 0;
+      return () => {
+        if (emu.requestLog !== log) [log, seen] = [emu.requestLog, 0]; // cleared meanwhile
+        const touched = new Set<string>();
+        for (; seen < log.length; seen++) {
+          const e = log[seen]!;
+          if (e.verb === "apply" && e.resource === "deployments" && e.status < 400) touched.add(`${e.namespace}/${e.name}`);
+        }
+        for (const name of touched) {
+          if (!left.has(name)) continue;
+          const [namespace, id] = name.split("/") as [string, string];
+          const o = emu.get("apps/v1", "Deployment", namespace, id) as unknown as LiveDeployment | undefined;
+          if (o && want(o)) left.delete(name);
+        }
+        return left.size;
+      };
+    };
+
+    const started = now();
+    agent = await startAgent({
+      ctrlUrl: ctrl.url,
+      region: REGION,
+      token,
+      target: new KubernetesTarget({ kubeConfig, region: REGION }),
+      concurrency: CONCURRENCY,
+      log: (message) => agentLog.push(`${((now() - started) / 1000).toFixed(1)} s ${message}`),
+    });
+    await agent.ready;
+    const a = agent;
+    const unapplied = lagging((o) => o.metadata.annotations?.[DESIRED_VERSION_ANNOTATION] !== undefined);
+    await waitFor(`${objects} deployments applied`, () => unapplied() === 0 && a.table.counts().pending === 0, 300_000, 50);
+    const initialApplies = deploymentsApplied(emu.requestLog).length;
+    log(`B6: ${objects} deployments applied by the agent (${initialApplies} Deployment applies) in ${((now() - started) / 1000).toFixed(1)} s`);
+    // Let rollouts finish and the observer settle, so the burst window holds only burst work.
+    await sleep(2000);
+    const settledApplies = deploymentsApplied(emu.requestLog).length;
+
+    const durationBefore = await durationOf(a);
+    const coalescedBefore = await metricSum(a.metrics.coalesced);
+    const appliesBefore = await metricSum(a.metrics.reconciles, { op: "apply", result: "success" });
+    const skipsBefore = await metricSum(a.metrics.reconciles, { op: "skip" });
+    const errorsBefore = await metricSum(a.metrics.reconciles, { result: "error" });
+    const logBefore = agentLog.length;
+    emu.clearRequestLog();
+
+    const spec: BurstSpec = { targets, region: REGION, rounds, imagePrefix: "app:", writers: 1, mode: "bulk", perTransaction: PER_TRANSACTION };
+    const burst = await ctrl.burst(spec);
+    if (burst.writes !== updates) throw new Error(`B6: ${burst.writes} of ${updates} updates written`);
+    const writeMs = burst.lastCommit - burst.started;
+    log(`B6: ${fmtInt(updates)} updates written in ${fmtMs(writeMs)} (${fmtInt(updates / (writeMs / 1000))}/s, ${burst.transactions} transactions)`);
+
+    // The final desired state: every object at its final version with image app:<rounds>.
+    const conn = await createConnection({ uri: db.url });
+    let finalVersion: Map<string, number>;
+    try {
+      const [rows] = await conn.query(
+        "SELECT d.resource_id AS id, d.version AS version FROM desired_resources d JOIN regions r ON r.id = d.region_id WHERE r.name = ?",
+        [REGION],
+      );
+      finalVersion = new Map((rows as { id: string; version: number }[]).map((r) => [r.id, Number(r.version)]));
+    } finally {
+      await conn.end();
+    }
+    const finalImage = `app:${rounds}`;
+    if (finalVersion.size !== objects) throw new Error(`B6: ${finalVersion.size} desired resources, want ${objects}`);
+    const notFinal = lagging((o) => Number(o.metadata.annotations?.[DESIRED_VERSION_ANNOTATION]) === finalVersion.get(o.metadata.name) && imageOf(o) === finalImage);
+    // When the agent's watch cursor reached the head (every update is in its desired table).
+    const head = Math.max(...finalVersion.values());
+    let cursorAt: number | undefined;
+    let left = objects;
+    const check = async () => {
+      if (cursorAt === undefined && (await metricSum(a.metrics.versionLastSeen)) >= head) cursorAt = now();
+      return (left = notFinal()) === 0;
+    };
+    await waitFor("convergence after the burst", check, 600_000, 10).catch((error: unknown) => {
+      throw new Error(`${String(error)} (${left} deployments not at their final version)`);
+    });
+    const convergedAt = now();
+    const convergeMs = convergedAt - burst.lastCommit;
+    const burstApplies = deploymentsApplied(emu.requestLog);
+    // Deployment applies per 5 s after the last commit (request log times, ms resolution).
+    const per5s: number[] = [];
+    for (const e of burstApplies) {
+      const second = Math.floor((Date.parse(e.time) - burst.lastCommit) / 5000);
+      if (second >= 0) per5s[second] = (per5s[second] ?? 0) + 1;
+    }
+    const lastApplyAt = Date.parse(burstApplies.at(-1)?.time ?? "");
+    // Anything still arriving shortly after convergence belongs to the burst too.
+    await sleep(2000);
+    const lateApplies = deploymentsApplied(emu.requestLog).length - burstApplies.length;
+    const allBurstApplies = deploymentsApplied(emu.requestLog);
+    const perObject = new Map<string, number>();
+    for (const e of allBurstApplies) perObject.set(`${e.namespace}/${e.name}`, (perObject.get(`${e.namespace}/${e.name}`) ?? 0) + 1);
+    const maxPerObject = Math.max(0, ...perObject.values());
+    const failedApplies = allBurstApplies.filter((e) => e.status >= 400).length;
+    const otherRequests = new Map<string, number>();
+    for (const e of emu.requestLog) {
+      if (e.verb === "apply" && e.resource === "deployments") continue;
+      const k = `${e.verb ?? e.method} ${e.resource ?? e.path}${e.subresource ? `/${e.subresource}` : ""}`;
+      otherRequests.set(k, (otherRequests.get(k) ?? 0) + 1);
+    }
+    const coalesced = (await metricSum(a.metrics.coalesced)) - coalescedBefore;
+    const agentApplies = (await metricSum(a.metrics.reconciles, { op: "apply", result: "success" })) - appliesBefore;
+    const agentSkips = (await metricSum(a.metrics.reconciles, { op: "skip" })) - skipsBefore;
+    const agentErrors = (await metricSum(a.metrics.reconciles, { result: "error" })) - errorsBefore;
+    const newLog = agentLog.slice(logBefore);
+    const durationAfter = await durationOf(a);
+    const meanReconcileMs = ((durationAfter.sum - durationBefore.sum) / Math.max(1, durationAfter.count - durationBefore.count)) * 1000;
+
+    const applies = allBurstApplies.length;
+    const ratio = applies / objects;
+    log(`B6: ${applies} Deployment applies for ${objects} final states (${fmtRatio(ratio)}); converged ${fmtMs(convergeMs)} after the last commit`);
+    const rows: Row[] = [
+      {
+        benchmark: `B6 coalescing: Deployment applies at the emulator for ${fmtInt(updates)} updates to ${fmtInt(objects)} deployments`,
+        measured: `${fmtInt(applies)} applies`,
+        reference: `${fmtInt(objects)} distinct final states`,
+        ratio: fmtRatio(ratio),
+        target: `≤ ${TARGET_RATIO}× (${fmtInt(objects * TARGET_RATIO)})`,
+        met: ratio <= TARGET_RATIO,
+      },
+      {
+        benchmark: `B6 coalescing: last update's commit → every Deployment at its final version`,
+        measured: fmtMs(convergeMs),
+        reference: `${fmtInt(updates)} updates written in ${fmtMs(writeMs)}`,
+        ratio: fmtRatio(convergeMs / writeMs),
+        target: "(no target)",
+        met: undefined,
+      },
+    ];
+    const top = [...otherRequests.entries()].sort((x, y) => y[1] - x[1]).slice(0, 6).map(([k, n]) => `${k} ${fmtInt(n)}`).join(", ");
+    const notes = [
+      `B6: ${fmtInt(updates)} updates (${rounds} per deployment, each a new image) written in the ctrl process by a bulk writer in ${burst.transactions} transactions of ${PER_TRANSACTION} (the rows store.deployments.update writes; each commit wakes ctrl's poller): ${fmtMs(writeMs)} from the first write's start to the last commit (${fmtInt(updates / (writeMs / 1000))} updates/s; first commit after ${fmtMs(burst.firstCommit - burst.started)}). Agent: kubernetes target, concurrency ${CONCURRENCY}, default timings; emulator rollout delay ${emu.options.rolloutDelayMs} ms. Before the burst, the initial ${fmtInt(objects)} creates took ${fmtInt(initialApplies)} Deployment applies (${fmtInt(settledApplies - initialApplies)} more while settling for 2 s).`,
+      `B6: from the first update until 2 s after convergence the emulator logged ${fmtInt(applies)} Deployment applies (${fmtInt(lateApplies)} of them after convergence; ${failedApplies} failed; at most ${maxPerObject} for one object; last one ${Number.isFinite(lastApplyAt) ? fmtMs(lastApplyAt - burst.lastCommit) : "n/a"} after the last commit, at ms resolution). Agent counters over the same window: ${fmtInt(agentApplies)} successful apply reconciles, ${fmtInt(agentSkips)} skipped (already applied), ${fmtInt(agentErrors)} failed, ${fmtInt(coalesced)} adds coalesced; mean apply reconcile (Deployment + Service apply) ${fmtMs(meanReconcileMs)}. Other requests at the emulator: ${top || "none"}.`,
+      `B6: the agent's watch cursor reached the burst's last version ${cursorAt === undefined ? "(not seen)" : fmtMs(cursorAt - burst.lastCommit)} after the last commit; Deployment applies per 5 s after the last commit: ${Array.from(per5s, (n) => n ?? 0).join(", ")}.`,
+      ...(newLog.length ? [`B6: the agent logged ${newLog.length} lines during the burst, first: ${newLog.slice(0, 3).join(" | ")}`] : []),
+    ];
+    return { rows, notes };
+  } finally {
+    await agent?.stop().catch((e: unknown) => log(`B6: agent stop: ${String(e)}`));
+    await emulator?.stop().catch(() => undefined);
+    await ctrl?.stop();
+    await setupStore?.close();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+    await db.drop();
+  }
+}

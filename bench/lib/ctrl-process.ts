@@ -1,0 +1,181 @@
+// Starts bench/ctrl-child.ts as a separate Node process and talks to it over IPC.
+import { fork, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type { StreamOptions } from "@flotilla/ctrl/services/cluster/options.ts";
+import { now } from "./util.ts";
+
+export const ADMIN_TOKEN = "bench-admin-token";
+
+export interface ChildConfig {
+  databaseUrl: string;
+  adminToken: string;
+  pollIntervalMs: number;
+  stream?: Partial<StreamOptions>;
+}
+
+export interface WriteSpec {
+  id: string;
+  namespace: string;
+  image: string;
+  region: string;
+  replicas: number;
+}
+
+/** Many updates through the ctrl process's own Store, as fast as `writers` concurrent writers go (B6). */
+export interface BurstSpec {
+  /** The deployments to update (each must exist); writer w owns every writers-th of them. */
+  targets: { id: string; namespace: string; replicas: number }[];
+  region: string;
+  /** Updates per deployment; update u sets the image to `${imagePrefix}${u}`. */
+  rounds: number;
+  imagePrefix: string;
+  writers: number;
+  /**
+   * "store": each update is one store.deployments.update (one transaction each; on a disk
+   * with a real fsync per commit this is ~100/s, serialized by the region's row lock).
+   * "bulk": the same rows store.deployments.update writes (deployments, desired_resources,
+   * one deployment_changes row each, regions.head_version), `perTransaction` updates per
+   * transaction straight through SQL, each commit waking ctrl's poller as a Store commit does.
+   */
+  mode: "store" | "bulk";
+  perTransaction?: number;
+}
+
+/** Times on the child's clock (CtrlProcess.burst maps them to the parent's). */
+export interface BurstResult {
+  writes: number;
+  /** Before the first write started. */
+  started: number;
+  /** The first write's commit. */
+  firstCommit: number;
+  /** The last write's commit. */
+  lastCommit: number;
+  transactions: number;
+}
+
+export type ChildRequest =
+  | { id: number; op: "ping" | "metrics" | "memory" | "cpu" | "shutdown" }
+  | { id: number; op: "update" | "create"; write: WriteSpec }
+  | { id: number; op: "burst"; burst: BurstSpec };
+
+export type ChildReply = { id: number; result?: unknown; error?: string };
+
+export interface ChildMetrics {
+  pollerQueries: number;
+  watchStreams: number;
+  watchEvents: number;
+  watchBookmarks: number;
+  watchEndedForLag: number;
+}
+
+export interface ChildMemory {
+  heapUsed: number;
+  heapTotal: number;
+  rss: number;
+  external: number;
+  arrayBuffers: number;
+}
+
+type Omit1<T> = T extends unknown ? Omit<T, "id"> : never;
+
+export class CtrlProcess {
+  readonly url: string;
+  readonly pid: number;
+  /** Add to a child timestamp to get this process's clock (estimated by ping). */
+  clockOffset = 0;
+  readonly #child: ChildProcess;
+  readonly #pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
+  #next = 1;
+
+  private constructor(child: ChildProcess, url: string, pid: number) {
+    this.#child = child;
+    this.url = url;
+    this.pid = pid;
+    child.on("message", (reply: ChildReply) => {
+      const p = this.#pending.get(reply.id);
+      if (!p) return;
+      this.#pending.delete(reply.id);
+      if (reply.error !== undefined) p.reject(new Error(`ctrl child: ${reply.error}`));
+      else p.resolve(reply.result);
+    });
+    child.on("exit", (code) => {
+      for (const p of this.#pending.values()) p.reject(new Error(`ctrl child exited (${code})`));
+      this.#pending.clear();
+    });
+  }
+
+  static async start(config: Omit<ChildConfig, "adminToken">, options: { cpuProfileDir?: string } = {}): Promise<CtrlProcess> {
+    const execArgv = ["--expose-gc", "--disable-warning=ExperimentalWarning"];
+    if (options.cpuProfileDir) execArgv.push("--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`);
+    const child = fork(fileURLToPath(new URL("../ctrl-child.ts", import.meta.url)), [], {
+      execArgv,
+      env: { ...process.env, FLOTILLA_BENCH_CHILD: JSON.stringify({ ...config, adminToken: ADMIN_TOKEN }) },
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    const ready = await new Promise<{ url: string; pid: number }>((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`ctrl child exited (${code}) before it was ready`));
+      child.once("exit", onExit);
+      child.once("message", (reply: ChildReply) => {
+        child.off("exit", onExit);
+        if (reply.error) reject(new Error(reply.error));
+        else resolve(reply.result as { url: string; pid: number });
+      });
+    });
+    const ctrl = new CtrlProcess(child, ready.url, ready.pid);
+    await ctrl.calibrateClock();
+    return ctrl;
+  }
+
+  request<T>(req: Omit1<ChildRequest>): Promise<T> {
+    const id = this.#next++;
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.#child.send({ ...req, id });
+    });
+  }
+
+  metrics(): Promise<ChildMetrics> {
+    return this.request({ op: "metrics" });
+  }
+
+  memory(): Promise<ChildMemory> {
+    return this.request({ op: "memory" });
+  }
+
+  cpu(): Promise<NodeJS.CpuUsage> {
+    return this.request({ op: "cpu" });
+  }
+
+  /** A write through the ctrl process's own Store; returns the commit time on this process's clock. */
+  async write(op: "update" | "create", write: WriteSpec): Promise<number> {
+    const { t } = await this.request<{ t: number }>({ op, write });
+    return t + this.clockOffset;
+  }
+
+  /** Runs a burst of updates in the ctrl process; the returned times are on this process's clock. */
+  async burst(spec: BurstSpec): Promise<BurstResult> {
+    const r = await this.request<BurstResult>({ op: "burst", burst: spec });
+    return { ...r, started: r.started + this.clockOffset, firstCommit: r.firstCommit + this.clockOffset, lastCommit: r.lastCommit + this.clockOffset };
+  }
+
+  /** Both processes read the same system clock; this removes what is left (NTP-style, min RTT). */
+  async calibrateClock(samples = 30): Promise<void> {
+    let best = { rtt: Infinity, offset: 0 };
+    for (let i = 0; i < samples; i++) {
+      const sent = now();
+      const { t } = await this.request<{ t: number }>({ op: "ping" });
+      const received = now();
+      if (received - sent < best.rtt) best = { rtt: received - sent, offset: (sent + received) / 2 - t };
+    }
+    this.clockOffset = best.offset;
+  }
+
+  async stop(): Promise<void> {
+    if (this.#child.exitCode !== null) return;
+    const exited = new Promise<void>((resolve) => this.#child.once("exit", () => resolve()));
+    await this.request({ op: "shutdown" }).catch(() => undefined);
+    const timer = setTimeout(() => this.#child.kill("SIGKILL"), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+}

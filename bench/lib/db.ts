@@ -1,0 +1,171 @@
+// Benchmark databases: one fresh MySQL/MariaDB database per benchmark, dropped at the end,
+// and fast bulk seeding that bypasses the API (multi-row INSERTs inside transactions).
+import { create, toBinary } from "@bufbuild/protobuf";
+import { DeploymentSchema, DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { Store } from "@flotilla/store";
+import { createConnection, type Connection } from "mysql2/promise";
+
+export interface BenchDatabase {
+  name: string;
+  url: string;
+  drop(): Promise<void>;
+}
+
+const created = new Set<BenchDatabase>();
+
+/** Creates database `flotilla_bench_<pid>_<suffix>` on the server of `serverUrl`. */
+export async function createBenchDatabase(serverUrl: string, suffix: string): Promise<BenchDatabase> {
+  const name = `flotilla_bench_${process.pid}_${suffix}`;
+  const admin = await createConnection({ uri: serverUrl });
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS \`${name}\``);
+    await admin.query(`CREATE DATABASE \`${name}\``);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  const db: BenchDatabase = {
+    name,
+    url: url.toString(),
+    async drop() {
+      created.delete(db);
+      const c = await createConnection({ uri: serverUrl });
+      try {
+        await c.query(`DROP DATABASE IF EXISTS \`${name}\``);
+      } finally {
+        await c.end();
+      }
+    },
+  };
+  created.add(db);
+  return db;
+}
+
+/** Drops every database this process created and has not dropped yet (best effort). */
+export async function dropAll(): Promise<void> {
+  for (const db of [...created]) await db.drop().catch(() => undefined);
+}
+
+/** Creates the schema (migrations) in a fresh database. */
+export async function migrate(url: string): Promise<void> {
+  const store = await Store.open(url);
+  await store.close();
+}
+
+export async function serverVersion(serverUrl: string): Promise<string> {
+  const c = await createConnection({ uri: serverUrl });
+  try {
+    const [rows] = await c.query("SELECT VERSION() AS v");
+    return String((rows as { v: string }[])[0]!.v);
+  } finally {
+    await c.end();
+  }
+}
+
+export function deploymentId(i: number): string {
+  return `svc-${String(i).padStart(6, "0")}`;
+}
+
+/** A typical deployment: a few env vars, a port, requests. */
+function workload(i: number) {
+  return {
+    image: `app-${i % 100}:1.${i % 17}.${i % 7}`,
+    command: [],
+    env: [
+      { name: "LOG_LEVEL", value: "info" },
+      { name: "SERVICE_NAME", value: deploymentId(i) },
+      { name: "FEATURE_FLAGS", value: "a,b,c" },
+    ],
+    port: 8080,
+    cpuMillicores: 250,
+    memoryMib: 256,
+  };
+}
+
+/**
+ * Seeds `count` running deployments placed in one new region, exactly as `count` creates
+ * through the API would leave the tables: deployments, placements, desired_resources (with
+ * versions 1..count) and regions.head_version = count. The outbox (deployment_changes) is
+ * left empty, as if retention had pruned it; SyncDesiredState does not read it.
+ */
+export async function seedRegion(url: string, region: string, count: number): Promise<{ regionId: number; head: number; bodyBytes: number }> {
+  const conn = await createConnection({ uri: url });
+  try {
+    const now = Date.now();
+    await conn.query("INSERT INTO regions (name, head_version, create_time) VALUES (?, ?, ?)", [region, count, now]);
+    const [idRows] = await conn.query("SELECT id FROM regions WHERE name = ?", [region]);
+    const regionId = Number((idRows as { id: number }[])[0]!.id);
+    const chunk = 2000;
+    const perTransaction = 20_000;
+    let bodyBytes = 0;
+    for (let start = 0; start < count; start += perTransaction) {
+      await conn.beginTransaction();
+      for (let from = start; from < Math.min(count, start + perTransaction); from += chunk) {
+        const deployments: unknown[][] = [];
+        const placements: unknown[][] = [];
+        const desired: unknown[][] = [];
+        for (let i = from; i < Math.min(count, from + chunk); i++) {
+          const id = deploymentId(i);
+          const namespace = `team-${i % 50}`;
+          const w = workload(i);
+          const replicas = 1 + (i % 5);
+          const deployment = create(DeploymentSchema, { id, namespace, ...w, regions: [{ region, replicas }] });
+          deployments.push([id, 1, Buffer.from(toBinary(DeploymentSchema, deployment)), now, now]);
+          placements.push([ResourceType.DEPLOYMENT, id, regionId]);
+          const body = toBinary(
+            DesiredResourceSchema,
+            create(DesiredResourceSchema, {
+              type: ResourceType.DEPLOYMENT,
+              id,
+              namespace,
+              spec: { case: "deployment", value: { workload: w, replicas } },
+            }),
+          );
+          bodyBytes += body.length;
+          desired.push([regionId, ResourceType.DEPLOYMENT, id, namespace, i + 1, Buffer.from(body)]);
+        }
+        await conn.query("INSERT INTO deployments (id, revision, body, create_time, update_time) VALUES ?", [deployments]);
+        await conn.query("INSERT INTO placements (resource_type, resource_id, region_id) VALUES ?", [placements]);
+        await conn.query("INSERT INTO desired_resources (region_id, resource_type, resource_id, namespace, version, body) VALUES ?", [desired]);
+      }
+      await conn.commit();
+    }
+    return { regionId, head: count, bodyBytes };
+  } finally {
+    await conn.end();
+  }
+}
+
+/**
+ * The reference for B1: the same keyset scan SyncDesiredState runs (same SQL, same page
+ * size, one consistent-snapshot transaction), straight through mysql2, rows not decoded.
+ */
+export async function rawKeysetScan(conn: Connection, regionId: number, pageSize: number): Promise<{ rows: number; bytes: number }> {
+  await conn.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+  await conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY");
+  try {
+    await conn.query("SELECT head_version FROM regions WHERE id = ?", [regionId]);
+    let rows = 0;
+    let bytes = 0;
+    let after: [number, string] = [-1, ""];
+    for (;;) {
+      const [page] = await conn.query(
+        `SELECT resource_type, resource_id, version, body FROM desired_resources
+          WHERE region_id = ? AND (resource_type > ? OR (resource_type = ? AND resource_id > ?))
+          ORDER BY resource_type, resource_id LIMIT ?`,
+        [regionId, after[0], after[0], after[1], pageSize],
+      );
+      const list = page as { resource_type: number; resource_id: string; body: Buffer }[];
+      if (list.length === 0) break;
+      rows += list.length;
+      for (const r of list) bytes += r.body.length;
+      const last = list[list.length - 1]!;
+      after = [last.resource_type, last.resource_id];
+      if (list.length < pageSize) break;
+    }
+    return { rows, bytes };
+  } finally {
+    await conn.query("ROLLBACK");
+  }
+}

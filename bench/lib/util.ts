@@ -1,0 +1,62 @@
+// Small helpers shared by the benchmarks: clocks, statistics, formatting.
+
+/** Wall-clock milliseconds with sub-millisecond resolution, comparable across processes of one machine. */
+export function now(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Nearest-rank percentile of `values` (0 < p ≤ 100). */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1]!;
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+export function mean(values: readonly number[]): number {
+  return values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+/** Polls `check` every `everyMs` until it returns true; throws `what` after `timeoutMs`. */
+export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 20): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+export function fmtInt(n: number): string {
+  return Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "n/a";
+}
+
+export function fmtMs(n: number): string {
+  if (!Number.isFinite(n)) return "n/a";
+  return `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`;
+}
+
+export function fmtBytes(n: number): string {
+  if (!Number.isFinite(n)) return "n/a";
+  const abs = Math.abs(n);
+  if (abs >= 1024 * 1024) return `${(n / (1024 * 1024)).toFixed(1)} MB`;
+  if (abs >= 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${Math.round(n)} B`;
+}
+
+export function fmtRatio(n: number): string {
+  return Number.isFinite(n) ? `${n.toFixed(2)}×` : "n/a";
+}
+
+/** Progress lines go to stderr so stdout carries only the results. */
+export function log(message: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+}

@@ -1,0 +1,185 @@
+// The agent's connection to ctrl: SyncDesiredState → replace the desired table → after-snapshot
+// work (prune) → WatchDeploymentChanges from the snapshot's version, for as long as it lasts.
+//
+// * Any stream failure reconnects with capped exponential backoff and jitter, resuming the
+//   watch from the last version received (no resync needed: the table already holds it).
+// * RESYNC_REQUIRED (cursor past the outbox retention, or ahead of a restored database) → full sync.
+// * No message at all (events or bookmarks) for 3× the bookmark interval → the stream is dead.
+// * A full sync runs periodically anyway (jittered), as a safety net.
+import type { Client } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
+import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import type { DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
+import { backoffDelay, jittered, sleep, type BackoffOptions } from "./backoff.ts";
+import type { DesiredTable } from "./desired-table.ts";
+import type { AgentMetrics, ReconnectReason } from "./metrics.ts";
+
+/** ErrorInfo reasons of ctrl's streams (documented in proto/ctrl/v1/cluster.proto). */
+const RESYNC_REQUIRED = "RESYNC_REQUIRED";
+const CONSUMER_TOO_SLOW = "CONSUMER_TOO_SLOW";
+
+export interface ConnectionOptions {
+  client: Client<typeof ClusterService>;
+  region: string;
+  table: DesiredTable;
+  metrics: AgentMetrics;
+  /** Runs after each complete snapshot replaced the table, before the watch starts (prune). */
+  afterSnapshot: (version: number) => Promise<void>;
+  /** Runs when a watch stream delivered its first message (after every (re)connect). */
+  onConnected?: () => void;
+  /** Periodic full sync, jittered ±10%. */
+  fullSyncIntervalMs: number;
+  /** ctrl's bookmark interval: a stream silent for 3× this long is treated as dead. */
+  bookmarkIntervalMs: number;
+  reconnectBackoff: BackoffOptions;
+  log: (message: string) => void;
+}
+
+/** Why we aborted a stream ourselves (the abort reason of its signal). */
+class StreamInterrupted extends Error {
+  readonly why: "full_sync" | "inactive";
+  constructor(why: "full_sync" | "inactive") {
+    super(why === "full_sync" ? "periodic full sync due" : "stream silent for too long");
+    this.why = why;
+  }
+}
+
+export class Connection {
+  readonly #options: ConnectionOptions;
+  /** Region version the desired table is complete up to. */
+  #cursor = 0;
+  #failures = 0;
+  #fullSyncTimer: NodeJS.Timeout | undefined;
+  /** Aborts the stream open now. */
+  #current: AbortController | undefined;
+
+  constructor(options: ConnectionOptions) {
+    this.#options = options;
+  }
+
+  get cursor(): number {
+    return this.#cursor;
+  }
+
+  /** Runs until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { metrics, log, reconnectBackoff } = this.#options;
+    let syncNeeded = true;
+    try {
+      while (!signal.aborted) {
+        const stream = new AbortController();
+        this.#current = stream;
+        const stopStream = () => stream.abort(signal.reason);
+        signal.addEventListener("abort", stopStream, { once: true });
+        let reason: ReconnectReason;
+        try {
+          if (syncNeeded) {
+            await this.#fullSync(stream.signal);
+            syncNeeded = false;
+          }
+          await this.#watch(stream.signal);
+          reason = "closed";
+        } catch (error) {
+          if (signal.aborted) break;
+          const interrupted = stream.signal.reason instanceof StreamInterrupted ? stream.signal.reason.why : undefined;
+          if (interrupted === "full_sync") {
+            syncNeeded = true;
+            continue;
+          }
+          reason = interrupted ?? classify(error);
+          if (reason === "resync_required") syncNeeded = true;
+          log(`ctrl stream: ${reason}: ${error instanceof Error ? error.message : String(error)}`);
+        } finally {
+          signal.removeEventListener("abort", stopStream);
+        }
+        metrics.reconnects.inc({ reason });
+        await sleep(backoffDelay(this.#failures++, reconnectBackoff), signal);
+      }
+    } finally {
+      clearTimeout(this.#fullSyncTimer);
+    }
+  }
+
+  /** Snapshot into the table, then the after-snapshot work; the table is untouched unless the snapshot completes. */
+  async #fullSync(signal: AbortSignal): Promise<void> {
+    const { client, region, table, metrics, afterSnapshot, fullSyncIntervalMs } = this.#options;
+    clearTimeout(this.#fullSyncTimer);
+    const stopTimer = metrics.fullSyncDuration.startTimer();
+    const resources: DesiredResource[] = [];
+    let complete: { version: number; count: number } | undefined;
+    const watchdog = this.#watchdog();
+    try {
+      for await (const response of client.syncDesiredState({ region }, { signal })) {
+        watchdog.reset();
+        if (response.message.case === "batch") resources.push(...response.message.value.resources);
+        else if (response.message.case === "complete") {
+          complete = { version: Number(response.message.value.version), count: Number(response.message.value.resourceCount) };
+        }
+      }
+    } finally {
+      watchdog.stop();
+    }
+    if (!complete) throw new Error("SyncDesiredState ended without its complete marker");
+    if (complete.count !== resources.length) throw new Error(`snapshot announced ${complete.count} resources but sent ${resources.length}`);
+    table.replaceAll(resources, complete.version);
+    this.#advance(complete.version);
+    await afterSnapshot(complete.version);
+    stopTimer();
+    this.#fullSyncTimer = setTimeout(() => this.#current?.abort(new StreamInterrupted("full_sync")), jittered(fullSyncIntervalMs, 0.1));
+    this.#fullSyncTimer.unref();
+  }
+
+  /** Follows changes after the cursor; returns when ctrl ends the stream. */
+  async #watch(signal: AbortSignal): Promise<void> {
+    const { client, region, table } = this.#options;
+    const watchdog = this.#watchdog();
+    try {
+      // Always set, even to 0: "strictly after this version" (absent would mean "from the head").
+      const stream = client.watchDeploymentChanges({ region, versionLastSeen: BigInt(this.#cursor) }, { signal });
+      let first = true;
+      for await (const response of stream) {
+        watchdog.reset();
+        if (first) {
+          first = false;
+          this.#options.onConnected?.();
+        }
+        for (const event of response.events) {
+          const version = Number(event.version);
+          if (event.change.case === "upsert") table.upsert(event.change.value, version);
+          else if (event.change.case === "delete") table.remove(event.change.value, version);
+        }
+        this.#advance(Number(response.version));
+      }
+    } finally {
+      watchdog.stop();
+    }
+  }
+
+  #advance(version: number): void {
+    this.#cursor = version;
+    this.#failures = 0;
+    this.#options.metrics.versionLastSeen.set(version);
+  }
+
+  /** Aborts the current stream as dead once no message came for 3× the bookmark interval. */
+  #watchdog(): { reset(): void; stop(): void } {
+    const limit = 3 * this.#options.bookmarkIntervalMs;
+    const arm = () => setTimeout(() => this.#current?.abort(new StreamInterrupted("inactive")), limit);
+    let timer = arm();
+    return {
+      reset() {
+        clearTimeout(timer);
+        timer = arm();
+      },
+      stop: () => clearTimeout(timer),
+    };
+  }
+}
+
+function classify(error: unknown): ReconnectReason {
+  const reason = ConnectError.from(error).findDetails(ErrorInfoSchema)[0]?.reason;
+  if (reason === RESYNC_REQUIRED) return "resync_required";
+  if (reason === CONSUMER_TOO_SLOW) return "consumer_too_slow";
+  return "error";
+}

@@ -1,0 +1,168 @@
+// The agent's desired table, after cilium/statedb's reconciler: one entry per resource key
+// holding what the region should have (a resource or a tombstone), the version it was written
+// at, and how reconciling it went. Writers (snapshot, watch, prune) only change entries; the
+// work queue, told of every change, makes the target follow. Because an entry stays until it
+// is reconciled (retried as long as needed), the watch cursor may advance as soon as an event
+// is in the table.
+import { create } from "@bufbuild/protobuf";
+import { ResourceTombstoneSchema, type DesiredResource, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { resourceKey } from "./keys.ts";
+
+export type DesiredState = { kind: "upsert"; resource: DesiredResource } | { kind: "delete"; tombstone: ResourceTombstone };
+
+export type EntryStatus = "pending" | "done" | "error";
+
+/** Why an already applied version is applied again: the live object drifted, or a periodic refresh. */
+export type ReapplyReason = "deleted" | "modified" | "refresh";
+
+export interface DesiredEntry {
+  readonly key: string;
+  desired: DesiredState;
+  /** Region version the desired state was written at. */
+  version: number;
+  status: EntryStatus;
+  /**
+   * The error of the last failed reconcile. Kept when a newer desired state arrives and
+   * cleared only by a successful one, so observers report it until the resource is fixed.
+   */
+  error?: string;
+  /** Failed reconciles of this version so far. */
+  attempts: number;
+  /** Version of the last successful apply of this key, if any. */
+  appliedVersion?: number;
+  /** When the last successful apply of this key finished (ms since epoch). */
+  appliedAt?: number;
+  /** Set by requestReapply(): the next run applies even though this version was applied. */
+  reapply?: ReapplyReason;
+}
+
+export class DesiredTable {
+  readonly #entries = new Map<string, DesiredEntry>();
+  readonly #onChange: (key: string) => void;
+
+  /** `onChange(key)` is called after each entry whose desired state changed. */
+  constructor(onChange: (key: string) => void) {
+    this.#onChange = onChange;
+  }
+
+  get(key: string): DesiredEntry | undefined {
+    return this.#entries.get(key);
+  }
+
+  entries(): IterableIterator<DesiredEntry> {
+    return this.#entries.values();
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** A watch event: the resource as of `version`. Ignored if the entry is already as new. */
+  upsert(resource: DesiredResource, version: number): void {
+    const key = resourceKey(resource.type, resource.id);
+    const entry = this.#entries.get(key);
+    if (entry && entry.version >= version) return;
+    this.#set(key, { kind: "upsert", resource }, version);
+  }
+
+  /** A watch event or a prune decision: the resource must not exist as of `version`. */
+  remove(tombstone: ResourceTombstone, version: number): void {
+    const key = resourceKey(tombstone.type, tombstone.id);
+    const entry = this.#entries.get(key);
+    if (entry && (entry.version >= version || entry.desired.kind === "delete")) return;
+    this.#set(key, { kind: "delete", tombstone }, version);
+  }
+
+  /**
+   * A complete snapshot read at `version`: it is authoritative (versions may even go back after
+   * ctrl's database was restored). Entries the snapshot lacks become deletes; entries already at
+   * the snapshot's state are left alone, so an unchanged resource is not applied again.
+   */
+  replaceAll(resources: readonly DesiredResource[], version: number): void {
+    const present = new Set<string>();
+    for (const resource of resources) {
+      const key = resourceKey(resource.type, resource.id);
+      present.add(key);
+      const entry = this.#entries.get(key);
+      const resourceVersion = Number(resource.version);
+      if (entry?.desired.kind === "upsert" && entry.version === resourceVersion) continue;
+      this.#set(key, { kind: "upsert", resource }, resourceVersion);
+    }
+    for (const entry of [...this.#entries.values()]) {
+      if (present.has(entry.key) || entry.desired.kind === "delete") continue;
+      const { type, id, namespace } = entry.desired.resource;
+      this.#set(entry.key, { kind: "delete", tombstone: create(ResourceTombstoneSchema, { type, id, namespace, name: id }) }, version);
+    }
+  }
+
+  /**
+   * Applies the entry's (already applied) desired state again, e.g. because the live object
+   * drifted. Only for a resource that is desired and settled (done); otherwise a run is due anyway.
+   */
+  requestReapply(key: string, reason: ReapplyReason): boolean {
+    const entry = this.#entries.get(key);
+    if (!entry || entry.desired.kind !== "upsert" || entry.status !== "done" || entry.reapply) return false;
+    entry.reapply = reason;
+    entry.status = "pending";
+    this.#onChange(key);
+    return true;
+  }
+
+  /**
+   * Records a successful reconcile of `version`. A finished delete leaves the table (it only
+   * holds what should exist or is still to be removed).
+   */
+  markDone(key: string, version: number): void {
+    const entry = this.#entries.get(key);
+    if (!entry) return;
+    if (entry.version !== version) {
+      // A newer state arrived while this one was applied; it is queued already.
+      if (entry.desired.kind === "upsert") {
+        entry.appliedVersion = version;
+        entry.appliedAt = Date.now();
+      }
+      delete entry.error;
+      return;
+    }
+    if (entry.desired.kind === "delete") {
+      this.#entries.delete(key);
+      return;
+    }
+    entry.status = "done";
+    entry.appliedVersion = version;
+    entry.appliedAt = Date.now();
+    entry.attempts = 0;
+    delete entry.error;
+    delete entry.reapply;
+  }
+
+  /** Records a failed reconcile of `version` (ignored if a newer state arrived meanwhile). */
+  markError(key: string, version: number, error: string): void {
+    const entry = this.#entries.get(key);
+    if (!entry || entry.version !== version) return;
+    entry.status = "error";
+    entry.error = error;
+    entry.attempts++;
+  }
+
+  /** Entries per status, for metrics. */
+  counts(): Record<EntryStatus, number> {
+    const counts = { pending: 0, done: 0, error: 0 };
+    for (const entry of this.#entries.values()) counts[entry.status]++;
+    return counts;
+  }
+
+  #set(key: string, desired: DesiredState, version: number): void {
+    const previous = this.#entries.get(key);
+    this.#entries.set(key, {
+      key,
+      desired,
+      version,
+      status: "pending",
+      attempts: 0,
+      ...(previous?.appliedVersion !== undefined ? { appliedVersion: previous.appliedVersion, appliedAt: previous.appliedAt } : {}),
+      ...(previous?.error !== undefined ? { error: previous.error } : {}),
+    });
+    this.#onChange(key);
+  }
+}

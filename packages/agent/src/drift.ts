@@ -1,0 +1,102 @@
+// Drift correction: the cluster is kept equal to the desired state even when someone else
+// changes it, not only when the desired state changes.
+//
+// * Event-driven: an observer change of a managed object whose resource is desired and settled
+//   re-applies the resource when the object was deleted, or when a field the agent applies no
+//   longer has the applied value. Only the agent's own fields are compared (its manifest must be
+//   contained in the live object), so fields of other field managers (an added label) are left
+//   alone — and server-side apply leaves them alone too.
+// * Periodic refresh: a resource whose last successful apply is older than `refreshIntervalMs` is
+//   re-applied, at most `refreshPerSecond` resources per second (a safety net for missed events).
+import { sleep } from "./backoff.ts";
+import type { DesiredTable } from "./desired-table.ts";
+import { buildManifests, describeObject, type KubeObject } from "./manifests.ts";
+import type { AgentMetrics } from "./metrics.ts";
+import type { ObjectChange } from "./observer.ts";
+
+export interface DriftOptions {
+  table: DesiredTable;
+  region: string;
+  metrics: AgentMetrics;
+  /** Re-apply resources whose last successful apply is older than this. */
+  refreshIntervalMs: number;
+  /** Resources re-applied per second by the periodic refresh, at most. */
+  refreshPerSecond: number;
+}
+
+export const DEFAULT_REFRESH_INTERVAL_MS = 30 * 60_000;
+export const DEFAULT_REFRESH_PER_SECOND = 20;
+
+export class DriftCorrector {
+  readonly #options: DriftOptions;
+
+  constructor(options: DriftOptions) {
+    this.#options = options;
+  }
+
+  /** Observer hook: re-applies the resource if `change` undid what the agent applied. */
+  onChange({ key, object, previous }: ObjectChange): void {
+    const { table, region } = this.#options;
+    const entry = key === undefined ? undefined : table.get(key);
+    if (!entry || entry.desired.kind !== "upsert" || entry.status !== "done" || entry.appliedVersion !== entry.version) return;
+    const live = object ?? previous!;
+    const wanted = buildManifests(entry.desired.resource, region).apply.find((m) => describeObject(m) === describeObject(live));
+    if (!wanted) return;
+    if (!object) {
+      table.requestReapply(entry.key, "deleted");
+      return;
+    }
+    if (previous && onlyStatusChanged(previous, object)) return;
+    if (!contains(object, wanted)) table.requestReapply(entry.key, "modified");
+  }
+
+  /** Runs refresh rounds until `signal` aborts. */
+  async runRefresh(signal: AbortSignal): Promise<void> {
+    const { table, metrics, refreshIntervalMs, refreshPerSecond } = this.#options;
+    const spacingMs = 1000 / refreshPerSecond;
+    while (!signal.aborted) {
+      const dueBefore = Date.now() - refreshIntervalMs;
+      const due = [...table.entries()].filter((e) => e.status === "done" && e.appliedAt !== undefined && e.appliedAt <= dueBefore).map((e) => e.key);
+      metrics.refreshRemaining.set(due.length);
+      for (const [index, key] of due.entries()) {
+        if (signal.aborted) break;
+        const entry = table.get(key);
+        // Applied (or changed) since the round started: not due any more.
+        if (entry?.appliedAt !== undefined && entry.appliedAt <= dueBefore) {
+          table.requestReapply(key, "refresh");
+          await sleep(spacingMs, signal);
+        }
+        metrics.refreshRemaining.set(due.length - index - 1);
+      }
+      // The oldest apply becomes due one interval after it happened: look again then, but not
+      // more often than every second.
+      let oldest = Date.now();
+      for (const entry of table.entries()) if (entry.appliedAt !== undefined && entry.appliedAt < oldest) oldest = entry.appliedAt;
+      await sleep(Math.max(1000, oldest + refreshIntervalMs - Date.now()), signal);
+    }
+  }
+}
+
+/** A write that changed neither the spec (generation) nor the labels and annotations. */
+function onlyStatusChanged(previous: KubeObject, object: KubeObject): boolean {
+  const generation = object.metadata.generation;
+  return (
+    generation !== undefined &&
+    generation === previous.metadata.generation &&
+    JSON.stringify(previous.metadata.labels) === JSON.stringify(object.metadata.labels) &&
+    JSON.stringify(previous.metadata.annotations) === JSON.stringify(object.metadata.annotations)
+  );
+}
+
+/**
+ * Whether every field of `wanted` has its value in `live` (extra fields in `live` are fine: they
+ * belong to defaults or other field managers). List items are compared by position.
+ */
+export function contains(live: unknown, wanted: unknown): boolean {
+  if (Array.isArray(wanted)) return Array.isArray(live) && wanted.every((item, i) => contains(live[i], item));
+  if (wanted !== null && typeof wanted === "object") {
+    if (live === null || typeof live !== "object" || Array.isArray(live)) return false;
+    return Object.entries(wanted).every(([field, value]) => contains((live as Record<string, unknown>)[field], value));
+  }
+  return live === wanted;
+}

@@ -1,0 +1,163 @@
+// The one place that decides which Kubernetes objects a desired resource becomes. Both targets
+// use it: the kubernetes target applies these objects, the render target writes them.
+import { ResourceType, type DesiredResource, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { typeFromName, typeName, resourceKey } from "./keys.ts";
+
+export const FIELD_MANAGER = "flotilla-agent";
+
+export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
+export const MANAGED_BY = "flotilla";
+export const REGION_LABEL = "flotilla.dev/region";
+export const TYPE_LABEL = "flotilla.dev/resource-type";
+export const ID_LABEL = "flotilla.dev/resource-id";
+export const DESIRED_VERSION_ANNOTATION = "flotilla.dev/desired-version";
+
+export interface ObjectRef {
+  apiVersion: string;
+  kind: string;
+  /** Absent for cluster-scoped objects (Namespace). */
+  namespace?: string;
+  name: string;
+}
+
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    [field: string]: unknown;
+  };
+  [field: string]: unknown;
+}
+
+/** What a desired resource means in the cluster. */
+export interface Manifests {
+  /** Objects to apply, in order (the Namespace first). */
+  apply: KubeObject[];
+  /** Objects the resource may have had before and must not have now (its Service once port is 0). */
+  absent: ObjectRef[];
+}
+
+/** Label selector of everything this agent manages in its region. */
+export function managedSelector(region: string): string {
+  return `${MANAGED_BY_LABEL}=${MANAGED_BY},${REGION_LABEL}=${region}`;
+}
+
+/** Whether labels mark an object as managed by the agent of `region`. */
+export function isManagedBy(labels: Record<string, string> | undefined, region: string): boolean {
+  return labels?.[MANAGED_BY_LABEL] === MANAGED_BY && labels[REGION_LABEL] === region;
+}
+
+/** The resource an object's labels name, if they name one of a known type. */
+export function resourceOfLabels(labels: Record<string, string> | undefined): { type: ResourceType; id: string } | undefined {
+  const type = typeFromName(labels?.[TYPE_LABEL] ?? "");
+  const id = labels?.[ID_LABEL];
+  return type === undefined || !id ? undefined : { type, id };
+}
+
+/** "Deployment ns/name": how logs and apply results name an object. */
+export function describeObject(object: { kind: string; metadata: { name: string; namespace?: string } }): string {
+  const { namespace, name } = object.metadata;
+  return `${object.kind} ${namespace ? `${namespace}/` : ""}${name}`;
+}
+
+export function refOf(object: KubeObject): ObjectRef {
+  const { apiVersion, kind, metadata } = object;
+  return { apiVersion, kind, name: metadata.name, ...(metadata.namespace !== undefined ? { namespace: metadata.namespace } : {}) };
+}
+
+const deploymentRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "apps/v1", kind: "Deployment", namespace, name });
+const serviceRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "v1", kind: "Service", namespace, name });
+const policyRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", namespace, name });
+
+/** Every object a resource of `type` can own (what a delete removes). Never its Namespace. */
+export function ownedRefs(type: ResourceType, namespace: string, name: string): ObjectRef[] {
+  if (type === ResourceType.CILIUM_NETWORK_POLICY) return [policyRef(namespace, name)];
+  return [deploymentRef(namespace, name), serviceRef(namespace, name)];
+}
+
+export function buildManifests(resource: DesiredResource, region: string): Manifests {
+  const { id, namespace } = resource;
+  const labels: Record<string, string> = {
+    [MANAGED_BY_LABEL]: MANAGED_BY,
+    [REGION_LABEL]: region,
+    [TYPE_LABEL]: typeName(resource.type),
+    [ID_LABEL]: id,
+  };
+  // A fresh copy per object: objects must not share parts (serializers may mutate, YAML would alias).
+  const metadata = (): Metadata => ({
+    name: id,
+    namespace,
+    labels: { ...labels },
+    annotations: { [DESIRED_VERSION_ANNOTATION]: String(resource.version) },
+  });
+  // Shared namespaces may be used by several resources, so a Namespace carries no resource labels.
+  const namespaceObject: KubeObject = {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: { name: namespace, labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [REGION_LABEL]: region } },
+  };
+  const spec = resource.spec;
+  switch (spec.case) {
+    case "deployment":
+    case "sentinel": {
+      const workload = spec.value.workload;
+      if (!workload) throw new Error(`${resourceKey(resource.type, id)}: no workload`);
+      const objects = [namespaceObject, deploymentObject(metadata(), workload, spec.value.replicas)];
+      if (workload.port > 0) return { apply: [...objects, serviceObject(metadata(), workload.port)], absent: [] };
+      return { apply: objects, absent: [serviceRef(namespace, id)] };
+    }
+    case "ciliumNetworkPolicy":
+      return {
+        apply: [
+          namespaceObject,
+          { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", metadata: metadata(), spec: spec.value.spec ?? {} },
+        ],
+        absent: [],
+      };
+    default:
+      throw new Error(`${resourceKey(resource.type, id)}: no spec`);
+  }
+}
+
+type Metadata = KubeObject["metadata"] & { labels: Record<string, string> };
+
+/** The immutable selector: the resource's identity labels only. */
+function selectorLabels(labels: Record<string, string>): Record<string, string> {
+  return { [TYPE_LABEL]: labels[TYPE_LABEL]!, [ID_LABEL]: labels[ID_LABEL]! };
+}
+
+function deploymentObject(metadata: Metadata, workload: Workload, replicas: number): KubeObject {
+  const requests: Record<string, string> = {};
+  if (workload.cpuMillicores > 0) requests.cpu = `${workload.cpuMillicores}m`;
+  if (workload.memoryMib > 0) requests.memory = `${workload.memoryMib}Mi`;
+  const container: Record<string, unknown> = { name: "app", image: workload.image };
+  if (workload.command.length > 0) container.command = [...workload.command];
+  if (workload.env.length > 0) container.env = workload.env.map(({ name, value }) => ({ name, value }));
+  if (workload.port > 0) container.ports = [{ name: "http", containerPort: workload.port, protocol: "TCP" }];
+  if (Object.keys(requests).length > 0) container.resources = { requests };
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata,
+    spec: {
+      replicas,
+      selector: { matchLabels: selectorLabels(metadata.labels) },
+      // Pods get the labels but not the version annotation: a new desired version that does not
+      // change the pod spec must not restart the pods.
+      template: { metadata: { labels: { ...metadata.labels } }, spec: { containers: [container] } },
+    },
+  };
+}
+
+function serviceObject(metadata: Metadata, port: number): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata,
+    spec: { selector: selectorLabels(metadata.labels), ports: [{ name: "http", port, targetPort: port, protocol: "TCP" }] },
+  };
+}

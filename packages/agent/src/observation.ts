@@ -1,0 +1,104 @@
+// What the agent reports to ctrl about one resource (a ResourceObservation), derived from the
+// desired table (apply outcome) and, with the kubernetes target, the observer's live Deployment.
+import { create } from "@bufbuild/protobuf";
+import { ResourceObservationSchema, RolloutConditionSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { DesiredEntry, DesiredTable } from "./desired-table.ts";
+import { parseResourceKey } from "./keys.ts";
+import { DESIRED_VERSION_ANNOTATION, type KubeObject } from "./manifests.ts";
+import { DEPLOYMENTS, type Observer } from "./observer.ts";
+
+/** Rollout conditions reported to ctrl (its projection reads Progressing). */
+const REPORTED_CONDITIONS = new Set(["Progressing", "Available"]);
+
+/**
+ * Observations of resource keys. `observe` returns undefined while the key cannot be observed
+ * yet (the observer's first list is not done): it must not be reported as missing.
+ */
+export interface ObservationSource {
+  observe(key: string): ResourceObservation | undefined;
+  /** Every key there is something to say about: desired, being deleted, or present in the cluster. */
+  keys(): Iterable<string>;
+  /** Whether the key is still desired or present (false: its last observation can be forgotten once sent). */
+  isKnown(key: string): boolean;
+}
+
+/** Observations from the desired table only (the render target: nothing to watch). */
+export function tableObservations(table: DesiredTable): ObservationSource {
+  return {
+    observe: (key) => fromTable(key, table.get(key)),
+    keys: () => [...table.entries()].map((entry) => entry.key),
+    isKnown: (key) => table.get(key) !== undefined,
+  };
+}
+
+/**
+ * Observations from the cluster: Deployments (of deployments and sentinels) as the observer sees
+ * them; network policies from the desired table (applied version once applied, apply error).
+ */
+export function clusterObservations(table: DesiredTable, observer: Observer): ObservationSource {
+  return {
+    observe(key) {
+      const entry = table.get(key);
+      if (parseResourceKey(key).type === ResourceType.CILIUM_NETWORK_POLICY) return fromTable(key, entry);
+      if (!observer.isSynced(DEPLOYMENTS)) return undefined;
+      return fromDeployment(key, entry, liveDeployment(observer, key, entry));
+    },
+    keys: () => new Set([...[...table.entries()].map((entry) => entry.key), ...observer.keys(DEPLOYMENTS)]),
+    isKnown: (key) => table.get(key) !== undefined || observer.objectsOf(DEPLOYMENTS, key).length > 0,
+  };
+}
+
+/** The Deployment of a key: where the table says it is, else wherever the observer saw one. */
+function liveDeployment(observer: Observer, key: string, entry: DesiredEntry | undefined): KubeObject | undefined {
+  if (entry?.desired.kind === "upsert") return observer.get(DEPLOYMENTS, entry.desired.resource.namespace, entry.desired.resource.id);
+  if (entry?.desired.kind === "delete") return observer.get(DEPLOYMENTS, entry.desired.tombstone.namespace, entry.desired.tombstone.name);
+  return observer.objectsOf(DEPLOYMENTS, key)[0];
+}
+
+function fromTable(key: string, entry: DesiredEntry | undefined): ResourceObservation {
+  return create(ResourceObservationSchema, {
+    ...identity(key),
+    appliedVersion: BigInt(entry?.appliedVersion ?? 0),
+    missing: entry?.appliedVersion === undefined,
+    lastApplyError: entry?.error ?? "",
+  });
+}
+
+interface DeploymentStatus {
+  observedGeneration?: number;
+  updatedReplicas?: number;
+  readyReplicas?: number;
+  availableReplicas?: number;
+  conditions?: { type?: string; status?: string; reason?: string; message?: string }[];
+}
+
+function fromDeployment(key: string, entry: DesiredEntry | undefined, live: KubeObject | undefined): ResourceObservation {
+  const lastApplyError = entry?.error ?? "";
+  if (!live) return create(ResourceObservationSchema, { ...identity(key), missing: true, lastApplyError });
+  const spec = (live.spec ?? {}) as { replicas?: number; template?: { spec?: { containers?: { image?: string }[] } } };
+  const status = (live.status ?? {}) as DeploymentStatus;
+  // A status written for an older generation describes the previous spec: nothing of the
+  // current spec is updated yet, and the old rollout's conditions no longer apply.
+  const current = status.observedGeneration !== undefined && status.observedGeneration >= Number(live.metadata.generation ?? 1);
+  return create(ResourceObservationSchema, {
+    ...identity(key),
+    appliedVersion: BigInt(Number(live.metadata.annotations?.[DESIRED_VERSION_ANNOTATION] ?? 0) || 0),
+    observedImage: spec.template?.spec?.containers?.[0]?.image ?? "",
+    desiredReplicas: spec.replicas ?? 1,
+    updatedReplicas: current ? (status.updatedReplicas ?? 0) : 0,
+    readyReplicas: status.readyReplicas ?? 0,
+    availableReplicas: status.availableReplicas ?? 0,
+    conditions: current
+      ? (status.conditions ?? [])
+          .filter((c) => REPORTED_CONDITIONS.has(c.type ?? ""))
+          .map((c) => create(RolloutConditionSchema, { type: c.type, status: c.status ?? "", reason: c.reason ?? "", message: c.message ?? "" }))
+      : [],
+    lastApplyError,
+  });
+}
+
+function identity(key: string): { type: ResourceType; id: string } {
+  const { type, id } = parseResourceKey(key);
+  return { type: type ?? ResourceType.UNSPECIFIED, id };
+}

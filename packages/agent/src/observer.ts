@@ -1,0 +1,291 @@
+// The observer: a resilient list+watch (client-go's reflector) of the objects this agent manages
+// in its region, kept in a local cache that the reporter and drift detection read.
+//
+// * List (paged), then watch from the list's resourceVersion with bookmarks and a server-side
+//   timeout; a watch that ends cleanly resumes from the last resourceVersion seen.
+// * 410 Gone (the resourceVersion left the server's watch history) → relist. A relist diffs
+//   against the cache, so objects that changed or vanished meanwhile are still reported.
+// * Errors back off exponentially with jitter; a watch without any event or bookmark for 3× the
+//   expected bookmark interval is restarted (the inactivity watchdog).
+import { ApiException, KubernetesObjectApi, Watch, type KubeConfig } from "@kubernetes/client-node";
+import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
+import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
+import { resourceKey } from "./keys.ts";
+
+/** A kind the observer watches, and its collection path across all namespaces. */
+export interface WatchedKind {
+  apiVersion: string;
+  kind: string;
+  /** e.g. "/apis/apps/v1/deployments". */
+  path: string;
+}
+
+export const DEPLOYMENTS: WatchedKind = { apiVersion: "apps/v1", kind: "Deployment", path: "/apis/apps/v1/deployments" };
+export const SERVICES: WatchedKind = { apiVersion: "v1", kind: "Service", path: "/api/v1/services" };
+export const CILIUM_NETWORK_POLICIES: WatchedKind = {
+  apiVersion: "cilium.io/v2",
+  kind: "CiliumNetworkPolicy",
+  path: "/apis/cilium.io/v2/ciliumnetworkpolicies",
+};
+
+/** Kinds of the objects the agent applies (Namespaces are shared and not watched). */
+export const APPLIED_KINDS: readonly WatchedKind[] = [DEPLOYMENTS, SERVICES, CILIUM_NETWORK_POLICIES];
+
+/** Why a watch was restarted (the `reason` label of flotilla_agent_observer_restarts_total). */
+export type RestartReason = "closed" | "gone" | "inactive" | "error";
+
+/** One change of a cached object. `object` is undefined for a deletion. */
+export interface ObjectChange {
+  kind: WatchedKind;
+  /** Resource key from the object's labels ("deployment/web"), if it names one. */
+  key: string | undefined;
+  object: KubeObject | undefined;
+  previous: KubeObject | undefined;
+}
+
+export interface ObserverOptions {
+  kubeConfig: KubeConfig;
+  region: string;
+  kinds: readonly WatchedKind[];
+  /** The API server's bookmark interval; 3× without any event or bookmark restarts the watch. */
+  bookmarkIntervalMs: number;
+  /** Server-side timeout of each watch request. */
+  watchTimeoutSeconds: number;
+  /** Backoff after failed lists and watches. */
+  backoff: BackoffOptions;
+  onChange: (change: ObjectChange) => void;
+  onRestart: (reason: RestartReason) => void;
+  log: (message: string) => void;
+}
+
+export const DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS = 60_000;
+export const DEFAULT_WATCH_TIMEOUT_SECONDS = 300;
+export const DEFAULT_OBSERVER_BACKOFF: BackoffOptions = { minMs: 500, maxMs: 30_000 };
+
+const LIST_PAGE_SIZE = 500;
+
+export class Observer {
+  readonly #watchers: KindWatcher[];
+
+  constructor(options: ObserverOptions) {
+    this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind));
+  }
+
+  /** Whether `kind` was listed once (before that, an absent object is unknown, not missing). */
+  isSynced(kind: WatchedKind): boolean {
+    return this.#watcher(kind)?.isSynced ?? false;
+  }
+
+  /** The known resourceVersion of each cached object of resource `key`, by describeObject() name. */
+  liveVersions(key: string): Map<string, string> {
+    const versions = new Map<string, string>();
+    for (const watcher of this.#watchers) {
+      for (const object of watcher.objectsOf(key)) versions.set(describeObject(object), object.metadata.resourceVersion as string);
+    }
+    return versions;
+  }
+
+  /** The cached object, if it exists (and the kind is watched). */
+  get(kind: WatchedKind, namespace: string, name: string): KubeObject | undefined {
+    return this.#watcher(kind)?.get(namespace, name);
+  }
+
+  /** Cached objects of `kind` that belong to resource `key`. */
+  objectsOf(kind: WatchedKind, key: string): KubeObject[] {
+    return this.#watcher(kind)?.objectsOf(key) ?? [];
+  }
+
+  /** Resource keys of all cached objects of `kind`. */
+  keys(kind: WatchedKind): IterableIterator<string> {
+    return this.#watcher(kind)?.keys() ?? [].values();
+  }
+
+  /** Runs until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    await Promise.all(this.#watchers.map((w) => w.run(signal)));
+  }
+
+  #watcher(kind: WatchedKind): KindWatcher | undefined {
+    return this.#watchers.find((w) => w.kind.kind === kind.kind && w.kind.apiVersion === kind.apiVersion);
+  }
+}
+
+/** A watch that ended: how, and the error if it failed. */
+type WatchEnd = { reason: Exclude<RestartReason, "error"> } | { reason: "error"; error: unknown };
+
+/** List+watch of one kind, with its cache (by namespace/name and by resource key). */
+class KindWatcher {
+  readonly kind: WatchedKind;
+  isSynced = false;
+  readonly #options: ObserverOptions;
+  readonly #api: KubernetesObjectApi;
+  readonly #watch: Watch;
+  readonly #selector: string;
+  readonly #objects = new Map<string, KubeObject>();
+  readonly #byKey = new Map<string, Set<string>>();
+  #resourceVersion: string | undefined;
+
+  constructor(options: ObserverOptions, kind: WatchedKind) {
+    this.kind = kind;
+    this.#options = options;
+    this.#api = KubernetesObjectApi.makeApiClient(options.kubeConfig);
+    this.#watch = new Watch(options.kubeConfig);
+    this.#selector = managedSelector(options.region);
+  }
+
+  get(namespace: string, name: string): KubeObject | undefined {
+    return this.#objects.get(`${namespace}/${name}`);
+  }
+
+  objectsOf(key: string): KubeObject[] {
+    return [...(this.#byKey.get(key) ?? [])].map((at) => this.#objects.get(at)!);
+  }
+
+  keys(): IterableIterator<string> {
+    return this.#byKey.keys();
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    const { onRestart, backoff, log } = this.#options;
+    let failures = 0;
+    while (!signal.aborted) {
+      let end: WatchEnd;
+      try {
+        if (this.#resourceVersion === undefined) await this.#relist();
+        end = await this.#watchOnce(signal);
+      } catch (error) {
+        end = { reason: "error", error };
+      }
+      if (signal.aborted) break;
+      if (end.reason === "gone") this.#resourceVersion = undefined;
+      onRestart(end.reason);
+      if (end.reason === "error") {
+        const delay = backoffDelay(failures++, backoff);
+        if (failures <= 3 || failures % 10 === 0) log(`observer ${this.kind.kind}: ${describeError(end.error)} (retry in ${Math.round(delay)} ms)`);
+        await sleep(delay, signal);
+      } else {
+        failures = 0;
+      }
+    }
+  }
+
+  /** Lists every managed object, replaces the cache and reports what differs from it. */
+  async #relist(): Promise<void> {
+    const { apiVersion, kind } = this.kind;
+    const listed = new Map<string, KubeObject>();
+    let continueToken: string | undefined;
+    let resourceVersion: string | undefined;
+    do {
+      const page = await this.#api.list(apiVersion, kind, undefined, undefined, undefined, undefined, undefined, this.#selector, LIST_PAGE_SIZE, continueToken);
+      for (const item of page.items) {
+        // List items of built-in types come without apiVersion and kind.
+        const object = { ...item, apiVersion, kind } as KubeObject;
+        listed.set(locationOf(object), object);
+      }
+      resourceVersion = page.metadata?.resourceVersion;
+      continueToken = page.metadata?._continue || undefined;
+    } while (continueToken);
+    for (const [at, previous] of [...this.#objects]) if (!listed.has(at)) this.#remove(previous);
+    for (const object of listed.values()) this.#store(object);
+    this.#resourceVersion = resourceVersion;
+    this.isSynced = true;
+  }
+
+  /** One watch request from the current resourceVersion, until it ends. */
+  #watchOnce(signal: AbortSignal): Promise<WatchEnd> {
+    const { bookmarkIntervalMs, watchTimeoutSeconds } = this.#options;
+    return new Promise<WatchEnd>((resolve) => {
+      let outcome: WatchEnd | undefined;
+      let controller: AbortController | undefined;
+      const finish = (end: WatchEnd) => {
+        outcome ??= end;
+        controller?.abort();
+      };
+      const watchdogMs = 3 * bookmarkIntervalMs;
+      let watchdog = setTimeout(() => finish({ reason: "inactive" }), watchdogMs);
+      const onAbort = () => finish({ reason: "closed" });
+      signal.addEventListener("abort", onAbort, { once: true });
+      const done = (error: unknown) => {
+        clearTimeout(watchdog);
+        signal.removeEventListener("abort", onAbort);
+        if (!outcome) outcome = error ? (statusOf(error) === 410 ? { reason: "gone" } : { reason: "error", error }) : { reason: "closed" };
+        resolve(outcome);
+      };
+      const onEvent = (type: string, object: KubeObject & { code?: number; message?: string }) => {
+        clearTimeout(watchdog);
+        watchdog = setTimeout(() => finish({ reason: "inactive" }), watchdogMs);
+        if (type === "ERROR") {
+          finish(object.code === 410 ? { reason: "gone" } : { reason: "error", error: new Error(`watch error ${object.code}: ${object.message}`) });
+          return;
+        }
+        if (type === "ADDED" || type === "MODIFIED") this.#store({ ...object, apiVersion: this.kind.apiVersion, kind: this.kind.kind });
+        else if (type === "DELETED") this.#remove(object);
+        const version = object.metadata?.resourceVersion;
+        if (typeof version === "string" && version !== "") this.#resourceVersion = version;
+      };
+      const query = {
+        labelSelector: this.#selector,
+        resourceVersion: this.#resourceVersion,
+        allowWatchBookmarks: true,
+        timeoutSeconds: watchTimeoutSeconds,
+      };
+      this.#watch.watch(this.kind.path, query, onEvent, done).then(
+        (started) => {
+          controller = started;
+          if (outcome) started.abort();
+        },
+        done,
+      );
+    });
+  }
+
+  #store(object: KubeObject): void {
+    const at = locationOf(object);
+    const previous = this.#objects.get(at);
+    if (previous && previous.metadata.resourceVersion === object.metadata.resourceVersion) return;
+    const previousKey = keyOf(previous);
+    const key = keyOf(object);
+    if (previousKey !== undefined && previousKey !== key) this.#byKey.get(previousKey)?.delete(at);
+    this.#objects.set(at, object);
+    if (key !== undefined) {
+      let locations = this.#byKey.get(key);
+      if (!locations) this.#byKey.set(key, (locations = new Set()));
+      locations.add(at);
+    }
+    this.#options.onChange({ kind: this.kind, key, object, previous });
+  }
+
+  #remove(object: KubeObject): void {
+    const at = locationOf(object);
+    const previous = this.#objects.get(at);
+    if (!previous) return;
+    this.#objects.delete(at);
+    const key = keyOf(previous);
+    if (key !== undefined) {
+      const locations = this.#byKey.get(key);
+      locations?.delete(at);
+      if (locations?.size === 0) this.#byKey.delete(key);
+    }
+    this.#options.onChange({ kind: this.kind, key, object: undefined, previous });
+  }
+}
+
+function locationOf(object: { metadata: { namespace?: string; name: string } }): string {
+  return `${object.metadata.namespace ?? ""}/${object.metadata.name}`;
+}
+
+function keyOf(object: KubeObject | undefined): string | undefined {
+  const resource = resourceOfLabels(object?.metadata.labels);
+  return resource && resourceKey(resource.type, resource.id);
+}
+
+function statusOf(error: unknown): number | undefined {
+  if (error instanceof ApiException) return error.code;
+  const code = (error as { statusCode?: unknown } | undefined)?.statusCode;
+  return typeof code === "number" ? code : undefined;
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof ApiException) return `HTTP ${error.code}`;
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,72 @@
+// One work-queue run of one key: read the newest desired state from the table, make the target
+// follow it, record the outcome, and choose the retry (client-go's processNextWorkItem).
+import type { DesiredTable } from "./desired-table.ts";
+import { jittered } from "./backoff.ts";
+import type { AgentMetrics } from "./metrics.ts";
+import type { WorkQueue } from "./queue.ts";
+import { TargetError, type AppliedVersions, type Target } from "./target.ts";
+
+export interface ReconcilerDeps {
+  table: DesiredTable;
+  queue: WorkQueue;
+  target: Target;
+  metrics: AgentMetrics;
+  log: (message: string) => void;
+  /**
+   * The live resourceVersions of a key's objects (by describeObject() name), if known: a
+   * re-apply that moves one of them corrected drift (counted in drift_corrections_total).
+   */
+  liveVersions?: (key: string) => AppliedVersions;
+}
+
+export function reconciler({ table, queue, target, metrics, log, liveVersions }: ReconcilerDeps): (key: string) => Promise<void> {
+  return async (key) => {
+    const entry = table.get(key);
+    if (!entry) return queue.forget(key);
+    const { desired, version } = entry;
+    const type = key.slice(0, key.indexOf("/"));
+    const { reapply } = entry;
+    if (desired.kind === "upsert" && entry.appliedVersion === version && !reapply) {
+      // Already applied this version (e.g. the run a coalesced change scheduled): nothing to do.
+      table.markDone(key, version);
+      metrics.reconciles.inc({ type, op: "skip", result: "success" });
+      return queue.forget(key);
+    }
+    const op = desired.kind === "upsert" ? "apply" : "delete";
+    const timer = metrics.reconcileDuration.startTimer({ type, op });
+    try {
+      const before = reapply && liveVersions?.(key);
+      const applied = desired.kind === "upsert" ? await target.apply(desired.resource) : await target.delete(desired.tombstone);
+      timer();
+      table.markDone(key, version);
+      if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });
+      metrics.reconciles.inc({ type, op, result: "success" });
+      queue.forget(key);
+    } catch (error) {
+      timer();
+      const failure = error instanceof TargetError ? error : new TargetError(error instanceof Error ? error.message : String(error));
+      table.markError(key, version, failure.message);
+      metrics.reconciles.inc({ type, op, result: "error" });
+      metrics.retries.inc();
+      if (failure.permanent) {
+        // The same request fails the same way: try again only after the longest backoff, or
+        // sooner when a new desired version arrives (add() pulls the key forward).
+        const delay = jittered(queue.backoff.maxMs, 0.1);
+        queue.addAfter(key, delay);
+        log(`${op} ${key}@${version} rejected (retry in ${Math.round(delay / 1000)} s or on a new version): ${failure.message}`);
+        return;
+      }
+      // 409 conflicts, 429 (Retry-After is the floor), 5xx and network errors: back off and retry.
+      const delay = queue.addRateLimited(key, failure.retryAfterMs);
+      if (queue.failures(key) <= 3 || queue.failures(key) % 10 === 0) {
+        log(`${op} ${key}@${version} failed (attempt ${queue.failures(key)}, retry in ${Math.round(delay)} ms): ${failure.message}`);
+      }
+    }
+  };
+}
+
+/** Whether an apply created an object or moved its resourceVersion (a no-op apply moves none). */
+function changedAny(before: AppliedVersions, after: AppliedVersions): boolean {
+  for (const [object, version] of after) if (before.get(object) !== version) return true;
+  return false;
+}

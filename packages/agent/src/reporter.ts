@@ -1,0 +1,171 @@
+// The reporter: sends ctrl what the agent observes (ReportObservedState), independent of
+// reconciliation (a failing report never holds up an apply).
+//
+// * Only changed observations are sent: keys are marked by touch() when something about them
+//   may have changed, and an observation equal to the last one sent for its key is dropped.
+// * Calls are batched (≤ maxBatch observations) and rate-limited (≤ one per reportIntervalMs).
+// * With nothing to send, a heartbeat (no observations) goes out every heartbeatIntervalMs; every
+//   call carries the agent's cursor as its applied version.
+// * requestFullSet() (after each (re)connect to ctrl) resends every observation once, marked
+//   `full_set`, in batches.
+// * A failed call is retried with backoff; its observations stay pending meanwhile.
+import { equals } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { Client } from "@connectrpc/connect";
+import { ResourceObservationSchema, type ClusterService, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { backoffDelay, sleep } from "./backoff.ts";
+import type { AgentMetrics } from "./metrics.ts";
+import type { ObservationSource } from "./observation.ts";
+
+export interface ReporterOptions {
+  client: Client<typeof ClusterService>;
+  region: string;
+  source: ObservationSource;
+  /** The agent's applied version: the region version its desired table is complete up to. */
+  cursor: () => number;
+  /** At most one call per this interval. */
+  reportIntervalMs: number;
+  /** A call (a heartbeat if nothing changed) at least this often. */
+  heartbeatIntervalMs: number;
+  /** Observations per call. Default 500. */
+  maxBatch?: number;
+  metrics: AgentMetrics;
+  log: (message: string) => void;
+}
+
+export const DEFAULT_REPORT_INTERVAL_MS = 250;
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5000;
+export const DEFAULT_MAX_BATCH = 500;
+const CALL_TIMEOUT_MS = 10_000;
+
+export class Reporter {
+  readonly #options: ReporterOptions;
+  readonly #maxBatch: number;
+  /** Keys whose observation may differ from the last one sent. */
+  readonly #dirty = new Set<string>();
+  /** The last observation sent per key (without its timestamp). */
+  readonly #sent = new Map<string, ResourceObservation>();
+  /** Keys of a full set still to send (sent even if unchanged); undefined when none is due. */
+  #fullSet: Set<string> | undefined;
+  #fullSetDue = true;
+  #wakeUp = new AbortController();
+
+  constructor(options: ReporterOptions) {
+    this.#options = options;
+    this.#maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
+  }
+
+  /** Something about `key` may have changed. */
+  touch(key: string): void {
+    this.#dirty.add(key);
+    this.#wakeUp.abort();
+  }
+
+  /** Resend every observation once, marked as the full set (ctrl may have missed changes). */
+  requestFullSet(): void {
+    this.#fullSetDue = true;
+    this.#wakeUp.abort();
+  }
+
+  /** Runs until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { reportIntervalMs, heartbeatIntervalMs, metrics, log } = this.#options;
+    let lastCall = 0;
+    let failures = 0;
+    while (!signal.aborted) {
+      if (!this.#hasWork()) {
+        await sleep(lastCall + heartbeatIntervalMs - Date.now(), AbortSignal.any([signal, this.#wakeUp.signal]));
+        if (this.#wakeUp.signal.aborted) this.#wakeUp = new AbortController();
+      }
+      await sleep(lastCall + reportIntervalMs - Date.now(), signal);
+      if (signal.aborted) break;
+      const batch = this.#nextBatch();
+      const heartbeatDue = Date.now() - lastCall >= heartbeatIntervalMs;
+      if (batch.observations.length === 0 && !heartbeatDue) {
+        // Nothing changed after all (or nothing observable yet): wait without calling.
+        if (this.#hasWork()) await sleep(reportIntervalMs, signal);
+        continue;
+      }
+      lastCall = Date.now();
+      try {
+        await this.#send(batch, signal);
+        failures = 0;
+      } catch (error) {
+        if (signal.aborted) break;
+        metrics.reportErrors.inc();
+        this.#requeue(batch);
+        const delay = backoffDelay(failures++, { minMs: reportIntervalMs, maxMs: Math.max(reportIntervalMs, heartbeatIntervalMs) });
+        if (failures <= 3 || failures % 10 === 0) log(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
+        await sleep(delay, signal);
+      }
+    }
+  }
+
+  #hasWork(): boolean {
+    return this.#fullSetDue || (this.#fullSet?.size ?? 0) > 0 || this.#dirty.size > 0;
+  }
+
+  /** Up to maxBatch observations: the rest of a due full set first, else changed ones. */
+  #nextBatch(): Batch {
+    const { source } = this.#options;
+    if (this.#fullSetDue) {
+      this.#fullSetDue = false;
+      this.#fullSet = new Set([...source.keys(), ...this.#sent.keys()]);
+    }
+    const observations: [string, ResourceObservation][] = [];
+    if (this.#fullSet && this.#fullSet.size > 0) {
+      for (const key of this.#fullSet) {
+        if (observations.length >= this.#maxBatch) break;
+        const observation = source.observe(key);
+        if (!observation) continue;
+        this.#fullSet.delete(key);
+        this.#dirty.delete(key);
+        observations.push([key, observation]);
+      }
+      if (observations.length > 0 || this.#fullSet.size > 0) return { observations, fullSet: true };
+    }
+    for (const key of this.#dirty) {
+      if (observations.length >= this.#maxBatch) break;
+      const observation = source.observe(key);
+      if (!observation) continue;
+      this.#dirty.delete(key);
+      const sent = this.#sent.get(key);
+      if (sent && equals(ResourceObservationSchema, sent, observation)) continue;
+      observations.push([key, observation]);
+    }
+    return { observations, fullSet: false };
+  }
+
+  async #send(batch: Batch, signal: AbortSignal): Promise<void> {
+    const { client, region, cursor, source, metrics } = this.#options;
+    const now = timestampFromMs(Date.now());
+    await client.reportObservedState(
+      {
+        region,
+        appliedVersion: BigInt(cursor()),
+        observations: batch.observations.map(([, observation]) => ({ ...observation, observedAt: now })),
+        fullSet: batch.fullSet,
+      },
+      { signal, timeoutMs: CALL_TIMEOUT_MS },
+    );
+    metrics.observationsSent.inc(batch.observations.length);
+    for (const [key, observation] of batch.observations) {
+      // Once ctrl knows a key is gone for good, there is nothing more to say about it.
+      if (observation.missing && !source.isKnown(key)) this.#sent.delete(key);
+      else this.#sent.set(key, observation);
+    }
+  }
+
+  #requeue(batch: Batch): void {
+    for (const [key] of batch.observations) {
+      if (batch.fullSet) this.#fullSet?.add(key);
+      else this.#dirty.add(key);
+    }
+  }
+}
+
+interface Batch {
+  observations: [string, ResourceObservation][];
+  fullSet: boolean;
+}
+

@@ -1,0 +1,71 @@
+// Where desired state goes: a Kubernetes cluster, or a directory of manifests. Every method is
+// idempotent, so the work queue may retry any call after any failure.
+import type { DesiredResource, ResourceTombstone, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { resourceKey } from "./keys.ts";
+import { isManagedBy, resourceOfLabels } from "./manifests.ts";
+
+/** One object of this region that carries the managed-by and region labels. */
+export interface ManagedObject {
+  /** The resource from the object's type and id labels, and its key ("deployment/web"). */
+  type: ResourceType;
+  id: string;
+  key: string;
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+  name: string;
+}
+
+/** The ManagedObject an object listed by a target is, or undefined if it is not managed in `region`. */
+export function managedObject(
+  object: { apiVersion: string; kind: string; metadata?: { name?: string; namespace?: string; labels?: Record<string, string> } },
+  region: string,
+): ManagedObject | undefined {
+  const labels = object.metadata?.labels;
+  const resource = resourceOfLabels(labels);
+  if (!resource || !isManagedBy(labels, region)) return undefined;
+  const { apiVersion, kind } = object;
+  const key = resourceKey(resource.type, resource.id);
+  return { ...resource, key, apiVersion, kind, namespace: object.metadata?.namespace ?? "", name: object.metadata?.name ?? "" };
+}
+
+/** The resourceVersion of each object an apply wrote, by describeObject() name. */
+export type AppliedVersions = Map<string, string>;
+
+export interface Target {
+  /**
+   * Makes the target hold exactly the objects `buildManifests(resource)` describes: ensures the
+   * Namespace, applies the objects (labels and desired-version annotation included) and removes
+   * objects the resource no longer has (its Service once the port is 0). A target that can tell
+   * returns the resourceVersions the objects have after the apply (Namespaces excepted).
+   */
+  apply(resource: DesiredResource): Promise<AppliedVersions | void>;
+  /**
+   * Removes every object the tombstone's resource owns (never its Namespace). Objects already
+   * gone count as removed; objects without this region's managed labels are left alone.
+   */
+  delete(tombstone: ResourceTombstone): Promise<void>;
+  /** All objects managed in this region, except Namespaces (which are never pruned). */
+  listManaged(): Promise<ManagedObject[]>;
+}
+
+/**
+ * A failed target call, with what the work queue needs to choose the retry: the HTTP status
+ * (undefined for network errors) and the server's Retry-After.
+ */
+export class TargetError extends Error {
+  readonly statusCode: number | undefined;
+  readonly retryAfterMs: number | undefined;
+
+  constructor(message: string, statusCode?: number, retryAfterMs?: number) {
+    super(message);
+    this.name = "TargetError";
+    this.statusCode = statusCode;
+    this.retryAfterMs = retryAfterMs;
+  }
+
+  /** Invalid requests (400 Bad Request, 415, 422 Invalid) fail the same way every time. */
+  get permanent(): boolean {
+    return this.statusCode === 400 || this.statusCode === 415 || this.statusCode === 422;
+  }
+}

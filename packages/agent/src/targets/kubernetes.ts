@@ -1,0 +1,166 @@
+// The kubernetes target: server-side apply with the agent's field manager (forcing conflicts:
+// the agent owns these fields), deletes with Background propagation, prune listing by labels.
+import { ApiException, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
+import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import {
+  buildManifests,
+  describeObject as describe,
+  FIELD_MANAGER,
+  isManagedBy,
+  managedSelector,
+  ownedRefs,
+  type KubeObject,
+  type ObjectRef,
+} from "../manifests.ts";
+import { managedObject, TargetError, type AppliedVersions, type ManagedObject, type Target } from "../target.ts";
+
+/** Kinds that listManaged() looks at (Namespaces are never pruned). */
+const PRUNABLE_KINDS = [
+  { apiVersion: "apps/v1", kind: "Deployment" },
+  { apiVersion: "v1", kind: "Service" },
+  { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy" },
+];
+
+const LIST_PAGE_SIZE = 500;
+
+/** The kubeconfig at `path` if given, else the in-cluster service account, else the default (~/.kube/config, $KUBECONFIG). */
+export function loadKubeConfig(path?: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  // Kubernetes sets these in every pod, as client-go's InClusterConfig checks.
+  else if (process.env.KUBERNETES_SERVICE_HOST && process.env.KUBERNETES_SERVICE_PORT) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export interface KubernetesTargetOptions {
+  kubeConfig: KubeConfig;
+  region: string;
+}
+
+export class KubernetesTarget implements Target {
+  /** The cluster's access, also used by the agent's observer. */
+  readonly kubeConfig: KubeConfig;
+  readonly #api: KubernetesObjectApi;
+  readonly #region: string;
+  /** Namespaces applied by this process; forgotten when an apply into one finds it missing. */
+  readonly #ensuredNamespaces = new Set<string>();
+
+  constructor({ kubeConfig, region }: KubernetesTargetOptions) {
+    this.kubeConfig = kubeConfig;
+    this.#api = KubernetesObjectApi.makeApiClient(kubeConfig);
+    this.#region = region;
+  }
+
+  async apply(resource: DesiredResource): Promise<AppliedVersions> {
+    const { apply, absent } = buildManifests(resource, this.#region);
+    const applied: AppliedVersions = new Map();
+    for (const object of apply) {
+      if (object.kind === "Namespace") {
+        if (this.#ensuredNamespaces.has(object.metadata.name)) continue;
+        await this.#serverSideApply(object);
+        this.#ensuredNamespaces.add(object.metadata.name);
+        continue;
+      }
+      try {
+        const written = await this.#serverSideApply(object);
+        applied.set(describe(object), written.metadata?.resourceVersion ?? "");
+      } catch (error) {
+        // The namespace was deleted behind our back: ensure it again on the retry.
+        if (error instanceof TargetError && error.statusCode === 404) this.#ensuredNamespaces.delete(resource.namespace);
+        throw error;
+      }
+    }
+    for (const ref of absent) await this.#deleteManaged(ref);
+    return applied;
+  }
+
+  async delete(tombstone: ResourceTombstone): Promise<void> {
+    for (const ref of ownedRefs(tombstone.type, tombstone.namespace, tombstone.name)) await this.#deleteManaged(ref);
+  }
+
+  async listManaged(): Promise<ManagedObject[]> {
+    const managed: ManagedObject[] = [];
+    for (const { apiVersion, kind } of PRUNABLE_KINDS) {
+      let continueToken: string | undefined;
+      do {
+        let page;
+        try {
+          page = await this.#api.list(apiVersion, kind, undefined, undefined, undefined, undefined, undefined, managedSelector(this.#region), LIST_PAGE_SIZE, continueToken);
+        } catch (error) {
+          // A cluster without the Cilium CRDs has no policies to prune.
+          if (isNotFound(error) || isUnknownKind(error)) break;
+          throw targetError(error, `list ${kind}`);
+        }
+        for (const item of page.items) {
+          // List items of built-in types come without apiVersion and kind.
+          const object = managedObject({ ...item, apiVersion, kind }, this.#region);
+          if (object) managed.push(object);
+        }
+        continueToken = page.metadata?._continue || undefined;
+      } while (continueToken);
+    }
+    return managed;
+  }
+
+  async #serverSideApply(object: KubeObject): Promise<KubernetesObject> {
+    try {
+      return await this.#api.patch(object as KubernetesObject, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+    } catch (error) {
+      throw targetError(error, `apply ${describe(object)}`);
+    }
+  }
+
+  /** Deletes the object only if it carries this region's managed labels (uid precondition: it is still that object). */
+  async #deleteManaged(ref: ObjectRef): Promise<void> {
+    const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } };
+    let live: KubernetesObject;
+    try {
+      live = await this.#api.read(header);
+    } catch (error) {
+      if (isNotFound(error) || isUnknownKind(error)) return;
+      throw targetError(error, `read ${describe(header)}`);
+    }
+    if (!isManagedBy(live.metadata?.labels, this.#region)) return;
+    try {
+      await this.#api.delete(header, undefined, undefined, undefined, undefined, "Background", { preconditions: { uid: live.metadata?.uid } });
+    } catch (error) {
+      if (isNotFound(error)) return;
+      throw targetError(error, `delete ${describe(header)}`);
+    }
+  }
+}
+
+function isNotFound(error: unknown): boolean {
+  return error instanceof ApiException && error.code === 404;
+}
+
+/** KubernetesObjectApi's discovery did not find the kind (e.g. no Cilium CRDs installed). */
+function isUnknownKind(error: unknown): boolean {
+  return error instanceof Error && !(error instanceof ApiException) && error.message.startsWith("Unrecognized API version and kind");
+}
+
+/** Carries the HTTP status, the server's message and Retry-After to the work queue. */
+function targetError(error: unknown, what: string): TargetError {
+  if (!(error instanceof ApiException)) return new TargetError(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+  const body: unknown = typeof error.body === "string" ? safeJson(error.body) : error.body;
+  const message = body && typeof body === "object" && "message" in body ? String(body.message) : `HTTP ${error.code}`;
+  return new TargetError(`${what}: ${message}`, error.code, retryAfterMs(error.headers["retry-after"]));
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** Retry-After in seconds (what the API server sends) or as an HTTP date. */
+function retryAfterMs(header: string | undefined): number | undefined {
+  if (!header) return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}

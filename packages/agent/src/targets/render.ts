@@ -1,0 +1,101 @@
+// The render target (dry run / GitOps): writes exactly the objects the kubernetes target would
+// apply, one deterministic YAML file per object, at <dir>/<namespace>/<kind>-<name>.yaml (a
+// Namespace lives in its own directory). Files are staged in <dir>/.staging and renamed into
+// place, so a reader listing the tree never sees a partial or temporary file.
+import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join, relative, sep } from "node:path";
+import { parse, stringify } from "yaml";
+import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { buildManifests, isManagedBy, ownedRefs, refOf, type KubeObject, type ObjectRef } from "../manifests.ts";
+import { managedObject, type ManagedObject, type Target } from "../target.ts";
+
+/** Path of an object's file, relative to the render directory. */
+export function manifestPath(ref: ObjectRef): string {
+  return join(ref.namespace ?? ref.name, `${ref.kind.toLowerCase()}-${ref.name}.yaml`);
+}
+
+const STAGING_DIR = ".staging";
+
+/** Sorted keys and no aliases, so the same object always renders to the same plain bytes. */
+export function renderYaml(object: KubeObject): string {
+  return stringify(object, { sortMapEntries: true, aliasDuplicateObjects: false });
+}
+
+export interface RenderTargetOptions {
+  dir: string;
+  region: string;
+}
+
+export class RenderTarget implements Target {
+  readonly #dir: string;
+  readonly #region: string;
+
+  constructor({ dir, region }: RenderTargetOptions) {
+    this.#dir = dir;
+    this.#region = region;
+  }
+
+  async apply(resource: DesiredResource): Promise<void> {
+    const { apply, absent } = buildManifests(resource, this.#region);
+    for (const object of apply) await this.#write(object);
+    for (const ref of absent) await this.#remove(ref);
+  }
+
+  async delete(tombstone: ResourceTombstone): Promise<void> {
+    for (const ref of ownedRefs(tombstone.type, tombstone.namespace, tombstone.name)) await this.#remove(ref);
+  }
+
+  async listManaged(): Promise<ManagedObject[]> {
+    const managed: ManagedObject[] = [];
+    for (const path of await this.#files()) {
+      const object = await this.#read(path);
+      const managedOne = object && object.kind !== "Namespace" ? managedObject(object, this.#region) : undefined;
+      if (managedOne) managed.push(managedOne);
+    }
+    return managed;
+  }
+
+  async #write(object: KubeObject): Promise<void> {
+    const path = join(this.#dir, manifestPath(refOf(object)));
+    await mkdir(join(path, ".."), { recursive: true });
+    // Write then rename, so a reader (or a crash) never sees half a file.
+    const temporary = `${path}.tmp`;
+    await writeFile(temporary, renderYaml(object));
+    await rename(temporary, path);
+  }
+
+  /** Removes the object's file if it holds an object managed in this region. */
+  async #remove(ref: ObjectRef): Promise<void> {
+    const path = manifestPath(ref);
+    const object = await this.#read(path);
+    if (object && isManagedBy(object.metadata.labels, this.#region)) await rm(join(this.#dir, path), { force: true });
+  }
+
+  async #read(path: string): Promise<KubeObject | undefined> {
+    let text: string;
+    try {
+      text = await readFile(join(this.#dir, path), "utf8");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+    const object: unknown = parse(text);
+    return object && typeof object === "object" && "metadata" in object ? (object as KubeObject) : undefined;
+  }
+
+  /** Paths of the YAML files under the directory, relative to it. */
+  async #files(): Promise<string[]> {
+    let entries;
+    try {
+      entries = await readdir(this.#dir, { recursive: true, withFileTypes: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw error;
+    }
+    return entries
+      .filter((entry) => entry.isFile() && entry.name.endsWith(".yaml"))
+      .map((entry) => relative(this.#dir, join(entry.parentPath, entry.name)))
+      .filter((path) => !path.startsWith(STAGING_DIR + sep))
+      .sort();
+  }
+}

@@ -1,0 +1,124 @@
+// The connection lifecycle against a scripted ctrl: the watch always carries version_last_seen,
+// resumes from the last version received after an error, treats a silent stream as dead, and
+// runs a full sync on RESYNC_REQUIRED and periodically.
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import type { ClusterService, WatchDeploymentChangesRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
+import { Connection } from "../src/connection.ts";
+import { DesiredTable } from "../src/desired-table.ts";
+import { AgentMetrics } from "../src/metrics.ts";
+import { waitFor } from "./helpers.ts";
+
+const resource = (id: string, version: number) =>
+  create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id, version: BigInt(version), namespace: "n" });
+
+/** Never yields; ends when the call is aborted. */
+function hangUntil(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => signal.addEventListener("abort", () => reject(new ConnectError("aborted", Code.Canceled)), { once: true }));
+}
+
+type Step = (signal: AbortSignal) => AsyncGenerator<unknown>;
+
+function scriptedCtrl(snapshots: { version: number; resources: ReturnType<typeof resource>[] }[], watches: Step[]) {
+  const watchedFrom: (bigint | undefined)[] = [];
+  let syncs = 0;
+  const client = {
+    async *syncDesiredState() {
+      const snapshot = snapshots[Math.min(syncs++, snapshots.length - 1)]!;
+      yield { message: { case: "batch", value: { resources: snapshot.resources } } };
+      yield { message: { case: "complete", value: { version: BigInt(snapshot.version), resourceCount: BigInt(snapshot.resources.length) } } };
+    },
+    watchDeploymentChanges(request: WatchDeploymentChangesRequest, options: { signal: AbortSignal }) {
+      watchedFrom.push(request.versionLastSeen);
+      const step = watches[watchedFrom.length - 1] ?? (async function* (signal: AbortSignal) {
+        await hangUntil(signal);
+      });
+      return step(options.signal);
+    },
+  } as unknown as Client<typeof ClusterService>;
+  return { client, watchedFrom, syncs: () => syncs };
+}
+
+function connect(client: Client<typeof ClusterService>, overrides: { fullSyncIntervalMs?: number } = {}) {
+  const table = new DesiredTable(() => {});
+  const metrics = new AgentMetrics({ queueDepth: () => 0, desiredCounts: () => table.counts() });
+  let pruned = 0;
+  const connection = new Connection({
+    client,
+    region: "east",
+    table,
+    metrics,
+    afterSnapshot: async () => void pruned++,
+    fullSyncIntervalMs: overrides.fullSyncIntervalMs ?? 60_000,
+    bookmarkIntervalMs: 20,
+    reconnectBackoff: { minMs: 5, maxMs: 10 },
+    log: () => {},
+  });
+  const stop = new AbortController();
+  const running = connection.run(stop.signal);
+  return {
+    table,
+    metrics,
+    connection,
+    pruned: () => pruned,
+    async stop() {
+      stop.abort();
+      await running;
+    },
+  };
+}
+
+async function reconnects(metrics: AgentMetrics): Promise<Record<string, number>> {
+  return Object.fromEntries((await metrics.reconnects.get()).values.map((v) => [v.labels.reason, v.value]));
+}
+
+describe("Connection", () => {
+  test("resumes from the last version, detects a silent stream, resyncs on RESYNC_REQUIRED", async () => {
+    const resync = new ConnectError("RESYNC_REQUIRED: too old", Code.FailedPrecondition, undefined, [
+      { desc: ErrorInfoSchema, value: { reason: "RESYNC_REQUIRED", domain: "flotilla.dev" } },
+    ]);
+    const ctrl = scriptedCtrl(
+      [
+        { version: 5, resources: [resource("a", 5)] },
+        { version: 9, resources: [resource("a", 8)] },
+      ],
+      [
+        async function* () {
+          yield { events: [{ version: 6n, change: { case: "upsert", value: resource("b", 6) } }], version: 6n };
+          throw new ConnectError("connection reset", Code.Unavailable);
+        },
+        async function* (signal) {
+          yield { events: [], version: 7n };
+          await hangUntil(signal);
+        },
+        async function* () {
+          yield* [];
+          throw resync;
+        },
+      ],
+    );
+    const agent = connect(ctrl.client);
+    await waitFor(() => ctrl.watchedFrom.length >= 4, "four watches");
+    await agent.stop();
+    assert.deepEqual(ctrl.watchedFrom, [5n, 6n, 7n, 9n], "always sets version_last_seen; resumes from the last version received");
+    assert.equal(ctrl.syncs(), 2);
+    assert.equal(agent.pruned(), 2, "prune after each complete snapshot");
+    assert.deepEqual(await reconnects(agent.metrics), { error: 1, inactive: 1, resync_required: 1 });
+    assert.equal(agent.table.get("deployment/a")?.version, 8);
+    assert.equal(agent.table.get("deployment/b")?.desired.kind, "delete", "b is absent from the second snapshot");
+    assert.equal(agent.connection.cursor, 9);
+  });
+
+  test("a periodic full sync replaces the stream without counting as a reconnect", async () => {
+    const ctrl = scriptedCtrl([{ version: 0, resources: [] }], []);
+    const agent = connect(ctrl.client, { fullSyncIntervalMs: 30 });
+    await waitFor(() => ctrl.syncs() >= 3, "three full syncs");
+    await agent.stop();
+    assert.ok(ctrl.watchedFrom.every((v) => v === 0n), "version_last_seen is sent even when 0");
+    assert.deepEqual(await reconnects(agent.metrics), {});
+  });
+});

@@ -1,0 +1,67 @@
+// Command-line flags of `pnpm ctrl`, each also an environment variable. This table is the
+// single source of --help and of the README's configuration table.
+import { parseArgs } from "node:util";
+import { DEFAULT_DATABASE_URL } from "@flotilla/store";
+
+export interface OptionSpec {
+  flag: string;
+  env: string;
+  default: string;
+  description: string;
+}
+
+export const CTRL_OPTIONS = [
+  { flag: "database-url", env: "FLOTILLA_DATABASE_URL", default: DEFAULT_DATABASE_URL, description: "sqlite:<path> (embedded) or mysql://user:pass@host:port/db" },
+  { flag: "listen", env: "FLOTILLA_LISTEN", default: "127.0.0.1:7070", description: "host:port for Connect, gRPC and gRPC-Web (h2c and HTTP/1.1), /healthz, /metrics" },
+  { flag: "admin-token", env: "FLOTILLA_ADMIN_TOKEN", default: "", description: "operator bearer token; when empty one is generated and written to .flotilla/admin-token" },
+  { flag: "read-max-bytes", env: "FLOTILLA_READ_MAX_BYTES", default: String(4 * 1024 * 1024), description: "largest request message accepted" },
+  { flag: "poll-interval-ms", env: "FLOTILLA_POLL_INTERVAL_MS", default: "200", description: "change poller interval: latency bound for writes made by other ctrl replicas" },
+  { flag: "bookmark-interval-ms", env: "FLOTILLA_BOOKMARK_INTERVAL_MS", default: "5000", description: "idle watch streams get a bookmark this often" },
+  { flag: "watch-buffer-events", env: "FLOTILLA_WATCH_BUFFER_EVENTS", default: "10000", description: "events a watch stream may queue before it is ended with CONSUMER_TOO_SLOW" },
+  { flag: "status-stale-after-ms", env: "FLOTILLA_STATUS_STALE_AFTER_MS", default: "30000", description: "statuses of a region whose agent has not reported for this long are marked stale" },
+  { flag: "retention-max-age-s", env: "FLOTILLA_RETENTION_MAX_AGE_S", default: String(7 * 24 * 3600), description: "outbox rows older than this are pruned (0: keep)" },
+  { flag: "retention-max-rows", env: "FLOTILLA_RETENTION_MAX_ROWS", default: "0", description: "outbox rows kept per region at most (0: no limit)" },
+] as const satisfies readonly OptionSpec[];
+
+export type Config<Specs extends readonly OptionSpec[]> = { [S in Specs[number] as S["flag"]]: string };
+
+/** Flag, else environment variable, else default. Unknown flags are an error. */
+export function parseConfig<const Specs extends readonly OptionSpec[]>(
+  specs: Specs,
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Config<Specs> | "help" {
+  const { values } = parseArgs({
+    args: argv,
+    options: Object.fromEntries([["help", { type: "boolean" as const }], ...specs.map((s) => [s.flag, { type: "string" as const }])]),
+    strict: true,
+  });
+  const given = values as Record<string, string | boolean | undefined>;
+  if (given.help) return "help";
+  return Object.fromEntries(specs.map((s) => [s.flag, (given[s.flag] as string | undefined) ?? env[s.env] ?? s.default])) as Config<Specs>;
+}
+
+export function usage(command: string, specs: readonly OptionSpec[]): string {
+  const rows = specs.map((s) => `  --${s.flag} <value>\n      ${s.description}\n      env ${s.env}${s.default ? `, default ${s.default}` : ""}`);
+  return `usage: ${command} [options]\n\n${rows.join("\n")}\n  --help\n`;
+}
+
+/** "host:port" → parts; a bare port means loopback. */
+export function parseListen(listen: string): { host: string; port: number } {
+  const match = /^(?:\[?([^\]]*)\]?:)?(\d+)$/.exec(listen);
+  const port = Number(match?.[2]);
+  if (!match || port > 65535) throw new Error(`--listen ${JSON.stringify(listen)}: expected host:port`);
+  return { host: match[1] || "127.0.0.1", port };
+}
+
+export function positiveInt(flag: string, value: string): number {
+  const n = nonNegativeInt(flag, value);
+  if (n === 0) throw new Error(`--${flag} ${JSON.stringify(value)}: expected a positive integer`);
+  return n;
+}
+
+export function nonNegativeInt(flag: string, value: string): number {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isSafeInteger(n) || n < 0) throw new Error(`--${flag} ${JSON.stringify(value)}: expected a non-negative integer`);
+  return n;
+}

@@ -1,0 +1,151 @@
+// Prometheus metrics of a ctrl process: process metrics, RPCs by procedure and code, durations.
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export class CtrlMetrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: "flotilla_ctrl_requests_total",
+    help: "RPCs handled, by procedure and final code.",
+    labelNames: ["procedure", "code"] as const,
+    registers: [this.registry],
+  });
+  readonly requestDuration = new Histogram({
+    name: "flotilla_ctrl_request_duration_seconds",
+    help: "RPC duration until the last response message (streams: until they end).",
+    labelNames: ["procedure"] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+    registers: [this.registry],
+  });
+
+  // Streaming (SyncDesiredState, WatchDeploymentChanges and the shared poller).
+  readonly snapshotDuration = new Histogram({
+    name: "flotilla_ctrl_snapshot_duration_seconds",
+    help: "SyncDesiredState duration, from request to complete marker.",
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+  readonly snapshotResources = new Counter({
+    name: "flotilla_ctrl_snapshot_resources_sent_total",
+    help: "Resources sent by SyncDesiredState, by type.",
+    labelNames: ["type"] as const,
+    registers: [this.registry],
+  });
+  readonly watchStreams = new Gauge({
+    name: "flotilla_ctrl_watch_streams",
+    help: "Open WatchDeploymentChanges streams, by region.",
+    labelNames: ["region"] as const,
+    registers: [this.registry],
+  });
+  readonly watchEvents = new Counter({
+    name: "flotilla_ctrl_watch_events_sent_total",
+    help: "Change events sent on watch streams.",
+    registers: [this.registry],
+  });
+  readonly watchBookmarks = new Counter({
+    name: "flotilla_ctrl_watch_bookmarks_sent_total",
+    help: "Bookmarks (no events, current version) sent on idle watch streams.",
+    registers: [this.registry],
+  });
+  readonly watchEndedForLag = new Counter({
+    name: "flotilla_ctrl_watch_streams_ended_for_lag_total",
+    help: "Watch streams ended with CONSUMER_TOO_SLOW because their buffer overflowed.",
+    registers: [this.registry],
+  });
+  readonly pollerQueries = new Counter({
+    name: "flotilla_ctrl_poller_queries_total",
+    help: "Database queries issued by the shared change poller.",
+    registers: [this.registry],
+  });
+  readonly pollerQueryDuration = new Histogram({
+    name: "flotilla_ctrl_poller_query_duration_seconds",
+    help: "Duration of the shared change poller's database queries.",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+  readonly headVersion = new Gauge({
+    name: "flotilla_ctrl_region_head_version",
+    help: "Head version per region, as last seen by the poller.",
+    labelNames: ["region"] as const,
+    registers: [this.registry],
+  });
+
+  // Observed status (ReportObservedState).
+  readonly statusUpdates = new Counter({
+    name: "flotilla_ctrl_status_updates_total",
+    help: "Reported observations: changed (written) or noop (identical, nothing written).",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
+  readonly agentLastReport = new Gauge({
+    name: "flotilla_ctrl_agent_last_report_timestamp_seconds",
+    help: "When each region's agent last reported to this ctrl process.",
+    labelNames: ["region"] as const,
+    registers: [this.registry],
+  });
+  readonly agentAppliedVersion = new Gauge({
+    name: "flotilla_ctrl_agent_applied_version",
+    help: "The applied version each region's agent last reported.",
+    labelNames: ["region"] as const,
+    registers: [this.registry],
+  });
+  readonly agentLag = new Gauge({
+    name: "flotilla_ctrl_agent_lag_versions",
+    help: "Region head version minus the agent's applied version, at its last report.",
+    labelNames: ["region"] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * Counts every RPC once it has finished, including streams and failures. `mapError`
+   * turns what handlers throw into what the client gets; doing both in one wrapper keeps
+   * the per-message cost of streams to a single generator layer.
+   */
+  interceptor(mapError: (error: unknown) => unknown): Interceptor {
+    return (next) => async (req) => {
+      const procedure = `${req.service.typeName}/${req.method.name}`;
+      const started = performance.now();
+      const done = (error?: unknown) => {
+        const code = error === undefined ? "ok" : codeName(ConnectError.from(error).code);
+        this.requests.inc({ procedure, code });
+        this.requestDuration.observe({ procedure }, (performance.now() - started) / 1000);
+      };
+      let res;
+      try {
+        res = await next(req);
+      } catch (thrown) {
+        const error = mapError(thrown);
+        done(error);
+        throw error;
+      }
+      if (!res.stream) {
+        done();
+        return res;
+      }
+      const messages = res.message;
+      return {
+        ...res,
+        message: (async function* () {
+          let outcome: unknown = new ConnectError("client went away", Code.Canceled);
+          try {
+            yield* messages;
+            outcome = undefined;
+          } catch (thrown) {
+            outcome = mapError(thrown);
+            throw outcome;
+          } finally {
+            done(outcome);
+          }
+        })(),
+      };
+    };
+  }
+}
+
+function codeName(code: Code): string {
+  return Code[code]!.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+}

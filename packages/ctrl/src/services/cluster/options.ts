@@ -1,0 +1,28 @@
+// Tunables of the agent-facing streams; defaults match ARCHITECTURE §3.
+export interface StreamOptions {
+  /** Resources per SyncDesiredState message (connect's cost is per message). */
+  snapshotBatchSize: number;
+  /** An idle watch stream gets a bookmark this often. */
+  bookmarkIntervalMs: number;
+  /** Events a watch stream may have queued before it is ended with CONSUMER_TOO_SLOW. */
+  watchBufferLimit: number;
+  /** Events per watch message at most. */
+  watchBatchMax: number;
+  /** Encoded bytes per message at most, for snapshots and watches (gRPC clients default to 4 MiB). */
+  messageBytesMax: number;
+  /** After an overflow, how long the stream may stay stuck on a full transport before it is reset. */
+  overflowResetMs: number;
+}
+
+export const DEFAULT_STREAM_OPTIONS: StreamOptions = {
+  snapshotBatchSize: 500,
+  bookmarkIntervalMs: 5000,
+  watchBufferLimit: 10_000,
+  watchBatchMax: 500,
+  messageBytesMax: 1024 * 1024,
+  overflowResetMs: 2000,
+};
+
+/** ErrorInfo reasons of the streams, documented in proto/ctrl/v1/cluster.proto. */
+export const RESYNC_REQUIRED = "RESYNC_REQUIRED";
+export const CONSUMER_TOO_SLOW = "CONSUMER_TOO_SLOW";

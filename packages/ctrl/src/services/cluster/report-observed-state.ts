@@ -1,0 +1,73 @@
+// ClusterService.ReportObservedState: stores what the agent observes and re-projects status.
+// Writes only what changed, so a steady state costs no status writes (counted as noop).
+import { equals } from "@bufbuild/protobuf";
+import type { HandlerContext } from "@connectrpc/connect";
+import { ResourceObservationSchema, type ReportObservedStateRequest, type ReportObservedStateResponse } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { StatusWrite, Store } from "@flotilla/store";
+import { create } from "@bufbuild/protobuf";
+import { ReportObservedStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { authorizeRegion } from "../../auth.ts";
+import { invalidArgument } from "../../errors.ts";
+import type { CtrlMetrics } from "../../metrics.ts";
+import { project } from "../../status/projection.ts";
+import type { StatusOptions } from "../../status/region-status.ts";
+import * as validate from "../../validate.ts";
+
+export const MAX_OBSERVATIONS_PER_REPORT = 5000;
+/**
+ * A heartbeat is persisted at most this often per region (unless the applied version
+ * moved), and well within the staleness window so other replicas see the agent as live.
+ */
+const HEARTBEAT_PERSIST_MS = 5000;
+
+export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOptions: StatusOptions) {
+  const persistEveryMs = Math.min(HEARTBEAT_PERSIST_MS, statusOptions.staleAfterMs / 3);
+  const persisted = new Map<number, { at: number; appliedVersion: number }>();
+  return async function (req: ReportObservedStateRequest, ctx: HandlerContext): Promise<ReportObservedStateResponse> {
+    validate.dnsLabel("region", req.region);
+    authorizeRegion(ctx, req.region);
+    if (req.observations.length > MAX_OBSERVATIONS_PER_REPORT) {
+      throw invalidArgument("observations", `at most ${MAX_OBSERVATIONS_PER_REPORT} per report`);
+    }
+    req.observations.forEach((o, i) => {
+      if (!(o.type in ResourceType) || o.type === ResourceType.UNSPECIFIED) throw invalidArgument(`observations[${i}].type`, `unknown type ${o.type}`);
+      validate.dnsLabel(`observations[${i}].id`, o.id);
+    });
+    if (req.appliedVersion < 0n) throw invalidArgument("applied_version", "must not be negative");
+    const region = await store.regions.resolve(req.region);
+    const now = Date.now();
+
+    const current = await store.observations.load(region.id, req.observations);
+    const writes: StatusWrite[] = [];
+    for (const observation of req.observations) {
+      const { stored, desired } = current.get(`${observation.type}/${observation.id}`)!;
+      const previous = stored ? { phase: stored.phase, reason: stored.reason } : undefined;
+      const next = project({ desired, observation, previous });
+      const sameObservation = stored !== undefined && equals(ResourceObservationSchema, withoutTime(stored.observation), withoutTime(observation));
+      if (sameObservation && previous?.phase === next.phase && previous.reason === next.reason) {
+        metrics.statusUpdates.inc({ result: "noop" });
+        continue;
+      }
+      metrics.statusUpdates.inc({ result: "changed" });
+      writes.push({ type: observation.type, id: observation.id, observation, observedAt: now, phase: next.phase, reason: next.reason });
+    }
+    await store.observations.save(region.id, writes);
+
+    const appliedVersion = Number(req.appliedVersion);
+    const last = persisted.get(region.id);
+    if (!last || last.appliedVersion !== appliedVersion || now - last.at >= persistEveryMs) {
+      await store.observations.touchAgent(region.id, now, appliedVersion);
+      persisted.set(region.id, { at: now, appliedVersion });
+    }
+    metrics.agentLastReport.set({ region: region.name }, now / 1000);
+    metrics.agentAppliedVersion.set({ region: region.name }, appliedVersion);
+    metrics.agentLag.set({ region: region.name }, Math.max(0, region.headVersion - appliedVersion));
+    return create(ReportObservedStateResponseSchema);
+  };
+}
+
+/** The observation minus its timestamp: a re-sent identical observation is a no-op. */
+function withoutTime<T extends { observedAt?: unknown }>(observation: T): T {
+  return { ...observation, observedAt: undefined };
+}

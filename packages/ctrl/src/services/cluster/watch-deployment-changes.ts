@@ -1,0 +1,121 @@
+// ClusterService.WatchDeploymentChanges: every change after the cursor, in version order,
+// then live changes from the shared poller; bookmarks when idle.
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { IncomingMessage } from "node:http";
+import type { Http2ServerRequest } from "node:http2";
+import type { WatchDeploymentChangesRequest, WatchDeploymentChangesResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { Store } from "@flotilla/store";
+import { constants as h2 } from "node:http2";
+import { authorizeRegion } from "../../auth.ts";
+import { invalidArgument, reasonError } from "../../errors.ts";
+import type { CtrlMetrics } from "../../metrics.ts";
+import type { ChangePoller } from "../../streaming/poller.ts";
+import { batchLength, Overflow, type BatchLimits, type Subscription } from "../../streaming/subscription.ts";
+import * as validate from "../../validate.ts";
+import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED, type StreamOptions } from "./options.ts";
+
+type NodeServerRequest = IncomingMessage | Http2ServerRequest;
+type Response = MessageInitShape<typeof WatchDeploymentChangesResponseSchema>;
+
+/** The Node request under an RPC, so a stream stuck on a full transport can be reset. */
+export const nodeRequestKey = createContextKey<NodeServerRequest | undefined>(undefined, { description: "node request" });
+
+export function resyncRequired(message: string, version: number): Error {
+  return reasonError(Code.FailedPrecondition, RESYNC_REQUIRED, `${RESYNC_REQUIRED}: ${message}; run SyncDesiredState`, {
+    version: String(version),
+  });
+}
+
+export function watchDeploymentChanges(store: Store, poller: ChangePoller, metrics: CtrlMetrics, options: StreamOptions) {
+  return async function* (req: WatchDeploymentChangesRequest, ctx: HandlerContext): AsyncIterable<Response> {
+    validate.dnsLabel("region", req.region);
+    authorizeRegion(ctx, req.region);
+    const region = await store.regions.resolve(req.region);
+    const head = region.headVersion;
+    let cursor = req.versionLastSeen === undefined ? head : Number(req.versionLastSeen);
+    if (cursor < 0) throw invalidArgument("version_last_seen", "must not be negative");
+    if (cursor > head) throw resyncRequired(`version_last_seen ${cursor} is ahead of region ${region.name}'s head ${head} (database restored?)`, head);
+
+    const limits: BatchLimits = { count: options.watchBatchMax, bytes: options.messageBytesMax };
+    const sub = poller.subscribe(region.id, region.name, cursor, head, options.watchBufferLimit);
+    const streams = metrics.watchStreams.labels({ region: region.name });
+    streams.inc();
+    let resetTimer: NodeJS.Timeout | undefined;
+    let lastProgress = Date.now();
+    sub.onOverflow = () => {
+      poller.unsubscribe(sub);
+      metrics.watchEndedForLag.inc();
+      // A client that still reads gets the error right after its next message. One that
+      // reads nothing leaves the generator parked on a write, unable to throw: reset the
+      // transport stream (HTTP/2 ENHANCE_YOUR_CALM, which gRPC clients read as RESOURCE_EXHAUSTED).
+      const check = () => {
+        const idle = Date.now() - lastProgress;
+        if (idle >= options.overflowResetMs) resetTransport(ctx.values.get(nodeRequestKey));
+        else resetTimer = setTimeout(check, options.overflowResetMs - idle);
+      };
+      resetTimer = setTimeout(check, options.overflowResetMs);
+    };
+    const send = (events: ChangeEvent[]): Response => {
+      cursor = Number(events[events.length - 1]!.version);
+      metrics.watchEvents.inc(events.length);
+      return { events, version: BigInt(cursor) };
+    };
+    try {
+      // Catch up (cursor, joinedAt] from the outbox; later changes arrive through `sub`.
+      while (cursor < sub.joinedAt) {
+        const events = (await store.changes.read(region.id, cursor, options.watchBatchMax)).filter((e) => Number(e.version) <= sub.joinedAt);
+        if (events.length === 0 || Number(events[0]!.version) !== cursor + 1) {
+          throw resyncRequired(`changes after version ${cursor} of region ${region.name} are past the outbox retention`, head);
+        }
+        for (let i = 0; i < events.length; ) {
+          const n = batchLength(events.slice(i), limits);
+          yield send(events.slice(i, i + n));
+          lastProgress = Date.now();
+          i += n;
+        }
+      }
+      while (!ctx.signal.aborted) {
+        const events = takeOrThrow(sub, limits, cursor);
+        if (events.length > 0) {
+          yield send(events);
+          lastProgress = Date.now();
+          continue;
+        }
+        const before = cursor;
+        await sub.wait(options.bookmarkIntervalMs, ctx.signal);
+        if (ctx.signal.aborted || sub.buffered > 0 || sub.failure) continue;
+        // Idle for a whole interval: everything up to the fan-out position has been sent.
+        cursor = Math.max(before, poller.position(region.id) ?? before);
+        metrics.watchBookmarks.inc();
+        yield { events: [], version: BigInt(cursor) };
+      }
+      // Aborted: by the client (nobody listens) or by shutdown (UNAVAILABLE: reconnect).
+      throw ConnectError.from(ctx.signal.reason, Code.Canceled);
+    } finally {
+      clearTimeout(resetTimer);
+      poller.unsubscribe(sub);
+      streams.dec();
+    }
+  };
+}
+
+function takeOrThrow(sub: Subscription, limits: BatchLimits, cursor: number): ChangeEvent[] {
+  try {
+    return sub.take(limits);
+  } catch (error) {
+    if (error instanceof Overflow) {
+      throw reasonError(Code.ResourceExhausted, CONSUMER_TOO_SLOW, `${CONSUMER_TOO_SLOW}: the stream fell too far behind; resume from version ${cursor}`, {
+        version: String(cursor),
+      });
+    }
+    throw error;
+  }
+}
+
+function resetTransport(req: NodeServerRequest | undefined): void {
+  if (!req) return;
+  if ("stream" in req) req.stream.close(h2.NGHTTP2_ENHANCE_YOUR_CALM);
+  else req.socket.destroy();
+}

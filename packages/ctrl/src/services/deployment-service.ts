@@ -1,0 +1,28 @@
+// ctrl.v1.DeploymentService.
+import type { ServiceImpl } from "@connectrpc/connect";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { ResourceType, type Deployment } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { Store } from "@flotilla/store";
+import { statusesOf, type StatusOptions } from "../status/region-status.ts";
+import * as validate from "../validate.ts";
+import { resourceCrud } from "./resource-crud.ts";
+
+export function deploymentService(store: Store, statusOptions: StatusOptions): ServiceImpl<typeof DeploymentService> {
+  const crud = resourceCrud(store.deployments, validate.deployment);
+  const withStatus = async (deployments: Deployment[]) => {
+    const statuses = await statusesOf(store, ResourceType.DEPLOYMENT, deployments.map((d) => d.id), statusOptions);
+    for (const d of deployments) d.status = statuses.get(d.id) ?? [];
+    return deployments;
+  };
+  const one = async (d: Deployment) => ({ deployment: (await withStatus([d]))[0] });
+  return {
+    createDeployment: async (req) => one(await crud.create(req.deployment)),
+    getDeployment: async (req) => one(await crud.get(req.id)),
+    async listDeployments(req) {
+      const page = await crud.list(req.pageSize, req.pageToken);
+      return { deployments: await withStatus(page.items), nextPageToken: page.nextPageToken };
+    },
+    updateDeployment: async (req) => one(await crud.update(req.deployment, req.expectedRevision)),
+    deleteDeployment: async (req) => (await crud.delete(req.id, req.expectedRevision), {}),
+  };
+}

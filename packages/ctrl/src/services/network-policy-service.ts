@@ -1,0 +1,20 @@
+// ctrl.v1.NetworkPolicyService.
+import type { ServiceImpl } from "@connectrpc/connect";
+import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
+import type { Store } from "@flotilla/store";
+import * as validate from "../validate.ts";
+import { resourceCrud } from "./resource-crud.ts";
+
+export function networkPolicyService(store: Store): ServiceImpl<typeof NetworkPolicyService> {
+  const crud = resourceCrud(store.networkPolicies, validate.networkPolicy);
+  return {
+    createNetworkPolicy: async (req) => ({ networkPolicy: await crud.create(req.networkPolicy) }),
+    getNetworkPolicy: async (req) => ({ networkPolicy: await crud.get(req.id) }),
+    async listNetworkPolicies(req) {
+      const page = await crud.list(req.pageSize, req.pageToken);
+      return { networkPolicies: page.items, nextPageToken: page.nextPageToken };
+    },
+    updateNetworkPolicy: async (req) => ({ networkPolicy: await crud.update(req.networkPolicy, req.expectedRevision) }),
+    deleteNetworkPolicy: async (req) => (await crud.delete(req.id, req.expectedRevision), {}),
+  };
+}

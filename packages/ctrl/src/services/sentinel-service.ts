@@ -1,0 +1,28 @@
+// ctrl.v1.SentinelService.
+import type { ServiceImpl } from "@connectrpc/connect";
+import { ResourceType, type Sentinel } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
+import type { Store } from "@flotilla/store";
+import { statusesOf, type StatusOptions } from "../status/region-status.ts";
+import * as validate from "../validate.ts";
+import { resourceCrud } from "./resource-crud.ts";
+
+export function sentinelService(store: Store, statusOptions: StatusOptions): ServiceImpl<typeof SentinelService> {
+  const crud = resourceCrud(store.sentinels, validate.sentinel);
+  const withStatus = async (sentinels: Sentinel[]) => {
+    const statuses = await statusesOf(store, ResourceType.SENTINEL, sentinels.map((s) => s.id), statusOptions);
+    for (const s of sentinels) s.status = statuses.get(s.id)?.[0];
+    return sentinels;
+  };
+  const one = async (s: Sentinel) => ({ sentinel: (await withStatus([s]))[0] });
+  return {
+    createSentinel: async (req) => one(await crud.create(req.sentinel)),
+    getSentinel: async (req) => one(await crud.get(req.id)),
+    async listSentinels(req) {
+      const page = await crud.list(req.pageSize, req.pageToken);
+      return { sentinels: await withStatus(page.items), nextPageToken: page.nextPageToken };
+    },
+    updateSentinel: async (req) => one(await crud.update(req.sentinel, req.expectedRevision)),
+    deleteSentinel: async (req) => (await crud.delete(req.id, req.expectedRevision), {}),
+  };
+}

@@ -1,0 +1,56 @@
+// Status per (resource, region) as a pure function of the desired state, the latest
+// observation and the previous status (ARCHITECTURE §4). Nothing here is sticky: FAILED is
+// derived anew from every observation, so a fixed rollout reads RUNNING with no manual step.
+import type { ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { Phase, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+
+export interface Projection {
+  phase: Phase;
+  reason: string;
+}
+
+export interface ProjectionInput {
+  /** Undefined when the resource is not desired in the region (stopped, standby, removed). */
+  desired: DesiredResource | undefined;
+  /** The agent's latest observation of it, if any. */
+  observation: ResourceObservation | undefined;
+  /** The status projected from the previous observation. */
+  previous: Projection | undefined;
+}
+
+export function project({ desired, observation: obs, previous }: ProjectionInput): Projection {
+  if (!desired) {
+    if (obs && !obs.missing && (obs.readyReplicas > 0 || obs.desiredReplicas > 0)) {
+      return { phase: Phase.PROGRESSING, reason: `stopping: ${obs.readyReplicas} replicas still ready` };
+    }
+    return { phase: Phase.STOPPED, reason: "stopped" };
+  }
+  const version = Number(desired.version);
+  if (!obs) return { phase: Phase.PENDING, reason: `waiting for the agent to apply version ${version}` };
+  if (obs.lastApplyError) return { phase: Phase.FAILED, reason: `apply failed: ${obs.lastApplyError}` };
+  if (Number(obs.appliedVersion) < version) {
+    return { phase: Phase.PENDING, reason: `waiting for the agent to apply version ${version} (applied ${obs.appliedVersion})` };
+  }
+  if (obs.missing) return { phase: Phase.PENDING, reason: "applied, but the object is missing from the cluster" };
+  const spec = desired.spec;
+  if (spec.case !== "deployment" && spec.case !== "sentinel") return { phase: Phase.RUNNING, reason: "applied" };
+
+  // One partial observation (status not populated yet) does not demote a serving workload.
+  const partial = obs.observedImage === "" && obs.conditions.length === 0;
+  if (partial && previous?.phase === Phase.RUNNING) return previous;
+
+  const deadline = obs.conditions.find((c) => c.type === "Progressing" && c.status === "False" && c.reason === "ProgressDeadlineExceeded");
+  if (deadline) return { phase: Phase.FAILED, reason: `rollout deadline exceeded${deadline.message ? `: ${deadline.message}` : ""}` };
+  const want = spec.value.replicas;
+  if (want === 0) {
+    return obs.readyReplicas === 0
+      ? { phase: Phase.STOPPED, reason: "scaled to zero" }
+      : { phase: Phase.PROGRESSING, reason: `scaling to zero: ${obs.readyReplicas} replicas still ready` };
+  }
+  const image = spec.value.workload?.image ?? "";
+  if (obs.observedImage === image && obs.readyReplicas >= want && obs.updatedReplicas >= want) {
+    return { phase: Phase.RUNNING, reason: `${want}/${want} replicas ready` };
+  }
+  const imageNote = obs.observedImage !== image ? `, rolling out ${image}` : "";
+  return { phase: Phase.PROGRESSING, reason: `${obs.readyReplicas}/${want} ready, ${obs.updatedReplicas}/${want} updated${imageNote}` };
+}

@@ -1,0 +1,150 @@
+// One poller per ctrl process reads new outbox rows for every region that has watchers and
+// fans them out. Its query rate depends on the poll interval and on how many regions
+// changed, never on how many streams are open.
+import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { ChangeLog } from "@flotilla/store";
+import type { CtrlMetrics } from "../metrics.ts";
+import { Subscription } from "./subscription.ts";
+
+export interface PollerOptions {
+  /** Bounds the latency of writes made by other ctrl replicas. */
+  intervalMs: number;
+  /** Outbox rows read per query. */
+  readLimit: number;
+}
+
+/** The error that ends a region's streams when the outbox can no longer serve them. */
+export type LostHandler = (regionName: string, why: "region_deleted" | "pruned", position: number) => Error;
+
+interface RegionState {
+  name: string;
+  /** Every change up to here has been fanned out to the region's subscriptions. */
+  position: number;
+  subscriptions: Set<Subscription>;
+}
+
+export class ChangePoller {
+  readonly #changes: ChangeLog;
+  readonly #options: PollerOptions;
+  readonly #metrics: CtrlMetrics;
+  readonly #regions = new Map<number, RegionState>();
+  #running = false;
+  #again = false;
+  #wakeSleep: (() => void) | undefined;
+  #loop: Promise<void> | undefined;
+  readonly #lost: LostHandler;
+
+  constructor(changes: ChangeLog, options: PollerOptions, metrics: CtrlMetrics, lost: LostHandler) {
+    this.#changes = changes;
+    this.#options = options;
+    this.#metrics = metrics;
+    this.#lost = lost;
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.#wakeSleep?.();
+    await this.#loop;
+  }
+
+  /**
+   * Joins the region's fan-out. `head` is the region version the caller read; the
+   * subscription receives every change after max(cursor, joinedAt) through push(), so the
+   * caller must itself read (cursor, joinedAt] when cursor < joinedAt.
+   */
+  subscribe(regionId: number, regionName: string, cursor: number, head: number, bufferLimit: number): Subscription {
+    let state = this.#regions.get(regionId);
+    if (!state) {
+      state = { name: regionName, position: head, subscriptions: new Set() };
+      this.#regions.set(regionId, state);
+    }
+    const sub = new Subscription(regionId, cursor, state.position, bufferLimit);
+    state.subscriptions.add(sub);
+    return sub;
+  }
+
+  unsubscribe(sub: Subscription): void {
+    const state = this.#regions.get(sub.regionId);
+    if (!state?.subscriptions.delete(sub)) return;
+    if (state.subscriptions.size === 0) this.#regions.delete(sub.regionId);
+  }
+
+  /** The position of the region's fan-out, if anyone watches it. */
+  position(regionId: number): number | undefined {
+    return this.#regions.get(regionId)?.position;
+  }
+
+  /** Polls now: a write of this process just committed. */
+  wake(): void {
+    this.#again = true;
+    this.#wakeSleep?.();
+  }
+
+  async #run(): Promise<void> {
+    while (this.#running) {
+      this.#again = false;
+      try {
+        await this.#pollOnce();
+      } catch (error) {
+        console.error(`ctrl: change poller: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      if (this.#again || !this.#running) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.#options.intervalMs);
+        this.#wakeSleep = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#wakeSleep = undefined;
+    }
+  }
+
+  async #query<T>(run: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    try {
+      return await run();
+    } finally {
+      this.#metrics.pollerQueries.inc();
+      this.#metrics.pollerQueryDuration.observe((performance.now() - started) / 1000);
+    }
+  }
+
+  async #pollOnce(): Promise<void> {
+    const ids = [...this.#regions.keys()];
+    if (ids.length === 0) return;
+    const heads = await this.#query(() => this.#changes.heads(ids));
+    for (const id of ids) {
+      const state = this.#regions.get(id);
+      if (!state) continue;
+      const head = heads.get(id);
+      if (head === undefined) {
+        this.#failAll(id, state, this.#lost(state.name, "region_deleted", state.position));
+        continue;
+      }
+      this.#metrics.headVersion.set({ region: state.name }, head);
+      while (state.position < head && this.#regions.get(id) === state) {
+        const events: ChangeEvent[] = await this.#query(() => this.#changes.read(id, state.position, this.#options.readLimit));
+        if (events.length === 0 || Number(events[0]!.version) !== state.position + 1) {
+          // Pruned past our position (or the region was recreated): nobody here can resume.
+          this.#failAll(id, state, this.#lost(state.name, "pruned", state.position));
+          break;
+        }
+        state.position = Number(events[events.length - 1]!.version);
+        for (const sub of [...state.subscriptions]) sub.push(events);
+        if (events.length < this.#options.readLimit) break;
+      }
+    }
+  }
+
+  #failAll(id: number, state: RegionState, error: Error): void {
+    for (const sub of state.subscriptions) sub.fail(error);
+    this.#regions.delete(id);
+  }
+}

@@ -1,0 +1,105 @@
+// One watch stream's bounded buffer between the shared poller and the stream's generator.
+import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { encodedSize } from "@flotilla/store";
+
+export interface BatchLimits {
+  count: number;
+  bytes: number;
+}
+
+/** How many of the leading events fit one message (always at least one). */
+export function batchLength(events: readonly ChangeEvent[], limits: BatchLimits): number {
+  let bytes = 0;
+  let n = 0;
+  for (const event of events) {
+    if (n >= limits.count || (n > 0 && bytes + encodedSize(event) > limits.bytes)) break;
+    bytes += encodedSize(event);
+    n++;
+  }
+  return n;
+}
+
+export class Subscription {
+  readonly regionId: number;
+  /** Poller position when this subscription joined: events after it arrive through push(). */
+  readonly joinedAt: number;
+  readonly #limit: number;
+  /** Events up to this version are queued, delivered or before the stream's cursor. */
+  #queuedUpTo: number;
+  #buffer: ChangeEvent[] = [];
+  #failure: Error | undefined;
+  #wake: (() => void) | undefined;
+  /** Called once when the buffer overflows; the stream then unsubscribes and ends. */
+  onOverflow: (() => void) | undefined;
+
+  constructor(regionId: number, cursor: number, joinedAt: number, limit: number) {
+    this.regionId = regionId;
+    this.joinedAt = joinedAt;
+    this.#queuedUpTo = Math.max(cursor, joinedAt);
+    this.#limit = limit;
+  }
+
+  /** Queues the events the stream has not seen. Overflow fails the subscription and frees the buffer. */
+  push(events: readonly ChangeEvent[]): void {
+    if (this.#failure) return;
+    const fresh = events.filter((e) => Number(e.version) > this.#queuedUpTo);
+    if (fresh.length === 0) return;
+    if (this.#buffer.length + fresh.length > this.#limit) {
+      this.#buffer = [];
+      this.fail(new Overflow());
+      this.onOverflow?.();
+      return;
+    }
+    this.#buffer.push(...fresh);
+    this.#queuedUpTo = Number(fresh[fresh.length - 1]!.version);
+    this.#wakeUp();
+  }
+
+  /** Ends the subscription: the stream throws `error` at its next take(). */
+  fail(error: Error): void {
+    this.#failure ??= error;
+    this.#wakeUp();
+  }
+
+  get failure(): Error | undefined {
+    return this.#failure;
+  }
+
+  get buffered(): number {
+    return this.#buffer.length;
+  }
+
+  /** Queued events, oldest first, within `limits` (at least one); throws the failure, if any. */
+  take(limits: BatchLimits): ChangeEvent[] {
+    if (this.#failure) throw this.#failure;
+    return this.#buffer.splice(0, batchLength(this.#buffer, limits));
+  }
+
+  /** Resolves on the next push or failure, after `timeoutMs`, or when `signal` aborts. */
+  wait(timeoutMs: number, signal: AbortSignal): Promise<void> {
+    if (this.#buffer.length > 0 || this.#failure || signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        this.#wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      signal.addEventListener("abort", done, { once: true });
+      this.#wake = done;
+    });
+  }
+
+  #wakeUp(): void {
+    this.#wake?.();
+  }
+}
+
+/** The stream's consumer fell further behind than its buffer allows. */
+export class Overflow extends Error {
+  constructor() {
+    super("consumer too slow: watch buffer overflowed");
+    this.name = "Overflow";
+  }
+}

@@ -1,0 +1,134 @@
+// Request validation (ARCHITECTURE §6): every field checked, errors name the field.
+import { toBinary, type JsonObject } from "@bufbuild/protobuf";
+import {
+  DeploymentDesiredStatus,
+  DeploymentSchema,
+  SentinelDesiredState,
+  type Deployment,
+  type EnvVar,
+  type NetworkPolicy,
+  type Sentinel,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { invalidArgument } from "./errors.ts";
+
+export const LIMITS = {
+  replicas: 1000,
+  commandArgs: 64,
+  commandArgBytes: 4096,
+  envVars: 256,
+  envValueBytes: 32 * 1024,
+  regionsPerDeployment: 64,
+  cpuMillicores: 256_000,
+  memoryMib: 1_048_576,
+  policySpecBytes: 256 * 1024,
+  /** A whole resource, encoded: many fit in one stream message. */
+  resourceBytes: 256 * 1024,
+} as const;
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+// After the distribution/reference grammar: [domain[:port]/]path[:tag][@digest].
+const DOMAIN = String.raw`(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?`;
+const PATH_COMPONENT = String.raw`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*`;
+const IMAGE_REFERENCE = new RegExp(
+  String.raw`^(?:${DOMAIN}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`,
+);
+const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
+
+export function dnsLabel(field: string, value: string): void {
+  if (value === "") throw invalidArgument(field, "is required");
+  if (value.length > 63 || !DNS1123_LABEL.test(value)) {
+    throw invalidArgument(field, `${JSON.stringify(value.slice(0, 80))} is not a DNS-1123 label (lowercase letters, digits and '-', at most 63)`);
+  }
+}
+
+function image(field: string, value: string): void {
+  if (value === "") throw invalidArgument(field, "is required");
+  if (value.length > 512 || !IMAGE_REFERENCE.test(value)) {
+    throw invalidArgument(field, `${JSON.stringify(value.slice(0, 80))} is not a valid image reference (e.g. nginx:1.27)`);
+  }
+}
+
+function bounded(field: string, value: number, max: number): void {
+  if (!Number.isInteger(value) || value < 0 || value > max) throw invalidArgument(field, `must be between 0 and ${max}, got ${value}`);
+}
+
+function byteLength(value: string): number {
+  return Buffer.byteLength(value);
+}
+
+function command(field: string, args: string[]): void {
+  if (args.length > LIMITS.commandArgs) throw invalidArgument(field, `at most ${LIMITS.commandArgs} arguments`);
+  args.forEach((arg, i) => {
+    if (byteLength(arg) > LIMITS.commandArgBytes) throw invalidArgument(`${field}[${i}]`, `longer than ${LIMITS.commandArgBytes} bytes`);
+  });
+}
+
+function env(field: string, vars: EnvVar[]): void {
+  if (vars.length > LIMITS.envVars) throw invalidArgument(field, `at most ${LIMITS.envVars} variables`);
+  const names = new Set<string>();
+  vars.forEach((v, i) => {
+    if (!ENV_NAME.test(v.name) || v.name.length > 256) throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(v.name.slice(0, 80))} is not a valid variable name`);
+    if (names.has(v.name)) throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(v.name)} is set twice`);
+    names.add(v.name);
+    if (byteLength(v.value) > LIMITS.envValueBytes) throw invalidArgument(`${field}[${i}].value`, `longer than ${LIMITS.envValueBytes} bytes`);
+  });
+}
+
+function required<T>(field: string, value: T | undefined): T {
+  if (value === undefined) throw invalidArgument(field, "is required");
+  return value;
+}
+
+export function deployment(value: Deployment | undefined, field = "deployment"): Deployment {
+  const d = required(field, value);
+  dnsLabel(`${field}.id`, d.id);
+  dnsLabel(`${field}.namespace`, d.namespace);
+  image(`${field}.image`, d.image);
+  command(`${field}.command`, d.command);
+  env(`${field}.env`, d.env);
+  bounded(`${field}.port`, d.port, 65535);
+  bounded(`${field}.cpu_millicores`, d.cpuMillicores, LIMITS.cpuMillicores);
+  bounded(`${field}.memory_mib`, d.memoryMib, LIMITS.memoryMib);
+  if (!(d.desiredStatus in DeploymentDesiredStatus)) throw invalidArgument(`${field}.desired_status`, `unknown value ${d.desiredStatus}`);
+  if (d.regions.length > LIMITS.regionsPerDeployment) throw invalidArgument(`${field}.regions`, `at most ${LIMITS.regionsPerDeployment} regions`);
+  const regions = new Set<string>();
+  d.regions.forEach((p, i) => {
+    dnsLabel(`${field}.regions[${i}].region`, p.region);
+    if (regions.has(p.region)) throw invalidArgument(`${field}.regions[${i}].region`, `${JSON.stringify(p.region)} is listed twice`);
+    regions.add(p.region);
+    bounded(`${field}.regions[${i}].replicas`, p.replicas, LIMITS.replicas);
+  });
+  if (toBinary(DeploymentSchema, d).length > LIMITS.resourceBytes) throw invalidArgument(field, `larger than ${LIMITS.resourceBytes} bytes encoded`);
+  return d;
+}
+
+export function sentinel(value: Sentinel | undefined, field = "sentinel"): Sentinel {
+  const s = required(field, value);
+  dnsLabel(`${field}.id`, s.id);
+  dnsLabel(`${field}.region`, s.region);
+  dnsLabel(`${field}.namespace`, s.namespace);
+  image(`${field}.image`, s.image);
+  bounded(`${field}.replicas`, s.replicas, LIMITS.replicas);
+  bounded(`${field}.port`, s.port, 65535);
+  if (!(s.desiredState in SentinelDesiredState)) throw invalidArgument(`${field}.desired_state`, `unknown value ${s.desiredState}`);
+  return s;
+}
+
+export function networkPolicy(value: NetworkPolicy | undefined, field = "network_policy"): NetworkPolicy {
+  const p = required(field, value);
+  dnsLabel(`${field}.id`, p.id);
+  dnsLabel(`${field}.region`, p.region);
+  dnsLabel(`${field}.namespace`, p.namespace);
+  const spec: JsonObject = required(`${field}.spec`, p.spec);
+  if (Object.keys(spec).length === 0) throw invalidArgument(`${field}.spec`, "must not be empty");
+  if (byteLength(JSON.stringify(spec)) > LIMITS.policySpecBytes) {
+    throw invalidArgument(`${field}.spec`, `larger than ${LIMITS.policySpecBytes} bytes`);
+  }
+  return p;
+}
+
+/** A resource id in Get/Delete requests. */
+export function id(value: string, field = "id"): string {
+  dnsLabel(field, value);
+  return value;
+}

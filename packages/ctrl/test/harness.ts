@@ -1,0 +1,75 @@
+// A ctrl on a fresh database and a random port, with clients for each protocol.
+import type { DescService } from "@bufbuild/protobuf";
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { Store } from "@flotilla/store";
+import { freshStore, type TestDatabase } from "../../store/test/databases.ts";
+import { startCtrl, type Ctrl, type CtrlOptions } from "../src/server.ts";
+
+export const ADMIN_TOKEN = "test-admin-token";
+
+export type Protocol = "connect" | "grpc" | "grpcweb";
+
+export interface TestCtrl {
+  ctrl: Ctrl;
+  store: Store;
+  url: string;
+  databaseUrl: string;
+  client<S extends DescService>(service: S, options?: { token?: string | null; protocol?: Protocol }): Client<S>;
+  transport(options?: { token?: string | null; protocol?: Protocol }): Transport;
+  close(): Promise<void>;
+}
+
+export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptions> = {}): Promise<TestCtrl> {
+  const { store, url: databaseUrl, cleanup } = await freshStore(db);
+  const ctrl = await startCtrl({ store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, ...options });
+  const transports: Transport[] = [];
+  const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect" } = {}) => {
+    const auth: Interceptor = (next) => (req) => {
+      if (token !== null) req.header.set("authorization", `Bearer ${token}`);
+      return next(req);
+    };
+    const common = { baseUrl: ctrl.url, interceptors: [auth] };
+    const t =
+      protocol === "grpc"
+        ? createGrpcTransport(common)
+        : protocol === "grpcweb"
+          ? createGrpcWebTransport({ ...common, httpVersion: "1.1" })
+          : createConnectTransport({ ...common, httpVersion: "1.1" });
+    transports.push(t);
+    return t;
+  };
+  return {
+    ctrl,
+    store,
+    url: ctrl.url,
+    databaseUrl,
+    transport,
+    client: (service, opts) => createClient(service, transport(opts)),
+    async close() {
+      await ctrl.shutdown();
+      await cleanup();
+    },
+  };
+}
+
+/** Row counts of every table: a failed write must leave them all unchanged. */
+export async function rowCounts(store: Store): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const table of [
+    "regions",
+    "deployments",
+    "sentinels",
+    "network_policies",
+    "placements",
+    "desired_resources",
+    "deployment_changes",
+    "agent_tokens",
+  ] as const) {
+    const row = await store.database.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow();
+    counts[table] = Number(row.n);
+  }
+  const heads = await store.database.db.selectFrom("regions").select(["name", "head_version"]).orderBy("name").execute();
+  for (const h of heads) counts[`head:${h.name}`] = Number(h.head_version);
+  return counts;
+}

@@ -1,0 +1,45 @@
+// ctrl as a separate OS process (`node packages/ctrl/src/main.ts`), for multi-replica and
+// kill tests.
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
+
+export interface CtrlProcess {
+  url: string;
+  child: ChildProcess;
+  /** Everything the process wrote to stderr. */
+  log(): string;
+  kill(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export async function spawnCtrl(databaseUrl: string, adminToken: string, extraArgs: string[] = []): Promise<CtrlProcess> {
+  const child = spawn(process.execPath, [MAIN, "--database-url", databaseUrl, "--admin-token", adminToken, "--listen", "127.0.0.1:0", ...extraArgs], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`ctrl did not start:\n${stderr}`)), 20_000);
+    child.stderr!.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const match = /serving on (http:\/\/\S+)/.exec(stderr);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`ctrl exited with ${code}:\n${stderr}`)));
+  });
+  return {
+    url,
+    child,
+    log: () => stderr,
+    kill(signal = "SIGTERM") {
+      if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+      return new Promise((resolve) => {
+        child.once("exit", (code) => resolve(code));
+        child.kill(signal);
+      });
+    },
+  };
+}

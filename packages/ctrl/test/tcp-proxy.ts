@@ -1,0 +1,45 @@
+// A TCP proxy a test can cut and restore: "the database is down" without touching the
+// database other tests share.
+import net from "node:net";
+
+export interface TcpProxy {
+  port: number;
+  /** Drops every connection and refuses new ones. */
+  cut(): void;
+  restore(): void;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
+  let down = false;
+  const sockets = new Set<net.Socket>();
+  const track = (s: net.Socket) => {
+    sockets.add(s);
+    s.once("close", () => sockets.delete(s));
+    s.on("error", () => s.destroy());
+  };
+  const server = net.createServer((client) => {
+    track(client);
+    if (down) return client.destroy();
+    const upstream = net.connect(targetPort, targetHost);
+    track(upstream);
+    client.pipe(upstream).pipe(client);
+    client.once("close", () => upstream.destroy());
+    upstream.once("close", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    cut() {
+      down = true;
+      for (const s of sockets) s.destroy();
+    },
+    restore() {
+      down = false;
+    },
+    close() {
+      for (const s of sockets) s.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}

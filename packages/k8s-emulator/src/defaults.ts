@@ -1,0 +1,88 @@
+// Defaulting as done by the real server's defaulters and registry strategies.
+// Defaulted fields are not owned by the applier, exactly like upstream, so a
+// repeated apply of the same manifest is a no-op.
+import type { ResourceType } from './resources.ts';
+import { isObject, type JsonObject, type KubeObject } from './util.ts';
+
+function obj(parent: JsonObject, key: string): JsonObject {
+  if (!isObject(parent[key])) parent[key] = {};
+  return parent[key] as JsonObject;
+}
+
+function setDefault(target: JsonObject, key: string, value: unknown): void {
+  if (target[key] === undefined || target[key] === null) target[key] = value;
+}
+
+function defaultContainer(c: unknown): void {
+  if (!isObject(c)) return;
+  const image = typeof c.image === 'string' ? c.image : '';
+  const lastPart = image.slice(image.lastIndexOf('/') + 1);
+  const tagged = lastPart.includes(':') || image.includes('@');
+  setDefault(c, 'imagePullPolicy', !tagged || image.endsWith(':latest') ? 'Always' : 'IfNotPresent');
+  setDefault(c, 'terminationMessagePath', '/dev/termination-log');
+  setDefault(c, 'terminationMessagePolicy', 'File');
+  setDefault(c, 'resources', {});
+  if (Array.isArray(c.ports)) for (const p of c.ports) if (isObject(p)) setDefault(p, 'protocol', 'TCP');
+}
+
+function defaultDeployment(d: KubeObject): void {
+  const spec = obj(d, 'spec');
+  setDefault(spec, 'replicas', 1);
+  setDefault(spec, 'revisionHistoryLimit', 10);
+  setDefault(spec, 'progressDeadlineSeconds', 600);
+  const strategy = obj(spec, 'strategy');
+  setDefault(strategy, 'type', 'RollingUpdate');
+  if (strategy.type === 'RollingUpdate') {
+    const ru = obj(strategy, 'rollingUpdate');
+    setDefault(ru, 'maxUnavailable', '25%');
+    setDefault(ru, 'maxSurge', '25%');
+  }
+  const template = obj(spec, 'template');
+  obj(template, 'metadata');
+  const pod = obj(template, 'spec');
+  setDefault(pod, 'restartPolicy', 'Always');
+  setDefault(pod, 'terminationGracePeriodSeconds', 30);
+  setDefault(pod, 'dnsPolicy', 'ClusterFirst');
+  setDefault(pod, 'securityContext', {});
+  setDefault(pod, 'schedulerName', 'default-scheduler');
+  for (const list of ['containers', 'initContainers']) {
+    if (Array.isArray(pod[list])) for (const c of pod[list] as unknown[]) defaultContainer(c);
+  }
+}
+
+function defaultService(s: KubeObject, previous: KubeObject | undefined, allocateIp: () => string): void {
+  const spec = obj(s, 'spec');
+  setDefault(spec, 'type', 'ClusterIP');
+  setDefault(spec, 'sessionAffinity', 'None');
+  if (spec.type !== 'ExternalName') {
+    // The cluster IP is allocated once and carried over by updates that omit it.
+    const prevSpec = previous && isObject(previous.spec) ? previous.spec : {};
+    setDefault(spec, 'clusterIP', prevSpec.clusterIP ?? allocateIp());
+    setDefault(spec, 'clusterIPs', [spec.clusterIP]);
+    setDefault(spec, 'ipFamilies', ['IPv4']);
+    setDefault(spec, 'ipFamilyPolicy', 'SingleStack');
+    setDefault(spec, 'internalTrafficPolicy', 'Cluster');
+  }
+  if (Array.isArray(spec.ports)) {
+    for (const p of spec.ports) {
+      if (!isObject(p)) continue;
+      setDefault(p, 'protocol', 'TCP');
+      setDefault(p, 'targetPort', p.port);
+    }
+  }
+  if (!isObject(s.status)) s.status = { loadBalancer: {} };
+}
+
+function defaultNamespace(ns: KubeObject): void {
+  const spec = obj(ns, 'spec');
+  setDefault(spec, 'finalizers', ['kubernetes']);
+  if (!isObject(ns.status)) ns.status = { phase: 'Active' };
+  // Set by the NamespaceDefaultLabelName admission since 1.21.
+  ns.metadata.labels = { ...(ns.metadata.labels ?? {}), 'kubernetes.io/metadata.name': ns.metadata.name ?? '' };
+}
+
+export function applyDefaults(rt: ResourceType, o: KubeObject, previous: KubeObject | undefined, allocateIp: () => string): void {
+  if (rt.kind === 'Deployment') defaultDeployment(o);
+  else if (rt.kind === 'Service') defaultService(o, previous, allocateIp);
+  else if (rt.kind === 'Namespace') defaultNamespace(o);
+}

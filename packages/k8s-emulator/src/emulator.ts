@@ -1,0 +1,248 @@
+// KubernetesEmulator: wires the store, registry, watches, rollout controller,
+// fault injection and the HTTP server together, and offers direct state
+// access for tests.
+import { writeFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { badRequest } from './errors.ts';
+import { FaultInjector } from './faults.ts';
+import { createRequestHandler, type RequestLogEntry } from './http.ts';
+import { kubeconfigYaml } from './kubeconfig.ts';
+import { Registry } from './registry.ts';
+import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
+import { RolloutController } from './rollout.ts';
+import { ObjectStore } from './store.ts';
+import { isObject, type KubeObject } from './util.ts';
+import { WatchHub } from './watch.ts';
+
+export interface EmulatorOptions {
+  host?: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** Time a Deployment rollout takes to complete (or fail). Default 300. */
+  rolloutDelayMs?: number;
+  /** Deployments with a container image matching this never become available. Default /fail/. */
+  failingImagePattern?: RegExp;
+  /** Events kept for resuming watches; older resourceVersions get 410 Expired. Default 1000. */
+  watchHistory?: number;
+  /** Interval of BOOKMARK events on watches with allowWatchBookmarks=true. Default 1000. */
+  bookmarkIntervalMs?: number;
+  /** Request log entries kept (oldest dropped first). Default 10000. */
+  requestLogLimit?: number;
+}
+
+/** Namespaces every cluster starts with. */
+const INITIAL_NAMESPACES = ['default', 'kube-node-lease', 'kube-public', 'kube-system'];
+
+/** Identifies a type for the direct API: a ResourceType, an object with apiVersion/kind, or (apiVersion, kind-or-resource). */
+export type TypeRef = ResourceType | { apiVersion: string; kind: string };
+
+function resolveType(ref: TypeRef | string, kindOrResource?: string): ResourceType {
+  let rt: ResourceType | undefined;
+  if (typeof ref === 'string') rt = findType(ref, kindOrResource ?? '');
+  else if ('resource' in ref) rt = ref;
+  else rt = findType(ref.apiVersion, ref.kind);
+  if (!rt) throw new TypeError(`unknown type: ${typeof ref === 'string' ? `${ref} ${kindOrResource}` : JSON.stringify(ref)}`);
+  return rt;
+}
+
+export class KubernetesEmulator {
+  readonly url: string;
+  readonly faults: FaultInjector;
+  requestLog: RequestLogEntry[] = [];
+  readonly options: Required<Omit<EmulatorOptions, 'host' | 'port'>>;
+  private readonly server: Server;
+  private readonly store: ObjectStore;
+  private readonly registry: Registry;
+  private readonly watches: WatchHub;
+  private readonly rollout: RolloutController;
+  private stopped = false;
+
+  private constructor(server: Server, url: string, options: KubernetesEmulator['options']) {
+    this.server = server;
+    this.url = url;
+    this.options = options;
+    this.store = new ObjectStore(options.watchHistory);
+    this.registry = new Registry(this.store);
+    this.watches = new WatchHub(this.store, options.bookmarkIntervalMs);
+    this.faults = new FaultInjector(this.watches);
+    this.rollout = new RolloutController(this.registry, { delayMs: options.rolloutDelayMs, failingImage: options.failingImagePattern });
+    this.rollout.start();
+    this.seed();
+  }
+
+  static async start(opts: EmulatorOptions = {}): Promise<KubernetesEmulator> {
+    const host = opts.host ?? '127.0.0.1';
+    const server = createServer();
+    // Watches are long-lived; don't let Node's request timeouts cut them.
+    server.requestTimeout = 0;
+    server.headersTimeout = 60_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 0, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    const { port } = server.address() as AddressInfo;
+    const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+    const emulator = new KubernetesEmulator(server, `http://${urlHost}:${port}`, {
+      rolloutDelayMs: opts.rolloutDelayMs ?? 300,
+      failingImagePattern: opts.failingImagePattern ?? /fail/,
+      watchHistory: opts.watchHistory ?? 1000,
+      bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
+      requestLogLimit: opts.requestLogLimit ?? 10_000,
+    });
+    server.on('request', createRequestHandler({
+      registry: emulator.registry,
+      watches: emulator.watches,
+      faults: emulator.faults,
+      log: (entry) => emulator.record(entry),
+      admin: (req, res, path, body) => emulator.admin(req, res, path, body),
+      serverAddress: () => `${urlHost}:${port}`,
+    }));
+    return emulator;
+  }
+
+  private seed(): void {
+    for (const name of INITIAL_NAMESPACES) this.registry.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+  }
+
+  private record(entry: RequestLogEntry): void {
+    this.requestLog.push(entry);
+    const excess = this.requestLog.length - this.options.requestLogLimit;
+    if (excess > 0) this.requestLog.splice(0, excess);
+  }
+
+  clearRequestLog(): void {
+    this.requestLog = [];
+  }
+
+  kubeconfigYaml(): string {
+    return kubeconfigYaml(this.url);
+  }
+
+  async writeKubeconfig(path: string): Promise<void> {
+    await writeFile(path, this.kubeconfigYaml(), { mode: 0o600 });
+  }
+
+  /** Number of watch connections currently open. */
+  get openWatches(): number {
+    return this.watches.openCount;
+  }
+
+  /** Current global resourceVersion. */
+  get resourceVersion(): string {
+    return String(this.store.resourceVersion);
+  }
+
+  // --- direct state access (no HTTP, no faults; watches and resourceVersions behave as for API writes) ---
+
+  get(type: TypeRef | string, kindOrResourceOrNamespace?: string, ...rest: (string | undefined)[]): KubeObject | undefined {
+    const [rt, namespace, name] = this.args(type, kindOrResourceOrNamespace, rest);
+    return name === undefined ? undefined : this.store.get(rt, namespace, name);
+  }
+
+  list(type: TypeRef | string, kindOrResourceOrNamespace?: string, ...rest: (string | undefined)[]): KubeObject[] {
+    const [rt, namespace] = this.args(type, kindOrResourceOrNamespace, rest);
+    return this.store.list(rt, namespace);
+  }
+
+  /** Creates or replaces an object as given (status included), without validation. */
+  put(obj: object): KubeObject {
+    return this.registry.put(obj);
+  }
+
+  delete(type: TypeRef | string, kindOrResourceOrNamespace?: string, ...rest: (string | undefined)[]): boolean {
+    const [rt, namespace, name] = this.args(type, kindOrResourceOrNamespace, rest);
+    return name !== undefined && this.registry.remove(rt, namespace, name);
+  }
+
+  /**
+   * Accepts (typeRef, namespace, name) or (apiVersion, kindOrResource, namespace, name);
+   * cluster-scoped types skip the namespace: (typeRef, name) / (apiVersion, kind, name).
+   */
+  private args(type: TypeRef | string, second: string | undefined, rest: (string | undefined)[]): [ResourceType, string | undefined, string | undefined] {
+    const rt = typeof type === 'string' ? resolveType(type, second) : resolveType(type);
+    const remaining = typeof type === 'string' ? rest : [second, ...rest];
+    if (!rt.namespaced) return [rt, undefined, remaining[0]];
+    return [rt, remaining[0], remaining[1]];
+  }
+
+  /** Resets faults, the request log and all objects (back to the initial namespaces); open watches are closed. */
+  reset(): void {
+    this.faults.clear();
+    this.clearRequestLog();
+    this.watches.dropAll();
+    this.rollout.stop();
+    this.store.reset();
+    this.rollout.start();
+    this.seed();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.rollout.stop();
+    this.watches.stop();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  // --- /_emulator endpoints ---
+
+  private admin(req: IncomingMessage, res: ServerResponse, path: string, body: string): void {
+    const method = req.method ?? 'GET';
+    const json = (status: number, payload: unknown) => {
+      const text = JSON.stringify(payload);
+      res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
+      res.end(text);
+    };
+    const parse = (): Record<string, unknown> => {
+      if (!body.trim()) return {};
+      let v: unknown;
+      try {
+        v = JSON.parse(body);
+      } catch (err) {
+        throw badRequest(`invalid JSON: ${(err as Error).message}`);
+      }
+      if (!isObject(v)) throw badRequest('expected a JSON object');
+      return v;
+    };
+    const notAllowed = () => json(405, { error: `${method} not allowed on ${path}` });
+    switch (path) {
+      case '/_emulator/faults':
+        if (method === 'GET') return json(200, this.faults.snapshot());
+        if (method === 'PUT' || method === 'POST') {
+          this.faults.configure(parse(), method === 'PUT');
+          return json(200, this.faults.snapshot());
+        }
+        if (method === 'DELETE') {
+          this.faults.clear();
+          return json(200, this.faults.snapshot());
+        }
+        return notAllowed();
+      case '/_emulator/requests':
+        if (method === 'GET') return json(200, this.requestLog);
+        if (method === 'DELETE') {
+          this.clearRequestLog();
+          return json(200, []);
+        }
+        return notAllowed();
+      case '/_emulator/reset':
+        if (method !== 'POST' && method !== 'PUT') return notAllowed();
+        this.reset();
+        return json(200, { ok: true });
+      case '/_emulator/objects': {
+        // A dump of everything stored, handy when debugging the local stack.
+        if (method !== 'GET') return notAllowed();
+        const out: Record<string, KubeObject[]> = {};
+        for (const rt of RESOURCE_TYPES) out[`${groupVersion(rt)}/${rt.resource}`] = this.store.list(rt);
+        return json(200, out);
+      }
+      default:
+        return json(404, { error: `unknown emulator endpoint ${path}` });
+    }
+  }
+}

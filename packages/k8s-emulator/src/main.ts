@@ -1,0 +1,109 @@
+// CLI: runs the emulator as a standalone server for the local dev stack.
+//   node packages/k8s-emulator/src/main.ts --listen 127.0.0.1:7072 [--kubeconfig-out path]
+//     [--rollout-delay-ms N] [--failing-image-pattern re] [--watch-history N] [--bookmark-interval-ms N]
+// Every flag can also be given as an environment variable: FLOTILLA_EMULATOR_<FLAG>,
+// e.g. FLOTILLA_EMULATOR_LISTEN, FLOTILLA_EMULATOR_KUBECONFIG_OUT.
+import { parseArgs } from 'node:util';
+import { KubernetesEmulator } from './emulator.ts';
+
+const FLAGS = ['listen', 'kubeconfig-out', 'rollout-delay-ms', 'failing-image-pattern', 'watch-history', 'bookmark-interval-ms'] as const;
+
+const USAGE = `Usage: node packages/k8s-emulator/src/main.ts [options]
+
+A Kubernetes API server emulator (plain HTTP) for tests and the local stack.
+
+Options (each also settable as FLOTILLA_EMULATOR_<NAME>, e.g. FLOTILLA_EMULATOR_LISTEN):
+  --listen host:port             address to listen on (default 127.0.0.1:7072)
+  --kubeconfig-out path          write a kubeconfig for the emulator to this file
+  --rollout-delay-ms N           time a Deployment rollout takes (default 300)
+  --failing-image-pattern re     images matching this regexp never become ready (default "fail")
+  --watch-history N              watch events kept for resuming watches (default 1000)
+  --bookmark-interval-ms N       interval of watch BOOKMARK events (default 1000)
+  --help                         show this help
+
+Emulator endpoints: /_emulator/faults (GET, PUT replaces, POST adds, DELETE clears),
+/_emulator/requests (GET, DELETE), /_emulator/reset (POST), /_emulator/objects (GET).`;
+
+function fail(message: string): never {
+  process.stderr.write(`k8s-emulator: ${message}\n\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function intFlag(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) fail(`--${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
+async function main(): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      options: {
+        listen: { type: 'string' },
+        'kubeconfig-out': { type: 'string' },
+        'rollout-delay-ms': { type: 'string' },
+        'failing-image-pattern': { type: 'string' },
+        'watch-history': { type: 'string' },
+        'bookmark-interval-ms': { type: 'string' },
+        help: { type: 'boolean' },
+      },
+      strict: true,
+    });
+  } catch (err) {
+    fail((err as Error).message);
+  }
+  if (parsed.values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const flag = (name: (typeof FLAGS)[number]): string | undefined =>
+    parsed.values[name] ?? process.env[`FLOTILLA_EMULATOR_${name.toUpperCase().replaceAll('-', '_')}`];
+
+  const listen = flag('listen') ?? '127.0.0.1:7072';
+  const m = /^(.*):(\d+)$/.exec(listen);
+  if (!m) fail(`--listen must be host:port, got ${JSON.stringify(listen)}`);
+  const host = m[1].replace(/^\[(.*)\]$/, '$1') || '127.0.0.1';
+  let failingImagePattern: RegExp | undefined;
+  const pattern = flag('failing-image-pattern');
+  if (pattern !== undefined) {
+    try {
+      failingImagePattern = new RegExp(pattern);
+    } catch (err) {
+      fail(`--failing-image-pattern: ${(err as Error).message}`);
+    }
+  }
+
+  const emulator = await KubernetesEmulator.start({
+    host,
+    port: Number(m[2]),
+    rolloutDelayMs: intFlag('rollout-delay-ms', flag('rollout-delay-ms')),
+    failingImagePattern,
+    watchHistory: intFlag('watch-history', flag('watch-history')),
+    bookmarkIntervalMs: intFlag('bookmark-interval-ms', flag('bookmark-interval-ms')),
+  });
+  const kubeconfigOut = flag('kubeconfig-out');
+  if (kubeconfigOut) await emulator.writeKubeconfig(kubeconfigOut);
+  process.stdout.write(`k8s-emulator listening on ${emulator.url}${kubeconfigOut ? ` (kubeconfig: ${kubeconfigOut})` : ''}\n`);
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`k8s-emulator: ${signal}, shutting down\n`);
+    emulator.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`k8s-emulator: error while stopping: ${String(err)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`k8s-emulator: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,84 @@
+// The resource types the emulator serves, with the per-type behaviour the real
+// API server encodes in each type's registry strategy.
+
+export type NameRule = 'subdomain' | 'label' | 'dns1035';
+
+export interface ResourceType {
+  group: string; // '' for the core group
+  version: string;
+  resource: string; // plural, as in the URL
+  singular: string;
+  kind: string;
+  listKind: string;
+  namespaced: boolean;
+  shortNames: string[];
+  categories: string[];
+  nameRule: NameRule;
+  /** Has a /status subresource: main-resource writes ignore `.status` and vice versa. */
+  statusSubresource: boolean;
+  /**
+   * How metadata.generation is maintained: 'spec' bumps on spec changes
+   * (built-in workloads), 'nonMetadata' bumps on any change outside metadata
+   * and status (custom resources), 'none' leaves it unset (namespaces, services).
+   */
+  generation: 'spec' | 'nonMetadata' | 'none';
+  /** PUT without metadata.resourceVersion is allowed (false for custom resources). */
+  allowUnconditionalUpdate: boolean;
+}
+
+export const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
+
+export const RESOURCE_TYPES: readonly ResourceType[] = [
+  {
+    group: '', version: 'v1', resource: 'namespaces', singular: 'namespace', kind: 'Namespace', listKind: 'NamespaceList',
+    namespaced: false, shortNames: ['ns'], categories: [], nameRule: 'label', statusSubresource: true, generation: 'none',
+    allowUnconditionalUpdate: true,
+  },
+  {
+    group: '', version: 'v1', resource: 'services', singular: 'service', kind: 'Service', listKind: 'ServiceList',
+    namespaced: true, shortNames: ['svc'], categories: ['all'], nameRule: 'dns1035', statusSubresource: true, generation: 'none',
+    allowUnconditionalUpdate: true,
+  },
+  {
+    group: 'apps', version: 'v1', resource: 'deployments', singular: 'deployment', kind: 'Deployment', listKind: 'DeploymentList',
+    namespaced: true, shortNames: ['deploy'], categories: ['all'], nameRule: 'subdomain', statusSubresource: true, generation: 'spec',
+    allowUnconditionalUpdate: true,
+  },
+  {
+    group: 'cilium.io', version: 'v2', resource: 'ciliumnetworkpolicies', singular: 'ciliumnetworkpolicy', kind: 'CiliumNetworkPolicy',
+    listKind: 'CiliumNetworkPolicyList', namespaced: true, shortNames: ['cnp', 'ciliumnp'], categories: ['cilium', 'ciliumpolicy'],
+    nameRule: 'subdomain', statusSubresource: true, generation: 'nonMetadata', allowUnconditionalUpdate: false,
+  },
+  {
+    group: 'cilium.io', version: 'v2', resource: 'ciliumclusterwidenetworkpolicies', singular: 'ciliumclusterwidenetworkpolicy',
+    kind: 'CiliumClusterwideNetworkPolicy', listKind: 'CiliumClusterwideNetworkPolicyList', namespaced: false, shortNames: ['ccnp'],
+    categories: ['cilium', 'ciliumpolicy'], nameRule: 'subdomain', statusSubresource: true, generation: 'nonMetadata',
+    allowUnconditionalUpdate: false,
+  },
+];
+
+export function groupVersion(rt: ResourceType): string {
+  return rt.group ? `${rt.group}/${rt.version}` : rt.version;
+}
+
+/** Key used in the store and in error details, e.g. `deployments.apps`. */
+export function resourceKey(rt: ResourceType): string {
+  return rt.group ? `${rt.resource}.${rt.group}` : rt.resource;
+}
+
+export function findByPath(group: string, version: string, resource: string): ResourceType | undefined {
+  return RESOURCE_TYPES.find((rt) => rt.group === group && rt.version === version && rt.resource === resource);
+}
+
+/**
+ * Resolves a descriptor used by the direct (non-HTTP) API: an apiVersion plus
+ * a kind (`Deployment`) or a resource name (`deployments`, `deploy`).
+ */
+export function findType(apiVersion: string, kindOrResource: string): ResourceType | undefined {
+  const lower = kindOrResource.toLowerCase();
+  return RESOURCE_TYPES.find(
+    (rt) =>
+      groupVersion(rt) === apiVersion &&
+      (rt.kind === kindOrResource || rt.resource === lower || rt.singular === lower || rt.shortNames.includes(lower)),
+  );
+}

@@ -1,0 +1,54 @@
+// Opens the database named by a URL: `sqlite:<path>` (embedded, the default) or `mysql://…`.
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import SQLite from "better-sqlite3";
+import { Kysely, MysqlDialect, SqliteDialect } from "kysely";
+import { createPool } from "mysql2";
+import type { Database } from "./schema.ts";
+
+export const DEFAULT_DATABASE_URL = "sqlite:.flotilla/flotilla.db";
+
+export type DialectName = "sqlite" | "mysql";
+
+export interface OpenDatabase {
+  db: Kysely<Database>;
+  dialect: DialectName;
+  /** For SQLite: the file, so a second (read-only) connection can take consistent snapshots. */
+  sqlitePath?: string;
+  close(): Promise<void>;
+}
+
+export function openDatabase(url: string = DEFAULT_DATABASE_URL, options: { poolSize?: number } = {}): OpenDatabase {
+  if (url.startsWith("sqlite:")) {
+    const path = url.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
+    if (path === "") throw new Error(`database URL ${JSON.stringify(url)}: missing file path (sqlite:<path>)`);
+    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+    const sqlite = openSqliteConnection(path);
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    return { db, dialect: "sqlite", sqlitePath: path, close: () => db.destroy() };
+  }
+  if (url.startsWith("mysql://")) {
+    const pool = createPool({
+      uri: url,
+      connectionLimit: options.poolSize ?? 10,
+      // Binary columns stay Buffers; BIGINT versions fit in a double for 2^53 writes.
+      supportBigNumbers: false,
+      timezone: "Z",
+    });
+    const db = new Kysely<Database>({ dialect: new MysqlDialect({ pool }) });
+    return { db, dialect: "mysql", close: () => db.destroy() };
+  }
+  throw new Error(`database URL ${JSON.stringify(url)}: expected sqlite:<path> or mysql://user:pass@host:port/db`);
+}
+
+export function openSqliteConnection(path: string, options: { readonly?: boolean } = {}): SQLite.Database {
+  const sqlite = new SQLite(path, { readonly: options.readonly ?? false });
+  if (!options.readonly) {
+    // WAL lets a reader hold a snapshot while the writer commits.
+    sqlite.pragma("journal_mode = WAL");
+    sqlite.pragma("synchronous = NORMAL");
+  }
+  sqlite.pragma("busy_timeout = 5000");
+  sqlite.pragma("foreign_keys = ON");
+  return sqlite;
+}

@@ -1,0 +1,131 @@
+// What each operator resource means as desired state: which regions it is placed in and
+// what the agent of each region must hold for it.
+import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import {
+  DeploymentDesiredStatus,
+  DeploymentSchema,
+  DesiredResourceSchema,
+  NetworkPolicySchema,
+  ResourceType,
+  SentinelDesiredState,
+  SentinelSchema,
+  WorkloadSchema,
+  type DesiredResource,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { ResourceTableName } from "./schema.ts";
+
+export interface ResourceKind<Desc extends DescMessage> {
+  type: ResourceType;
+  table: ResourceTableName;
+  /** The request field holding the resource, for error messages ("deployment"). */
+  field: string;
+  schema: Desc;
+  /** Region names the resource is placed in, with the request field naming each. */
+  placements(resource: MessageShape<Desc>): { region: string; field: string }[];
+  /** The desired state per placed region that should run it (none when stopped / standby / archived). */
+  desired(resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>): Map<number, DesiredResource>;
+  /** Scalar fields an update may not change. */
+  immutable: string[];
+  /** Clears output-only fields, leaving what an operator wrote. */
+  clearOutput(resource: MessageShape<Desc>): void;
+}
+
+export type DeploymentMessage = MessageShape<typeof DeploymentSchema>;
+export type SentinelMessage = MessageShape<typeof SentinelSchema>;
+export type NetworkPolicyMessage = MessageShape<typeof NetworkPolicySchema>;
+
+export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
+  type: ResourceType.DEPLOYMENT,
+  table: "deployments",
+  field: "deployment",
+  schema: DeploymentSchema,
+  placements: (d) => d.regions.map((p, i) => ({ region: p.region, field: `deployment.regions[${i}].region` })),
+  desired(d, regionIds) {
+    const desired = new Map<number, DesiredResource>();
+    if (d.desiredStatus === DeploymentDesiredStatus.STOPPED) return desired;
+    const workload = create(WorkloadSchema, {
+      image: d.image,
+      command: d.command,
+      env: d.env,
+      port: d.port,
+      cpuMillicores: d.cpuMillicores,
+      memoryMib: d.memoryMib,
+    });
+    for (const placement of d.regions) {
+      desired.set(
+        regionIds.get(placement.region)!,
+        create(DesiredResourceSchema, {
+          type: ResourceType.DEPLOYMENT,
+          id: d.id,
+          namespace: d.namespace,
+          spec: { case: "deployment", value: { workload, replicas: placement.replicas } },
+        }),
+      );
+    }
+    return desired;
+  },
+  immutable: ["namespace"],
+  clearOutput(d) {
+    d.revision = 0n;
+    d.createTime = undefined;
+    d.updateTime = undefined;
+    d.status = [];
+  },
+};
+
+export const sentinelKind: ResourceKind<typeof SentinelSchema> = {
+  type: ResourceType.SENTINEL,
+  table: "sentinels",
+  field: "sentinel",
+  schema: SentinelSchema,
+  placements: (s) => [{ region: s.region, field: "sentinel.region" }],
+  desired(s, regionIds) {
+    const desired = new Map<number, DesiredResource>();
+    const deployed = s.desiredState === SentinelDesiredState.RUNNING || s.desiredState === SentinelDesiredState.UNSPECIFIED;
+    if (!deployed) return desired;
+    desired.set(
+      regionIds.get(s.region)!,
+      create(DesiredResourceSchema, {
+        type: ResourceType.SENTINEL,
+        id: s.id,
+        namespace: s.namespace,
+        spec: { case: "sentinel", value: { workload: { image: s.image, port: s.port }, replicas: s.replicas } },
+      }),
+    );
+    return desired;
+  },
+  immutable: ["region", "namespace"],
+  clearOutput(s) {
+    s.revision = 0n;
+    s.createTime = undefined;
+    s.updateTime = undefined;
+    s.status = undefined;
+  },
+};
+
+export const networkPolicyKind: ResourceKind<typeof NetworkPolicySchema> = {
+  type: ResourceType.CILIUM_NETWORK_POLICY,
+  table: "network_policies",
+  field: "network_policy",
+  schema: NetworkPolicySchema,
+  placements: (p) => [{ region: p.region, field: "network_policy.region" }],
+  desired(p, regionIds) {
+    return new Map([
+      [
+        regionIds.get(p.region)!,
+        create(DesiredResourceSchema, {
+          type: ResourceType.CILIUM_NETWORK_POLICY,
+          id: p.id,
+          namespace: p.namespace,
+          spec: { case: "ciliumNetworkPolicy", value: { spec: p.spec } },
+        }),
+      ],
+    ]);
+  },
+  immutable: ["region", "namespace"],
+  clearOutput(p) {
+    p.revision = 0n;
+    p.createTime = undefined;
+    p.updateTime = undefined;
+  },
+};

@@ -1,0 +1,29 @@
+// Applies the versioned migrations of the top-level migrations/ directory.
+import { readdir } from "node:fs/promises";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { join } from "node:path";
+import type { Kysely } from "kysely";
+import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from "kysely/migration";
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL("../../../migrations/", import.meta.url));
+
+const directoryProvider = (dir: string): MigrationProvider => ({
+  async getMigrations() {
+    const migrations: Record<string, Migration> = {};
+    for (const file of (await readdir(dir)).filter((f) => f.endsWith(".ts")).sort()) {
+      migrations[file.replace(/\.ts$/, "")] = await import(pathToFileURL(join(dir, file)).href);
+    }
+    return migrations;
+  },
+});
+
+/** Brings the schema to the newest migration. Safe to run concurrently from several ctrl replicas. */
+export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: directoryProvider(MIGRATIONS_DIR) });
+  const result: MigrationResultSet = await migrator.migrateToLatest();
+  if (result.error) {
+    const failed = result.results?.find((r) => r.status === "Error");
+    throw new Error(`migration ${failed?.migrationName ?? "?"} failed: ${String(result.error)}`, { cause: result.error });
+  }
+  return (result.results ?? []).filter((r) => r.status === "Success").map((r) => r.migrationName);
+}

@@ -1,0 +1,158 @@
+// Observations reported by agents, the status last projected from each, and agent liveness.
+// The projection itself is ctrl's (a pure function); this is only its storage.
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { ResourceObservationSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { Kysely } from "kysely";
+import type { Database } from "./schema.ts";
+
+export interface StoredStatus {
+  observation: ResourceObservation;
+  observedAt: number;
+  phase: number;
+  reason: string;
+}
+
+/** Everything a status projection of one resource in one region starts from. */
+export interface StatusInputs {
+  regionId: number;
+  region: string;
+  type: number;
+  id: string;
+  /** Undefined when the resource is not desired in the region (stopped, standby, removed). */
+  desired: DesiredResource | undefined;
+  stored: StoredStatus | undefined;
+  /** When the region's agent last reported, if ever. */
+  agentLastSeen: number | undefined;
+  agentAppliedVersion: number | undefined;
+}
+
+export interface StatusWrite {
+  type: number;
+  id: string;
+  observation: ResourceObservation;
+  observedAt: number;
+  phase: number;
+  reason: string;
+}
+
+const key = (type: number, id: string) => `${type}/${id}`;
+
+export class ObservationRepository {
+  readonly #db: Kysely<Database>;
+
+  constructor(db: Kysely<Database>) {
+    this.#db = db;
+  }
+
+  /** Stored statuses and desired states of these resources in one region (two queries). */
+  async load(regionId: number, keys: { type: number; id: string }[]): Promise<Map<string, { stored?: StoredStatus; desired?: DesiredResource }>> {
+    const result = new Map<string, { stored?: StoredStatus; desired?: DesiredResource }>();
+    if (keys.length === 0) return result;
+    const ids = [...new Set(keys.map((k) => k.id))];
+    const stored = await this.#db.selectFrom("observations").selectAll().where("region_id", "=", regionId).where("resource_id", "in", ids).execute();
+    const desired = await this.#db
+      .selectFrom("desired_resources")
+      .select(["resource_type", "resource_id", "version", "body"])
+      .where("region_id", "=", regionId)
+      .where("resource_id", "in", ids)
+      .execute();
+    for (const k of keys) result.set(key(k.type, k.id), {});
+    for (const row of stored) {
+      result.get(key(row.resource_type, row.resource_id))!.stored = toStored(row);
+    }
+    for (const row of desired) {
+      const entry = result.get(key(row.resource_type, row.resource_id));
+      if (entry) entry.desired = toDesired(row);
+    }
+    return result;
+  }
+
+  /** Writes changed statuses of one region (one statement per row; callers skip no-ops). */
+  async save(regionId: number, writes: StatusWrite[]): Promise<void> {
+    if (writes.length === 0) return;
+    await this.#db.transaction().execute(async (tx) => {
+      for (const w of writes) {
+        const row = { body: toBinary(ResourceObservationSchema, w.observation), observed_at: w.observedAt, phase: w.phase, reason: w.reason.slice(0, 1024) };
+        const updated = await tx
+          .updateTable("observations")
+          .set(row)
+          .where("region_id", "=", regionId)
+          .where("resource_type", "=", w.type)
+          .where("resource_id", "=", w.id)
+          .executeTakeFirst();
+        if (Number(updated.numUpdatedRows) === 0) {
+          await tx.insertInto("observations").values({ region_id: regionId, resource_type: w.type, resource_id: w.id, ...row }).execute();
+        }
+      }
+    });
+  }
+
+  /** Records the agent's heartbeat. */
+  async touchAgent(regionId: number, lastSeen: number, appliedVersion: number): Promise<void> {
+    const updated = await this.#db
+      .updateTable("agents")
+      .set({ last_seen: lastSeen, applied_version: appliedVersion })
+      .where("region_id", "=", regionId)
+      .executeTakeFirst();
+    if (Number(updated.numUpdatedRows) === 0) {
+      await this.#db
+        .insertInto("agents")
+        .values({ region_id: regionId, last_seen: lastSeen, applied_version: appliedVersion })
+        .execute()
+        .catch(() => this.touchAgent(regionId, lastSeen, appliedVersion)); // lost an insert race: update
+    }
+  }
+
+  async agents(regionIds: number[]): Promise<Map<number, { lastSeen: number; appliedVersion: number }>> {
+    if (regionIds.length === 0) return new Map();
+    const rows = await this.#db.selectFrom("agents").selectAll().where("region_id", "in", regionIds).execute();
+    return new Map(rows.map((r) => [r.region_id, { lastSeen: Number(r.last_seen), appliedVersion: Number(r.applied_version) }]));
+  }
+
+  /**
+   * Status inputs of resources of one type in the regions they are placed in, for Get/List.
+   * A fixed number of queries for any number of resources.
+   */
+  async inputs(type: number, ids: string[]): Promise<StatusInputs[]> {
+    if (ids.length === 0) return [];
+    const placements = await this.#db
+      .selectFrom("placements")
+      .innerJoin("regions", "regions.id", "placements.region_id")
+      .select(["placements.resource_id", "placements.region_id", "regions.name"])
+      .where("placements.resource_type", "=", type)
+      .where("placements.resource_id", "in", ids)
+      .execute();
+    const desired = await this.#db
+      .selectFrom("desired_resources")
+      .select(["region_id", "resource_id", "version", "body"])
+      .where("resource_type", "=", type)
+      .where("resource_id", "in", ids)
+      .execute();
+    const stored = await this.#db.selectFrom("observations").selectAll().where("resource_type", "=", type).where("resource_id", "in", ids).execute();
+    const agents = await this.agents([...new Set(placements.map((p) => p.region_id))]);
+    const at = (regionId: number, id: string) => `${regionId}/${id}`;
+    const desiredBy = new Map(desired.map((r) => [at(r.region_id, r.resource_id), toDesired(r)]));
+    const storedBy = new Map(stored.map((r) => [at(r.region_id, r.resource_id), toStored(r)]));
+    return placements.map((p) => ({
+      regionId: p.region_id,
+      region: p.name,
+      type,
+      id: p.resource_id,
+      desired: desiredBy.get(at(p.region_id, p.resource_id)),
+      stored: storedBy.get(at(p.region_id, p.resource_id)),
+      agentLastSeen: agents.get(p.region_id)?.lastSeen,
+      agentAppliedVersion: agents.get(p.region_id)?.appliedVersion,
+    }));
+  }
+}
+
+function toStored(row: { body: Uint8Array; observed_at: number; phase: number; reason: string }): StoredStatus {
+  return { observation: fromBinary(ResourceObservationSchema, row.body), observedAt: Number(row.observed_at), phase: row.phase, reason: row.reason };
+}
+
+function toDesired(row: { version: number; body: Uint8Array }): DesiredResource {
+  const desired = fromBinary(DesiredResourceSchema, row.body);
+  desired.version = BigInt(row.version);
+  return desired;
+}

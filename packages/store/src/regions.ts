@@ -1,0 +1,103 @@
+// Regions: each carries the head of its commit-ordered version sequence.
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
+import { RegionSchema, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import type { Kysely } from "kysely";
+import type { DialectName } from "./database.ts";
+import { StoreError } from "./errors.ts";
+import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
+import type { Database } from "./schema.ts";
+
+export interface RegionRow {
+  id: number;
+  name: string;
+  headVersion: number;
+}
+
+export class RegionRepository {
+  readonly #db: Kysely<Database>;
+  readonly #dialect: DialectName;
+
+  constructor(db: Kysely<Database>, dialect: DialectName) {
+    this.#db = db;
+    this.#dialect = dialect;
+  }
+
+  /** Idempotent: creating an existing region returns it. */
+  async create(name: string): Promise<Region> {
+    try {
+      await this.#db.insertInto("regions").values({ name, head_version: 0, create_time: Date.now() }).execute();
+    } catch (error) {
+      if (!isDuplicateKey(error)) throw error;
+    }
+    return this.get(name);
+  }
+
+  async get(name: string): Promise<Region> {
+    const row = await this.#db.selectFrom("regions").selectAll().where("name", "=", name).executeTakeFirst();
+    if (!row) throw new StoreError("not_found", `region ${JSON.stringify(name)} not found`, "name");
+    return toRegion(row);
+  }
+
+  /** The region's id and head, or NOT_FOUND naming `field`. */
+  async resolve(name: string, field = "region"): Promise<RegionRow> {
+    const row = await this.#db.selectFrom("regions").select(["id", "name", "head_version"]).where("name", "=", name).executeTakeFirst();
+    if (!row) throw new StoreError("not_found", `region ${JSON.stringify(name)} not found`, field);
+    return { id: row.id, name: row.name, headVersion: Number(row.head_version) };
+  }
+
+  /** Ids of the named regions that exist (one query). */
+  async idsByName(names: string[]): Promise<Map<string, number>> {
+    if (names.length === 0) return new Map();
+    const rows = await this.#db.selectFrom("regions").select(["id", "name"]).where("name", "in", names).execute();
+    return new Map(rows.map((r) => [r.name, r.id]));
+  }
+
+  async list(requestedPageSize: number, pageToken: string): Promise<Page<Region>> {
+    const size = pageSize(requestedPageSize);
+    const after = decodePageToken(pageToken);
+    let query = this.#db.selectFrom("regions").selectAll().orderBy("name").limit(size + 1);
+    if (after !== undefined) query = query.where("name", ">", after);
+    return toPage(await query.execute(), size, (r) => r.name, toRegion);
+  }
+
+  /** Refused (FAILED_PRECONDITION) while any resource is placed in the region. */
+  async delete(name: string): Promise<void> {
+    await this.#db
+      .transaction()
+      .setIsolationLevel("read committed")
+      .execute(async (tx) => {
+        // Locking the region row orders this after any write holding the region's version.
+        let query = tx.selectFrom("regions").select("id").where("name", "=", name);
+        if (this.#dialect === "mysql") query = query.forUpdate();
+        const region = await query.executeTakeFirst();
+        if (!region) throw new StoreError("not_found", `region ${JSON.stringify(name)} not found`, "name");
+        const used = await tx.selectFrom("placements").select("resource_id").where("region_id", "=", region.id).limit(1).executeTakeFirst();
+        if (used) {
+          throw new StoreError(
+            "failed_precondition",
+            `region ${JSON.stringify(name)} still has resources (e.g. ${JSON.stringify(used.resource_id)}); delete them first`,
+            "name",
+          );
+        }
+        await tx.deleteFrom("agent_tokens").where("region_id", "=", region.id).execute();
+        await tx.deleteFrom("observations").where("region_id", "=", region.id).execute();
+        await tx.deleteFrom("agents").where("region_id", "=", region.id).execute();
+        await tx.deleteFrom("deployment_changes").where("region_id", "=", region.id).execute();
+        await tx.deleteFrom("regions").where("id", "=", region.id).execute();
+      });
+  }
+}
+
+function toRegion(row: { name: string; head_version: number; create_time: number }): Region {
+  return create(RegionSchema, {
+    name: row.name,
+    headVersion: BigInt(row.head_version),
+    createTime: timestampFromMs(Number(row.create_time)),
+  });
+}
+
+export function isDuplicateKey(error: unknown): boolean {
+  const e = error as { code?: string; errno?: number };
+  return e?.code === "ER_DUP_ENTRY" || e?.code === "SQLITE_CONSTRAINT_UNIQUE" || e?.code === "SQLITE_CONSTRAINT_PRIMARYKEY";
+}

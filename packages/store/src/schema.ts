@@ -1,0 +1,90 @@
+// Row types of the desired-state database (see migrations/). Times are Unix milliseconds.
+import type { Generated } from "kysely";
+
+export interface RegionsTable {
+  id: Generated<number>;
+  name: string;
+  /** The region's commit-ordered version: +1 per write transaction touching the region. */
+  head_version: number;
+  create_time: number;
+}
+
+/** Shape shared by the operator-owned resource tables; `body` is the API message, protobuf-encoded. */
+export interface ResourceTable {
+  id: string;
+  revision: number;
+  body: Uint8Array;
+  create_time: number;
+  update_time: number;
+}
+
+/** Which regions a resource is placed in, whatever its desired status (guards region deletion). */
+export interface PlacementsTable {
+  resource_type: number;
+  resource_id: string;
+  region_id: number;
+}
+
+/** The current region-resolved desired state; what SyncDesiredState streams. */
+export interface DesiredResourcesTable {
+  region_id: number;
+  resource_type: number;
+  resource_id: string;
+  namespace: string;
+  version: number;
+  /** ctrl.v1.DesiredResource with version unset. */
+  body: Uint8Array;
+}
+
+/** The transactional outbox: one row per changed resource per region and version. */
+export interface DeploymentChangesTable {
+  region_id: number;
+  version: number;
+  resource_type: number;
+  resource_id: string;
+  /** ctrl.v1.ChangeEvent: full desired state or tombstone. */
+  body: Uint8Array;
+  create_time: number;
+}
+
+export interface AgentTokensTable {
+  id: string;
+  region_id: number;
+  /** SHA-256 of the token, hex. The token itself is never stored. */
+  token_hash: string;
+  create_time: number;
+}
+
+/** The latest observation of a resource in a region, and the status projected from it. */
+export interface ObservationsTable {
+  region_id: number;
+  resource_type: number;
+  resource_id: string;
+  /** ctrl.v1.ResourceObservation. */
+  body: Uint8Array;
+  observed_at: number;
+  phase: number;
+  reason: string;
+}
+
+/** Liveness of each region's agent. */
+export interface AgentsTable {
+  region_id: number;
+  last_seen: number;
+  applied_version: number;
+}
+
+export interface Database {
+  regions: RegionsTable;
+  deployments: ResourceTable;
+  sentinels: ResourceTable;
+  network_policies: ResourceTable;
+  placements: PlacementsTable;
+  desired_resources: DesiredResourcesTable;
+  deployment_changes: DeploymentChangesTable;
+  agent_tokens: AgentTokensTable;
+  observations: ObservationsTable;
+  agents: AgentsTable;
+}
+
+export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

@@ -1,0 +1,80 @@
+// `pnpm start`: the whole thing locally on the embedded defaults — the Kubernetes API
+// emulator, ctrl on SQLite, and one agent for region `local` — with prefixed logs.
+// Ctrl-C stops everything.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+
+const CTRL = "http://127.0.0.1:7070";
+const KUBECONFIG = ".flotilla/kubeconfig";
+const REGION = "local";
+const children: { name: string; child: ChildProcess }[] = [];
+let stopping = false;
+
+function run(name: string, script: string, args: string[], env: Record<string, string> = {}, ready?: RegExp): Promise<void> {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+  children.push({ name, child });
+  let resolveReady: () => void = () => {};
+  const started = new Promise<void>((resolve) => (resolveReady = resolve));
+  for (const stream of [child.stdout!, child.stderr!]) {
+    createInterface({ input: stream }).on("line", (line) => {
+      console.log(`${`[${name}]`.padEnd(8)} ${line}`);
+      if (ready?.test(line)) resolveReady();
+    });
+  }
+  child.once("exit", (code, signal) => {
+    if (!stopping) {
+      console.error(`${name} exited (${signal ?? code}); stopping the stack`);
+      void stop(1);
+    }
+  });
+  if (!ready) resolveReady();
+  return started;
+}
+
+async function stop(code: number): Promise<never> {
+  stopping = true;
+  for (const { child } of [...children].reverse()) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    await new Promise<void>((resolve) => {
+      child.once("exit", () => resolve());
+      child.kill("SIGTERM");
+      setTimeout(() => child.kill("SIGKILL"), 5000).unref();
+    });
+  }
+  process.exit(code);
+}
+
+process.on("SIGINT", () => void stop(0));
+process.on("SIGTERM", () => void stop(0));
+
+mkdirSync(".flotilla", { recursive: true });
+await run("k8s", "packages/k8s-emulator/src/main.ts", ["--listen", "127.0.0.1:7072", "--kubeconfig-out", KUBECONFIG], {}, /listening|ready|serving/i);
+await run("ctrl", "packages/ctrl/src/main.ts", [], {}, /serving on/);
+const adminToken = process.env.FLOTILLA_ADMIN_TOKEN || readFileSync(".flotilla/admin-token", "utf8").trim();
+const regions = createClient(
+  RegionService,
+  createConnectTransport({ baseUrl: CTRL, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))] }),
+);
+await regions.createRegion({ region: { name: REGION } });
+const { token } = await regions.createAgentToken({ region: REGION });
+await run("agent", "packages/agent/src/main.ts", ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG], {
+  FLOTILLA_AGENT_TOKEN: token,
+});
+
+console.log(`
+Flotilla is running: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
+
+  export ADMIN_TOKEN=${adminToken}
+  CTRL=${CTRL}; AUTH="Authorization: Bearer $ADMIN_TOKEN"
+  buf curl --http2-prior-knowledge $CTRL --list-services
+  buf curl --http2-prior-knowledge -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/CreateDeployment \\
+    -d '{"deployment":{"id":"web","namespace":"demo","image":"nginx:1.27","port":80,"regions":[{"region":"local","replicas":2}]}}'
+  buf curl --http2-prior-knowledge -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/GetDeployment -d '{"id":"web"}'
+  curl -s http://127.0.0.1:7072/apis/apps/v1/namespaces/demo/deployments/web
+
+(buf is \`pnpm exec buf\` inside this repository.) Ctrl-C stops everything.
+`);
