@@ -3,7 +3,6 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
-import { Duplex } from "node:stream";
 
 // Every HTTP/2 connection starts with this preface; no HTTP/1 method starts with "PRI".
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -28,29 +27,32 @@ export async function listenDual(host: string, port: number, handler: Handler): 
     session.once("close", () => sessions.delete(session));
   });
   const sockets = new Set<net.Socket>();
-  // No Nagle: HTTP/2 writes small frames, and its JS-wrapped sockets never get TCP_NODELAY
-  // from Node itself; with Nagle, streams stall ~40 ms per message on delayed ACKs.
+  // No Nagle: streams write small messages; with Nagle they stall ~40 ms each on delayed ACKs.
   const server = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());
+    // Peek in paused mode: what is read is put back with unshift() before the socket is
+    // handed over, and both servers take buffered bytes first (HTTP/2 then reads the
+    // native handle, with no JavaScript in between on the hot path).
     let head = Buffer.alloc(0);
-    const onData = (chunk: Buffer) => {
+    const onReadable = () => {
+      const chunk: Buffer | null = socket.read();
+      if (chunk === null) return;
       head = Buffer.concat([head, chunk]);
       const n = Math.min(head.length, H2_PREFACE.length);
       const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
       if (isH2 && head.length < H2_PREFACE.length) return; // need more bytes to decide
-      socket.off("data", onData);
+      socket.off("readable", onReadable);
+      socket.unshift(head);
       if (isH2) {
-        h2.emit("connection", replay(socket, head));
+        h2.emit("connection", socket);
       } else {
-        socket.pause();
-        socket.unshift(head);
         h1.emit("connection", socket);
-        socket.resume();
+        socket.resume(); // peeking left the socket paused; the HTTP/1 parser reads 'data'
       }
     };
-    socket.on("data", onData);
+    socket.on("readable", onReadable);
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -73,35 +75,4 @@ export async function listenDual(host: string, port: number, handler: Handler): 
       for (const socket of sockets) socket.destroy();
     },
   };
-}
-
-/**
- * The socket as a Duplex that first yields the bytes already read. Node's HTTP/2 server
- * reads a net.Socket's native handle directly, so bytes unshifted into its JS buffer would
- * be lost; a plain Duplex makes it read through JavaScript instead.
- */
-function replay(socket: net.Socket, head: Buffer): Duplex {
-  const duplex = new Duplex({
-    read: () => void socket.resume(),
-    write: (chunk, encoding, callback) => void socket.write(chunk, encoding, callback),
-    // Frames queued while a write is in flight go out as one socket write.
-    writev: (chunks, callback) => {
-      socket.cork();
-      chunks.forEach(({ chunk, encoding }, i) => socket.write(chunk, encoding, i === chunks.length - 1 ? callback : undefined));
-      socket.uncork();
-    },
-    final: (callback) => void socket.end(callback),
-    destroy: (error, callback) => {
-      socket.destroy(error ?? undefined);
-      callback(error);
-    },
-  });
-  duplex.push(head);
-  socket.on("data", (chunk) => {
-    if (!duplex.push(chunk)) socket.pause();
-  });
-  socket.once("end", () => duplex.push(null));
-  socket.once("close", () => duplex.destroy());
-  socket.once("error", (error) => duplex.destroy(error));
-  return duplex;
 }
