@@ -30,6 +30,8 @@ interface LatencyRun {
   ctrlCpuMs: number;
   /** Change events ctrl sent on watch streams over the measured writes. */
   eventsSent: number;
+  /** CPU time of this (the clients') process over the measured writes. */
+  clientCpuMs: number;
 }
 
 function imageOf(e: ChangeEvent): string | undefined {
@@ -105,6 +107,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
         await waitFor("warm-up writes on every stream", () => fleet.behind(version) === 0, 30_000);
         const committed = new Map<number, number>();
         const cpu0 = await c.cpu();
+        const clientCpu0 = process.cpuUsage();
         const events0 = (await c.metrics()).watchEvents;
         for (let i = 0; i < writeCount; i++) {
           const { seq: n, committedAt } = await write(mode);
@@ -120,6 +123,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
         const finalVersion = version;
         await waitFor("the last write on every stream", () => fleet.behind(finalVersion) === 0, 15_000).catch(() => undefined);
         const cpu1 = await c.cpu();
+        const clientCpu = process.cpuUsage(clientCpu0);
         const events1 = (await c.metrics()).watchEvents;
         const samples: number[] = [];
         for (const [n, t] of committed) for (const r of received.get(n) ?? []) samples.push(r - t);
@@ -131,6 +135,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
           errors: fleet.errors.length,
           ctrlCpuMs: (cpu1.user - cpu0.user + cpu1.system - cpu0.system) / 1000,
           eventsSent: events1 - events0,
+          clientCpuMs: (clientCpu.user + clientCpu.system) / 1000,
         };
       } finally {
         await fleet.close();
@@ -169,7 +174,8 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
         `B2 ${mode}: ${main.writes} writes × ${Math.min(tracked, main.streams)} tracked streams = ${main.samples.length} samples (max ${fmtMs(Math.max(...main.samples))}, min ${fmtMs(Math.min(...main.samples))}, negative ${main.samples.filter((x) => x < 0).length}); ` +
           `streams missing the last write at the end: ${main.incomplete}, failed streams: ${main.errors}. ` +
           `ctrl CPU over the measured writes: ${main.ctrlCpuMs.toFixed(0)} ms for ${fmtInt(main.eventsSent)} events sent = ${((main.ctrlCpuMs * 1000) / main.eventsSent).toFixed(0)} µs per delivered event ` +
-          `(so one write fanned out to ${fmtInt(streams)} streams costs ≈ ${((main.ctrlCpuMs / main.eventsSent) * streams).toFixed(0)} ms of ctrl CPU). ` +
+          `(so one write fanned out to ${fmtInt(streams)} streams costs ≈ ${((main.ctrlCpuMs / main.eventsSent) * streams).toFixed(0)} ms of ctrl CPU); ` +
+          `the clients' process (all ${fmtInt(streams)} streams, sharing the machine's cores with ctrl) used ${main.clientCpuMs.toFixed(0)} ms = ${((main.clientCpuMs * 1000) / main.eventsSent).toFixed(0)} µs per received event. ` +
           `Reference: ${ref.writes} writes on 1 stream (max ${fmtMs(Math.max(...ref.samples))}).`,
       );
     }

@@ -11,13 +11,16 @@ import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
 import type { RetentionPolicy, Store } from "@flotilla/store";
+import type http from "node:http";
+import type { Http2ServerResponse } from "node:http2";
 import { authInterceptor } from "./auth.ts";
+import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
 import { listenDual, type DualListener } from "./listener.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
-import { nodeRequestKey } from "./services/cluster/watch-deployment-changes.ts";
+import { nodeRequestKey, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
 import { deploymentService } from "./services/deployment-service.ts";
 import { DEFAULT_STATUS_OPTIONS, type StatusOptions } from "./status/region-status.ts";
 import { ChangePoller } from "./streaming/poller.ts";
@@ -77,30 +80,42 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const stopWaking = store.onCommit(() => poller.wake());
   const retention = startRetention(store, options.retention ?? DEFAULT_RETENTION, options.retentionIntervalMs ?? 60_000);
 
+  const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions);
   const routes = (router: ConnectRouter) => {
     router.service(DeploymentService, deploymentService(store, statusOptions));
     router.service(SentinelService, sentinelService(store, statusOptions));
     router.service(NetworkPolicyService, networkPolicyService(store));
     router.service(RegionService, regionService(store, statusOptions));
-    router.service(ClusterService, clusterService(store, poller, metrics, streamOptions, statusOptions));
+    router.service(ClusterService, cluster);
     router.service(ServerReflection, reflectionService(served));
     router.service(Health, healthService(apiNames, draining.signal));
   };
-  const handler = connectNodeAdapter({
+  const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
+  const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
+  const interceptors = [
+    metrics.interceptor(toConnectError),
+    authInterceptor({
+      adminToken: options.adminToken,
+      agentRegion: (token) => store.agentTokens.regionOf(token),
+      publicServices: new Set([ServerReflection.typeName, Health.typeName]),
+    }),
+  ];
+  // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
+  const servedDirectly = grpcServerStreaming({
+    routes: [{ method: ClusterService.method.watchDeploymentChanges, impl: cluster.watchDeploymentChanges }],
+    interceptors,
+    readMaxBytes,
+    shutdownSignal: draining.signal,
+    contextValues,
+  });
+  const connectHandler = connectNodeAdapter({
     routes,
-    readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES,
+    readMaxBytes,
     // A misspelt field must fail loudly, not be dropped silently.
     jsonOptions: { ignoreUnknownFields: false },
     shutdownSignal: draining.signal,
-    contextValues: (req) => createContextValues().set(nodeRequestKey, req),
-    interceptors: [
-      metrics.interceptor(toConnectError),
-      authInterceptor({
-        adminToken: options.adminToken,
-        agentRegion: (token) => store.agentTokens.regionOf(token),
-        publicServices: new Set([ServerReflection.typeName, Health.typeName]),
-      }),
-    ],
+    contextValues,
+    interceptors,
     async fallback(req, res) {
       if (req.method === "GET" && req.url === "/healthz") {
         res.writeHead(draining.signal.aborted ? 503 : 200, { "content-type": "text/plain" });
@@ -115,6 +130,10 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     },
   });
 
+  const handler = (req: NodeServerRequest, res: http.ServerResponse | Http2ServerResponse) => {
+    if ("stream" in req && servedDirectly(req)) return;
+    connectHandler(req as never, res as never);
+  };
   const listener: DualListener = await listenDual(options.host ?? "127.0.0.1", options.port ?? 7070, handler);
   const { address, port } = listener.address;
   const host = address.includes(":") ? `[${address}]` : address;

@@ -4,14 +4,14 @@ import { ChangeEventSchema, type ChangeEvent } from "@flotilla/proto/ctrl/v1/res
 import type { Kysely } from "kysely";
 import type { Database } from "./schema.ts";
 
-/** Encoded size of events read from the outbox, so streams can batch by bytes for free. */
-const sizes = new WeakMap<ChangeEvent, number>();
+/** The stored bytes of events read from the outbox: streams size and send them without encoding. */
+const encodings = new WeakMap<ChangeEvent, Uint8Array>();
 
-/** The protobuf-encoded size of an event (as stored when it came from the outbox). */
-export function encodedSize(event: ChangeEvent): number {
-  let size = sizes.get(event);
-  if (size === undefined) sizes.set(event, (size = toBinary(ChangeEventSchema, event).length));
-  return size;
+/** The event's protobuf encoding: as stored when it came from the outbox, else encoded once. */
+export function encodedChange(event: ChangeEvent): Uint8Array {
+  let bytes = encodings.get(event);
+  if (bytes === undefined) encodings.set(event, (bytes = toBinary(ChangeEventSchema, event)));
+  return bytes;
 }
 
 export interface RetentionPolicy {
@@ -40,7 +40,7 @@ export class ChangeLog {
       .execute();
     return rows.map((r) => {
       const event = fromBinary(ChangeEventSchema, r.body);
-      sizes.set(event, r.body.length);
+      encodings.set(event, r.body);
       return event;
     });
   }

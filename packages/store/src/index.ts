@@ -15,7 +15,7 @@ export type { Page } from "./paging.ts";
 export { ResourceRepository } from "./resources.ts";
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
-export { ChangeLog, encodedSize, type RetentionPolicy } from "./changes.ts";
+export { ChangeLog, encodedChange, type RetentionPolicy } from "./changes.ts";
 export { type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 

@@ -1,6 +1,6 @@
 // One watch stream's bounded buffer between the shared poller and the stream's generator.
 import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { encodedSize } from "@flotilla/store";
+import { encodedChange } from "@flotilla/store";
 
 export interface BatchLimits {
   count: number;
@@ -12,8 +12,9 @@ export function batchLength(events: readonly ChangeEvent[], limits: BatchLimits)
   let bytes = 0;
   let n = 0;
   for (const event of events) {
-    if (n >= limits.count || (n > 0 && bytes + encodedSize(event) > limits.bytes)) break;
-    bytes += encodedSize(event);
+    const size = encodedChange(event).length;
+    if (n >= limits.count || (n > 0 && bytes + size > limits.bytes)) break;
+    bytes += size;
     n++;
   }
   return n;

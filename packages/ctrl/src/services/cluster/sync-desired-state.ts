@@ -10,6 +10,7 @@ import { authorizeRegion } from "../../auth.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
+import { lengthDelimited, withVerbatimField } from "./verbatim.ts";
 
 type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
 
@@ -52,21 +53,9 @@ function decodedBatch(rows: SnapshotRow[]) {
 
 /**
  * For binary clients: the stored bytes as they are, no decode and re-encode (half of a
- * sync's CPU otherwise). Each row becomes field 1 (`resources`) of ResourceBatch, carried as
- * an unknown field that protobuf-es writes verbatim, with `version` (field 3) appended to
- * the stored body — protobuf allows fields in any order, so this is exactly the encoding
- * of the decoded message.
+ * sync's CPU otherwise), with `version` (field 3) appended to each stored body.
  */
 function wireBatch(rows: SnapshotRow[]) {
-  const batch = create(ResourceBatchSchema);
-  batch.$unknown = rows.map((row) => {
-    const version = new BinaryWriter().tag(3, WireType.Varint).int64(row.version).finish();
-    const data = new BinaryWriter()
-      .uint32(row.body.length + version.length)
-      .raw(row.body)
-      .raw(version)
-      .finish();
-    return { no: 1, wireType: WireType.LengthDelimited, data };
-  });
-  return batch;
+  const data = rows.map((row) => lengthDelimited(row.body, new BinaryWriter().tag(3, WireType.Varint).int64(row.version).finish()));
+  return withVerbatimField(create(ResourceBatchSchema), 1, data);
 }

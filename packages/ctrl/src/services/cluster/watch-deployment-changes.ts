@@ -1,12 +1,12 @@
 // ClusterService.WatchDeploymentChanges: every change after the cursor, in version order,
 // then live changes from the shared poller; bookmarks when idle.
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
-import type { WatchDeploymentChangesRequest, WatchDeploymentChangesResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { WatchDeploymentChangesResponseSchema, type WatchDeploymentChangesRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { Store } from "@flotilla/store";
+import { encodedChange, type Store } from "@flotilla/store";
 import { constants as h2 } from "node:http2";
 import { authorizeRegion } from "../../auth.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
@@ -15,8 +15,9 @@ import type { ChangePoller } from "../../streaming/poller.ts";
 import { batchLength, Overflow, type BatchLimits, type Subscription } from "../../streaming/subscription.ts";
 import * as validate from "../../validate.ts";
 import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED, type StreamOptions } from "./options.ts";
+import { lengthDelimited, withVerbatimField } from "./verbatim.ts";
 
-type NodeServerRequest = IncomingMessage | Http2ServerRequest;
+export type NodeServerRequest = IncomingMessage | Http2ServerRequest;
 type Response = MessageInitShape<typeof WatchDeploymentChangesResponseSchema>;
 
 /** The Node request under an RPC, so a stream stuck on a full transport can be reset. */
@@ -57,9 +58,12 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       };
       resetTimer = setTimeout(check, options.overflowResetMs);
     };
+    const binary = !(ctx.requestHeader.get("content-type") ?? "").includes("json");
     const send = (events: ChangeEvent[]): Response => {
       cursor = Number(events[events.length - 1]!.version);
       metrics.watchEvents.inc(events.length);
+      // Every stream of the region sends the same event bytes: frame them once per event.
+      if (binary) return withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: BigInt(cursor) }), 1, events.map(framedEvent));
       return { events, version: BigInt(cursor) };
     };
     try {
@@ -99,6 +103,14 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       streams.dec();
     }
   };
+}
+
+const framedEvents = new WeakMap<ChangeEvent, Uint8Array>();
+
+function framedEvent(event: ChangeEvent): Uint8Array {
+  let data = framedEvents.get(event);
+  if (data === undefined) framedEvents.set(event, (data = lengthDelimited(encodedChange(event))));
+  return data;
 }
 
 function takeOrThrow(sub: Subscription, limits: BatchLimits, cursor: number): ChangeEvent[] {

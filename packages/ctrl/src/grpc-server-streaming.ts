@@ -1,0 +1,214 @@
+// gRPC (HTTP/2, binary) for chosen server-streaming methods, written straight onto the
+// HTTP/2 stream. Connect serves every other protocol and method; for a watch stream that
+// fans one commit out to thousands of agents, its per-message pipeline (several async
+// generator layers per message) cost ~70 µs of CPU per stream and event, raw HTTP/2 writes
+// ~3 µs. The same implementation, interceptors and context values run as under connect, so
+// the wire behaviour (codes, messages, error details, deadlines, shutdown) is the same.
+import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodServerStreaming, type MessageShape } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createHandlerContext,
+  type ContextValues,
+  type HandlerContext,
+  type Interceptor,
+  type StreamRequest,
+  type StreamResponse,
+} from "@connectrpc/connect";
+import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import type { Http2ServerRequest, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
+import { gunzip } from "node:zlib";
+import { promisify } from "node:util";
+
+const gunzipAsync = promisify(gunzip);
+
+export interface ServerStreamingRoute {
+  method: DescMethodServerStreaming;
+  /** The method's implementation, as registered with connect (the request is the method's input). */
+  impl: (req: never, ctx: HandlerContext) => AsyncIterable<unknown>;
+}
+
+export interface GrpcServerStreamingOptions {
+  routes: ServerStreamingRoute[];
+  /** Outermost first, as connect applies them. */
+  interceptors: Interceptor[];
+  readMaxBytes: number;
+  shutdownSignal: AbortSignal;
+  contextValues: (req: Http2ServerRequest) => ContextValues;
+}
+
+/** Returns a request handler that serves the routes' gRPC calls and returns false for anything else. */
+export function grpcServerStreaming(options: GrpcServerStreamingOptions): (req: Http2ServerRequest) => boolean {
+  const byPath = new Map(options.routes.map((route) => [`/${route.method.parent.typeName}/${route.method.name}`, route]));
+  return (req) => {
+    if (req.httpVersionMajor !== 2 || req.method !== "POST") return false;
+    const route = byPath.get(req.url);
+    const contentType = req.headers["content-type"];
+    if (!route || (contentType !== "application/grpc" && contentType !== "application/grpc+proto")) return false;
+    void serve(route, req, contentType, options);
+    return true;
+  };
+}
+
+async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, contentType: string, options: GrpcServerStreamingOptions): Promise<void> {
+  const { method } = route;
+  const stream = req.stream;
+  const clientGone = new AbortController();
+  stream.once("close", () => clientGone.abort(new ConnectError("client went away", Code.Canceled)));
+  const timeout = parseTimeout(headerValue(req.headers, "grpc-timeout") ?? null, Number.MAX_SAFE_INTEGER);
+  const ctx = createHandlerContext({
+    service: method.parent,
+    method,
+    protocolName: "grpc",
+    requestMethod: "POST",
+    url: req.url,
+    timeoutMs: timeout.timeoutMs,
+    shutdownSignal: options.shutdownSignal,
+    requestSignal: clientGone.signal,
+    requestHeader: requestHeaders(req.headers),
+    contextValues: options.contextValues(req),
+  });
+  const writer = new GrpcResponseWriter(stream, contentType);
+  try {
+    if (timeout.error) throw timeout.error;
+    const input = await readRequest(req, method.input, options.readMaxBytes);
+    const call = options.interceptors.reduceRight<(r: StreamRequest) => Promise<StreamResponse>>(
+      (next, interceptor) => interceptor(next as never) as never,
+      async (r) => ({
+        stream: true,
+        service: method.parent,
+        method,
+        header: ctx.responseHeader,
+        trailer: ctx.responseTrailer,
+        message: outputMessages(method.output, route.impl((await firstMessage(r.message)) as never, ctx)),
+      }),
+    );
+    const res = await call({
+      stream: true,
+      service: method.parent,
+      method,
+      requestMethod: "POST",
+      url: req.url,
+      signal: ctx.signal,
+      header: ctx.requestHeader,
+      contextValues: ctx.values,
+      message: singleMessage(input),
+    });
+    for await (const message of res.message) {
+      await writer.message(ctx.responseHeader, toBinary(method.output, message));
+    }
+    writer.end(ctx.responseHeader, setTrailerStatus(new Headers(ctx.responseTrailer), undefined));
+  } catch (error) {
+    writer.end(ctx.responseHeader, setTrailerStatus(new Headers(ctx.responseTrailer), ConnectError.from(error)));
+  } finally {
+    ctx.abort();
+  }
+}
+
+/** gRPC response framing on one HTTP/2 stream: headers, length-prefixed messages, trailers. */
+class GrpcResponseWriter {
+  readonly #stream: ServerHttp2Stream;
+  readonly #contentType: string;
+  #headersSent = false;
+
+  constructor(stream: ServerHttp2Stream, contentType: string) {
+    this.#stream = stream;
+    this.#contentType = contentType;
+  }
+
+  /** Writes one message; resolves once the stream can take more (or is gone). */
+  async message(header: Headers, bytes: Uint8Array): Promise<void> {
+    if (this.#stream.destroyed) throw new ConnectError("client went away", Code.Canceled);
+    if (!this.#headersSent) {
+      this.#headersSent = true;
+      this.#stream.respond(this.#headers(header), { waitForTrailers: true });
+    }
+    const frame = Buffer.allocUnsafe(5 + bytes.length);
+    frame[0] = 0; // not compressed
+    frame.writeUInt32BE(bytes.length, 1);
+    frame.set(bytes, 5);
+    if (this.#stream.write(frame)) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        this.#stream.off("drain", done);
+        this.#stream.off("close", done);
+        resolve();
+      };
+      this.#stream.once("drain", done);
+      this.#stream.once("close", done);
+    });
+  }
+
+  /** Ends the call with `trailer` (grpc-status and friends); trailers-only if nothing was sent. */
+  end(header: Headers, trailer: Headers): void {
+    if (this.#stream.destroyed || this.#stream.closed) return;
+    if (!this.#headersSent) {
+      this.#headersSent = true;
+      this.#stream.respond({ ...this.#headers(header), ...Object.fromEntries(trailer) }, { endStream: true });
+      return;
+    }
+    // Node's compatibility response (unused here) would send its own, empty trailers.
+    this.#stream.removeAllListeners("wantTrailers");
+    this.#stream.once("wantTrailers", () => this.#stream.sendTrailers(Object.fromEntries(trailer)));
+    this.#stream.end();
+  }
+
+  #headers(header: Headers): Record<string, string> {
+    return { ...Object.fromEntries(header), ":status": "200", "content-type": this.#contentType };
+  }
+}
+
+async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schema: I, readMaxBytes: number): Promise<MessageShape<I>> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    length += chunk.length;
+    if (length > readMaxBytes + 5) throw new ConnectError(`request larger than ${readMaxBytes} bytes`, Code.ResourceExhausted);
+    chunks.push(chunk);
+  }
+  const body = Buffer.concat(chunks, length);
+  if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) {
+    throw new ConnectError("request body is not exactly one length-prefixed gRPC message", Code.InvalidArgument);
+  }
+  let payload: Uint8Array = body.subarray(5);
+  if (body[0]! & 1) {
+    const encoding = headerValue(req.headers, "grpc-encoding") ?? "identity";
+    if (encoding !== "gzip") throw new ConnectError(`compressed message with grpc-encoding ${JSON.stringify(encoding)}; this server reads gzip`, Code.Unimplemented);
+    payload = await gunzipAsync(payload, { maxOutputLength: readMaxBytes }).catch((error: Error) => {
+      throw new ConnectError(`request: ${error.message}`, error.message.includes("maxOutputLength") ? Code.ResourceExhausted : Code.InvalidArgument);
+    });
+  }
+  try {
+    return fromBinary(schema, payload);
+  } catch (error) {
+    throw new ConnectError(`request is not a valid ${schema.typeName}: ${error instanceof Error ? error.message : String(error)}`, Code.InvalidArgument);
+  }
+}
+
+/** What a handler yields (a message or its init shape), as messages, as connect normalizes them. */
+async function* outputMessages<O extends DescMessage>(schema: O, items: AsyncIterable<unknown>): AsyncIterable<MessageShape<O>> {
+  for await (const item of items) yield isMessage(item, schema) ? item : create(schema, item as never);
+}
+
+async function* singleMessage<T>(message: T): AsyncIterable<T> {
+  yield message;
+}
+
+async function firstMessage<T>(messages: AsyncIterable<T>): Promise<T> {
+  for await (const message of messages) return message;
+  throw new ConnectError("missing request message", Code.InvalidArgument);
+}
+
+function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value.join(", ") : value;
+}
+
+function requestHeaders(headers: IncomingHttpHeaders): Headers {
+  const result = new Headers();
+  for (const [name, value] of Object.entries(headers)) {
+    if (name.startsWith(":") || value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) result.append(name, v);
+  }
+  return result;
+}
