@@ -23,6 +23,22 @@ interface RegionState {
   subscriptions: Set<Subscription>;
 }
 
+/** Streams served per event-loop turn during a fan-out. */
+const FAN_OUT_CHUNK = 64;
+
+/**
+ * Pushes `events` to every subscription, yielding to the event loop between chunks: HTTP/2
+ * flushes its sockets between turns, so the first streams' messages are on the wire (and
+ * their clients at work) while later streams are still being served.
+ */
+async function fanOut(subscriptions: Set<Subscription>, events: ChangeEvent[]): Promise<void> {
+  const targets = [...subscriptions];
+  for (let i = 0; i < targets.length; i += FAN_OUT_CHUNK) {
+    if (i > 0) await new Promise((resolve) => setImmediate(resolve));
+    for (const sub of targets.slice(i, i + FAN_OUT_CHUNK)) if (subscriptions.has(sub)) sub.push(events);
+  }
+}
+
 export class ChangePoller {
   readonly #changes: ChangeLog;
   readonly #options: PollerOptions;
@@ -70,6 +86,7 @@ export class ChangePoller {
   }
 
   unsubscribe(sub: Subscription): void {
+    sub.close();
     const state = this.#regions.get(sub.regionId);
     if (!state?.subscriptions.delete(sub)) return;
     if (state.subscriptions.size === 0) this.#regions.delete(sub.regionId);
@@ -137,7 +154,7 @@ export class ChangePoller {
           break;
         }
         state.position = Number(events[events.length - 1]!.version);
-        for (const sub of [...state.subscriptions]) sub.push(events);
+        await fanOut(state.subscriptions, events);
         if (events.length < this.#options.readLimit) break;
       }
     }

@@ -30,6 +30,9 @@ export class Subscription {
   #buffer: ChangeEvent[] = [];
   #failure: Error | undefined;
   #wake: (() => void) | undefined;
+  #signal: AbortSignal | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #timeoutMs = 0;
   /** Called once when the buffer overflows; the stream then unsubscribes and ends. */
   onOverflow: (() => void) | undefined;
 
@@ -76,24 +79,38 @@ export class Subscription {
     return this.#buffer.splice(0, batchLength(this.#buffer, limits));
   }
 
-  /** Resolves on the next push or failure, after `timeoutMs`, or when `signal` aborts. */
+  /**
+   * Resolves on the next push or failure, after `timeoutMs`, or when `signal` aborts. A
+   * stream waits once per message it sends, so the timer and the abort listener are set
+   * up once and reused (re-armed), not created per wait.
+   */
   wait(timeoutMs: number, signal: AbortSignal): Promise<void> {
     if (this.#buffer.length > 0 || this.#failure || signal.aborted) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", done);
-        this.#wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, timeoutMs);
-      signal.addEventListener("abort", done, { once: true });
-      this.#wake = done;
-    });
+    if (this.#signal !== signal) {
+      this.#signal = signal;
+      signal.addEventListener("abort", () => this.#wakeUp(), { once: true });
+    }
+    if (this.#timer === undefined || this.#timeoutMs !== timeoutMs) {
+      clearTimeout(this.#timer);
+      this.#timeoutMs = timeoutMs;
+      this.#timer = setTimeout(() => this.#wakeUp(), timeoutMs);
+    } else {
+      this.#timer.refresh();
+    }
+    return new Promise<void>((resolve) => (this.#wake = resolve));
+  }
+
+  /** Releases the wait timer; the subscription is done. */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#wakeUp();
   }
 
   #wakeUp(): void {
-    this.#wake?.();
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
   }
 }
 
