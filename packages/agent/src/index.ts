@@ -10,5 +10,6 @@ export { KubernetesTarget, loadKubeConfig } from "./targets/kubernetes.ts";
 export { RenderTarget } from "./targets/render.ts";
 export { DriftCorrector, type DriftOptions } from "./drift.ts";
 export { clusterObservations, tableObservations, type ObservationSource } from "./observation.ts";
-export { Observer, type ObjectChange, type ObserverOptions, type RestartReason, type WatchedKind } from "./observer.ts";
+export { Observer, type ObjectChange, type ObserverOptions, type RestartReason } from "./observer.ts";
+export type { WatchedKind } from "./watched-kinds.ts";
 export { Reporter, type ReporterOptions } from "./reporter.ts";

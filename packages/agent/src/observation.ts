@@ -6,7 +6,8 @@ import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { DesiredEntry, DesiredTable } from "./desired-table.ts";
 import { parseResourceKey } from "./keys.ts";
 import { DESIRED_VERSION_ANNOTATION, type KubeObject } from "./manifests.ts";
-import { DEPLOYMENTS, type Observer } from "./observer.ts";
+import type { Observer } from "./observer.ts";
+import { DEPLOYMENTS } from "./watched-kinds.ts";
 
 /** Rollout conditions reported to ctrl (its projection reads Progressing). */
 const REPORTED_CONDITIONS = new Set(["Progressing", "Available"]);
