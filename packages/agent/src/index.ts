@@ -1,6 +1,6 @@
 export { startAgent, type Agent, type AgentOptions } from "./agent.ts";
 export type { BackoffOptions } from "./backoff.ts";
-export { DesiredTable, type DesiredEntry, type DesiredState, type EntryStatus } from "./desired-table.ts";
+export { DesiredTable, desiredResource, SnapshotStage, type DesiredEntry, type DesiredState, type EncodedResource, type EntryStatus } from "./desired-table.ts";
 export { buildManifests, type KubeObject, type Manifests, type ObjectRef } from "./manifests.ts";
 export { AgentMetrics } from "./metrics.ts";
 export type { PruneOptions } from "./prune.ts";
