@@ -12,19 +12,13 @@ import { DesiredTable } from "./desired-table.ts";
 import { AgentMetrics } from "./metrics.ts";
 import { DEFAULT_REFRESH_INTERVAL_MS, DEFAULT_REFRESH_PER_SECOND, DriftCorrector } from "./drift.ts";
 import { clusterObservations, tableObservations, type ObservationSource } from "./observation.ts";
-import {
-  APPLIED_KINDS,
-  DEFAULT_OBSERVER_BACKOFF,
-  DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS,
-  DEFAULT_WATCH_TIMEOUT_SECONDS,
-  Observer,
-} from "./observer.ts";
+import type { Observer } from "./observer.ts";
 import { DEFAULT_PRUNE, prune, type PruneOptions } from "./prune.ts";
 import { DEFAULT_CONCURRENCY, DEFAULT_RETRY_BACKOFF, WorkQueue } from "./queue.ts";
 import { reconciler } from "./reconciler.ts";
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_REPORT_INTERVAL_MS, Reporter } from "./reporter.ts";
 import type { Target } from "./target.ts";
-import { KubernetesTarget } from "./targets/kubernetes.ts";
+import { APPLIED_KINDS } from "./watched-kinds.ts";
 
 export interface AgentOptions {
   /** ctrl's base URL (gRPC over HTTP/2). */
@@ -47,13 +41,13 @@ export interface AgentOptions {
   reportIntervalMs?: number;
   /** A report (an empty heartbeat if nothing changed) at least this often. Default 5 s. */
   heartbeatIntervalMs?: number;
-  /** Observer (kubernetes target only): the API server's watch bookmark interval; 3× silent restarts the watch. Default 60 s. */
+  /** Observer (cluster targets only): the API server's watch bookmark interval; 3× silent restarts the watch. Default 60 s. */
   observerBookmarkIntervalMs?: number;
   /** Observer: server-side timeout of each watch request. Default 300 s. */
   observerWatchTimeoutSeconds?: number;
   /** Observer: backoff after failed lists and watches. Default 500 ms .. 30 s. */
   observerBackoff?: BackoffOptions;
-  /** Drift correction (kubernetes target only): re-apply resources last applied longer ago than this. Default 30 min. */
+  /** Drift correction (cluster targets only): re-apply resources last applied longer ago than this. Default 30 min. */
   refreshIntervalMs?: number;
   /** Drift correction: resources re-applied per second by the periodic refresh, at most. Default 20. */
   refreshPerSecond?: number;
@@ -111,36 +105,38 @@ export async function startAgent(options: AgentOptions): Promise<Agent> {
   let markReady: () => void = () => {};
   const ready = new Promise<void>((resolve) => (markReady = resolve));
   let isReady = false;
-  // With the kubernetes target, the observer watches what the cluster really runs (for status and
+  // With a cluster target, the observer watches what the cluster really runs (for status and
   // drift correction); a render target has nothing to watch, so its observations come from the
-  // desired table alone.
-  const drift =
-    target instanceof KubernetesTarget
-      ? new DriftCorrector({
-          table,
-          region: options.region,
-          metrics,
-          refreshIntervalMs: options.refreshIntervalMs ?? DEFAULT_REFRESH_INTERVAL_MS,
-          refreshPerSecond: options.refreshPerSecond ?? DEFAULT_REFRESH_PER_SECOND,
-        })
-      : undefined;
-  const observer: Observer | undefined =
-    target instanceof KubernetesTarget
-      ? new Observer({
-          kubeConfig: target.kubeConfig,
-          region: options.region,
-          kinds: APPLIED_KINDS,
-          bookmarkIntervalMs: options.observerBookmarkIntervalMs ?? DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS,
-          watchTimeoutSeconds: options.observerWatchTimeoutSeconds ?? DEFAULT_WATCH_TIMEOUT_SECONDS,
-          backoff: options.observerBackoff ?? DEFAULT_OBSERVER_BACKOFF,
-          onChange: (change) => {
-            if (change.key !== undefined) reporter.touch(change.key);
-            drift?.onChange(change);
-          },
-          onRestart: (reason) => metrics.observerRestarts.inc({ reason }),
-          log,
-        })
-      : undefined;
+  // desired table alone. The observer module (and with it @kubernetes/client-node, some 80 MB of
+  // RSS) is loaded only then.
+  const { kubeConfig } = target;
+  let drift: DriftCorrector | undefined;
+  let observer: Observer | undefined;
+  if (kubeConfig) {
+    const { Observer, DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_SECONDS } = await import("./observer.ts");
+    const corrector = new DriftCorrector({
+      table,
+      region: options.region,
+      metrics,
+      refreshIntervalMs: options.refreshIntervalMs ?? DEFAULT_REFRESH_INTERVAL_MS,
+      refreshPerSecond: options.refreshPerSecond ?? DEFAULT_REFRESH_PER_SECOND,
+    });
+    drift = corrector;
+    observer = new Observer({
+      kubeConfig,
+      region: options.region,
+      kinds: APPLIED_KINDS,
+      bookmarkIntervalMs: options.observerBookmarkIntervalMs ?? DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS,
+      watchTimeoutSeconds: options.observerWatchTimeoutSeconds ?? DEFAULT_WATCH_TIMEOUT_SECONDS,
+      backoff: options.observerBackoff ?? DEFAULT_OBSERVER_BACKOFF,
+      onChange: (change) => {
+        if (change.key !== undefined) reporter.touch(change.key);
+        corrector.onChange(change);
+      },
+      onRestart: (reason) => metrics.observerRestarts.inc({ reason }),
+      log,
+    });
+  }
   const source: ObservationSource = observer ? clusterObservations(table, observer) : tableObservations(table);
   const reporter: Reporter = new Reporter({
     client,
@@ -175,7 +171,7 @@ export async function startAgent(options: AgentOptions): Promise<Agent> {
   });
   const stopping = new AbortController();
   const connected = connection.run(stopping.signal);
-  const observing = observer?.run(stopping.signal);
+  const watching = observer?.run(stopping.signal);
   const refreshing = drift?.runRefresh(stopping.signal);
   // Nothing is worth reporting before the first snapshot: the cursor would be 0.
   const readyOrStopped = new Promise<void>((resolve) => {
@@ -192,7 +188,7 @@ export async function startAgent(options: AgentOptions): Promise<Agent> {
     url: server && urlOf(server),
     async stop() {
       stopping.abort();
-      await Promise.all([connected, observing, refreshing, reporting]);
+      await Promise.all([connected, watching, refreshing, reporting]);
       queue.shutDown();
       await working;
       if (server) {

@@ -9,7 +9,7 @@
 // * Periodic refresh: a resource whose last successful apply is older than `refreshIntervalMs` is
 //   re-applied, at most `refreshPerSecond` resources per second (a safety net for missed events).
 import { sleep } from "./backoff.ts";
-import type { DesiredTable } from "./desired-table.ts";
+import { desiredResource, type DesiredTable } from "./desired-table.ts";
 import { buildManifests, describeObject, type KubeObject } from "./manifests.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { ObjectChange } from "./observer.ts";
@@ -40,7 +40,7 @@ export class DriftCorrector {
     const entry = key === undefined ? undefined : table.get(key);
     if (!entry || entry.desired.kind !== "upsert" || entry.status !== "done" || entry.appliedVersion !== entry.version) return;
     const live = object ?? previous!;
-    const wanted = buildManifests(entry.desired.resource, region).apply.find((m) => describeObject(m) === describeObject(live));
+    const wanted = buildManifests(desiredResource(entry.desired), region).apply.find((m) => describeObject(m) === describeObject(live));
     if (!wanted) return;
     if (!object) {
       table.requestReapply(entry.key, "deleted");

@@ -1,6 +1,6 @@
 export { startAgent, type Agent, type AgentOptions } from "./agent.ts";
 export type { BackoffOptions } from "./backoff.ts";
-export { DesiredTable, type DesiredEntry, type DesiredState, type EntryStatus } from "./desired-table.ts";
+export { DesiredTable, desiredResource, SnapshotStage, type DesiredEntry, type DesiredState, type EncodedResource, type EntryStatus } from "./desired-table.ts";
 export { buildManifests, type KubeObject, type Manifests, type ObjectRef } from "./manifests.ts";
 export { AgentMetrics } from "./metrics.ts";
 export type { PruneOptions } from "./prune.ts";
@@ -10,5 +10,6 @@ export { KubernetesTarget, loadKubeConfig } from "./targets/kubernetes.ts";
 export { RenderTarget } from "./targets/render.ts";
 export { DriftCorrector, type DriftOptions } from "./drift.ts";
 export { clusterObservations, tableObservations, type ObservationSource } from "./observation.ts";
-export { Observer, type ObjectChange, type ObserverOptions, type RestartReason, type WatchedKind } from "./observer.ts";
+export { Observer, type ObjectChange, type ObserverOptions, type RestartReason } from "./observer.ts";
+export type { WatchedKind } from "./watched-kinds.ts";
 export { Reporter, type ReporterOptions } from "./reporter.ts";

@@ -3,7 +3,6 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startAgent } from "./agent.ts";
-import { KubernetesTarget, loadKubeConfig } from "./targets/kubernetes.ts";
 import { RenderTarget } from "./targets/render.ts";
 import type { Target } from "./target.ts";
 
@@ -99,9 +98,15 @@ async function main(): Promise<void> {
   }
 
   let target: Target;
-  if (text("target") === "kubernetes") target = new KubernetesTarget({ kubeConfig: loadKubeConfig(text("kubeconfig")), region });
-  else if (text("target") === "render") target = new RenderTarget({ dir: text("render-dir") ?? fail("--render-dir is required with --target render"), region });
-  else fail(`--target must be kubernetes or render, got ${JSON.stringify(text("target"))}`);
+  if (text("target") === "kubernetes") {
+    // Loaded only for this target: @kubernetes/client-node costs some 80 MB of RSS.
+    const { KubernetesTarget, loadKubeConfig } = await import("./targets/kubernetes.ts");
+    target = new KubernetesTarget({ kubeConfig: loadKubeConfig(text("kubeconfig")), region });
+  } else if (text("target") === "render") {
+    target = new RenderTarget({ dir: text("render-dir") ?? fail("--render-dir is required with --target render"), region });
+  } else {
+    fail(`--target must be kubernetes or render, got ${JSON.stringify(text("target"))}`);
+  }
 
   const agent = await startAgent({
     ctrlUrl: text("ctrl-url")!,

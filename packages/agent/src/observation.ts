@@ -3,10 +3,11 @@
 import { create } from "@bufbuild/protobuf";
 import { ResourceObservationSchema, RolloutConditionSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { DesiredEntry, DesiredTable } from "./desired-table.ts";
+import { desiredResource, type DesiredEntry, type DesiredTable } from "./desired-table.ts";
 import { parseResourceKey } from "./keys.ts";
 import { DESIRED_VERSION_ANNOTATION, type KubeObject } from "./manifests.ts";
-import { DEPLOYMENTS, type Observer } from "./observer.ts";
+import type { Observer } from "./observer.ts";
+import { DEPLOYMENTS } from "./watched-kinds.ts";
 
 /** Rollout conditions reported to ctrl (its projection reads Progressing). */
 const REPORTED_CONDITIONS = new Set(["Progressing", "Available"]);
@@ -51,7 +52,10 @@ export function clusterObservations(table: DesiredTable, observer: Observer): Ob
 
 /** The Deployment of a key: where the table says it is, else wherever the observer saw one. */
 function liveDeployment(observer: Observer, key: string, entry: DesiredEntry | undefined): KubeObject | undefined {
-  if (entry?.desired.kind === "upsert") return observer.get(DEPLOYMENTS, entry.desired.resource.namespace, entry.desired.resource.id);
+  if (entry?.desired.kind === "upsert") {
+    const { namespace, id } = desiredResource(entry.desired);
+    return observer.get(DEPLOYMENTS, namespace, id);
+  }
   if (entry?.desired.kind === "delete") return observer.get(DEPLOYMENTS, entry.desired.tombstone.namespace, entry.desired.tombstone.name);
   return observer.objectsOf(DEPLOYMENTS, key)[0];
 }

@@ -11,25 +11,7 @@ import { ApiException, KubernetesObjectApi, Watch, type KubeConfig } from "@kube
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
 import { resourceKey } from "./keys.ts";
-
-/** A kind the observer watches, and its collection path across all namespaces. */
-export interface WatchedKind {
-  apiVersion: string;
-  kind: string;
-  /** e.g. "/apis/apps/v1/deployments". */
-  path: string;
-}
-
-export const DEPLOYMENTS: WatchedKind = { apiVersion: "apps/v1", kind: "Deployment", path: "/apis/apps/v1/deployments" };
-export const SERVICES: WatchedKind = { apiVersion: "v1", kind: "Service", path: "/api/v1/services" };
-export const CILIUM_NETWORK_POLICIES: WatchedKind = {
-  apiVersion: "cilium.io/v2",
-  kind: "CiliumNetworkPolicy",
-  path: "/apis/cilium.io/v2/ciliumnetworkpolicies",
-};
-
-/** Kinds of the objects the agent applies (Namespaces are shared and not watched). */
-export const APPLIED_KINDS: readonly WatchedKind[] = [DEPLOYMENTS, SERVICES, CILIUM_NETWORK_POLICIES];
+import type { WatchedKind } from "./watched-kinds.ts";
 
 /** Why a watch was restarted (the `reason` label of flotilla_agent_observer_restarts_total). */
 export type RestartReason = "closed" | "gone" | "inactive" | "error";

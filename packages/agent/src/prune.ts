@@ -3,7 +3,7 @@
 // region labels only, so unlabeled objects and other regions' objects are never touched.
 import { create } from "@bufbuild/protobuf";
 import { ResourceTombstoneSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { DesiredTable } from "./desired-table.ts";
+import { desiredResource, type DesiredTable } from "./desired-table.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { ManagedObject, Target } from "./target.ts";
 
@@ -60,6 +60,6 @@ export async function prune({ table, target, metrics, log }: PruneDeps, snapshot
 function isDesired(table: DesiredTable, object: ManagedObject): boolean {
   const entry = table.get(object.key);
   if (entry?.desired.kind !== "upsert") return false;
-  const { namespace, id } = entry.desired.resource;
+  const { namespace, id } = desiredResource(entry.desired);
   return object.namespace === namespace && object.name === id;
 }

@@ -1,6 +1,6 @@
 // One work-queue run of one key: read the newest desired state from the table, make the target
 // follow it, record the outcome, and choose the retry (client-go's processNextWorkItem).
-import type { DesiredTable } from "./desired-table.ts";
+import { desiredResource, type DesiredTable } from "./desired-table.ts";
 import { jittered } from "./backoff.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { WorkQueue } from "./queue.ts";
@@ -36,7 +36,7 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions }:
     const timer = metrics.reconcileDuration.startTimer({ type, op });
     try {
       const before = reapply && liveVersions?.(key);
-      const applied = desired.kind === "upsert" ? await target.apply(desired.resource) : await target.delete(desired.tombstone);
+      const applied = desired.kind === "upsert" ? await target.apply(desiredResource(desired)) : await target.delete(desired.tombstone);
       timer();
       table.markDone(key, version);
       if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });

@@ -9,13 +9,14 @@
 // * requestFullSet() (after each (re)connect to ctrl) resends every observation once, marked
 //   `full_set`, in batches.
 // * A failed call is retried with backoff; its observations stay pending meanwhile.
-import { equals } from "@bufbuild/protobuf";
+import { toBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import { ResourceObservationSchema, type ClusterService, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { backoffDelay, sleep } from "./backoff.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { ObservationSource } from "./observation.ts";
+import { packBytes } from "./packed.ts";
 
 export interface ReporterOptions {
   client: Client<typeof ClusterService>;
@@ -43,8 +44,12 @@ export class Reporter {
   readonly #maxBatch: number;
   /** Keys whose observation may differ from the last one sent. */
   readonly #dirty = new Set<string>();
-  /** The last observation sent per key (without its timestamp). */
-  readonly #sent = new Map<string, ResourceObservation>();
+  /**
+   * The last observation sent per key (without its timestamp), encoded and packed: one per
+   * resource, so kept compact. The encoding is deterministic (no map fields), so equal
+   * observations have equal encodings.
+   */
+  readonly #sent = new Map<string, string>();
   /** Keys of a full set still to send (sent even if unchanged); undefined when none is due. */
   #fullSet: Set<string> | undefined;
   #fullSetDue = true;
@@ -129,8 +134,7 @@ export class Reporter {
       const observation = source.observe(key);
       if (!observation) continue;
       this.#dirty.delete(key);
-      const sent = this.#sent.get(key);
-      if (sent && equals(ResourceObservationSchema, sent, observation)) continue;
+      if (this.#sent.get(key) === packed(observation)) continue;
       observations.push([key, observation]);
     }
     return { observations, fullSet: false };
@@ -152,7 +156,7 @@ export class Reporter {
     for (const [key, observation] of batch.observations) {
       // Once ctrl knows a key is gone for good, there is nothing more to say about it.
       if (observation.missing && !source.isKnown(key)) this.#sent.delete(key);
-      else this.#sent.set(key, observation);
+      else this.#sent.set(key, packed(observation));
     }
   }
 
@@ -162,6 +166,10 @@ export class Reporter {
       else this.#dirty.add(key);
     }
   }
+}
+
+function packed(observation: ResourceObservation): string {
+  return packBytes(toBinary(ResourceObservationSchema, observation));
 }
 
 interface Batch {

@@ -23,14 +23,19 @@ function hangUntil(signal: AbortSignal): Promise<never> {
 
 type Step = (signal: AbortSignal) => AsyncGenerator<unknown>;
 
-function scriptedCtrl(snapshots: { version: number; resources: ReturnType<typeof resource>[] }[], watches: Step[]) {
+/** A snapshot ctrl sends; `breakAfterBatch`: the stream fails before the complete marker, `announce`: a wrong count. */
+type Snapshot = { version: number; resources: ReturnType<typeof resource>[]; breakAfterBatch?: boolean; announce?: number };
+
+function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
   const watchedFrom: (bigint | undefined)[] = [];
   let syncs = 0;
   const client = {
     async *syncDesiredState() {
       const snapshot = snapshots[Math.min(syncs++, snapshots.length - 1)]!;
       yield { message: { case: "batch", value: { resources: snapshot.resources } } };
-      yield { message: { case: "complete", value: { version: BigInt(snapshot.version), resourceCount: BigInt(snapshot.resources.length) } } };
+      if (snapshot.breakAfterBatch) throw new ConnectError("connection reset", Code.Unavailable);
+      const resourceCount = BigInt(snapshot.announce ?? snapshot.resources.length);
+      yield { message: { case: "complete", value: { version: BigInt(snapshot.version), resourceCount } } };
     },
     watchDeploymentChanges(request: WatchDeploymentChangesRequest, options: { signal: AbortSignal }) {
       watchedFrom.push(request.versionLastSeen);
@@ -44,7 +49,8 @@ function scriptedCtrl(snapshots: { version: number; resources: ReturnType<typeof
 }
 
 function connect(client: Client<typeof ClusterService>, overrides: { fullSyncIntervalMs?: number } = {}) {
-  const table = new DesiredTable(() => {});
+  const changed: string[] = [];
+  const table = new DesiredTable((key) => changed.push(key));
   const metrics = new AgentMetrics({ queueDepth: () => 0, desiredCounts: () => table.counts() });
   let pruned = 0;
   const connection = new Connection({
@@ -62,6 +68,7 @@ function connect(client: Client<typeof ClusterService>, overrides: { fullSyncInt
   const running = connection.run(stop.signal);
   return {
     table,
+    changed,
     metrics,
     connection,
     pruned: () => pruned,
@@ -121,4 +128,34 @@ describe("Connection", () => {
     assert.ok(ctrl.watchedFrom.every((v) => v === 0n), "version_last_seen is sent even when 0");
     assert.deepEqual(await reconnects(agent.metrics), {});
   });
+
+  for (const [failure, broken] of [
+    ["breaks before its complete marker", { breakAfterBatch: true }],
+    ["announces another count than it sent", { announce: 3 }],
+  ] as const) {
+    test(`a full sync that ${failure} leaves the previous table intact and prunes nothing`, async () => {
+      const ctrl = scriptedCtrl(
+        [
+          { version: 5, resources: [resource("a", 4), resource("b", 5)] },
+          // Changes a, adds c and lacks b: none of it may reach the table.
+          { version: 9, resources: [resource("a", 8), resource("c", 9)], ...broken },
+        ],
+        // Every periodic full sync after the first fails the same way.
+        [],
+      );
+      const agent = connect(ctrl.client, { fullSyncIntervalMs: 20 });
+      await waitFor(() => ctrl.syncs() >= 4, "failed full syncs after the first");
+      await agent.stop();
+      assert.equal(agent.pruned(), 1, "only the complete snapshot was followed by prune");
+      assert.deepEqual(agent.changed.sort(), ["deployment/a", "deployment/b"], "only the first snapshot changed the table");
+      assert.deepEqual(
+        [...agent.table.entries()].map((e) => [e.key, e.desired.kind, e.version]),
+        [
+          ["deployment/a", "upsert", 4],
+          ["deployment/b", "upsert", 5],
+        ],
+      );
+      assert.equal(agent.connection.cursor, 5);
+    });
+  }
 });

@@ -3,7 +3,7 @@
 // Namespace lives in its own directory). Files are staged in <dir>/.staging and renamed into
 // place, so a reader listing the tree never sees a partial or temporary file.
 import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { join, relative, sep } from "node:path";
+import { dirname, join, relative, sep } from "node:path";
 import { parse, stringify } from "yaml";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { buildManifests, isManagedBy, ownedRefs, refOf, type KubeObject, type ObjectRef } from "../manifests.ts";
@@ -15,6 +15,9 @@ export function manifestPath(ref: ObjectRef): string {
 }
 
 const STAGING_DIR = ".staging";
+
+/** Staged files of this process so far: their names are unique, so concurrent writes never share one. */
+let stagedFiles = 0;
 
 /** Sorted keys and no aliases, so the same object always renders to the same plain bytes. */
 export function renderYaml(object: KubeObject): string {
@@ -29,6 +32,11 @@ export interface RenderTargetOptions {
 export class RenderTarget implements Target {
   readonly #dir: string;
   readonly #region: string;
+  /**
+   * Namespaces whose file this process wrote. Every resource of a namespace renders the same
+   * Namespace file, so it is written once rather than once per resource.
+   */
+  readonly #writtenNamespaces = new Set<string>();
 
   constructor({ dir, region }: RenderTargetOptions) {
     this.#dir = dir;
@@ -37,7 +45,13 @@ export class RenderTarget implements Target {
 
   async apply(resource: DesiredResource): Promise<void> {
     const { apply, absent } = buildManifests(resource, this.#region);
-    for (const object of apply) await this.#write(object);
+    for (const object of apply) {
+      if (object.kind !== "Namespace") await this.#write(object);
+      else if (!this.#writtenNamespaces.has(object.metadata.name)) {
+        await this.#write(object);
+        this.#writtenNamespaces.add(object.metadata.name);
+      }
+    }
     for (const ref of absent) await this.#remove(ref);
   }
 
@@ -55,13 +69,18 @@ export class RenderTarget implements Target {
     return managed;
   }
 
+  /** Stages the object's file, then renames it into place (a reader, or a crash, never sees half a file). */
   async #write(object: KubeObject): Promise<void> {
     const path = join(this.#dir, manifestPath(refOf(object)));
-    await mkdir(join(path, ".."), { recursive: true });
-    // Write then rename, so a reader (or a crash) never sees half a file.
-    const temporary = `${path}.tmp`;
-    await writeFile(temporary, renderYaml(object));
-    await rename(temporary, path);
+    const staged = join(this.#dir, STAGING_DIR, `${process.pid}-${++stagedFiles}.tmp`);
+    // Directories are made only when a write finds one missing, not before every write.
+    await inDirectory(dirname(staged), () => writeFile(staged, renderYaml(object)));
+    try {
+      await inDirectory(dirname(path), () => rename(staged, path));
+    } catch (error) {
+      await rm(staged, { force: true });
+      throw error;
+    }
   }
 
   /** Removes the object's file if it holds an object managed in this region. */
@@ -97,5 +116,16 @@ export class RenderTarget implements Target {
       .map((entry) => relative(this.#dir, join(entry.parentPath, entry.name)))
       .filter((path) => !path.startsWith(STAGING_DIR + sep))
       .sort();
+  }
+}
+
+/** Runs `op`; if it failed because `directory` is missing, creates it and runs `op` once more. */
+async function inDirectory(directory: string, op: () => Promise<void>): Promise<void> {
+  try {
+    await op();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    await mkdir(directory, { recursive: true });
+    await op();
   }
 }

@@ -1,0 +1,62 @@
+// The desired table: a snapshot reaches the table only through replaceAll(), which leaves
+// entries already at the snapshot's state alone and turns entries it lacks into deletes.
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
+import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { DesiredTable, desiredResource } from "../src/desired-table.ts";
+
+const resource = (id: string, version: number, image = "app:1") =>
+  create(DesiredResourceSchema, {
+    type: ResourceType.DEPLOYMENT,
+    id,
+    version: BigInt(version),
+    namespace: `ns-${id}`,
+    spec: { case: "deployment", value: { workload: { image, port: 80 }, replicas: 2 } },
+  });
+
+/** The resource the table wants for `key` (fails unless it wants one). */
+function wanted(table: DesiredTable, key: string) {
+  const desired = table.get(key)?.desired;
+  assert.ok(desired?.kind === "upsert", `${key} is desired`);
+  return desiredResource(desired);
+}
+
+describe("DesiredTable", () => {
+  test("keeps resources encoded and gives back the same message", () => {
+    const table = new DesiredTable(() => {});
+    const a = resource("a", 3);
+    table.upsert(a, 3);
+    assert.deepEqual(wanted(table, "deployment/a"), a);
+  });
+
+  test("replaceAll: unchanged entries stay as they are, changed ones are pending, absent ones become deletes", () => {
+    const changed: string[] = [];
+    const table = new DesiredTable((key) => changed.push(key));
+    const first = table.stage();
+    for (const r of [resource("same", 1), resource("moved", 2), resource("gone", 3)]) first.add(r);
+    table.replaceAll(first, 3);
+    for (const entry of table.entries()) table.markDone(entry.key, entry.version);
+    changed.length = 0;
+
+    const second = table.stage();
+    for (const r of [resource("same", 1), resource("moved", 4, "app:2"), resource("new", 5)]) second.add(r);
+    assert.equal(second.added, 3);
+    assert.deepEqual(changed, [], "staging changes nothing");
+    assert.equal(table.get("deployment/new"), undefined);
+    table.replaceAll(second, 5);
+
+    assert.deepEqual(changed.sort(), ["deployment/gone", "deployment/moved", "deployment/new"]);
+    assert.equal(table.get("deployment/same")?.status, "done", "an unchanged resource is not applied again");
+    const moved = table.get("deployment/moved")!;
+    assert.equal(moved.status, "pending");
+    assert.equal(moved.version, 4);
+    assert.equal(moved.appliedVersion, 2);
+    const spec = wanted(table, "deployment/moved").spec;
+    assert.equal(spec.case === "deployment" && spec.value.workload?.image, "app:2");
+    const gone = table.get("deployment/gone")!;
+    assert.equal(gone.desired.kind, "delete");
+    assert.equal(gone.version, 5);
+    assert.deepEqual(gone.desired.kind === "delete" && [gone.desired.tombstone.namespace, gone.desired.tombstone.name], ["ns-gone", "gone"]);
+  });
+});
