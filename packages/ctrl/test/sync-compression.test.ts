@@ -1,0 +1,85 @@
+// SyncDesiredState over a WAN: a gRPC client that accepts gzip gets gzip-compressed
+// batches that decode to the region's resources; one that accepts none gets plain ones.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { connect } from "node:http2";
+import { gunzipSync } from "node:zlib";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { SyncDesiredStateRequestSchema, SyncDesiredStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { testDatabases } from "../../store/test/databases.ts";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
+
+interface RawSync {
+  encoding: string | undefined;
+  compressedFlags: number[];
+  resources: number;
+  complete: boolean;
+}
+
+/** One SyncDesiredState over raw gRPC, read frame by frame. */
+async function rawSync(url: string, region: string, acceptEncoding: string | undefined): Promise<RawSync> {
+  const session = connect(url);
+  try {
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/ctrl.v1.ClusterService/SyncDesiredState",
+      "content-type": "application/grpc",
+      te: "trailers",
+      authorization: `Bearer ${ADMIN_TOKEN}`,
+      ...(acceptEncoding === undefined ? {} : { "grpc-accept-encoding": acceptEncoding }),
+    });
+    const body = toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region }));
+    const request = Buffer.alloc(5 + body.length);
+    request.writeUInt32BE(body.length, 1);
+    request.set(body, 5);
+    stream.end(request);
+    const result: RawSync = { encoding: undefined, compressedFlags: [], resources: 0, complete: false };
+    stream.on("response", (headers) => (result.encoding = headers["grpc-encoding"] as string | undefined));
+    const chunks: Buffer[] = [];
+    for await (const chunk of stream) chunks.push(chunk as Buffer);
+    let data = Buffer.concat(chunks);
+    while (data.length >= 5) {
+      const end = 5 + data.readUInt32BE(1);
+      const payload = data.subarray(5, end);
+      result.compressedFlags.push(data[0]!);
+      const res = fromBinary(SyncDesiredStateResponseSchema, data[0] === 1 ? gunzipSync(payload) : payload);
+      if (res.message.case === "batch") result.resources += res.message.value.resources.length;
+      else if (res.message.case === "complete") result.complete = true;
+      data = data.subarray(end);
+    }
+    return result;
+  } finally {
+    session.close();
+  }
+}
+
+for (const { db, skip } of await testDatabases()) {
+  describe(`sync compression (${db.name})`, { skip }, () => {
+    let t: TestCtrl;
+    before(async () => {
+      t = await startTestCtrl(db, { stream: { snapshotBatchSize: 25 } });
+      await t.store.regions.create("wan");
+      const deployments = t.client(DeploymentService);
+      for (let i = 0; i < 50; i++) {
+        await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `registry.example.com/platform-team/service-${i}:release-2026-11-${i}`, regions: [{ region: "wan", replicas: 1 }] } });
+      }
+    });
+    after(() => t.close());
+
+    test("a client accepting gzip gets gzip-compressed batches", async () => {
+      const sync = await rawSync(t.url, "wan", "gzip");
+      assert.equal(sync.encoding, "gzip");
+      assert.deepEqual({ resources: sync.resources, complete: sync.complete }, { resources: 50, complete: true });
+      // Two batches of 25 resources, each past connect's 1 KiB threshold for compressing.
+      assert.deepEqual(sync.compressedFlags.slice(0, 2), [1, 1]);
+    });
+
+    test("a client accepting no compression gets plain batches", async () => {
+      const sync = await rawSync(t.url, "wan", undefined);
+      assert.notEqual(sync.encoding, "gzip");
+      assert.deepEqual({ resources: sync.resources, complete: sync.complete }, { resources: 50, complete: true });
+      assert.ok(sync.compressedFlags.every((flag) => flag === 0));
+    });
+  });
+}
