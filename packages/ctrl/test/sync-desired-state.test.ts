@@ -1,11 +1,13 @@
-// SyncDesiredState over a WAN: a gRPC client that accepts gzip gets gzip-compressed
-// batches that decode to the region's resources; one that accepts none gets plain ones.
+// SyncDesiredState: a gRPC client that accepts gzip (over a WAN) gets gzip-compressed
+// batches that decode to the region's resources, one that accepts none gets plain ones; and
+// syncs abandoned mid-way (a query for the next page may be in flight) free their connection.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { connect } from "node:http2";
 import { gunzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { SyncDesiredStateRequestSchema, SyncDesiredStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ClusterService, SyncDesiredStateRequestSchema, SyncDesiredStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { testDatabases } from "../../store/test/databases.ts";
 import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
@@ -55,14 +57,17 @@ async function rawSync(url: string, region: string, acceptEncoding: string | und
 }
 
 for (const { db, skip } of await testDatabases()) {
-  describe(`sync compression (${db.name})`, { skip }, () => {
+  describe(`SyncDesiredState (${db.name})`, { skip }, () => {
     let t: TestCtrl;
     before(async () => {
       t = await startTestCtrl(db, { stream: { snapshotBatchSize: 25 } });
       await t.store.regions.create("wan");
       const deployments = t.client(DeploymentService);
+      // 4 KB of random hex each (about 2 KB gzipped): a sync's messages outgrow the client's
+      // HTTP/2 window, so a sync abandoned after its first batch is still mid-way on ctrl.
       for (let i = 0; i < 50; i++) {
-        await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `registry.example.com/platform-team/service-${i}:release-2026-11-${i}`, regions: [{ region: "wan", replicas: 1 }] } });
+        const env = [{ name: "NOISE", value: randomBytes(2048).toString("hex") }];
+        await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `app:${i}`, env, regions: [{ region: "wan", replicas: 1 }] } });
       }
     });
     after(() => t.close());
@@ -80,6 +85,20 @@ for (const { db, skip } of await testDatabases()) {
       assert.notEqual(sync.encoding, "gzip");
       assert.deepEqual({ resources: sync.resources, complete: sync.complete }, { resources: 50, complete: true });
       assert.ok(sync.compressedFlags.every((flag) => flag === 0));
+    });
+
+    test("syncs abandoned after their first batch leave ctrl serving full syncs", async () => {
+      const cluster = t.client(ClusterService, { protocol: "grpc" });
+      // More than the database pool's connections: a snapshot that kept its connection would
+      // leave the last syncs waiting forever.
+      for (let i = 0; i < 15; i++) {
+        for await (const res of cluster.syncDesiredState({ region: "wan" })) {
+          assert.equal(res.message.case, "batch");
+          break;
+        }
+      }
+      const sync = await rawSync(t.url, "wan", "gzip");
+      assert.deepEqual({ resources: sync.resources, complete: sync.complete }, { resources: 50, complete: true });
     });
   });
 }
