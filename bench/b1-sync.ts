@@ -1,8 +1,11 @@
 // B1: full sync throughput. N desired resources in one region; one gRPC client runs
-// SyncDesiredState to completion. Reference: the same keyset scan straight through mysql2.
+// SyncDesiredState to completion: a lean reader (the target row: it measures ctrl, see
+// lean-sync.ts) and connect-node clients (reported: they bound the wall time here).
+// Reference: the same keyset scan straight through mysql2.
 import { createConnection } from "mysql2/promise";
 import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl/services/cluster/options.ts";
 import { clusterClient, type ClusterClient } from "./lib/clients.ts";
+import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, rawKeysetScan, seedRegion } from "./lib/db.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
@@ -13,26 +16,30 @@ const REGION = "sync";
 interface Variant {
   name: string;
   ctrl: CtrlProcess;
-  client: ClusterClient;
+  sync: () => Promise<LeanSyncResult>;
   ms: number[];
   cpuMs: number[];
   clientCpuMs: number[];
 }
 
-async function fullSync(client: ClusterClient, expected: number, head: number): Promise<{ ms: number; messages: number }> {
-  const started = now();
-  let resources = 0;
-  let messages = 0;
-  let complete: { version: bigint; resourceCount: bigint } | undefined;
+/** SyncDesiredState through connect-node: every resource decoded. */
+async function connectSync(client: ClusterClient): Promise<LeanSyncResult> {
+  const result: LeanSyncResult = { resources: 0, messages: 0, complete: undefined };
   for await (const res of client.syncDesiredState({ region: REGION })) {
-    messages++;
-    if (res.message.case === "batch") resources += res.message.value.resources.length;
-    else if (res.message.case === "complete") complete = res.message.value;
+    result.messages++;
+    if (res.message.case === "batch") result.resources += res.message.value.resources.length;
+    else if (res.message.case === "complete") result.complete = res.message.value;
   }
+  return result;
+}
+
+async function fullSync(v: Variant, expected: number, head: number): Promise<{ ms: number; messages: number }> {
+  const started = now();
+  const { resources, messages, complete } = await v.sync();
   const ms = now() - started;
-  if (!complete) throw new Error("B1: SyncDesiredState ended without a complete marker");
+  if (!complete) throw new Error(`B1 (${v.name}): SyncDesiredState ended without a complete marker`);
   if (resources !== expected || Number(complete.resourceCount) !== expected || Number(complete.version) !== head) {
-    throw new Error(`B1: got ${resources} resources, complete=${complete.resourceCount}@${complete.version}; want ${expected}@${head}`);
+    throw new Error(`B1 (${v.name}): got ${resources} resources, complete=${complete.resourceCount}@${complete.version}; want ${expected}@${head}`);
   }
   return { ms, messages };
 }
@@ -43,6 +50,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
   const pageSize = DEFAULT_STREAM_OPTIONS.snapshotBatchSize;
   const db = await createBenchDatabase(ctx.serverUrl, "b1");
   let ctrl: CtrlProcess | undefined;
+  let lean: LeanSyncClient | undefined;
   const raw = await createConnection({ uri: db.url });
   try {
     await migrate(db.url);
@@ -53,15 +61,21 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     await raw.query("ANALYZE TABLE desired_resources");
 
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
+    lean = new LeanSyncClient(ctrl.url);
+    const connectDefault = clusterClient(ctrl.url);
+    const connectPlain = clusterClient(ctrl.url, { acceptCompression: [] });
+    const variant = (name: string, sync: () => Promise<LeanSyncResult>): Variant => ({ name, ctrl: ctrl!, sync, ms: [], cpuMs: [], clientCpuMs: [] });
+    const leanClient = lean;
+    // The first two accept gzip (connect-node's default), so ctrl gzips each batch.
     const variants: Variant[] = [
-      // A default connect-node client accepts gzip/br, so ctrl gzips each batch.
-      { name: "default", ctrl, client: clusterClient(ctrl.url), ms: [], cpuMs: [], clientCpuMs: [] },
-      { name: "no compression", ctrl, client: clusterClient(ctrl.url, { acceptCompression: [] }), ms: [], cpuMs: [], clientCpuMs: [] },
+      variant("lean reader", () => leanClient.sync(REGION)),
+      variant("connect-node client (decodes every resource)", () => connectSync(connectDefault)),
+      variant("connect-node client accepting no compression", () => connectSync(connectPlain)),
     ];
 
     // Warm-up (buffer pool, JIT, HTTP/2 connections); not measured.
     await rawKeysetScan(raw, seeded.regionId, pageSize);
-    for (const v of variants) await fullSync(v.client, count, seeded.head);
+    for (const v of variants) await fullSync(v, count, seeded.head);
 
     const rawMs: number[] = [];
     let messages = 0;
@@ -74,7 +88,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       for (const v of variants) {
         const cpu0 = await v.ctrl.cpu();
         const client0 = process.cpuUsage();
-        const synced = await fullSync(v.client, count, seeded.head);
+        const synced = await fullSync(v, count, seeded.head);
         const client1 = process.cpuUsage(client0);
         const cpu1 = await v.ctrl.cpu();
         v.clientCpuMs.push((client1.user + client1.system) / 1000);
@@ -92,7 +106,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     return {
       rows: [
         {
-          benchmark: `B1 full sync, ${fmtInt(count)} resources, resources/s (gRPC, default client)`,
+          benchmark: `B1 full sync, ${fmtInt(count)} resources, resources/s (gRPC, lean reader)`,
           measured: `${fmtInt(mainRate)}/s`,
           reference,
           ratio: fmtRatio(mainRate / rawRate),
@@ -100,7 +114,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           met: mainRate >= 50_000 && mainRate / rawRate >= 0.5,
         },
         ...diagnostics.map((v) => ({
-          benchmark: `B1 diagnostic: client accepts ${v.name}`,
+          benchmark: `B1 diagnostic: ${v.name}`,
           measured: `${fmtInt(rate(v))}/s`,
           reference,
           ratio: fmtRatio(rate(v) / rawRate),
@@ -117,6 +131,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     };
   } finally {
     await raw.end().catch(() => undefined);
+    lean?.close();
     await ctrl?.stop();
     await db.drop();
   }

@@ -2,7 +2,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli, connectNodeAdapter } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
@@ -14,6 +14,7 @@ import type { RetentionPolicy, Store } from "@flotilla/store";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { authInterceptor } from "./auth.ts";
+import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
 import { listenDual, type DualListener } from "./listener.ts";
@@ -111,6 +112,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const connectHandler = connectNodeAdapter({
     routes,
     readMaxBytes,
+    // connect's default list, with gzip at its fastest level.
+    acceptCompression: [compressionGzipFast, compressionBrotli],
     // A misspelt field must fail loudly, not be dropped silently.
     jsonOptions: { ignoreUnknownFields: false },
     shutdownSignal: draining.signal,

@@ -91,8 +91,10 @@ async function* sqliteSnapshot(database: OpenDatabase, regionId: number, { batch
 
 async function* mysqlSnapshot(database: OpenDatabase, regionId: number, { batchSize, batchBytes }: SnapshotLimits): AsyncIterable<SnapshotItem> {
   const channel = new Channel<SnapshotItem>();
-  // The snapshot needs one pinned connection; the producer reads the next page while the
-  // consumer sends the previous one.
+  // The snapshot needs one pinned connection. The next page's query is sent as soon as a
+  // page arrives, before the page is handed on: the database reads page N+1 while the
+  // consumer sends page N, and a slow consumer never delays the next query. At most three
+  // pages are held at once: one being sent, one waiting for the consumer, one being read.
   const producer = database.db
     .connection()
     .execute(async (conn) => {
@@ -101,18 +103,24 @@ async function* mysqlSnapshot(database: OpenDatabase, regionId: number, { batchS
       try {
         const { rows: heads } = await sql<{ head_version: number }>`SELECT head_version FROM regions WHERE id = ${regionId}`.execute(conn);
         if (!heads[0]) throw regionGone(regionId);
-        let count = 0;
-        let after: [number, string] = [-1, ""];
-        for (;;) {
-          const { rows } = await sql<DesiredRow>`SELECT resource_type, resource_id, version, body FROM desired_resources
+        const page = (after: [number, string]) => {
+          const rows = sql<DesiredRow>`SELECT resource_type, resource_id, version, body FROM desired_resources
             WHERE region_id = ${regionId} AND (resource_type > ${after[0]} OR (resource_type = ${after[0]} AND resource_id > ${after[1]}))
-            ORDER BY resource_type, resource_id LIMIT ${batchSize}`.execute(conn);
-          if (rows.length === 0) break;
+            ORDER BY resource_type, resource_id LIMIT ${batchSize}`
+            .execute(conn)
+            .then((result) => result.rows);
+          // Awaited below, unless the consumer went away first: then only ROLLBACK waits for it.
+          rows.catch(() => {});
+          return rows;
+        };
+        let count = 0;
+        let next: Promise<DesiredRow[]> | undefined = page([-1, ""]);
+        while (next) {
+          const rows: DesiredRow[] = await next;
+          const last = rows.at(-1);
+          next = last && rows.length === batchSize ? page([last.resource_type, last.resource_id]) : undefined;
           count += rows.length;
-          const last = rows[rows.length - 1]!;
-          after = [last.resource_type, last.resource_id];
           for (const batch of toBatches(rows, batchBytes)) await channel.send(batch);
-          if (rows.length < batchSize) break;
         }
         await channel.send({ complete: { version: Number(heads[0].head_version), count } });
       } finally {

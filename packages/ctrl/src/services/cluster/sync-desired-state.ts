@@ -1,16 +1,16 @@
 // ClusterService.SyncDesiredState: the region's full desired state from one consistent
 // snapshot, in batches, then the complete marker with the snapshot's version.
 import { create, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
-import { ResourceBatchSchema, type SyncDesiredStateRequest, type SyncDesiredStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ResourceBatchSchema, SyncDesiredStateResponseSchema, type SyncDesiredStateRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { readSnapshot, type SnapshotRow, type Store } from "@flotilla/store";
 import { authorizeRegion } from "../../auth.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
-import { lengthDelimited, withVerbatimField } from "./verbatim.ts";
+import { resourceBatchFieldData } from "./resource-batch-encoding.ts";
+import { withVerbatimField } from "./verbatim.ts";
 
 type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
 
@@ -24,7 +24,7 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
     for await (const item of readSnapshot(store.database, region.id, { batchSize: options.snapshotBatchSize, batchBytes: options.messageBytesMax })) {
       if ("batch" in item) {
         countByType(metrics, item.batch);
-        yield { message: { case: "batch", value: json ? decodedBatch(item.batch) : wireBatch(item.batch) } };
+        yield json ? { message: { case: "batch", value: decodedBatch(item.batch) } } : wireBatchResponse(item.batch);
       } else {
         const { version, count } = item.complete;
         yield { message: { case: "complete", value: { version: BigInt(version), resourceCount: BigInt(count) } } };
@@ -53,9 +53,8 @@ function decodedBatch(rows: SnapshotRow[]) {
 
 /**
  * For binary clients: the stored bytes as they are, no decode and re-encode (half of a
- * sync's CPU otherwise), with `version` (field 3) appended to each stored body.
+ * sync's CPU otherwise): the response's `batch` (field 1) carried as one verbatim field.
  */
-function wireBatch(rows: SnapshotRow[]) {
-  const data = rows.map((row) => lengthDelimited(row.body, new BinaryWriter().tag(3, WireType.Varint).int64(row.version).finish()));
-  return withVerbatimField(create(ResourceBatchSchema), 1, data);
+function wireBatchResponse(rows: SnapshotRow[]) {
+  return withVerbatimField(create(SyncDesiredStateResponseSchema), 1, [resourceBatchFieldData(rows)]);
 }

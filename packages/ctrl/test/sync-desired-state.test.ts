@@ -1,0 +1,112 @@
+// SyncDesiredState: a gRPC client that accepts gzip (over a WAN) gets gzip-compressed
+// batches that decode to the region's resources, one that accepts none gets plain ones; and
+// syncs cancelled mid-way (a query for the next page may be in flight) free their connection.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { connect, constants as http2Constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
+import { gunzipSync } from "node:zlib";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { SyncDesiredStateRequestSchema, SyncDesiredStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { testDatabases } from "../../store/test/databases.ts";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
+
+interface RawSync {
+  encoding: string | undefined;
+  compressedFlags: number[];
+  resources: number;
+  complete: boolean;
+}
+
+/** A SyncDesiredState call over raw gRPC on `session`, its request sent. */
+function startSync(session: ClientHttp2Session, region: string, acceptEncoding: string | undefined): ClientHttp2Stream {
+  const stream = session.request({
+    ":method": "POST",
+    ":path": "/ctrl.v1.ClusterService/SyncDesiredState",
+    "content-type": "application/grpc",
+    te: "trailers",
+    authorization: `Bearer ${ADMIN_TOKEN}`,
+    ...(acceptEncoding === undefined ? {} : { "grpc-accept-encoding": acceptEncoding }),
+  });
+  const body = toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region }));
+  const request = Buffer.alloc(5 + body.length);
+  request.writeUInt32BE(body.length, 1);
+  request.set(body, 5);
+  stream.end(request);
+  return stream;
+}
+
+/** One SyncDesiredState over raw gRPC, read frame by frame. */
+async function rawSync(url: string, region: string, acceptEncoding: string | undefined): Promise<RawSync> {
+  const session = connect(url);
+  try {
+    const stream = startSync(session, region, acceptEncoding);
+    const result: RawSync = { encoding: undefined, compressedFlags: [], resources: 0, complete: false };
+    stream.on("response", (headers) => (result.encoding = headers["grpc-encoding"] as string | undefined));
+    const chunks: Buffer[] = [];
+    for await (const chunk of stream) chunks.push(chunk as Buffer);
+    let data = Buffer.concat(chunks);
+    while (data.length >= 5) {
+      const end = 5 + data.readUInt32BE(1);
+      const payload = data.subarray(5, end);
+      result.compressedFlags.push(data[0]!);
+      const res = fromBinary(SyncDesiredStateResponseSchema, data[0] === 1 ? gunzipSync(payload) : payload);
+      if (res.message.case === "batch") result.resources += res.message.value.resources.length;
+      else if (res.message.case === "complete") result.complete = true;
+      data = data.subarray(end);
+    }
+    return result;
+  } finally {
+    session.close();
+  }
+}
+
+for (const { db, skip } of await testDatabases()) {
+  describe(`SyncDesiredState (${db.name})`, { skip }, () => {
+    let t: TestCtrl;
+    before(async () => {
+      t = await startTestCtrl(db, { stream: { snapshotBatchSize: 25 } });
+      await t.store.regions.create("wan");
+      const deployments = t.client(DeploymentService);
+      // 32 KB of random hex each (about 18 KB gzipped): a sync's messages outgrow the
+      // client's HTTP/2 window, so a sync cancelled after its first batch is mid-way on ctrl.
+      for (let i = 0; i < 50; i++) {
+        const env = [{ name: "NOISE", value: randomBytes(16_384).toString("hex") }];
+        await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `app:${i}`, env, regions: [{ region: "wan", replicas: 1 }] } });
+      }
+    });
+    after(() => t.close());
+
+    test("a client accepting gzip gets gzip-compressed batches", async () => {
+      const sync = await rawSync(t.url, "wan", "gzip");
+      assert.equal(sync.encoding, "gzip");
+      assert.deepEqual({ resources: sync.resources, complete: sync.complete }, { resources: 50, complete: true });
+      // Two batches of 25 resources, each past connect's 1 KiB threshold for compressing.
+      assert.deepEqual(sync.compressedFlags.slice(0, 2), [1, 1]);
+    });
+
+    test("a client accepting no compression gets plain batches", async () => {
+      const sync = await rawSync(t.url, "wan", undefined);
+      assert.notEqual(sync.encoding, "gzip");
+      assert.deepEqual({ resources: sync.resources, complete: sync.complete }, { resources: 50, complete: true });
+      assert.ok(sync.compressedFlags.every((flag) => flag === 0));
+    });
+
+    test("syncs cancelled after their first data leave ctrl serving full syncs", async () => {
+      // More than the database pool's connections: a snapshot that kept its connection (with
+      // the next page's query in flight when the client cancels) would leave the last syncs
+      // waiting forever.
+      for (let i = 0; i < 15; i++) {
+        const session = connect(t.url);
+        const stream = startSync(session, "wan", "gzip");
+        await new Promise((resolve) => stream.once("data", resolve));
+        stream.close(http2Constants.NGHTTP2_CANCEL);
+        await new Promise((resolve) => stream.once("close", resolve));
+        session.close();
+      }
+      const sync = await rawSync(t.url, "wan", "gzip");
+      assert.deepEqual({ resources: sync.resources, complete: sync.complete }, { resources: 50, complete: true });
+    });
+  });
+}
