@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Store } from "@flotilla/store";
+import { AGENT_NODE_FLAGS } from "../packages/agent/src/node-flags.ts";
 import type { AgentChildConfig, AgentChildReport } from "./agent-child.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";
@@ -25,7 +26,7 @@ const TARGET_RSS = 150 * 1024 * 1024;
 /** Runs one agent process to the drained state and returns its report. */
 async function runAgent(config: AgentChildConfig, timeoutMs: number): Promise<AgentChildReport> {
   const child = fork(fileURLToPath(new URL("./agent-child.ts", import.meta.url)), [], {
-    execArgv: ["--expose-gc", "--disable-warning=ExperimentalWarning"],
+    execArgv: ["--expose-gc", "--disable-warning=ExperimentalWarning", ...AGENT_NODE_FLAGS],
     env: { ...process.env, FLOTILLA_BENCH_AGENT: JSON.stringify(config) },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });

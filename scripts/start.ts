@@ -7,6 +7,7 @@ import { createInterface } from "node:readline";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { AGENT_NODE_FLAGS } from "../packages/agent/src/node-flags.ts";
 
 const CTRL = "http://127.0.0.1:7070";
 const KUBECONFIG = ".flotilla/kubeconfig";
@@ -14,8 +15,9 @@ const REGION = "local";
 const children: { name: string; child: ChildProcess }[] = [];
 let stopping = false;
 
-function run(name: string, script: string, args: string[], env: Record<string, string> = {}, ready?: RegExp): Promise<void> {
-  const child = spawn(process.execPath, [script, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+/** Starts `node ...script` (Node flags, then the script) with `args`; resolves once a line matches `ready`. */
+function run(name: string, script: readonly string[], args: string[], env: Record<string, string> = {}, ready?: RegExp): Promise<void> {
+  const child = spawn(process.execPath, [...script, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   children.push({ name, child });
   let resolveReady: () => void = () => {};
   const started = new Promise<void>((resolve) => (resolveReady = resolve));
@@ -52,8 +54,8 @@ process.on("SIGINT", () => void stop(0));
 process.on("SIGTERM", () => void stop(0));
 
 mkdirSync(".flotilla", { recursive: true });
-await run("k8s", "packages/k8s-emulator/src/main.ts", ["--listen", "127.0.0.1:7072", "--kubeconfig-out", KUBECONFIG], {}, /listening|ready|serving/i);
-await run("ctrl", "packages/ctrl/src/main.ts", [], {}, /serving on/);
+await run("k8s", ["packages/k8s-emulator/src/main.ts"], ["--listen", "127.0.0.1:7072", "--kubeconfig-out", KUBECONFIG], {}, /listening|ready|serving/i);
+await run("ctrl", ["packages/ctrl/src/main.ts"], [], {}, /serving on/);
 const adminToken = process.env.FLOTILLA_ADMIN_TOKEN || readFileSync(".flotilla/admin-token", "utf8").trim();
 const regions = createClient(
   RegionService,
@@ -61,7 +63,7 @@ const regions = createClient(
 );
 await regions.createRegion({ region: { name: REGION } });
 const { token } = await regions.createAgentToken({ region: REGION });
-await run("agent", "packages/agent/src/main.ts", ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG], {
+await run("agent", [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"], ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG], {
   FLOTILLA_AGENT_TOKEN: token,
 });
 

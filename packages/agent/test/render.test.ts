@@ -96,6 +96,32 @@ describe("render target", () => {
     const other = new RenderTarget({ dir, region: "elsewhere" });
     assert.deepEqual(await other.listManaged(), [], "another region's agent manages none of these");
   });
+
+  test("file work leaves the event loop a turn per resource and per file read", async () => {
+    const many = await mkdtemp(join(tmpdir(), "flotilla-render-many-"));
+    try {
+      const target = new RenderTarget({ dir: many, region: REGION });
+      let turned = false;
+      setImmediate(() => (turned = true));
+      await target.apply(RESOURCES[0]);
+      assert.ok(turned, "an apply (synchronous file calls) let the event loop turn");
+
+      for (let i = 0; i < 50; i++) await target.apply(create(DesiredResourceSchema, { ...RESOURCES[0], id: `web-${i}` }));
+      let turns = 0;
+      let ticking = true;
+      const tick = () => {
+        turns++;
+        if (ticking) setImmediate(tick);
+      };
+      setImmediate(tick);
+      const managed = await target.listManaged();
+      ticking = false;
+      assert.equal(managed.length, 102, "a Deployment and a Service per resource");
+      assert.ok(turns >= managed.length, `${turns} event-loop turns while ${managed.length} files were read`);
+    } finally {
+      await rm(many, { recursive: true, force: true });
+    }
+  });
 });
 
 for (const { db, skip } of await testDatabases()) {

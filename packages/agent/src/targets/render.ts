@@ -2,7 +2,15 @@
 // apply, one deterministic YAML file per object, at <dir>/<namespace>/<kind>-<name>.yaml (a
 // Namespace lives in its own directory). Files are staged in <dir>/.staging and renamed into
 // place, so a reader listing the tree never sees a partial or temporary file.
-import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+//
+// Files are written, read and renamed with synchronous calls, with one event-loop turn per
+// resource (and per file read) so that timers and I/O (the ctrl stream, reports) run in
+// between: each call blocks for one small file, well under a millisecond on a local disk. The
+// promise API allocated a FileHandle, request objects and promises per file and kept each
+// resource (decoded, and its rendered YAML) alive across several thread-pool round trips.
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { setImmediate } from "node:timers/promises";
 import { dirname, join, relative, sep } from "node:path";
 import { parse, stringify } from "yaml";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -44,25 +52,28 @@ export class RenderTarget implements Target {
   }
 
   async apply(resource: DesiredResource): Promise<void> {
+    await setImmediate();
     const { apply, absent } = buildManifests(resource, this.#region);
     for (const object of apply) {
-      if (object.kind !== "Namespace") await this.#write(object);
+      if (object.kind !== "Namespace") this.#write(object);
       else if (!this.#writtenNamespaces.has(object.metadata.name)) {
-        await this.#write(object);
+        this.#write(object);
         this.#writtenNamespaces.add(object.metadata.name);
       }
     }
-    for (const ref of absent) await this.#remove(ref);
+    for (const ref of absent) this.#remove(ref);
   }
 
   async delete(tombstone: ResourceTombstone): Promise<void> {
-    for (const ref of ownedRefs(tombstone.type, tombstone.namespace, tombstone.name)) await this.#remove(ref);
+    await setImmediate();
+    for (const ref of ownedRefs(tombstone.type, tombstone.namespace, tombstone.name)) this.#remove(ref);
   }
 
   async listManaged(): Promise<ManagedObject[]> {
     const managed: ManagedObject[] = [];
     for (const path of await this.#files()) {
-      const object = await this.#read(path);
+      await setImmediate();
+      const object = this.#read(path);
       const managedOne = object && object.kind !== "Namespace" ? managedObject(object, this.#region) : undefined;
       if (managedOne) managed.push(managedOne);
     }
@@ -70,30 +81,30 @@ export class RenderTarget implements Target {
   }
 
   /** Stages the object's file, then renames it into place (a reader, or a crash, never sees half a file). */
-  async #write(object: KubeObject): Promise<void> {
+  #write(object: KubeObject): void {
     const path = join(this.#dir, manifestPath(refOf(object)));
     const staged = join(this.#dir, STAGING_DIR, `${process.pid}-${++stagedFiles}.tmp`);
     // Directories are made only when a write finds one missing, not before every write.
-    await inDirectory(dirname(staged), () => writeFile(staged, renderYaml(object)));
+    inDirectory(dirname(staged), () => writeFileSync(staged, renderYaml(object)));
     try {
-      await inDirectory(dirname(path), () => rename(staged, path));
+      inDirectory(dirname(path), () => renameSync(staged, path));
     } catch (error) {
-      await rm(staged, { force: true });
+      rmSync(staged, { force: true });
       throw error;
     }
   }
 
   /** Removes the object's file if it holds an object managed in this region. */
-  async #remove(ref: ObjectRef): Promise<void> {
+  #remove(ref: ObjectRef): void {
     const path = manifestPath(ref);
-    const object = await this.#read(path);
-    if (object && isManagedBy(object.metadata.labels, this.#region)) await rm(join(this.#dir, path), { force: true });
+    const object = this.#read(path);
+    if (object && isManagedBy(object.metadata.labels, this.#region)) rmSync(join(this.#dir, path), { force: true });
   }
 
-  async #read(path: string): Promise<KubeObject | undefined> {
+  #read(path: string): KubeObject | undefined {
     let text: string;
     try {
-      text = await readFile(join(this.#dir, path), "utf8");
+      text = readFileSync(join(this.#dir, path), "utf8");
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw error;
@@ -120,12 +131,12 @@ export class RenderTarget implements Target {
 }
 
 /** Runs `op`; if it failed because `directory` is missing, creates it and runs `op` once more. */
-async function inDirectory(directory: string, op: () => Promise<void>): Promise<void> {
+function inDirectory(directory: string, op: () => void): void {
   try {
-    await op();
+    op();
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    await mkdir(directory, { recursive: true });
-    await op();
+    mkdirSync(directory, { recursive: true });
+    op();
   }
 }

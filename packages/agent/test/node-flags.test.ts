@@ -1,0 +1,11 @@
+// `pnpm agent` (package.json) must start the agent with the Node flags the rest of the
+// repository (scripts/start.ts, benchmark B7) takes from AGENT_NODE_FLAGS.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { AGENT_NODE_FLAGS } from "../src/node-flags.ts";
+
+test("pnpm agent runs the agent with AGENT_NODE_FLAGS", async () => {
+  const { scripts } = JSON.parse(await readFile(new URL("../../../package.json", import.meta.url), "utf8")) as { scripts: Record<string, string> };
+  assert.equal(scripts.agent, ["node", ...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"].join(" "));
+});
