@@ -168,4 +168,45 @@ describe("WorkQueue", () => {
     assert.equal(errors.length, 2);
     queue.shutDown();
   });
+
+  test("a key added once after a quiet spell is handed out at once; one in a burst of adds settles first", async () => {
+    const queue = new WorkQueue({ settleMs: 500 });
+    queue.add("a");
+    assert.equal(await queue.get(), "a", "a single change is not delayed");
+    queue.done("a");
+    const started = Date.now();
+    for (let i = 0; i < 3; i++) {
+      queue.add("b");
+      await sleep(40);
+    }
+    // Adds every ~40 ms: b is handed out once it has had none for about twice that.
+    assert.equal(await queue.get(), "b");
+    const waited = Date.now() - started;
+    assert.ok(waited >= 150, `held until the burst settled (${waited} ms)`);
+    queue.done("b");
+    queue.shutDown();
+  });
+
+  test("a key whose adds never stop is held no longer than maxHoldMs; settleMs 0 turns settling off", async () => {
+    const queue = new WorkQueue({ settleMs: 100, maxHoldMs: 200 });
+    const started = Date.now();
+    const adding = setInterval(() => queue.add("a"), 20);
+    try {
+      assert.equal(await queue.get(), "a", "the first add is handed out at once");
+      queue.done("a");
+      assert.equal(await queue.get(), "a");
+      const waited = Date.now() - started;
+      assert.ok(waited >= 150 && waited < 400, `released by the hold limit (${waited} ms)`);
+    } finally {
+      clearInterval(adding);
+      queue.shutDown();
+    }
+    const eager = new WorkQueue({ settleMs: 0 });
+    eager.add("a");
+    assert.equal(await eager.get(), "a");
+    eager.done("a");
+    eager.add("a");
+    assert.equal(eager.length, 1, "queued at once");
+    eager.shutDown();
+  });
 });
