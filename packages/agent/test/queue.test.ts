@@ -48,7 +48,8 @@ async function until(check: () => boolean, timeoutMs = 2000): Promise<void> {
 describe("WorkQueue", () => {
   test("dedupes a key added many times before it runs", async () => {
     let coalesced = 0;
-    const queue = new WorkQueue({ onCoalesced: () => coalesced++ });
+    // Without settling: these adds within a ms or two form a burst that would be held briefly.
+    const queue = new WorkQueue({ settleMs: 0, onCoalesced: () => coalesced++ });
     for (let i = 0; i < 5; i++) queue.add("a");
     queue.add("b");
     assert.equal(queue.length, 2);
@@ -60,7 +61,7 @@ describe("WorkQueue", () => {
   });
 
   test("a processing key is not handed out again; adds meanwhile collapse into exactly one more run", async () => {
-    const queue = new WorkQueue();
+    const queue = new WorkQueue({ settleMs: 0 });
     queue.add("a");
     assert.equal(await queue.get(), "a");
     for (let i = 0; i < 10; i++) queue.add("a");
@@ -139,11 +140,11 @@ describe("WorkQueue", () => {
   test("Retry-After is a floor on the delay, and add() does not pull it forward", async () => {
     let coalesced = 0;
     const queue = new WorkQueue({ backoff: { minMs: 1, maxMs: 1 }, onCoalesced: () => coalesced++ });
+    const started = Date.now();
     assert.equal(queue.addRateLimited("k", 150), 150);
     queue.add("k");
     assert.equal(queue.length, 0, "still waiting out Retry-After");
     assert.equal(coalesced, 1);
-    const started = Date.now();
     assert.equal(await queue.get(), "k");
     assert.ok(Date.now() - started >= 140, `honoured Retry-After (${Date.now() - started} ms)`);
     queue.shutDown();
