@@ -10,7 +10,7 @@
 //   re-applied, at most `refreshPerSecond` resources per second (a safety net for missed events).
 import { sleep } from "./backoff.ts";
 import { desiredResource, type DesiredTable } from "./desired-table.ts";
-import { buildManifests, describeObject, type KubeObject } from "./manifests.ts";
+import { buildManifests, describeObject, tracksDesiredVersion, withoutDesiredVersion, type KubeObject } from "./manifests.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { ObjectChange } from "./observer.ts";
 
@@ -47,7 +47,8 @@ export class DriftCorrector {
       return;
     }
     if (previous && onlyStatusChanged(previous, object)) return;
-    if (!contains(object, wanted)) table.requestReapply(entry.key, "modified");
+    // An object that does not track the desired version keeps the one it was last applied from.
+    if (!contains(object, tracksDesiredVersion(wanted) ? wanted : withoutDesiredVersion(wanted))) table.requestReapply(entry.key, "modified");
   }
 
   /** Runs refresh rounds until `signal` aborts. */

@@ -64,6 +64,22 @@ export function describeObject(object: { kind: string; metadata: { name: string;
   return `${object.kind} ${namespace ? `${namespace}/` : ""}${name}`;
 }
 
+/**
+ * Whether the object's desired-version annotation must follow every new desired version: the
+ * Deployment's and the policy's do (status reports read the applied version from them). Other
+ * objects (a Service) keep the version they were last applied from while nothing else about them
+ * changes, so a new desired version that changes only the Deployment is not applied to them.
+ */
+export function tracksDesiredVersion(object: { kind: string }): boolean {
+  return object.kind !== "Service";
+}
+
+/** The object without its desired-version annotation: the content that decides whether it changed. */
+export function withoutDesiredVersion(object: KubeObject): KubeObject {
+  const { [DESIRED_VERSION_ANNOTATION]: _version, ...annotations } = object.metadata.annotations ?? {};
+  return { ...object, metadata: { ...object.metadata, annotations } };
+}
+
 export function refOf(object: KubeObject): ObjectRef {
   const { apiVersion, kind, metadata } = object;
   return { apiVersion, kind, name: metadata.name, ...(metadata.namespace !== undefined ? { namespace: metadata.namespace } : {}) };

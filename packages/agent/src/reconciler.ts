@@ -1,6 +1,6 @@
 // One work-queue run of one key: read the newest desired state from the table, make the target
 // follow it, record the outcome, and choose the retry (client-go's processNextWorkItem).
-import { desiredResource, type DesiredTable } from "./desired-table.ts";
+import { desiredResource, type DesiredTable, type ReapplyReason } from "./desired-table.ts";
 import { jittered } from "./backoff.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { WorkQueue } from "./queue.ts";
@@ -35,10 +35,15 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions }:
     const op = desired.kind === "upsert" ? "apply" : "delete";
     const timer = metrics.reconcileDuration.startTimer({ type, op });
     try {
-      const before = reapply && liveVersions?.(key);
-      const applied = desired.kind === "upsert" ? await target.apply(desiredResource(desired)) : await target.delete(desired.tombstone);
+      const before = liveVersions?.(key);
+      // A re-apply must restore every object: no object may be skipped as unchanged.
+      const applied = desired.kind === "upsert" ? await target.apply(desiredResource(desired), reapply ? undefined : before) : await target.delete(desired.tombstone);
       timer();
+      // Drift correction ignores events while a run is in flight; an object this run left
+      // alone (skipped or a no-op) that changed meanwhile would go uncorrected otherwise.
+      const drifted = !reapply && before && applied ? changedMeanwhile(before, applied, liveVersions!(key)) : undefined;
       table.markDone(key, version);
+      if (drifted) table.requestReapply(key, drifted);
       if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });
       metrics.reconciles.inc({ type, op, result: "success" });
       queue.forget(key);
@@ -63,6 +68,18 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions }:
       }
     }
   };
+}
+
+/**
+ * How an object the apply left as it was (`before` had the version it returned) changed while
+ * the apply ran: deleted or modified (another writer moved its version), if any did.
+ */
+function changedMeanwhile(before: AppliedVersions, applied: AppliedVersions, now: AppliedVersions): ReapplyReason | undefined {
+  for (const [object, version] of applied) {
+    if (before.get(object) !== version || now.get(object) === version) continue;
+    return now.has(object) ? "modified" : "deleted";
+  }
+  return undefined;
 }
 
 /** Whether an apply created an object or moved its resourceVersion (a no-op apply moves none). */

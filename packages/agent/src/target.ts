@@ -44,8 +44,13 @@ export interface Target {
    * Namespace, applies the objects (labels and desired-version annotation included) and removes
    * objects the resource no longer has (its Service once the port is 0). A target that can tell
    * returns the resourceVersions the objects have after the apply (Namespaces excepted).
+   *
+   * `live`, the resourceVersions of the resource's objects as last observed, lets a target skip
+   * an object that does not track the desired version (see tracksDesiredVersion()) when its content is
+   * what it last applied and the live object is still the one that apply wrote; such an object
+   * is returned with that version. Without `live`, every object is applied.
    */
-  apply(resource: DesiredResource): Promise<AppliedVersions | void>;
+  apply(resource: DesiredResource, live?: AppliedVersions): Promise<AppliedVersions | void>;
   /**
    * Removes every object the tombstone's resource owns (never its Namespace). Objects already
    * gone count as removed; objects without this region's managed labels are left alone.

@@ -8,7 +8,7 @@ import { KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kube
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { testDatabases } from "../../store/test/databases.ts";
 import type { Agent } from "../src/agent.ts";
-import { deploymentOf, imageOf, OTHER_REGION, REGION, replicasOf, startStack, waitConverged, waitFor, type Stack } from "./helpers.ts";
+import { deploymentOf, desiredVersion, imageOf, OTHER_REGION, REGION, replicasOf, serviceOf, startStack, waitConverged, waitFor, type Stack } from "./helpers.ts";
 
 const app = (id: string, image = "app:1") => ({ id, namespace: "drift", image, port: 80, regions: [{ region: REGION, replicas: 2 }] });
 
@@ -67,6 +67,39 @@ describe("drift correction from watch events", () => {
     const live = deploymentOf(stack.emulator, "drift", "edited");
     assert.equal(live?.metadata.labels?.["team.example/owner"], "payments", "the other manager's label survives");
     await waitFor(async () => (await corrections(agent, "modified")) >= 1, "a correction counted as modified");
+  });
+
+  test("a new version that changes only the image applies the Deployment, not the unchanged Service", async () => {
+    const { emulator } = stack;
+    const service = serviceOf(emulator, "drift", "edited")!;
+    emulator.clearRequestLog();
+    await stack.t.client(DeploymentService).updateDeployment({ deployment: app("edited", "app:2") });
+    await waitConverged(stack);
+    const applied = (resource: string) => emulator.requestLog.filter((e) => e.verb === "apply" && e.resource === resource && e.name === "edited").length;
+    assert.equal(applied("deployments"), 1);
+    assert.equal(applied("services"), 0);
+    const unchanged = serviceOf(emulator, "drift", "edited")!;
+    assert.equal(unchanged.metadata.resourceVersion, service.metadata.resourceVersion);
+    assert.ok(desiredVersion(unchanged)! < desiredVersion(deploymentOf(emulator, "drift", "edited"))!, "it keeps the version it was applied from");
+  });
+
+  test("a Service left alone by an update is still restored when deleted or edited", async () => {
+    const { emulator } = stack;
+    const deployments = stack.t.client(DeploymentService);
+    await deployments.updateDeployment({ deployment: app("edited", "app:3") });
+    await waitConverged(stack);
+    assert.ok(emulator.delete("v1", "Service", "drift", "edited"));
+    await waitFor(() => serviceOf(emulator, "drift", "edited"), "Service recreated", 10_000);
+
+    const api = KubernetesObjectApi.makeApiClient(stack.kubeConfig);
+    const edit = { apiVersion: "v1", kind: "Service", metadata: { name: "edited", namespace: "drift" }, spec: { ports: [{ name: "http", port: 81, targetPort: 81, protocol: "TCP" }] } };
+    await api.patch(edit as KubernetesObject, undefined, undefined, "someone-else", true, PatchStrategy.ServerSideApply);
+    await waitFor(() => (serviceOf(emulator, "drift", "edited")?.spec as { ports: { port: number }[] }).ports[0]!.port === 80, "port restored", 10_000);
+
+    // Deleted again right before an update: the update must not skip the missing Service.
+    assert.ok(emulator.delete("v1", "Service", "drift", "edited"));
+    await deployments.updateDeployment({ deployment: app("edited", "app:4") });
+    await waitConverged(stack);
   });
 
   test("another region's managed objects and unmanaged objects are never touched", async () => {

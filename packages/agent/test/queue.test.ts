@@ -48,7 +48,8 @@ async function until(check: () => boolean, timeoutMs = 2000): Promise<void> {
 describe("WorkQueue", () => {
   test("dedupes a key added many times before it runs", async () => {
     let coalesced = 0;
-    const queue = new WorkQueue({ onCoalesced: () => coalesced++ });
+    // Without settling: these adds within a ms or two form a burst that would be held briefly.
+    const queue = new WorkQueue({ settleMs: 0, onCoalesced: () => coalesced++ });
     for (let i = 0; i < 5; i++) queue.add("a");
     queue.add("b");
     assert.equal(queue.length, 2);
@@ -60,7 +61,7 @@ describe("WorkQueue", () => {
   });
 
   test("a processing key is not handed out again; adds meanwhile collapse into exactly one more run", async () => {
-    const queue = new WorkQueue();
+    const queue = new WorkQueue({ settleMs: 0 });
     queue.add("a");
     assert.equal(await queue.get(), "a");
     for (let i = 0; i < 10; i++) queue.add("a");
@@ -139,11 +140,11 @@ describe("WorkQueue", () => {
   test("Retry-After is a floor on the delay, and add() does not pull it forward", async () => {
     let coalesced = 0;
     const queue = new WorkQueue({ backoff: { minMs: 1, maxMs: 1 }, onCoalesced: () => coalesced++ });
+    const started = Date.now();
     assert.equal(queue.addRateLimited("k", 150), 150);
     queue.add("k");
     assert.equal(queue.length, 0, "still waiting out Retry-After");
     assert.equal(coalesced, 1);
-    const started = Date.now();
     assert.equal(await queue.get(), "k");
     assert.ok(Date.now() - started >= 140, `honoured Retry-After (${Date.now() - started} ms)`);
     queue.shutDown();
@@ -167,5 +168,46 @@ describe("WorkQueue", () => {
     await running;
     assert.equal(errors.length, 2);
     queue.shutDown();
+  });
+
+  test("a key added once after a quiet spell is handed out at once; one in a burst of adds settles first", async () => {
+    const queue = new WorkQueue({ settleMs: 500 });
+    queue.add("a");
+    assert.equal(await queue.get(), "a", "a single change is not delayed");
+    queue.done("a");
+    const started = Date.now();
+    for (let i = 0; i < 3; i++) {
+      queue.add("b");
+      await sleep(40);
+    }
+    // Adds every ~40 ms: b is handed out once it has had none for about twice that.
+    assert.equal(await queue.get(), "b");
+    const waited = Date.now() - started;
+    assert.ok(waited >= 150, `held until the burst settled (${waited} ms)`);
+    queue.done("b");
+    queue.shutDown();
+  });
+
+  test("a key whose adds never stop is held no longer than maxHoldMs; settleMs 0 turns settling off", async () => {
+    const queue = new WorkQueue({ settleMs: 100, maxHoldMs: 200 });
+    const started = Date.now();
+    const adding = setInterval(() => queue.add("a"), 20);
+    try {
+      assert.equal(await queue.get(), "a", "the first add is handed out at once");
+      queue.done("a");
+      assert.equal(await queue.get(), "a");
+      const waited = Date.now() - started;
+      assert.ok(waited >= 150 && waited < 400, `released by the hold limit (${waited} ms)`);
+    } finally {
+      clearInterval(adding);
+      queue.shutDown();
+    }
+    const eager = new WorkQueue({ settleMs: 0 });
+    eager.add("a");
+    assert.equal(await eager.get(), "a");
+    eager.done("a");
+    eager.add("a");
+    assert.equal(eager.length, 1, "queued at once");
+    eager.shutDown();
   });
 });

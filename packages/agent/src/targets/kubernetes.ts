@@ -1,5 +1,8 @@
 // The kubernetes target: server-side apply with the agent's field manager (forcing conflicts:
 // the agent owns these fields), deletes with Background propagation, prune listing by labels.
+// An object that does not track the desired version (a Service) is not applied again while its
+// content is what this process last applied and the live object is still the one that apply wrote.
+import { createHash } from "node:crypto";
 import { ApiException, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import {
@@ -9,6 +12,8 @@ import {
   isManagedBy,
   managedSelector,
   ownedRefs,
+  tracksDesiredVersion,
+  withoutDesiredVersion,
   type KubeObject,
   type ObjectRef,
 } from "../manifests.ts";
@@ -38,6 +43,12 @@ export interface KubernetesTargetOptions {
   region: string;
 }
 
+/** What this process last applied to an object: its content's digest and the resourceVersion written. */
+interface LastApply {
+  digest: string;
+  resourceVersion: string;
+}
+
 export class KubernetesTarget implements Target {
   /** The cluster's access, also used by the agent's observer. */
   readonly kubeConfig: KubeConfig;
@@ -45,6 +56,8 @@ export class KubernetesTarget implements Target {
   readonly #region: string;
   /** Namespaces applied by this process; forgotten when an apply into one finds it missing. */
   readonly #ensuredNamespaces = new Set<string>();
+  /** By describeObject() name, for objects that do not track the desired version. */
+  readonly #lastApplied = new Map<string, LastApply>();
 
   constructor({ kubeConfig, region }: KubernetesTargetOptions) {
     this.kubeConfig = kubeConfig;
@@ -52,7 +65,7 @@ export class KubernetesTarget implements Target {
     this.#region = region;
   }
 
-  async apply(resource: DesiredResource): Promise<AppliedVersions> {
+  async apply(resource: DesiredResource, live?: AppliedVersions): Promise<AppliedVersions> {
     const { apply, absent } = buildManifests(resource, this.#region);
     const applied: AppliedVersions = new Map();
     for (const object of apply) {
@@ -62,9 +75,19 @@ export class KubernetesTarget implements Target {
         this.#ensuredNamespaces.add(object.metadata.name);
         continue;
       }
+      const name = describe(object);
+      const digest = tracksDesiredVersion(object) ? undefined : contentDigest(object);
+      const last = this.#lastApplied.get(name);
+      if (digest !== undefined && last?.digest === digest && live?.get(name) === last.resourceVersion) {
+        applied.set(name, last.resourceVersion);
+        continue;
+      }
+      this.#lastApplied.delete(name);
       try {
         const written = await this.#serverSideApply(object);
-        applied.set(describe(object), written.metadata?.resourceVersion ?? "");
+        const resourceVersion = written.metadata?.resourceVersion ?? "";
+        applied.set(name, resourceVersion);
+        if (digest !== undefined) this.#lastApplied.set(name, { digest, resourceVersion });
       } catch (error) {
         // The namespace was deleted behind our back: ensure it again on the retry.
         if (error instanceof TargetError && error.statusCode === 404) this.#ensuredNamespaces.delete(resource.namespace);
@@ -114,6 +137,7 @@ export class KubernetesTarget implements Target {
   /** Deletes the object only if it carries this region's managed labels (uid precondition: it is still that object). */
   async #deleteManaged(ref: ObjectRef): Promise<void> {
     const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } };
+    this.#lastApplied.delete(describe(header));
     let live: KubernetesObject;
     try {
       live = await this.#api.read(header);
@@ -129,6 +153,11 @@ export class KubernetesTarget implements Target {
       throw targetError(error, `delete ${describe(header)}`);
     }
   }
+}
+
+/** Digest of what an apply of `object` would make of it, apart from the desired version. */
+function contentDigest(object: KubeObject): string {
+  return createHash("sha1").update(JSON.stringify(withoutDesiredVersion(object))).digest("base64");
 }
 
 function isNotFound(error: unknown): boolean {
