@@ -3,6 +3,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { connect as connectH2 } from "node:http2";
+import { setTimeout as sleep } from "node:timers/promises";
 import { gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
 import {
@@ -29,8 +30,8 @@ interface RawResult {
   message?: string;
 }
 
-/** One gRPC call over a raw HTTP/2 stream; `stopAfter` messages, then the client cancels. */
-function rawCall(url: string, headers: Record<string, string>, body: Buffer, stopAfter = Infinity): Promise<RawResult> {
+/** One gRPC call over a raw HTTP/2 stream; the client cancels once `enough(messages)`. */
+function rawCall(url: string, headers: Record<string, string>, body: Buffer, enough: (messages: Buffer[]) => boolean = () => false): Promise<RawResult> {
   return new Promise((resolve, reject) => {
     const session = connectH2(url);
     session.on("error", reject);
@@ -44,7 +45,7 @@ function rawCall(url: string, headers: Record<string, string>, body: Buffer, sto
       while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
         result.messages.push(pending.subarray(5, 5 + pending.readUInt32BE(1)));
         pending = pending.subarray(5 + pending.readUInt32BE(1));
-        if (result.messages.length >= stopAfter) stream.close();
+        if (enough(result.messages)) stream.close();
       }
     });
     stream.on("error", () => {});
@@ -111,7 +112,7 @@ describe("gRPC watch streams served directly", () => {
 
   test("streams changes and bookmarks to an agent token of its own region", async () => {
     const head = (await t.store.regions.resolve("east")).headVersion;
-    const call = rawCall(t.url, { "content-type": "application/grpc+proto", authorization: `Bearer ${agentToken}` }, protoBody({ region: "east", versionLastSeen: BigInt(head) }), 2);
+    const call = rawCall(t.url, { "content-type": "application/grpc+proto", authorization: `Bearer ${agentToken}` }, protoBody({ region: "east", versionLastSeen: BigInt(head) }), (m) => m.length >= 2);
     await t.client(DeploymentService).createDeployment({ deployment: { id: "web", namespace: "demo", image: "web:1", port: 8080, regions: [{ region: "east", replicas: 1 }] } });
     const result = await call;
     assert.equal(result.headers["content-type"], "application/grpc+proto");
@@ -125,7 +126,7 @@ describe("gRPC watch streams served directly", () => {
 
   test("reads a gzip-compressed request", async () => {
     const payload = gzipSync(toBinary(WatchDeploymentChangesRequestSchema, create(WatchDeploymentChangesRequestSchema, { region: "east" })));
-    const result = await rawCall(t.url, { "content-type": "application/grpc", "grpc-encoding": "gzip", authorization: `Bearer ${ADMIN_TOKEN}` }, frame(payload, true), 1);
+    const result = await rawCall(t.url, { "content-type": "application/grpc", "grpc-encoding": "gzip", authorization: `Bearer ${ADMIN_TOKEN}` }, frame(payload, true), (m) => m.length >= 1);
     assert.equal(result.messages.length, 1); // a bookmark
     assert.deepEqual(fromBinary(WatchDeploymentChangesResponseSchema, result.messages[0]!).events, []);
   });
@@ -139,7 +140,7 @@ describe("gRPC watch streams served directly", () => {
     assert.equal(truncated.status, "3");
     const unknownEncoding = await rawCall(t.url, { ...headers, "grpc-encoding": "snappy" }, frame(Buffer.from("x"), true));
     assert.equal(unknownEncoding.status, "12"); // UNIMPLEMENTED
-    const ok = await rawCall(t.url, headers, protoBody({ region: "east" }), 1);
+    const ok = await rawCall(t.url, headers, protoBody({ region: "east" }), (m) => m.length >= 1);
     assert.equal(ok.messages.length, 1);
   });
 
@@ -148,6 +149,40 @@ describe("gRPC watch streams served directly", () => {
     const result = await rawCall(t.url, { "content-type": "application/grpc", "grpc-timeout": "300m", authorization: `Bearer ${ADMIN_TOKEN}` }, protoBody({ region: "east" }));
     assert.equal(result.status, "4", JSON.stringify(result));
     assert.ok(Date.now() - started < 5000);
+  });
+
+  test("a bookmark never runs ahead of a fan-out that has not reached its stream yet", async () => {
+    // Bookmarks every 1 ms on 200 streams, and fat events: fan-outs span several event-loop
+    // turns, each long enough for bookmark timers to fire in between.
+    const env = Array.from({ length: 20 }, (_, i) => ({ name: `V${i}`, value: "x".repeat(2000) }));
+    const fast = await startTestCtrl(sqlite!.db, { stream: { bookmarkIntervalMs: 1 } });
+    try {
+      await fast.client(RegionService).createRegion({ region: { name: "busy" } });
+      const writes = 8;
+      const headers = { "content-type": "application/grpc", authorization: `Bearer ${ADMIN_TOKEN}` };
+      const reached = (messages: Buffer[]) => messages.some((m) => fromBinary(WatchDeploymentChangesResponseSchema, m).version >= BigInt(writes));
+      const calls = Array.from({ length: 200 }, () => rawCall(fast.url, headers, protoBody({ region: "busy", versionLastSeen: 0n }), reached));
+      const open = async () => (await fast.ctrl.metrics.watchStreams.get()).values.reduce((n, v) => n + v.value, 0);
+      while ((await open()) < calls.length) await sleep(20);
+      for (let i = 0; i < writes; i++) {
+        await fast.client(DeploymentService).createDeployment({ deployment: { id: `d${i}`, namespace: "demo", image: "web:1", port: 8080, env, regions: [{ region: "busy", replicas: 1 }] } });
+      }
+      for (const result of await Promise.all(calls)) {
+        let cursor = 0n;
+        const seen: bigint[] = [];
+        for (const response of result.messages.map((m) => fromBinary(WatchDeploymentChangesResponseSchema, m))) {
+          for (const event of response.events) {
+            assert.ok(event.version > cursor, `event ${event.version} after the stream said it was at ${cursor}`);
+            seen.push(event.version);
+          }
+          assert.ok(response.version >= cursor, `version went back from ${cursor} to ${response.version}`);
+          cursor = response.version;
+        }
+        assert.deepEqual(seen, Array.from({ length: writes }, (_, i) => BigInt(i + 1)));
+      }
+    } finally {
+      await fast.close();
+    }
   });
 
   test("is counted in the request metrics", async () => {

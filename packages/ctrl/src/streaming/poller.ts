@@ -92,11 +92,6 @@ export class ChangePoller {
     if (state.subscriptions.size === 0) this.#regions.delete(sub.regionId);
   }
 
-  /** The position of the region's fan-out, if anyone watches it. */
-  position(regionId: number): number | undefined {
-    return this.#regions.get(regionId)?.position;
-  }
-
   /** Polls now: a write of this process just committed. */
   wake(): void {
     this.#again = true;

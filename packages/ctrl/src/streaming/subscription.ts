@@ -69,6 +69,11 @@ export class Subscription {
     return this.#failure;
   }
 
+  /** Every change up to here was pushed to this subscription (or precedes its cursor). */
+  get pushedUpTo(): number {
+    return this.#queuedUpTo;
+  }
+
   get buffered(): number {
     return this.#buffer.length;
   }

@@ -90,8 +90,9 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
         const before = cursor;
         await sub.wait(options.bookmarkIntervalMs, ctx.signal);
         if (ctx.signal.aborted || sub.buffered > 0 || sub.failure) continue;
-        // Idle for a whole interval: everything up to the fan-out position has been sent.
-        cursor = Math.max(before, poller.position(region.id) ?? before);
+        // Idle for a whole interval: everything pushed to this stream was sent.
+        // (Not the poller's position: a fan-out in progress may not have reached this stream.)
+        cursor = Math.max(before, sub.pushedUpTo);
         metrics.watchBookmarks.inc();
         yield { events: [], version: BigInt(cursor) };
       }
