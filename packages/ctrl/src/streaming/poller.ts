@@ -101,6 +101,7 @@ export class ChangePoller {
   async #run(): Promise<void> {
     while (this.#running) {
       this.#again = false;
+      const started = performance.now();
       try {
         await this.#pollOnce();
       } catch (error) {
@@ -108,7 +109,8 @@ export class ChangePoller {
       }
       if (this.#again || !this.#running) continue;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.#options.intervalMs);
+        // The interval runs from the poll's start: a long fan-out does not stretch it.
+        const timer = setTimeout(resolve, Math.max(0, this.#options.intervalMs - (performance.now() - started)));
         this.#wakeSleep = () => {
           clearTimeout(timer);
           resolve();
