@@ -18,7 +18,10 @@ export interface DualListener {
   closed: Promise<void>;
 }
 
-export async function listenDual(host: string, port: number, handler: Handler): Promise<DualListener> {
+/** How long a new connection may take to send the bytes that decide its protocol. */
+export const DEFAULT_FIRST_BYTES_TIMEOUT_MS = 10_000;
+
+export async function listenDual(host: string, port: number, handler: Handler, firstBytesTimeoutMs = DEFAULT_FIRST_BYTES_TIMEOUT_MS): Promise<DualListener> {
   const h1 = http.createServer({ keepAliveTimeout: 5000 }, handler as http.RequestListener);
   const h2 = http2.createServer({}, handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
   const sessions = new Set<http2.ServerHttp2Session>();
@@ -36,6 +39,8 @@ export async function listenDual(host: string, port: number, handler: Handler): 
     // handed over, and both servers take buffered bytes first (HTTP/2 then reads the
     // native handle, with no JavaScript in between on the hot path).
     let head = Buffer.alloc(0);
+    // A connection that never says which protocol it speaks would otherwise be held forever.
+    socket.setTimeout(firstBytesTimeoutMs, () => socket.destroy());
     const onReadable = () => {
       const chunk: Buffer | null = socket.read();
       if (chunk === null) return;
@@ -44,6 +49,7 @@ export async function listenDual(host: string, port: number, handler: Handler): 
       const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
       if (isH2 && head.length < H2_PREFACE.length) return; // need more bytes to decide
       socket.off("readable", onReadable);
+      socket.setTimeout(0);
       socket.unshift(head);
       if (isH2) {
         h2.emit("connection", socket);

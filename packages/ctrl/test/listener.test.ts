@@ -87,7 +87,7 @@ function h1Post(port: number, body: string): Promise<string> {
 
 describe("dual-protocol listener", () => {
   let listener: DualListener;
-  before(async () => (listener = await listenDual("127.0.0.1", 0, echo)));
+  before(async () => (listener = await listenDual("127.0.0.1", 0, echo, 300)));
   after(() => {
     listener.drain();
     listener.destroy();
@@ -106,6 +106,33 @@ describe("dual-protocol listener", () => {
       assert.equal(await h1Post(proxy.port, "slow one"), "1.1 POST slow one");
     } finally {
       await proxy.close();
+    }
+  });
+
+  test("a connection that sends nothing is closed after the first-bytes timeout; a quiet decided one is not", async () => {
+    const silent = net.connect(listener.address.port, "127.0.0.1");
+    silent.on("error", () => {});
+    const started = Date.now();
+    await new Promise<void>((resolve) => silent.once("close", () => resolve()));
+    assert.ok(Date.now() - started >= 250, "closed too early");
+    // An HTTP/2 session idle longer than the timeout after its first request still works.
+    const session = http2.connect(`http://127.0.0.1:${listener.address.port}`);
+    const ask = (body: string) =>
+      new Promise<string>((resolve, reject) => {
+        const req = session.request({ ":method": "POST", ":path": "/" });
+        let text = "";
+        req.setEncoding("utf8");
+        req.on("data", (chunk: string) => (text += chunk));
+        req.on("end", () => resolve(text));
+        req.on("error", reject);
+        req.end(body);
+      });
+    try {
+      assert.equal(await ask("first"), "2.0 POST first");
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      assert.equal(await ask("later"), "2.0 POST later");
+    } finally {
+      session.close();
     }
   });
 
