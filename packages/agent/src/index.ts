@@ -6,7 +6,7 @@ export { AgentMetrics } from "./metrics.ts";
 export type { PruneOptions } from "./prune.ts";
 export { WorkQueue, type WorkQueueOptions } from "./queue.ts";
 export { TargetError, type ManagedObject, type Target } from "./target.ts";
-export { KubernetesTarget, loadKubeConfig } from "./targets/kubernetes.ts";
+export { KubernetesTarget, loadKubeConfig, PooledKubeConfig } from "./targets/kubernetes.ts";
 export { RenderTarget } from "./targets/render.ts";
 export { DriftCorrector, type DriftOptions } from "./drift.ts";
 export { clusterObservations, tableObservations, type ObservationSource } from "./observation.ts";

@@ -2,7 +2,7 @@
 // emulator, and agents of region east against both.
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Phase } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -13,7 +13,7 @@ import type { CtrlOptions } from "../../ctrl/src/server.ts";
 import type { TestDatabase } from "../../store/test/databases.ts";
 import { startAgent, type Agent, type AgentOptions } from "../src/agent.ts";
 import { buildManifests, DESIRED_VERSION_ANNOTATION, tracksDesiredVersion, type KubeObject } from "../src/manifests.ts";
-import { KubernetesTarget } from "../src/targets/kubernetes.ts";
+import { KubernetesTarget, PooledKubeConfig } from "../src/targets/kubernetes.ts";
 
 export const REGION = "east";
 export const OTHER_REGION = "west";
@@ -36,7 +36,7 @@ export async function startStack(db: TestDatabase, options: { ctrl?: Partial<Ctr
   await t.store.regions.create(OTHER_REGION);
   const { token } = await t.client(RegionService).createAgentToken({ region: REGION });
   const emulator = await KubernetesEmulator.start({ rolloutDelayMs: 20, ...options.emulator });
-  const kubeConfig = new KubeConfig();
+  const kubeConfig = new PooledKubeConfig();
   kubeConfig.loadFromString(emulator.kubeconfigYaml());
   const agents: Agent[] = [];
   return {

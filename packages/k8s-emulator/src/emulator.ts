@@ -50,6 +50,8 @@ export class KubernetesEmulator {
   readonly url: string;
   readonly faults: FaultInjector;
   requestLog: RequestLogEntry[] = [];
+  /** TCP connections accepted since start (a client that reuses connections opens few). */
+  connectionCount = 0;
   readonly options: Required<Omit<EmulatorOptions, 'host' | 'port'>>;
   private readonly server: Server;
   private readonly store: ObjectStore;
@@ -93,6 +95,7 @@ export class KubernetesEmulator {
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
       requestLogLimit: opts.requestLogLimit ?? 10_000,
     });
+    server.on('connection', () => emulator.connectionCount++);
     server.on('request', createRequestHandler({
       registry: emulator.registry,
       watches: emulator.watches,

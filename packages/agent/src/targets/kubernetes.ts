@@ -3,7 +3,8 @@
 // An object that does not track the desired version (a Service) is not applied again while its
 // content is what this process last applied and the live object is still the one that apply wrote.
 import { createHash } from "node:crypto";
-import { ApiException, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
+import type { AgentOptions } from "node:https";
+import { ApiException, KubeConfig, KubernetesObjectApi, PatchStrategy, type Cluster, type KubernetesObject, type RequestContext } from "@kubernetes/client-node";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import {
   buildManifests,
@@ -28,9 +29,49 @@ const PRUNABLE_KINDS = [
 
 const LIST_PAGE_SIZE = 500;
 
+type Dispatcher = NonNullable<ReturnType<RequestContext["getDispatcher"]>>;
+
+/** KubeConfig's per-request dispatcher factory: private in client-node 2.0.1, hence this declaration. */
+interface DispatcherFactory {
+  createDispatcher(cluster: Cluster | null, agentOptions: AgentOptions): Dispatcher | undefined;
+}
+
+/**
+ * A KubeConfig whose requests share one connection pool. For every request (API call or watch),
+ * client-node 2.0.1 builds the TLS options afresh (CA, client certificate, also from exec credentials,
+ * insecure-skip-tls-verify) and, if there are any, a new undici Agent: a new connection per request.
+ * The only place that builds that Agent is the private createDispatcher(), so this replaces it on
+ * the instance: the options are still the client's own, computed per request by its public
+ * createDispatcherOptions(); the Agent is reused while they stay the same, and replaced (the old one
+ * closing once its requests end) when they change, e.g. a rotated client certificate.
+ */
+export class PooledKubeConfig extends KubeConfig {
+  #current?: { key: string; dispatcher: Dispatcher | undefined };
+
+  constructor() {
+    super();
+    const factory = this as unknown as DispatcherFactory;
+    const create = factory.createDispatcher.bind(this);
+    factory.createDispatcher = (cluster, agentOptions) => {
+      const key = JSON.stringify(this.createDispatcherOptions(cluster, agentOptions), base64Buffers);
+      if (this.#current?.key !== key) {
+        void this.#current?.dispatcher?.close();
+        this.#current = { key, dispatcher: create(cluster, agentOptions) };
+      }
+      return this.#current.dispatcher;
+    };
+  }
+}
+
+/** JSON.stringify replacer: Buffers (certificates, keys) as base64 rather than arrays of numbers. */
+function base64Buffers(this: Record<string, unknown>, key: string, value: unknown): unknown {
+  const raw = this[key];
+  return Buffer.isBuffer(raw) ? raw.toString("base64") : value;
+}
+
 /** The kubeconfig at `path` if given, else the in-cluster service account, else the default (~/.kube/config, $KUBECONFIG). */
-export function loadKubeConfig(path?: string): KubeConfig {
-  const kc = new KubeConfig();
+export function loadKubeConfig(path?: string): PooledKubeConfig {
+  const kc = new PooledKubeConfig();
   if (path) kc.loadFromFile(path);
   // Kubernetes sets these in every pod, as client-go's InClusterConfig checks.
   else if (process.env.KUBERNETES_SERVICE_HOST && process.env.KUBERNETES_SERVICE_PORT) kc.loadFromCluster();
