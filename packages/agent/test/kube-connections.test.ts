@@ -47,3 +47,32 @@ test(`${APPLIES} applies by ${WORKERS} workers use a few connections, not one pe
   // a few more. Without reuse, every request opens a connection of its own.
   assert.ok(connections <= 2 * WORKERS, `${requests} requests used ${connections} connections`);
 });
+
+test("a changed TLS setting (a rotated client certificate) gets a connection pool of its own", async () => {
+  const kubeConfig = new PooledKubeConfig();
+  kubeConfig.loadFromString(emulator.kubeconfigYaml());
+  const target = new KubernetesTarget({ kubeConfig, region: REGION });
+  const apply = (i: number) =>
+    target.apply(
+      create(DesiredResourceSchema, {
+        type: ResourceType.DEPLOYMENT,
+        id: `rotated-${i}`,
+        version: 1n,
+        namespace: "rotation",
+        spec: { case: "deployment", value: { workload: { image: "app:1", port: 80 }, replicas: 1 } },
+      }),
+    );
+  await apply(0);
+  const settled = emulator.connectionCount;
+  await apply(1);
+  assert.equal(emulator.connectionCount, settled, "same settings: the pool's connection is reused");
+  // Over plain http the certificate is never presented, but it is part of the TLS options.
+  const user = kubeConfig.getCurrentUser() as { certData?: string };
+  user.certData = Buffer.from("-----BEGIN CERTIFICATE-----\nrotated\n-----END CERTIFICATE-----\n").toString("base64");
+  await apply(2);
+  assert.ok(emulator.connectionCount > settled, "new settings: a new pool, hence a new connection");
+  await apply(3);
+  const rotated = emulator.connectionCount;
+  await apply(4);
+  assert.equal(emulator.connectionCount, rotated, "the new pool is reused in turn");
+});
