@@ -1,7 +1,7 @@
 // gRPC clients (HTTP/2, as an agent connects) and a fleet of watch streams.
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import type { Compression } from "@connectrpc/connect/protocol";
+import { encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import http2 from "node:http2";
 import {
@@ -70,9 +70,7 @@ export class WatchFleet {
       versionLastSeen: options.versionLastSeen === undefined ? undefined : BigInt(options.versionLastSeen),
     });
     const body = toBinary(WatchDeploymentChangesRequestSchema, request);
-    const frame = Buffer.alloc(5 + body.length);
-    frame.writeUInt32BE(body.length, 1);
-    frame.set(body, 5);
+    const frame = encodeEnvelope(0, body);
     for (let i = 0; i < count; i++) {
       const stream: WatchStream = { index: i, messages: 0, events: 0, version: -1, error: undefined };
       this.streams.push(stream);

@@ -3,6 +3,7 @@
 // a resource's encoding as it is). connect-node's client decodes every DesiredResource
 // (~5–9 µs each) in the process that shares 2 cores with ctrl and the database; with it the
 // benchmark would time its own client more than ctrl. A real agent reads on its own machine.
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import http2 from "node:http2";
 import { gunzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -42,10 +43,7 @@ export class LeanSyncClient {
       authorization: `Bearer ${ADMIN_TOKEN}`,
     });
     const body = toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region }));
-    const request = Buffer.alloc(5 + body.length);
-    request.writeUInt32BE(body.length, 1);
-    request.set(body, 5);
-    call.end(request);
+    call.end(encodeEnvelope(0, body));
     let status: string | undefined;
     let statusMessage: string | undefined;
     call.on("trailers", (trailers) => {

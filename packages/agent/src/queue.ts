@@ -7,9 +7,10 @@
 //   and that run reads the newest desired state (the queue holds keys, not states).
 // * A key in a burst of changes settles before it is handed out: one added again within
 //   `settleMs` of its previous add waits until it has had no add for twice its mean interval
-//   between adds (capped at `settleMs`; the mean, as adds arrive in batches), but no longer than `maxHoldMs` in all, so a burst of updates to a key
-//   costs one run with its final state rather than one per change a worker happens to catch. A
-//   key's first add after a quiet spell is handed out at once: a single change is not delayed.
+//   between adds (capped at `settleMs`; the mean, as adds arrive in batches), but no longer
+//   than `maxHoldMs` in all, so a burst of updates to a key costs one run with its final state
+//   rather than one per change a worker happens to catch. A key's first add after a quiet
+//   spell is handed out at once: a single change is not delayed.
 // * addRateLimited(key) requeues after a per-key exponential backoff with jitter; forget(key)
 //   resets that backoff after a success. A Retry-After from the server is a floor on the delay,
 //   and a key waiting out a Retry-After is not pulled forward by add().

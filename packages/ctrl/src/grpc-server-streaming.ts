@@ -15,12 +15,9 @@ import {
   type StreamRequest,
   type StreamResponse,
 } from "@connectrpc/connect";
-import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
+import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Http2ServerRequest, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
-import { gunzip } from "node:zlib";
-import { promisify } from "node:util";
-
-const gunzipAsync = promisify(gunzip);
 
 export interface ServerStreamingRoute {
   method: DescMethodServerStreaming;
@@ -33,6 +30,8 @@ export interface GrpcServerStreamingOptions {
   /** Outermost first, as connect applies them. */
   interceptors: Interceptor[];
   readMaxBytes: number;
+  /** Request encodings accepted, as for connect (responses are sent uncompressed). */
+  acceptCompression: Compression[];
   shutdownSignal: AbortSignal;
   contextValues: (req: Http2ServerRequest) => ContextValues;
 }
@@ -71,7 +70,7 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
   const writer = new GrpcResponseWriter(stream, contentType);
   try {
     if (timeout.error) throw timeout.error;
-    const input = await readRequest(req, method.input, options.readMaxBytes);
+    const input = await readRequest(req, method.input, options);
     const call = options.interceptors.reduceRight<(r: StreamRequest) => Promise<StreamResponse>>(
       (next, interceptor) => interceptor(next as never) as never,
       async (r) => ({
@@ -123,11 +122,7 @@ class GrpcResponseWriter {
       this.#headersSent = true;
       this.#stream.respond(this.#headers(header), { waitForTrailers: true });
     }
-    const frame = Buffer.allocUnsafe(5 + bytes.length);
-    frame[0] = 0; // not compressed
-    frame.writeUInt32BE(bytes.length, 1);
-    frame.set(bytes, 5);
-    if (this.#stream.write(frame)) return;
+    if (this.#stream.write(encodeEnvelope(0, bytes))) return;
     await new Promise<void>((resolve) => {
       const done = () => {
         this.#stream.off("drain", done);
@@ -158,7 +153,10 @@ class GrpcResponseWriter {
   }
 }
 
-async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schema: I, readMaxBytes: number): Promise<MessageShape<I>> {
+async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schema: I, options: GrpcServerStreamingOptions): Promise<MessageShape<I>> {
+  const { readMaxBytes } = options;
+  const compression = compressionNegotiate(options.acceptCompression, headerValue(req.headers, headerEncoding.toLowerCase()) ?? null, null, headerAcceptEncoding);
+  if (compression.error) throw compression.error;
   const chunks: Buffer[] = [];
   let length = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
@@ -171,12 +169,9 @@ async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schem
     throw new ConnectError("request body is not exactly one length-prefixed gRPC message", Code.InvalidArgument);
   }
   let payload: Uint8Array = body.subarray(5);
-  if (body[0]! & 1) {
-    const encoding = headerValue(req.headers, "grpc-encoding") ?? "identity";
-    if (encoding !== "gzip") throw new ConnectError(`compressed message with grpc-encoding ${JSON.stringify(encoding)}; this server reads gzip`, Code.Unimplemented);
-    payload = await gunzipAsync(payload, { maxOutputLength: readMaxBytes }).catch((error: Error) => {
-      throw new ConnectError(`request: ${error.message}`, error.message.includes("maxOutputLength") ? Code.ResourceExhausted : Code.InvalidArgument);
-    });
+  if (body[0]! & compressedFlag) {
+    if (!compression.request) throw new ConnectError("compressed request message without a grpc-encoding", Code.Unimplemented);
+    payload = await compression.request.decompress(payload, readMaxBytes);
   }
   try {
     return fromBinary(schema, payload);

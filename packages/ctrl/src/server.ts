@@ -102,18 +102,20 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     }),
   ];
   // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
+  // connect's default list, with gzip at its fastest level.
+  const acceptCompression = [compressionGzipFast, compressionBrotli];
   const servedDirectly = grpcServerStreaming({
     routes: [{ method: ClusterService.method.watchDeploymentChanges, impl: cluster.watchDeploymentChanges }],
     interceptors,
     readMaxBytes,
+    acceptCompression,
     shutdownSignal: draining.signal,
     contextValues,
   });
   const connectHandler = connectNodeAdapter({
     routes,
     readMaxBytes,
-    // connect's default list, with gzip at its fastest level.
-    acceptCompression: [compressionGzipFast, compressionBrotli],
+    acceptCompression,
     // A misspelt field must fail loudly, not be dropped silently.
     jsonOptions: { ignoreUnknownFields: false },
     shutdownSignal: draining.signal,

@@ -13,6 +13,7 @@ import {
 } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { compressedFlag, encodeEnvelope } from "@connectrpc/connect/protocol";
 import { testDatabases } from "../../store/test/databases.ts";
 import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
 
@@ -31,7 +32,7 @@ interface RawResult {
 }
 
 /** One gRPC call over a raw HTTP/2 stream; the client cancels once `enough(messages)`. */
-function rawCall(url: string, headers: Record<string, string>, body: Buffer, enough: (messages: Buffer[]) => boolean = () => false): Promise<RawResult> {
+function rawCall(url: string, headers: Record<string, string>, body: Uint8Array, enough: (messages: Buffer[]) => boolean = () => false): Promise<RawResult> {
   return new Promise((resolve, reject) => {
     const session = connectH2(url);
     session.on("error", reject);
@@ -61,12 +62,8 @@ function rawCall(url: string, headers: Record<string, string>, body: Buffer, eno
   });
 }
 
-function frame(payload: Uint8Array, compressed = false): Buffer {
-  const out = Buffer.alloc(5 + payload.length);
-  out[0] = compressed ? 1 : 0;
-  out.writeUInt32BE(payload.length, 1);
-  out.set(payload, 5);
-  return out;
+function frame(payload: Uint8Array, compressed = false): Uint8Array {
+  return encodeEnvelope(compressed ? compressedFlag : 0, payload);
 }
 
 const protoBody = (req: WatchRequest) => frame(toBinary(WatchDeploymentChangesRequestSchema, create(WatchDeploymentChangesRequestSchema, req)));

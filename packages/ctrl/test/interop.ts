@@ -1,4 +1,5 @@
 // Second implementations for interop tests: the real `buf curl` CLI and @grpc/grpc-js.
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -137,10 +138,7 @@ export function rawGrpcCall<I extends DescMessage>(
     authorization: `Bearer ${token}`,
   });
   const body = toBinary(method.input, create(method.input, input));
-  const frame = Buffer.alloc(5 + body.length);
-  frame.writeUInt32BE(body.length, 1);
-  frame.set(body, 5);
-  stream.end(frame);
+  stream.end(encodeEnvelope(0, body));
   const result = new Promise<{ grpcStatus?: string; grpcMessage?: string; rstCode: number }>((resolve) => {
     let trailers: Record<string, unknown> = {};
     stream.on("trailers", (t) => (trailers = t));

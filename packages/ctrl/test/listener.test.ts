@@ -55,21 +55,27 @@ async function startTricklingProxy(port: number, slowBytes: number): Promise<{ p
   };
 }
 
-function h2Post(port: number, body: string): Promise<string> {
+/** One POST on an HTTP/2 session; resolves with the response body. */
+function h2Request(session: http2.ClientHttp2Session, body: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const session = http2.connect(`http://127.0.0.1:${port}`);
-    session.on("error", reject);
     const req = session.request({ ":method": "POST", ":path": "/" });
     let text = "";
     req.setEncoding("utf8");
     req.on("data", (chunk: string) => (text += chunk));
-    req.on("end", () => {
-      session.close();
-      resolve(text);
-    });
+    req.on("end", () => resolve(text));
     req.on("error", reject);
     req.end(body);
   });
+}
+
+async function h2Post(port: number, body: string): Promise<string> {
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  const failed = new Promise<never>((_, reject) => session.on("error", reject));
+  try {
+    return await Promise.race([h2Request(session, body), failed]);
+  } finally {
+    session.close();
+  }
 }
 
 function h1Post(port: number, body: string): Promise<string> {
@@ -117,20 +123,10 @@ describe("dual-protocol listener", () => {
     assert.ok(Date.now() - started >= 250, "closed too early");
     // An HTTP/2 session idle longer than the timeout after its first request still works.
     const session = http2.connect(`http://127.0.0.1:${listener.address.port}`);
-    const ask = (body: string) =>
-      new Promise<string>((resolve, reject) => {
-        const req = session.request({ ":method": "POST", ":path": "/" });
-        let text = "";
-        req.setEncoding("utf8");
-        req.on("data", (chunk: string) => (text += chunk));
-        req.on("end", () => resolve(text));
-        req.on("error", reject);
-        req.end(body);
-      });
     try {
-      assert.equal(await ask("first"), "2.0 POST first");
+      assert.equal(await h2Request(session, "first"), "2.0 POST first");
       await new Promise((resolve) => setTimeout(resolve, 600));
-      assert.equal(await ask("later"), "2.0 POST later");
+      assert.equal(await h2Request(session, "later"), "2.0 POST later");
     } finally {
       session.close();
     }

@@ -1,6 +1,7 @@
 // SyncDesiredState: a gRPC client that accepts gzip (over a WAN) gets gzip-compressed
 // batches that decode to the region's resources, one that accepts none gets plain ones; and
 // syncs cancelled mid-way (a query for the next page may be in flight) free their connection.
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -30,10 +31,7 @@ function startSync(session: ClientHttp2Session, region: string, acceptEncoding: 
     ...(acceptEncoding === undefined ? {} : { "grpc-accept-encoding": acceptEncoding }),
   });
   const body = toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region }));
-  const request = Buffer.alloc(5 + body.length);
-  request.writeUInt32BE(body.length, 1);
-  request.set(body, 5);
-  stream.end(request);
+  stream.end(encodeEnvelope(0, body));
   return stream;
 }
 

@@ -26,7 +26,7 @@ export class Subscription {
   readonly joinedAt: number;
   readonly #limit: number;
   /** Events up to this version are queued, delivered or before the stream's cursor. */
-  #queuedUpTo: number;
+  #pushedUpTo: number;
   #buffer: ChangeEvent[] = [];
   #failure: Error | undefined;
   #wake: (() => void) | undefined;
@@ -39,14 +39,14 @@ export class Subscription {
   constructor(regionId: number, cursor: number, joinedAt: number, limit: number) {
     this.regionId = regionId;
     this.joinedAt = joinedAt;
-    this.#queuedUpTo = Math.max(cursor, joinedAt);
+    this.#pushedUpTo = Math.max(cursor, joinedAt);
     this.#limit = limit;
   }
 
   /** Queues the events the stream has not seen. Overflow fails the subscription and frees the buffer. */
   push(events: readonly ChangeEvent[]): void {
     if (this.#failure) return;
-    const fresh = events.filter((e) => Number(e.version) > this.#queuedUpTo);
+    const fresh = events.filter((e) => Number(e.version) > this.#pushedUpTo);
     if (fresh.length === 0) return;
     if (this.#buffer.length + fresh.length > this.#limit) {
       this.#buffer = [];
@@ -55,7 +55,7 @@ export class Subscription {
       return;
     }
     this.#buffer.push(...fresh);
-    this.#queuedUpTo = Number(fresh[fresh.length - 1]!.version);
+    this.#pushedUpTo = Number(fresh[fresh.length - 1]!.version);
     this.#wakeUp();
   }
 
@@ -71,7 +71,7 @@ export class Subscription {
 
   /** Every change up to here was pushed to this subscription (or precedes its cursor). */
   get pushedUpTo(): number {
-    return this.#queuedUpTo;
+    return this.#pushedUpTo;
   }
 
   get buffered(): number {

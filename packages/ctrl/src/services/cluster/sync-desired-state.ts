@@ -10,7 +10,7 @@ import type { CtrlMetrics } from "../../metrics.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
 import { resourceBatchFieldData } from "./resource-batch-encoding.ts";
-import { withVerbatimField } from "./verbatim.ts";
+import { sendsVerbatim, withVerbatimField } from "./verbatim.ts";
 
 type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
 
@@ -19,12 +19,12 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
     validate.dnsLabel("region", req.region);
     authorizeRegion(ctx, req.region);
     const region = await store.regions.resolve(req.region);
-    const json = (ctx.requestHeader.get("content-type") ?? "").includes("json");
+    const binary = sendsVerbatim(ctx);
     const stopTimer = metrics.snapshotDuration.startTimer();
     for await (const item of readSnapshot(store.database, region.id, { batchSize: options.snapshotBatchSize, batchBytes: options.messageBytesMax })) {
       if ("batch" in item) {
         countByType(metrics, item.batch);
-        yield json ? { message: { case: "batch", value: decodedBatch(item.batch) } } : wireBatchResponse(item.batch);
+        yield binary ? wireBatchResponse(item.batch) : { message: { case: "batch", value: decodedBatch(item.batch) } };
       } else {
         const { version, count } = item.complete;
         yield { message: { case: "complete", value: { version: BigInt(version), resourceCount: BigInt(count) } } };

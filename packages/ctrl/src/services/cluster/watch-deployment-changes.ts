@@ -15,7 +15,7 @@ import type { ChangePoller } from "../../streaming/poller.ts";
 import { batchLength, Overflow, type BatchLimits, type Subscription } from "../../streaming/subscription.ts";
 import * as validate from "../../validate.ts";
 import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED, type StreamOptions } from "./options.ts";
-import { lengthDelimited, withVerbatimField } from "./verbatim.ts";
+import { lengthDelimited, sendsVerbatim, withVerbatimField } from "./verbatim.ts";
 
 export type NodeServerRequest = IncomingMessage | Http2ServerRequest;
 type Response = MessageInitShape<typeof WatchDeploymentChangesResponseSchema>;
@@ -58,7 +58,7 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       };
       resetTimer = setTimeout(check, options.overflowResetMs);
     };
-    const binary = !(ctx.requestHeader.get("content-type") ?? "").includes("json");
+    const binary = sendsVerbatim(ctx);
     const send = (events: ChangeEvent[]): Response => {
       cursor = Number(events[events.length - 1]!.version);
       metrics.watchEvents.inc(events.length);
