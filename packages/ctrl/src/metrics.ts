@@ -52,6 +52,12 @@ export class CtrlMetrics {
     help: "Watch streams ended with CONSUMER_TOO_SLOW because their buffer overflowed.",
     registers: [this.registry],
   });
+  readonly connectionBounds = new Counter({
+    name: "flotilla_ctrl_bounds_enforced_total",
+    help: "Streams and connections ended by a bound, by reason (send_timeout, idle, resets, pings, ...).",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
   readonly pollerQueries = new Counter({
     name: "flotilla_ctrl_poller_queries_total",
     help: "Database queries issued by the shared change poller.",

@@ -28,6 +28,7 @@ import { ChangePoller } from "./streaming/poller.ts";
 import { healthService } from "./services/health.ts";
 import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
+import { SendTimeout } from "./send-timeout.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
 
@@ -43,6 +44,8 @@ export interface CtrlOptions {
   /** Poll interval of the shared change poller: bounds latency of other replicas' writes. */
   pollIntervalMs?: number;
   stream?: Partial<StreamOptions>;
+  /** A stream whose client reads nothing for this long is reset, freeing what it holds. */
+  streamSendTimeoutMs?: number;
   retention?: RetentionPolicy;
   /** How often the outbox retention job runs. */
   retentionIntervalMs?: number;
@@ -53,6 +56,7 @@ export const DEFAULT_POLL_INTERVAL_MS = 200;
 export const DEFAULT_RETENTION: RetentionPolicy = { maxAgeMs: 7 * 24 * 3600 * 1000, maxRows: 0 };
 
 export const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
+export const DEFAULT_STREAM_SEND_TIMEOUT_MS = 60_000;
 
 export interface Ctrl {
   url: string;
@@ -135,7 +139,11 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     },
   });
 
+  const sendTimeout = new SendTimeout(options.streamSendTimeoutMs ?? DEFAULT_STREAM_SEND_TIMEOUT_MS, () =>
+    metrics.connectionBounds.inc({ reason: "send_timeout" }),
+  );
   const handler = (req: NodeServerRequest, res: http.ServerResponse | Http2ServerResponse) => {
+    sendTimeout.watch(req, res);
     if ("stream" in req && servedDirectly(req)) return;
     connectHandler(req as never, res as never);
   };
