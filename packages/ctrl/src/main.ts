@@ -2,6 +2,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
+import { connectionBounds } from "./bounds-config.ts";
 import { CTRL_OPTIONS, nonNegativeInt, parseConfig, parseListen, positiveInt, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
 
@@ -20,7 +21,11 @@ try {
     stream: {
       bookmarkIntervalMs: positiveInt("bookmark-interval-ms", config["bookmark-interval-ms"]),
       watchBufferLimit: positiveInt("watch-buffer-events", config["watch-buffer-events"]),
+      snapshotConcurrency: positiveInt("snapshot-concurrency", config["snapshot-concurrency"]),
+      snapshotReadAheadBytes: positiveInt("snapshot-read-ahead-bytes", config["snapshot-read-ahead-bytes"]),
     },
+    streamSendTimeoutMs: positiveInt("stream-send-timeout-ms", config["stream-send-timeout-ms"]),
+    bounds: connectionBounds(config),
     status: { staleAfterMs: positiveInt("status-stale-after-ms", config["status-stale-after-ms"]) },
     retention: {
       maxAgeMs: nonNegativeInt("retention-max-age-s", config["retention-max-age-s"]) * 1000,

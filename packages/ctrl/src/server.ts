@@ -17,6 +17,7 @@ import { authInterceptor } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
+import { DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
 import { listenDual, type DualListener } from "./listener.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
@@ -46,6 +47,8 @@ export interface CtrlOptions {
   stream?: Partial<StreamOptions>;
   /** A stream whose client reads nothing for this long is reset, freeing what it holds. */
   streamSendTimeoutMs?: number;
+  /** What one connection may cost (idle and request timeouts, stream, reset and ping caps). */
+  bounds?: Partial<ConnectionBounds>;
   retention?: RetentionPolicy;
   /** How often the outbox retention job runs. */
   retentionIntervalMs?: number;
@@ -147,7 +150,13 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     if ("stream" in req && servedDirectly(req)) return;
     connectHandler(req as never, res as never);
   };
-  const listener: DualListener = await listenDual(options.host ?? "127.0.0.1", options.port ?? 7070, handler);
+  const listener: DualListener = await listenDual(
+    options.host ?? "127.0.0.1",
+    options.port ?? 7070,
+    handler,
+    { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds },
+    (reason) => metrics.connectionBounds.inc({ reason }),
+  );
   const { address, port } = listener.address;
   const host = address.includes(":") ? `[${address}]` : address;
   return {
