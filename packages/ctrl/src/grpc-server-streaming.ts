@@ -29,6 +29,8 @@ export interface GrpcServerStreamingOptions {
   routes: ServerStreamingRoute[];
   /** Outermost first, as connect applies them. */
   interceptors: Interceptor[];
+  /** Runs before the request body is read, as connect's requestGate. */
+  requestGate?: (ctx: HandlerContext) => Promise<void>;
   readMaxBytes: number;
   /** Request encodings accepted, as for connect (responses are sent uncompressed). */
   acceptCompression: Compression[];
@@ -70,6 +72,7 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
   const writer = new GrpcResponseWriter(stream, contentType);
   try {
     if (timeout.error) throw timeout.error;
+    await options.requestGate?.(ctx);
     const input = await readRequest(req, method.input, options);
     const call = options.interceptors.reduceRight<(r: StreamRequest) => Promise<StreamResponse>>(
       (next, interceptor) => interceptor(next as never) as never,
@@ -157,12 +160,20 @@ async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schem
   const { readMaxBytes } = options;
   const compression = compressionNegotiate(options.acceptCompression, headerValue(req.headers, headerEncoding.toLowerCase()) ?? null, null, headerAcceptEncoding);
   if (compression.error) throw compression.error;
+  const tooLarge = (size: number) => new ConnectError(`message size ${size} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
   const chunks: Buffer[] = [];
   let length = 0;
+  let prefixChecked = false;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     length += chunk.length;
-    if (length > readMaxBytes + 5) throw new ConnectError(`request larger than ${readMaxBytes} bytes`, Code.ResourceExhausted);
     chunks.push(chunk);
+    // Refused from the size its envelope declares, before the message is read.
+    if (!prefixChecked && length >= 5) {
+      prefixChecked = true;
+      const declared = Buffer.concat(chunks).readUInt32BE(1);
+      if (declared > readMaxBytes) throw tooLarge(declared);
+    }
+    if (length > readMaxBytes + 5) throw tooLarge(length - 5);
   }
   const body = Buffer.concat(chunks, length);
   if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) {

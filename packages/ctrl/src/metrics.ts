@@ -111,6 +111,11 @@ export class CtrlMetrics {
    * turns what handlers throw into what the client gets; doing both in one wrapper keeps
    * the per-message cost of streams to a single generator layer.
    */
+  /** Counts a call refused before it reached the interceptors (authentication). */
+  rejected(service: string, method: string, error: ConnectError): void {
+    this.requests.inc({ procedure: `${service}/${method}`, code: codeName(error.code) });
+  }
+
   interceptor(mapError: (error: unknown) => unknown): Interceptor {
     return (next) => async (req) => {
       const procedure = `${req.service.typeName}/${req.method.name}`;

@@ -30,6 +30,7 @@ import { healthService } from "./services/health.ts";
 import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
 import { SendTimeout } from "./send-timeout.ts";
+import { requestGate } from "./request-gate.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
 
@@ -100,20 +101,25 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
-  const interceptors = [
-    metrics.interceptor(toConnectError),
-    authInterceptor({
-      adminToken: options.adminToken,
-      agentRegion: (token) => store.agentTokens.regionOf(token),
-      publicServices: new Set([ServerReflection.typeName, Health.typeName]),
-    }),
-  ];
+  const interceptors = [metrics.interceptor(toConnectError)];
+  // Authentication runs before a request's body is read.
+  const gate = requestGate(
+    [
+      authInterceptor({
+        adminToken: options.adminToken,
+        agentRegion: (token) => store.agentTokens.regionOf(token),
+        publicServices: new Set([ServerReflection.typeName, Health.typeName]),
+      }),
+    ],
+    (ctx, error) => metrics.rejected(ctx.service.typeName, ctx.method.name, error),
+  );
   // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
   const servedDirectly = grpcServerStreaming({
     routes: [{ method: ClusterService.method.watchDeploymentChanges, impl: cluster.watchDeploymentChanges }],
     interceptors,
+    requestGate: gate,
     readMaxBytes,
     acceptCompression,
     shutdownSignal: draining.signal,
@@ -128,6 +134,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
     interceptors,
+    requestGate: gate,
     async fallback(req, res) {
       if (req.method === "GET" && req.url === "/healthz") {
         res.writeHead(draining.signal.aborted ? 503 : 200, { "content-type": "text/plain" });
