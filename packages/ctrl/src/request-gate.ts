@@ -1,6 +1,6 @@
 // What runs before a request's body is read: authentication (an unauthenticated request's
-// body is never read, decompressed or parsed), and the fix-up of connect's code for a body
-// that does not parse.
+// body is never read, decompressed or parsed), the encodings a gRPC client may use, and the
+// fix-up of connect's code for a body that does not parse.
 import { Code, ConnectError, type HandlerContext, type Interceptor, type StreamResponse } from "@connectrpc/connect";
 
 export type RequestGate = (ctx: HandlerContext) => Promise<void>;
@@ -10,10 +10,13 @@ export type RequestGate = (ctx: HandlerContext) => Promise<void>;
  * connect runs gates before it reads the body, interceptors after. Rejections are passed
  * to `rejected` (they never reach the metrics interceptor).
  */
-export function requestGate(checks: Interceptor[], rejected: (ctx: HandlerContext, error: ConnectError) => void): RequestGate {
+export function requestGate(checks: Interceptor[], rejected: (ctx: HandlerContext, error: ConnectError) => void, acceptEncodings: string[]): RequestGate {
   const passed = async (): Promise<StreamResponse> => ({}) as StreamResponse;
   const check = checks.reduceRight<(req: never) => Promise<unknown>>((next, interceptor) => interceptor(next as never) as never, passed);
   return async (ctx) => {
+    // gRPC servers name the encodings they accept, so a client whose encoding was refused
+    // (UNIMPLEMENTED) knows what to use instead; connect does not.
+    if (ctx.protocolName === "grpc" || ctx.protocolName === "grpcweb") ctx.responseHeader.set("grpc-accept-encoding", acceptEncodings.join(","));
     ctx.signal.addEventListener("abort", () => recodeParseError(ctx.signal.reason), { once: true });
     try {
       await check({

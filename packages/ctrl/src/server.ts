@@ -31,6 +31,7 @@ import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
 import { SendTimeout } from "./send-timeout.ts";
 import { requestGate } from "./request-gate.ts";
+import { answerUnknownRpc } from "./unknown-rpc.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
 
@@ -101,6 +102,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
+  // connect's default list, with gzip at its fastest level.
+  const acceptCompression = [compressionGzipFast, compressionBrotli];
   const interceptors = [metrics.interceptor(toConnectError)];
   // Authentication runs before a request's body is read.
   const gate = requestGate(
@@ -112,10 +115,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       }),
     ],
     (ctx, error) => metrics.rejected(ctx.service.typeName, ctx.method.name, error),
+    acceptCompression.map((c) => c.name),
   );
   // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
-  // connect's default list, with gzip at its fastest level.
-  const acceptCompression = [compressionGzipFast, compressionBrotli];
   const servedDirectly = grpcServerStreaming({
     routes: [{ method: ClusterService.method.watchDeploymentChanges, impl: cluster.watchDeploymentChanges }],
     interceptors,
@@ -136,6 +138,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     interceptors,
     requestGate: gate,
     async fallback(req, res) {
+      if (answerUnknownRpc(req, res as http.ServerResponse | Http2ServerResponse)) return;
       if (req.method === "GET" && req.url === "/healthz") {
         res.writeHead(draining.signal.aborted ? 503 : 200, { "content-type": "text/plain" });
         res.end(draining.signal.aborted ? "draining\n" : "ok\n");
