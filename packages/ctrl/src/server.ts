@@ -117,9 +117,14 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     (ctx, error) => metrics.rejected(ctx.service.typeName, ctx.method.name, error),
     acceptCompression.map((c) => c.name),
   );
-  // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
+  // gRPC watch and sync streams skip connect's per-message pipeline (the watch fan-out's hot
+  // path), and send their headers at once.
   const servedDirectly = grpcServerStreaming({
-    routes: [{ method: ClusterService.method.watchDeploymentChanges, impl: cluster.watchDeploymentChanges }],
+    routes: [
+      { method: ClusterService.method.watchDeploymentChanges, impl: cluster.watchDeploymentChanges },
+      // Snapshot batches are large and few: worth compressing, as connect would.
+      { method: ClusterService.method.syncDesiredState, impl: cluster.syncDesiredState, compressResponses: true },
+    ],
     interceptors,
     requestGate: gate,
     readMaxBytes,
