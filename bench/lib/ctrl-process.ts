@@ -11,6 +11,7 @@ export interface ChildConfig {
   adminToken: string;
   pollIntervalMs: number;
   stream?: Partial<StreamOptions>;
+  streamSendTimeoutMs?: number;
 }
 
 export interface WriteSpec {
@@ -66,6 +67,8 @@ export interface ChildMetrics {
   watchEvents: number;
   watchBookmarks: number;
   watchEndedForLag: number;
+  /** Streams and connections ended by a bound, by reason. */
+  boundsEnforced: Record<string, number>;
 }
 
 export interface ChildMemory {

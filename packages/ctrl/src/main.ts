@@ -25,6 +25,7 @@ try {
       snapshotReadAheadBytes: positiveInt("snapshot-read-ahead-bytes", config["snapshot-read-ahead-bytes"]),
     },
     streamSendTimeoutMs: positiveInt("stream-send-timeout-ms", config["stream-send-timeout-ms"]),
+    tokenLookupConcurrency: positiveInt("token-lookup-concurrency", config["token-lookup-concurrency"]),
     bounds: connectionBounds(config),
     status: { staleAfterMs: positiveInt("status-stale-after-ms", config["status-stale-after-ms"]) },
     retention: {

@@ -10,7 +10,7 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
-import type { RetentionPolicy, Store } from "@flotilla/store";
+import { Slots, type RetentionPolicy, type Store } from "@flotilla/store";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { authInterceptor } from "./auth.ts";
@@ -49,6 +49,8 @@ export interface CtrlOptions {
   stream?: Partial<StreamOptions>;
   /** A stream whose client reads nothing for this long is reset, freeing what it holds. */
   streamSendTimeoutMs?: number;
+  /** Agent-token lookups in the database at once (a spray of unknown tokens waits, unary calls do not). */
+  tokenLookupConcurrency?: number;
   /** What one connection may cost (idle and request timeouts, stream, reset and ping caps). */
   bounds?: Partial<ConnectionBounds>;
   retention?: RetentionPolicy;
@@ -62,6 +64,7 @@ export const DEFAULT_RETENTION: RetentionPolicy = { maxAgeMs: 7 * 24 * 3600 * 10
 
 export const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
 export const DEFAULT_STREAM_SEND_TIMEOUT_MS = 60_000;
+export const DEFAULT_TOKEN_LOOKUP_CONCURRENCY = 2;
 
 export interface Ctrl {
   url: string;
@@ -105,12 +108,14 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
   const interceptors = [metrics.interceptor(toConnectError)];
+  // Token lookups draw from a bounded share of the database pool, as snapshots do.
+  const tokenLookups = new Slots(options.tokenLookupConcurrency ?? DEFAULT_TOKEN_LOOKUP_CONCURRENCY);
   // Authentication runs before a request's body is read.
   const gate = requestGate(
     [
       authInterceptor({
         adminToken: options.adminToken,
-        agentRegion: (token) => store.agentTokens.regionOf(token),
+        agentRegion: (token) => tokenLookups.run(() => store.agentTokens.regionOf(token)),
         publicServices: new Set([ServerReflection.typeName, Health.typeName]),
       }),
     ],

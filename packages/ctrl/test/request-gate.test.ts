@@ -102,7 +102,7 @@ for (const { db, skip } of await testDatabases()) {
     let t: TestCtrl;
     const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
     before(async () => {
-      t = await startTestCtrl(db, { readMaxBytes: READ_MAX_BYTES });
+      t = await startTestCtrl(db, { readMaxBytes: READ_MAX_BYTES, tokenLookupConcurrency: 2 });
       await t.store.regions.create("local");
     });
     after(() => t.close());
@@ -146,6 +146,32 @@ for (const { db, skip } of await testDatabases()) {
         assert.deepEqual([unary.status, JSON.parse(unary.body.toString()).code], [401, "unauthenticated"]);
         const web = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...headers, "content-type": "application/grpc-web+proto" }, undefined, 1000);
         assert.equal(grpcWebStatus(web), "16");
+      }
+    });
+
+    test("a spray of unknown tokens looks them up at most --token-lookup-concurrency at a time", async () => {
+      let inFlight = 0;
+      let most = 0;
+      const regionOf = t.store.agentTokens.regionOf.bind(t.store.agentTokens);
+      t.store.agentTokens.regionOf = async (token) => {
+        most = Math.max(most, ++inFlight);
+        try {
+          return await regionOf(token);
+        } finally {
+          inFlight--;
+        }
+      };
+      try {
+        const answers = await Promise.all(
+          Array.from({ length: 40 }, () =>
+            grpcCall(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { authorization: `Bearer ${randomBytes(16).toString("hex")}` }, Buffer.from(encodeEnvelope(0, Buffer.alloc(0)))),
+          ),
+        );
+        assert.deepEqual(new Set(answers.map((a) => a.code)), new Set(["16"]));
+        // SQLite answers synchronously (one at a time); MySQL would take all 40 at once unbounded.
+        assert.equal(most, db.name === "mysql" ? 2 : 1);
+      } finally {
+        t.store.agentTokens.regionOf = regionOf;
       }
     });
 

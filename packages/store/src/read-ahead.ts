@@ -91,6 +91,16 @@ export class Slots {
     this.#free = size;
   }
 
+  /** Runs `task` holding a slot. */
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    const release = await this.acquire();
+    try {
+      return await task();
+    } finally {
+      release();
+    }
+  }
+
   /** Resolves with the release function once a slot is held. */
   async acquire(signal?: AbortSignal): Promise<() => void> {
     if (this.#free > 0) {
