@@ -59,7 +59,8 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
     phase = "before";
     await sleep(phaseMs);
     phase = undefined;
-    const rssBefore = (await c.memory()).rss;
+    const memBefore = await c.memory();
+    const rssBefore = memBefore.rss;
 
     log(`B8: attacking (${fmtInt(scale.malformed)} malformed, ${fmtInt(scale.randomTokens)} random tokens, 1,000 resets, 50 stalled streams)`);
     phase = "during";
@@ -73,7 +74,8 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
     phase = undefined;
     running = false;
     await goodClient;
-    const rssAfter = (await c.memory()).rss;
+    const memAfter = await c.memory();
+    const rssAfter = memAfter.rss;
     const bounds = (await c.metrics()).boundsEnforced;
 
     const p99 = (phase: keyof typeof samples) => percentile(samples[phase], 99);
@@ -101,6 +103,8 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
         `B8: good client = sequential GetRegion over gRPC every ${CALL_EVERY_MS} ms; samples before/during/after: ` +
           `${samples.before.length}/${samples.during.length}/${samples.after.length}, failed calls ${failures}; ` +
           `p50 ${fmtMs(percentile(samples.before, 50))} / ${fmtMs(percentile(samples.during, 50))} / ${fmtMs(percentile(samples.after, 50))}.`,
+        `B8: ctrl memory after forced GC, before → after: heap used ${fmtBytes(memBefore.heapUsed)} → ${fmtBytes(memAfter.heapUsed)}, ` +
+          `heap total ${fmtBytes(memBefore.heapTotal)} → ${fmtBytes(memAfter.heapTotal)}, external ${fmtBytes(memBefore.external)} → ${fmtBytes(memAfter.external)}.`,
         ...reports.map(
           (r) =>
             `B8 attack "${r.attack}": ${fmtInt(r.sent)} in ${r.seconds.toFixed(1)} s; outcomes ` +

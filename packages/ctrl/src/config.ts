@@ -24,7 +24,7 @@ export const CTRL_OPTIONS = [
   // Bounds: no client can stall the others (see connection-bounds.ts, send-timeout.ts).
   { flag: "stream-send-timeout-ms", env: "FLOTILLA_STREAM_SEND_TIMEOUT_MS", default: "60000", description: "a stream whose client reads nothing for this long is reset (gRPC: RESOURCE_EXHAUSTED)" },
   { flag: "snapshot-concurrency", env: "FLOTILLA_SNAPSHOT_CONCURRENCY", default: "6", description: "SyncDesiredState snapshots reading the database at once (keep below the MySQL pool of 10)" },
-  { flag: "snapshot-read-ahead-bytes", env: "FLOTILLA_SNAPSHOT_READ_AHEAD_BYTES", default: String(16 * 1024 * 1024), description: "bytes a snapshot reads ahead of its client; one within it frees its connection at once" },
+  { flag: "snapshot-read-ahead-bytes", env: "FLOTILLA_SNAPSHOT_READ_AHEAD_BYTES", default: String(64 * 1024 * 1024), description: "bytes all SyncDesiredState snapshots together read ahead of their clients; a snapshot within it frees its connection at once" },
   { flag: "token-lookup-concurrency", env: "FLOTILLA_TOKEN_LOOKUP_CONCURRENCY", default: "2", description: "agent-token lookups in the database at once (the rest wait; keeps pool connections for other calls)" },
   { flag: "first-request-timeout-ms", env: "FLOTILLA_FIRST_REQUEST_TIMEOUT_MS", default: "10000", description: "a new connection must send its first request (HTTP/2: preface and a stream) within this" },
   { flag: "idle-timeout-ms", env: "FLOTILLA_IDLE_TIMEOUT_MS", default: "300000", description: "an HTTP/2 connection with no open stream for this long gets GOAWAY" },

@@ -50,8 +50,10 @@ export function http2ServerOptions(bounds: ConnectionBounds): Http2ServerOptions
 
 /** Enforces the HTTP/2 bounds on one session for its whole life. */
 export function boundSession(session: ServerHttp2Session, bounds: ConnectionBounds, ended: (reason: BoundReason) => void): void {
+  let ending = false;
   const end = (reason: BoundReason, code: number) => {
-    if (session.destroyed) return;
+    if (ending || session.destroyed) return;
+    ending = true;
     ended(reason);
     // (destroy(error, code) sends its GOAWAY with NO_ERROR whatever the code: send our own first.)
     session.goaway(code);

@@ -18,7 +18,7 @@ export { takeVersions } from "./outbox.ts";
 export { ChangeLog, encodedChange, type RetentionPolicy } from "./changes.ts";
 export { type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
-export { Slots } from "./read-ahead.ts";
+export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 
 export class Store {
   readonly database: OpenDatabase;

@@ -1,30 +1,62 @@
-// A bounded buffer between a producer that must run inside a callback (a pinned database
+// A buffer between a producer that must run inside a callback (a pinned database
 // connection or an open read transaction) and a consumer iterating at its own pace. The
-// producer runs ahead of the consumer up to `maxBytes`, so a snapshot that fits is read
-// whole and its connection returned at once, however slowly the client reads; only a
-// larger one makes the producer wait (bounded by the stream's send timeout).
+// producer runs ahead of its consumer within a byte budget shared by every buffer, so a
+// snapshot that fits is read whole and its connection returned at once, however slowly its
+// client reads, and the memory held for slow clients stays bounded however many there are.
+// Once the budget is spent a producer waits until its own consumer has taken what it
+// produced (that wait is bounded by the stream's send timeout), so streams whose clients
+// read still progress.
+
+/** Bytes every ReadAhead sharing it may hold together. */
+export class ReadAheadBudget {
+  readonly max: number;
+  #used = 0;
+  readonly #waiting = new Set<() => void>();
+
+  constructor(max: number) {
+    this.max = max;
+  }
+
+  get used(): number {
+    return this.#used;
+  }
+
+  take(bytes: number): void {
+    this.#used += bytes;
+  }
+
+  give(bytes: number): void {
+    this.#used -= bytes;
+    for (const wake of this.#waiting) wake();
+    this.#waiting.clear();
+  }
+
+  /** Resolves at the next give(). */
+  changed(): Promise<void> {
+    return new Promise((resolve) => this.#waiting.add(resolve));
+  }
+}
+
 export class ReadAhead<T> implements AsyncIterable<T> {
-  readonly #maxBytes: number;
+  readonly #budget: ReadAheadBudget;
   readonly #items: { value: T; bytes: number }[] = [];
-  #bytes = 0;
-  #room: (() => void) | undefined;
   #waiting: { resolve: (result: IteratorResult<T>) => void; reject: (error: unknown) => void } | undefined;
   #ended = false;
   #closed = false;
   #error: unknown;
 
-  constructor(maxBytes: number) {
-    this.#maxBytes = maxBytes;
+  constructor(budget: ReadAheadBudget) {
+    this.#budget = budget;
   }
 
-  /** Queues `value`; resolves once there is room for more; rejects if the consumer went away. */
+  /** Queues `value`; resolves once more may be produced; rejects if the consumer went away. */
   async push(value: T, bytes: number): Promise<void> {
     if (this.#closed || this.#ended) throw new Error("read-ahead closed");
     this.#items.push({ value, bytes });
-    this.#bytes += bytes;
+    this.#budget.take(bytes);
     this.#deliver();
-    while (this.#bytes > this.#maxBytes && this.#items.length > 0) {
-      await new Promise<void>((resolve) => (this.#room = resolve));
+    while (this.#budget.used > this.#budget.max && this.#items.length > 0) {
+      await this.#budget.changed();
       if (this.#closed) throw new Error("read-ahead closed");
     }
   }
@@ -39,16 +71,11 @@ export class ReadAhead<T> implements AsyncIterable<T> {
 
   /** The consumer went away: what is queued is dropped, a waiting or later push rejects. */
   close(): void {
+    if (this.#closed) return;
     this.#closed = true;
+    const bytes = this.#items.reduce((n, item) => n + item.bytes, 0);
     this.#items.length = 0;
-    this.#bytes = 0;
-    this.#wake();
-  }
-
-  #wake(): void {
-    const room = this.#room;
-    this.#room = undefined;
-    room?.();
+    this.#budget.give(bytes);
   }
 
   #deliver(): void {
@@ -57,8 +84,7 @@ export class ReadAhead<T> implements AsyncIterable<T> {
     const item = this.#items.shift();
     if (item) {
       this.#waiting = undefined;
-      this.#bytes -= item.bytes;
-      if (this.#bytes <= this.#maxBytes) this.#wake();
+      this.#budget.give(item.bytes);
       waiting.resolve({ value: item.value, done: false });
     } else if (this.#ended) {
       this.#waiting = undefined;

@@ -3,7 +3,7 @@
 import { sql } from "kysely";
 import { openSqliteConnection, type OpenDatabase } from "./database.ts";
 import { StoreError } from "./errors.ts";
-import { ReadAhead, type Slots } from "./read-ahead.ts";
+import { ReadAhead, type ReadAheadBudget, type Slots } from "./read-ahead.ts";
 
 /** One desired resource as stored: `body` is ctrl.v1.DesiredResource without its version. */
 export interface SnapshotRow {
@@ -55,10 +55,10 @@ export interface SnapshotLimits {
   /** Encoded bytes per batch at most (clients cap message sizes, e.g. 4 MiB in gRPC). */
   batchBytes: number;
   /**
-   * Bytes read ahead of the consumer at most. A snapshot within it is read whole and its
-   * connection and transaction released before the consumer has sent anything.
+   * What snapshots may read ahead of their consumers, together. A snapshot within it is
+   * read whole and its connection and transaction released before anything is sent.
    */
-  readAheadBytes: number;
+  readAhead: ReadAheadBudget;
   /** Bounds how many snapshots hold a connection (or read transaction) at once. */
   slots?: Slots;
   /** Gives up waiting for a slot (the caller went away). */
@@ -70,7 +70,7 @@ type Push = (item: SnapshotItem) => Promise<void>;
 /** Batches within `limits`, then one `complete` item with the snapshot's version. */
 export async function* readSnapshot(database: OpenDatabase, regionId: number, limits: SnapshotLimits): AsyncIterable<SnapshotItem> {
   const release = await limits.slots?.acquire(limits.signal);
-  const buffer = new ReadAhead<SnapshotItem>(limits.readAheadBytes);
+  const buffer = new ReadAhead<SnapshotItem>(limits.readAhead);
   const push: Push = (item) => buffer.push(item, "batch" in item ? item.batch.reduce((n, row) => n + row.body.length, 0) : 0);
   const read = database.dialect === "mysql" ? mysqlSnapshot : sqliteSnapshot;
   const producer = read(database, regionId, limits, push)

@@ -4,7 +4,7 @@ import { create, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ResourceBatchSchema, SyncDesiredStateResponseSchema, type SyncDesiredStateRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { readSnapshot, Slots, type SnapshotRow, type Store } from "@flotilla/store";
+import { ReadAheadBudget, readSnapshot, Slots, type SnapshotRow, type Store } from "@flotilla/store";
 import { authorizeRegion } from "../../auth.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import * as validate from "../../validate.ts";
@@ -18,6 +18,7 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
   // Snapshots draw from a bounded share of the database pool: unary calls, watches and the
   // poller always find a connection, however many syncs are open.
   const slots = new Slots(options.snapshotConcurrency);
+  const readAhead = new ReadAheadBudget(options.snapshotReadAheadBytes);
   return async function* (req: SyncDesiredStateRequest, ctx: HandlerContext): AsyncIterable<Response> {
     validate.dnsLabel("region", req.region);
     authorizeRegion(ctx, req.region);
@@ -27,7 +28,7 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
     for await (const item of readSnapshot(store.database, region.id, {
       batchSize: options.snapshotBatchSize,
       batchBytes: options.messageBytesMax,
-      readAheadBytes: options.snapshotReadAheadBytes,
+      readAhead,
       slots,
       signal: ctx.signal,
     })) {
