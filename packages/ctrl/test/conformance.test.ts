@@ -3,6 +3,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import http2 from "node:http2";
+import { execFile, execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
@@ -50,6 +53,16 @@ function rawGrpc(url: string, path: string, headers: Record<string, string>, bod
     stream.on("error", reject);
     stream.end(body);
   }).finally(() => session.destroy());
+}
+
+/** Why Python grpcio cannot run here, or false. */
+function grpcioMissing(): string | false {
+  try {
+    execFileSync("python3", ["-c", "import grpc"], { stdio: "ignore" });
+    return false;
+  } catch {
+    return "Python grpcio is not installed (python3 -c 'import grpc')";
+  }
 }
 
 for (const { db, skip } of await testDatabases()) {
@@ -133,6 +146,19 @@ for (const { db, skip } of await testDatabases()) {
         assert.equal(all["grpc-status"], "12", method);
         assert.match(String(all["grpc-accept-encoding"]), /gzip/, method);
       }
+    });
+
+    test("as Python grpcio sees it: health watch, reflection by file name, unknown method, headers at once", { skip: grpcioMissing() }, async () => {
+      const script = fileURLToPath(new URL("./grpcio-conformance.py", import.meta.url));
+      const { stdout } = await promisify(execFile)("python3", [script, new URL(t.url).host, ADMIN_TOKEN], { timeout: 30_000 });
+      assert.deepEqual(JSON.parse(stdout), {
+        health_first: [0x08, Status.SERVICE_UNKNOWN],
+        health_open_after_500ms: true,
+        reflection_by_filename_has_descriptor: true,
+        reflection_unknown_file_is_error: true,
+        unknown_method: "UNIMPLEMENTED",
+        watch_headers_at_once: true,
+      });
     });
   });
 }
