@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
 import { CTRL_OPTIONS, nonNegativeInt, parseConfig, parseListen, positiveInt, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
+import type { TlsFiles } from "./tls.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
 
@@ -27,10 +28,19 @@ try {
       maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),
     },
   };
+  const tls = tlsFiles(config["tls-cert"], config["tls-key"], config["client-ca"]);
+  const security = {
+    tls,
+    trustDomain: config["trust-domain"],
+    insecure: config.insecure === "true",
+    tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
+    metricsListen: config["metrics-listen"] ? parseListen(config["metrics-listen"], "metrics-listen") : undefined,
+  };
   const adminToken = config["admin-token"] || localAdminToken();
   const store = await Store.open(config["database-url"]);
-  const ctrl = await startCtrl({ store, adminToken, host, port, ...options });
-  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect})`);
+  const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security });
+  const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
+  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -60,6 +70,16 @@ function localAdminToken(): string {
   const token = "flt_admin_" + randomBytes(24).toString("base64url");
   mkdirSync(".flotilla", { recursive: true });
   writeFileSync(ADMIN_TOKEN_FILE, token + "\n", { mode: 0o600 });
-  console.error(`ctrl: generated an admin token (kept in ${ADMIN_TOKEN_FILE}):\n  export ADMIN_TOKEN=${token}`);
+  // Never the token itself: logs are collected and kept; the file is readable by its owner only.
+  console.error(`ctrl: generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
   return token;
+}
+
+function tlsFiles(certFile: string, keyFile: string, clientCaFile: string): TlsFiles | undefined {
+  if (!certFile !== !keyFile) throw new Error("--tls-cert and --tls-key go together");
+  if (!certFile) {
+    if (clientCaFile) throw new Error("--client-ca needs TLS: give --tls-cert and --tls-key too");
+    return undefined;
+  }
+  return { certFile, keyFile, clientCaFile: clientCaFile || undefined };
 }

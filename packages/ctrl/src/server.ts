@@ -13,12 +13,13 @@ import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_
 import type { RetentionPolicy, Store } from "@flotilla/store";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
-import { authInterceptor } from "./auth.ts";
+import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
-import { listenDual, type DualListener } from "./listener.ts";
+import { DEFAULT_FIRST_BYTES_TIMEOUT_MS, listenDual, type DualListener } from "./listener.ts";
 import { CtrlMetrics } from "./metrics.ts";
+import { listenOps, serveOps } from "./ops-endpoints.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
 import { nodeRequestKey, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
@@ -30,6 +31,7 @@ import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
+import { clientCertificateOf, tlsTransport, type TlsFiles } from "./tls.ts";
 
 export interface CtrlOptions {
   store: Store;
@@ -47,6 +49,17 @@ export interface CtrlOptions {
   /** How often the outbox retention job runs. */
   retentionIntervalMs?: number;
   status?: Partial<StatusOptions>;
+  /** Serve TLS with these files (re-read when they change); with a client CA, ClusterService requires mTLS. */
+  tls?: TlsFiles;
+  /** SPIFFE trust domain of agent certificates. Default "flotilla". */
+  trustDomain?: string;
+  /** Allow plaintext on a non-loopback address. */
+  insecure?: boolean;
+  /** Entries of each agent-token cache (known, unknown), at most. */
+  tokenCacheSize?: number;
+  /** host:port of a separate /metrics and /healthz listener; the public port then serves no /metrics. */
+  metricsListen?: { host: string; port: number };
+  log?: (message: string) => void;
 }
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
@@ -56,7 +69,11 @@ export const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
 
 export interface Ctrl {
   url: string;
+  /** Base URL of the --metrics-listen listener, if any. */
+  metricsUrl: string | undefined;
   metrics: CtrlMetrics;
+  /** Entries of the agent-token caches. */
+  tokenCacheSize(): { known: number; unknown: number };
   /** Stops accepting, ends open streams cleanly, closes the listener (not the store). */
   shutdown(): Promise<void>;
 }
@@ -65,6 +82,15 @@ const API_SERVICES: DescService[] = [ClusterService, DeploymentService, Sentinel
 
 export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const { store } = options;
+  const listenHost = options.host ?? "127.0.0.1";
+  // Checked before anything listens: the refusal must not expose the port even briefly.
+  if (!options.tls && !options.insecure && !isLoopback(listenHost)) {
+    throw new Error(
+      `refusing to serve plaintext on ${listenHost}, which is not a loopback address: tokens would cross the network in the clear. ` +
+        "Give --tls-cert and --tls-key, or --insecure if a TLS-terminating proxy is in front.",
+    );
+  }
+  const log = options.log ?? ((message: string) => console.error(`ctrl: ${message}`));
   const metrics = new CtrlMetrics();
   const draining = new AbortController();
   const served = [...API_SERVICES, ServerReflection, Health];
@@ -93,14 +119,15 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
-  const interceptors = [
-    metrics.interceptor(toConnectError),
-    authInterceptor({
-      adminToken: options.adminToken,
-      agentRegion: (token) => store.agentTokens.regionOf(token),
-      publicServices: new Set([ServerReflection.typeName, Health.typeName]),
-    }),
-  ];
+  const auth = createAuthenticator({
+    adminToken: options.adminToken,
+    authenticateAgent: (token) => store.agentTokens.authenticate(token),
+    publicServices: new Set([ServerReflection.typeName, Health.typeName]),
+    tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
+    clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
+  });
+  const interceptors = [metrics.interceptor(toConnectError), auth.interceptor];
+  const ops = { metrics, draining: draining.signal };
   // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
@@ -122,16 +149,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     contextValues,
     interceptors,
     async fallback(req, res) {
-      if (req.method === "GET" && req.url === "/healthz") {
-        res.writeHead(draining.signal.aborted ? 503 : 200, { "content-type": "text/plain" });
-        res.end(draining.signal.aborted ? "draining\n" : "ok\n");
-      } else if (req.method === "GET" && req.url === "/metrics") {
-        res.writeHead(200, { "content-type": metrics.registry.contentType });
-        res.end(await metrics.registry.metrics());
-      } else {
-        res.writeHead(404, { "content-type": "text/plain" });
-        res.end("not found\n");
-      }
+      if (await serveOps(req, res, ops, !options.metricsListen)) return;
+      res.writeHead(404, { "content-type": "text/plain" });
+      res.end("not found\n");
     },
   });
 
@@ -139,12 +159,16 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     if ("stream" in req && servedDirectly(req)) return;
     connectHandler(req as never, res as never);
   };
-  const listener: DualListener = await listenDual(options.host ?? "127.0.0.1", options.port ?? 7070, handler);
+  const secure = options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS, log });
+  const opsListener = options.metricsListen && (await listenOps(options.metricsListen.host, options.metricsListen.port, ops));
+  const listener: DualListener = await listenDual(listenHost, options.port ?? 7070, handler, DEFAULT_FIRST_BYTES_TIMEOUT_MS, secure);
   const { address, port } = listener.address;
   const host = address.includes(":") ? `[${address}]` : address;
   return {
-    url: `http://${host}:${port}`,
+    url: `${secure ? "https" : "http"}://${host}:${port}`,
+    metricsUrl: opsListener?.url,
     metrics,
+    tokenCacheSize: auth.cacheSize,
     async shutdown() {
       if (draining.signal.aborted) return listener.closed;
       // Open streams end with UNAVAILABLE: clients reconnect (to another replica) and resume.
@@ -156,9 +180,14 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       const grace = new Promise<void>((resolve) => setTimeout(resolve, options.shutdownGraceMs ?? 5000).unref());
       await Promise.race([listener.closed, grace]);
       listener.destroy();
-      await listener.closed;
+      await Promise.all([listener.closed, opsListener?.close()]);
     },
   };
+}
+
+/** 127.0.0.0/8, ::1 and localhost: reachable from this host only. */
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number): NodeJS.Timeout {

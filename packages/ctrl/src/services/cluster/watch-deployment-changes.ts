@@ -8,7 +8,7 @@ import { WatchDeploymentChangesResponseSchema, type WatchDeploymentChangesReques
 import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { encodedChange, type Store } from "@flotilla/store";
 import { constants as h2 } from "node:http2";
-import { authorizeRegion } from "../../auth.ts";
+import { resolveAuthorizedRegion } from "../../auth.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import type { ChangePoller } from "../../streaming/poller.ts";
@@ -32,8 +32,7 @@ export function resyncRequired(message: string, version: number): Error {
 export function watchDeploymentChanges(store: Store, poller: ChangePoller, metrics: CtrlMetrics, options: StreamOptions) {
   return async function* (req: WatchDeploymentChangesRequest, ctx: HandlerContext): AsyncIterable<Response> {
     validate.dnsLabel("region", req.region);
-    authorizeRegion(ctx, req.region);
-    const region = await store.regions.resolve(req.region);
+    const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const head = region.headVersion;
     let cursor = req.versionLastSeen === undefined ? head : Number(req.versionLastSeen);
     if (cursor < 0) throw invalidArgument("version_last_seen", "must not be negative");
