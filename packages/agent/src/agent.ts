@@ -4,10 +4,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createClient, type Interceptor } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import type { BackoffOptions } from "./backoff.ts";
 import { Connection } from "./connection.ts";
+import { ctrlTransport, type CtrlTlsFiles } from "./ctrl-transport.ts";
 import { DesiredTable } from "./desired-table.ts";
 import { AgentMetrics } from "./metrics.ts";
 import { DEFAULT_REFRESH_INTERVAL_MS, DEFAULT_REFRESH_PER_SECOND, DriftCorrector } from "./drift.ts";
@@ -26,6 +26,8 @@ export interface AgentOptions {
   region: string;
   /** Agent token of the region, sent as `Authorization: Bearer`. */
   token: string;
+  /** With an https ctrl URL: CA to trust and client certificate (mTLS); re-read when the files change. */
+  tls?: CtrlTlsFiles;
   target: Target;
   /** Keys reconciled at once. Default 8. */
   concurrency?: number;
@@ -100,7 +102,7 @@ export async function startAgent(options: AgentOptions): Promise<Agent> {
     request.header.set("authorization", `Bearer ${options.token}`);
     return next(request);
   };
-  const client = createClient(ClusterService, createGrpcTransport({ baseUrl: options.ctrlUrl, interceptors: [auth] }));
+  const client = createClient(ClusterService, ctrlTransport({ baseUrl: options.ctrlUrl, interceptors: [auth], tls: options.tls, log }));
   const pruneOptions = { ...DEFAULT_PRUNE, ...options.prune };
   let markReady: () => void = () => {};
   const ready = new Promise<void>((resolve) => (markReady = resolve));
