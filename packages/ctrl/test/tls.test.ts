@@ -26,7 +26,7 @@ const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
 function servedSerial(url: string, ca: string): Promise<string> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host: hostname, port: Number(port), ca, ALPNProtocols: ["h2"] }, () => {
+    const socket = tls.connect({ host: hostname, servername: "localhost", port: Number(port), ca, ALPNProtocols: ["h2"] }, () => {
       resolve(socket.getPeerCertificate().serialNumber);
       socket.destroy();
     });
