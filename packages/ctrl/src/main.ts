@@ -36,7 +36,10 @@ try {
     tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
     metricsListen: config["metrics-listen"] ? parseListen(config["metrics-listen"], "metrics-listen") : undefined,
   };
-  const adminToken = config["admin-token"] || localAdminToken();
+  if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
+    console.error("ctrl: warning: --admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_ADMIN_TOKEN");
+  }
+  const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
   const store = await Store.open(config["database-url"]);
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
@@ -72,6 +75,13 @@ function localAdminToken(): string {
   writeFileSync(ADMIN_TOKEN_FILE, token + "\n", { mode: 0o600 });
   // Never the token itself: logs are collected and kept; the file is readable by its owner only.
   console.error(`ctrl: generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
+  return token;
+}
+
+function tokenFromFile(file: string): string {
+  if (!file) return "";
+  const token = readFileSync(file, "utf8").trim();
+  if (!token) throw new Error(`--admin-token-file ${file} is empty`);
   return token;
 }
 
