@@ -5,11 +5,9 @@ import assert from "node:assert/strict";
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { initPki, issueAgent } from "../../ctrl/src/pki.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "../../ctrl/test/harness.ts";
+import { startTestCtrl, type TestCtrl } from "../../ctrl/test/harness.ts";
 import { testDatabases } from "../../store/test/databases.ts";
 import { startAgent, type Agent } from "../src/agent.ts";
 import { RenderTarget } from "../src/targets/render.ts";
@@ -64,15 +62,7 @@ test("an agent holding another region's certificate is refused until its files a
   await agent.ready;
   assert.ok(logs.some((m) => /TLS files changed/.test(m)), logs.join("\n"));
 
-  const deployments = createClient(
-    DeploymentService,
-    createConnectTransport({
-      baseUrl: t.url,
-      httpVersion: "1.1",
-      nodeOptions: { ca: readFileSync(pki.caCert) },
-      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`), next(req))],
-    }),
-  );
+  const deployments = t.client(DeploymentService, { ca: readFileSync(pki.caCert) });
   await deployments.createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: REGION, replicas: 1 }] } });
   await waitFor(() => existsSync(join(renderDir, "demo")), "the rendered deployment");
 });

@@ -1,6 +1,6 @@
 // TLS termination for ctrl's one port: ALPN h2 and http/1.1, certificate files re-read when
 // they change, and (with a client CA) the verified client certificate of each connection.
-import { statSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import type net from "node:net";
 import tls from "node:tls";
 import type { ClientCertificate } from "./auth.ts";
@@ -29,17 +29,17 @@ const CLIENT_CERTIFICATE = Symbol("flotilla.clientCertificate");
 type WithClientCertificate = { [CLIENT_CERTIFICATE]?: ClientCertificate };
 
 /**
- * Terminates TLS on accepted sockets. The files are checked (stat) on every new connection and
- * re-read when any changed, so the next handshake after a rotation uses the new pair. A pair
- * that does not load (half-written, key not matching) is logged once and the previous one stays.
+ * Terminates TLS on accepted sockets. The files are read on every new connection (a few KB,
+ * small beside a handshake) and compared with what is loaded, so the next handshake after a
+ * rotation uses the new pair, however the files were replaced. A pair that does not load
+ * (half-written, key not matching) is logged once and the previous one stays.
  */
 export function tlsTransport(options: TlsOptions): SecureTransport {
-  const files = [options.certFile, options.keyFile, ...(options.clientCaFile ? [options.clientCaFile] : [])];
   const requestCert = options.clientCaFile !== undefined;
-  let loaded = signature(files);
-  let failed = "";
+  let loaded = readFiles(options);
+  let failed: FileContents | undefined;
   const server = tls.createServer({
-    ...readContext(options),
+    ...secureContextOptions(loaded),
     ALPNProtocols: ["h2", "http/1.1"],
     // A client certificate is asked for but optional at the TLS layer: operators call with
     // the admin token and no certificate; ClusterService calls without one are refused by
@@ -51,13 +51,18 @@ export function tlsTransport(options: TlsOptions): SecureTransport {
   // Failed handshakes (scanners, wrong CA on the client side) need no log line each.
   server.on("tlsClientError", () => {});
   const reloadIfChanged = () => {
-    const now = signature(files);
-    if (now === loaded || now === failed) return;
+    let now: FileContents;
     try {
-      server.setSecureContext(readContext(options));
+      now = readFiles(options);
+    } catch {
+      return; // mid-rotation (a file briefly missing): the next connection looks again
+    }
+    if (sameContents(now, loaded) || (failed && sameContents(now, failed))) return;
+    try {
+      server.setSecureContext(secureContextOptions(now));
       loaded = now;
-      failed = "";
-      options.log(`TLS: loaded the changed certificate files (${files.join(", ")})`);
+      failed = undefined;
+      options.log(`TLS: loaded the changed certificate files (${[options.certFile, options.keyFile, options.clientCaFile].filter(Boolean).join(", ")})`);
     } catch (error) {
       failed = now;
       options.log(`TLS: keeping the previous certificate: the changed files do not load: ${error instanceof Error ? error.message : String(error)}`);
@@ -110,23 +115,19 @@ export function spiffeRegion(subjectAltName: string | undefined, trustDomain: st
   return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(region) ? region : undefined;
 }
 
-function readContext(files: TlsFiles): tls.SecureContextOptions {
-  const options: tls.SecureContextOptions = { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile) };
-  if (files.clientCaFile) options.ca = readFileSync(files.clientCaFile);
+type FileContents = { cert: Buffer; key: Buffer; ca: Buffer | undefined };
+
+function readFiles(files: TlsFiles): FileContents {
+  return { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile), ca: files.clientCaFile ? readFileSync(files.clientCaFile) : undefined };
+}
+
+function sameContents(a: FileContents, b: FileContents): boolean {
+  return a.cert.equals(b.cert) && a.key.equals(b.key) && (a.ca === undefined ? b.ca === undefined : b.ca !== undefined && a.ca.equals(b.ca));
+}
+
+function secureContextOptions(contents: FileContents): tls.SecureContextOptions {
+  const options: tls.SecureContextOptions = { cert: contents.cert, key: contents.key, ca: contents.ca };
   // Loading it here makes a broken pair (e.g. key not matching the certificate) fail now, not at a handshake.
   tls.createSecureContext(options);
   return options;
-}
-
-function signature(files: string[]): string {
-  return files
-    .map((file) => {
-      try {
-        const s = statSync(file);
-        return `${s.ino}:${s.size}:${s.mtimeMs}`;
-      } catch {
-        return "missing";
-      }
-    })
-    .join("|");
 }

@@ -10,13 +10,11 @@ import { join } from "node:path";
 import tls from "node:tls";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcWebTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { initPki, issueServer, pkiFiles } from "../src/pki.ts";
 import { isLoopback } from "../src/server.ts";
 import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
+import { startTestCtrl, type TestCtrl } from "./harness.ts";
 import { AUTH, bufCurl, jsonDocuments } from "./interop.ts";
 
 const [{ db: sqlite }] = await testDatabases();
@@ -79,15 +77,7 @@ describe("ctrl over TLS", () => {
     const [body, status] = stdout.split("\n");
     assert.equal(status, "1.1 200");
     assert.equal(JSON.parse(body!).region.name, "tls-h1");
-    const grpcWeb = createClient(
-      RegionService,
-      createGrpcWebTransport({
-        baseUrl: t.url,
-        httpVersion: "1.1",
-        nodeOptions: { ca: readFileSync(pki.caCert) },
-        interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`), next(req))],
-      }),
-    );
+    const grpcWeb = t.client(RegionService, { protocol: "grpcweb", ca: readFileSync(pki.caCert) });
     assert.equal((await grpcWeb.getRegion({ name: "tls-h1" })).region?.name, "tls-h1");
   });
 
