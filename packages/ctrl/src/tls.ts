@@ -48,8 +48,9 @@ export function tlsTransport(options: TlsOptions): SecureTransport {
     rejectUnauthorized: false,
     handshakeTimeout: options.handshakeTimeoutMs,
   });
-  // Failed handshakes (scanners, wrong CA on the client side) need no log line each.
-  server.on("tlsClientError", () => {});
+  // Failed or timed-out handshakes (scanners, clients distrusting our CA) need no log line
+  // each. With a listener here Node leaves closing the socket to it.
+  server.on("tlsClientError", (_error, socket) => socket.destroy());
   const reloadIfChanged = () => {
     let now: FileContents;
     try {

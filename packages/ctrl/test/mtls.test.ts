@@ -7,6 +7,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import tls from "node:tls";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -67,6 +69,19 @@ describe("mTLS", () => {
 
   test("a certificate in another trust domain names no region → PERMISSION_DENIED", async () => {
     assert.equal(await syncEast(credentials(issueAgent(dir, "east", "elsewhere"))), grpc.status.PERMISSION_DENIED);
+  });
+
+  test("HTTP/1.1 (curl, Connect JSON): the certificate is checked the same way", async () => {
+    const east = issueAgent(dir, "east");
+    const call = async (certificate: string[]) => {
+      const { stdout } = await promisify(execFile)("curl", [
+        "-sS", "--http1.1", "--cacert", join(dir, "ca.pem"), ...certificate, "-H", `authorization: Bearer ${eastToken}`,
+        "-H", "content-type: application/json", "-d", '{"region":"east"}', "-w", "\n%{http_version} %{http_code}", `${t.url}/ctrl.v1.ClusterService/ReportObservedState`,
+      ]);
+      return stdout;
+    };
+    assert.match(await call(["--cert", east.cert, "--key", east.key]), /\n1\.1 200$/);
+    assert.match(await call([]), /"code":"unauthenticated"[^]*\n1\.1 401$/);
   });
 
   test("operator calls with the admin token need no client certificate", async () => {

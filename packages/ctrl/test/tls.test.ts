@@ -13,6 +13,9 @@ import { promisify } from "node:util";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { initPki, issueServer, pkiFiles } from "../src/pki.ts";
 import { isLoopback } from "../src/server.ts";
+import { listenDual } from "../src/listener.ts";
+import { tlsTransport } from "../src/tls.ts";
+import net from "node:net";
 import { testDatabases } from "../../store/test/databases.ts";
 import { startTestCtrl, type TestCtrl } from "./harness.ts";
 import { AUTH, bufCurl, jsonDocuments } from "./interop.ts";
@@ -96,6 +99,24 @@ describe("ctrl over TLS", () => {
     issueServer(dir);
     assert.notEqual(await servedSerial(t.url, ca), rotated);
   });
+});
+
+test("a connection that does not complete its TLS handshake is closed after the handshake timeout", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "flotilla-tls-"));
+  const pki = initPki(dir);
+  const secure = tlsTransport({ certFile: pki.serverCert, keyFile: pki.serverKey, trustDomain: "flotilla", handshakeTimeoutMs: 300, log: () => {} });
+  const listener = await listenDual("127.0.0.1", 0, (_req, res) => res.end(), 60_000, secure);
+  try {
+    const socket = net.connect(listener.address.port, "127.0.0.1");
+    const started = Date.now();
+    await new Promise((resolve) => socket.once("close", resolve));
+    // Closed by the server (the client sent nothing, and the other timeout is 60 s).
+    assert.ok(Date.now() - started < 30_000);
+  } finally {
+    listener.destroy();
+    listener.drain();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 describe("plaintext", () => {
