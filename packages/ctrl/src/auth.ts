@@ -25,6 +25,8 @@ export interface AuthOptions {
   publicServices: ReadonlySet<string>;
   /** Entries of each token cache (known and unknown tokens), at most. */
   tokenCacheSize: number;
+  /** Called for every streaming call an agent token authorized (to end it if the token is revoked). */
+  onAgentStream?(token: string, values: ContextValues): void;
   /** Set when mTLS is required: the verified client certificate under a call, or undefined if none was presented. */
   clientCertificate?(values: ContextValues): ClientCertificate | undefined;
 }
@@ -73,6 +75,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     }
     if (isCluster && options.clientCertificate) checkClientCertificate(options.clientCertificate(req.contextValues), principal);
     req.contextValues.set(principalKey, principal);
+    if (principal.kind === "agent" && req.stream) options.onAgentStream?.(token, req.contextValues);
     return next(req);
   };
   return { interceptor, cacheSize: () => ({ known: known.size, unknown: unknown.size }) };

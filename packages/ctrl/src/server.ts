@@ -13,6 +13,7 @@ import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_
 import type { RetentionPolicy, Store } from "@flotilla/store";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
+import { AgentStreams } from "./agent-streams.ts";
 import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
@@ -119,11 +120,13 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
+  const agentStreams = new AgentStreams((tokens) => store.agentTokens.stillValid(tokens));
   const auth = createAuthenticator({
     adminToken: options.adminToken,
     authenticateAgent: (token) => store.agentTokens.authenticate(token),
     publicServices: new Set([ServerReflection.typeName, Health.typeName]),
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
+    onAgentStream: (token, values) => agentStreams.add(token, values.get(nodeRequestKey)),
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
   const interceptors = [metrics.interceptor(toConnectError), auth.interceptor];
@@ -175,6 +178,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       draining.abort(new ConnectError("ctrl is shutting down; reconnect", Code.Unavailable));
       listener.drain();
       clearInterval(retention);
+      agentStreams.stop();
       stopWaking();
       await poller.stop();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, options.shutdownGraceMs ?? 5000).unref());

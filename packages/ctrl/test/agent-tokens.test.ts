@@ -103,6 +103,37 @@ for (const { db, skip } of await testDatabases()) {
       assert.equal(await report(b.url, token, "east"), Code.Unauthenticated);
     });
 
+    test(`a watch stream open on the other replica ends within ${PROPAGATION_BOUND_MS} ms of its token's revocation`, async () => {
+      const { token, tokenId } = await regions.createAgentToken({ region: "east" });
+      const { token: other } = await regions.createAgentToken({ region: "east" });
+      const watch = (t: string) => {
+        const ended = { at: 0, code: undefined as Code | undefined };
+        const done = (async () => {
+          try {
+            for await (const _ of cluster(b.url, t).watchDeploymentChanges({ region: "east", versionLastSeen: 0n })) void _;
+          } catch (error) {
+            ended.code = ConnectError.from(error).code;
+          }
+          ended.at = Date.now();
+        })();
+        return { ended, done };
+      };
+      const revoked = watch(token);
+      const kept = watch(other);
+      await sleep(300); // both streams open and authorized
+      assert.equal(revoked.ended.at, 0);
+      await regions.revokeAgentToken({ id: tokenId });
+      const revokedAt = Date.now();
+      await sleep(PROPAGATION_BOUND_MS);
+      assert.ok(revoked.ended.at > 0 && revoked.ended.at - revokedAt <= PROPAGATION_BOUND_MS, `ended ${revoked.ended.at ? revoked.ended.at - revokedAt : "never"} ms after`);
+      assert.notEqual(revoked.ended.code, undefined);
+      assert.equal(kept.ended.at, 0, "another token's stream goes on");
+      await b.shutdown();
+      await kept.done;
+      await revoked.done;
+      b = await startCtrl({ store: bStore, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500 });
+    });
+
     test(`a deleted region's token is refused on the other replica within ${PROPAGATION_BOUND_MS} ms, also after a region of the same name is created`, async () => {
       await regions.createRegion({ region: { name: "gone" } });
       const { token } = await regions.createAgentToken({ region: "gone" });

@@ -67,6 +67,23 @@ export class AgentTokenRepository {
     return { tokenId: row.id, regionId: row.region_id, region: row.name, expireTime };
   }
 
+  /** Of `tokens`, those still known and unexpired (one query per 1,000). */
+  async stillValid(tokens: string[], now = Date.now()): Promise<Set<string>> {
+    const byHash = new Map(tokens.map((token) => [hashToken(token), token]));
+    const valid = new Set<string>();
+    const hashes = [...byHash.keys()];
+    for (let i = 0; i < hashes.length; i += 1000) {
+      const rows = await this.#db
+        .selectFrom("agent_tokens")
+        .select("token_hash")
+        .where("token_hash", "in", hashes.slice(i, i + 1000))
+        .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", now)]))
+        .execute();
+      for (const row of rows) valid.add(byHash.get(row.token_hash)!);
+    }
+    return valid;
+  }
+
   /** Tokens ordered by id, of one region or (regionName "") of all. */
   async list(regionName: string, requestedPageSize: number, pageToken: string): Promise<Page<AgentToken>> {
     const size = pageSize(requestedPageSize);

@@ -126,8 +126,9 @@ function takeOrThrow(sub: Subscription, limits: BatchLimits, cursor: number): Ch
   }
 }
 
-function resetTransport(req: NodeServerRequest | undefined): void {
+/** Ends the call at the transport: its HTTP/2 stream is reset with `code`; an HTTP/1.1 connection is closed. */
+export function resetTransport(req: NodeServerRequest | undefined, code = h2.NGHTTP2_ENHANCE_YOUR_CALM): void {
   if (!req) return;
-  if ("stream" in req) req.stream.close(h2.NGHTTP2_ENHANCE_YOUR_CALM);
+  if ("stream" in req) req.stream.close(code);
   else req.socket.destroy();
 }
