@@ -14,7 +14,8 @@ import { DEFAULT_REFRESH_INTERVAL_MS, DEFAULT_REFRESH_PER_SECOND, DriftCorrector
 import { clusterObservations, tableObservations, type ObservationSource } from "./observation.ts";
 import type { Observer } from "./observer.ts";
 import { DEFAULT_PRUNE, prune, type PruneOptions } from "./prune.ts";
-import { DEFAULT_CONCURRENCY, DEFAULT_RETRY_BACKOFF, WorkQueue } from "./queue.ts";
+import { dispatch } from "./queue/dispatch.ts";
+import { WorkQueue } from "./queue.ts";
 import { reconciler } from "./reconciler.ts";
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_REPORT_INTERVAL_MS, Reporter } from "./reporter.ts";
 import type { Target } from "./target.ts";
@@ -77,10 +78,8 @@ export async function startAgent(options: AgentOptions): Promise<Agent> {
   const log = options.log ?? ((message: string) => console.error(`agent[${options.region}]: ${message}`));
   const metrics: AgentMetrics = new AgentMetrics({ queueDepth: () => queue.length, desiredCounts: () => table.counts() });
   const queue = new WorkQueue({
-    concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
-    backoff: options.retryBackoff ?? DEFAULT_RETRY_BACKOFF,
+    backoff: options.retryBackoff,
     onCoalesced: () => metrics.coalesced.inc(),
-    onHandlerError: (key, error) => log(`reconcile ${key}: ${error instanceof Error ? error.message : String(error)}`),
   });
   const table = new DesiredTable((key) => {
     queue.add(key);
@@ -88,13 +87,20 @@ export async function startAgent(options: AgentOptions): Promise<Agent> {
   });
   const { target } = options;
   const reconcile = reconciler({ table, queue, target, metrics, log, liveVersions: (key) => observer?.liveVersions(key) ?? new Map() });
-  const working = queue.run(async (key) => {
-    try {
-      await reconcile(key);
-    } finally {
-      reporter.touch(key);
-    }
-  });
+  const working = dispatch(
+    queue,
+    async (key) => {
+      try {
+        await reconcile(key);
+      } finally {
+        reporter.touch(key);
+      }
+    },
+    {
+      concurrency: options.concurrency,
+      onHandlerError: (key, error) => log(`reconcile ${key}: ${error instanceof Error ? error.message : String(error)}`),
+    },
+  );
 
   const auth: Interceptor = (next) => (request) => {
     request.header.set("authorization", `Bearer ${options.token}`);

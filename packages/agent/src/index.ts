@@ -5,6 +5,7 @@ export { buildManifests, type KubeObject, type Manifests, type ObjectRef } from 
 export { AgentMetrics } from "./metrics.ts";
 export type { PruneOptions } from "./prune.ts";
 export { WorkQueue, type WorkQueueOptions } from "./queue.ts";
+export { dispatch, type DispatchOptions } from "./queue/dispatch.ts";
 export { TargetError, type ManagedObject, type Target } from "./target.ts";
 export { KubernetesTarget, loadKubeConfig, PooledKubeConfig } from "./targets/kubernetes.ts";
 export { RenderTarget } from "./targets/render.ts";
