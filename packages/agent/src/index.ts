@@ -1,4 +1,7 @@
-export { startAgent, type Agent, type AgentOptions } from "./agent.ts";
+export { startAgent, type Agent } from "./agent.ts";
+export { AGENT_DEFAULTS, resolveConfig, type AgentConfig, type AgentIdentity, type AgentTunables, type ResolvedAgentConfig } from "./config.ts";
+export { loop, startInOrder, type Runnable } from "./lifecycle.ts";
+export { newReconciler, type Reconciler } from "./reconciler.ts";
 export type { BackoffOptions } from "./backoff.ts";
 export { DesiredTable, desiredResource, SnapshotStage, type DesiredEntry, type DesiredState, type EncodedResource, type EntryStatus } from "./desired-table.ts";
 export { buildManifests, type KubeObject, type Manifests, type ObjectRef } from "./manifests.ts";

@@ -40,10 +40,6 @@ export interface ObserverOptions {
   log: (message: string) => void;
 }
 
-export const DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS = 60_000;
-export const DEFAULT_WATCH_TIMEOUT_SECONDS = 300;
-export const DEFAULT_OBSERVER_BACKOFF: BackoffOptions = { minMs: 500, maxMs: 30_000 };
-
 const LIST_PAGE_SIZE = 500;
 
 export class Observer {

@@ -51,7 +51,8 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
 function connect(client: Client<typeof ClusterService>, overrides: { fullSyncIntervalMs?: number } = {}) {
   const changed: string[] = [];
   const table = new DesiredTable((key) => changed.push(key));
-  const metrics = new AgentMetrics({ queueDepth: () => 0, desiredCounts: () => table.counts() });
+  const metrics = new AgentMetrics();
+  metrics.collectFrom({ queueDepth: () => 0, desiredCounts: () => table.counts() });
   let pruned = 0;
   const connection = new Connection({
     client,

@@ -11,7 +11,8 @@ import { desiredInDatabase } from "../../ctrl/test/follower.ts";
 import { startTestCtrl, type TestCtrl } from "../../ctrl/test/harness.ts";
 import type { CtrlOptions } from "../../ctrl/src/server.ts";
 import type { TestDatabase } from "../../store/test/databases.ts";
-import { startAgent, type Agent, type AgentOptions } from "../src/agent.ts";
+import { startAgent, type Agent } from "../src/agent.ts";
+import type { AgentConfig } from "../src/config.ts";
 import { buildManifests, DESIRED_VERSION_ANNOTATION, tracksDesiredVersion, type KubeObject } from "../src/manifests.ts";
 import { KubernetesTarget, PooledKubeConfig } from "../src/targets/kubernetes.ts";
 
@@ -26,7 +27,7 @@ export interface Stack {
   token: string;
   kubeConfig: KubeConfig;
   /** Starts an agent of region east with test-friendly timings; stopped by close(). */
-  agent(overrides?: Partial<AgentOptions>): Promise<Agent>;
+  agent(overrides?: Partial<AgentConfig>): Promise<Agent>;
   close(): Promise<void>;
 }
 

@@ -105,7 +105,7 @@ describe("prune and incomplete snapshots", () => {
       client,
       region: REGION,
       table,
-      metrics: new AgentMetrics({ queueDepth: () => 0, desiredCounts: () => ({}) }),
+      metrics: new AgentMetrics(),
       afterSnapshot: async () => void afterSnapshot++,
       fullSyncIntervalMs: 60_000,
       bookmarkIntervalMs: 1000,
