@@ -11,7 +11,7 @@ import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js"
 import { Connection } from "../src/connection.ts";
 import { DesiredTable } from "../src/desired-table.ts";
 import { AgentMetrics } from "../src/metrics.ts";
-import { waitFor } from "./helpers.ts";
+import { waitFor } from "@flotilla/testkit/stack";
 
 const resource = (id: string, version: number) =>
   create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id, version: BigInt(version), namespace: "n" });

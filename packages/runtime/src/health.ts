@@ -1,7 +1,7 @@
 // The health and metrics endpoints of ctrl and the agent: GET /healthz (alive), /readyz (ready
 // to serve) and /metrics (Prometheus text), plus a listener for a process that has no other
 // HTTP server to put them on (the agent).
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 
 /** The part of a prom-client Registry the endpoints use. */
@@ -18,11 +18,20 @@ export interface HealthChecks {
   notReady?: () => string | undefined;
 }
 
+/** What the endpoints read of a request and write to a response (node:http and node:http2 alike). */
+export interface HealthRequest {
+  readonly method?: string;
+  readonly url?: string;
+}
+export interface HealthResponse {
+  writeHead(status: number, headers: Record<string, string>): { end(body: string): unknown };
+}
+
 /**
  * A request handler for /healthz, /readyz and /metrics (GET, query ignored). Returns whether it
  * answered the request; other requests are left to the caller.
  */
-export function healthEndpoints(checks: HealthChecks): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+export function healthEndpoints(checks: HealthChecks): (req: HealthRequest, res: HealthResponse) => Promise<boolean> {
   const unhealthy = checks.unhealthy ?? (() => undefined);
   const notReady = checks.notReady ?? unhealthy;
   return async (req, res) => {

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { createConnection } from "mysql2/promise";
-import { Store } from "../src/index.ts";
+import { Store } from "@flotilla/store";
 
 export const MYSQL_URL = process.env.FLOTILLA_TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test";
 

@@ -1,5 +1,5 @@
-// An inactivity watchdog: fires once when `timeoutMs` passed without a reset() (a stream or
-// watch that went silent is treated as dead).
+// The inactivity watchdog of the ctrl connection and of the observer's watches: fires once when
+// `timeoutMs` passed without a reset() (a stream or watch that went silent is treated as dead).
 
 export class Watchdog {
   readonly #timer: NodeJS.Timeout;
