@@ -1,5 +1,6 @@
 // The agent's parts, each built alone: the configuration and its defaults, the CLI's mapping of
-// flags onto it, start in order / stop in reverse, and the Reconciler against a scripted target.
+// flags onto it, start in order / stop in reverse, the Reconciler against a scripted target, the
+// drift corrector on a table, the observer against the emulator.
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -7,16 +8,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceType, type DesiredResource, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { startCluster, waitFor } from "@flotilla/testkit/emulator";
 import { AGENT_DEFAULTS, resolveConfig } from "../src/config.ts";
 import { DesiredTable } from "../src/desired-table.ts";
+import { DriftCorrector } from "../src/drift.ts";
 import { startInOrder, type Runnable } from "../src/lifecycle.ts";
 import { agentConfig } from "../src/main.ts";
+import { buildManifests, type KubeObject } from "../src/manifests.ts";
 import { AgentMetrics } from "../src/metrics.ts";
+import { Observer, type ObjectChange } from "../src/observer.ts";
 import { KeyQueue } from "../src/queue/key-queue.ts";
 import { RateLimitingQueue } from "../src/queue/rate-limiting-queue.ts";
 import { newReconciler } from "../src/reconciler.ts";
 import { TargetError, type ManagedObject, type Target } from "../src/target.ts";
 import { RenderTarget } from "../src/targets/render.ts";
+import { APPLIED_KINDS } from "../src/watched-kinds.ts";
 
 const identity = { ctrlUrl: "http://127.0.0.1:1", region: "east", token: "t", target: {} as Target };
 
@@ -35,7 +41,7 @@ describe("AgentConfig", () => {
   test("the CLI maps flags, then FLOTILLA_AGENT_* variables, onto it; invalid values name their flag", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agent-config-"));
     try {
-      const config = await agentConfig(["--region", "east", "--target", "render", "--render-dir", dir, "--full-sync-interval", "90s", "--force-prune"], {
+      const config = await agentConfig(["--region", "east", "--target", "render", "--render-dir", dir, "--full-sync-interval", "90s", "--settle", "250ms", "--force-prune"], {
         FLOTILLA_AGENT_TOKEN: "secret",
         FLOTILLA_AGENT_CONCURRENCY: "4",
         FLOTILLA_AGENT_REGION: "ignored: the flag wins",
@@ -45,6 +51,8 @@ describe("AgentConfig", () => {
       assert.equal(config.token, "secret");
       assert.equal(config.concurrency, 4);
       assert.equal(config.fullSyncIntervalMs, 90_000);
+      assert.equal(config.settleMs, 250);
+      assert.equal(config.maxHoldMs, AGENT_DEFAULTS.maxHoldMs);
       assert.equal(config.refreshIntervalMs, AGENT_DEFAULTS.refreshIntervalMs, "flag defaults are AGENT_DEFAULTS");
       assert.deepEqual(config.prune, { maxFraction: AGENT_DEFAULTS.prune.maxFraction, force: true });
       assert.ok(config.target instanceof RenderTarget);
@@ -143,5 +151,57 @@ describe("Reconciler", () => {
     assert.deepEqual(await other.reconciler.prune(1), { pruned: 0, refused: true });
     queue.shutDown();
     other.queue.shutDown();
+  });
+});
+
+describe("DriftCorrector", () => {
+  test("alone: a deleted or edited managed object requests a re-apply of its applied resource; status-only writes do not", () => {
+    const changed: string[] = [];
+    const table = new DesiredTable((key) => changed.push(key));
+    const drift = new DriftCorrector({ table, region: "east", metrics: new AgentMetrics(), refreshIntervalMs: 60_000, refreshPerSecond: 1 });
+    const web = create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id: "web", version: 1n, namespace: "n", spec: { case: "deployment", value: { workload: { image: "app:1", port: 0 }, replicas: 1 } } });
+    table.upsert(web, 1);
+    table.markDone("deployment/web", 1);
+    const applied = buildManifests(web, "east").apply.find((object) => object.kind === "Deployment")!;
+    const live = { ...applied, metadata: { ...applied.metadata, generation: 1 } } as KubeObject;
+    const change = (object: KubeObject | undefined, previous: KubeObject | undefined): ObjectChange => ({ kind: APPLIED_KINDS.find((k) => k.kind === "Deployment")!, key: "deployment/web", object, previous });
+    changed.length = 0;
+    drift.onChange(change({ ...live, status: { readyReplicas: 1 } } as KubeObject, live));
+    assert.deepEqual(changed, [], "a status-only write is not drift");
+    drift.onChange(change(undefined, live));
+    assert.deepEqual(changed, ["deployment/web"], "a deleted object is re-applied");
+    assert.equal(table.get("deployment/web")?.reapply, "deleted");
+  });
+});
+
+describe("Observer", () => {
+  test("alone, against the emulator: lists, then reports a managed object's changes by resource key", async () => {
+    const cluster = await startCluster();
+    const stopping = new AbortController();
+    const changes: (string | undefined)[] = [];
+    const observer = new Observer({
+      kubeConfig: cluster.kc,
+      region: "east",
+      kinds: APPLIED_KINDS,
+      bookmarkIntervalMs: 1000,
+      watchTimeoutSeconds: 30,
+      backoff: { minMs: 10, maxMs: 100 },
+      onChange: (change) => changes.push(change.key),
+      onRestart: () => {},
+      log: () => {},
+    });
+    const running = observer.run(stopping.signal);
+    try {
+      await waitFor(() => APPLIED_KINDS.every((kind) => observer.isSynced(kind)), 5000, "every kind listed");
+      const web = create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id: "web", version: 1n, namespace: "default", spec: { case: "deployment", value: { workload: { image: "app:1", port: 0 }, replicas: 1 } } });
+      const deployment = buildManifests(web, "east").apply.find((object) => object.kind === "Deployment")!;
+      await cluster.apply(deployment as never);
+      await waitFor(() => changes.includes("deployment/web"), 5000, "the change observed");
+      assert.equal(observer.liveVersions("deployment/web").size, 1, "its live resourceVersion is known");
+    } finally {
+      stopping.abort();
+      await running;
+      await cluster.emu.stop();
+    }
   });
 });
