@@ -8,10 +8,10 @@
 // * No message at all (events or bookmarks) for 3× the bookmark interval → the stream is dead.
 // * A full sync runs periodically anyway (jittered), as a safety net.
 import type { Client } from "@connectrpc/connect";
-import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
 import { ConnectError } from "@connectrpc/connect";
 import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
+import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
 import { backoffDelay, jittered, sleep, type BackoffOptions } from "./backoff.ts";
 import type { DesiredTable } from "./desired-table.ts";
 import type { AgentMetrics, ReconnectReason } from "./metrics.ts";
