@@ -28,6 +28,37 @@ export interface Queue {
   readonly length: number;
 }
 
+/** A layer over another queue: passes what it does not change through to it. */
+export abstract class QueueLayer implements Queue {
+  protected readonly inner: Queue;
+
+  constructor(inner: Queue) {
+    this.inner = inner;
+  }
+
+  abstract add(key: string, change?: boolean): void;
+
+  get(): Promise<string | undefined> {
+    return this.inner.get();
+  }
+
+  done(key: string): void {
+    this.inner.done(key);
+  }
+
+  shutDown(): void {
+    this.inner.shutDown();
+  }
+
+  get shuttingDown(): boolean {
+    return this.inner.shuttingDown;
+  }
+
+  get length(): number {
+    return this.inner.length;
+  }
+}
+
 export interface KeyQueueOptions {
   /** Called when add() was absorbed by an already pending run of the key. */
   onCoalesced?: (key: string) => void;

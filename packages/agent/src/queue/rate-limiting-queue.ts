@@ -13,7 +13,7 @@
 // * shutDown() cancels every pending delay.
 import { backoffDelay, type BackoffOptions } from "../backoff.ts";
 import { AGENT_DEFAULTS } from "../config.ts";
-import type { Queue } from "./key-queue.ts";
+import { QueueLayer, type Queue } from "./key-queue.ts";
 
 export interface RateLimitingOptions {
   /** Per-key retry backoff. Default: AGENT_DEFAULTS.retryBackoff (100 ms .. 5 min). */
@@ -32,16 +32,15 @@ interface Waiting {
   retryAfter: boolean;
 }
 
-export class RateLimitingQueue implements Queue {
+export class RateLimitingQueue extends QueueLayer {
   readonly backoff: BackoffOptions;
-  readonly #inner: Queue;
   readonly #random: () => number;
   readonly #onCoalesced: (key: string) => void;
   readonly #waiting = new Map<string, Waiting>();
   readonly #failures = new Map<string, number>();
 
   constructor(inner: Queue, options: RateLimitingOptions = {}) {
-    this.#inner = inner;
+    super(inner);
     this.backoff = options.backoff ?? AGENT_DEFAULTS.retryBackoff;
     this.#random = options.random ?? Math.random;
     this.#onCoalesced = options.onCoalesced ?? (() => {});
@@ -52,7 +51,7 @@ export class RateLimitingQueue implements Queue {
     const waiting = this.#waiting.get(key);
     if (waiting?.retryAfter) return this.#onCoalesced(key);
     if (waiting) this.#cancelWait(key);
-    this.#inner.add(key, change);
+    this.inner.add(key, change);
   }
 
   /** Adds `key` after `delayMs`; of several pending delays for a key the earliest wins. */
@@ -65,7 +64,7 @@ export class RateLimitingQueue implements Queue {
     if (existing) this.#cancelWait(key);
     const timer = setTimeout(() => {
       this.#waiting.delete(key);
-      this.#inner.add(key, false);
+      this.inner.add(key, false);
     }, delayMs);
     this.#waiting.set(key, { timer, at, retryAfter });
   }
@@ -92,25 +91,9 @@ export class RateLimitingQueue implements Queue {
     return this.#failures.get(key) ?? 0;
   }
 
-  get(): Promise<string | undefined> {
-    return this.#inner.get();
-  }
-
-  done(key: string): void {
-    this.#inner.done(key);
-  }
-
-  shutDown(): void {
+  override shutDown(): void {
     for (const key of [...this.#waiting.keys()]) this.#cancelWait(key);
-    this.#inner.shutDown();
-  }
-
-  get shuttingDown(): boolean {
-    return this.#inner.shuttingDown;
-  }
-
-  get length(): number {
-    return this.#inner.length;
+    super.shutDown();
   }
 
   /** Keys waiting out a backoff or Retry-After. */

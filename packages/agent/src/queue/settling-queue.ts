@@ -14,7 +14,7 @@
 // * Handing a key out ends its burst; later changes begin a new one.
 // * settleMs 0 turns the layer off. shutDown() cancels every hold.
 import { AGENT_DEFAULTS } from "../config.ts";
-import type { Queue } from "./key-queue.ts";
+import { QueueLayer, type Queue } from "./key-queue.ts";
 
 export interface SettlingOptions {
   /** Longest wait after a key's last change while it is in a burst. 0 turns settling off. Default: AGENT_DEFAULTS.settleMs (1 s). */
@@ -33,10 +33,9 @@ interface RecentChanges {
   burst?: { since: number; changes: number };
 }
 
-export class SettlingQueue implements Queue {
+export class SettlingQueue extends QueueLayer {
   readonly settleMs: number;
   readonly maxHoldMs: number;
-  readonly #inner: Queue;
   readonly #onCoalesced: (key: string) => void;
   /** Keys changed within the last settleMs, oldest last change first. */
   readonly #recent = new Map<string, RecentChanges>();
@@ -44,7 +43,7 @@ export class SettlingQueue implements Queue {
   readonly #held = new Map<string, NodeJS.Timeout>();
 
   constructor(inner: Queue, options: SettlingOptions = {}) {
-    this.#inner = inner;
+    super(inner);
     this.settleMs = options.settleMs ?? AGENT_DEFAULTS.settleMs;
     this.maxHoldMs = options.maxHoldMs ?? AGENT_DEFAULTS.maxHoldMs;
     this.#onCoalesced = options.onCoalesced ?? (() => {});
@@ -54,12 +53,12 @@ export class SettlingQueue implements Queue {
     if (this.shuttingDown) return;
     if (change) this.#noteChange(key);
     if (this.#held.has(key)) return this.#onCoalesced(key);
-    this.#inner.add(key, change);
+    this.inner.add(key, change);
   }
 
-  async get(): Promise<string | undefined> {
+  override async get(): Promise<string | undefined> {
     for (;;) {
-      const key = await this.#inner.get();
+      const key = await this.inner.get();
       if (key === undefined) return undefined;
       const delay = this.#holdFor(key);
       if (delay <= 0) {
@@ -68,35 +67,23 @@ export class SettlingQueue implements Queue {
         if (recent) delete recent.burst;
         return key;
       }
-      this.#inner.done(key);
+      this.inner.done(key);
       if (!this.#held.has(key)) {
         this.#held.set(
           key,
           setTimeout(() => {
             this.#held.delete(key);
-            this.#inner.add(key, false);
+            this.inner.add(key, false);
           }, delay),
         );
       }
     }
   }
 
-  done(key: string): void {
-    this.#inner.done(key);
-  }
-
-  shutDown(): void {
+  override shutDown(): void {
     for (const timer of this.#held.values()) clearTimeout(timer);
     this.#held.clear();
-    this.#inner.shutDown();
-  }
-
-  get shuttingDown(): boolean {
-    return this.#inner.shuttingDown;
-  }
-
-  get length(): number {
-    return this.#inner.length;
+    super.shutDown();
   }
 
   /** Keys held back while their burst settles. */
