@@ -13,6 +13,7 @@ import { AGENT_DEFAULTS, resolveConfig } from "../src/config.ts";
 import { DesiredTable } from "../src/desired-table.ts";
 import { DriftCorrector } from "../src/drift.ts";
 import { startInOrder, type Runnable } from "../src/lifecycle.ts";
+import { Listeners } from "../src/listeners.ts";
 import { agentConfig } from "../src/main.ts";
 import { buildManifests, type KubeObject } from "../src/manifests.ts";
 import { AgentMetrics } from "../src/metrics.ts";
@@ -88,6 +89,19 @@ describe("startInOrder", () => {
     const events: string[] = [];
     await assert.rejects(startInOrder([part("a", events), part("b", events), part("c", events, true), part("d", events)]), /c failed/);
     assert.deepEqual(events, ["start a", "start b", "stop b", "stop a"]);
+  });
+});
+
+describe("Listeners", () => {
+  test("emit (passed on as a bare callback before anyone listens) reaches every listener added later, in order", () => {
+    const listeners = new Listeners<string>();
+    const emit = listeners.emit;
+    const heard: string[] = [];
+    emit("nobody yet");
+    listeners.add((key) => heard.push(`a ${key}`));
+    listeners.add((key) => heard.push(`b ${key}`));
+    emit("k");
+    assert.deepEqual(heard, ["a k", "b k"]);
   });
 });
 
