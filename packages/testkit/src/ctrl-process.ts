@@ -1,5 +1,5 @@
-// ctrl as a separate OS process (`node packages/ctrl/src/main.ts`), for multi-replica and
-// kill tests.
+// ctrl as a separate OS process (its main.ts, exported as @flotilla/ctrl/main), for
+// multi-replica and kill tests.
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 

@@ -1,5 +1,5 @@
-// The databases every store test runs against: embedded SQLite always, MySQL/MariaDB when
-// reachable. With CI=true an unreachable MySQL fails the run instead of skipping.
+// The databases every database test (store, ctrl, agent) runs against: embedded SQLite always,
+// MySQL/MariaDB when reachable. With CI=true an unreachable MySQL fails the run instead of skipping.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
