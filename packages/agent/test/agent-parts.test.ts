@@ -42,7 +42,7 @@ describe("AgentConfig", () => {
   test("the CLI maps flags, then FLOTILLA_AGENT_* variables, onto it; invalid values name their flag", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agent-config-"));
     try {
-      const config = await agentConfig(["--region", "east", "--target", "render", "--render-dir", dir, "--full-sync-interval", "90s", "--settle", "250ms", "--force-prune"], {
+      const config = await agentConfig(["--region", "east", "--target", "render", "--render-dir", dir, "--full-sync-interval", "90s", "--settle", "250ms", "--bookmark-interval", "2s", "--force-prune"], {
         FLOTILLA_AGENT_TOKEN: "secret",
         FLOTILLA_AGENT_CONCURRENCY: "4",
         FLOTILLA_AGENT_REGION: "ignored: the flag wins",
@@ -53,6 +53,8 @@ describe("AgentConfig", () => {
       assert.equal(config.concurrency, 4);
       assert.equal(config.fullSyncIntervalMs, 90_000);
       assert.equal(config.settleMs, 250);
+      assert.equal(config.bookmarkIntervalMs, 2000);
+      assert.equal(config.reportIntervalMs, AGENT_DEFAULTS.reportIntervalMs);
       assert.equal(config.maxHoldMs, AGENT_DEFAULTS.maxHoldMs);
       assert.equal(config.refreshIntervalMs, AGENT_DEFAULTS.refreshIntervalMs, "flag defaults are AGENT_DEFAULTS");
       assert.deepEqual(config.prune, { maxFraction: AGENT_DEFAULTS.prune.maxFraction, force: true });
