@@ -4,7 +4,7 @@
 // Reference: the same keyset scan straight through mysql2. The lean reader also syncs over TLS
 // from a second ctrl process serving TLS on the same database (target: TLS costs ≤ 20%).
 import { createConnection } from "mysql2/promise";
-import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl/services/cluster/options.ts";
+import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
 import { clusterClient, type ClusterClient } from "./lib/clients.ts";
 import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";

@@ -8,8 +8,8 @@ import { createInterface } from "node:readline";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { AGENT_NODE_FLAGS } from "../packages/agent/src/node-flags.ts";
-import { agentFiles, initPki, issueAgent, pkiFiles } from "../packages/ctrl/src/pki.ts";
+import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
+import { agentFiles, initPki, issueAgent, pkiFiles } from "@flotilla/ctrl/pki";
 
 const TLS = process.argv.slice(2).includes("--tls");
 const CTRL = TLS ? "https://127.0.0.1:7070" : "http://127.0.0.1:7070";

@@ -3,7 +3,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { initPki } from "@flotilla/ctrl/pki.ts";
+import { initPki } from "@flotilla/ctrl/pki";
 
 export interface BenchTls {
   /** ctrl's certificate and key files. */

@@ -6,12 +6,12 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { initPki, issueAgent } from "../../ctrl/src/pki.ts";
-import { startTestCtrl, type TestCtrl } from "../../ctrl/test/harness.ts";
-import { testDatabases } from "../../store/test/databases.ts";
+import { initPki, issueAgent } from "@flotilla/ctrl/pki";
+import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { testDatabases } from "@flotilla/testkit/databases";
 import { startAgent, type Agent } from "../src/agent.ts";
 import { RenderTarget } from "../src/targets/render.ts";
-import { REGION, OTHER_REGION, waitFor } from "./helpers.ts";
+import { REGION, OTHER_REGION, waitFor } from "@flotilla/testkit/stack";
 
 const [{ db: sqlite }] = await testDatabases();
 

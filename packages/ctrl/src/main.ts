@@ -2,7 +2,8 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
-import { CTRL_OPTIONS, nonNegativeInt, parseConfig, parseListen, positiveInt, usage } from "./config.ts";
+import { parseListen } from "@flotilla/runtime";
+import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
 
@@ -28,13 +29,15 @@ try {
       maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),
     },
   };
+  // Checked here so that a mistake names its flag.
+  if (config["metrics-listen"]) parseListen(config["metrics-listen"], "metrics-listen");
   const tls = tlsFiles(config["tls-cert"], config["tls-key"], config["client-ca"]);
   const security = {
     tls,
     trustDomain: config["trust-domain"],
     insecure: config.insecure === "true",
     tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
-    metricsListen: config["metrics-listen"] ? parseListen(config["metrics-listen"], "metrics-listen") : undefined,
+    metricsListen: config["metrics-listen"] || undefined,
   };
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
     console.error("ctrl: warning: --admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_ADMIN_TOKEN");
@@ -43,7 +46,7 @@ try {
   const store = await Store.open(config["database-url"]);
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
-  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
+  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

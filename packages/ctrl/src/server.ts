@@ -11,6 +11,7 @@ import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
 import type { RetentionPolicy, Store } from "@flotilla/store";
+import { healthEndpoints, serveHealth } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { AgentStreams } from "./agent-streams.ts";
@@ -20,7 +21,6 @@ import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
 import { DEFAULT_FIRST_BYTES_TIMEOUT_MS, listenDual, type DualListener } from "./listener.ts";
 import { CtrlMetrics } from "./metrics.ts";
-import { listenOps, serveOps } from "./ops-endpoints.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
 import { nodeRequestKey, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
@@ -58,8 +58,8 @@ export interface CtrlOptions {
   insecure?: boolean;
   /** Entries of each agent-token cache (known, unknown), at most. */
   tokenCacheSize?: number;
-  /** host:port of a separate /metrics and /healthz listener; the public port then serves no /metrics. */
-  metricsListen?: { host: string; port: number };
+  /** host:port of a separate /metrics, /healthz and /readyz listener; the public port then serves no /metrics. */
+  metricsListen?: string;
   log?: (message: string) => void;
 }
 
@@ -130,7 +130,6 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
   const interceptors = [metrics.interceptor(toConnectError), auth.interceptor];
-  const ops = { metrics, draining: draining.signal };
   // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
@@ -142,6 +141,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
   });
+  const checks = { registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) };
+  // With --metrics-listen, /metrics is served there only (health on both).
+  const health = healthEndpoints(options.metricsListen ? { ...checks, registry: undefined } : checks);
   const connectHandler = connectNodeAdapter({
     routes,
     readMaxBytes,
@@ -152,7 +154,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     contextValues,
     interceptors,
     async fallback(req, res) {
-      if (await serveOps(req, res, ops, !options.metricsListen)) return;
+      if (await health(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" });
       res.end("not found\n");
     },
@@ -163,13 +165,13 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     connectHandler(req as never, res as never);
   };
   const secure = options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS, log });
-  const opsListener = options.metricsListen && (await listenOps(options.metricsListen.host, options.metricsListen.port, ops));
+  const metricsListener = options.metricsListen ? await serveHealth(options.metricsListen, checks) : undefined;
   const listener: DualListener = await listenDual(listenHost, options.port ?? 7070, handler, DEFAULT_FIRST_BYTES_TIMEOUT_MS, secure);
   const { address, port } = listener.address;
   const host = address.includes(":") ? `[${address}]` : address;
   return {
     url: `${secure ? "https" : "http"}://${host}:${port}`,
-    metricsUrl: opsListener?.url,
+    metricsUrl: metricsListener?.url,
     metrics,
     tokenCacheSize: auth.cacheSize,
     async shutdown() {
@@ -184,7 +186,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       const grace = new Promise<void>((resolve) => setTimeout(resolve, options.shutdownGraceMs ?? 5000).unref());
       await Promise.race([listener.closed, grace]);
       listener.destroy();
-      await Promise.all([listener.closed, opsListener?.close()]);
+      await Promise.all([listener.closed, metricsListener?.close()]);
     },
   };
 }

@@ -15,8 +15,8 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { Store } from "@flotilla/store";
 import { createAuthenticator } from "../src/auth.ts";
 import { startCtrl, type Ctrl } from "../src/server.ts";
-import { freshStore, testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
+import { freshStore, testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 /** Within this long after a revocation or deletion, every replica refuses the token. */
 const PROPAGATION_BOUND_MS = 1000;

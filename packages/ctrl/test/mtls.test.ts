@@ -14,9 +14,9 @@ import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { initPki, issueAgent } from "../src/pki.ts";
 import { spiffeRegion } from "../src/tls.ts";
-import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
-import { grpcJsServerStream, grpcJsUnary } from "./interop.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { grpcJsServerStream, grpcJsUnary } from "@flotilla/testkit/interop";
 
 const [{ db: sqlite }] = await testDatabases();
 

@@ -16,9 +16,9 @@ import { isLoopback } from "../src/server.ts";
 import { listenDual } from "../src/listener.ts";
 import { tlsTransport } from "../src/tls.ts";
 import net from "node:net";
-import { testDatabases } from "../../store/test/databases.ts";
-import { startTestCtrl, type TestCtrl } from "./harness.ts";
-import { AUTH, bufCurl, jsonDocuments } from "./interop.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { AUTH, bufCurl, jsonDocuments } from "@flotilla/testkit/interop";
 
 const [{ db: sqlite }] = await testDatabases();
 const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
