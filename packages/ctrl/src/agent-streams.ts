@@ -6,16 +6,14 @@ import { constants as h2 } from "node:http2";
 import type { NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
 import { resetTransport } from "./services/cluster/watch-deployment-changes.ts";
 
-/** Bounds how long a stream outlives its token's revocation, with the known-token cache (auth.ts) well under 1 s. */
-export const STREAM_RECHECK_INTERVAL_MS = 500;
-
 export class AgentStreams {
   readonly #byToken = new Map<string, Set<NodeServerRequest>>();
   readonly #stillValid: (tokens: string[]) => Promise<Set<string>>;
   readonly #timer: NodeJS.Timeout;
   #checking = false;
 
-  constructor(stillValid: (tokens: string[]) => Promise<Set<string>>, intervalMs = STREAM_RECHECK_INTERVAL_MS) {
+  /** `intervalMs` bounds how long a stream outlives its token (--token-recheck-ms). */
+  constructor(stillValid: (tokens: string[]) => Promise<Set<string>>, intervalMs: number) {
     this.#stillValid = stillValid;
     this.#timer = setInterval(() => void this.#check(), intervalMs);
     this.#timer.unref();

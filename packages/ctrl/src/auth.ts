@@ -25,6 +25,8 @@ export interface AuthOptions {
   publicServices: ReadonlySet<string>;
   /** Entries of each token cache (known and unknown tokens), at most. */
   tokenCacheSize: number;
+  /** How long a known token's grant is cached before it is looked up again. */
+  knownTokenCacheMs: number;
   /** Called for every streaming call an agent token authorized (to end it if the token is revoked). */
   onAgentStream?(token: string, values: ContextValues): void;
   /** Set when mTLS is required: the verified client certificate under a call, or undefined if none was presented. */
@@ -33,7 +35,7 @@ export interface AuthOptions {
 
 export const DEFAULT_TOKEN_CACHE_SIZE = 10_000;
 /** A known token is looked up again after this long: revocation and region deletion reach every replica within 1 s. */
-const KNOWN_TOKEN_CACHE_MS = 500;
+export const DEFAULT_TOKEN_RECHECK_MS = 500;
 /** Tokens are random and minted before use, so an unknown one stays unknown; the bound is the cache's size. */
 const UNKNOWN_TOKEN_CACHE_MS = 30_000;
 
@@ -53,7 +55,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     const cached = known.get(token, now);
     if (cached) return cached.value;
     const grant = await options.authenticateAgent(token);
-    if (grant) known.set(token, grant, Math.min(now + KNOWN_TOKEN_CACHE_MS, grant.expireTime ?? Infinity));
+    if (grant) known.set(token, grant, Math.min(now + options.knownTokenCacheMs, grant.expireTime ?? Infinity));
     else unknown.set(token, true, now + UNKNOWN_TOKEN_CACHE_MS);
     return grant;
   };

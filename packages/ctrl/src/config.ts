@@ -23,6 +23,7 @@ export const CTRL_OPTIONS = [
   { flag: "metrics-listen", env: "FLOTILLA_METRICS_LISTEN", default: "", description: "host:port serving /metrics and /healthz on their own; the public port then serves no /metrics" },
   { flag: "admin-token-file", env: "FLOTILLA_ADMIN_TOKEN_FILE", default: "", description: "file holding the operator bearer token" },
   { flag: "admin-token", env: "FLOTILLA_ADMIN_TOKEN", default: "", description: "operator bearer token (as a flag it shows in the process list: prefer the file or the env var); when neither is set one is generated into .flotilla/admin-token" },
+  { flag: "token-recheck-ms", env: "FLOTILLA_TOKEN_RECHECK_MS", default: "500", description: "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this" },
   { flag: "token-cache-size", env: "FLOTILLA_TOKEN_CACHE_SIZE", default: "10000", description: "agent tokens cached per kind (known, unknown) at most, least recently used dropped first" },
   { flag: "read-max-bytes", env: "FLOTILLA_READ_MAX_BYTES", default: String(4 * 1024 * 1024), description: "largest request message accepted" },
   { flag: "poll-interval-ms", env: "FLOTILLA_POLL_INTERVAL_MS", default: "200", description: "change poller interval: latency bound for writes made by other ctrl replicas" },

@@ -37,6 +37,7 @@ try {
     trustDomain: config["trust-domain"],
     insecure: config.insecure === "true",
     tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
+    tokenRecheckMs: positiveInt("token-recheck-ms", config["token-recheck-ms"]),
     metricsListen: config["metrics-listen"] || undefined,
   };
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {

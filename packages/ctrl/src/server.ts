@@ -15,7 +15,7 @@ import { healthEndpoints, serveHealth } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { AgentStreams } from "./agent-streams.ts";
-import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE } from "./auth.ts";
+import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
@@ -58,6 +58,8 @@ export interface CtrlOptions {
   insecure?: boolean;
   /** Entries of each agent-token cache (known, unknown), at most. */
   tokenCacheSize?: number;
+  /** A known agent token is looked up again, and open agent streams re-checked, this often. Default 500 ms. */
+  tokenRecheckMs?: number;
   /** host:port of a separate /metrics, /healthz and /readyz listener; the public port then serves no /metrics. */
   metricsListen?: string;
   log?: (message: string) => void;
@@ -120,12 +122,14 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
-  const agentStreams = new AgentStreams((tokens) => store.agentTokens.stillValid(tokens));
+  const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;
+  const agentStreams = new AgentStreams((tokens) => store.agentTokens.stillValid(tokens), tokenRecheckMs);
   const auth = createAuthenticator({
     adminToken: options.adminToken,
     authenticateAgent: (token) => store.agentTokens.authenticate(token),
     publicServices: new Set([ServerReflection.typeName, Health.typeName]),
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
+    knownTokenCacheMs: tokenRecheckMs,
     onAgentStream: (token, values) => agentStreams.add(token, values.get(nodeRequestKey)),
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });

@@ -160,6 +160,21 @@ for (const { db, skip } of await testDatabases()) {
 
 const [{ db: sqlite }] = await testDatabases();
 
+test("--token-recheck-ms sets how long a known token is trusted without a lookup", async () => {
+  const t = await startTestCtrl(sqlite, { tokenRecheckMs: 60_000 });
+  try {
+    await t.store.regions.create("east");
+    const { token, id } = await t.store.agentTokens.create("east");
+    assert.equal(await report(t.url, token, "east"), "ok");
+    await t.store.agentTokens.revoke(id);
+    // Still cached: with the default (500 ms) this is refused, as the tests above show.
+    await sleep(PROPAGATION_BOUND_MS);
+    assert.equal(await report(t.url, token, "east"), "ok");
+  } finally {
+    await t.close();
+  }
+});
+
 describe("the unknown-token cache is bounded", () => {
   test("100,000 random tokens leave at most the configured number of entries", async () => {
     const { store, cleanup } = await freshStore(sqlite);
@@ -171,6 +186,7 @@ describe("the unknown-token cache is bounded", () => {
         authenticateAgent: (token) => store.agentTokens.authenticate(token),
         publicServices: new Set(),
         tokenCacheSize: 1000,
+        knownTokenCacheMs: 500,
       });
       const call = auth.interceptor(async () => ({}) as never);
       const attempt = (token: string) =>
