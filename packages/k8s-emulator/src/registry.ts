@@ -4,7 +4,8 @@
 // namespace lifecycle. Used by the HTTP layer and by the direct test API.
 import { randomUUID } from 'node:crypto';
 import { serverSideApply, trackUpdate } from './apply.ts';
-import { applyDefaults } from './defaults.ts';
+import { canonicalize } from './canonical.ts';
+import { applyDefaults, type Allocators } from './defaults.ts';
 import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, invalid, notFound, type FieldError, type Subject } from './errors.ts';
 import type { Scope } from './fields.ts';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
@@ -75,14 +76,19 @@ function randomSuffix(n: number): string {
 export class Registry {
   readonly store: ObjectStore;
   private nextIp = 10;
+  private nodePortsAllocated = 0;
 
   constructor(store: ObjectStore) {
     this.store = store;
   }
 
-  private allocateIp = (): string => {
-    const n = this.nextIp++;
-    return `10.96.${(n >> 8) & 255}.${n & 255}`;
+  /** Cluster IPs from 10.96.0.0/16 and node ports from 30000-32767, the default ranges. */
+  private readonly allocate: Allocators = {
+    ip: () => {
+      const n = this.nextIp++;
+      return `10.96.${(n >> 8) & 255}.${n & 255}`;
+    },
+    nodePort: () => 30000 + (this.nodePortsAllocated++ % 2768),
   };
 
   // --- reads ---
@@ -247,7 +253,10 @@ export class Registry {
     else delete meta.deletionTimestamp;
     meta.resourceVersion = old?.metadata.resourceVersion;
     if (!meta.resourceVersion) delete meta.resourceVersion;
-    if (scope === 'main') applyDefaults(rt, o, old, this.allocateIp);
+    if (scope === 'main') {
+      if (isBuiltIn(rt)) canonicalize(rt, o);
+      applyDefaults(rt, o, old, this.allocate);
+    }
     if (rt.kind === 'Deployment' && !isObject(o.status)) o.status = {};
 
     const errors: FieldError[] = validateObject(rt, o);
@@ -354,7 +363,8 @@ export class Registry {
     const old = this.store.get(rt, o.metadata.namespace, o.metadata.name);
     o.metadata.uid ??= old?.metadata.uid ?? randomUUID();
     o.metadata.creationTimestamp ??= old?.metadata.creationTimestamp ?? nowRfc3339();
-    applyDefaults(rt, o, old, this.allocateIp);
+    if (isBuiltIn(rt)) canonicalize(rt, o);
+    applyDefaults(rt, o, old, this.allocate);
     if (o.metadata.generation === undefined) {
       const g = this.nextGeneration(rt, old, o);
       if (g !== undefined) o.metadata.generation = g;
