@@ -19,8 +19,14 @@ export interface EmulatorOptions {
   host?: string;
   /** 0 (default) picks a free port. */
   port?: number;
-  /** Time a Deployment rollout takes to complete (or fail). Default 300. */
+  /** Time a new pod takes to become ready; a rollout takes one such delay per step. Default 300. */
   rolloutDelayMs?: number;
+  /**
+   * Length in ms of one second of a Deployment's progressDeadlineSeconds.
+   * Default rolloutDelayMs / 100, so the default 600 s deadline passes after
+   * six readiness delays without progress.
+   */
+  progressDeadlineSecondMs?: number;
   /** Deployments with a container image matching this never become available. Default /fail/. */
   failingImagePattern?: RegExp;
   /** Events kept for resuming watches; older resourceVersions get 410 Expired. Default 1000. */
@@ -68,7 +74,11 @@ export class KubernetesEmulator {
     this.registry = new Registry(this.store);
     this.watches = new WatchHub(this.store, options.bookmarkIntervalMs);
     this.faults = new FaultInjector(this.watches);
-    this.rollout = new RolloutController(this.registry, { delayMs: options.rolloutDelayMs, failingImage: options.failingImagePattern });
+    this.rollout = new RolloutController(this.registry, {
+      podReadyDelayMs: options.rolloutDelayMs,
+      deadlineSecondMs: options.progressDeadlineSecondMs,
+      failingImage: options.failingImagePattern,
+    });
     this.rollout.start();
     this.seed();
   }
@@ -88,8 +98,10 @@ export class KubernetesEmulator {
     });
     const { port } = server.address() as AddressInfo;
     const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+    const rolloutDelayMs = opts.rolloutDelayMs ?? 300;
     const emulator = new KubernetesEmulator(server, `http://${urlHost}:${port}`, {
-      rolloutDelayMs: opts.rolloutDelayMs ?? 300,
+      rolloutDelayMs,
+      progressDeadlineSecondMs: opts.progressDeadlineSecondMs ?? rolloutDelayMs / 100,
       failingImagePattern: opts.failingImagePattern ?? /fail/,
       watchHistory: opts.watchHistory ?? 1000,
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
