@@ -8,6 +8,7 @@ import { badRequest } from './errors.ts';
 import { FaultInjector } from './faults.ts';
 import { createRequestHandler, type RequestLogEntry } from './http.ts';
 import { kubeconfigYaml } from './kubeconfig.ts';
+import { NamespaceController } from './namespaces.ts';
 import { Registry } from './registry.ts';
 import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
 import { RolloutController } from './rollout.ts';
@@ -27,6 +28,8 @@ export interface EmulatorOptions {
    * six readiness delays without progress.
    */
   progressDeadlineSecondMs?: number;
+  /** Time the namespace controller takes to empty and remove a Terminating namespace. Default 300. */
+  namespaceDeletionDelayMs?: number;
   /** Deployments with a container image matching this never become available. Default /fail/. */
   failingImagePattern?: RegExp;
   /** Events kept for resuming watches; older resourceVersions get 410 Expired. Default 1000. */
@@ -64,6 +67,7 @@ export class KubernetesEmulator {
   private readonly registry: Registry;
   private readonly watches: WatchHub;
   private readonly rollout: RolloutController;
+  private readonly namespaceController: NamespaceController;
   private stopped = false;
 
   private constructor(server: Server, url: string, options: KubernetesEmulator['options']) {
@@ -80,6 +84,8 @@ export class KubernetesEmulator {
       failingImage: options.failingImagePattern,
     });
     this.rollout.start();
+    this.namespaceController = new NamespaceController(this.registry, options.namespaceDeletionDelayMs);
+    this.namespaceController.start();
     this.seed();
   }
 
@@ -102,6 +108,7 @@ export class KubernetesEmulator {
     const emulator = new KubernetesEmulator(server, `http://${urlHost}:${port}`, {
       rolloutDelayMs,
       progressDeadlineSecondMs: opts.progressDeadlineSecondMs ?? rolloutDelayMs / 100,
+      namespaceDeletionDelayMs: opts.namespaceDeletionDelayMs ?? 300,
       failingImagePattern: opts.failingImagePattern ?? /fail/,
       watchHistory: opts.watchHistory ?? 1000,
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
@@ -190,8 +197,10 @@ export class KubernetesEmulator {
     this.clearRequestLog();
     this.watches.dropAll();
     this.rollout.stop();
+    this.namespaceController.stop();
     this.store.reset();
     this.rollout.start();
+    this.namespaceController.start();
     this.seed();
   }
 
@@ -199,6 +208,7 @@ export class KubernetesEmulator {
     if (this.stopped) return;
     this.stopped = true;
     this.rollout.stop();
+    this.namespaceController.stop();
     this.watches.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeAllConnections();

@@ -102,6 +102,11 @@ export function conflict(s: Subject, why: string): ApiError {
   return new ApiError(409, `Operation cannot be fulfilled on ${qualified(s)} "${s.name}": ${why}`, { details: details(s) });
 }
 
+/** 403, e.g. admission: `namespaces "default" is forbidden: this namespace may not be deleted` (apierrors.NewForbidden). */
+export function forbidden(s: Subject, why: string, causes?: StatusDetails['causes']): ApiError {
+  return new ApiError(403, `${qualified(s)} "${s.name}" is forbidden: ${why}`, { details: details(s, causes ? { causes } : {}) });
+}
+
 export const STALE_OBJECT = 'the object has been modified; please apply your changes to the latest version and try again';
 
 export interface FieldError {

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { serverSideApply, trackUpdate } from './apply.ts';
 import { canonicalize } from './canonical.ts';
 import { applyDefaults, type Allocators } from './defaults.ts';
-import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, invalid, notFound, type FieldError, type Subject } from './errors.ts';
+import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden, invalid, notFound, type FieldError, type Subject } from './errors.ts';
 import type { Scope } from './fields.ts';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
 import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
@@ -16,6 +16,9 @@ import { clone, deepEqual, isObject, nowRfc3339, type JsonObject, type KubeObjec
 import { validateObject, validateUpdate } from './validation.ts';
 
 export const NAMESPACES = RESOURCE_TYPES.find((rt) => rt.kind === 'Namespace')!;
+
+/** Namespaces the NamespaceLifecycle admission plugin refuses to delete. */
+const IMMORTAL_NAMESPACES = ['default', 'kube-public', 'kube-system'];
 
 export interface WriteOptions {
   /** fieldManager query parameter, or the name derived from the User-Agent. */
@@ -131,10 +134,20 @@ export class Registry {
 
   // --- writes ---
 
-  private requireNamespace(rt: ResourceType, namespace: string | undefined): void {
+  /**
+   * The NamespaceLifecycle admission plugin on create: the namespace must
+   * exist and not be terminating (plugin/pkg/admission/namespace/lifecycle).
+   */
+  private requireNamespace(rt: ResourceType, namespace: string | undefined, name: string): void {
     if (!rt.namespaced) return;
     if (!namespace) throw badRequest('the server could not find the requested resource');
-    if (!this.store.get(NAMESPACES, undefined, namespace)) throw notFound(subjectOf(NAMESPACES, namespace));
+    const ns = this.store.get(NAMESPACES, undefined, namespace);
+    if (!ns) throw notFound(subjectOf(NAMESPACES, namespace));
+    if (isObject(ns.status) && ns.status.phase === 'Terminating') {
+      throw forbidden(subjectOf(rt, name), `unable to create new content in namespace ${namespace} because it is being terminated`, [
+        { reason: 'NamespaceTerminating', message: `namespace ${namespace} is being terminated`, field: 'metadata.namespace' },
+      ]);
+    }
   }
 
   /** Checks apiVersion/kind/namespace/name of a request body against the URL. */
@@ -175,7 +188,7 @@ export class Registry {
     const o = this.checkBody(rt, body, namespace, undefined, false);
     if (o.metadata.resourceVersion) throw badRequest('resourceVersion should not be set on objects to be created');
     if (!o.metadata.name && o.metadata.generateName) o.metadata.name = `${o.metadata.generateName}${randomSuffix(5)}`;
-    this.requireNamespace(rt, namespace);
+    this.requireNamespace(rt, namespace, o.metadata.name ?? '');
     if (o.metadata.name && this.store.get(rt, namespace, o.metadata.name)) throw alreadyExists(subjectOf(rt, o.metadata.name));
     return this.commit(rt, undefined, o, opts, false);
   }
@@ -201,7 +214,7 @@ export class Registry {
       const old = this.store.get(rt, namespace, name);
       if (!old) {
         if (scope === 'status') throw notFound(subjectOf(rt, name));
-        this.requireNamespace(rt, namespace);
+        this.requireNamespace(rt, namespace, name);
       }
       if (old && applied.metadata.resourceVersion) this.checkResourceVersion(rt, old, applied.metadata.resourceVersion);
       delete applied.metadata.resourceVersion;
@@ -301,16 +314,11 @@ export class Registry {
     if (pre.resourceVersion && pre.resourceVersion !== old.metadata.resourceVersion) {
       throw conflict(subjectOf(rt, name), `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`);
     }
+    if (rt === NAMESPACES) return this.deleteNamespace(old, opts);
     const terminating = clone(old);
     terminating.metadata.deletionTimestamp = nowRfc3339();
     terminating.metadata.deletionGracePeriodSeconds = 0;
     if (!opts.dryRun) this.remove(rt, namespace, name);
-    if (rt === NAMESPACES) {
-      // Namespace deletion is asynchronous upstream; the response is the
-      // namespace in phase Terminating. Here the content is gone already.
-      terminating.status = { ...(isObject(terminating.status) ? terminating.status : {}), phase: 'Terminating' };
-      return terminating;
-    }
     if (policy === 'Foreground' || policy === 'Orphan') {
       // Upstream these add a finalizer and return the object; there are no
       // dependents here, so the object goes away right after.
@@ -324,6 +332,31 @@ export class Registry {
       status: 'Success',
       details: { name, group: rt.group, kind: rt.resource, uid: old.metadata.uid },
     };
+  }
+
+  /**
+   * Namespace deletion (pkg/registry/core/namespace/storage/storage.go): the
+   * first DELETE sets deletionTimestamp and phase Terminating and returns the
+   * namespace; the namespace controller (namespaces.ts) then empties it and
+   * removes the `kubernetes` finalizer, and the namespace goes away. A DELETE
+   * while finalizers remain is a 409. The immortal namespaces cannot be
+   * deleted (NamespaceLifecycle admission).
+   */
+  private deleteNamespace(ns: KubeObject, opts: DeleteOptions): KubeObject {
+    const name = ns.metadata.name ?? '';
+    if (IMMORTAL_NAMESPACES.includes(name)) throw forbidden(subjectOf(NAMESPACES, name), 'this namespace may not be deleted');
+    if (!ns.metadata.deletionTimestamp) {
+      const terminating = clone(ns);
+      terminating.metadata.deletionTimestamp = nowRfc3339();
+      terminating.status = { ...(isObject(ns.status) ? ns.status : {}), phase: 'Terminating' };
+      return opts.dryRun ? terminating : this.store.write(NAMESPACES, terminating);
+    }
+    const finalizers = isObject(ns.spec) && Array.isArray(ns.spec.finalizers) ? ns.spec.finalizers : [];
+    if (finalizers.length > 0) {
+      throw conflict(subjectOf(NAMESPACES, name), 'The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.');
+    }
+    if (!opts.dryRun) this.store.remove(NAMESPACES, undefined, name);
+    return ns;
   }
 
   /** DELETE on a collection: removes the matching objects and returns them. */
