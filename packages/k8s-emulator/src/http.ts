@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { apiGroupDoc, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.ts';
 import { ApiError, badRequest, invalid, type FieldError } from './errors.ts';
 import type { FaultInjector, Verb } from './faults.ts';
-import { isBuiltIn, type PatchType, type Registry, type WriteOptions } from './registry.ts';
+import { isBuiltIn, type FieldValidation, type PatchType, type Registry, type WriteOptions } from './registry.ts';
 import { findByPath, groupVersion, type ResourceType } from './resources.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { isObject, type JsonObject, type KubeObject } from './util.ts';
@@ -62,7 +62,7 @@ const PATCH_TYPES: Record<string, PatchType> = {
 
 const NOT_FOUND_MESSAGE = 'the server could not find the requested resource';
 
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string | string[]> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     'Content-Type': 'application/json',
@@ -190,6 +190,20 @@ function parseDryRun(query: Record<string, string>, kind: string): boolean {
   return true;
 }
 
+function parseFieldValidation(query: Record<string, string>, kind: string): FieldValidation | undefined {
+  const v = query.fieldValidation;
+  if (v === undefined || v === '') return undefined;
+  if (v !== 'Strict' && v !== 'Warn' && v !== 'Ignore') {
+    throw optionsInvalid(kind, [{ field: 'fieldValidation', type: 'Unsupported value', value: v, detail: 'supported values: "", "Ignore", "Strict", "Warn"' }]);
+  }
+  return v;
+}
+
+/** Warning headers as the server writes them (RFC 7234 warn-code 299, agent "-"). */
+function warningHeaders(warnings: string[]): Record<string, string[]> {
+  return warnings.length ? { Warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`) } : {};
+}
+
 function parseIntParam(query: Record<string, string>, name: string): number | undefined {
   const v = query[name];
   if (v === undefined || v === '') return undefined;
@@ -262,7 +276,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
 
   const entry: RequestLogEntry = { time: new Date().toISOString(), method, path, query, status: 0 };
-  const respond = (status: number, payload: unknown, headers?: Record<string, string>) => {
+  const respond = (status: number, payload: unknown, headers?: Record<string, string | string[]>) => {
     entry.status = status;
     ctx.log(entry);
     sendJson(res, status, payload, headers);
@@ -348,13 +362,20 @@ async function serve(
   query: Record<string, string>,
   body: string,
   contentType: string,
-  respond: (status: number, payload: unknown, headers?: Record<string, string>) => void,
+  respond: (status: number, payload: unknown, headers?: Record<string, string | string[]>) => void,
   entry: RequestLogEntry,
 ): Promise<void> {
   const { rt, namespace, name } = route;
   const { registry } = ctx;
   const scope = route.subresource === 'status' ? 'status' : 'main';
-  const write = (kind: string): WriteOptions => ({ manager: managerName(req, query), dryRun: parseDryRun(query, kind), scope });
+  const warnings: string[] = [];
+  const write = (kind: string): WriteOptions => ({
+    manager: managerName(req, query),
+    dryRun: parseDryRun(query, kind),
+    scope,
+    fieldValidation: parseFieldValidation(query, kind),
+    warnings,
+  });
 
   switch (verb) {
     case 'get':
@@ -396,11 +417,11 @@ async function serve(
     case 'create': {
       const opts = write('CreateOptions');
       const obj = registry.create(rt, namespace, decodeWriteBody(body, contentType), opts);
-      return respond(201, obj);
+      return respond(201, obj, warningHeaders(warnings));
     }
     case 'update': {
       const opts = write('UpdateOptions');
-      return respond(200, registry.update(rt, namespace, name!, decodeWriteBody(body, contentType), opts));
+      return respond(200, registry.update(rt, namespace, name!, decodeWriteBody(body, contentType), opts), warningHeaders(warnings));
     }
     case 'apply':
     case 'patch': {
@@ -419,7 +440,7 @@ async function serve(
       if (!body.trim()) throw badRequest('the body of the request was empty');
       const patch = type === 'apply' ? decodeBody(body) : decodeJson(body);
       const { object, created } = registry.patch(rt, namespace, name!, type, patch, opts, query.force === 'true');
-      return respond(created ? 201 : 200, object);
+      return respond(created ? 201 : 200, object, warningHeaders(warnings));
     }
     case 'delete': {
       let options: JsonObject = {};

@@ -10,6 +10,7 @@ import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden,
 import type { Scope } from './fields.ts';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
 import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
+import { pruneUnknown, validateSchema, type Schema } from './schema.ts';
 import type { Selector } from './selectors.ts';
 import type { ObjectStore } from './store.ts';
 import { clone, deepEqual, isObject, nowRfc3339, type JsonObject, type KubeObject } from './util.ts';
@@ -20,11 +21,17 @@ export const NAMESPACES = RESOURCE_TYPES.find((rt) => rt.kind === 'Namespace')!;
 /** Namespaces the NamespaceLifecycle admission plugin refuses to delete. */
 const IMMORTAL_NAMESPACES = ['default', 'kube-public', 'kube-system'];
 
+export type FieldValidation = 'Strict' | 'Warn' | 'Ignore';
+
 export interface WriteOptions {
   /** fieldManager query parameter, or the name derived from the User-Agent. */
   manager: string;
   dryRun?: boolean;
   scope?: Scope;
+  /** What to do with fields a custom resource's schema does not declare; default Warn. */
+  fieldValidation?: FieldValidation;
+  /** Collects warnings for the response's Warning headers. */
+  warnings?: string[];
 }
 
 export type PatchType = 'apply' | 'merge' | 'strategic' | 'json';
@@ -272,6 +279,7 @@ export class Registry {
     }
     if (rt.kind === 'Deployment' && !isObject(o.status)) o.status = {};
 
+    if (rt.schema) this.checkSchema(rt, rt.schema, o, opts);
     const errors: FieldError[] = validateObject(rt, o);
     if (old) errors.push(...validateUpdate(rt, old, o));
     if (errors.length) throw invalid(rt.kind, rt.group, meta.name ?? '', errors);
@@ -287,6 +295,22 @@ export class Registry {
     if (old && deepEqual(old, o)) return old;
     if (opts.dryRun) return o;
     return this.store.write(rt, o);
+  }
+
+  /**
+   * Structural schema of a custom resource: unknown fields are pruned (an
+   * error with fieldValidation=Strict, a warning with Warn), then the object
+   * is validated; failures are 422 Invalid with one cause per field.
+   */
+  private checkSchema(rt: ResourceType, schema: Schema, o: KubeObject, opts: WriteOptions): void {
+    const unknown = pruneUnknown(schema, o).map((path) => `unknown field "${path}"`);
+    if (unknown.length > 0 && opts.fieldValidation === 'Strict') {
+      throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: strict decoding error: ${unknown.join(', ')}`);
+    }
+    if ((opts.fieldValidation ?? 'Warn') === 'Warn') opts.warnings?.push(...unknown);
+    const errors: FieldError[] = [];
+    validateSchema(schema, o, '', errors);
+    if (errors.length) throw invalid(rt.kind, rt.group, o.metadata.name ?? '', errors);
   }
 
   private nextGeneration(rt: ResourceType, old: KubeObject | undefined, o: KubeObject): number | undefined {
