@@ -11,6 +11,7 @@ import { findByPath, groupVersion, type ResourceType } from './resources.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { isObject, type JsonObject, type KubeObject } from './util.ts';
 import type { WatchHub } from './watch.ts';
+import { OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_TYPES, openApiV2, openApiV2Protobuf, openApiV3, openApiV3Root } from './openapi.ts';
 import { DecodeError, decodeBody } from './yaml.ts';
 
 /** Largest request body accepted, as the real server's limit. */
@@ -289,6 +290,19 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     sendError(res, e);
   };
 
+  // Authentication and authorization belong here, before dispatch: every
+  // request below is logged and answered as the API server would.
+
+  if (method === 'GET' && segs[0] === 'openapi') {
+    const doc = openApiGet(segs, String(req.headers.accept ?? ''));
+    if (!doc) return fail(new ApiError(404, NOT_FOUND_MESSAGE, { details: {} }));
+    entry.status = 200;
+    ctx.log(entry);
+    res.writeHead(200, { 'Content-Type': doc.type, 'Content-Length': doc.body.length });
+    res.end(doc.body);
+    return;
+  }
+
   // Non-resource endpoints.
   if (method === 'GET') {
     const nonResource = nonResourceGet(ctx, segs);
@@ -339,6 +353,32 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   } catch (err) {
     fail(err);
   }
+}
+
+const openApiCache = new Map<string, Buffer>();
+
+/** Builds a document once: they only depend on the served types. */
+function cachedDoc(key: string, build: () => Buffer | JsonObject | undefined): Buffer | undefined {
+  if (!openApiCache.has(key)) {
+    const doc = build();
+    if (doc === undefined) return undefined;
+    openApiCache.set(key, Buffer.isBuffer(doc) ? doc : Buffer.from(JSON.stringify(doc)));
+  }
+  return openApiCache.get(key);
+}
+
+/** /openapi/v2 (JSON, or protobuf when asked for) and /openapi/v3[/api/v1 | /apis/<g>/<v>]. */
+function openApiGet(segs: string[], accept: string): { type: string; body: Buffer } | undefined {
+  const json = (body: Buffer | undefined) => body && { type: 'application/json', body };
+  if (segs[1] === 'v2' && segs.length === 2) {
+    if (OPENAPI_V2_PROTOBUF_TYPES.some((t) => accept.includes(t))) return { type: OPENAPI_V2_PROTOBUF, body: cachedDoc('v2.pb', openApiV2Protobuf)! };
+    return json(cachedDoc('v2', openApiV2));
+  }
+  if (segs[1] !== 'v3') return undefined;
+  if (segs.length === 2) return json(cachedDoc('v3', openApiV3Root));
+  const api = splitApiPath(segs.slice(2));
+  if (!api || api.rest.length > 0) return undefined;
+  return json(cachedDoc(`v3/${api.group}/${api.version}`, () => openApiV3(api.group, api.version)));
 }
 
 function nonResourceGet(ctx: HttpContext, segs: string[]): JsonObject | string | undefined {
