@@ -6,7 +6,7 @@ export interface StatusDetails {
   group?: string;
   kind?: string;
   uid?: string;
-  causes?: { reason: string; message: string; field?: string }[];
+  causes?: { reason?: string; message: string; field?: string }[];
   retryAfterSeconds?: number;
 }
 
@@ -143,6 +143,11 @@ export function invalid(kind: string, group: string, name: string, errors: Field
       causes: errors.map((e, i) => ({ reason: CAUSE_REASONS[e.type], message: messages[i].slice(e.field.length + 2), field: e.field })),
     },
   });
+}
+
+/** 500 as apierrors.NewInternalError: the cause's message in details.causes. */
+export function internalError(cause: string): ApiError {
+  return new ApiError(500, `Internal error occurred: ${cause}`, { details: { causes: [{ message: cause }] } });
 }
 
 export function badRequest(message: string): ApiError {

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { apiGroupDoc, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.ts';
-import { ApiError, badRequest, invalid, type FieldError } from './errors.ts';
+import { ApiError, badRequest, internalError, invalid, type FieldError } from './errors.ts';
 import type { FaultInjector, Verb } from './faults.ts';
 import { isBuiltIn, type FieldValidation, type PatchType, type Registry, type WriteOptions } from './registry.ts';
 import { findByPath, groupVersion, type ResourceType } from './resources.ts';
@@ -82,7 +82,7 @@ function sendError(res: ServerResponse, err: ApiError): void {
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof DecodeError) return badRequest(`the body of the request could not be decoded: ${err.message}`);
-  return new ApiError(500, `Internal error occurred: ${err instanceof Error ? err.message : String(err)}`);
+  return internalError(err instanceof Error ? err.message : String(err));
 }
 
 /** Reads the body up to MAX_BODY_BYTES; rejects with 413 beyond that. */
