@@ -288,7 +288,12 @@ export class Registry {
     if (meta.generation === undefined) delete meta.generation;
     if (!applied) {
       const ctx = { manager: opts.manager, apiVersion: groupVersion(rt), scope, hasStatusSubresource: rt.statusSubresource };
-      meta.managedFields = trackUpdate(old, o, ctx);
+      // A write that changes managedFields itself replaces them (as kubectl's
+      // client-side to server-side apply migration does with a JSON patch);
+      // the writer's own changes are tracked on top.
+      const rewritten = old && meta.managedFields !== undefined && !deepEqual(meta.managedFields, old.metadata.managedFields);
+      const base = rewritten ? { ...old, metadata: { ...old.metadata, managedFields: meta.managedFields } } : old;
+      meta.managedFields = trackUpdate(base, o, ctx);
     }
     if (!meta.managedFields?.length) delete meta.managedFields;
 

@@ -119,6 +119,15 @@ spec:
     assert.equal(second.spec.ports[0].targetPort, 'http');
   });
 
+  it('apply --server-side after client-side apply migrates the ownership to kubectl', async () => {
+    const cm = 'apiVersion: v1\nkind: Service\nmetadata: {name: moved, namespace: default, labels: {tier: web}}\nspec:\n  ports: [{port: 80}]\n';
+    await ok(['apply', '-f', '-'], cm);
+    assert.match(await ok(['apply', '--server-side', '-f', '-'], cm), /service\/moved serverside-applied/);
+    const managers = (emu.get('v1', 'Service', 'default', 'moved') as any).metadata.managedFields.map((m: any) => `${m.manager}/${m.operation}`);
+    assert.ok(managers.includes('kubectl/Apply'), managers.join(', '));
+    assert.ok(!managers.includes('kubectl-client-side-apply/Update'), `client-side ownership migrated: ${managers.join(', ')}`);
+  });
+
   it('rollout status waits through a multi-step rollout, and fails on the progress deadline', async () => {
     const manifest = (image: string) => `
 apiVersion: apps/v1
