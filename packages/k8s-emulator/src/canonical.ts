@@ -8,9 +8,10 @@
 //   `{}` stays; entries inside maps stay even when "".
 // - resource.Quantity values come back in canonical form (see quantity.ts).
 // - int-or-string values keep their JSON type (intstr.IntOrString).
+// - non-pointer `omitempty` booleans and integers disappear when false / 0;
+//   the served types' fields of that kind are listed in ZERO_OMITTED.
 // Custom resources are stored as sent (apart from structural pruning, see
-// crd.ts), so none of this applies to them.
-// Not done: omitempty `false` booleans and `0` integers are kept as sent.
+// schema.ts), so none of this applies to them.
 import { badRequest } from './errors.ts';
 import { canonicalQuantity, QuantityError } from './quantity.ts';
 import type { ResourceType } from './resources.ts';
@@ -25,7 +26,20 @@ const QUANTITY_FIELDS = new Set(['sizeLimit']);
 /** Fields whose `[]` survives (no omitempty): PodSpec.containers. */
 const KEEP_EMPTY_LIST = new Set(['containers']);
 
-function isEmpty(value: unknown): boolean {
+/**
+ * Non-pointer bool/int32 fields tagged omitempty in the served types (their
+ * names are unique among the fields here): DeploymentSpec minReadySeconds,
+ * paused; PodSpec hostNetwork, hostPID, hostIPC; Container stdin, stdinOnce,
+ * tty; ContainerPort hostPort; VolumeMount (and volume sources) readOnly;
+ * ServicePort nodePort; Probe initialDelaySeconds.
+ */
+const ZERO_OMITTED = new Set([
+  'minReadySeconds', 'paused', 'hostNetwork', 'hostPID', 'hostIPC', 'stdin', 'stdinOnce', 'tty', 'hostPort', 'readOnly', 'nodePort',
+  'initialDelaySeconds',
+]);
+
+function isEmpty(key: string, value: unknown): boolean {
+  if (ZERO_OMITTED.has(key) && (value === false || value === 0)) return true;
   return value === null || value === '' || (Array.isArray(value) && value.length === 0);
 }
 
@@ -43,7 +57,7 @@ function canonicalStruct(o: JsonObject, path: string, mapFields: Set<string>): v
       o[key] = quantityAt(here, value);
       continue;
     }
-    if (isEmpty(value) && !(KEEP_EMPTY_LIST.has(key) && Array.isArray(value))) {
+    if (isEmpty(key, value) && !(KEEP_EMPTY_LIST.has(key) && Array.isArray(value))) {
       delete o[key];
       continue;
     }

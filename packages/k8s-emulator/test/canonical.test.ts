@@ -33,8 +33,12 @@ describe('canonicalization and defaults through the API', () => {
       resources: { requests: { cpu: '1000m', memory: '1024Mi' }, limits: { cpu: 0.5, memory: '1.5Gi' } },
       env: [{ name: 'EMPTY', value: '' }, { name: 'SET', value: 'x' }],
       args: [],
-      readinessProbe: { httpGet: { port: 8080 } },
+      readinessProbe: { httpGet: { port: 8080 }, initialDelaySeconds: 0 },
+      tty: false,
+      ports: [{ containerPort: 8080, hostPort: 0 }],
     });
+    d.spec.paused = false;
+    d.spec.minReadySeconds = 0;
     d.spec.template.spec.volumes = [{ name: 'cfg', configMap: { name: 'cfg' } }];
     d.spec.template.spec.nodeSelector = {};
     return d;
@@ -47,6 +51,9 @@ describe('canonicalization and defaults through the API', () => {
     assert.deepEqual(container.resources, { requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '500m', memory: '1536Mi' } });
     assert.deepEqual(container.env, [{ name: 'EMPTY' }, { name: 'SET', value: 'x' }]);
     assert.equal('args' in container, false);
+    assert.equal('tty' in container, false);
+    assert.deepEqual(container.ports, [{ containerPort: 8080, protocol: 'TCP' }]);
+    assert.equal('paused' in raw.spec || 'minReadySeconds' in raw.spec, false, 'omitempty false / 0 are not stored');
     assert.equal('nodeSelector' in raw.spec.template.spec, false);
     assert.equal(container.imagePullPolicy, 'Always', 'no tag means :latest');
     assert.equal(container.terminationMessagePath, '/dev/termination-log');
