@@ -170,7 +170,7 @@ export class KubernetesEmulator {
     return this.store.list(rt, namespace);
   }
 
-  /** Creates or replaces an object as given (status included), without validation. */
+  /** Creates or replaces an object as given (status included), canonicalized and defaulted like a write, without validation. */
   put(obj: object): KubeObject {
     return this.registry.put(obj);
   }

@@ -408,8 +408,8 @@ export class Registry {
 
   /**
    * Direct write for tests: stores `obj` as given (status included) after
-   * filling in server-owned metadata and defaults; no validation, no
-   * namespace check.
+   * filling in server-owned metadata, the canonical form and defaults; no
+   * validation, no namespace check.
    */
   put(input: unknown): KubeObject {
     if (!isObject(input) || typeof input.apiVersion !== 'string' || typeof input.kind !== 'string') {
