@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { canonicalQuantity } from '../src/quantity.ts';
-import { deployment, expectApiError, startCluster, waitFor, type Cluster } from './helpers.ts';
+import { deployment, expectApiError, startCluster, waitFor, type Cluster } from '@flotilla/testkit/emulator';
 
 describe('resource.Quantity canonical form', () => {
   // Expected values as documented and tested in apimachinery's quantity_test.go.

@@ -2,7 +2,7 @@
 // new content, the 409 on a second delete, then the namespace and its content go.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { collectWatch, deployment, expectApiError, startCluster, waitFor, type Cluster } from './helpers.ts';
+import { collectWatch, deployment, expectApiError, startCluster, waitFor, type Cluster } from '@flotilla/testkit/emulator';
 
 describe('namespace lifecycle', () => {
   let c: Cluster;
