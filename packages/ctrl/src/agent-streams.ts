@@ -26,17 +26,21 @@ export class AgentStreams {
     return n;
   }
 
-  /** Watches a streaming call of `token` until its transport closes. */
-  add(token: string, req: NodeServerRequest | undefined): void {
-    if (!req) return;
+  /** Watches a streaming call of `token` until `ended` (the call's signal) aborts. */
+  add(token: string, req: NodeServerRequest | undefined, ended: AbortSignal): void {
+    if (!req || ended.aborted) return;
     let streams = this.#byToken.get(token);
     if (!streams) this.#byToken.set(token, (streams = new Set()));
     streams.add(req);
-    const closes = "stream" in req ? req.stream : req.socket;
-    closes.once("close", () => {
-      streams.delete(req);
-      if (streams.size === 0 && this.#byToken.get(token) === streams) this.#byToken.delete(token);
-    });
+    const owner = streams;
+    ended.addEventListener(
+      "abort",
+      () => {
+        owner.delete(req);
+        if (owner.size === 0 && this.#byToken.get(token) === owner) this.#byToken.delete(token);
+      },
+      { once: true },
+    );
   }
 
   stop(): void {

@@ -27,8 +27,8 @@ export interface AuthOptions {
   tokenCacheSize: number;
   /** How long a known token's grant is cached before it is looked up again. */
   knownTokenCacheMs: number;
-  /** Called for every streaming call an agent token authorized (to end it if the token is revoked). */
-  onAgentStream?(token: string, values: ContextValues): void;
+  /** Called for every streaming call an agent token authorized (to end it if the token is revoked); `ended` aborts when the call ends. */
+  onAgentStream?(token: string, values: ContextValues, ended: AbortSignal): void;
   /** Set when mTLS is required: the verified client certificate under a call, or undefined if none was presented. */
   clientCertificate?(values: ContextValues): ClientCertificate | undefined;
 }
@@ -77,7 +77,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     }
     if (isCluster && options.clientCertificate) checkClientCertificate(options.clientCertificate(req.contextValues), principal);
     req.contextValues.set(principalKey, principal);
-    if (principal.kind === "agent" && req.stream) options.onAgentStream?.(token, req.contextValues);
+    if (principal.kind === "agent" && req.stream) options.onAgentStream?.(token, req.contextValues, req.signal);
     return next(req);
   };
   return { interceptor, cacheSize: () => ({ known: known.size, unknown: unknown.size }) };

@@ -77,6 +77,8 @@ export interface Ctrl {
   metrics: CtrlMetrics;
   /** Entries of the agent-token caches. */
   tokenCacheSize(): { known: number; unknown: number };
+  /** Open streams of agent tokens, re-checked for revocation. */
+  agentStreamCount(): number;
   /** Stops accepting, ends open streams cleanly, closes the listener (not the store). */
   shutdown(): Promise<void>;
 }
@@ -130,7 +132,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     publicServices: new Set([ServerReflection.typeName, Health.typeName]),
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
     knownTokenCacheMs: tokenRecheckMs,
-    onAgentStream: (token, values) => agentStreams.add(token, values.get(nodeRequestKey)),
+    onAgentStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
   const interceptors = [metrics.interceptor(toConnectError), auth.interceptor];
@@ -178,6 +180,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     metricsUrl: metricsListener?.url,
     metrics,
     tokenCacheSize: auth.cacheSize,
+    agentStreamCount: () => agentStreams.size,
     async shutdown() {
       if (draining.signal.aborted) return listener.closed;
       // Open streams end with UNAVAILABLE: clients reconnect (to another replica) and resume.

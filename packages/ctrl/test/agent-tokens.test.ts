@@ -160,6 +160,31 @@ for (const { db, skip } of await testDatabases()) {
 
 const [{ db: sqlite }] = await testDatabases();
 
+test("open agent streams are tracked until they end, over HTTP/2 (gRPC) and HTTP/1.1 (Connect)", async () => {
+  const t = await startTestCtrl(sqlite);
+  try {
+    await t.store.regions.create("east");
+    const { token } = await t.store.agentTokens.create("east");
+    const stop = new AbortController();
+    const watches = (["grpc", "connect"] as const).map(async (protocol) => {
+      try {
+        for await (const _ of t.client(ClusterService, { token, protocol }).watchDeploymentChanges({ region: "east", versionLastSeen: 0n }, { signal: stop.signal })) void _;
+      } catch {
+        // cancelled below
+      }
+    });
+    assert.equal(await report(t.url, token, "east"), "ok"); // unary calls are not tracked
+    for (let i = 0; i < 100 && t.ctrl.agentStreamCount() < 2; i++) await sleep(20);
+    assert.equal(t.ctrl.agentStreamCount(), 2);
+    stop.abort();
+    await Promise.all(watches);
+    for (let i = 0; i < 100 && t.ctrl.agentStreamCount() > 0; i++) await sleep(20);
+    assert.equal(t.ctrl.agentStreamCount(), 0);
+  } finally {
+    await t.close();
+  }
+});
+
 test("--token-recheck-ms sets how long a known token is trusted without a lookup", async () => {
   const t = await startTestCtrl(sqlite, { tokenRecheckMs: 60_000 });
   try {
