@@ -20,11 +20,12 @@ export function requestGate(checks: Interceptor[], rejected: (ctx: HandlerContex
     ctx.signal.addEventListener("abort", () => recodeParseError(ctx.signal.reason), { once: true });
     try {
       await check({
-        stream: false,
+        stream: ctx.method.methodKind !== "unary",
         service: ctx.service,
         method: ctx.method,
         requestMethod: ctx.requestMethod,
         url: ctx.url,
+        // Ends when the call ends (the authenticator follows agent streams with it).
         signal: ctx.signal,
         header: ctx.requestHeader,
         contextValues: ctx.values,

@@ -18,9 +18,9 @@ import {
   type ServerReflectionRequest,
   type ServerReflectionResponse,
 } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
-import { grpcJsServerStream } from "./interop.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { grpcJsServerStream } from "@flotilla/testkit/interop";
 
 /** One reflection request and its answer, over a grpc-js bidi stream. */
 function reflect(url: string, request: ServerReflectionRequest["messageRequest"]): Promise<ServerReflectionResponse> {

@@ -10,8 +10,8 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { GetDeploymentRequestSchema } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { WatchDeploymentChangesRequestSchema, SyncDesiredStateRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, rowCounts, startTestCtrl, type TestCtrl } from "./harness.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, rowCounts, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 const READ_MAX_BYTES = 64 * 1024;
 
@@ -152,11 +152,11 @@ for (const { db, skip } of await testDatabases()) {
     test("a spray of unknown tokens looks them up at most --token-lookup-concurrency at a time", async () => {
       let inFlight = 0;
       let most = 0;
-      const regionOf = t.store.agentTokens.regionOf.bind(t.store.agentTokens);
-      t.store.agentTokens.regionOf = async (token) => {
+      const authenticate = t.store.agentTokens.authenticate.bind(t.store.agentTokens);
+      t.store.agentTokens.authenticate = async (token) => {
         most = Math.max(most, ++inFlight);
         try {
-          return await regionOf(token);
+          return await authenticate(token);
         } finally {
           inFlight--;
         }
@@ -171,7 +171,7 @@ for (const { db, skip } of await testDatabases()) {
         // SQLite answers synchronously (one at a time); MySQL would take all 40 at once unbounded.
         assert.equal(most, db.name === "mysql" ? 2 : 1);
       } finally {
-        t.store.agentTokens.regionOf = regionOf;
+        t.store.agentTokens.authenticate = authenticate;
       }
     });
 

@@ -11,8 +11,8 @@ import { SyncDesiredStateRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_p
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 const SEND_TIMEOUT_MS = 2000;
 const STALLED = 50;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { deployment, expectApiError, startCluster, waitFor, type Cluster } from './helpers.ts';
+import { deployment, expectApiError, startCluster, waitFor, type Cluster } from '@flotilla/testkit/emulator';
 
 describe('CRUD through the real client', () => {
   let c: Cluster;
@@ -210,6 +210,7 @@ describe('CRUD through the real client', () => {
     await c.apply(deployment('x', { namespace: 'temp' }));
     const ns = await c.core.deleteNamespace({ name: 'temp' });
     assert.equal((ns as any).status?.phase, 'Terminating');
+    await waitFor(() => c.emu.get('v1', 'Namespace', 'temp') === undefined, 3000, 'namespace gone');
     assert.deepEqual(c.emu.list('apps/v1', 'deployments', 'temp'), []);
     await expectApiError(c.core.readNamespace({ name: 'temp' }), 404);
   });

@@ -8,7 +8,7 @@ import { migrateToLatest } from "./migrate.ts";
 import { RegionRepository } from "./regions.ts";
 import { ResourceRepository } from "./resources.ts";
 
-export { DEFAULT_DATABASE_URL, openDatabase, type DialectName, type OpenDatabase } from "./database.ts";
+export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
 export { migrateToLatest } from "./migrate.ts";
 export type { Page } from "./paging.ts";
@@ -17,6 +17,8 @@ export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
 export { ChangeLog, encodedChange, type RetentionPolicy } from "./changes.ts";
 export { type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
+export { LAST_USE_RESOLUTION_MS, type TokenGrant } from "./agent-tokens.ts";
+export type { RegionRow } from "./regions.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 

@@ -72,7 +72,7 @@ export async function* readSnapshot(database: OpenDatabase, regionId: number, li
   const release = await limits.slots?.acquire(limits.signal);
   const buffer = new ReadAhead<SnapshotItem>(limits.readAhead);
   const push: Push = (item) => buffer.push(item, "batch" in item ? item.batch.reduce((n, row) => n + row.body.length, 0) : 0);
-  const read = database.dialect === "mysql" ? mysqlSnapshot : sqliteSnapshot;
+  const read = database.dialect.snapshotsInPool ? mysqlSnapshot : sqliteSnapshot;
   const producer = read(database, regionId, limits, push)
     .finally(() => release?.())
     .then(

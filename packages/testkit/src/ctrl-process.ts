@@ -1,9 +1,9 @@
-// ctrl as a separate OS process (`node packages/ctrl/src/main.ts`), for multi-replica and
-// kill tests.
+// ctrl as a separate OS process (its main.ts, exported as @flotilla/ctrl/main), for
+// multi-replica and kill tests.
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
+const MAIN = fileURLToPath(import.meta.resolve("@flotilla/ctrl/main"));
 
 export interface CtrlProcess {
   url: string;
@@ -14,8 +14,10 @@ export interface CtrlProcess {
 }
 
 export async function spawnCtrl(databaseUrl: string, adminToken: string, extraArgs: string[] = []): Promise<CtrlProcess> {
-  const child = spawn(process.execPath, [MAIN, "--database-url", databaseUrl, "--admin-token", adminToken, "--listen", "127.0.0.1:0", ...extraArgs], {
+  // The token by environment, as documented: a flag would show it in the process list.
+  const child = spawn(process.execPath, [MAIN, "--database-url", databaseUrl, "--listen", "127.0.0.1:0", ...extraArgs], {
     stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, FLOTILLA_ADMIN_TOKEN: adminToken },
   });
   let stderr = "";
   const url = await new Promise<string>((resolve, reject) => {
