@@ -55,13 +55,16 @@ function rawGrpc(url: string, path: string, headers: Record<string, string>, bod
   }).finally(() => session.destroy());
 }
 
+/** The Python with grpcio (FLOTILLA_TEST_PYTHON, else python3). */
+const PYTHON = process.env.FLOTILLA_TEST_PYTHON ?? "python3";
+
 /** Why Python grpcio cannot run here, or false. */
 function grpcioMissing(): string | false {
   try {
-    execFileSync("python3", ["-c", "import grpc"], { stdio: "ignore" });
+    execFileSync(PYTHON, ["-c", "import grpc"], { stdio: "ignore" });
     return false;
   } catch {
-    return "Python grpcio is not installed (python3 -c 'import grpc')";
+    return `Python grpcio is not installed (${PYTHON} -c 'import grpc'; set FLOTILLA_TEST_PYTHON to another Python)`;
   }
 }
 
@@ -150,7 +153,7 @@ for (const { db, skip } of await testDatabases()) {
 
     test("as Python grpcio sees it: health watch, reflection by file name, unknown method, headers at once", { skip: grpcioMissing() }, async () => {
       const script = fileURLToPath(new URL("./grpcio-conformance.py", import.meta.url));
-      const { stdout } = await promisify(execFile)("python3", [script, new URL(t.url).host, ADMIN_TOKEN], { timeout: 30_000 });
+      const { stdout } = await promisify(execFile)(PYTHON, [script, new URL(t.url).host, ADMIN_TOKEN], { timeout: 30_000 });
       assert.deepEqual(JSON.parse(stdout), {
         health_first: [0x08, Status.SERVICE_UNKNOWN],
         health_open_after_500ms: true,
