@@ -7,8 +7,9 @@ import http2 from "node:http2";
 import { randomBytes } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
-import { SyncDesiredStateRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { GetRegionRequestSchema } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { rawGrpcCall } from "@flotilla/testkit/interop";
 
 export interface AttackPlan {
   url: string;
@@ -164,31 +165,18 @@ async function rapidResets(): Promise<AttackReport> {
   return { attack: "rapid resets", sent, outcomes, seconds: (performance.now() - started) / 1000 };
 }
 
-/** Syncs from clients that never read; resolves once ctrl has ended them all. */
+/** Syncs from clients that never read (a 1 KiB HTTP/2 window they never open); resolves once ctrl has ended them all. */
 async function stalledStreams(): Promise<AttackReport> {
   const started = performance.now();
-  const body = encodeEnvelope(0, toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region: plan.region })));
-  const ends = Array.from({ length: plan.stalledStreams }, () => {
-    const session = http2.connect(plan.url, { settings: { initialWindowSize: 1024 } });
-    session.on("error", () => {});
-    const stream = session.request({
-      ":method": "POST",
-      ":path": "/ctrl.v1.ClusterService/SyncDesiredState",
-      "content-type": "application/grpc",
-      te: "trailers",
-      authorization: `Bearer ${plan.adminToken}`,
-    });
-    stream.on("error", () => {});
-    stream.end(body);
-    return new Promise<string>((resolve) =>
-      stream.once("close", () => {
-        session.destroy();
-        resolve(`rst ${stream.rstCode}`);
-      }),
-    );
-  });
+  const calls = Array.from({ length: plan.stalledStreams }, () =>
+    rawGrpcCall(plan.url, ClusterService.method.syncDesiredState, { region: plan.region }, plan.adminToken, { initialWindowSize: 1024 }),
+  );
   const outcomes: Record<string, number> = {};
-  for (const outcome of await Promise.all(ends)) outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+  for (const call of calls) {
+    const { rstCode } = await call.result;
+    call.close();
+    outcomes[`rst ${rstCode}`] = (outcomes[`rst ${rstCode}`] ?? 0) + 1;
+  }
   return { attack: "stalled streams", sent: plan.stalledStreams, outcomes, seconds: (performance.now() - started) / 1000 };
 }
 

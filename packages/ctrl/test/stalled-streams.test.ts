@@ -2,37 +2,18 @@
 // connection, and end after the send timeout; idle connections hold nothing either.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import net from "node:net";
-import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
-import { create, toBinary } from "@bufbuild/protobuf";
-import { encodeEnvelope } from "@connectrpc/connect/protocol";
-import { SyncDesiredStateRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { constants as h2 } from "node:http2";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { ADMIN_TOKEN, createBulkyDeployments, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { rawGrpcCall } from "@flotilla/testkit/interop";
 
 const SEND_TIMEOUT_MS = 2000;
 const STALLED = 50;
 const IDLE_CONNECTIONS = 1000;
-
-/** A SyncDesiredState over gRPC from a client that never reads (a 1 KiB HTTP/2 window it never opens). */
-function stalledSync(url: string, region: string): { session: ClientHttp2Session; stream: ClientHttp2Stream } {
-  const session = connect(url, { settings: { initialWindowSize: 1024 } });
-  session.on("error", () => {});
-  const stream = session.request({
-    ":method": "POST",
-    ":path": "/ctrl.v1.ClusterService/SyncDesiredState",
-    "content-type": "application/grpc",
-    te: "trailers",
-    authorization: `Bearer ${ADMIN_TOKEN}`,
-  });
-  stream.on("error", () => {});
-  stream.end(encodeEnvelope(0, toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region }))));
-  return { session, stream };
-}
 
 /** A TCP connection that sends the HTTP/2 preface and then nothing; resolves once ctrl closes it. */
 function prefaceOnly(port: number): { opened: Promise<void>; closed: Promise<void>; socket: net.Socket } {
@@ -50,12 +31,8 @@ for (const { db, skip } of await testDatabases()) {
     before(async () => {
       t = await startTestCtrl(db, { streamSendTimeoutMs: SEND_TIMEOUT_MS });
       await t.store.regions.create("wan");
-      const deployments = t.client(DeploymentService);
-      // 32 KB each: every snapshot is far beyond the stalled clients' window.
-      for (let i = 0; i < 20; i++) {
-        const env = [{ name: "NOISE", value: randomBytes(16_384).toString("hex") }];
-        await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `app:${i}`, env, regions: [{ region: "wan", replicas: 1 }] } });
-      }
+      // Every snapshot is far beyond the stalled clients' window.
+      await createBulkyDeployments(t, "wan", 20);
     });
     after(() => t.close());
 
@@ -63,7 +40,10 @@ for (const { db, skip } of await testDatabases()) {
       const port = Number(new URL(t.url).port);
       const idle = Array.from({ length: IDLE_CONNECTIONS }, () => prefaceOnly(port));
       await Promise.all(idle.map((c) => c.opened));
-      const stalled = Array.from({ length: STALLED }, () => stalledSync(t.url, "wan"));
+      // Clients that never read, with a 1 KiB HTTP/2 window they never open.
+      const stalled = Array.from({ length: STALLED }, () =>
+        rawGrpcCall(t.url, ClusterService.method.syncDesiredState, { region: "wan" }, ADMIN_TOKEN, { initialWindowSize: 1024 }),
+      );
       // When each stream got its headers (with its first message) and when it ended.
       const ends = stalled.map(({ stream }) => {
         const responded = new Promise<number>((resolve) => stream.once("response", () => resolve(Date.now())));
@@ -95,7 +75,7 @@ for (const { db, skip } of await testDatabases()) {
       assert.ok(Math.min(...ended.map((e) => e.stalledMs)) >= SEND_TIMEOUT_MS - 50, "a stalled stream ended before the send timeout");
       const metric = await t.ctrl.metrics.connectionBounds.get();
       assert.equal(metric.values.find((v) => v.labels.reason === "send_timeout")?.value, STALLED);
-      for (const { session } of stalled) session.destroy();
+      for (const call of stalled) call.close();
       for (const c of idle) c.socket.destroy();
     });
   });
