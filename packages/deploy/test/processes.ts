@@ -55,13 +55,13 @@ export function startProcess(command: readonly string[], options: { env: Record<
 }
 
 /** Polls `check` until it returns a truthy value. */
-export async function eventually<T>(check: () => T | Promise<T>, what: string, timeoutMs = 30_000): Promise<NonNullable<T>> {
+export async function eventually<T>(check: () => T | Promise<T>, what: string, timeoutMs = 30_000): Promise<Exclude<T, false | null | undefined | "" | 0>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const value = await check();
-      if (value) return value;
+      if (value) return value as Exclude<T, false | null | undefined | "" | 0>;
     } catch (error) {
       last = error;
     }
