@@ -1,6 +1,6 @@
 // The production bundles of deploy/Dockerfile, built with the Dockerfile's own commands
 // (deploy/build-bundle.sh, offline from the local pnpm store) and started with each image's
-// CMD, ENV and HEALTHCHECK outside the workspace: what the images contain runs, with no
+// ENTRYPOINT, ENV and HEALTHCHECK outside the workspace: what the images contain runs, with no
 // container engine needed.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -8,6 +8,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { AGENT_NODE_FLAGS } from "../../agent/src/node-flags.ts";
 import { readDockerfile, type Stage } from "./dockerfile.ts";
 import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 
@@ -18,6 +19,7 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   const runtime = stages.get("runtime")!;
   assert.match(runtime.user ?? "", /^[1-9]\d*:[1-9]\d*$/, "the runtime user is numeric and not root");
   assert.equal(runtime.workdir, "/var/lib/flotilla");
+  assert.deepEqual(stages.get("agent")!.entrypoint, ["node", ...AGENT_NODE_FLAGS, "/app/src/main.ts"], "the agent image runs with AGENT_NODE_FLAGS");
 
   const root = mkdtempSync(join(tmpdir(), "flotilla-bundle-"));
   t.after(() => rmSync(root, { recursive: true, force: true }));
@@ -35,7 +37,7 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   const local = (path: string) => path.replace(/^\/app(?=\/|$)/, "").replace(/^\/var\/lib\/flotilla/, data);
   const processes: RunningProcess[] = [];
   t.after(() => Promise.all(processes.map((p) => p.stop())));
-  /** Starts a target's CMD with its ENV (paths mapped) plus `env`; returns the URL it prints. */
+  /** Starts a target's ENTRYPOINT with its ENV (paths mapped) plus `env`; returns the URL it prints. */
   async function start(target: string, env: Record<string, string>, ready: RegExp): Promise<{ process: RunningProcess; stage: Stage; url: string }> {
     const stage = stages.get(target)!;
     const copy = stage.copies.find((c) => c.destination === "/app");
@@ -43,7 +45,7 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
     const bundle = join(out, target);
     const mapped = (value: string) => (value.startsWith("/app") ? join(bundle, local(value)) : local(value));
     const stageEnv = Object.fromEntries(Object.entries(stage.env).map(([key, value]) => [key, value.replace(/\/var\/lib\/flotilla/, data)]));
-    const process = startProcess(stage.cmd!.map(mapped), { env: { ...stageEnv, ...env }, cwd: local(stage.workdir!) });
+    const process = startProcess(stage.entrypoint!.map(mapped), { env: { ...stageEnv, ...env }, cwd: local(stage.workdir!) });
     processes.push(process);
     const [, url] = await process.waitFor(ready);
     return { process, stage, url: url! };

@@ -13,7 +13,7 @@ export interface Stage {
   env: Record<string, string>;
   workdir?: string;
   user?: string;
-  cmd?: string[];
+  entrypoint?: string[];
   healthcheck?: string[];
 }
 
@@ -43,7 +43,7 @@ export function readDockerfile(path = join(REPO_ROOT, "deploy/Dockerfile")): Map
     else if (instruction === "ENV") for (const [, key, value] of rest!.matchAll(/(\w+)=(\S+)/g)) stage.env[key!] = value!;
     else if (instruction === "WORKDIR") stage.workdir = rest;
     else if (instruction === "USER") stage.user = rest;
-    else if (instruction === "CMD") stage.cmd = JSON.parse(rest!) as string[];
+    else if (instruction === "ENTRYPOINT") stage.entrypoint = JSON.parse(rest!) as string[];
     else if (instruction === "HEALTHCHECK") stage.healthcheck = JSON.parse(/\bCMD\s+(\[.*\])$/.exec(rest!)![1]!) as string[];
     else if (instruction === "COPY") {
       const [, from, source, destination] = /^--from=(\S+)\s+(\S+)\s+(\S+)$/.exec(rest!) ?? [];
