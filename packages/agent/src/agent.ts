@@ -220,9 +220,11 @@ async function listen(address: string, metrics: AgentMetrics, isReady: () => boo
     }
   });
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    const failed = (error: NodeJS.ErrnoException) =>
+      reject(new Error(`cannot listen on ${address} (--listen): ${error.code === "EADDRINUSE" ? "address already in use" : error.message}`));
+    server.once("error", failed);
     server.listen(port, host, () => {
-      server.off("error", reject);
+      server.off("error", failed);
       resolve();
     });
   });

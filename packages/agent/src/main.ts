@@ -120,7 +120,7 @@ async function main(): Promise<void> {
     heartbeatIntervalMs,
     prune: { maxFraction, force: config["force-prune"] === true },
     listen: text("listen")!,
-  });
+  }).catch((error: Error) => fail(error.message));
   console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${text("ctrl-url")}`);
   void agent.ready.then(() => console.error(`agent[${region}]: first complete sync dispatched, ready`));
   const shutdown = async (signal: string) => {
