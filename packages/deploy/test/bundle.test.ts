@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:f
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { AGENT_NODE_FLAGS } from "../../agent/src/node-flags.ts";
-import { readDockerfile, type Stage } from "./dockerfile.ts";
+import { passesHealthcheck, readDockerfile, type Stage } from "./dockerfile.ts";
 import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 
 const ADMIN_TOKEN = "bundle-test-admin-token";
@@ -45,20 +45,12 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
     const bundle = join(out, target);
     const mapped = (value: string) => (value.startsWith("/app") ? join(bundle, local(value)) : local(value));
     const stageEnv = Object.fromEntries(Object.entries(stage.env).map(([key, value]) => [key, value.replace(/\/var\/lib\/flotilla/, data)]));
-    const process = startProcess(stage.entrypoint!.map(mapped), { env: { ...stageEnv, ...env }, cwd: local(stage.workdir!) });
-    processes.push(process);
-    const [, url] = await process.waitFor(ready);
-    return { process, stage, url: url! };
+    const started = startProcess(stage.entrypoint!.map(mapped), { env: { ...stageEnv, ...env }, cwd: local(stage.workdir!) });
+    processes.push(started);
+    const [, url] = await started.waitFor(ready);
+    return { process: started, stage, url: url! };
   }
-  /** Runs a target's HEALTHCHECK with `env`; true when it exits 0. */
-  function healthy(stage: Stage, env: Record<string, string>): boolean {
-    try {
-      execFileSync(process.execPath, stage.healthcheck!.slice(1), { env: { ...stage.env, ...env }, stdio: "ignore", timeout: 10_000 });
-      return true;
-    } catch {
-      return false;
-    }
-  }
+  const healthy = (stage: Stage, env: Record<string, string>) => passesHealthcheck(stage.healthcheck!, { ...stage.env, ...env });
   const hostPort = (url: string) => new URL(url).host;
 
   // Production dependencies only: no TypeScript compiler, no test-only workspace packages.

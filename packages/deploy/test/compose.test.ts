@@ -5,7 +5,7 @@
 // ports become 127.0.0.1 and free ports. Then the README's `buf curl` lines run as written.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -13,7 +13,7 @@ import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import { parse } from "yaml";
 import { testDatabases } from "../../store/test/databases.ts";
-import { readDockerfile } from "./dockerfile.ts";
+import { passesHealthcheck, readDockerfile } from "./dockerfile.ts";
 import { eventually, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 
 interface Service {
@@ -116,19 +116,8 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
       } else env[key] = localized(mounts.get(value) ?? value.replace("/var/lib/flotilla", data));
     }
     const command = [...stage.entrypoint!, ...(service.command ?? [])].map((part) => part.replace(/^\/app(?=\/)/, join(REPO_ROOT, "packages", service.build!.target)));
-    const process = startProcess(command, { env, cwd: data });
-    const healthcheck = stage.healthcheck!;
-    running.set(name, {
-      process,
-      healthy() {
-        try {
-          execFileSync(healthcheck[0] === "node" ? globalThis.process.execPath : healthcheck[0]!, healthcheck.slice(1), { env, stdio: "ignore", timeout: 10_000 });
-          return true;
-        } catch {
-          return false;
-        }
-      },
-    });
+    const started = startProcess(command, { env, cwd: data });
+    running.set(name, { process: started, healthy: () => passesHealthcheck(stage.healthcheck!, env) });
   }
   for (const [name, { healthy }] of running) await eventually(healthy, `${name} to be healthy`);
 
@@ -141,7 +130,7 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
   const ctrlAddress = addresses.get("ctrl:7070")!;
   const prelude = setup!.replace("127.0.0.1:7070", ctrlAddress);
   const shell = (line: string) =>
-    promisify(execFile)("sh", ["-c", `${prelude}\n${line}`], { cwd: REPO_ROOT, env: { ...globalThis.process.env, ADMIN_TOKEN }, timeout: 60_000 });
+    promisify(execFile)("sh", ["-c", `${prelude}\n${line}`], { cwd: REPO_ROOT, env: { ...process.env, ADMIN_TOKEN }, timeout: 60_000 });
   const emulator = `http://${addresses.get("k8s-emulator:7072")}`;
   const deployment = async () => {
     const response = await fetch(`${emulator}/apis/apps/v1/namespaces/demo/deployments/web`);
@@ -165,7 +154,7 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
 
   // The streams section's watch from versionLastSeen "0": the flow's changes, from the first.
   const watch = /## The agent-facing streams[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)![1]!.split(/\n(?=\S)/).find((command) => command.includes('"versionLastSeen"'))!;
-  const child = execFile("sh", ["-c", `${prelude}\nexec ${watch}`], { cwd: REPO_ROOT, env: { ...globalThis.process.env, ADMIN_TOKEN } });
+  const child = execFile("sh", ["-c", `${prelude}\nexec ${watch}`], { cwd: REPO_ROOT, env: { ...process.env, ADMIN_TOKEN } });
   t.after(() => child.kill());
   let output = "";
   child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));

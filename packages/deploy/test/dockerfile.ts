@@ -1,4 +1,5 @@
 // Reads deploy/Dockerfile into its stages, so tests can run what an image would run.
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "./processes.ts";
@@ -51,4 +52,15 @@ export function readDockerfile(path = join(REPO_ROOT, "deploy/Dockerfile")): Map
     }
   }
   return stages;
+}
+
+/** Runs a HEALTHCHECK command (`node` is this Node binary) with `env`; true when it exits 0. */
+export function passesHealthcheck(healthcheck: readonly string[], env: Record<string, string>): boolean {
+  const [program, ...args] = healthcheck;
+  try {
+    execFileSync(program === "node" ? process.execPath : program!, args, { env, stdio: "ignore", timeout: 10_000 });
+    return true;
+  } catch {
+    return false;
+  }
 }
