@@ -1,4 +1,4 @@
-// A taken --listen port is one clear line and exit code 2, not a stack trace.
+// A taken --listen port is one clear line and exit code 1, not a stack trace.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -21,6 +21,6 @@ test("the agent reports a taken --listen port in one line", async (t) => {
   const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
     const child = execFile(process.execPath, args, { env: { PATH: process.env.PATH ?? "", FLOTILLA_AGENT_TOKEN: "x" }, timeout: 20_000 }, (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }));
   });
-  assert.equal(code, 2);
-  assert.deepEqual(stderr.trim().split("\n"), [`flotilla-agent: cannot listen on ${address} (--listen): address already in use`]);
+  assert.equal(code, 1);
+  assert.deepEqual(stderr.trim().split("\n"), [`flotilla-agent: --listen ${address}: address already in use`]);
 });

@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import { AGENT_NODE_FLAGS } from "../../agent/src/node-flags.ts";
+import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { passesHealthcheck, readDockerfile, type Stage } from "./dockerfile.ts";
 import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 

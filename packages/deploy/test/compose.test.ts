@@ -9,12 +9,12 @@ import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { parse } from "yaml";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import { passesHealthcheck, readDockerfile } from "./dockerfile.ts";
-import { eventually, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
+import { eventually, mainOf, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 
 interface Service {
   image?: string;
@@ -115,7 +115,9 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
         env[key] = databaseUrl;
       } else env[key] = localized(mounts.get(value) ?? value.replace("/var/lib/flotilla", data));
     }
-    const command = [...stage.entrypoint!, ...(service.command ?? [])].map((part) => part.replace(/^\/app(?=\/)/, join(REPO_ROOT, "packages", service.build!.target)));
+    // The image's /app is the package's directory (its main.ts is /app/src/main.ts).
+    const app = dirname(dirname(mainOf(service.build!.target as "ctrl" | "agent" | "k8s-emulator")));
+    const command = [...stage.entrypoint!, ...(service.command ?? [])].map((part) => part.replace(/^\/app(?=\/)/, app));
     const started = startProcess(command, { env, cwd: data });
     running.set(name, { process: started, healthy: () => passesHealthcheck(stage.healthcheck!, env) });
   }

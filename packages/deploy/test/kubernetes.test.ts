@@ -9,9 +9,9 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import { APPLIED_KINDS } from "../../agent/src/watched-kinds.ts";
+import { APPLIED_KINDS } from "@flotilla/agent";
 import { kubectl, kubectlMissing } from "./kubectl.ts";
-import { REPO_ROOT, startProcess } from "./processes.ts";
+import { mainOf, REPO_ROOT, startProcess } from "./processes.ts";
 
 type AnyObject = Record<string, any>;
 
@@ -123,8 +123,7 @@ test("ctrl runs two replicas with a PodDisruptionBudget and its secrets from a S
 });
 
 test("every flag the manifests pass exists in the program's --help", { skip }, () => {
-  const programs: Record<string, string> = { ctrl: "packages/ctrl/src/main.ts", agent: "packages/agent/src/main.ts" };
-  const help = Object.fromEntries(Object.entries(programs).map(([name, main]) => [name, execFileSync(process.execPath, [join(REPO_ROOT, main), "--help"], { encoding: "utf8" })]));
+  const help = Object.fromEntries((["ctrl", "agent"] as const).map((name) => [name, execFileSync(process.execPath, [mainOf(name), "--help"], { encoding: "utf8" })]));
   for (const overlay of OVERLAYS) {
     for (const { owner, spec } of podSpecs(render(overlay))) {
       for (const container of spec.containers) {
@@ -141,7 +140,7 @@ test("the all-in-one overlay applies to the emulator with kubectl (the kinds it 
   const dir = mkdtempSync(join(tmpdir(), "flotilla-kustomize-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const kubeconfig = join(dir, "kubeconfig");
-  const emulator = startProcess(["node", join(REPO_ROOT, "packages/k8s-emulator/src/main.ts"), "--listen", "127.0.0.1:0", "--kubeconfig-out", kubeconfig], { env: {}, cwd: dir });
+  const emulator = startProcess(["node", mainOf("k8s-emulator"), "--listen", "127.0.0.1:0", "--kubeconfig-out", kubeconfig], { env: {}, cwd: dir });
   t.after(() => emulator.stop());
   const [, url] = await emulator.waitFor(/listening on (http:\/\/\S+)/);
   const objects = render("all-in-one");

@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse } from "yaml";
-import { spawnCtrl } from "../../ctrl/test/process.ts";
-import { operatorClients, REPO_ROOT, startProcess } from "./processes.ts";
+import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
+import { mainOf, operatorClients, REPO_ROOT, startProcess } from "./processes.ts";
 
 const ADMIN_TOKEN = "monitoring-test-admin-token";
 
@@ -66,7 +66,7 @@ test("every metric the dashboard and the alerts use exists on ctrl's or the agen
   await regions.createRegion({ region: { name: "east" } });
   const { token } = await regions.createAgentToken({ region: "east" });
   const agent = startProcess(
-    ["node", join(REPO_ROOT, "packages/agent/src/main.ts"), "--ctrl-url", ctrl.url, "--region", "east", "--target", "render", "--render-dir", join(dir, "render"), "--listen", "127.0.0.1:0"],
+    ["node", mainOf("agent"), "--ctrl-url", ctrl.url, "--region", "east", "--target", "render", "--render-dir", join(dir, "render"), "--listen", "127.0.0.1:0"],
     { env: { FLOTILLA_AGENT_TOKEN: token }, cwd: dir },
   );
   t.after(() => agent.stop());

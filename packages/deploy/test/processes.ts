@@ -10,6 +10,9 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
+/** The main.ts of a workspace package (its `./main` export): ctrl, agent, k8s-emulator. */
+export const mainOf = (name: "ctrl" | "agent" | "k8s-emulator"): string => fileURLToPath(import.meta.resolve(`@flotilla/${name}/main`));
+
 export interface RunningProcess {
   child: ChildProcess;
   /** Everything written to stdout and stderr so far. */
