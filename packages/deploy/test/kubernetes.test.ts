@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { APPLIED_KINDS } from "@flotilla/agent";
+import { readDockerfile } from "./dockerfile.ts";
 import { kubectl, kubectlMissing } from "./kubectl.ts";
 import { mainOf, REPO_ROOT, startProcess } from "./processes.ts";
 
@@ -68,8 +69,10 @@ for (const overlay of OVERLAYS) {
     assert.ok(objects.length > 0);
     const pods = podSpecs(objects);
     assert.ok(pods.length > 0, "the overlay renders workloads");
+    const imageUser = readDockerfile().get("runtime")!.user;
     for (const { owner, spec } of pods) {
       assert.deepEqual(restrictedViolations(spec), [], `${owner} meets the restricted profile`);
+      assert.equal(`${spec.securityContext?.runAsUser}:${spec.securityContext?.runAsGroup}`, imageUser, `${owner} runs as the images' user`);
       for (const container of spec.containers) {
         assert.ok(container.livenessProbe && container.readinessProbe, `${owner}/${container.name} has liveness and readiness probes`);
         assert.ok(container.resources?.requests?.memory && container.resources?.limits?.memory, `${owner}/${container.name} has memory requests and limits`);
