@@ -28,6 +28,10 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   const data = join(root, "var-lib-flotilla");
   mkdirSync(data);
 
+  // The pnpm the image gets through corepack: package.json's packageManager.
+  const { packageManager } = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { packageManager: string };
+  assert.equal(`pnpm@${execFileSync("pnpm", ["--version"], { encoding: "utf8" }).trim()}`, packageManager, "the bundles are built with the pinned pnpm");
+
   // The builder stage's bundle command, with /out moved to the temporary directory.
   const build = stages.get("builder")!.runs.find((run) => run.includes("deploy/build-bundle.sh"));
   assert.ok(build, "the builder stage runs deploy/build-bundle.sh");
