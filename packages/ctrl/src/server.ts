@@ -2,7 +2,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
-import { compressionBrotli, connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
@@ -21,6 +21,7 @@ import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
 import { DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
 import { listenDual, type DualListener } from "./listener.ts";
+import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
@@ -176,7 +177,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const checks = { registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) };
   // With --metrics-listen, /metrics is served there only (health on both).
   const health = healthEndpoints(options.metricsListen ? { ...checks, registry: undefined } : checks);
-  const connectHandler = connectNodeAdapter({
+  const connectHandler = nodeAdapter({
     routes,
     readMaxBytes,
     acceptCompression,
@@ -186,6 +187,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     contextValues,
     interceptors,
     requestGate: gate,
+    logError: (line) => console.error(`ctrl: ${line}`),
     async fallback(req, res) {
       if (answerUnknownRpc(req, res as http.ServerResponse | Http2ServerResponse)) return;
       if (await health(req, res)) return;
