@@ -80,3 +80,35 @@ for (const { db, skip } of await testDatabases()) {
     });
   });
 }
+
+describe("snapshot bounds (sqlite)", () => {
+  let t: TestCtrl;
+  before(async () => {
+    const [sqlite] = await testDatabases();
+    // One snapshot at a time, 64 KB of read-ahead for all: a snapshot of 10 batches of 64 KB does not
+    // fit, so a client that stops reading keeps the only slot until the send timeout.
+    t = await startTestCtrl(sqlite!.db, { streamSendTimeoutMs: SEND_TIMEOUT_MS, stream: { snapshotConcurrency: 1, snapshotReadAheadBytes: 64 * 1024, snapshotBatchSize: 2 } });
+    await t.store.regions.create("wan");
+    await createBulkyDeployments(t, "wan", 20);
+  });
+  after(() => t.close());
+
+  test("--snapshot-concurrency and --snapshot-read-ahead-bytes: a sync waits for the slot a stalled one holds, and gets it when that one is reset", async () => {
+    const stalled = rawGrpcCall(t.url, ClusterService.method.syncDesiredState, { region: "wan" }, ADMIN_TOKEN, { initialWindowSize: 1024 });
+    await new Promise((resolve) => stalled.stream.once("response", resolve));
+    let stalledEndedAt = 0;
+    void stalled.result.then(() => (stalledEndedAt = Date.now()));
+    let resources = 0;
+    let firstBatchAt = 0;
+    for await (const res of t.client(ClusterService, { protocol: "grpc" }).syncDesiredState({ region: "wan" }, { timeoutMs: 30_000 })) {
+      if (res.message.case === "batch") {
+        firstBatchAt ||= Date.now();
+        resources += res.message.value.resources.length;
+      }
+    }
+    assert.equal(resources, 20);
+    assert.equal((await stalled.result).rstCode, h2.NGHTTP2_ENHANCE_YOUR_CALM);
+    assert.ok(stalledEndedAt > 0 && firstBatchAt >= stalledEndedAt - 50, "the second sync read while the stalled one held the only slot");
+    stalled.close();
+  });
+});
