@@ -69,14 +69,15 @@ await run("agent", [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"], ["--ctrl
 
 console.log(`
 Flotilla is running: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
+Region \`${REGION}\` and an agent token for it are created; the agent above uses them. Try:
 
   export ADMIN_TOKEN=${adminToken}
   CTRL=${CTRL}; AUTH="Authorization: Bearer $ADMIN_TOKEN"
-  buf curl --http2-prior-knowledge $CTRL --list-services
-  buf curl --http2-prior-knowledge -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/CreateDeployment \\
-    -d '{"deployment":{"id":"web","namespace":"demo","image":"nginx:1.27","port":80,"regions":[{"region":"local","replicas":2}]}}'
-  buf curl --http2-prior-knowledge -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/GetDeployment -d '{"id":"web"}'
+  pnpm exec buf curl --http2-prior-knowledge $CTRL --list-services
+  pnpm exec buf curl --http2-prior-knowledge -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/CreateDeployment \\
+    -d '{"deployment":{"id":"web","namespace":"demo","image":"nginx:1.27","port":80,"regions":[{"region":"${REGION}","replicas":2}]}}'
+  pnpm exec buf curl --http2-prior-knowledge -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/GetDeployment -d '{"id":"web"}'
   curl -s http://127.0.0.1:7072/apis/apps/v1/namespaces/demo/deployments/web
 
-(buf is \`pnpm exec buf\` inside this repository.) Ctrl-C stops everything.
+(Shorter: alias buf='pnpm exec buf'.) Ctrl-C stops everything.
 `);

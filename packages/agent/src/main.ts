@@ -136,7 +136,10 @@ async function main(): Promise<void> {
     return;
   }
   const { region, ctrlUrl } = config;
-  const agent = await startAgent(config);
+  const agent = await startAgent(config).catch((error: Error) => {
+    process.stderr.write(`flotilla-agent: ${error.message}\n`);
+    process.exit(1);
+  });
   console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
   void agent.ready.then(() => console.error(`agent[${region}]: first complete sync dispatched, ready`));
   const shutdown = async (signal: string) => {

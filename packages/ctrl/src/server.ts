@@ -2,7 +2,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
-import { compressionBrotli, connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
@@ -19,6 +19,7 @@ import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
 import { listenDual, type DualListener } from "./listener.ts";
+import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
@@ -114,7 +115,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     contextValues,
   });
   const health = healthEndpoints({ registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) });
-  const connectHandler = connectNodeAdapter({
+  const connectHandler = nodeAdapter({
     routes,
     readMaxBytes,
     acceptCompression,
@@ -123,6 +124,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
     interceptors,
+    logError: (line) => console.error(`ctrl: ${line}`),
     async fallback(req, res) {
       if (await health(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" });
