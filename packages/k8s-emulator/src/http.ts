@@ -34,6 +34,8 @@ export interface RequestLogEntry {
   name?: string;
   status: number;
   fieldManager?: string;
+  /** The authenticated user's name, when RBAC is on. */
+  user?: string;
 }
 
 export interface HttpContext {
@@ -304,6 +306,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (ctx.authorizer) {
     const user = ctx.authenticator.authenticate(req);
     if (!user) return fail(unauthorized());
+    entry.user = user.name;
     access = { user, attributes: requestAttributes(method, path, segs, query), authorizer: ctx.authorizer };
     const decision = ctx.authorizer.authorize(user, access.attributes);
     if (!decision.allowed) return fail(forbiddenRequest(user, access.attributes, decision.reason));
