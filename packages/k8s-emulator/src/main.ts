@@ -13,7 +13,7 @@ const FLAGS = ['listen', 'kubeconfig-out', 'rollout-delay-ms', 'progress-deadlin
 
 const USAGE = `Usage: node packages/k8s-emulator/src/main.ts [options]
 
-A Kubernetes API server emulator (plain HTTP) for tests and the local stack.
+A Kubernetes API server emulator (plain HTTP, or HTTPS with --tls-*) for tests and the local stack.
 
 Options (each also settable as FLOTILLA_EMULATOR_<NAME>, e.g. FLOTILLA_EMULATOR_LISTEN):
   --listen host:port             address to listen on (default 127.0.0.1:7072)
