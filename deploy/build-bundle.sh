@@ -2,8 +2,8 @@
 # Builds the production bundle of one process into <out-dir>: the app, its production
 # dependencies and the workspace packages it uses — what the image's runtime stage copies.
 #   deploy/build-bundle.sh <ctrl|agent|k8s-emulator> <out-dir> [pnpm deploy flags, e.g. --offline]
-# Run from the repository root. deploy/Dockerfile and the production-bundle test
-# (packages/ctrl/test/bundle.test.ts) both run this script, so they cannot drift apart.
+# Run from the repository root (needs pnpm and GNU realpath). deploy/Dockerfile and the production-bundle test
+# (packages/deploy/test/bundle.test.ts) both run this script, so they cannot drift apart.
 set -eu
 [ $# -ge 2 ] || { echo "usage: $0 <ctrl|agent|k8s-emulator> <out-dir> [pnpm deploy flags]" >&2; exit 2; }
 app=$1

@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
@@ -27,6 +27,10 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   const out = join(root, "out");
   const data = join(root, "var-lib-flotilla");
   mkdirSync(data);
+
+  // The pnpm the image gets through corepack: package.json's packageManager.
+  const { packageManager } = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { packageManager: string };
+  assert.equal(`pnpm@${execFileSync("pnpm", ["--version"], { encoding: "utf8" }).trim()}`, packageManager, "the bundles are built with the pinned pnpm");
 
   // The builder stage's bundle command, with /out moved to the temporary directory.
   const build = stages.get("builder")!.runs.find((run) => run.includes("deploy/build-bundle.sh"));
@@ -53,9 +57,11 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   const healthy = (stage: Stage, env: Record<string, string>) => passesHealthcheck(stage.healthcheck!, { ...stage.env, ...env });
   const hostPort = (url: string) => new URL(url).host;
 
-  // Production dependencies only: no TypeScript compiler, no test-only workspace packages.
-  assert.ok(!existsSync(join(out, "ctrl/node_modules/typescript")));
-  assert.ok(!existsSync(join(out, "agent/node_modules/@flotilla/ctrl")), "the agent bundle lacks its devDependencies");
+  // Production dependencies only: no compiler, buf, gRPC interop client or test-only workspace packages.
+  for (const target of ["ctrl", "agent", "k8s-emulator"]) {
+    const installed = readdirSync(join(out, target, "node_modules/.pnpm"));
+    assert.deepEqual(installed.filter((name) => /^(typescript|@bufbuild\+buf|@grpc\+grpc-js|@flotilla\+(testkit|ctrl|k8s-emulator)@)/.test(name)), [], `${target}'s bundle has no development packages`);
+  }
 
   const kubeconfig = join(root, "kubeconfig");
   const emulator = await start("k8s-emulator", { FLOTILLA_EMULATOR_LISTEN: "127.0.0.1:0", FLOTILLA_EMULATOR_KUBECONFIG_OUT: kubeconfig }, /listening on (http:\/\/\S+)/);

@@ -159,12 +159,12 @@ test("the all-in-one overlay applies to the emulator with kubectl (the kinds it 
   t.diagnostic(`not stored by the emulator (not applied): ${unsupported.join(", ")}`);
   assert.ok(stored.some((object) => object.kind === "Deployment"), "the emulator stores Deployments");
   const input = stored.map((object) => JSON.stringify(object)).join("\n");
-  // --validate=false: the emulator serves no OpenAPI document for kubectl's client-side check.
-  kubectl(["apply", "--server-side", "--validate=false", "--field-manager", "flotilla-deploy-test", "--kubeconfig", kubeconfig, "-f", "-"], input);
+  const cluster = ["--kubeconfig", kubeconfig, "--cache-dir", join(dir, "cache")];
+  kubectl(["apply", "--server-side", "--field-manager", "flotilla-deploy-test", ...cluster, "-f", "-"], input);
   for (const object of stored) {
     const namespace = object.metadata.namespace ? ["-n", object.metadata.namespace] : [];
     const group = object.apiVersion.includes("/") ? `.${object.apiVersion.split("/")[0]}` : "";
-    const live = JSON.parse(kubectl(["get", "--kubeconfig", kubeconfig, ...namespace, `${object.kind}${group}`, object.metadata.name, "-o", "json"])) as AnyObject;
+    const live = JSON.parse(kubectl(["get", ...cluster, ...namespace, `${object.kind}${group}`, object.metadata.name, "-o", "json"])) as AnyObject;
     assert.ok(live.metadata.uid, `${object.kind}/${object.metadata.name} is stored`);
   }
 });

@@ -38,7 +38,7 @@ export function startProcess(command: readonly string[], options: { env: Record<
   return {
     child,
     output: () => output,
-    async waitFor(pattern, timeoutMs = 30_000) {
+    async waitFor(pattern, timeoutMs = 60_000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const match = pattern.exec(output);
@@ -59,7 +59,7 @@ export function startProcess(command: readonly string[], options: { env: Record<
 }
 
 /** Polls `check` until it returns a truthy value. */
-export async function eventually<T>(check: () => T | Promise<T>, what: string, timeoutMs = 30_000): Promise<Exclude<T, false | null | undefined | "" | 0>> {
+export async function eventually<T>(check: () => T | Promise<T>, what: string, timeoutMs = 60_000): Promise<Exclude<T, false | null | undefined | "" | 0>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
