@@ -56,16 +56,16 @@ interface RequestLogEntry {
   resource?: string;
 }
 
-/** GET of an emulator endpoint (/_emulator/...) over its TLS. */
-function emulatorGet(url: string, ca: string): Promise<unknown> {
+/** A call to an emulator endpoint (/_emulator/...) over its TLS. */
+function emulatorCall(method: string, url: string, ca: string, body?: unknown): Promise<unknown> {
   return new Promise((resolve, reject) => {
-    request(url, { ca }, (res) => {
-      let body = "";
-      res.on("data", (chunk: Buffer) => (body += chunk.toString()));
-      res.on("end", () => resolve(JSON.parse(body)));
+    request(url, { method, ca }, (res) => {
+      let text = "";
+      res.on("data", (chunk: Buffer) => (text += chunk.toString()));
+      res.on("end", () => resolve(JSON.parse(text)));
     })
       .on("error", reject)
-      .end();
+      .end(body === undefined ? undefined : JSON.stringify(body));
   });
 }
 
@@ -81,7 +81,8 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   t.after(() => emulator.stop());
   const [, server] = await emulator.waitFor(/listening on (https:\/\/\S+?)[\s,]/);
   const admin = (args: string[], input?: string) => kubectl([...args, "--kubeconfig", adminKubeconfig], input);
-  const requestLog = () => emulatorGet(`${server}/_emulator/requests`, readFileSync(tls.cert, "utf8")) as Promise<RequestLogEntry[]>;
+  const ca = readFileSync(tls.cert, "utf8");
+  const requestLog = () => emulatorCall("GET", `${server}/_emulator/requests`, ca) as Promise<RequestLogEntry[]>;
 
   // The agent overlay as an operator installs it.
   const rendered = kubectl(["kustomize", join(REPO_ROOT, "deploy/kubernetes/overlays/agent")]);
@@ -183,4 +184,18 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   admin(["apply", "-f", "-"], stringify(clusterRole));
   await eventually(async () => (await phaseOf("web"))?.phase === "RUNNING", "web RUNNING again", 120_000);
   assert.equal(get("deployment", "web")!.spec.template.spec.containers[0].image, "nginx:1.28");
+
+  // Without watch on services, the observer's next watch (the open ones are dropped) is refused:
+  // logged with what was refused; the agent keeps running, and watches again once allowed.
+  const noWatch = structuredClone(clusterRole);
+  const servicesRule = noWatch.rules!.find((rule) => rule.resources.includes("services"))!;
+  servicesRule.verbs = servicesRule.verbs.filter((verb) => verb !== "watch");
+  admin(["apply", "-f", "-"], stringify(noWatch));
+  await emulatorCall("POST", `${server}/_emulator/faults`, ca, { dropWatches: true });
+  await agent.waitFor(/observer Service: watch \/api\/v1\/services: HTTP 403 Forbidden/);
+  assert.equal(agent.child.exitCode, null, "the agent is still running");
+  const watching = (entries: RequestLogEntry[]) => entries.filter((entry) => entry.user === user && entry.resource === "services" && entry.verb === "watch" && entry.status === 200).length;
+  const before = watching(await requestLog());
+  admin(["apply", "-f", "-"], stringify(clusterRole));
+  await eventually(async () => watching(await requestLog()) > before, "services watched again", 60_000);
 });
