@@ -164,7 +164,16 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   const without = structuredClone(clusterRole);
   const deploymentsRule = without.rules!.find((rule) => rule.resources.includes("deployments"))!;
   deploymentsRule.verbs = deploymentsRule.verbs.filter((verb) => verb !== "patch");
+  const canPatch = () => {
+    try {
+      return kubectl(["auth", "can-i", "patch", "deployments", "--namespace", "rbac-demo", "--kubeconfig", agentKubeconfig]).trim();
+    } catch (error) {
+      return String((error as { stdout?: string }).stdout).trim(); // "no" exits 1
+    }
+  };
+  assert.equal(canPatch(), "yes");
   admin(["apply", "-f", "-"], stringify(without));
+  assert.equal(canPatch(), "no");
   await deployments.updateDeployment({ deployment: { ...web, image: "nginx:1.28" } });
   const failed = await eventually(async () => {
     const status = await phaseOf("web");

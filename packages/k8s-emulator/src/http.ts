@@ -3,12 +3,14 @@
 // metav1.Status) as JSON.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { unauthorized, type Authenticator, type UserInfo } from './auth.ts';
+import { ADMIN, unauthorized, type Authenticator, type UserInfo } from './auth.ts';
 import { apiGroupDoc, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.ts';
 import { ApiError, badRequest, internalError, invalid, type FieldError } from './errors.ts';
 import type { FaultInjector, Verb } from './faults.ts';
 import { isBuiltIn, type FieldValidation, type PatchType, type Registry, type WriteOptions } from './registry.ts';
-import { forbiddenError, forbiddenRequest, requestAttributes, type RbacAuthorizer, type RequestAttributes } from './rbac.ts';
+import {
+  forbiddenError, forbiddenRequest, requestAttributes, SELF_SUBJECT_ACCESS_REVIEWS, selfSubjectAccessReview, type RbacAuthorizer, type RequestAttributes,
+} from './rbac.ts';
 import { findByPath, groupVersion, subresourcesOf, type ResourceType } from './resources.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { isObject, type JsonObject, type KubeObject } from './util.ts';
@@ -335,6 +337,15 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
         respond(200, nonResource);
       }
       return;
+    }
+  }
+
+  if (method === 'POST' && path === SELF_SUBJECT_ACCESS_REVIEWS) {
+    if (bodyError) return fail(bodyError);
+    try {
+      return respond(201, selfSubjectAccessReview(access?.user ?? ADMIN, ctx.authorizer, decodeWriteBody(body, mediaType(req))));
+    } catch (err) {
+      return fail(err);
     }
   }
 

@@ -4,10 +4,10 @@
 // (plugin/pkg/auth/authorizer/rbac/rbac.go, rbac/v1 helpers' RuleAllows), and the 403 that
 // responsewriters.Forbidden writes.
 import type { UserInfo } from './auth.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, invalid } from './errors.ts';
 import type { Registry } from './registry.ts';
 import { findByPath } from './resources.ts';
-import { isObject, type KubeObject } from './util.ts';
+import { isObject, type JsonObject, type KubeObject } from './util.ts';
 
 /** authorizer.Attributes: a resource request, or a non-resource one (then only verb and path). */
 export interface RequestAttributes {
@@ -186,6 +186,40 @@ export function forbiddenError(attributes: RequestAttributes, why: string): ApiE
   return new ApiError(403, message, { details: { ...(name ? { name } : {}), group, kind: resource } });
 }
 
+/** The path of SelfSubjectAccessReview, the question `kubectl auth can-i` asks. */
+export const SELF_SUBJECT_ACCESS_REVIEWS = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews';
+
+const text = (value: unknown) => (typeof value === 'string' ? value : '');
+
+/**
+ * POST selfsubjectaccessreviews (pkg/registry/authorization/selfsubjectaccessreview): may the
+ * requesting user do what the spec describes? Without an authorizer (RBAC off) everything is allowed.
+ */
+export function selfSubjectAccessReview(user: UserInfo, authorizer: RbacAuthorizer | undefined, body: unknown): JsonObject {
+  const spec = isObject(body) && isObject(body.spec) ? body.spec : {};
+  const resource = isObject(spec.resourceAttributes) ? spec.resourceAttributes : undefined;
+  const nonResource = isObject(spec.nonResourceAttributes) ? spec.nonResourceAttributes : undefined;
+  if (!resource === !nonResource) {
+    throw invalid('SelfSubjectAccessReview', 'authorization.k8s.io', '', [
+      { field: 'spec.resourceAttributes', type: 'Invalid value', value: 'null', detail: 'exactly one of nonResourceAttributes or resourceAttributes must be specified' },
+    ]);
+  }
+  const attributes: RequestAttributes = resource
+    ? {
+        verb: text(resource.verb), path: '', resourceRequest: true, group: text(resource.group), version: text(resource.version),
+        resource: text(resource.resource), subresource: text(resource.subresource), namespace: text(resource.namespace), name: text(resource.name),
+      }
+    : { verb: text(nonResource!.verb), path: text(nonResource!.path), resourceRequest: false, group: '', version: '', resource: '', subresource: '', namespace: '', name: '' };
+  const decision = authorizer ? authorizer.authorize(user, attributes) : { allowed: true, reason: '' };
+  return {
+    kind: 'SelfSubjectAccessReview',
+    apiVersion: 'authorization.k8s.io/v1',
+    metadata: { creationTimestamp: null },
+    spec,
+    status: { allowed: decision.allowed, ...(decision.reason ? { reason: decision.reason } : {}) },
+  };
+}
+
 const BOOTSTRAP = { 'kubernetes.io/bootstrapping': 'rbac-defaults' };
 const AUTOUPDATE = { 'rbac.authorization.kubernetes.io/autoupdate': 'true' };
 
@@ -203,7 +237,8 @@ function clusterRoleBinding(name: string, groups: string[]): object {
 
 /**
  * The bootstrap policy the emulator's RBAC starts with (bootstrappolicy/policy.go): cluster-admin
- * for system:masters, discovery for authenticated users, health and version for everyone.
+ * for system:masters, discovery and access reviews for authenticated users, health and version
+ * for everyone.
  */
 export const BOOTSTRAP_POLICY: readonly object[] = [
   clusterRole('cluster-admin', [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }, { nonResourceURLs: ['*'], verbs: ['*'] }]),
@@ -212,4 +247,6 @@ export const BOOTSTRAP_POLICY: readonly object[] = [
   clusterRoleBinding('system:discovery', ['system:authenticated']),
   clusterRole('system:public-info-viewer', [{ nonResourceURLs: ['/healthz', '/livez', '/readyz', '/version', '/version/'], verbs: ['get'] }]),
   clusterRoleBinding('system:public-info-viewer', ['system:authenticated', 'system:unauthenticated']),
+  clusterRole('system:basic-user', [{ apiGroups: ['authorization.k8s.io'], resources: ['selfsubjectaccessreviews', 'selfsubjectrulesreviews'], verbs: ['create'] }]),
+  clusterRoleBinding('system:basic-user', ['system:authenticated']),
 ];

@@ -112,6 +112,18 @@ describe('RBAC on', () => {
     assert.equal((await as('GET', '/version')).status, 200);
   });
 
+  it('SelfSubjectAccessReview answers what RBAC would (kubectl auth can-i)', async () => {
+    const review = (spec: object) => as('POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec });
+    const secrets = await review({ resourceAttributes: { verb: 'list', resource: 'secrets' } });
+    assert.equal(secrets.status, 201);
+    assert.deepEqual(secrets.body.status, { allowed: false });
+    assert.deepEqual((await review({ resourceAttributes: { verb: 'get', resource: 'configmaps', namespace: 'team' } })).body.status, { allowed: true });
+    assert.deepEqual((await review({ nonResourceAttributes: { verb: 'get', path: '/version' } })).body.status, { allowed: true });
+    const neither = await review({});
+    assert.equal(neither.status, 422);
+    assert.match(neither.body.message, /exactly one of nonResourceAttributes or resourceAttributes must be specified/);
+  });
+
   it('a binding to a missing role: the reason says so', async () => {
     emu.put(rbac('ClusterRoleBinding', 'dangling', { roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'gone' }, subjects: [saSubject] }));
     const res = await as('GET', '/api/v1/secrets');
