@@ -15,7 +15,8 @@ import { clusterObservations, tableObservations, type ObservationSource } from "
 import type { Observer } from "./observer.ts";
 import { DEFAULT_PRUNE, prune, type PruneOptions } from "./prune.ts";
 import { DEFAULT_CONCURRENCY, DEFAULT_RETRY_BACKOFF, WorkQueue } from "./queue.ts";
-import { reconciler } from "./reconciler.ts";
+import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
+import { DEFAULT_OWNERSHIP_RECHECK_MS, reconciler } from "./reconciler.ts";
 import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_REPORT_INTERVAL_MS, Reporter } from "./reporter.ts";
 import type { Target } from "./target.ts";
 import { APPLIED_KINDS } from "./watched-kinds.ts";
@@ -51,6 +52,10 @@ export interface AgentOptions {
   refreshIntervalMs?: number;
   /** Drift correction: resources re-applied per second by the periodic refresh, at most. Default 20. */
   refreshPerSecond?: number;
+  /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
+  namespaces?: NamespaceRules;
+  /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
+  ownershipRecheckMs?: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune?: Partial<PruneOptions>;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one); none if absent. */
@@ -87,7 +92,16 @@ export async function startAgent(options: AgentOptions): Promise<Agent> {
     reporter.touch(key);
   });
   const { target } = options;
-  const reconcile = reconciler({ table, queue, target, metrics, log, liveVersions: (key) => observer?.liveVersions(key) ?? new Map() });
+  const reconcile = reconciler({
+    table,
+    queue,
+    target,
+    metrics,
+    log,
+    liveVersions: (key) => observer?.liveVersions(key) ?? new Map(),
+    namespaces: options.namespaces ?? DEFAULT_NAMESPACE_RULES,
+    ownershipRecheckMs: options.ownershipRecheckMs ?? DEFAULT_OWNERSHIP_RECHECK_MS,
+  });
   const working = queue.run(async (key) => {
     try {
       await reconcile(key);

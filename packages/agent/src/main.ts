@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startAgent } from "./agent.ts";
+import { parseGlobList, SYSTEM_NAMESPACES } from "./namespaces.ts";
 import { RenderTarget } from "./targets/render.ts";
 import type { Target } from "./target.ts";
 
@@ -21,6 +22,9 @@ const FLAGS = {
   "heartbeat-interval": { type: "string", default: "5s", help: "how often the agent reports its applied version to ctrl" },
   "prune-max-fraction": { type: "string", default: "0.5", help: "prune refuses to delete more than this fraction of managed objects" },
   "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
+  "allowed-namespaces": { type: "string", default: "*", help: "comma-separated globs of the namespaces the agent may write into" },
+  "denied-namespaces": { type: "string", default: SYSTEM_NAMESPACES.join(","), help: "comma-separated globs of namespaces refused even if allowed" },
+  "ownership-recheck-interval": { type: "string", default: "30s", help: "how often an object that exists but is not the agent's is checked again" },
   listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /healthz, /readyz and /metrics" },
   help: { type: "boolean", default: false, help: "show this help" },
 } as const;
@@ -86,13 +90,16 @@ async function main(): Promise<void> {
   if (!(maxFraction >= 0 && maxFraction <= 1)) fail("--prune-max-fraction must be within 0..1");
   const refreshPerSecond = Number(text("refresh-per-second"));
   if (!(refreshPerSecond > 0)) fail("--refresh-per-second must be a positive number");
+  const namespaces = { allowed: parseGlobList(text("allowed-namespaces")!), denied: parseGlobList(text("denied-namespaces")!) };
   let fullSyncIntervalMs: number;
   let refreshIntervalMs: number;
   let heartbeatIntervalMs: number;
+  let ownershipRecheckMs: number;
   try {
     fullSyncIntervalMs = parseDuration(text("full-sync-interval")!);
     refreshIntervalMs = parseDuration(text("refresh-interval")!);
     heartbeatIntervalMs = parseDuration(text("heartbeat-interval")!);
+    ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
   } catch (error) {
     fail((error as Error).message);
   }
@@ -119,6 +126,8 @@ async function main(): Promise<void> {
     refreshPerSecond,
     heartbeatIntervalMs,
     prune: { maxFraction, force: config["force-prune"] === true },
+    namespaces,
+    ownershipRecheckMs,
     listen: text("listen")!,
   });
   console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${text("ctrl-url")}`);
