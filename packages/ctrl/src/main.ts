@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
-import { CTRL_OPTIONS, nonNegativeInt, parseConfig, parseListen, positiveInt, usage } from "./config.ts";
+import { CTRL_OPTIONS, nonNegativeInt, parseConfig, parseListen, positiveInt, systemNamespaceList, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
@@ -22,6 +22,7 @@ try {
       watchBufferLimit: positiveInt("watch-buffer-events", config["watch-buffer-events"]),
     },
     status: { staleAfterMs: positiveInt("status-stale-after-ms", config["status-stale-after-ms"]) },
+    allowedSystemNamespaces: systemNamespaceList("allowed-system-namespaces", config["allowed-system-namespaces"]),
     retention: {
       maxAgeMs: nonNegativeInt("retention-max-age-s", config["retention-max-age-s"]) * 1000,
       maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),
