@@ -36,10 +36,16 @@ export class DriftCorrector {
     this.#options = options;
   }
 
-  /** Observer hook: re-applies the resource if `change` undid what the agent applied. */
+  /** Observer hook: re-applies the resource if `change` undid what the agent applied; retries it if it failed. */
   onChange({ key, object, previous }: ObjectChange): void {
     const { table, region } = this.#options;
     const entry = key === undefined ? undefined : table.get(key);
+    // A failed resource (e.g. an ownership conflict: another resource's labels on the object, or
+    // labels added for adoption) is checked again when its object changes, not only after its backoff.
+    if (entry?.status === "error" && object && !(previous && onlyStatusChanged(previous, object))) {
+      table.retryNow(entry.key);
+      return;
+    }
     if (!entry || entry.desired.kind !== "upsert" || entry.status !== "done" || entry.appliedVersion !== entry.version) return;
     const live = object ?? previous!;
     const wanted = buildManifests(desiredResource(entry.desired), region).apply.find((m) => describeObject(m) === describeObject(live));

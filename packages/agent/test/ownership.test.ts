@@ -186,3 +186,30 @@ describe("system namespaces at the agent", () => {
     await agent.stop();
   });
 });
+
+describe("a conflict is re-checked when the observer sees the object change", () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack(sqlite!.db);
+  });
+  after(() => stack?.close());
+
+  test("labelled with this resource's marks, the object is taken over long before the recheck interval", async () => {
+    const identity = { "flotilla.dev/resource-type": "deployment", "flotilla.dev/resource-id": "relabel" };
+    const object = foreign("relabel", { "app.kubernetes.io/managed-by": "Helm" });
+    object.spec.selector.matchLabels = identity as never;
+    object.spec.template.metadata.labels = identity as never;
+    stack.emulator.put({ apiVersion: "v1", kind: "Namespace", metadata: { name: NS } });
+    stack.emulator.put(object);
+    const agent = await stack.agent({ ownershipRecheckMs: 120_000 });
+    await agent.ready;
+    await stack.t.client(DeploymentService).createDeployment({ deployment: app("relabel") });
+    await waitForPhase(stack, "relabel", "FAILED", /managed-by=Helm/);
+    const live = structuredClone(deploymentOf(stack.emulator, NS, "relabel")!);
+    live.metadata.labels = { ...ours, ...identity };
+    stack.emulator.put(live);
+    // waitForPhase gives up after 30 s, a quarter of the recheck interval.
+    await waitForPhase(stack, "relabel", "RUNNING");
+    assert.equal(imageOf(deploymentOf(stack.emulator, NS, "relabel")), "app:1");
+  });
+});
