@@ -100,6 +100,7 @@ async function main(): Promise<void> {
     refreshIntervalMs = parseDuration(text("refresh-interval")!);
     heartbeatIntervalMs = parseDuration(text("heartbeat-interval")!);
     ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
+    if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
   } catch (error) {
     fail((error as Error).message);
   }

@@ -130,7 +130,7 @@ export class KubernetesTarget implements Target {
       }
       this.#lastApplied.delete(name);
       try {
-        const written = await this.#applyOwned(object, owner);
+        const written = await this.#applyOwned(object, owner, live?.get(name));
         const resourceVersion = written.metadata?.resourceVersion ?? "";
         applied.set(name, resourceVersion);
         if (digest !== undefined) this.#lastApplied.set(name, { digest, resourceVersion });
@@ -176,7 +176,8 @@ export class KubernetesTarget implements Target {
   /**
    * Writes `object` unless the object already at its place is not the agent's (then a refusal
    * naming the owner), and not at all when the live object already holds it (compared in
-   * canonical form: a no-op apply would cost a request per object per refresh). The read and the
+   * canonical form: a no-op apply would cost a request per object per refresh). `cachedVersion`,
+   * the resourceVersion the observer last saw the object at, saves the read. The read and the
    * write race with other writers, so the write is made to fail rather than overwrite an object
    * that changed since the read, and is then retried from a new read:
    *
@@ -190,16 +191,20 @@ export class KubernetesTarget implements Target {
    *   a 409 field conflict wherever their values differ from ours (a Helm object's
    *   app.kubernetes.io/managed-by at least), so it is not taken over.
    */
-  async #applyOwned(object: KubeObject, owner: Owner): Promise<KubernetesObject> {
+  async #applyOwned(object: KubeObject, owner: Owner, cachedVersion: string | undefined): Promise<KubernetesObject> {
     const wanted = tracksDesiredVersion(object) ? object : withoutDesiredVersion(object);
     for (let attempt = 1; ; attempt++) {
-      const current = await this.#read(object);
+      // The observer's cache holds only objects labelled as this resource's in this region: at
+      // that resourceVersion the object was ours, and the precondition makes the apply fail if it
+      // is not that version any more. Otherwise, and after such a failure, read it.
+      const current = attempt === 1 && cachedVersion ? undefined : await this.#read(object);
       const conflict = current && ownershipConflict(current, owner);
       if (conflict) throw new TargetError(conflict, 409, undefined, "ownership");
       if (current && containsCanonical(current, wanted)) return current;
-      const precondition = current ? { ...object, metadata: { ...object.metadata, resourceVersion: current.metadata?.resourceVersion } } : object;
+      const resourceVersion = current ? current.metadata?.resourceVersion : attempt === 1 ? cachedVersion : undefined;
+      const body = resourceVersion ? { ...object, metadata: { ...object.metadata, resourceVersion } } : object;
       try {
-        return await this.#api.patch(precondition as KubernetesObject, undefined, undefined, FIELD_MANAGER, current !== undefined, PatchStrategy.ServerSideApply);
+        return await this.#api.patch(body as KubernetesObject, undefined, undefined, FIELD_MANAGER, resourceVersion !== undefined, PatchStrategy.ServerSideApply);
       } catch (error) {
         if (isConflict(error) && attempt < WRITE_ATTEMPTS) continue;
         throw targetError(error, `apply ${describe(object)}`);
