@@ -248,14 +248,18 @@ export class KubernetesTarget implements Target {
     }
   }
 
-  /** Deletes the object only if its labels say it is `owner`'s in this region (uid precondition: it is still that object). */
+  /**
+   * Deletes the object only if its labels say it is `owner`'s in this region. The preconditions
+   * (uid and resourceVersion of the read) make the delete fail (409) rather than remove an object
+   * that was replaced or relabelled since; the retry reads it again.
+   */
   async #deleteManaged(ref: ObjectRef, owner: Owner): Promise<void> {
     const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } };
     this.#lastApplied.delete(describe(header));
     const live = await this.#read(header);
     if (!live || !isOwnedBy(live, owner)) return;
     try {
-      await this.#api.delete(header, undefined, undefined, undefined, undefined, "Background", { preconditions: { uid: live.metadata?.uid } });
+      await this.#api.delete(header, undefined, undefined, undefined, undefined, "Background", { preconditions: { uid: live.metadata?.uid, resourceVersion: live.metadata?.resourceVersion } });
     } catch (error) {
       if (isNotFound(error)) return;
       throw targetError(error, `delete ${describe(header)}`);
