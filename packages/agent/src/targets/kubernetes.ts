@@ -215,7 +215,7 @@ export class KubernetesTarget implements Target {
   /**
    * Makes sure the namespace exists, without writing to one that does: an existing namespace may
    * belong to anyone (kube-system, another team), so only a namespace the agent creates carries
-   * its marks, and the agent never changes or deletes any namespace (docs: README, Ownership).
+   * its marks, and the agent never changes or deletes any namespace (docs/ownership-and-status.md says why).
    */
   async #ensureNamespace(object: KubeObject): Promise<void> {
     const name = object.metadata.name;
