@@ -66,8 +66,10 @@ describe("namespaces the agent writes into", () => {
       const deployments = stack.t.client(DeploymentService);
       await deployments.createDeployment({ deployment: app("victim", "doomed") });
       await waitForPhase(stack, "victim", "RUNNING");
-      // Someone's Service with a finalizer keeps the namespace Terminating until it is released.
-      emulator.put({ apiVersion: "v1", kind: "Service", metadata: { name: "holder", namespace: "doomed", finalizers: ["example.com/hold"] }, spec: { ports: [{ port: 1 }] } });
+      // A finalizer of someone else's keeps the namespace Terminating after its content is gone.
+      const held = structuredClone(namespaceOf(stack, "doomed")!);
+      held.metadata.finalizers = ["example.com/hold"];
+      emulator.put(held);
       // kubectl delete namespace: its Deployment goes, the agent's re-create is refused (403).
       await fetch(`${emulator.url}/api/v1/namespaces/doomed`, { method: "DELETE" });
       await waitFor(async () => /being terminated/.test((await statusOf(stack, "victim"))?.reason ?? ""), "terminating reported");
@@ -75,11 +77,9 @@ describe("namespaces the agent writes into", () => {
       await new Promise((resolve) => setTimeout(resolve, 2000));
       const attempts = emulator.requestLog.filter((e) => e.namespace === "doomed" || e.name === "doomed").length;
       assert.ok(attempts <= 40, `${attempts} requests in 2 s: retried with backoff, not looped`);
-      await fetch(`${emulator.url}/api/v1/namespaces/doomed/services/holder`, {
-        method: "PATCH",
-        headers: { "content-type": "application/merge-patch+json" },
-        body: JSON.stringify({ metadata: { finalizers: null } }),
-      });
+      assert.equal((await statusOf(stack, "victim"))?.phase, "FAILED");
+      // The finalizer's owner lets go: the namespace is gone, the agent creates it anew.
+      assert.ok(emulator.delete("v1", "Namespace", "doomed"));
       await waitForPhase(stack, "victim", "RUNNING");
       assert.equal(namespaceOf(stack, "doomed")?.metadata.labels?.["app.kubernetes.io/managed-by"], "flotilla", "created anew, by the agent");
     },
