@@ -67,7 +67,7 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions, n
         // Nothing we do changes the other owner's object: look again at a steady pace (sooner on
         // a new desired version), not with the error backoff's first quick retries.
         queue.addAfter(key, jittered(ownershipRecheckMs, 0.1));
-        if (entry.attempts === 1) log(`${op} ${key}@${version} refused (checked again every ${Math.round(ownershipRecheckMs / 1000)} s): ${failure.message}`);
+        if (entry.attempts === 1) log(`${op} ${key}@${version} refused (checked again every ${ownershipRecheckMs / 1000} s): ${failure.message}`);
         return;
       }
       if (failure.permanent) {
