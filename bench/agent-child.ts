@@ -2,8 +2,7 @@
 // bench/b7-agent-memory.ts (fork, --expose-gc) so the benchmark's own memory stays out of the
 // measurement. Reports over IPC once the first complete snapshot was dispatched and the queue
 // drained: timings and process.memoryUsage() after forced GCs; then waits for "shutdown".
-import { startAgent } from "../packages/agent/src/agent.ts";
-import { RenderTarget } from "../packages/agent/src/targets/render.ts";
+import { RenderTarget, startAgent } from "@flotilla/agent";
 
 export interface AgentChildConfig {
   ctrlUrl: string;

@@ -3,7 +3,7 @@
 // lean-sync.ts) and connect-node clients (reported: they bound the wall time here).
 // Reference: the same keyset scan straight through mysql2.
 import { createConnection } from "mysql2/promise";
-import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl/services/cluster/options.ts";
+import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
 import { clusterClient, type ClusterClient } from "./lib/clients.ts";
 import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";

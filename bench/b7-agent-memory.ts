@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Store } from "@flotilla/store";
-import { AGENT_NODE_FLAGS } from "../packages/agent/src/node-flags.ts";
+import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import type { AgentChildConfig, AgentChildReport } from "./agent-child.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";

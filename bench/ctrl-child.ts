@@ -1,7 +1,7 @@
 // A ctrl process for the benchmarks: Store + startCtrl on a given database, driven over IPC
 // by bench/lib/ctrl-process.ts so the client's work and memory stay out of its measurements.
 // Run with --expose-gc (the parent does) so "memory" can collect garbage first.
-import { startCtrl } from "@flotilla/ctrl/server.ts";
+import { startCtrl } from "@flotilla/ctrl";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ChangeEventSchema, DeploymentSchema, DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { Store } from "@flotilla/store";

@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { DEFAULT_POLL_INTERVAL_MS } from "@flotilla/ctrl/server.ts";
+import { DEFAULT_POLL_INTERVAL_MS } from "@flotilla/ctrl";
 import { runB1 } from "./b1-sync.ts";
 import { runB2 } from "./b2-latency.ts";
 import { runB3 } from "./b3-queries.ts";

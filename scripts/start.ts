@@ -7,7 +7,7 @@ import { createInterface } from "node:readline";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { AGENT_NODE_FLAGS } from "../packages/agent/src/node-flags.ts";
+import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 
 const CTRL = "http://127.0.0.1:7070";
 const KUBECONFIG = ".flotilla/kubeconfig";

@@ -1,7 +1,7 @@
 // Starts bench/ctrl-child.ts as a separate Node process and talks to it over IPC.
 import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import type { StreamOptions } from "@flotilla/ctrl/services/cluster/options.ts";
+import type { StreamOptions } from "@flotilla/ctrl";
 import { now } from "./util.ts";
 
 export const ADMIN_TOKEN = "bench-admin-token";

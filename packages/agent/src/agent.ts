@@ -1,67 +1,29 @@
-// Wires one agent together: ctrl connection → desired table → work queue → target, plus prune
-// after every complete snapshot, the observer and reporter (status to ctrl) and the
-// health/metrics endpoint.
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { createClient, type Interceptor } from "@connectrpc/connect";
+// One agent, built from its AgentConfig: ctrl connection → desired table → work queue →
+// reconciler → target, plus prune after every complete snapshot, the observer and drift
+// correction (cluster targets), the reporter (status to ctrl) and the health/metrics endpoints.
+//
+// Every part is built from the config and the parts above it, in dependency order, so none refers
+// to one built after it; notifications that run against that order (the table and the observer
+// tell the reporter, which reads them) go through Listeners built first. The parts that run
+// start in order and stop in reverse (lifecycle.ts).
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import type { BackoffOptions } from "./backoff.ts";
+import { serveHealth, type HealthServer } from "@flotilla/runtime";
+import { resolveConfig, type AgentConfig, type ResolvedAgentConfig } from "./config.ts";
 import { Connection } from "./connection.ts";
 import { DesiredTable } from "./desired-table.ts";
+import { DriftCorrector } from "./drift.ts";
+import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
+import { Listeners } from "./listeners.ts";
 import { AgentMetrics } from "./metrics.ts";
-import { DEFAULT_REFRESH_INTERVAL_MS, DEFAULT_REFRESH_PER_SECOND, DriftCorrector } from "./drift.ts";
-import { clusterObservations, tableObservations, type ObservationSource } from "./observation.ts";
-import type { Observer } from "./observer.ts";
-import { DEFAULT_PRUNE, prune, type PruneOptions } from "./prune.ts";
-import { DEFAULT_CONCURRENCY, DEFAULT_RETRY_BACKOFF, WorkQueue } from "./queue.ts";
-import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
-import { DEFAULT_OWNERSHIP_RECHECK_MS, reconciler } from "./reconciler.ts";
-import { DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_REPORT_INTERVAL_MS, Reporter } from "./reporter.ts";
-import type { Target } from "./target.ts";
+import { clusterObservations, tableObservations } from "./observation.ts";
+import type { ObjectChange, Observer } from "./observer.ts";
+import { dispatch } from "./queue/dispatch.ts";
+import { WorkQueue } from "./queue.ts";
+import { newReconciler } from "./reconciler.ts";
+import { Reporter } from "./reporter.ts";
 import { APPLIED_KINDS } from "./watched-kinds.ts";
-
-export interface AgentOptions {
-  /** ctrl's base URL (gRPC over HTTP/2). */
-  ctrlUrl: string;
-  region: string;
-  /** Agent token of the region, sent as `Authorization: Bearer`. */
-  token: string;
-  target: Target;
-  /** Keys reconciled at once. Default 8. */
-  concurrency?: number;
-  /** Per-key retry backoff of failed reconciles. Default 100 ms .. 5 min. */
-  retryBackoff?: BackoffOptions;
-  /** Reconnect backoff towards ctrl. Default 500 ms .. 30 s. */
-  reconnectBackoff?: BackoffOptions;
-  /** Periodic full sync. Default 10 min (jittered ±10%). */
-  fullSyncIntervalMs?: number;
-  /** ctrl's bookmark interval; 3× without any message means a dead stream. Default 5 s. */
-  bookmarkIntervalMs?: number;
-  /** Status reports to ctrl: at most one call per this interval. Default 250 ms. */
-  reportIntervalMs?: number;
-  /** A report (an empty heartbeat if nothing changed) at least this often. Default 5 s. */
-  heartbeatIntervalMs?: number;
-  /** Observer (cluster targets only): the API server's watch bookmark interval; 3× silent restarts the watch. Default 60 s. */
-  observerBookmarkIntervalMs?: number;
-  /** Observer: server-side timeout of each watch request. Default 300 s. */
-  observerWatchTimeoutSeconds?: number;
-  /** Observer: backoff after failed lists and watches. Default 500 ms .. 30 s. */
-  observerBackoff?: BackoffOptions;
-  /** Drift correction (cluster targets only): re-apply resources last applied longer ago than this. Default 30 min. */
-  refreshIntervalMs?: number;
-  /** Drift correction: resources re-applied per second by the periodic refresh, at most. Default 20. */
-  refreshPerSecond?: number;
-  /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
-  namespaces?: NamespaceRules;
-  /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
-  ownershipRecheckMs?: number;
-  /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
-  prune?: Partial<PruneOptions>;
-  /** host:port for /healthz, /readyz and /metrics (port 0 picks one); none if absent. */
-  listen?: string;
-  log?: (message: string) => void;
-}
 
 export interface Agent {
   /** Resolves once the first complete snapshot has been dispatched to the work queue. */
@@ -70,180 +32,161 @@ export interface Agent {
   table: DesiredTable;
   /** Base URL of the health/metrics listener, if `listen` was given. */
   url: string | undefined;
-  /** Stops syncing and waits for the reconciles in flight. */
+  /** Stops the parts in reverse order of their start; waits for the reconciles in flight. */
   stop(): Promise<void>;
 }
 
-export const DEFAULT_FULL_SYNC_INTERVAL_MS = 10 * 60_000;
-export const DEFAULT_BOOKMARK_INTERVAL_MS = 5000;
-export const DEFAULT_RECONNECT_BACKOFF: BackoffOptions = { minMs: 500, maxMs: 30_000 };
+export async function startAgent(options: AgentConfig): Promise<Agent> {
+  const config = resolveConfig(options);
+  const { region, target, log } = config;
+  // Notifications against the build order: keys whose status may have changed, and (re)connects.
+  const statusChanged = new Listeners<string>();
+  const connected = new Listeners<void>();
 
-export async function startAgent(options: AgentOptions): Promise<Agent> {
-  const log = options.log ?? ((message: string) => console.error(`agent[${options.region}]: ${message}`));
-  const metrics: AgentMetrics = new AgentMetrics({ queueDepth: () => queue.length, desiredCounts: () => table.counts() });
+  const metrics = new AgentMetrics();
   const queue = new WorkQueue({
-    concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
-    backoff: options.retryBackoff ?? DEFAULT_RETRY_BACKOFF,
+    backoff: config.retryBackoff,
+    settleMs: config.settleMs,
+    maxHoldMs: config.maxHoldMs,
     onCoalesced: () => metrics.coalesced.inc(),
-    onHandlerError: (key, error) => log(`reconcile ${key}: ${error instanceof Error ? error.message : String(error)}`),
   });
   const table = new DesiredTable((key) => {
     queue.add(key);
-    reporter.touch(key);
+    statusChanged.emit(key);
   });
-  const { target } = options;
-  const reconcile = reconciler({
+  metrics.collectFrom({ queueDepth: () => queue.length, desiredCounts: () => table.counts() });
+  const client = ctrlClient(config);
+  // With a cluster target, the observer watches what the cluster really runs (for status and
+  // drift correction); a render target has nothing to watch.
+  const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged) : undefined;
+  const observer = observing?.observer;
+  const reconciler = newReconciler({
     table,
     queue,
     target,
     metrics,
     log,
+    prune: config.prune,
     liveVersions: (key) => observer?.liveVersions(key) ?? new Map(),
-    namespaces: options.namespaces ?? DEFAULT_NAMESPACE_RULES,
-    ownershipRecheckMs: options.ownershipRecheckMs ?? DEFAULT_OWNERSHIP_RECHECK_MS,
+    namespaces: config.namespaces,
+    ownershipRecheckMs: config.ownershipRecheckMs,
   });
-  const working = queue.run(async (key) => {
-    try {
-      await reconcile(key);
-    } finally {
-      reporter.touch(key);
-    }
-  });
-
-  const auth: Interceptor = (next) => (request) => {
-    request.header.set("authorization", `Bearer ${options.token}`);
-    return next(request);
-  };
-  const client = createClient(ClusterService, createGrpcTransport({ baseUrl: options.ctrlUrl, interceptors: [auth] }));
-  const pruneOptions = { ...DEFAULT_PRUNE, ...options.prune };
-  let markReady: () => void = () => {};
-  const ready = new Promise<void>((resolve) => (markReady = resolve));
+  const ready = Promise.withResolvers<void>();
   let isReady = false;
-  // With a cluster target, the observer watches what the cluster really runs (for status and
-  // drift correction); a render target has nothing to watch, so its observations come from the
-  // desired table alone. The observer module (and with it @kubernetes/client-node, some 80 MB of
-  // RSS) is loaded only then.
-  const { kubeConfig } = target;
-  let drift: DriftCorrector | undefined;
-  let observer: Observer | undefined;
-  if (kubeConfig) {
-    const { Observer, DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS, DEFAULT_WATCH_TIMEOUT_SECONDS } = await import("./observer.ts");
-    const corrector = new DriftCorrector({
-      table,
-      region: options.region,
-      metrics,
-      refreshIntervalMs: options.refreshIntervalMs ?? DEFAULT_REFRESH_INTERVAL_MS,
-      refreshPerSecond: options.refreshPerSecond ?? DEFAULT_REFRESH_PER_SECOND,
-    });
-    drift = corrector;
-    observer = new Observer({
-      kubeConfig,
-      region: options.region,
-      kinds: APPLIED_KINDS,
-      bookmarkIntervalMs: options.observerBookmarkIntervalMs ?? DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS,
-      watchTimeoutSeconds: options.observerWatchTimeoutSeconds ?? DEFAULT_WATCH_TIMEOUT_SECONDS,
-      backoff: options.observerBackoff ?? DEFAULT_OBSERVER_BACKOFF,
-      onChange: (change) => {
-        if (change.key !== undefined) reporter.touch(change.key);
-        corrector.onChange(change);
-      },
-      onRestart: (reason) => metrics.observerRestarts.inc({ reason }),
-      log,
-    });
-  }
-  const source: ObservationSource = observer ? clusterObservations(table, observer) : tableObservations(table);
-  const reporter: Reporter = new Reporter({
+  const connection = new Connection({
     client,
-    region: options.region,
-    source,
-    cursor: () => connection.cursor,
-    reportIntervalMs: options.reportIntervalMs ?? DEFAULT_REPORT_INTERVAL_MS,
-    heartbeatIntervalMs: options.heartbeatIntervalMs ?? DEFAULT_HEARTBEAT_INTERVAL_MS,
-    metrics,
-    log,
-  });
-  const connection: Connection = new Connection({
-    client,
-    region: options.region,
+    region,
     table,
     metrics,
-    fullSyncIntervalMs: options.fullSyncIntervalMs ?? DEFAULT_FULL_SYNC_INTERVAL_MS,
-    bookmarkIntervalMs: options.bookmarkIntervalMs ?? DEFAULT_BOOKMARK_INTERVAL_MS,
-    reconnectBackoff: options.reconnectBackoff ?? DEFAULT_RECONNECT_BACKOFF,
+    fullSyncIntervalMs: config.fullSyncIntervalMs,
+    bookmarkIntervalMs: config.bookmarkIntervalMs,
+    reconnectBackoff: config.reconnectBackoff,
     log,
-    onConnected: () => reporter.requestFullSet(),
+    onConnected: connected.emit,
     async afterSnapshot(version) {
       try {
-        await prune({ table, target, metrics, log }, version, pruneOptions);
+        await reconciler.prune(version);
       } catch (error) {
         // The next full sync prunes again; the watch must not wait for the cluster.
-        log(`prune failed: ${error instanceof Error ? error.message : String(error)}`);
+        log(`prune failed: ${messageOf(error)}`);
       }
       isReady = true;
-      markReady();
+      ready.resolve();
     },
   });
-  const stopping = new AbortController();
-  const connected = connection.run(stopping.signal);
-  const watching = observer?.run(stopping.signal);
-  const refreshing = drift?.runRefresh(stopping.signal);
-  // Nothing is worth reporting before the first snapshot: the cursor would be 0.
-  const readyOrStopped = new Promise<void>((resolve) => {
-    void ready.then(resolve);
-    stopping.signal.addEventListener("abort", () => resolve(), { once: true });
-  });
-  const reporting = readyOrStopped.then(() => reporter.run(stopping.signal));
-
-  const server = options.listen === undefined ? undefined : await listen(options.listen, metrics, () => isReady);
-  return {
-    ready,
+  const reporter = new Reporter({
+    client,
+    region,
+    source: observer ? clusterObservations(table, observer) : tableObservations(table),
+    cursor: () => connection.cursor,
+    reportIntervalMs: config.reportIntervalMs,
+    heartbeatIntervalMs: config.heartbeatIntervalMs,
     metrics,
-    table,
-    url: server && urlOf(server),
+    log,
+  });
+  statusChanged.add((key) => reporter.touch(key));
+  connected.add(() => reporter.requestFullSet());
+
+  let health: HealthServer | undefined;
+  const parts: Runnable[] = [
+    {
+      name: "health",
+      async start() {
+        if (config.listen === undefined) return;
+        health = await serveHealth(config.listen, {
+          registry: metrics.registry,
+          notReady: () => (isReady ? undefined : "waiting for the first complete sync"),
+        });
+      },
+      stop: () => health?.close(),
+    },
+    workers(config, queue, async (key) => {
+      try {
+        await reconciler.reconcile(key);
+      } finally {
+        reporter.touch(key);
+      }
+    }),
+    // Nothing is worth reporting before the first snapshot: the cursor would be 0.
+    loop("reporter", async (signal) => {
+      await Promise.race([ready.promise, new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))]);
+      await reporter.run(signal);
+    }),
+    ...(observing ? [loop("observer", (signal) => observing.observer.run(signal)), loop("drift refresh", (signal) => observing.drift.runRefresh(signal))] : []),
+    loop("connection", (signal) => connection.run(signal)),
+  ];
+  const stop = await startInOrder(parts);
+  return { ready: ready.promise, metrics, table, url: health?.url, stop };
+}
+
+/** ctrl's ClusterService over gRPC, authenticated with the agent token. */
+function ctrlClient({ ctrlUrl, token }: ResolvedAgentConfig): Client<typeof ClusterService> {
+  const auth: Interceptor = (next) => (request) => {
+    request.header.set("authorization", `Bearer ${token}`);
+    return next(request);
+  };
+  return createClient(ClusterService, createGrpcTransport({ baseUrl: ctrlUrl, interceptors: [auth] }));
+}
+
+/**
+ * The observer and the drift corrector it feeds. The observer module (and with it
+ * @kubernetes/client-node, some 80 MB of RSS) is loaded only here.
+ */
+async function observe(config: ResolvedAgentConfig, table: DesiredTable, metrics: AgentMetrics, statusChanged: Listeners<string>): Promise<{ observer: Observer; drift: DriftCorrector }> {
+  const { Observer } = await import("./observer.ts");
+  const drift = new DriftCorrector({ table, region: config.region, metrics, refreshIntervalMs: config.refreshIntervalMs, refreshPerSecond: config.refreshPerSecond });
+  const observer = new Observer({
+    kubeConfig: config.target.kubeConfig!,
+    region: config.region,
+    kinds: APPLIED_KINDS,
+    bookmarkIntervalMs: config.observerBookmarkIntervalMs,
+    watchTimeoutSeconds: config.observerWatchTimeoutSeconds,
+    backoff: config.observerBackoff,
+    onChange: (change: ObjectChange) => {
+      if (change.key !== undefined) statusChanged.emit(change.key);
+      drift.onChange(change);
+    },
+    onRestart: (reason) => metrics.observerRestarts.inc({ reason }),
+    log: config.log,
+  });
+  return { observer, drift };
+}
+
+/** The work queue's workers: `handle` for every key, `concurrency` at once, until the queue shuts down. */
+function workers(config: ResolvedAgentConfig, queue: WorkQueue, handle: (key: string) => Promise<void>): Runnable {
+  let working: Promise<void> | undefined;
+  return {
+    name: "workers",
+    start() {
+      working = dispatch(queue, handle, { concurrency: config.concurrency, onHandlerError: (key, error) => config.log(`reconcile ${key}: ${messageOf(error)}`) });
+    },
     async stop() {
-      stopping.abort();
-      await Promise.all([connected, watching, refreshing, reporting]);
       queue.shutDown();
       await working;
-      if (server) {
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeAllConnections();
-        await closed;
-      }
     },
   };
 }
 
-/** /healthz (alive), /readyz (first complete sync dispatched) and /metrics. */
-async function listen(address: string, metrics: AgentMetrics, isReady: () => boolean): Promise<Server> {
-  const separator = address.lastIndexOf(":");
-  const host = address.slice(0, separator).replace(/^\[(.*)\]$/, "$1") || "127.0.0.1";
-  const port = Number(address.slice(separator + 1));
-  if (separator < 0 || !Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`listen address must be host:port, got ${JSON.stringify(address)}`);
-  const server = createServer(async (req, res) => {
-    const path = (req.url ?? "/").split("?")[0];
-    if (req.method === "GET" && path === "/healthz") {
-      res.writeHead(200, { "content-type": "text/plain" }).end("ok\n");
-    } else if (req.method === "GET" && path === "/readyz") {
-      const ready = isReady();
-      res.writeHead(ready ? 200 : 503, { "content-type": "text/plain" }).end(ready ? "ok\n" : "waiting for the first complete sync\n");
-    } else if (req.method === "GET" && path === "/metrics") {
-      res.writeHead(200, { "content-type": metrics.registry.contentType }).end(await metrics.registry.metrics());
-    } else {
-      res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
-    }
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  return server;
-}
-
-function urlOf(server: Server): string {
-  const { address, port } = server.address() as AddressInfo;
-  return `http://${address.includes(":") ? `[${address}]` : address}:${port}`;
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

@@ -11,13 +11,11 @@ import type { Client } from "@connectrpc/connect";
 import { ConnectError } from "@connectrpc/connect";
 import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
+import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
 import { backoffDelay, jittered, sleep, type BackoffOptions } from "./backoff.ts";
 import type { DesiredTable } from "./desired-table.ts";
 import type { AgentMetrics, ReconnectReason } from "./metrics.ts";
-
-/** ErrorInfo reasons of ctrl's streams (documented in proto/ctrl/v1/cluster.proto). */
-const RESYNC_REQUIRED = "RESYNC_REQUIRED";
-const CONSUMER_TOO_SLOW = "CONSUMER_TOO_SLOW";
+import { Watchdog } from "./watchdog.ts";
 
 export interface ConnectionOptions {
   client: Client<typeof ClusterService>;
@@ -164,17 +162,8 @@ export class Connection {
   }
 
   /** Aborts the current stream as dead once no message came for 3× the bookmark interval. */
-  #watchdog(): { reset(): void; stop(): void } {
-    const limit = 3 * this.#options.bookmarkIntervalMs;
-    const arm = () => setTimeout(() => this.#current?.abort(new StreamInterrupted("inactive")), limit);
-    let timer = arm();
-    return {
-      reset() {
-        clearTimeout(timer);
-        timer = arm();
-      },
-      stop: () => clearTimeout(timer),
-    };
+  #watchdog(): Watchdog {
+    return new Watchdog(3 * this.#options.bookmarkIntervalMs, () => this.#current?.abort(new StreamInterrupted("inactive")));
   }
 }
 

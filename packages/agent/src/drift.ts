@@ -26,9 +26,6 @@ export interface DriftOptions {
   refreshPerSecond: number;
 }
 
-export const DEFAULT_REFRESH_INTERVAL_MS = 30 * 60_000;
-export const DEFAULT_REFRESH_PER_SECOND = 20;
-
 export class DriftCorrector {
   readonly #options: DriftOptions;
 

@@ -1,15 +1,19 @@
-export { startAgent, type Agent, type AgentOptions } from "./agent.ts";
+// @flotilla/agent: the agent without @kubernetes/client-node (the render target needs none of
+// it); the Kubernetes target and the observer are in @flotilla/agent/kubernetes.
+export { startAgent, type Agent } from "./agent.ts";
+export { AGENT_DEFAULTS, resolveConfig, type AgentConfig, type AgentIdentity, type AgentTunables, type ResolvedAgentConfig } from "./config.ts";
+export { loop, startInOrder, type Runnable } from "./lifecycle.ts";
+export { newReconciler, type Reconciler } from "./reconciler.ts";
 export type { BackoffOptions } from "./backoff.ts";
 export { DesiredTable, desiredResource, SnapshotStage, type DesiredEntry, type DesiredState, type EncodedResource, type EntryStatus } from "./desired-table.ts";
-export { buildManifests, type KubeObject, type Manifests, type ObjectRef } from "./manifests.ts";
+export { buildManifests, DESIRED_VERSION_ANNOTATION, tracksDesiredVersion, type KubeObject, type Manifests, type ObjectRef } from "./manifests.ts";
 export { AgentMetrics } from "./metrics.ts";
 export type { PruneOptions } from "./prune.ts";
 export { WorkQueue, type WorkQueueOptions } from "./queue.ts";
+export { dispatch, type DispatchOptions } from "./queue/dispatch.ts";
 export { TargetError, type ManagedObject, type Target } from "./target.ts";
-export { KubernetesTarget, loadKubeConfig, PooledKubeConfig } from "./targets/kubernetes.ts";
 export { RenderTarget } from "./targets/render.ts";
 export { DriftCorrector, type DriftOptions } from "./drift.ts";
 export { clusterObservations, tableObservations, type ObservationSource } from "./observation.ts";
-export { Observer, type ObjectChange, type ObserverOptions, type RestartReason } from "./observer.ts";
 export type { WatchedKind } from "./watched-kinds.ts";
 export { Reporter, type ReporterOptions } from "./reporter.ts";

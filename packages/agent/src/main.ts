@@ -1,9 +1,11 @@
-// The agent CLI. Every flag is also an environment variable FLOTILLA_AGENT_<FLAG>
-// (--ctrl-url → FLOTILLA_AGENT_CTRL_URL); flags win.
+// The agent CLI: maps flags onto an AgentConfig (config.ts) and runs startAgent() until
+// SIGINT/SIGTERM. Every flag is also an environment variable FLOTILLA_AGENT_<FLAG>
+// (--ctrl-url → FLOTILLA_AGENT_CTRL_URL); flags win. Defaults come from AGENT_DEFAULTS.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startAgent } from "./agent.ts";
-import { parseGlobList, SYSTEM_NAMESPACES } from "./namespaces.ts";
+import { AGENT_DEFAULTS, type AgentConfig } from "./config.ts";
+import { parseGlobList } from "./namespaces.ts";
 import { RenderTarget } from "./targets/render.ts";
 import type { Target } from "./target.ts";
 
@@ -15,23 +17,27 @@ const FLAGS = {
   target: { type: "string", default: "kubernetes", help: "kubernetes | render" },
   kubeconfig: { type: "string", help: "kubeconfig path (default: in-cluster, else ~/.kube/config)" },
   "render-dir": { type: "string", help: "directory the render target writes manifests into" },
-  concurrency: { type: "string", default: "8", help: "resources reconciled at once" },
-  "full-sync-interval": { type: "string", default: "10m", help: "periodic full sync, e.g. 600s, 10m (jittered ±10%)" },
-  "refresh-interval": { type: "string", default: "30m", help: "re-apply objects last applied longer ago than this (drift no event revealed)" },
-  "refresh-per-second": { type: "string", default: "20", help: "periodic refresh applies per second at most" },
-  "heartbeat-interval": { type: "string", default: "5s", help: "how often the agent reports its applied version to ctrl" },
-  "prune-max-fraction": { type: "string", default: "0.5", help: "prune refuses to delete more than this fraction of managed objects" },
+  concurrency: { type: "string", default: String(AGENT_DEFAULTS.concurrency), help: "resources reconciled at once" },
+  settle: { type: "string", default: formatDuration(AGENT_DEFAULTS.settleMs), help: "a key changed again within this long waits until its burst of changes settles (0: never waits)" },
+  "max-hold": { type: "string", default: formatDuration(AGENT_DEFAULTS.maxHoldMs), help: "longest a key in a burst of changes waits in all" },
+  "full-sync-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.fullSyncIntervalMs), help: "periodic full sync, e.g. 600s, 10m (jittered ±10%)" },
+  "refresh-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.refreshIntervalMs), help: "re-apply objects last applied longer ago than this (drift no event revealed)" },
+  "refresh-per-second": { type: "string", default: String(AGENT_DEFAULTS.refreshPerSecond), help: "periodic refresh applies per second at most" },
+  "bookmark-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.bookmarkIntervalMs), help: "ctrl's bookmark interval (its --bookmark-interval-ms): a stream silent for 3× this is dead" },
+  "report-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.reportIntervalMs), help: "status reports to ctrl: at most one call per this interval" },
+  "heartbeat-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs), help: "how often the agent reports its applied version to ctrl" },
+  "prune-max-fraction": { type: "string", default: String(AGENT_DEFAULTS.prune.maxFraction), help: "prune refuses to delete more than this fraction of managed objects" },
   "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
-  "allowed-namespaces": { type: "string", default: "*", help: "comma-separated globs of the namespaces the agent may write into" },
-  "denied-namespaces": { type: "string", default: SYSTEM_NAMESPACES.join(","), help: "comma-separated globs of namespaces refused even if allowed" },
-  "ownership-recheck-interval": { type: "string", default: "30s", help: "how often an object that exists but is not the agent's is checked again" },
+  "allowed-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.allowed.join(","), help: "comma-separated globs of the namespaces the agent may write into" },
+  "denied-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.denied.join(","), help: "comma-separated globs of namespaces refused even if allowed" },
+  "ownership-recheck-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.ownershipRecheckMs), help: "how often an object that exists but is not the agent's is checked again" },
   listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /healthz, /readyz and /metrics" },
   help: { type: "boolean", default: false, help: "show this help" },
 } as const;
 
 type Flag = keyof typeof FLAGS;
 
-function usage(): string {
+export function usage(): string {
   const lines = Object.entries(FLAGS).map(([name, flag]) => {
     const fallback = "default" in flag && flag.type === "string" ? ` (default ${flag.default})` : "";
     return `  --${name.padEnd(20)} ${flag.help}${fallback}\n  ${" ".repeat(22)} env FLOTILLA_AGENT_${envName(name)}`;
@@ -44,16 +50,16 @@ function envName(flag: string): string {
 }
 
 /** Flags from argv, falling back to FLOTILLA_AGENT_* variables, then to the defaults. */
-function readConfig(argv: string[]): Record<Flag, string | boolean | undefined> {
+function readFlags(argv: string[], env: NodeJS.ProcessEnv): Record<Flag, string | boolean | undefined> {
   const options = Object.fromEntries(Object.entries(FLAGS).map(([name, { type }]) => [name, { type }]));
   const { values } = parseArgs({ args: argv, options: options as Record<Flag, { type: "string" | "boolean" }>, strict: true, allowPositionals: false });
-  const config = {} as Record<Flag, string | boolean | undefined>;
+  const flags = {} as Record<Flag, string | boolean | undefined>;
   for (const [name, flag] of Object.entries(FLAGS) as [Flag, (typeof FLAGS)[Flag]][]) {
-    const env = process.env[`FLOTILLA_AGENT_${envName(name)}`];
-    const fromEnv = env === undefined ? undefined : flag.type === "boolean" ? env === "true" || env === "1" : env;
-    config[name] = values[name] ?? fromEnv ?? ("default" in flag ? flag.default : undefined);
+    const fromEnv = env[`FLOTILLA_AGENT_${envName(name)}`];
+    const value = fromEnv === undefined ? undefined : flag.type === "boolean" ? fromEnv === "true" || fromEnv === "1" : fromEnv;
+    flags[name] = values[name] ?? value ?? ("default" in flag ? flag.default : undefined);
   }
-  return config;
+  return flags;
 }
 
 /** Milliseconds from "250ms", "30s", "10m", "1h" or a bare number of seconds. */
@@ -64,46 +70,36 @@ export function parseDuration(text: string): number {
   return Number(match[1]) * unit;
 }
 
-function fail(message: string): never {
-  process.stderr.write(`flotilla-agent: ${message}\n`);
-  process.exit(2);
+/** The shortest of "10m", "30s", "250ms" that is exactly `ms`. */
+function formatDuration(ms: number): string {
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
+  if (ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
 }
 
-async function main(): Promise<void> {
-  let config;
-  try {
-    config = readConfig(process.argv.slice(2));
-  } catch (error) {
-    fail(`${(error as Error).message}\n\n${usage()}`);
-  }
-  if (config.help) {
-    process.stdout.write(usage());
-    return;
-  }
-  const text = (flag: Flag) => (typeof config[flag] === "string" ? (config[flag] as string) : undefined);
-  const region = text("region") ?? fail("--region is required");
+/**
+ * The AgentConfig the flags (else FLOTILLA_AGENT_* variables, else defaults) describe, or "help".
+ * A flag with an invalid value throws an Error naming it.
+ */
+export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<AgentConfig | "help"> {
+  const flags = readFlags(argv, env);
+  if (flags.help) return "help";
+  const text = (flag: Flag) => (typeof flags[flag] === "string" ? (flags[flag] as string) : undefined);
+  const required = (what: string): never => {
+    throw new Error(`${what} is required`);
+  };
+  const region = text("region") ?? required("--region");
   const tokenFile = text("token-file");
-  const token = text("token") ?? (tokenFile ? readFileSync(tokenFile, "utf8").trim() : fail("--token, --token-file or FLOTILLA_AGENT_TOKEN is required"));
+  const token = text("token") ?? (tokenFile ? readFileSync(tokenFile, "utf8").trim() : required("--token, --token-file or FLOTILLA_AGENT_TOKEN"));
   const concurrency = Number(text("concurrency"));
-  if (!Number.isInteger(concurrency) || concurrency < 1) fail("--concurrency must be a positive integer");
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error("--concurrency must be a positive integer");
   const maxFraction = Number(text("prune-max-fraction"));
-  if (!(maxFraction >= 0 && maxFraction <= 1)) fail("--prune-max-fraction must be within 0..1");
+  if (!(maxFraction >= 0 && maxFraction <= 1)) throw new Error("--prune-max-fraction must be within 0..1");
   const refreshPerSecond = Number(text("refresh-per-second"));
-  if (!(refreshPerSecond > 0)) fail("--refresh-per-second must be a positive number");
+  if (!(refreshPerSecond > 0)) throw new Error("--refresh-per-second must be a positive number");
   const namespaces = { allowed: parseGlobList(text("allowed-namespaces")!), denied: parseGlobList(text("denied-namespaces")!) };
-  let fullSyncIntervalMs: number;
-  let refreshIntervalMs: number;
-  let heartbeatIntervalMs: number;
-  let ownershipRecheckMs: number;
-  try {
-    fullSyncIntervalMs = parseDuration(text("full-sync-interval")!);
-    refreshIntervalMs = parseDuration(text("refresh-interval")!);
-    heartbeatIntervalMs = parseDuration(text("heartbeat-interval")!);
-    ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
-    if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
-  } catch (error) {
-    fail((error as Error).message);
-  }
+  const ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
+  if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
 
   let target: Target;
   if (text("target") === "kubernetes") {
@@ -111,27 +107,46 @@ async function main(): Promise<void> {
     const { KubernetesTarget, loadKubeConfig } = await import("./targets/kubernetes.ts");
     target = new KubernetesTarget({ kubeConfig: loadKubeConfig(text("kubeconfig")), region });
   } else if (text("target") === "render") {
-    target = new RenderTarget({ dir: text("render-dir") ?? fail("--render-dir is required with --target render"), region });
+    target = new RenderTarget({ dir: text("render-dir") ?? required("--render-dir (with --target render)"), region });
   } else {
-    fail(`--target must be kubernetes or render, got ${JSON.stringify(text("target"))}`);
+    throw new Error(`--target must be kubernetes or render, got ${JSON.stringify(text("target"))}`);
   }
-
-  const agent = await startAgent({
+  return {
     ctrlUrl: text("ctrl-url")!,
     region,
     token,
     target,
     concurrency,
-    fullSyncIntervalMs,
-    refreshIntervalMs,
+    settleMs: parseDuration(text("settle")!),
+    maxHoldMs: parseDuration(text("max-hold")!),
+    fullSyncIntervalMs: parseDuration(text("full-sync-interval")!),
+    refreshIntervalMs: parseDuration(text("refresh-interval")!),
     refreshPerSecond,
-    heartbeatIntervalMs,
-    prune: { maxFraction, force: config["force-prune"] === true },
+    bookmarkIntervalMs: parseDuration(text("bookmark-interval")!),
+    reportIntervalMs: parseDuration(text("report-interval")!),
+    heartbeatIntervalMs: parseDuration(text("heartbeat-interval")!),
+    prune: { maxFraction, force: flags["force-prune"] === true },
     namespaces,
     ownershipRecheckMs,
     listen: text("listen")!,
-  });
-  console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${text("ctrl-url")}`);
+  };
+}
+
+async function main(): Promise<void> {
+  let config: AgentConfig | "help";
+  try {
+    config = await agentConfig(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`flotilla-agent: ${(error as Error).message}\n\n${usage()}`);
+    process.exit(2);
+  }
+  if (config === "help") {
+    process.stdout.write(usage());
+    return;
+  }
+  const { region, ctrlUrl } = config;
+  const agent = await startAgent(config);
+  console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
   void agent.ready.then(() => console.error(`agent[${region}]: first complete sync dispatched, ready`));
   const shutdown = async (signal: string) => {
     console.error(`agent[${region}]: ${signal}, stopping`);

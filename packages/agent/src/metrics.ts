@@ -12,9 +12,11 @@ export interface MetricSources {
 
 export class AgentMetrics {
   readonly registry = new Registry();
-  readonly #sources: MetricSources;
+  /** Read at scrape time; until collectFrom() the gauges they feed stay unset. */
+  #sources: MetricSources | undefined;
 
-  constructor(sources: MetricSources) {
+  /** Where the gauges read at scrape time come from (set once the parts they read exist). */
+  collectFrom(sources: MetricSources): void {
     this.#sources = sources;
   }
 
@@ -37,7 +39,9 @@ export class AgentMetrics {
     name: "flotilla_agent_workqueue_depth",
     help: "Keys ready to be processed by the work queue.",
     registers: [this.registry],
-    collect: () => this.queueDepth.set(this.#sources.queueDepth()),
+    collect: () => {
+      if (this.#sources) this.queueDepth.set(this.#sources.queueDepth());
+    },
   });
 
   readonly retries = new Counter({
@@ -58,7 +62,7 @@ export class AgentMetrics {
     labelNames: ["status"] as const,
     registers: [this.registry],
     collect: () => {
-      for (const [status, count] of Object.entries(this.#sources.desiredCounts())) this.desiredEntries.set({ status }, count);
+      for (const [status, count] of Object.entries(this.#sources?.desiredCounts() ?? {})) this.desiredEntries.set({ status }, count);
     },
   });
 

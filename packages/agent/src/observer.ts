@@ -9,6 +9,7 @@
 //   expected bookmark interval is restarted (the inactivity watchdog).
 import { ApiException, KubernetesObjectApi, Watch, type KubeConfig } from "@kubernetes/client-node";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
+import { Watchdog } from "./watchdog.ts";
 import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
 import { resourceKey } from "./keys.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
@@ -39,10 +40,6 @@ export interface ObserverOptions {
   onRestart: (reason: RestartReason) => void;
   log: (message: string) => void;
 }
-
-export const DEFAULT_OBSERVER_BOOKMARK_INTERVAL_MS = 60_000;
-export const DEFAULT_WATCH_TIMEOUT_SECONDS = 300;
-export const DEFAULT_OBSERVER_BACKOFF: BackoffOptions = { minMs: 500, maxMs: 30_000 };
 
 const LIST_PAGE_SIZE = 500;
 
@@ -183,19 +180,17 @@ class KindWatcher {
         outcome ??= end;
         controller?.abort();
       };
-      const watchdogMs = 3 * bookmarkIntervalMs;
-      let watchdog = setTimeout(() => finish({ reason: "inactive" }), watchdogMs);
+      const watchdog = new Watchdog(3 * bookmarkIntervalMs, () => finish({ reason: "inactive" }));
       const onAbort = () => finish({ reason: "closed" });
       signal.addEventListener("abort", onAbort, { once: true });
       const done = (error: unknown) => {
-        clearTimeout(watchdog);
+        watchdog.stop();
         signal.removeEventListener("abort", onAbort);
         if (!outcome) outcome = error ? (statusOf(error) === 410 ? { reason: "gone" } : { reason: "error", error }) : { reason: "closed" };
         resolve(outcome);
       };
       const onEvent = (type: string, object: KubeObject & { code?: number; message?: string }) => {
-        clearTimeout(watchdog);
-        watchdog = setTimeout(() => finish({ reason: "inactive" }), watchdogMs);
+        watchdog.reset();
         if (type === "ERROR") {
           finish(object.code === 410 ? { reason: "gone" } : { reason: "error", error: new Error(`watch error ${object.code}: ${object.message}`) });
           return;

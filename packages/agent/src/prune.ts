@@ -14,8 +14,6 @@ export interface PruneOptions {
   force: boolean;
 }
 
-export const DEFAULT_PRUNE: PruneOptions = { maxFraction: 0.5, force: false };
-
 export interface PruneDeps {
   table: DesiredTable;
   target: Target;

@@ -3,16 +3,14 @@
 import { desiredResource, type DesiredTable, type ReapplyReason } from "./desired-table.ts";
 import { jittered } from "./backoff.ts";
 import type { AgentMetrics } from "./metrics.ts";
-import type { WorkQueue } from "./queue.ts";
 import { namespaceRefusal, type NamespaceRules } from "./namespaces.ts";
+import { prune, type PruneOptions, type PruneResult } from "./prune.ts";
+import type { RateLimitingQueue } from "./queue/rate-limiting-queue.ts";
 import { TargetError, type AppliedVersions, type Target } from "./target.ts";
-
-/** An ownership conflict is checked again this often (it clears once the object is removed or marked for adoption). */
-export const DEFAULT_OWNERSHIP_RECHECK_MS = 30_000;
 
 export interface ReconcilerDeps {
   table: DesiredTable;
-  queue: WorkQueue;
+  queue: RateLimitingQueue;
   target: Target;
   metrics: AgentMetrics;
   log: (message: string) => void;
@@ -23,8 +21,33 @@ export interface ReconcilerDeps {
   liveVersions?: (key: string) => AppliedVersions;
   /** Namespaces the agent may write into; the others are refused (reported, not applied). */
   namespaces: NamespaceRules;
-  /** Interval at which an ownership conflict is checked again. */
+  /** Interval at which an ownership conflict is checked again (it clears once the object is removed or marked for adoption). */
   ownershipRecheckMs: number;
+}
+
+/**
+ * Makes the target follow the desired table (after statedb's reconciler Operations). Both
+ * operations are idempotent: either may run again after any failure, or twice for the same
+ * input, and converges on the same target state.
+ */
+export interface Reconciler {
+  /**
+   * One work-queue run of `key`: applies the newest desired state of the key (an upsert) or
+   * deletes its objects (a tombstone), records the outcome in the table and schedules the retry
+   * (backoff, Retry-After, or none after a success). Target failures do not throw.
+   */
+  reconcile(key: string): Promise<void>;
+  /**
+   * After a complete snapshot replaced the table (`snapshotVersion`): deletes the managed
+   * objects nothing desires, unless more than the safety valve allows (then refuses).
+   */
+  prune(snapshotVersion: number): Promise<PruneResult>;
+}
+
+/** The agent's Reconciler: reconcile() as reconciler() below, prune() as prune.ts. */
+export function newReconciler(deps: ReconcilerDeps & { prune: PruneOptions }): Reconciler {
+  const reconcile = reconciler(deps);
+  return { reconcile, prune: (snapshotVersion) => prune(deps, snapshotVersion, deps.prune) };
 }
 
 export function reconciler({ table, queue, target, metrics, log, liveVersions, namespaces, ownershipRecheckMs }: ReconcilerDeps): (key: string) => Promise<void> {

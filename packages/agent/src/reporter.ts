@@ -34,8 +34,6 @@ export interface ReporterOptions {
   log: (message: string) => void;
 }
 
-export const DEFAULT_REPORT_INTERVAL_MS = 250;
-export const DEFAULT_HEARTBEAT_INTERVAL_MS = 5000;
 export const DEFAULT_MAX_BATCH = 500;
 const CALL_TIMEOUT_MS = 10_000;
 

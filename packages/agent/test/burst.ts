@@ -8,12 +8,12 @@ import assert from "node:assert/strict";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { create } from "@bufbuild/protobuf";
 import { DeploymentSchema, type DesiredResource, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { desiredInDatabase } from "../../ctrl/test/follower.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { desiredInDatabase } from "@flotilla/testkit/follower";
 import { resourceKey } from "../src/keys.ts";
 import type { Target } from "../src/target.ts";
 import { KubernetesTarget } from "../src/targets/kubernetes.ts";
-import { REGION, startStack, waitConverged, waitFor, type Stack } from "./helpers.ts";
+import { REGION, startStack, waitConverged, waitFor, type Stack } from "@flotilla/testkit/stack";
 
 const DEPLOYMENTS = 100;
 const UPDATES_EACH = 100;

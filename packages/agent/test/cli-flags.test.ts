@@ -1,9 +1,8 @@
-// The agent's and ctrl's flags for namespaces and ownership: listed in --help with their
-// environment variables and defaults, and bad values rejected before anything starts.
+// The agent's flags for namespaces and ownership: listed in --help with their environment
+// variables and defaults, and bad values rejected before anything starts.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { systemNamespaceList } from "../../ctrl/src/config.ts";
 
 const agentMain = new URL("../src/main.ts", import.meta.url).pathname;
 const agent = (args: string[], env: Record<string, string> = {}) =>
@@ -26,10 +25,4 @@ test("agent: a zero or malformed ownership recheck interval is refused (flag or 
     assert.equal(status, 2, stderr);
     assert.match(stderr, /ownership-recheck-interval|invalid duration/);
   }
-});
-
-test("ctrl --allowed-system-namespaces takes only system namespaces", () => {
-  assert.deepEqual(systemNamespaceList("allowed-system-namespaces", ""), []);
-  assert.deepEqual(systemNamespaceList("allowed-system-namespaces", "kube-system, default"), ["kube-system", "default"]);
-  assert.throws(() => systemNamespaceList("allowed-system-namespaces", "kube-system,demo"), /--allowed-system-namespaces "demo": expected some of kube-system/);
 });

@@ -11,7 +11,7 @@ import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js"
 import { Connection } from "../src/connection.ts";
 import { DesiredTable } from "../src/desired-table.ts";
 import { AgentMetrics } from "../src/metrics.ts";
-import { waitFor } from "./helpers.ts";
+import { waitFor } from "@flotilla/testkit/stack";
 
 const resource = (id: string, version: number) =>
   create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id, version: BigInt(version), namespace: "n" });
@@ -51,7 +51,8 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
 function connect(client: Client<typeof ClusterService>, overrides: { fullSyncIntervalMs?: number } = {}) {
   const changed: string[] = [];
   const table = new DesiredTable((key) => changed.push(key));
-  const metrics = new AgentMetrics({ queueDepth: () => 0, desiredCounts: () => table.counts() });
+  const metrics = new AgentMetrics();
+  metrics.collectFrom({ queueDepth: () => 0, desiredCounts: () => table.counts() });
   let pruned = 0;
   const connection = new Connection({
     client,

@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import type { Agent } from "../src/agent.ts";
-import { deploymentOf, desiredVersion, imageOf, OTHER_REGION, REGION, replicasOf, serviceOf, startStack, waitConverged, waitFor, type Stack } from "./helpers.ts";
+import { deploymentOf, desiredVersion, imageOf, OTHER_REGION, REGION, replicasOf, serviceOf, startStack, waitConverged, waitFor, type Stack } from "@flotilla/testkit/stack";
 
 const app = (id: string, image = "app:1") => ({ id, namespace: "drift", image, port: 80, regions: [{ region: REGION, replicas: 2 }] });
 

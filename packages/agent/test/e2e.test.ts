@@ -6,7 +6,7 @@ import { DeploymentDesiredStatus, SentinelDesiredState } from "@flotilla/proto/c
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import type { Agent } from "../src/agent.ts";
 import {
   deploymentOf,
@@ -20,7 +20,7 @@ import {
   startStack,
   waitFor,
   type Stack,
-} from "./helpers.ts";
+} from "@flotilla/testkit/stack";
 
 const MANAGED = { "app.kubernetes.io/managed-by": "flotilla", "flotilla.dev/region": REGION };
 

@@ -4,9 +4,9 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import type { Agent } from "../src/agent.ts";
-import { REGION, startStack, waitConverged, waitFor, type Stack } from "./helpers.ts";
+import { REGION, startStack, waitConverged, waitFor, type Stack } from "@flotilla/testkit/stack";
 
 const deployment = (id: string, image: string) => ({ id, namespace: "faulty", image, port: 80, regions: [{ region: REGION, replicas: 2 }] });
 

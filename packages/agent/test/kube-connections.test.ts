@@ -7,7 +7,7 @@ import { create } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { KubernetesTarget, PooledKubeConfig } from "../src/targets/kubernetes.ts";
-import { REGION } from "./helpers.ts";
+import { REGION } from "@flotilla/testkit/stack";
 
 const APPLIES = 50;
 /** As the agent's default concurrency. */

@@ -4,9 +4,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import type { Agent } from "../src/agent.ts";
-import { REGION, startStack, waitFor, waitForPhase, type Stack } from "./helpers.ts";
+import { REGION, startStack, waitFor, waitForPhase, type Stack } from "@flotilla/testkit/stack";
 
 const app = (id: string, image: string) => ({ id, namespace: "observed", image, port: 80, regions: [{ region: REGION, replicas: 2 }] });
 

@@ -6,11 +6,11 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import type { Agent } from "../src/agent.ts";
 import { namespaceRefusal, DEFAULT_NAMESPACE_RULES, parseGlobList } from "../src/namespaces.ts";
 import { ADOPT_ANNOTATION, ownershipConflict } from "../src/ownership.ts";
-import { deploymentOf, imageOf, OTHER_REGION, REGION, serviceOf, startStack, statusOf, waitFor, waitForPhase, type Stack } from "./helpers.ts";
+import { deploymentOf, imageOf, OTHER_REGION, REGION, serviceOf, startStack, statusOf, waitFor, waitForPhase, type Stack } from "@flotilla/testkit/stack";
 
 const [sqlite] = await testDatabases();
 

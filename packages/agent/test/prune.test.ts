@@ -8,11 +8,11 @@ import type { Client } from "@connectrpc/connect";
 import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import { Connection } from "../src/connection.ts";
 import { DesiredTable } from "../src/desired-table.ts";
 import { AgentMetrics } from "../src/metrics.ts";
-import { deploymentOf, managedNames, OTHER_REGION, REGION, startStack, waitConverged, waitFor, type Stack } from "./helpers.ts";
+import { deploymentOf, managedNames, OTHER_REGION, REGION, startStack, waitConverged, waitFor, type Stack } from "@flotilla/testkit/stack";
 
 const deployment = (id: string) => ({ id, namespace: "apps", image: "app:1", port: 80, regions: [{ region: REGION, replicas: 1 }] });
 
@@ -105,7 +105,7 @@ describe("prune and incomplete snapshots", () => {
       client,
       region: REGION,
       table,
-      metrics: new AgentMetrics({ queueDepth: () => 0, desiredCounts: () => ({}) }),
+      metrics: new AgentMetrics(),
       afterSnapshot: async () => void afterSnapshot++,
       fullSyncIntervalMs: 60_000,
       bookmarkIntervalMs: 1000,

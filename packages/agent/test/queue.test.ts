@@ -1,9 +1,11 @@
-// Work-queue invariants (client-go semantics): dedupe, single flight per key, collapse into
-// exactly one more run, per-key backoff with jitter, Retry-After as a floor, forget.
+// The agent's work queue, all layers stacked (client-go semantics): dedupe, single flight per
+// key, collapse into exactly one more run, per-key backoff with jitter, Retry-After as a floor,
+// forget, bursts settling. queue-layers.test.ts tests each layer alone.
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { backoffDelay } from "../src/backoff.ts";
+import { dispatch } from "../src/queue/dispatch.ts";
 import { WorkQueue } from "../src/queue.ts";
 
 /** A handler that records runs and lets the test decide when each one finishes. */
@@ -45,7 +47,7 @@ async function until(check: () => boolean, timeoutMs = 2000): Promise<void> {
   }
 }
 
-describe("WorkQueue", () => {
+describe("WorkQueue (all layers)", () => {
   test("dedupes a key added many times before it runs", async () => {
     let coalesced = 0;
     // Without settling: these adds within a ms or two form a burst that would be held briefly.
@@ -74,10 +76,10 @@ describe("WorkQueue", () => {
     queue.shutDown();
   });
 
-  test("run(): bounded concurrency, never two runs of one key at once, one run per burst of adds", async () => {
+  test("dispatch(): bounded concurrency, never two runs of one key at once, one run per burst of adds", async () => {
     const gate = gatedHandler();
-    const queue = new WorkQueue({ concurrency: 3 });
-    const running = queue.run(gate.handler);
+    const queue = new WorkQueue();
+    const running = dispatch(queue, gate.handler, { concurrency: 3 });
     for (const key of ["a", "b", "c", "d", "e"]) queue.add(key);
     await until(() => gate.open === 3);
     // While a, b, c run: every key changes many times.
@@ -158,10 +160,14 @@ describe("WorkQueue", () => {
     queue.done("k");
     let attempts = 0;
     const errors: unknown[] = [];
-    const retrying = new WorkQueue({ backoff: { minMs: 10, maxMs: 10 }, onHandlerError: (_key, error) => errors.push(error) });
-    const running = retrying.run(async () => {
-      if (++attempts < 3) throw new Error("boom");
-    });
+    const retrying = new WorkQueue({ backoff: { minMs: 10, maxMs: 10 } });
+    const running = dispatch(
+      retrying,
+      async () => {
+        if (++attempts < 3) throw new Error("boom");
+      },
+      { onHandlerError: (_key, error) => errors.push(error) },
+    );
     retrying.add("x");
     await until(() => attempts === 3);
     retrying.shutDown();

@@ -11,9 +11,9 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { DesiredResourceSchema, ResourceTombstoneSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import { RenderTarget } from "../src/targets/render.ts";
-import { REGION, startStack, waitFor, type Stack } from "./helpers.ts";
+import { REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
 
 const FIXTURE = join(import.meta.dirname, "fixtures", "render");
 

@@ -28,7 +28,7 @@ test("observations are sent stamped; an unchanged one is not sent again, a chang
     cursor: () => 7,
     reportIntervalMs: 5,
     heartbeatIntervalMs: 60_000,
-    metrics: new AgentMetrics({ queueDepth: () => 0, desiredCounts: () => ({ pending: 0, done: 0, error: 0 }) }),
+    metrics: new AgentMetrics(),
     log: () => {},
   });
   const stop = new AbortController();

@@ -6,10 +6,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { DeploymentDesiredStatus, DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN } from "../../ctrl/test/harness.ts";
-import { startCtrl } from "../../ctrl/src/server.ts";
-import { BOOKMARK_MS, deploymentOf, imageOf, REGION, startStack, waitConverged, type Stack } from "./helpers.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN } from "@flotilla/testkit/ctrl";
+import { startCtrl } from "@flotilla/ctrl";
+import { BOOKMARK_MS, deploymentOf, imageOf, REGION, startStack, waitConverged, type Stack } from "@flotilla/testkit/stack";
 
 const deployment = (id: string, image: string, replicas = 1) => ({ id, namespace: "apps", image, port: 8080, regions: [{ region: REGION, replicas }] });
 

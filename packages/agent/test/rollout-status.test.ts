@@ -5,8 +5,8 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { deploymentOf, REGION, startStack, statusOf, waitFor, waitForPhase, type RegionPhase, type Stack } from "./helpers.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { deploymentOf, REGION, startStack, statusOf, waitFor, waitForPhase, type RegionPhase, type Stack } from "@flotilla/testkit/stack";
 
 const [sqlite] = await testDatabases();
 

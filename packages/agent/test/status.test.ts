@@ -5,9 +5,9 @@ import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { DeploymentDesiredStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import type { Agent } from "../src/agent.ts";
-import { REGION, startStack, statusOf, waitFor, waitForPhase, type Stack } from "./helpers.ts";
+import { REGION, startStack, statusOf, waitFor, waitForPhase, type Stack } from "@flotilla/testkit/stack";
 
 const STALE_MS = 1500;
 

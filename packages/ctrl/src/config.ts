@@ -48,14 +48,6 @@ export function usage(command: string, specs: readonly OptionSpec[]): string {
   return `usage: ${command} [options]\n\n${rows.join("\n")}\n  --help\n`;
 }
 
-/** "host:port" → parts; a bare port means loopback. */
-export function parseListen(listen: string): { host: string; port: number } {
-  const match = /^(?:\[?([^\]]*)\]?:)?(\d+)$/.exec(listen);
-  const port = Number(match?.[2]);
-  if (!match || port > 65535) throw new Error(`--listen ${JSON.stringify(listen)}: expected host:port`);
-  return { host: match[1] || "127.0.0.1", port };
-}
-
 export function positiveInt(flag: string, value: string): number {
   const n = nonNegativeInt(flag, value);
   if (n === 0) throw new Error(`--${flag} ${JSON.stringify(value)}: expected a positive integer`);

@@ -2,9 +2,8 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
+import { ERROR_DOMAIN } from "@flotilla/runtime";
 import { StoreError, type StoreErrorCode } from "@flotilla/store";
-
-export const ERROR_DOMAIN = "flotilla.dev";
 
 const storeCodes: Record<StoreErrorCode, Code> = {
   invalid_argument: Code.InvalidArgument,

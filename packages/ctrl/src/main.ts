@@ -2,7 +2,8 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
-import { CTRL_OPTIONS, nonNegativeInt, parseConfig, parseListen, positiveInt, systemNamespaceList, usage } from "./config.ts";
+import { parseListen } from "@flotilla/runtime";
+import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, systemNamespaceList, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
@@ -31,7 +32,7 @@ try {
   const adminToken = config["admin-token"] || localAdminToken();
   const store = await Store.open(config["database-url"]);
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options });
-  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect})`);
+  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect.name})`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

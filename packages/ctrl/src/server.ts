@@ -11,6 +11,7 @@ import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
 import type { RetentionPolicy, Store } from "@flotilla/store";
+import { healthEndpoints } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { authInterceptor } from "./auth.ts";
@@ -116,6 +117,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
   });
+  const health = healthEndpoints({ registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) });
   const connectHandler = connectNodeAdapter({
     routes,
     readMaxBytes,
@@ -126,16 +128,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     contextValues,
     interceptors,
     async fallback(req, res) {
-      if (req.method === "GET" && req.url === "/healthz") {
-        res.writeHead(draining.signal.aborted ? 503 : 200, { "content-type": "text/plain" });
-        res.end(draining.signal.aborted ? "draining\n" : "ok\n");
-      } else if (req.method === "GET" && req.url === "/metrics") {
-        res.writeHead(200, { "content-type": metrics.registry.contentType });
-        res.end(await metrics.registry.metrics());
-      } else {
-        res.writeHead(404, { "content-type": "text/plain" });
-        res.end("not found\n");
-      }
+      if (await health(req, res)) return;
+      res.writeHead(404, { "content-type": "text/plain" });
+      res.end("not found\n");
     },
   });
 

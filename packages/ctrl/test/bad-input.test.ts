@@ -1,8 +1,8 @@
 // ARCHITECTURE §6: every bad input gets the right code and names the field; nothing is written.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, rowCounts, startTestCtrl, type TestCtrl } from "./harness.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, rowCounts, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 const valid = { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: "local", replicas: 2 }] };
 const withDeployment = (patch: Record<string, unknown>) => ({ deployment: { ...valid, ...patch } });

@@ -7,12 +7,12 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Store } from "@flotilla/store";
-import { testDatabases } from "../../store/test/databases.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
 import { startCtrl, type Ctrl } from "../src/server.ts";
-import { desiredInDatabase, Follower, stateDiff } from "./follower.ts";
-import { ADMIN_TOKEN, startTestCtrl } from "./harness.ts";
-import { spawnCtrl } from "./process.ts";
-import { startTcpProxy, type TcpProxy } from "./tcp-proxy.ts";
+import { desiredInDatabase, Follower, stateDiff } from "@flotilla/testkit/follower";
+import { ADMIN_TOKEN, startTestCtrl } from "@flotilla/testkit/ctrl";
+import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
+import { startTcpProxy, type TcpProxy } from "@flotilla/testkit/tcp-proxy";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 

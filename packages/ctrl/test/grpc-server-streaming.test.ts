@@ -14,8 +14,8 @@ import {
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { compressedFlag, encodeEnvelope } from "@connectrpc/connect/protocol";
-import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 type WatchRequest = MessageInitShape<typeof WatchDeploymentChangesRequestSchema>;
 

@@ -4,9 +4,9 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { status as grpcStatus } from "@grpc/grpc-js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
-import { AUTH, bufCurl, grpcJsUnary, jsonDocuments, BUF_PROTOCOLS as PROTOCOLS } from "./interop.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { AUTH, bufCurl, grpcJsUnary, jsonDocuments, BUF_PROTOCOLS as PROTOCOLS } from "@flotilla/testkit/interop";
 
 
 for (const { db, skip } of await testDatabases()) {

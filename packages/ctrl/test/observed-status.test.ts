@@ -8,8 +8,8 @@ import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { Phase, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { startTestCtrl, type TestCtrl } from "./harness.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 const STALE_MS = 2000;
 

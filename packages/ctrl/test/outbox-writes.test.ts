@@ -8,8 +8,8 @@ import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ChangeEventSchema, DeploymentDesiredStatus, SentinelDesiredState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { rowCounts, startTestCtrl, type TestCtrl } from "./harness.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { rowCounts, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 interface Row {
   region: string;

@@ -6,10 +6,10 @@ import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { assertCaughtUp, Follower } from "./follower.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
-import { spawnCtrl, type CtrlProcess } from "./process.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { assertCaughtUp, Follower } from "@flotilla/testkit/follower";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { spawnCtrl, type CtrlProcess } from "@flotilla/testkit/ctrl-process";
 
 function clientOf<S extends typeof ClusterService | typeof DeploymentService>(url: string, service: S) {
   return createClient(service, createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`), next(req))] }));

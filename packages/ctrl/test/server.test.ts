@@ -3,9 +3,9 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Health, HealthCheckResponse_ServingStatus } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { startTestCtrl, type TestCtrl } from "./harness.ts";
-import { grpcJsUnary } from "./interop.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { grpcJsUnary } from "@flotilla/testkit/interop";
 
 const [sqlite] = await testDatabases();
 

@@ -9,10 +9,10 @@ import { ClusterService, SyncDesiredStateResponseSchema, WatchDeploymentChangesR
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
-import { testDatabases } from "../../store/test/databases.ts";
-import { assertCaughtUp, desiredInDatabase, Follower, stateDiff } from "./follower.ts";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "./harness.ts";
-import { rawGrpcCall } from "./interop.ts";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { assertCaughtUp, desiredInDatabase, Follower, stateDiff } from "@flotilla/testkit/follower";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { rawGrpcCall } from "@flotilla/testkit/interop";
 import { constants as http2Constants } from "node:http2";
 
 const REGIONS = ["r1", "r2", "r3"];

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { PatchStrategy, setHeaderOptions, type KubernetesObject } from '@kubernetes/client-node';
-import { expectApiError, startCluster, type Cluster } from './helpers.ts';
+import { expectApiError, startCluster, type Cluster } from '@flotilla/testkit/emulator';
 
 const GVR = { group: 'cilium.io', version: 'v2', plural: 'ciliumnetworkpolicies' };
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { deployment, expectApiError, startCluster, waitFor, type Cluster } from './helpers.ts';
+import { deployment, expectApiError, startCluster, waitFor, type Cluster } from '@flotilla/testkit/emulator';
 
 describe('CRUD through the real client', () => {
   let c: Cluster;

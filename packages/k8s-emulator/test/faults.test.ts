@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { collectWatch, deployment, expectApiError, startCluster, waitFor, type Cluster } from './helpers.ts';
+import { collectWatch, deployment, expectApiError, startCluster, waitFor, type Cluster } from '@flotilla/testkit/emulator';
 
 describe('fault injection and the request log', () => {
   let c: Cluster;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startCluster, type Cluster } from './helpers.ts';
+import { startCluster, type Cluster } from '@flotilla/testkit/emulator';
 
 async function raw(c: Cluster, method: string, path: string, body?: string, contentType = 'application/json') {
   const res = await fetch(`${c.emu.url}${path}`, { method, body, headers: body !== undefined ? { 'Content-Type': contentType } : {} });

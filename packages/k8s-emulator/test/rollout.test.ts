@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { collectWatch, deployment, startCluster, waitFor, type Cluster } from './helpers.ts';
+import { collectWatch, deployment, startCluster, waitFor, type Cluster } from '@flotilla/testkit/emulator';
 
 function condition(d: any, type: string) {
   return d?.status?.conditions?.find((c: any) => c.type === type);

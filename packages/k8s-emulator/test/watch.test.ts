@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { makeInformer, type V1Deployment } from '@kubernetes/client-node';
-import { collectWatch, deployment, startCluster, waitFor, type Cluster } from './helpers.ts';
+import { collectWatch, deployment, startCluster, waitFor, type Cluster } from '@flotilla/testkit/emulator';
 
 describe('watch through the client Watch class', () => {
   let c: Cluster;

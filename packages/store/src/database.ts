@@ -8,11 +8,29 @@ import type { Database } from "./schema.ts";
 
 export const DEFAULT_DATABASE_URL = "sqlite:.flotilla/flotilla.db";
 
-export type DialectName = "sqlite" | "mysql";
+/** What differs between the databases the store runs on; compare by identity (SQLITE, MYSQL). */
+export interface Dialect {
+  /** For logs and messages. */
+  readonly name: "sqlite" | "mysql";
+  /**
+   * Whether writers lock the rows they depend on (SELECT … FOR UPDATE). SQLite has no row locks
+   * and needs none: it runs one writer at a time.
+   */
+  readonly locksRows: boolean;
+  /**
+   * Whether a consistent snapshot is a transaction on the shared pool (InnoDB's START
+   * TRANSACTION WITH CONSISTENT SNAPSHOT); otherwise it is a read transaction on a read-only
+   * connection of its own (SQLite in WAL mode).
+   */
+  readonly snapshotsInPool: boolean;
+}
+
+export const SQLITE: Dialect = Object.freeze({ name: "sqlite", locksRows: false, snapshotsInPool: false });
+export const MYSQL: Dialect = Object.freeze({ name: "mysql", locksRows: true, snapshotsInPool: true });
 
 export interface OpenDatabase {
   db: Kysely<Database>;
-  dialect: DialectName;
+  dialect: Dialect;
   /** For SQLite: the file, so a second (read-only) connection can take consistent snapshots. */
   sqlitePath?: string;
   close(): Promise<void>;
@@ -25,7 +43,7 @@ export function openDatabase(url: string = DEFAULT_DATABASE_URL, options: { pool
     if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
     const sqlite = openSqliteConnection(path);
     const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
-    return { db, dialect: "sqlite", sqlitePath: path, close: () => db.destroy() };
+    return { db, dialect: SQLITE, sqlitePath: path, close: () => db.destroy() };
   }
   if (url.startsWith("mysql://")) {
     const pool = createPool({
@@ -36,7 +54,7 @@ export function openDatabase(url: string = DEFAULT_DATABASE_URL, options: { pool
       timezone: "Z",
     });
     const db = new Kysely<Database>({ dialect: new MysqlDialect({ pool }) });
-    return { db, dialect: "mysql", close: () => db.destroy() };
+    return { db, dialect: MYSQL, close: () => db.destroy() };
   }
   throw new Error(`database URL ${JSON.stringify(url)}: expected sqlite:<path> or mysql://user:pass@host:port/db`);
 }

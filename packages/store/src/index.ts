@@ -8,7 +8,7 @@ import { migrateToLatest } from "./migrate.ts";
 import { RegionRepository } from "./regions.ts";
 import { ResourceRepository } from "./resources.ts";
 
-export { DEFAULT_DATABASE_URL, openDatabase, type DialectName, type OpenDatabase } from "./database.ts";
+export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
 export { migrateToLatest } from "./migrate.ts";
 export type { Page } from "./paging.ts";

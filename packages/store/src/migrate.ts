@@ -5,7 +5,7 @@ import { join } from "node:path";
 import type { Kysely } from "kysely";
 import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from "kysely/migration";
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL("../../../migrations/", import.meta.url));
+const MIGRATIONS_DIR = fileURLToPath(new URL("../../../migrations/", import.meta.url));
 
 const directoryProvider = (dir: string): MigrationProvider => ({
   async getMigrations() {

@@ -9,6 +9,7 @@ import {
   type ResourceType,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Transaction } from "kysely";
+import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import type { Database } from "./schema.ts";
 
@@ -46,8 +47,8 @@ interface PendingChange {
  * Locks the regions' rows in id order. Every write locks all the regions it will touch here,
  * before any other region lock (foreign-key checks included), so writers never deadlock.
  */
-export async function lockRegions(tx: Tx, regionIds: Iterable<number>, dialect: "sqlite" | "mysql"): Promise<void> {
-  if (dialect !== "mysql") return; // SQLite has one writer at a time.
+export async function lockRegions(tx: Tx, regionIds: Iterable<number>, dialect: Dialect): Promise<void> {
+  if (!dialect.locksRows) return;
   for (const id of [...new Set(regionIds)].sort((a, b) => a - b)) {
     const row = await tx.selectFrom("regions").select("id").where("id", "=", id).forUpdate().executeTakeFirst();
     if (!row) throw new StoreError("not_found", `region ${id} was deleted meanwhile`);
@@ -63,7 +64,7 @@ export async function lockRegions(tx: Tx, regionIds: Iterable<number>, dialect: 
  */
 export async function writeDesired(
   tx: Tx,
-  dialect: "sqlite" | "mysql",
+  dialect: Dialect,
   type: ResourceType,
   id: string,
   next: ReadonlyMap<number, DesiredResource>,

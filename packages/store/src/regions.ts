@@ -3,7 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { create } from "@bufbuild/protobuf";
 import { RegionSchema, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import type { Kysely } from "kysely";
-import type { DialectName } from "./database.ts";
+import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { Database } from "./schema.ts";
@@ -16,9 +16,9 @@ export interface RegionRow {
 
 export class RegionRepository {
   readonly #db: Kysely<Database>;
-  readonly #dialect: DialectName;
+  readonly #dialect: Dialect;
 
-  constructor(db: Kysely<Database>, dialect: DialectName) {
+  constructor(db: Kysely<Database>, dialect: Dialect) {
     this.#db = db;
     this.#dialect = dialect;
   }
@@ -69,7 +69,7 @@ export class RegionRepository {
       .execute(async (tx) => {
         // Locking the region row orders this after any write holding the region's version.
         let query = tx.selectFrom("regions").select("id").where("name", "=", name);
-        if (this.#dialect === "mysql") query = query.forUpdate();
+        if (this.#dialect.locksRows) query = query.forUpdate();
         const region = await query.executeTakeFirst();
         if (!region) throw new StoreError("not_found", `region ${JSON.stringify(name)} not found`, "name");
         const used = await tx.selectFrom("placements").select("resource_id").where("region_id", "=", region.id).limit(1).executeTakeFirst();

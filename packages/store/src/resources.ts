@@ -3,7 +3,7 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { clone, equals, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { Kysely } from "kysely";
-import type { DialectName } from "./database.ts";
+import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { writeDesired, type Tx } from "./outbox.ts";
@@ -17,10 +17,10 @@ export type CommitListener = (regionIds: number[]) => void;
 export class ResourceRepository<Desc extends DescMessage> {
   readonly kind: ResourceKind<Desc>;
   readonly #db: Kysely<Database>;
-  readonly #dialect: DialectName;
+  readonly #dialect: Dialect;
   readonly #onCommit: CommitListener;
 
-  constructor(db: Kysely<Database>, dialect: DialectName, kind: ResourceKind<Desc>, onCommit: CommitListener) {
+  constructor(db: Kysely<Database>, dialect: Dialect, kind: ResourceKind<Desc>, onCommit: CommitListener) {
     this.#db = db;
     this.#dialect = dialect;
     this.kind = kind;
@@ -134,7 +134,7 @@ export class ResourceRepository<Desc extends DescMessage> {
 
   async #lockRow(tx: Tx, id: string): Promise<ResourceTable | undefined> {
     let query = tx.selectFrom(this.kind.table).selectAll().where("id", "=", id);
-    if (this.#dialect === "mysql") query = query.forUpdate();
+    if (this.#dialect.locksRows) query = query.forUpdate();
     return query.executeTakeFirst();
   }
 

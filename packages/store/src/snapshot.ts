@@ -58,7 +58,7 @@ export interface SnapshotLimits {
 
 /** Batches within `limits`, then one `complete` item with the snapshot's version. */
 export function readSnapshot(database: OpenDatabase, regionId: number, limits: SnapshotLimits): AsyncIterable<SnapshotItem> {
-  return database.dialect === "mysql" ? mysqlSnapshot(database, regionId, limits) : sqliteSnapshot(database, regionId, limits);
+  return database.dialect.snapshotsInPool ? mysqlSnapshot(database, regionId, limits) : sqliteSnapshot(database, regionId, limits);
 }
 
 async function* sqliteSnapshot(database: OpenDatabase, regionId: number, { batchSize, batchBytes }: SnapshotLimits): AsyncIterable<SnapshotItem> {

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { sql } from "kysely";
 import { takeVersions, type Store } from "../src/index.ts";
-import { freshStore, testDatabases } from "./databases.ts";
+import { freshStore, testDatabases } from "@flotilla/testkit/databases";
 
 const WRITERS = 8;
 const WRITES = 300;

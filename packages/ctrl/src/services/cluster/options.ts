@@ -22,7 +22,3 @@ export const DEFAULT_STREAM_OPTIONS: StreamOptions = {
   messageBytesMax: 1024 * 1024,
   overflowResetMs: 2000,
 };
-
-/** ErrorInfo reasons of the streams, documented in proto/ctrl/v1/cluster.proto. */
-export const RESYNC_REQUIRED = "RESYNC_REQUIRED";
-export const CONSUMER_TOO_SLOW = "CONSUMER_TOO_SLOW";

@@ -6,6 +6,7 @@ import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import { WatchDeploymentChangesResponseSchema, type WatchDeploymentChangesRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
 import { encodedChange, type Store } from "@flotilla/store";
 import { constants as h2 } from "node:http2";
 import { authorizeRegion } from "../../auth.ts";
@@ -14,7 +15,7 @@ import type { CtrlMetrics } from "../../metrics.ts";
 import type { ChangePoller } from "../../streaming/poller.ts";
 import { batchLength, Overflow, type BatchLimits, type Subscription } from "../../streaming/subscription.ts";
 import * as validate from "../../validate.ts";
-import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED, type StreamOptions } from "./options.ts";
+import type { StreamOptions } from "./options.ts";
 import { lengthDelimited, sendsVerbatim, withVerbatimField } from "./verbatim.ts";
 
 export type NodeServerRequest = IncomingMessage | Http2ServerRequest;

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { fromBinary, toBinary, type DescMessage, type DescMethodStreaming, type DescMethodUnary, type MessageInitShape, type MessageShape, create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
-import { ADMIN_TOKEN } from "./harness.ts";
+import { ADMIN_TOKEN } from "./ctrl.ts";
 import { connect as connectH2 } from "node:http2";
 
 /** The admin credentials as a `buf curl -H` argument. */

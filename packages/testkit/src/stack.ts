@@ -7,13 +7,12 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Phase } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { KubernetesEmulator, type EmulatorOptions } from "@flotilla/k8s-emulator";
-import { desiredInDatabase } from "../../ctrl/test/follower.ts";
-import { startTestCtrl, type TestCtrl } from "../../ctrl/test/harness.ts";
-import type { CtrlOptions } from "../../ctrl/src/server.ts";
-import type { TestDatabase } from "../../store/test/databases.ts";
-import { startAgent, type Agent, type AgentOptions } from "../src/agent.ts";
-import { buildManifests, DESIRED_VERSION_ANNOTATION, tracksDesiredVersion, type KubeObject } from "../src/manifests.ts";
-import { KubernetesTarget, PooledKubeConfig } from "../src/targets/kubernetes.ts";
+import { buildManifests, DESIRED_VERSION_ANNOTATION, startAgent, tracksDesiredVersion, type Agent, type AgentConfig, type KubeObject } from "@flotilla/agent";
+import { KubernetesTarget, PooledKubeConfig } from "@flotilla/agent/kubernetes";
+import type { CtrlOptions } from "@flotilla/ctrl";
+import { startTestCtrl, type TestCtrl } from "./ctrl.ts";
+import type { TestDatabase } from "./databases.ts";
+import { desiredInDatabase } from "./follower.ts";
 
 export const REGION = "east";
 export const OTHER_REGION = "west";
@@ -26,7 +25,7 @@ export interface Stack {
   token: string;
   kubeConfig: KubeConfig;
   /** Starts an agent of region east with test-friendly timings; stopped by close(). */
-  agent(overrides?: Partial<AgentOptions>): Promise<Agent>;
+  agent(overrides?: Partial<AgentConfig>): Promise<Agent>;
   close(): Promise<void>;
 }
 

@@ -1,11 +1,11 @@
-// The databases every store test runs against: embedded SQLite always, MySQL/MariaDB when
-// reachable. With CI=true an unreachable MySQL fails the run instead of skipping.
+// The databases every database test (store, ctrl, agent) runs against: embedded SQLite always,
+// MySQL/MariaDB when reachable. With CI=true an unreachable MySQL fails the run instead of skipping.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { createConnection } from "mysql2/promise";
-import { Store } from "../src/index.ts";
+import { Store } from "@flotilla/store";
 
 export const MYSQL_URL = process.env.FLOTILLA_TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test";
 

@@ -4,7 +4,7 @@ import {
   ApiException, AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, PatchStrategy, Watch,
   type KubernetesObject, type V1Deployment,
 } from '@kubernetes/client-node';
-import { KubernetesEmulator, type EmulatorOptions } from '../src/index.ts';
+import { KubernetesEmulator, type EmulatorOptions } from '@flotilla/k8s-emulator';
 
 export interface Cluster {
   emu: KubernetesEmulator;

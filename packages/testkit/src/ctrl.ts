@@ -3,8 +3,8 @@ import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { Store } from "@flotilla/store";
-import { freshStore, type TestDatabase } from "../../store/test/databases.ts";
-import { startCtrl, type Ctrl, type CtrlOptions } from "../src/server.ts";
+import { startCtrl, type Ctrl, type CtrlOptions } from "@flotilla/ctrl";
+import { freshStore, type TestDatabase } from "./databases.ts";
 
 export const ADMIN_TOKEN = "test-admin-token";
 

@@ -1,9 +1,9 @@
-// ctrl as a separate OS process (`node packages/ctrl/src/main.ts`), for multi-replica and
-// kill tests.
+// ctrl as a separate OS process (its main.ts, exported as @flotilla/ctrl/main), for
+// multi-replica and kill tests.
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
+const MAIN = fileURLToPath(import.meta.resolve("@flotilla/ctrl/main"));
 
 export interface CtrlProcess {
   url: string;

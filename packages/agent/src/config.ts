@@ -1,0 +1,96 @@
+// The agent's configuration: one object, every field documented with its default, the defaults
+// in one place (AGENT_DEFAULTS). startAgent() builds every part from it; the CLI (main.ts) maps
+// flags and environment variables onto it.
+import type { BackoffOptions } from "./backoff.ts";
+import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
+import type { PruneOptions } from "./prune.ts";
+import type { Target } from "./target.ts";
+
+/** What an agent needs and cannot default: which region it serves, from where, into what. */
+export interface AgentIdentity {
+  /** ctrl's base URL (gRPC over HTTP/2). */
+  ctrlUrl: string;
+  /** Region this agent serves. */
+  region: string;
+  /** Agent token of the region, sent as `Authorization: Bearer`. */
+  token: string;
+  /** Where desired state goes: a cluster (KubernetesTarget) or a directory (RenderTarget). */
+  target: Target;
+}
+
+/** Everything else, each with a default in AGENT_DEFAULTS. */
+export interface AgentTunables {
+  /** Keys reconciled at once (the dispatch's p-limit). Default 8. */
+  concurrency: number;
+  /** Per-key retry backoff of failed reconciles. Default 100 ms .. 5 min. */
+  retryBackoff: BackoffOptions;
+  /** Longest wait after a key's last change while it is in a burst of changes. Default 1 s; 0 turns settling off. */
+  settleMs: number;
+  /** Longest a key in a burst of changes is held back in all. Default 5 s. */
+  maxHoldMs: number;
+  /** Reconnect backoff towards ctrl. Default 500 ms .. 30 s. */
+  reconnectBackoff: BackoffOptions;
+  /** Periodic full sync. Default 10 min (jittered ±10%). */
+  fullSyncIntervalMs: number;
+  /** ctrl's bookmark interval; 3× without any message means a dead stream. Default 5 s. */
+  bookmarkIntervalMs: number;
+  /** Status reports to ctrl: at most one call per this interval. Default 250 ms. */
+  reportIntervalMs: number;
+  /** A report (an empty heartbeat if nothing changed) at least this often. Default 5 s. */
+  heartbeatIntervalMs: number;
+  /** Observer (cluster targets only): the API server's watch bookmark interval; 3× silent restarts the watch. Default 60 s. */
+  observerBookmarkIntervalMs: number;
+  /** Observer: server-side timeout of each watch request. Default 300 s. */
+  observerWatchTimeoutSeconds: number;
+  /** Observer: backoff after failed lists and watches. Default 500 ms .. 30 s. */
+  observerBackoff: BackoffOptions;
+  /** Drift correction (cluster targets only): re-apply resources last applied longer ago than this. Default 30 min. */
+  refreshIntervalMs: number;
+  /** Drift correction: resources re-applied per second by the periodic refresh, at most. Default 20. */
+  refreshPerSecond: number;
+  /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
+  prune: PruneOptions;
+  /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
+  namespaces: NamespaceRules;
+  /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
+  ownershipRecheckMs: number;
+  /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
+  listen: string | undefined;
+  /** Where the agent logs. Default: stderr, prefixed `agent[<region>]: `. */
+  log: ((message: string) => void) | undefined;
+}
+
+/** An agent's configuration as given: the identity, and any tunables to override. */
+export type AgentConfig = AgentIdentity & Partial<Omit<AgentTunables, "prune">> & { prune?: Partial<PruneOptions> };
+
+/** An agent's configuration with every default filled in. */
+export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: (message: string) => void };
+
+export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
+  concurrency: 8,
+  retryBackoff: { minMs: 100, maxMs: 5 * 60_000 },
+  settleMs: 1000,
+  maxHoldMs: 5000,
+  reconnectBackoff: { minMs: 500, maxMs: 30_000 },
+  fullSyncIntervalMs: 10 * 60_000,
+  bookmarkIntervalMs: 5000,
+  reportIntervalMs: 250,
+  heartbeatIntervalMs: 5000,
+  observerBookmarkIntervalMs: 60_000,
+  observerWatchTimeoutSeconds: 300,
+  observerBackoff: { minMs: 500, maxMs: 30_000 },
+  refreshIntervalMs: 30 * 60_000,
+  refreshPerSecond: 20,
+  prune: { maxFraction: 0.5, force: false },
+  namespaces: DEFAULT_NAMESPACE_RULES,
+  ownershipRecheckMs: 30_000,
+  listen: undefined,
+  log: undefined,
+});
+
+/** `config` with every absent field set to its default. */
+export function resolveConfig(config: AgentConfig): ResolvedAgentConfig {
+  const given = Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined));
+  const log = config.log ?? ((message: string) => console.error(`agent[${config.region}]: ${message}`));
+  return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, log } as ResolvedAgentConfig;
+}

@@ -1,0 +1,155 @@
+// Each layer of the work queue alone, against the invariants written at the top of its file.
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { dispatch } from "../src/queue/dispatch.ts";
+import { KeyQueue } from "../src/queue/key-queue.ts";
+import { RateLimitingQueue } from "../src/queue/rate-limiting-queue.ts";
+import { SettlingQueue } from "../src/queue/settling-queue.ts";
+
+describe("KeyQueue", () => {
+  test("dedupes, hands keys out in order, one worker per key, dirty → exactly one more run", async () => {
+    const coalesced: string[] = [];
+    const queue = new KeyQueue({ onCoalesced: (key) => coalesced.push(key) });
+    queue.add("a");
+    queue.add("b");
+    queue.add("a");
+    assert.deepEqual(coalesced, ["a"]);
+    assert.equal(queue.length, 2);
+    assert.equal(await queue.get(), "a");
+    queue.add("a");
+    queue.add("a");
+    assert.equal(queue.length, 1, "a processing key is not queued again");
+    assert.equal(await queue.get(), "b");
+    queue.done("a");
+    assert.equal(await queue.get(), "a", "queued once more on done()");
+    queue.done("a");
+    queue.done("b");
+    assert.equal(queue.length, 0);
+  });
+
+  test("a waiting get() receives the next add; shutDown() wakes it with undefined and ignores adds", async () => {
+    const queue = new KeyQueue();
+    const next = queue.get();
+    queue.add("x");
+    assert.equal(await next, "x");
+    const waiting = queue.get();
+    queue.shutDown();
+    assert.equal(await waiting, undefined);
+    queue.add("y");
+    assert.equal(queue.length, 0);
+    assert.equal(await queue.get(), undefined);
+  });
+});
+
+describe("SettlingQueue", () => {
+  test("a first change goes at once; a burst is held, absorbs changes, and ends when handed out", async () => {
+    const coalesced: string[] = [];
+    const queue = new SettlingQueue(new KeyQueue(), { settleMs: 200, maxHoldMs: 1000, onCoalesced: (key) => coalesced.push(key) });
+    queue.add("k");
+    assert.equal(await queue.get(), "k", "a single change is not delayed");
+    queue.done("k");
+    await sleep(30);
+    queue.add("k");
+    const started = Date.now();
+    const next = queue.get();
+    await sleep(10);
+    assert.equal(queue.held, 1, "the second change within settleMs is held");
+    queue.add("k");
+    assert.deepEqual(coalesced, ["k"], "a change of a held key is absorbed");
+    assert.equal(await next, "k");
+    assert.ok(Date.now() - started >= 15, "handed out once the burst settled");
+    queue.done("k");
+    queue.shutDown();
+  });
+
+  test("an add that is not a change does not count towards a burst; shutDown() cancels holds", async () => {
+    const queue = new SettlingQueue(new KeyQueue(), { settleMs: 500 });
+    queue.add("k");
+    assert.equal(await queue.get(), "k");
+    queue.done("k");
+    queue.add("k", false);
+    assert.equal(await queue.get(), "k", "not held: a delay ran out, nothing changed");
+    queue.done("k");
+    await sleep(30);
+    queue.add("k");
+    const next = queue.get();
+    await sleep(5);
+    assert.equal(queue.held, 1);
+    queue.shutDown();
+    assert.equal(queue.held, 0);
+    assert.equal(await next, undefined);
+  });
+});
+
+describe("RateLimitingQueue", () => {
+  test("backoff per key with jitter, forget, Retry-After floor not pulled forward, a plain backoff pulled forward", async () => {
+    const coalesced: string[] = [];
+    const queue = new RateLimitingQueue(new KeyQueue(), { backoff: { minMs: 20, maxMs: 80 }, random: () => 1, onCoalesced: (key) => coalesced.push(key) });
+    assert.deepEqual([0, 1, 2, 3].map(() => queue.addRateLimited("k")), [20, 40, 80, 80]);
+    queue.forget("k");
+    assert.equal(queue.failures("k"), 0);
+    assert.equal(queue.addRateLimited("k"), 20, "forget() resets the backoff");
+    assert.equal(queue.addRateLimited("throttled", 100), 100, "Retry-After is a floor");
+    queue.add("throttled");
+    assert.deepEqual(coalesced, ["throttled"], "add() does not pull a Retry-After forward");
+    assert.equal(queue.length, 0);
+    queue.addRateLimited("other");
+    queue.add("other");
+    assert.equal(queue.length, 1, "add() pulls a plain backoff forward");
+    assert.equal(await queue.get(), "other");
+    const started = Date.now();
+    assert.equal(await queue.get(), "k", "a plain backoff ran out first");
+    assert.equal(await queue.get(), "throttled");
+    assert.ok(Date.now() - started >= 50, "throttled waited out its Retry-After");
+    queue.shutDown();
+  });
+
+  test("the earliest of two delays wins; shutDown() cancels delays", async () => {
+    const queue = new RateLimitingQueue(new KeyQueue());
+    queue.addAfter("k", 5000);
+    queue.addAfter("k", 10);
+    assert.equal(queue.delayed, 1);
+    assert.equal(await queue.get(), "k");
+    queue.addAfter("later", 5000);
+    queue.shutDown();
+    assert.equal(queue.delayed, 0);
+  });
+});
+
+describe("dispatch", () => {
+  test("p-limit bounds the handlers; keys stay queued (deduped) until a slot is free; done() after every run", async () => {
+    const queue = new RateLimitingQueue(new KeyQueue());
+    let running = 0;
+    let most = 0;
+    const runs: string[] = [];
+    let release!: () => void;
+    let gate = new Promise<void>((resolve) => (release = resolve));
+    const dispatching = dispatch(
+      queue,
+      async (key) => {
+        runs.push(key);
+        most = Math.max(most, ++running);
+        await gate;
+        running--;
+        if (key === "bad") throw new Error("boom");
+      },
+      { concurrency: 2, onHandlerError: (key) => runs.push(`error ${key}`) },
+    );
+    for (const key of ["a", "b", "c", "c", "c", "bad"]) queue.add(key);
+    await sleep(20);
+    assert.deepEqual(runs, ["a", "b"]);
+    assert.equal(queue.length, 2, "c (once) and bad wait in the queue, not in p-limit");
+    release();
+    gate = new Promise<void>((resolve) => (release = resolve));
+    await sleep(20);
+    release();
+    await sleep(20);
+    queue.shutDown();
+    await dispatching;
+    assert.equal(most, 2);
+    assert.deepEqual(runs.slice(0, 4).sort(), ["a", "b", "bad", "c"]);
+    assert.ok(runs.includes("error bad"), "a throwing handler is reported");
+    assert.equal(queue.failures("bad"), 1, "and its key retried with backoff");
+  });
+});

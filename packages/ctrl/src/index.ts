@@ -1,0 +1,3 @@
+// @flotilla/ctrl: the server, to start in-process (tests, benchmarks); `pnpm ctrl` is main.ts.
+export { DEFAULT_POLL_INTERVAL_MS, DEFAULT_READ_MAX_BYTES, DEFAULT_RETENTION, startCtrl, type Ctrl, type CtrlOptions } from "./server.ts";
+export { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
