@@ -60,7 +60,6 @@ describe("namespaces the agent writes into", () => {
 
   test(
     "a namespace deleted under a running workload (403 NamespaceTerminating) is reported and retried, not looped",
-    { skip: "needs stricter emulator (branch emu)" },
     async () => {
       const { emulator } = stack;
       const deployments = stack.t.client(DeploymentService);

@@ -83,7 +83,6 @@ describe("rollout status against the emulator", () => {
 
   test(
     "a stepped rollout reads PROGRESSING with old replicas terminating; an unready image ends FAILED with Kubernetes' message",
-    { skip: "needs stricter emulator (branch emu)" },
     async () => {
       const deployments = stack.t.client(DeploymentService);
       await deployments.updateDeployment({ deployment: web("app:3") });
