@@ -3,6 +3,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { agentConfig } from "../src/main.ts";
 
 const agentMain = new URL("../src/main.ts", import.meta.url).pathname;
 const agent = (args: string[], env: Record<string, string> = {}) =>
@@ -24,5 +28,22 @@ test("agent: a zero or malformed ownership recheck interval is refused (flag or 
     const { stderr, status } = agent(["--region", "east", "--token", "t", "--target", "render", "--render-dir", "/nonexistent", ...args], env);
     assert.equal(status, 2, stderr);
     assert.match(stderr, /ownership-recheck-interval|invalid duration/);
+  }
+});
+
+test("agent: namespace lists and the recheck interval reach the config (flags, else environment, else defaults)", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "flotilla-cli-"));
+  try {
+    const base = ["--region", "east", "--token", "t", "--target", "render", "--render-dir", dir];
+    const defaults = await agentConfig(base, {});
+    assert.ok(defaults !== "help");
+    assert.deepEqual(defaults.namespaces, { allowed: ["*"], denied: ["kube-system", "kube-public", "kube-node-lease", "default"] });
+    assert.equal(defaults.ownershipRecheckMs, 30_000);
+    const given = await agentConfig([...base, "--allowed-namespaces", "team-*, shared", "--ownership-recheck-interval", "5s"], { FLOTILLA_AGENT_DENIED_NAMESPACES: "team-secret*" });
+    assert.ok(given !== "help");
+    assert.deepEqual(given.namespaces, { allowed: ["team-*", "shared"], denied: ["team-secret*"] });
+    assert.equal(given.ownershipRecheckMs, 5000);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 });
