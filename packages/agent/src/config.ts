@@ -3,6 +3,7 @@
 // flags and environment variables onto it.
 import type { BackoffOptions } from "./backoff.ts";
 import type { CtrlTlsFiles } from "./ctrl-transport.ts";
+import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
 import type { PruneOptions } from "./prune.ts";
 import type { Target } from "./target.ts";
 
@@ -52,6 +53,10 @@ export interface AgentTunables {
   refreshPerSecond: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune: PruneOptions;
+  /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
+  namespaces: NamespaceRules;
+  /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
+  ownershipRecheckMs: number;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
   listen: string | undefined;
   /** Where the agent logs. Default: stderr, prefixed `agent[<region>]: `. */
@@ -80,6 +85,8 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   refreshIntervalMs: 30 * 60_000,
   refreshPerSecond: 20,
   prune: { maxFraction: 0.5, force: false },
+  namespaces: DEFAULT_NAMESPACE_RULES,
+  ownershipRecheckMs: 30_000,
   listen: undefined,
   log: undefined,
 });

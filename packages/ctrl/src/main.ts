@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
 import { parseListen } from "@flotilla/runtime";
 import { connectionBounds } from "./bounds-config.ts";
-import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, usage } from "./config.ts";
+import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, systemNamespaceList, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
 
@@ -30,6 +30,7 @@ try {
     tokenLookupConcurrency: positiveInt("token-lookup-concurrency", config["token-lookup-concurrency"]),
     bounds: connectionBounds(config),
     status: { staleAfterMs: positiveInt("status-stale-after-ms", config["status-stale-after-ms"]) },
+    allowedSystemNamespaces: systemNamespaceList("allowed-system-namespaces", config["allowed-system-namespaces"]),
     retention: {
       maxAgeMs: nonNegativeInt("retention-max-age-s", config["retention-max-age-s"]) * 1000,
       maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),
