@@ -22,6 +22,8 @@ export interface BenchContext {
   quick: boolean;
   pollIntervalMs: number;
   cpuProfileDir: string | undefined;
+  /** B7: heap snapshots of the agent processes when drained go here (bench/diag/heap-summary.ts reads them). */
+  heapSnapshotDir: string | undefined;
 }
 
 export function markdownTable(rows: readonly Row[]): string {
