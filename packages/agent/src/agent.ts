@@ -16,6 +16,7 @@ import { DesiredTable } from "./desired-table.ts";
 import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
 import { Listeners } from "./listeners.ts";
+import { MemoryRelease } from "./memory-release.ts";
 import { AgentMetrics } from "./metrics.ts";
 import { clusterObservations, tableObservations } from "./observation.ts";
 import type { ObjectChange, Observer } from "./observer.ts";
@@ -97,6 +98,8 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
   statusChanged.add((key) => reporter.touch(key));
   connected.add(() => reporter.requestFullSet());
 
+  const memoryRelease = new MemoryRelease({ afterReconciles: config.memoryReleaseAfterReconciles, idleMs: config.memoryReleaseIdleMs });
+
   let health: HealthServer | undefined;
   const parts: Runnable[] = [
     {
@@ -110,11 +113,14 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
       },
       stop: () => health?.close(),
     },
+    // Before the workers, so that it stops after them (their last reconciles may schedule a release).
+    { name: "memory release", start() {}, stop: () => memoryRelease.stop() },
     workers(config, queue, async (key) => {
       try {
         await reconciler.reconcile(key);
       } finally {
         reporter.touch(key);
+        memoryRelease.reconciled(queue.length);
       }
     }),
     // Nothing is worth reporting before the first snapshot: the cursor would be 0.

@@ -25,6 +25,8 @@ const FLAGS = {
   "bookmark-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.bookmarkIntervalMs), help: "ctrl's bookmark interval (its --bookmark-interval-ms): a stream silent for 3× this is dead" },
   "report-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.reportIntervalMs), help: "status reports to ctrl: at most one call per this interval" },
   "heartbeat-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs), help: "how often the agent reports its applied version to ctrl" },
+  "memory-release-after": { type: "string", default: String(AGENT_DEFAULTS.memoryReleaseAfterReconciles), help: "after a burst of this many reconciles, return freed memory to the system with one memory-reducing GC (0: never)" },
+  "memory-release-idle": { type: "string", default: formatDuration(AGENT_DEFAULTS.memoryReleaseIdleMs), help: "quiet time (no reconcile, queue empty) that ends such a burst" },
   "prune-max-fraction": { type: "string", default: String(AGENT_DEFAULTS.prune.maxFraction), help: "prune refuses to delete more than this fraction of managed objects" },
   "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
   listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /healthz, /readyz and /metrics" },
@@ -94,6 +96,9 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   const refreshPerSecond = Number(text("refresh-per-second"));
   if (!(refreshPerSecond > 0)) throw new Error("--refresh-per-second must be a positive number");
 
+  const memoryReleaseAfterReconciles = Number(text("memory-release-after"));
+  if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0) throw new Error("--memory-release-after must be a non-negative integer");
+
   let target: Target;
   if (text("target") === "kubernetes") {
     // Loaded only for this target: @kubernetes/client-node costs some 80 MB of RSS.
@@ -118,6 +123,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     bookmarkIntervalMs: parseDuration(text("bookmark-interval")!),
     reportIntervalMs: parseDuration(text("report-interval")!),
     heartbeatIntervalMs: parseDuration(text("heartbeat-interval")!),
+    memoryReleaseAfterReconciles,
+    memoryReleaseIdleMs: parseDuration(text("memory-release-idle")!),
     prune: { maxFraction, force: flags["force-prune"] === true },
     listen: text("listen")!,
   };
