@@ -93,13 +93,15 @@ for (;;) {
 const drainedMs = since();
 await sleep(config.settleMs);
 const drained = await memory();
+// Before the heap snapshot, which costs memory of its own.
+const maxRss = process.resourceUsage().maxRSS * 1024;
 const heapSnapshot = config.heapSnapshotDir === undefined ? undefined : writeHeapSnapshot(join(config.heapSnapshotDir, `b7-${config.region}-${process.pid}.heapsnapshot`));
 const report: AgentChildReport = {
   readyMs,
   drainedMs,
   atReady,
   drained,
-  maxRss: process.resourceUsage().maxRSS * 1024,
+  maxRss,
   entries: agent.table.size,
   errors: agent.table.counts().error,
   logLines: logLines.length,

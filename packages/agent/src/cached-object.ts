@@ -30,36 +30,68 @@ function intern<T>(value: T): T {
 }
 
 /**
- * The reduced copy of `object` the observer caches: apiVersion, kind, name, namespace,
- * resourceVersion, generation, the agent's labels and desired-version annotation; for a
- * Deployment also spec.replicas, the first container's image and the status counters and
- * Progressing/Available conditions.
+ * What the observer keeps of one object, in flat fields (a nested object costs a header and a
+ * property array for every level; with 100,000 Deployments each level is several MB).
+ * toObject() rebuilds the reduced KubeObject when the cache is read.
  */
-export function cachedObject(object: KubeObject): KubeObject {
-  const { metadata } = object;
-  const labels: Record<string, string> = {};
-  for (const label of KEPT_LABELS) {
-    const value = metadata.labels?.[label];
-    if (value !== undefined) labels[label] = intern(value);
+export class CachedObject {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace: string | undefined;
+  readonly resourceVersion: string | undefined;
+  readonly generation: number | undefined;
+  readonly labels: Record<string, string>;
+  readonly desiredVersion: string | undefined;
+  /** Deployments only (else undefined): spec.replicas, the first container's image, the status kept. */
+  readonly replicas: number | undefined;
+  readonly image: string | undefined;
+  readonly status: DeploymentStatus | undefined;
+
+  constructor(object: KubeObject) {
+    const { metadata } = object;
+    this.apiVersion = object.apiVersion;
+    this.kind = object.kind;
+    this.name = metadata.name;
+    this.namespace = metadata.namespace === undefined ? undefined : intern(metadata.namespace);
+    this.resourceVersion = metadata.resourceVersion as string | undefined;
+    this.generation = metadata.generation as number | undefined;
+    const labels: Record<string, string> = {};
+    for (const label of KEPT_LABELS) {
+      const value = metadata.labels?.[label];
+      if (value !== undefined) labels[label] = intern(value);
+    }
+    this.labels = labels;
+    this.desiredVersion = metadata.annotations?.[DESIRED_VERSION_ANNOTATION];
+    const deployment = object.kind === "Deployment";
+    const spec = object.spec as DeploymentSpec | undefined;
+    this.replicas = deployment ? spec?.replicas : undefined;
+    const image = spec?.template?.spec?.containers?.[0]?.image;
+    this.image = deployment && image !== undefined ? intern(image) : undefined;
+    this.status = deployment ? deploymentStatus(object.status as DeploymentStatus | undefined) : undefined;
   }
-  const version = metadata.annotations?.[DESIRED_VERSION_ANNOTATION];
-  const cached: KubeObject = {
-    apiVersion: object.apiVersion,
-    kind: object.kind,
-    metadata: {
-      name: metadata.name,
-      ...(metadata.namespace !== undefined && { namespace: intern(metadata.namespace) }),
-      resourceVersion: metadata.resourceVersion,
-      ...(metadata.generation !== undefined && { generation: metadata.generation }),
-      labels,
-      ...(version !== undefined && { annotations: { [DESIRED_VERSION_ANNOTATION]: version } }),
-    },
-  };
-  if (object.kind === "Deployment") {
-    cached.spec = deploymentSpec(object.spec as DeploymentSpec | undefined);
-    cached.status = deploymentStatus(object.status as DeploymentStatus | undefined);
+
+  /**
+   * The reduced object the observer's cache returns (a new one on every call): apiVersion, kind,
+   * name, namespace, resourceVersion, generation, the agent's labels and desired-version
+   * annotation; for a Deployment also spec.replicas, the first container's image and the status
+   * counters and Progressing/Available conditions.
+   */
+  toObject(): KubeObject {
+    const metadata: KubeObject["metadata"] = { name: this.name, labels: { ...this.labels } };
+    if (this.namespace !== undefined) metadata.namespace = this.namespace;
+    if (this.resourceVersion !== undefined) metadata.resourceVersion = this.resourceVersion;
+    if (this.generation !== undefined) metadata.generation = this.generation;
+    if (this.desiredVersion !== undefined) metadata.annotations = { [DESIRED_VERSION_ANNOTATION]: this.desiredVersion };
+    const object: KubeObject = { apiVersion: this.apiVersion, kind: this.kind, metadata };
+    if (this.kind !== "Deployment") return object;
+    const spec: DeploymentSpec = {};
+    if (this.replicas !== undefined) spec.replicas = this.replicas;
+    if (this.image !== undefined) spec.template = { spec: { containers: [{ image: this.image }] } };
+    object.spec = spec;
+    object.status = { ...this.status, ...(this.status?.conditions && { conditions: this.status.conditions.map((c) => ({ ...c })) }) };
+    return object;
   }
-  return cached;
 }
 
 interface DeploymentSpec {
@@ -74,14 +106,6 @@ interface DeploymentStatus {
   readyReplicas?: number;
   availableReplicas?: number;
   conditions?: { type?: string; status?: string; reason?: string; message?: string }[];
-}
-
-function deploymentSpec(spec: DeploymentSpec | undefined): DeploymentSpec {
-  const image = spec?.template?.spec?.containers?.[0]?.image;
-  return {
-    ...(spec?.replicas !== undefined && { replicas: spec.replicas }),
-    ...(image !== undefined && { template: { spec: { containers: [{ image: intern(image) }] } } }),
-  };
 }
 
 function deploymentStatus(status: DeploymentStatus | undefined): DeploymentStatus {

@@ -12,7 +12,7 @@
 import { ApiException, KubernetesObjectApi, Watch, type KubeConfig } from "@kubernetes/client-node";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
-import { cachedObject } from "./cached-object.ts";
+import { CachedObject } from "./cached-object.ts";
 import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
 import { resourceKey } from "./keys.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
@@ -27,7 +27,7 @@ export interface ObjectChange {
   key: string | undefined;
   /** The full object as the API server sent it; undefined for a deletion. */
   object: KubeObject | undefined;
-  /** The cached (reduced, see cachedObject()) object before the change, if there was one. */
+  /** The cached (reduced, see CachedObject.toObject()) object before the change, if there was one. */
   previous: KubeObject | undefined;
 }
 
@@ -69,7 +69,7 @@ export class Observer {
     return versions;
   }
 
-  /** The cached (reduced, see cachedObject()) object, if it exists (and the kind is watched). */
+  /** The cached (reduced, see CachedObject.toObject()) object, if it exists (and the kind is watched). */
   get(kind: WatchedKind, namespace: string, name: string): KubeObject | undefined {
     return this.#watcher(kind)?.get(namespace, name);
   }
@@ -105,7 +105,7 @@ class KindWatcher {
   readonly #api: KubernetesObjectApi;
   readonly #watch: Watch;
   readonly #selector: string;
-  readonly #objects = new Map<string, KubeObject>();
+  readonly #objects = new Map<string, CachedObject>();
   /** Locations of each key's objects: nearly always one, kept as a plain string then (a Set costs ~130 B). */
   readonly #byKey = new Map<string, string | Set<string>>();
   #resourceVersion: string | undefined;
@@ -119,13 +119,13 @@ class KindWatcher {
   }
 
   get(namespace: string, name: string): KubeObject | undefined {
-    return this.#objects.get(`${namespace}/${name}`);
+    return this.#objects.get(`${namespace}/${name}`)?.toObject();
   }
 
   objectsOf(key: string): KubeObject[] {
     const locations = this.#byKey.get(key);
     if (locations === undefined) return [];
-    return typeof locations === "string" ? [this.#objects.get(locations)!] : [...locations].map((at) => this.#objects.get(at)!);
+    return typeof locations === "string" ? [this.#objects.get(locations)!.toObject()] : [...locations].map((at) => this.#objects.get(at)!.toObject());
   }
 
   keys(): IterableIterator<string> {
@@ -176,7 +176,7 @@ class KindWatcher {
       resourceVersion = page.metadata?.resourceVersion;
       continueToken = page.metadata?._continue || undefined;
     } while (continueToken);
-    for (const [at, previous] of [...this.#objects]) if (!listed.has(at)) this.#remove(previous);
+    for (const [at, previous] of [...this.#objects]) if (!listed.has(at)) this.#remove(previous.toObject());
     this.#resourceVersion = resourceVersion;
     this.isSynced = true;
   }
@@ -230,12 +230,13 @@ class KindWatcher {
   /** Caches the reduced `object` and reports the change; returns its location. */
   #store(object: KubeObject): string {
     const at = locationOf(object);
-    const previous = this.#objects.get(at);
-    if (previous && previous.metadata.resourceVersion === object.metadata.resourceVersion) return at;
+    const cached = this.#objects.get(at);
+    if (cached && cached.resourceVersion === object.metadata.resourceVersion) return at;
+    const previous = cached?.toObject();
     const previousKey = keyOf(previous);
     const key = keyOf(object);
     if (previousKey !== undefined && previousKey !== key) this.#unindex(previousKey, at);
-    this.#objects.set(at, cachedObject(object));
+    this.#objects.set(at, new CachedObject(object));
     if (key !== undefined) this.#index(key, at);
     this.#options.onChange({ kind: this.kind, key, object, previous });
     return at;
@@ -243,7 +244,7 @@ class KindWatcher {
 
   #remove(object: KubeObject): void {
     const at = locationOf(object);
-    const previous = this.#objects.get(at);
+    const previous = this.#objects.get(at)?.toObject();
     if (!previous) return;
     this.#objects.delete(at);
     const key = keyOf(previous);
