@@ -5,8 +5,8 @@
 // correction) compares; only the cache holds the reduced one.
 import { DESIRED_VERSION_ANNOTATION, ID_LABEL, MANAGED_BY_LABEL, REGION_LABEL, TYPE_LABEL, type KubeObject } from "./manifests.ts";
 
-/** Labels the agent reads (resource key, managed-by check). */
-const KEPT_LABELS = [MANAGED_BY_LABEL, REGION_LABEL, TYPE_LABEL, ID_LABEL];
+/** Labels the agent reads (resource key, managed-by check); the values of the first three repeat on every object. */
+const SHARED_LABELS = [MANAGED_BY_LABEL, REGION_LABEL, TYPE_LABEL];
 /** Status fields of a Deployment that observations read. */
 const KEPT_STATUS = ["observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] as const;
 /** Deployment conditions reported to ctrl. */
@@ -57,10 +57,12 @@ export class CachedObject {
     this.resourceVersion = metadata.resourceVersion as string | undefined;
     this.generation = metadata.generation as number | undefined;
     const labels: Record<string, string> = {};
-    for (const label of KEPT_LABELS) {
+    for (const label of SHARED_LABELS) {
       const value = metadata.labels?.[label];
       if (value !== undefined) labels[label] = intern(value);
     }
+    const id = metadata.labels?.[ID_LABEL];
+    if (id !== undefined) labels[ID_LABEL] = id;
     this.labels = labels;
     this.desiredVersion = metadata.annotations?.[DESIRED_VERSION_ANNOTATION];
     const deployment = object.kind === "Deployment";
