@@ -2,7 +2,7 @@
 // (bench/ctrl-child.ts) on a database seeded like B1 (100,000 deployments in one region,
 // straight into the tables); the agent runs in another (bench/agent-child.ts, --expose-gc)
 // as it really runs: the kubernetes target against the Kubernetes emulator (in this process),
-// so the observer caches every object the agent applied. `--b7-runs` (default 3) such
+// so the observer caches every object the agent applied. `--b7-runs` (default 3; 0: the render target only) such
 // runs against the same emulator (the first creates the objects, the next find them there, as
 // after a restart); the median is the figure. A second row runs the render target into a temporary directory
 // (no cluster, no observer). Measured after the first full sync was dispatched and the queue
@@ -119,62 +119,70 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
       if (region === REGION && report.entries !== count) throw new Error(`B7: the agent's table holds ${report.entries} entries, want ${count}`);
       return { report, files };
     };
-    const emptyKube = await run("kubernetes, 0 resources", EMPTY_REGION, emptyToken, 60_000, true);
-    const kube: AgentChildReport[] = [];
     const runs = ctx.b7Runs;
-    if (!Number.isInteger(runs) || runs < 1) throw new Error("--b7-runs must be a positive integer");
-    for (let i = 1; i <= runs; i++) kube.push((await run(`kubernetes, run ${i}`, REGION, token, 60 * 60_000, true)).report);
-    const deployments = emulator.list({ apiVersion: "apps/v1", kind: "Deployment" }).length;
-    const emptyRender = await run("render, 0 resources", EMPTY_REGION, emptyToken, 60_000, false);
-    const render = await run("render", REGION, token, 30 * 60_000, false);
-
-    const median = kube.toSorted((a, b) => a.drained.rss - b.drained.rss)[Math.floor(runs / 2)]!;
-    const e = emptyKube.report.drained;
-    const f = median.drained;
+    if (!Number.isInteger(runs) || runs < 0) throw new Error("--b7-runs must be a non-negative integer (0: the render target only)");
     const perResource = (full: AgentChildReport, empty: AgentChildReport, key: "rss" | "heapUsed") => (full.drained[key] - empty.drained[key]) / count;
-    const rows: Row[] = [
-      {
-        benchmark: `B7 agent RSS, ${fmtInt(count)} desired resources (kubernetes target, emulator holding the objects), queue drained, ${runs === 1 ? "one run" : `median of ${runs}`}`,
-        measured: fmtBytes(f.rss),
-        reference: `0 resources: ${fmtBytes(e.rss)}`,
-        ratio: fmtRatio(f.rss / e.rss),
-        target: `≤ ${fmtBytes(TARGET_RSS)}`,
-        met: f.rss <= TARGET_RSS,
-      },
-      {
-        benchmark: `B7 agent heap used, ${fmtInt(count)} desired resources (kubernetes target), queue drained`,
-        measured: fmtBytes(f.heapUsed),
-        reference: `0 resources: ${fmtBytes(e.heapUsed)}`,
-        ratio: fmtRatio(f.heapUsed / e.heapUsed),
-        target: "(no target)",
-        met: undefined,
-      },
-      {
-        benchmark: `B7 agent RSS, ${fmtInt(count)} desired resources (render target), queue drained`,
-        measured: fmtBytes(render.report.drained.rss),
-        reference: `0 resources: ${fmtBytes(emptyRender.report.drained.rss)}`,
-        ratio: fmtRatio(render.report.drained.rss / emptyRender.report.drained.rss),
-        target: `≤ ${fmtBytes(TARGET_RSS)}`,
-        met: render.report.drained.rss <= TARGET_RSS,
-      },
-      {
-        benchmark: `B7 agent peak RSS during the first full sync and drain, ${fmtInt(count)} resources (kubernetes target, median run)`,
-        measured: fmtBytes(median.maxRss),
-        reference: `0 resources: ${fmtBytes(emptyKube.report.maxRss)}`,
-        ratio: fmtRatio(median.maxRss / emptyKube.report.maxRss),
-        target: "(diagnostic)",
-        met: undefined,
-      },
-    ];
     const describe = (m: AgentChildReport["drained"]) => `RSS ${fmtBytes(m.rss)}, heap used ${fmtBytes(m.heapUsed)} of ${fmtBytes(m.heapTotal)}, external ${fmtBytes(m.external)} (array buffers ${fmtBytes(m.arrayBuffers)})`;
     const timing = (r: AgentChildReport) =>
       `ready at ${(r.readyMs / 1000).toFixed(1)} s, drained at ${(r.drainedMs / 1000).toFixed(1)} s (${r.errors} entries in error; ${r.logLines} log lines${r.firstLog.length ? `, first: ${r.firstLog.join(" | ")}` : ""})`;
+    const rows: Row[] = [];
     const notes = [
       `B7: agent in its own process (--expose-gc, ${AGENT_NODE_FLAGS.join(" ")}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service). Measured after every desired entry was reconciled and a settling pause (kubernetes 5 s, render 2 s), after 4 forced GCs.`,
-      `B7 kubernetes target: the emulator (in the benchmark process, rollouts as shipped) held ${fmtInt(deployments)} Deployments at the end; ${runs} run(s) against it: RSS ${kube.map((r) => fmtBytes(r.drained.rss)).join(", ")}; heap used ${kube.map((r) => fmtBytes(r.drained.heapUsed)).join(", ")}; peak RSS ${kube.map((r) => fmtBytes(r.maxRss)).join(", ")}.`,
-      `B7 kubernetes target, median run: ${timing(median)}. At ready: ${describe(median.atReady)}. Drained: ${describe(f)}. 0 resources: ${describe(e)}. Per resource (drained − empty) / ${fmtInt(count)}: RSS ${fmtBytes(perResource(median, emptyKube.report, "rss"))}, heap ${fmtBytes(perResource(median, emptyKube.report, "heapUsed"))}.`,
-      `B7 render target: ${timing(render.report)}, ${fmtInt(render.files)} files rendered. Drained: ${describe(render.report.drained)}. 0 resources: ${describe(emptyRender.report.drained)}. Per resource: RSS ${fmtBytes(perResource(render.report, emptyRender.report, "rss"))}, heap ${fmtBytes(perResource(render.report, emptyRender.report, "heapUsed"))}.`,
     ];
+    let peakRow: Row | undefined;
+    if (runs > 0) {
+      const emptyKube = (await run("kubernetes, 0 resources", EMPTY_REGION, emptyToken, 60_000, true)).report;
+      const kube: AgentChildReport[] = [];
+      for (let i = 1; i <= runs; i++) kube.push((await run(`kubernetes, run ${i}`, REGION, token, 60 * 60_000, true)).report);
+      const deployments = emulator.list({ apiVersion: "apps/v1", kind: "Deployment" }).length;
+      const median = kube.toSorted((a, b) => a.drained.rss - b.drained.rss)[Math.floor(runs / 2)]!;
+      const e = emptyKube.drained;
+      const f = median.drained;
+      rows.push(
+        {
+          benchmark: `B7 agent RSS, ${fmtInt(count)} desired resources (kubernetes target, emulator holding the objects), queue drained, ${runs === 1 ? "one run" : `median of ${runs}`}`,
+          measured: fmtBytes(f.rss),
+          reference: `0 resources: ${fmtBytes(e.rss)}`,
+          ratio: fmtRatio(f.rss / e.rss),
+          target: `≤ ${fmtBytes(TARGET_RSS)}`,
+          met: f.rss <= TARGET_RSS,
+        },
+        {
+          benchmark: `B7 agent heap used, ${fmtInt(count)} desired resources (kubernetes target), queue drained`,
+          measured: fmtBytes(f.heapUsed),
+          reference: `0 resources: ${fmtBytes(e.heapUsed)}`,
+          ratio: fmtRatio(f.heapUsed / e.heapUsed),
+          target: "(no target)",
+          met: undefined,
+        },
+      );
+      peakRow = {
+        benchmark: `B7 agent peak RSS during the first full sync and drain, ${fmtInt(count)} resources (kubernetes target, median run)`,
+        measured: fmtBytes(median.maxRss),
+        reference: `0 resources: ${fmtBytes(emptyKube.maxRss)}`,
+        ratio: fmtRatio(median.maxRss / emptyKube.maxRss),
+        target: "(diagnostic)",
+        met: undefined,
+      };
+      notes.push(
+        `B7 kubernetes target: the emulator (in the benchmark process, rollouts as shipped) held ${fmtInt(deployments)} Deployments at the end; ${runs} run(s) against it: RSS ${kube.map((r) => fmtBytes(r.drained.rss)).join(", ")}; heap used ${kube.map((r) => fmtBytes(r.drained.heapUsed)).join(", ")}; peak RSS ${kube.map((r) => fmtBytes(r.maxRss)).join(", ")}.`,
+        `B7 kubernetes target, median run: ${timing(median)}. At ready: ${describe(median.atReady)}. Drained: ${describe(f)}. 0 resources: ${describe(e)}. Per resource (drained − empty) / ${fmtInt(count)}: RSS ${fmtBytes(perResource(median, emptyKube, "rss"))}, heap ${fmtBytes(perResource(median, emptyKube, "heapUsed"))}.`,
+      );
+    }
+    const emptyRender = await run("render, 0 resources", EMPTY_REGION, emptyToken, 60_000, false);
+    const render = await run("render", REGION, token, 30 * 60_000, false);
+    rows.push({
+      benchmark: `B7 agent RSS, ${fmtInt(count)} desired resources (render target), queue drained`,
+      measured: fmtBytes(render.report.drained.rss),
+      reference: `0 resources: ${fmtBytes(emptyRender.report.drained.rss)}`,
+      ratio: fmtRatio(render.report.drained.rss / emptyRender.report.drained.rss),
+      target: `≤ ${fmtBytes(TARGET_RSS)}`,
+      met: render.report.drained.rss <= TARGET_RSS,
+    });
+    if (peakRow) rows.push(peakRow);
+    notes.push(
+      `B7 render target: ${timing(render.report)}, ${fmtInt(render.files)} files rendered; peak RSS ${fmtBytes(render.report.maxRss)}. Drained: ${describe(render.report.drained)}. 0 resources: ${describe(emptyRender.report.drained)}. Per resource: RSS ${fmtBytes(perResource(render.report, emptyRender.report, "rss"))}, heap ${fmtBytes(perResource(render.report, emptyRender.report, "heapUsed"))}.`,
+    );
     return { rows, notes };
   } finally {
     await ctrl?.stop();
