@@ -15,11 +15,12 @@ import { runB3 } from "./b3-queries.ts";
 import { runB4 } from "./b4-memory.ts";
 import { runB6 } from "./b6-coalescing.ts";
 import { runB7 } from "./b7-agent-memory.ts";
+import { runB8 } from "./b8-hostile.ts";
 import { dropAll, serverVersion } from "./lib/db.ts";
 import { markdownTable, writeResults, type BenchContext, type BenchResult, type Row } from "./lib/report.ts";
 import { log } from "./lib/util.ts";
 
-const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { B1: runB1, B2: runB2, B3: runB3, B4: runB4, B6: runB6, B7: runB7 };
+const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { B1: runB1, B2: runB2, B3: runB3, B4: runB4, B6: runB6, B7: runB7, B8: runB8 };
 
 const { values: args } = parseArgs({
   options: {
@@ -38,7 +39,7 @@ const { values: args } = parseArgs({
 
 if (args.help) {
   process.stdout.write(
-    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7] [--quick] [--database-url mysql://user:pass@host:port]\n" +
+    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8] [--quick] [--database-url mysql://user:pass@host:port]\n" +
       "                  [--poll-interval-ms N] [--write-docs | --no-docs] [--cpu-prof-dir DIR]\n" +
       "                  [--heap-snapshot-dir DIR] [--b7-runs N]\n",
   );
@@ -100,7 +101,7 @@ try {
 function revision(): string {
   const git = (...a: string[]) => execFileSync("git", a, { cwd: fileURLToPath(new URL("..", import.meta.url)), encoding: "utf8" }).trim();
   try {
-    const dirty = git("status", "--porcelain", "--", "packages/ctrl", "packages/store", "packages/proto", "migrations") !== "";
+    const dirty = git("status", "--porcelain", "--", "packages/ctrl", "packages/store", "packages/proto") !== "";
     const agentBench = only.some((name) => name === "B6" || name === "B7");
     const agentDirty = agentBench && git("status", "--porcelain", "--", "packages/agent", "packages/k8s-emulator") !== "";
     const changed = [dirty ? "ctrl/store" : "", agentDirty ? "agent/emulator" : ""].filter(Boolean).join(" and ");

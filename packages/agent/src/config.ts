@@ -2,13 +2,17 @@
 // in one place (AGENT_DEFAULTS). startAgent() builds every part from it; the CLI (main.ts) maps
 // flags and environment variables onto it.
 import type { BackoffOptions } from "./backoff.ts";
+import type { CtrlTlsFiles } from "./ctrl-transport.ts";
+import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
 import type { PruneOptions } from "./prune.ts";
 import type { Target } from "./target.ts";
 
 /** What an agent needs and cannot default: which region it serves, from where, into what. */
 export interface AgentIdentity {
-  /** ctrl's base URL (gRPC over HTTP/2). */
+  /** ctrl's base URL (gRPC over HTTP/2; https:// for TLS). */
   ctrlUrl: string;
+  /** With an https ctrlUrl: the CA to trust and a client certificate (mTLS); re-read when the files change. Default: the system's CAs, no client certificate. */
+  tls?: CtrlTlsFiles;
   /** Region this agent serves. */
   region: string;
   /** Agent token of the region, sent as `Authorization: Bearer`. */
@@ -56,6 +60,10 @@ export interface AgentTunables {
   memoryReleaseIdleMs: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune: PruneOptions;
+  /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
+  namespaces: NamespaceRules;
+  /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
+  ownershipRecheckMs: number;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
   listen: string | undefined;
   /** Where the agent logs. Default: stderr, prefixed `agent[<region>]: `. */
@@ -86,6 +94,8 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   memoryReleaseAfterReconciles: 1000,
   memoryReleaseIdleMs: 2000,
   prune: { maxFraction: 0.5, force: false },
+  namespaces: DEFAULT_NAMESPACE_RULES,
+  ownershipRecheckMs: 30_000,
   listen: undefined,
   log: undefined,
 });

@@ -5,14 +5,18 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startAgent } from "./agent.ts";
 import { AGENT_DEFAULTS, type AgentConfig } from "./config.ts";
+import { parseGlobList } from "./namespaces.ts";
 import { RenderTarget } from "./targets/render.ts";
 import type { Target } from "./target.ts";
 
 const FLAGS = {
-  "ctrl-url": { type: "string", default: "http://127.0.0.1:7070", help: "ctrl's URL (gRPC over HTTP/2)" },
+  "ctrl-url": { type: "string", default: "http://127.0.0.1:7070", help: "ctrl's URL (gRPC over HTTP/2; https:// for TLS)" },
   region: { type: "string", help: "region this agent serves (required)" },
-  token: { type: "string", help: "agent token of the region" },
-  "token-file": { type: "string", help: "file holding the agent token (instead of --token)" },
+  "token-file": { type: "string", help: "file holding the agent token (or set FLOTILLA_AGENT_TOKEN)" },
+  token: { type: "string", help: "agent token; visible in the process list, prefer --token-file" },
+  "ca-cert": { type: "string", help: "PEM CA(s) to verify ctrl's certificate (default: the system's)" },
+  "client-cert": { type: "string", help: "PEM client certificate for mTLS (URI SAN spiffe://<trust-domain>/region/<region>); re-read when changed" },
+  "client-key": { type: "string", help: "PEM private key of --client-cert; re-read when changed" },
   target: { type: "string", default: "kubernetes", help: "kubernetes | render" },
   kubeconfig: { type: "string", help: "kubeconfig path (default: in-cluster, else ~/.kube/config)" },
   "render-dir": { type: "string", help: "directory the render target writes manifests into" },
@@ -29,6 +33,9 @@ const FLAGS = {
   "memory-release-idle": { type: "string", default: formatDuration(AGENT_DEFAULTS.memoryReleaseIdleMs), help: "quiet time (no reconcile, queue empty) that ends such a burst" },
   "prune-max-fraction": { type: "string", default: String(AGENT_DEFAULTS.prune.maxFraction), help: "prune refuses to delete more than this fraction of managed objects" },
   "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
+  "allowed-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.allowed.join(","), help: "comma-separated globs of the namespaces the agent may write into" },
+  "denied-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.denied.join(","), help: "comma-separated globs of namespaces refused even if allowed" },
+  "ownership-recheck-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.ownershipRecheckMs), help: "how often an object that exists but is not the agent's is checked again" },
   listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /healthz, /readyz and /metrics" },
   help: { type: "boolean", default: false, help: "show this help" },
 } as const;
@@ -88,13 +95,16 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   };
   const region = text("region") ?? required("--region");
   const tokenFile = text("token-file");
-  const token = text("token") ?? (tokenFile ? readFileSync(tokenFile, "utf8").trim() : required("--token, --token-file or FLOTILLA_AGENT_TOKEN"));
+  const token = text("token") ?? (tokenFile ? readFileSync(tokenFile, "utf8").trim() : required("--token-file or FLOTILLA_AGENT_TOKEN"));
   const concurrency = Number(text("concurrency"));
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error("--concurrency must be a positive integer");
   const maxFraction = Number(text("prune-max-fraction"));
   if (!(maxFraction >= 0 && maxFraction <= 1)) throw new Error("--prune-max-fraction must be within 0..1");
   const refreshPerSecond = Number(text("refresh-per-second"));
   if (!(refreshPerSecond > 0)) throw new Error("--refresh-per-second must be a positive number");
+  const namespaces = { allowed: parseGlobList(text("allowed-namespaces")!), denied: parseGlobList(text("denied-namespaces")!) };
+  const ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
+  if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
 
   const memoryReleaseAfterReconciles = Number(text("memory-release-after"));
   if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0) throw new Error("--memory-release-after must be a non-negative integer");
@@ -111,6 +121,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   }
   return {
     ctrlUrl: text("ctrl-url")!,
+    tls: { caFile: text("ca-cert"), certFile: text("client-cert"), keyFile: text("client-key") },
     region,
     token,
     target,
@@ -126,12 +137,17 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     memoryReleaseAfterReconciles,
     memoryReleaseIdleMs: parseDuration(text("memory-release-idle")!),
     prune: { maxFraction, force: flags["force-prune"] === true },
+    namespaces,
+    ownershipRecheckMs,
     listen: text("listen")!,
   };
 }
 
 async function main(): Promise<void> {
   let config: AgentConfig | "help";
+  if (process.argv.slice(2).some((arg) => arg === "--token" || arg.startsWith("--token="))) {
+    process.stderr.write("flotilla-agent: warning: --token shows the token to every user of this host (process list); use --token-file or FLOTILLA_AGENT_TOKEN\n");
+  }
   try {
     config = await agentConfig(process.argv.slice(2));
   } catch (error) {
@@ -143,7 +159,10 @@ async function main(): Promise<void> {
     return;
   }
   const { region, ctrlUrl } = config;
-  const agent = await startAgent(config);
+  const agent = await startAgent(config).catch((error: Error) => {
+    process.stderr.write(`flotilla-agent: ${error.message}\n`);
+    process.exit(1);
+  });
   console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
   void agent.ready.then(() => console.error(`agent[${region}]: first complete sync dispatched, ready`));
   const shutdown = async (signal: string) => {

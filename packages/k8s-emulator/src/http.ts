@@ -3,14 +3,19 @@
 // metav1.Status) as JSON.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ADMIN, unauthorized, type Authenticator, type UserInfo } from './auth.ts';
 import { apiGroupDoc, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.ts';
-import { ApiError, badRequest, invalid, type FieldError } from './errors.ts';
+import { ApiError, badRequest, internalError, invalid, type FieldError } from './errors.ts';
 import type { FaultInjector, Verb } from './faults.ts';
-import { isBuiltIn, type PatchType, type Registry, type WriteOptions } from './registry.ts';
-import { findByPath, groupVersion, type ResourceType } from './resources.ts';
+import { isBuiltIn, type FieldValidation, type PatchType, type Registry, type WriteOptions } from './registry.ts';
+import {
+  forbiddenError, forbiddenRequest, requestAttributes, SELF_SUBJECT_ACCESS_REVIEWS, selfSubjectAccessReview, type RbacAuthorizer, type RequestAttributes,
+} from './rbac.ts';
+import { findByPath, groupVersion, subresourcesOf, type ResourceType } from './resources.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { isObject, type JsonObject, type KubeObject } from './util.ts';
 import type { WatchHub } from './watch.ts';
+import { OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_TYPES, openApiV2, openApiV2Protobuf, openApiV3, openApiV3Root } from './openapi.ts';
 import { DecodeError, decodeBody } from './yaml.ts';
 
 /** Largest request body accepted, as the real server's limit. */
@@ -31,12 +36,18 @@ export interface RequestLogEntry {
   name?: string;
   status: number;
   fieldManager?: string;
+  /** The authenticated user's name, when RBAC is on. */
+  user?: string;
 }
 
 export interface HttpContext {
   registry: Registry;
   watches: WatchHub;
   faults: FaultInjector;
+  /** Issues ServiceAccount tokens; with an authorizer, also tells who each request is. */
+  authenticator: Authenticator;
+  /** RBAC, when on: requests are authenticated and authorized before dispatch. */
+  authorizer?: RbacAuthorizer;
   /** Appends to the request log. */
   log(entry: RequestLogEntry): void;
   /** Handles /_emulator/* requests. */
@@ -62,7 +73,7 @@ const PATCH_TYPES: Record<string, PatchType> = {
 
 const NOT_FOUND_MESSAGE = 'the server could not find the requested resource';
 
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string | string[]> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     'Content-Type': 'application/json',
@@ -81,7 +92,7 @@ function sendError(res: ServerResponse, err: ApiError): void {
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof DecodeError) return badRequest(`the body of the request could not be decoded: ${err.message}`);
-  return new ApiError(500, `Internal error occurred: ${err instanceof Error ? err.message : String(err)}`);
+  return internalError(err instanceof Error ? err.message : String(err));
 }
 
 /** Reads the body up to MAX_BODY_BYTES; rejects with 413 beyond that. */
@@ -148,7 +159,7 @@ function resolveRoute(group: string, version: string, rest: string[]): ResourceR
   if (!rt) return undefined;
   if (namespace !== undefined && !rt.namespaced) return undefined;
   if (rt.namespaced && namespace === undefined && name !== undefined) return undefined;
-  if (subresource !== undefined && !(subresource === 'status' && rt.statusSubresource)) return undefined;
+  if (subresource !== undefined && !subresourcesOf(rt).includes(subresource)) return undefined;
   if (legacyWatch && subresource !== undefined) return undefined;
   return { rt, namespace, name, subresource, legacyWatch };
 }
@@ -161,6 +172,8 @@ function queryOf(url: URL): Record<string, string> {
 
 function verbOf(method: string, route: ResourceRoute, query: Record<string, string>, contentType: string): Verb | undefined {
   const watch = route.legacyWatch || query.watch === 'true' || query.watch === '1';
+  // TokenRequest is create-only.
+  if (route.subresource === 'token') return method === 'POST' ? 'create' : undefined;
   switch (method) {
     case 'GET':
       if (watch) return route.subresource ? undefined : 'watch';
@@ -188,6 +201,20 @@ function parseDryRun(query: Record<string, string>, kind: string): boolean {
   if (v === undefined || v === '') return false;
   if (v !== 'All') throw optionsInvalid(kind, [{ field: 'dryRun', type: 'Unsupported value', value: [v], detail: 'supported values: "All"' }]);
   return true;
+}
+
+function parseFieldValidation(query: Record<string, string>, kind: string): FieldValidation | undefined {
+  const v = query.fieldValidation;
+  if (v === undefined || v === '') return undefined;
+  if (v !== 'Strict' && v !== 'Warn' && v !== 'Ignore') {
+    throw optionsInvalid(kind, [{ field: 'fieldValidation', type: 'Unsupported value', value: v, detail: 'supported values: "", "Ignore", "Strict", "Warn"' }]);
+  }
+  return v;
+}
+
+/** Warning headers as the server writes them (RFC 7234 warn-code 299, agent "-"). */
+function warningHeaders(warnings: string[]): Record<string, string[]> {
+  return warnings.length ? { Warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`) } : {};
 }
 
 function parseIntParam(query: Record<string, string>, name: string): number | undefined {
@@ -262,7 +289,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
 
   const entry: RequestLogEntry = { time: new Date().toISOString(), method, path, query, status: 0 };
-  const respond = (status: number, payload: unknown, headers?: Record<string, string>) => {
+  const respond = (status: number, payload: unknown, headers?: Record<string, string | string[]>) => {
     entry.status = status;
     ctx.log(entry);
     sendJson(res, status, payload, headers);
@@ -274,6 +301,28 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     if (e.code === 413) res.setHeader('Connection', 'close');
     sendError(res, e);
   };
+
+  // Authentication and authorization (when RBAC is on), before dispatch, as the API server's
+  // filter chain: 401 for a token nobody issued, 403 for what RBAC does not allow.
+  let access: RequestAccess | undefined;
+  if (ctx.authorizer) {
+    const user = ctx.authenticator.authenticate(req);
+    if (!user) return fail(unauthorized());
+    entry.user = user.name;
+    access = { user, attributes: requestAttributes(method, path, segs, query), authorizer: ctx.authorizer };
+    const decision = ctx.authorizer.authorize(user, access.attributes);
+    if (!decision.allowed) return fail(forbiddenRequest(user, access.attributes, decision.reason));
+  }
+
+  if (method === 'GET' && segs[0] === 'openapi') {
+    const doc = openApiGet(segs, String(req.headers.accept ?? ''));
+    if (!doc) return fail(new ApiError(404, NOT_FOUND_MESSAGE, { details: {} }));
+    entry.status = 200;
+    ctx.log(entry);
+    res.writeHead(200, { 'Content-Type': doc.type, 'Content-Length': doc.body.length });
+    res.end(doc.body);
+    return;
+  }
 
   // Non-resource endpoints.
   if (method === 'GET') {
@@ -288,6 +337,15 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
         respond(200, nonResource);
       }
       return;
+    }
+  }
+
+  if (method === 'POST' && path === SELF_SUBJECT_ACCESS_REVIEWS) {
+    if (bodyError) return fail(bodyError);
+    try {
+      return respond(201, selfSubjectAccessReview(access?.user ?? ADMIN, ctx.authorizer, decodeWriteBody(body, mediaType(req))));
+    } catch (err) {
+      return fail(err);
     }
   }
 
@@ -321,10 +379,53 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (bodyError) return fail(bodyError);
 
   try {
-    await serve(ctx, req, res, route, verb, query, body, contentType, respond, entry);
+    await serve(ctx, req, res, route, verb, query, body, contentType, respond, entry, access);
   } catch (err) {
     fail(err);
   }
+}
+
+/** Who a request is and what it asks, when RBAC is on. */
+interface RequestAccess {
+  user: UserInfo;
+  attributes: RequestAttributes;
+  authorizer: RbacAuthorizer;
+}
+
+/**
+ * An apply that creates the object needs `create` too (handlers/patch.go withAuthorization);
+ * the 403 carries the authorizer's reason only, as there.
+ */
+function authorizeCreate({ user, attributes, authorizer }: RequestAccess): void {
+  const create = { ...attributes, verb: 'create' };
+  const decision = authorizer.authorize(user, create);
+  if (!decision.allowed) throw forbiddenError(create, decision.reason);
+}
+
+const openApiCache = new Map<string, Buffer>();
+
+/** Builds a document once: they only depend on the served types. */
+function cachedDoc(key: string, build: () => Buffer | JsonObject | undefined): Buffer | undefined {
+  if (!openApiCache.has(key)) {
+    const doc = build();
+    if (doc === undefined) return undefined;
+    openApiCache.set(key, Buffer.isBuffer(doc) ? doc : Buffer.from(JSON.stringify(doc)));
+  }
+  return openApiCache.get(key);
+}
+
+/** /openapi/v2 (JSON, or protobuf when asked for) and /openapi/v3[/api/v1 | /apis/<g>/<v>]. */
+function openApiGet(segs: string[], accept: string): { type: string; body: Buffer } | undefined {
+  const json = (body: Buffer | undefined) => body && { type: 'application/json', body };
+  if (segs[1] === 'v2' && segs.length === 2) {
+    if (OPENAPI_V2_PROTOBUF_TYPES.some((t) => accept.includes(t))) return { type: OPENAPI_V2_PROTOBUF, body: cachedDoc('v2.pb', openApiV2Protobuf)! };
+    return json(cachedDoc('v2', openApiV2));
+  }
+  if (segs[1] !== 'v3') return undefined;
+  if (segs.length === 2) return json(cachedDoc('v3', openApiV3Root));
+  const api = splitApiPath(segs.slice(2));
+  if (!api || api.rest.length > 0) return undefined;
+  return json(cachedDoc(`v3/${api.group}/${api.version}`, () => openApiV3(api.group, api.version)));
 }
 
 function nonResourceGet(ctx: HttpContext, segs: string[]): JsonObject | string | undefined {
@@ -348,13 +449,22 @@ async function serve(
   query: Record<string, string>,
   body: string,
   contentType: string,
-  respond: (status: number, payload: unknown, headers?: Record<string, string>) => void,
+  respond: (status: number, payload: unknown, headers?: Record<string, string | string[]>) => void,
   entry: RequestLogEntry,
+  access: RequestAccess | undefined,
 ): Promise<void> {
   const { rt, namespace, name } = route;
   const { registry } = ctx;
   const scope = route.subresource === 'status' ? 'status' : 'main';
-  const write = (kind: string): WriteOptions => ({ manager: managerName(req, query), dryRun: parseDryRun(query, kind), scope });
+  const warnings: string[] = [];
+  const write = (kind: string): WriteOptions => ({
+    manager: managerName(req, query),
+    dryRun: parseDryRun(query, kind),
+    scope,
+    fieldValidation: parseFieldValidation(query, kind),
+    warnings,
+    ...(access ? { authorizeCreate: () => authorizeCreate(access) } : {}),
+  });
 
   switch (verb) {
     case 'get':
@@ -394,13 +504,17 @@ async function serve(
       return;
     }
     case 'create': {
+      if (route.subresource === 'token') {
+        const serviceAccount = registry.get(rt, namespace, name!);
+        return respond(201, ctx.authenticator.tokenRequest(serviceAccount, decodeWriteBody(body, contentType)));
+      }
       const opts = write('CreateOptions');
       const obj = registry.create(rt, namespace, decodeWriteBody(body, contentType), opts);
-      return respond(201, obj);
+      return respond(201, obj, warningHeaders(warnings));
     }
     case 'update': {
       const opts = write('UpdateOptions');
-      return respond(200, registry.update(rt, namespace, name!, decodeWriteBody(body, contentType), opts));
+      return respond(200, registry.update(rt, namespace, name!, decodeWriteBody(body, contentType), opts), warningHeaders(warnings));
     }
     case 'apply':
     case 'patch': {
@@ -419,7 +533,7 @@ async function serve(
       if (!body.trim()) throw badRequest('the body of the request was empty');
       const patch = type === 'apply' ? decodeBody(body) : decodeJson(body);
       const { object, created } = registry.patch(rt, namespace, name!, type, patch, opts, query.force === 'true');
-      return respond(created ? 201 : 200, object);
+      return respond(created ? 201 : 200, object, warningHeaders(warnings));
     }
     case 'delete': {
       let options: JsonObject = {};

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startCluster, type Cluster } from '@flotilla/testkit/emulator';
+import { internalError } from '../src/errors.ts';
 
 async function raw(c: Cluster, method: string, path: string, body?: string, contentType = 'application/json') {
   const res = await fetch(`${c.emu.url}${path}`, { method, body, headers: body !== undefined ? { 'Content-Type': contentType } : {} });
@@ -21,11 +22,13 @@ describe('robustness and protocol details', () => {
     assert.deepEqual(api.body.versions, ['v1']);
     const apis = await raw(c, 'GET', '/apis');
     assert.equal(apis.body.kind, 'APIGroupList');
-    assert.deepEqual(apis.body.groups.map((g: { name: string }) => g.name), ['apps', 'cilium.io']);
+    assert.deepEqual(apis.body.groups.map((g: { name: string }) => g.name), ['apps', 'cilium.io', 'rbac.authorization.k8s.io', 'coordination.k8s.io', 'policy']);
     const core = await raw(c, 'GET', '/api/v1');
     const ns = core.body.resources.find((r: { name: string }) => r.name === 'namespaces');
     assert.deepEqual([ns.kind, ns.namespaced, ns.singularName], ['Namespace', false, 'namespace']);
     assert.ok(ns.verbs.includes('watch'));
+    const token = core.body.resources.find((r: { name: string }) => r.name === 'serviceaccounts/token');
+    assert.deepEqual(token, { name: 'serviceaccounts/token', singularName: '', namespaced: true, group: 'authentication.k8s.io', version: 'v1', kind: 'TokenRequest', verbs: ['create'] });
     const cilium = await raw(c, 'GET', '/apis/cilium.io/v2');
     assert.ok(cilium.body.resources.some((r: { kind: string; namespaced: boolean }) => r.kind === 'CiliumNetworkPolicy' && r.namespaced));
     const version = await raw(c, 'GET', '/version');
@@ -41,6 +44,32 @@ describe('robustness and protocol details', () => {
     const method = await raw(c, 'POST', '/apis/apps/v1/namespaces/default/deployments/web', '{}');
     assert.equal(method.status, 405);
     assert.equal(method.body.reason, 'MethodNotAllowed');
+  });
+
+  it('shapes failures as the API server\'s metav1.Status', async () => {
+    const missing = await raw(c, 'GET', '/apis/apps/v1/namespaces/default/deployments/nope');
+    assert.deepEqual(missing.body, {
+      kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'deployments.apps "nope" not found',
+      reason: 'NotFound', details: { name: 'nope', group: 'apps', kind: 'deployments' }, code: 404,
+    });
+    await raw(c, 'POST', '/api/v1/namespaces', JSON.stringify({ metadata: { name: 'twice' } }));
+    const exists = await raw(c, 'POST', '/api/v1/namespaces', JSON.stringify({ metadata: { name: 'twice' } }));
+    assert.deepEqual(exists.body, {
+      kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'namespaces "twice" already exists',
+      reason: 'AlreadyExists', details: { name: 'twice', group: '', kind: 'namespaces' }, code: 409,
+    });
+    const bad = await raw(c, 'POST', '/api/v1/namespaces', JSON.stringify({ metadata: { name: 'Bad_Name' } }));
+    assert.equal(bad.status, 422);
+    assert.equal(bad.body.reason, 'Invalid');
+    assert.deepEqual(bad.body.details, {
+      name: 'Bad_Name', group: '', kind: 'Namespace',
+      causes: [{ reason: 'FieldValueInvalid', message: bad.body.details.causes[0].message, field: 'metadata.name' }],
+    });
+    assert.match(bad.body.message, /^Namespace "Bad_Name" is invalid: metadata\.name: Invalid value: "Bad_Name": a lowercase RFC 1123 label/);
+    assert.deepEqual(internalError('boom').toStatus(), {
+      kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'Internal error occurred: boom',
+      reason: 'InternalError', details: { causes: [{ message: 'boom' }] }, code: 500,
+    });
   });
 
   it('rejects malformed JSON and YAML with 400 and keeps serving', async () => {

@@ -1,7 +1,9 @@
 // A ctrl on a fresh database and a random port, with clients for each protocol.
+import { randomBytes } from "node:crypto";
 import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Store } from "@flotilla/store";
 import { startCtrl, type Ctrl, type CtrlOptions } from "@flotilla/ctrl";
 import { freshStore, type TestDatabase } from "./databases.ts";
@@ -10,13 +12,16 @@ export const ADMIN_TOKEN = "test-admin-token";
 
 export type Protocol = "connect" | "grpc" | "grpcweb";
 
+/** `ca`: the CA to trust when ctrl serves TLS. */
+export type TransportOptions = { token?: string | null; protocol?: Protocol; ca?: Buffer };
+
 export interface TestCtrl {
   ctrl: Ctrl;
   store: Store;
   url: string;
   databaseUrl: string;
-  client<S extends DescService>(service: S, options?: { token?: string | null; protocol?: Protocol }): Client<S>;
-  transport(options?: { token?: string | null; protocol?: Protocol }): Transport;
+  client<S extends DescService>(service: S, options?: TransportOptions): Client<S>;
+  transport(options?: TransportOptions): Transport;
   close(): Promise<void>;
 }
 
@@ -24,12 +29,12 @@ export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptio
   const { store, url: databaseUrl, cleanup } = await freshStore(db);
   const ctrl = await startCtrl({ store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, ...options });
   const transports: Transport[] = [];
-  const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect" } = {}) => {
+  const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect", ca } = {}) => {
     const auth: Interceptor = (next) => (req) => {
       if (token !== null) req.header.set("authorization", `Bearer ${token}`);
       return next(req);
     };
-    const common = { baseUrl: ctrl.url, interceptors: [auth] };
+    const common = { baseUrl: ctrl.url, interceptors: [auth], nodeOptions: ca ? { ca } : undefined };
     const t =
       protocol === "grpc"
         ? createGrpcTransport(common)
@@ -72,4 +77,16 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
   const heads = await store.database.db.selectFrom("regions").select(["name", "head_version"]).orderBy("name").execute();
   for (const h of heads) counts[`head:${h.name}`] = Number(h.head_version);
   return counts;
+}
+
+/**
+ * Creates `count` deployments `d0`, `d1`, … in `region`, each with 32 KB of random hex in its
+ * env (about 18 KB gzipped): a sync of them outgrows any client's HTTP/2 window.
+ */
+export async function createBulkyDeployments(t: TestCtrl, region: string, count: number): Promise<void> {
+  const deployments = t.client(DeploymentService);
+  for (let i = 0; i < count; i++) {
+    const env = [{ name: "NOISE", value: randomBytes(16_384).toString("hex") }];
+    await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `app:${i}`, env, regions: [{ region, replicas: 1 }] } });
+  }
 }

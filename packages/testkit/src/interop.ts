@@ -71,8 +71,9 @@ export function grpcJsUnary<I extends DescMessage, O extends DescMessage>(
   method: DescMethodUnary<I, O>,
   input: MessageInitShape<I>,
   token?: string,
+  credentials = grpc.credentials.createInsecure(),
 ): Promise<MessageShape<O>> {
-  const client = new grpc.Client(grpcTarget(url), grpc.credentials.createInsecure());
+  const client = new grpc.Client(grpcTarget(url), credentials);
   const metadata = new grpc.Metadata();
   if (token) metadata.set("authorization", `Bearer ${token}`);
   return new Promise<MessageShape<O>>((resolve, reject) => {
@@ -97,8 +98,9 @@ export function grpcJsServerStream<I extends DescMessage, O extends DescMessage>
   method: DescMethodStreaming<I, O>,
   input: MessageInitShape<I>,
   token?: string,
+  credentials = grpc.credentials.createInsecure(),
 ): { stream: grpc.ClientReadableStream<MessageShape<O>>; close(): void } {
-  const client = new grpc.Client(grpcTarget(url), grpc.credentials.createInsecure());
+  const client = new grpc.Client(grpcTarget(url), credentials);
   const metadata = new grpc.Metadata();
   if (token) metadata.set("authorization", `Bearer ${token}`);
   const stream = client.makeServerStreamRequest(
@@ -127,8 +129,10 @@ export function rawGrpcCall<I extends DescMessage>(
   method: DescMethodStreaming<I, DescMessage> | DescMethodUnary<I, DescMessage>,
   input: MessageInitShape<I>,
   token: string,
+  /** The client's HTTP/2 settings, e.g. a tiny initialWindowSize for a client that never reads. */
+  settings?: import("node:http2").Settings,
 ): { stream: import("node:http2").ClientHttp2Stream; result: Promise<{ grpcStatus?: string; grpcMessage?: string; rstCode: number }>; close(): void } {
-  const session = connectH2(url);
+  const session = connectH2(url, { settings });
   session.on("error", () => {});
   const stream = session.request({
     ":method": "POST",

@@ -7,7 +7,7 @@ import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { StatusWrite, Store } from "@flotilla/store";
 import { create } from "@bufbuild/protobuf";
 import { ReportObservedStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { authorizeRegion } from "../../auth.ts";
+import { authorizeRegion, resolveAuthorizedRegion } from "../../auth.ts";
 import { invalidArgument } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import { project } from "../../status/projection.ts";
@@ -35,7 +35,7 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
       validate.dnsLabel(`observations[${i}].id`, o.id);
     });
     if (req.appliedVersion < 0n) throw invalidArgument("applied_version", "must not be negative");
-    const region = await store.regions.resolve(req.region);
+    const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const now = Date.now();
 
     const current = await store.observations.load(region.id, req.observations);
