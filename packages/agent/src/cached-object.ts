@@ -101,7 +101,8 @@ interface DeploymentSpec {
   template?: { spec?: { containers?: { image?: string }[] } };
 }
 
-interface DeploymentStatus {
+/** The status fields of a Deployment the agent reads (observation.ts), and all the cache keeps of its status. */
+export interface DeploymentStatus {
   observedGeneration?: number;
   replicas?: number;
   updatedReplicas?: number;
