@@ -55,6 +55,14 @@ export const RESOURCE_TYPES: readonly ResourceType[] = [
     categories: ['cilium', 'ciliumpolicy'], nameRule: 'subdomain', statusSubresource: true, generation: 'nonMetadata',
     allowUnconditionalUpdate: false,
   },
+  {
+    // Leader election's lock (client-go resourcelock.LeaseLock). Strategy as in Kubernetes'
+    // pkg/registry/coordination/lease/strategy.go: namespaced, no status subresource, no
+    // generation, updates must carry a resourceVersion; names are DNS subdomains.
+    group: 'coordination.k8s.io', version: 'v1', resource: 'leases', singular: 'lease', kind: 'Lease', listKind: 'LeaseList',
+    namespaced: true, shortNames: [], categories: [], nameRule: 'subdomain', statusSubresource: false, generation: 'none',
+    allowUnconditionalUpdate: false,
+  },
 ];
 
 export function groupVersion(rt: ResourceType): string {
