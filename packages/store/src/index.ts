@@ -16,7 +16,7 @@ export { ResourceRepository } from "./resources.ts";
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
 export { ChangeLog, encodedChange, type RetentionPolicy } from "./changes.ts";
-export { type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
+export { type AgentReport, type ReportLeader, type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 
 export class Store {
