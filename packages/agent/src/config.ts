@@ -2,6 +2,7 @@
 // in one place (AGENT_DEFAULTS). startAgent() builds every part from it; the CLI (main.ts) maps
 // flags and environment variables onto it.
 import type { BackoffOptions } from "./backoff.ts";
+import type { LeaderElectionOptions } from "./leader-election.ts";
 import type { PruneOptions } from "./prune.ts";
 import type { Target } from "./target.ts";
 
@@ -49,6 +50,14 @@ export interface AgentTunables {
   refreshPerSecond: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune: PruneOptions;
+  /**
+   * Leader election among the region's agents on a coordination.k8s.io/v1 Lease (cluster
+   * targets only): only the leader applies, prunes and reports. Default false: one agent per
+   * region, as a laptop or a single replica runs it; multi-replica deployments turn it on.
+   */
+  leaderElect: boolean;
+  /** Leader election's timing and Lease. Default 15 s / 10 s / 2 s (client-go's), Lease `flotilla-agent-<region>` in the pod's namespace. */
+  leaderElection: LeaderElectionOptions;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
   listen: string | undefined;
   /** Where the agent logs. Default: stderr, prefixed `agent[<region>]: `. */
@@ -56,7 +65,8 @@ export interface AgentTunables {
 }
 
 /** An agent's configuration as given: the identity, and any tunables to override. */
-export type AgentConfig = AgentIdentity & Partial<Omit<AgentTunables, "prune">> & { prune?: Partial<PruneOptions> };
+export type AgentConfig = AgentIdentity &
+  Partial<Omit<AgentTunables, "prune" | "leaderElection">> & { prune?: Partial<PruneOptions>; leaderElection?: Partial<LeaderElectionOptions> };
 
 /** An agent's configuration with every default filled in. */
 export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: (message: string) => void };
@@ -77,13 +87,20 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   refreshIntervalMs: 30 * 60_000,
   refreshPerSecond: 20,
   prune: { maxFraction: 0.5, force: false },
+  leaderElect: false,
+  leaderElection: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000, namespace: undefined, name: undefined, identity: undefined },
   listen: undefined,
   log: undefined,
 });
 
 /** `config` with every absent field set to its default. */
 export function resolveConfig(config: AgentConfig): ResolvedAgentConfig {
-  const given = Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined));
+  const given = withoutUndefined(config);
   const log = config.log ?? ((message: string) => console.error(`agent[${config.region}]: ${message}`));
-  return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, log } as ResolvedAgentConfig;
+  const leaderElection = { ...AGENT_DEFAULTS.leaderElection, ...withoutUndefined(config.leaderElection ?? {}) };
+  return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, leaderElection, log } as ResolvedAgentConfig;
+}
+
+function withoutUndefined<T extends object>(object: T): Partial<T> {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as Partial<T>;
 }

@@ -15,6 +15,7 @@
 //   other candidate (who waits leaseDuration > renewDeadline from a later moment) can take over.
 // * On stop, a leader releases the Lease (client-go's ReleaseOnCancel): no holder,
 //   leaseDurationSeconds 1, so a standby takes over at its next retry.
+import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
@@ -45,6 +46,15 @@ export function validateTimings({ leaseDurationMs, renewDeadlineMs, retryPeriodM
   if (!(leaseDurationMs > renewDeadlineMs)) throw new RangeError("the leader election lease duration must be greater than the renew deadline");
   if (!(renewDeadlineMs > JITTER_FACTOR * retryPeriodMs)) throw new RangeError(`the leader election renew deadline must be greater than ${JITTER_FACTOR}× the retry period`);
   if (leaseDurationMs % 1000 !== 0) throw new RangeError("the leader election lease duration must be whole seconds (the Lease stores seconds)");
+}
+
+/** The namespace of the pod this process runs in (its service account's), if it runs in one. */
+export function podNamespace(): string | undefined {
+  try {
+    return readFileSync("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "utf8").trim() || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** controller-runtime's default identity: unique per process, recognisable per host. */
