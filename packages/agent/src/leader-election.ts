@@ -1,8 +1,8 @@
 // Leader election among the agents of one region on a coordination.k8s.io/v1 Lease, following
 // client-go's tools/leaderelection (leaderelection.go) and its LeaseLock (resourcelock/leaselock.go):
 //
-// * A candidate tries every retryPeriod (jittered, client-go's JitterFactor 1.2) to acquire the
-//   Lease: it may when the Lease has no holder, or when its record has not changed for the
+// * A candidate tries every retryPeriod (jittered, client-go's JitterFactor 1.2, but no later
+//   than when the observed lease expires) to acquire the Lease: it may when the Lease has no holder, or when its record has not changed for the
 //   holder's leaseDurationSeconds as measured on this candidate's own clock from when it last
 //   saw the record change (never from renewTime: clocks of different hosts may differ).
 // * Every write is an update carrying the resourceVersion read (optimistic concurrency): of two
@@ -139,8 +139,11 @@ export class LeaderElector {
         this.#startLeading(acquired);
         await this.#renewWhileLeading(signal);
       } else {
-        // client-go's wait.JitterUntil(retryPeriod, JitterFactor): retryPeriod .. 2.2× it.
-        await sleep(retryPeriodMs * (1 + Math.random() * JITTER_FACTOR), signal);
+        // client-go's wait.JitterUntil(retryPeriod, JitterFactor): retryPeriod .. 2.2× it; but
+        // no later than the moment the observed holder's lease expires, so a standby takes
+        // over within the lease duration plus one retry (in which it observed the last renew).
+        const expiresIn = this.#observed ? this.#observed.at + this.#observed.record.leaseDurationSeconds * 1000 - this.#monotonic() + 1 : Infinity;
+        await sleep(Math.min(retryPeriodMs * (1 + Math.random() * JITTER_FACTOR), Math.max(0, expiresIn)), signal);
       }
     }
     if (this.#leading) {
