@@ -1,13 +1,15 @@
 // B1: full sync throughput. N desired resources in one region; one gRPC client runs
 // SyncDesiredState to completion: a lean reader (the target row: it measures ctrl, see
 // lean-sync.ts) and connect-node clients (reported: they bound the wall time here).
-// Reference: the same keyset scan straight through mysql2.
+// Reference: the same keyset scan straight through mysql2. The lean reader also syncs over TLS
+// from a second ctrl process serving TLS on the same database (target: TLS costs ≤ 20%).
 import { createConnection } from "mysql2/promise";
 import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
 import { clusterClient, type ClusterClient } from "./lib/clients.ts";
 import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, rawKeysetScan, seedRegion } from "./lib/db.ts";
+import { benchTls, type BenchTls } from "./lib/tls.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
 import { fmtInt, fmtRatio, log, median, now } from "./lib/util.ts";
 
@@ -51,6 +53,9 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
   const db = await createBenchDatabase(ctx.serverUrl, "b1");
   let ctrl: CtrlProcess | undefined;
   let lean: LeanSyncClient | undefined;
+  let tls: BenchTls | undefined;
+  let tlsCtrl: CtrlProcess | undefined;
+  let leanTls: LeanSyncClient | undefined;
   const raw = await createConnection({ uri: db.url });
   try {
     await migrate(db.url);
@@ -62,13 +67,18 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
 
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
     lean = new LeanSyncClient(ctrl.url);
+    tls = benchTls();
+    tlsCtrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, tls: tls.server });
+    leanTls = new LeanSyncClient(tlsCtrl.url, tls.ca);
     const connectDefault = clusterClient(ctrl.url);
     const connectPlain = clusterClient(ctrl.url, { acceptCompression: [] });
-    const variant = (name: string, sync: () => Promise<LeanSyncResult>): Variant => ({ name, ctrl: ctrl!, sync, ms: [], cpuMs: [], clientCpuMs: [] });
+    const variant = (name: string, sync: () => Promise<LeanSyncResult>, served = ctrl!): Variant => ({ name, ctrl: served, sync, ms: [], cpuMs: [], clientCpuMs: [] });
     const leanClient = lean;
+    const leanTlsClient = leanTls;
     // The first two accept gzip (connect-node's default), so ctrl gzips each batch.
     const variants: Variant[] = [
       variant("lean reader", () => leanClient.sync(REGION)),
+      variant("lean reader over TLS", () => leanTlsClient.sync(REGION), tlsCtrl),
       variant("connect-node client (decodes every resource)", () => connectSync(connectDefault)),
       variant("connect-node client accepting no compression", () => connectSync(connectPlain)),
     ];
@@ -100,8 +110,9 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     }
     const rawRate = count / (median(rawMs) / 1000);
     const rate = (v: Variant) => count / (median(v.ms) / 1000);
-    const [main, ...diagnostics] = variants;
+    const [main, overTls, ...diagnostics] = variants;
     const mainRate = rate(main!);
+    const tlsRate = rate(overTls!);
     const reference = `raw keyset scan ${fmtInt(rawRate)}/s`;
     return {
       rows: [
@@ -112,6 +123,14 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           ratio: fmtRatio(mainRate / rawRate),
           target: "≥ 50,000/s and ≥ 0.5×",
           met: mainRate >= 50_000 && mainRate / rawRate >= 0.5,
+        },
+        {
+          benchmark: `B1 full sync over TLS, ${fmtInt(count)} resources, resources/s (gRPC, lean reader)`,
+          measured: `${fmtInt(tlsRate)}/s`,
+          reference: `plaintext ${fmtInt(mainRate)}/s`,
+          ratio: fmtRatio(tlsRate / mainRate),
+          target: "≥ 0.8× plaintext",
+          met: tlsRate / mainRate >= 0.8,
         },
         ...diagnostics.map((v) => ({
           benchmark: `B1 diagnostic: ${v.name}`,
@@ -132,7 +151,10 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
   } finally {
     await raw.end().catch(() => undefined);
     lean?.close();
+    leanTls?.close();
     await ctrl?.stop();
+    await tlsCtrl?.stop();
+    tls?.cleanup();
     await db.drop();
   }
 }

@@ -3,6 +3,7 @@
 // (b) writes through a second Store in the benchmark process, like another ctrl replica
 //     (only the poll interval picks them up).
 // Reference: the same measurement with a single open stream, in the same run.
+// Then (a) again with ctrl serving TLS, beside the plaintext numbers of the same run.
 import { Store } from "@flotilla/store";
 import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { create } from "@bufbuild/protobuf";
@@ -10,6 +11,7 @@ import { DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { WatchFleet } from "./lib/clients.ts";
 import { CtrlProcess, type WriteSpec } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
+import { benchTls, type BenchTls } from "./lib/tls.ts";
 import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { fmtInt, fmtMs, fmtRatio, log, now, percentile, sleep, waitFor } from "./lib/util.ts";
 
@@ -46,6 +48,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
   const db = await createBenchDatabase(ctx.serverUrl, "b2");
   let ctrl: CtrlProcess | undefined;
   let other: Store | undefined;
+  let tls: BenchTls | undefined;
   try {
     await migrate(db.url);
     other = await Store.open(db.url);
@@ -56,7 +59,9 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
     for (let i = 0; i < DEPLOYMENTS; i++) await other.deployments.create(toDeployment(spec(i, "app:w0")));
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
     log(`B2: ctrl child clock offset ${ctrl.clockOffset.toFixed(3)} ms`);
-    const c = ctrl;
+    // Replaced by a TLS-serving ctrl for the last measurement.
+    let c = ctrl;
+    let ca: Buffer | undefined;
     const store = other;
 
     // Commit times come from the Stores' commit listeners: they run synchronously right after
@@ -84,6 +89,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
       const received = new Map<number, number[]>();
       const fleet = new WatchFleet(c.url, REGION, streamCount, {
         connections: CONNECTIONS,
+        ca,
         versionLastSeen: head,
         onMessage(stream, res, receivedAt) {
           if (stream.index % step !== 0 || stream.index / step >= tracked) return;
@@ -145,8 +151,10 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
 
     const rows: Row[] = [];
     const notes: string[] = [];
+    let plaintextSameProcess: LatencyRun | undefined;
     for (const mode of ["same-process", "other-process"] as const) {
       const main = await measure(mode, streams, writes);
+      if (mode === "same-process") plaintextSameProcess = main;
       const ref = await measure(mode, 1, referenceWrites);
       const p = (r: LatencyRun, q: number) => percentile(r.samples, q);
       const target = mode === "same-process" ? 25 : ctx.pollIntervalMs + 50;
@@ -179,6 +187,29 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
           `Reference: ${ref.writes} writes on 1 stream (max ${fmtMs(Math.max(...ref.samples))}).`,
       );
     }
+    // (a) over TLS: the same database and writes, ctrl restarted serving TLS.
+    await ctrl.stop();
+    tls = benchTls();
+    ctrl = c = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, tls: tls.server }, { cpuProfileDir: ctx.cpuProfileDir });
+    ca = tls.ca;
+    const overTls = await measure("same-process", streams, writes);
+    const plain = plaintextSameProcess!;
+    log(`B2 same-process over TLS: ${overTls.streams} streams p50 ${fmtMs(percentile(overTls.samples, 50))} p99 ${fmtMs(percentile(overTls.samples, 99))}`);
+    for (const q of [50, 99]) {
+      rows.push({
+        benchmark: `B2a latency p${q} over TLS, ${fmtInt(streams)} streams, (a) same-process writes`,
+        measured: fmtMs(percentile(overTls.samples, q)),
+        reference: `plaintext: ${fmtMs(percentile(plain.samples, q))}`,
+        ratio: fmtRatio(percentile(overTls.samples, q) / percentile(plain.samples, q)),
+        target: q === 99 ? "≤ 25 ms" : "—",
+        met: q === 99 ? percentile(overTls.samples, 99) <= 25 && overTls.incomplete === 0 && overTls.errors === 0 : undefined,
+      });
+    }
+    notes.push(
+      `B2 same-process over TLS: ${overTls.samples.length} samples; streams missing the last write: ${overTls.incomplete}, failed: ${overTls.errors}; ` +
+        `ctrl CPU ${((overTls.ctrlCpuMs * 1000) / overTls.eventsSent).toFixed(0)} µs per delivered event (plaintext ${((plain.ctrlCpuMs * 1000) / plain.eventsSent).toFixed(0)} µs); ` +
+        `clients ${((overTls.clientCpuMs * 1000) / overTls.eventsSent).toFixed(0)} µs per received event (plaintext ${((plain.clientCpuMs * 1000) / plain.eventsSent).toFixed(0)} µs).`,
+    );
     notes.push(
       "B2: a negative sample means a stream received the change before the writer's COMMIT returned: the database makes a commit visible " +
         "to other readers (here ctrl's poll) before it has flushed its log and answered the writer.",
@@ -189,6 +220,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
   } finally {
     await ctrl?.stop();
     await other?.close();
+    tls?.cleanup();
     await db.drop();
   }
 }

@@ -30,6 +30,7 @@ const ctrl = await startCtrl({
   shutdownGraceMs: 500,
   pollIntervalMs: config.pollIntervalMs,
   stream: config.stream,
+  tls: config.tls,
 });
 
 // The commit time of this process's latest write: taken in the Store's commit listener, which

@@ -1,15 +1,19 @@
 // `pnpm start`: the whole thing locally on the embedded defaults — the Kubernetes API
 // emulator, ctrl on SQLite, and one agent for region `local` — with prefixed logs.
+// `pnpm start --tls`: the same over mTLS, with getting-started certificates in .flotilla/pki.
 // Ctrl-C stops everything.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
+import { agentFiles, initPki, issueAgent, pkiFiles } from "@flotilla/ctrl/pki";
 
-const CTRL = "http://127.0.0.1:7070";
+const TLS = process.argv.slice(2).includes("--tls");
+const CTRL = TLS ? "https://127.0.0.1:7070" : "http://127.0.0.1:7070";
+const PKI_DIR = ".flotilla/pki";
 const KUBECONFIG = ".flotilla/kubeconfig";
 const REGION = "local";
 const children: { name: string; child: ChildProcess }[] = [];
@@ -55,28 +59,45 @@ process.on("SIGTERM", () => void stop(0));
 
 mkdirSync(".flotilla", { recursive: true });
 await run("k8s", ["packages/k8s-emulator/src/main.ts"], ["--listen", "127.0.0.1:7072", "--kubeconfig-out", KUBECONFIG], {}, /listening|ready|serving/i);
-await run("ctrl", ["packages/ctrl/src/main.ts"], [], {}, /serving on/);
+const pki = pkiFiles(PKI_DIR);
+const agentCert = agentFiles(PKI_DIR, REGION);
+if (TLS) {
+  if (!existsSync(pki.caKey)) initPki(PKI_DIR);
+  if (!existsSync(agentCert.cert)) issueAgent(PKI_DIR, REGION);
+}
+const ctrlTls = TLS ? ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert] : [];
+await run("ctrl", ["packages/ctrl/src/main.ts"], ctrlTls, {}, /serving on/);
 const adminToken = process.env.FLOTILLA_ADMIN_TOKEN || readFileSync(".flotilla/admin-token", "utf8").trim();
 const regions = createClient(
   RegionService,
-  createConnectTransport({ baseUrl: CTRL, httpVersion: "1.1", interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))] }),
+  createConnectTransport({ baseUrl: CTRL, httpVersion: "1.1", nodeOptions: TLS ? { ca: readFileSync(pki.caCert) } : {}, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))] }),
 );
 await regions.createRegion({ region: { name: REGION } });
 const { token } = await regions.createAgentToken({ region: REGION });
-await run("agent", [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"], ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG], {
+const agentTls = TLS ? ["--ca-cert", pki.caCert, "--client-cert", agentCert.cert, "--client-key", agentCert.key] : [];
+await run("agent", [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"], ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG, ...agentTls], {
   FLOTILLA_AGENT_TOKEN: token,
 });
 
+// The admin token is shown here, on the terminal of the person who started the stack (it is
+// read from its file); ctrl itself never logs it.
+const BUF = TLS ? `pnpm exec buf curl --cacert ${pki.caCert}` : "pnpm exec buf curl --http2-prior-knowledge";
+const mtlsLines = TLS
+  ? `  # ClusterService needs a region certificate (mTLS):
+  ${BUF} --cert ${agentCert.cert} --key ${agentCert.key} -H "$AUTH" $CTRL/ctrl.v1.ClusterService/SyncDesiredState -d '{"region":"local"}'
+`
+  : "";
 console.log(`
-Flotilla is running: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
+Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
+Region \`${REGION}\` and an agent token for it are created; the agent above uses them. Try:
 
   export ADMIN_TOKEN=${adminToken}
   CTRL=${CTRL}; AUTH="Authorization: Bearer $ADMIN_TOKEN"
-  buf curl --http2-prior-knowledge $CTRL --list-services
-  buf curl --http2-prior-knowledge -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/CreateDeployment \\
-    -d '{"deployment":{"id":"web","namespace":"demo","image":"nginx:1.27","port":80,"regions":[{"region":"local","replicas":2}]}}'
-  buf curl --http2-prior-knowledge -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/GetDeployment -d '{"id":"web"}'
-  curl -s http://127.0.0.1:7072/apis/apps/v1/namespaces/demo/deployments/web
+  ${BUF} $CTRL --list-services
+  ${BUF} -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/CreateDeployment \\
+    -d '{"deployment":{"id":"web","namespace":"demo","image":"nginx:1.27","port":80,"regions":[{"region":"${REGION}","replicas":2}]}}'
+  ${BUF} -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/GetDeployment -d '{"id":"web"}'
+${mtlsLines}  curl -s http://127.0.0.1:7072/apis/apps/v1/namespaces/demo/deployments/web
 
-(buf is \`pnpm exec buf\` inside this repository.) Ctrl-C stops everything.
+(Shorter: alias buf='pnpm exec buf'.) Ctrl-C stops everything.
 `);

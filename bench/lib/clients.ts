@@ -58,10 +58,12 @@ export class WatchFleet {
       connections: number;
       versionLastSeen?: number;
       onMessage?: (stream: WatchStream, res: WatchDeploymentChangesResponse, receivedAt: number) => void;
+      /** The CA to trust for an https URL. */
+      ca?: Buffer;
     },
   ) {
     this.#sessions = Array.from({ length: Math.max(1, Math.min(options.connections, count)) }, () => {
-      const session = http2.connect(baseUrl);
+      const session = http2.connect(baseUrl, { ca: options.ca });
       session.on("error", () => {});
       return session;
     });

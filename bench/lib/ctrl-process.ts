@@ -11,6 +11,8 @@ export interface ChildConfig {
   adminToken: string;
   pollIntervalMs: number;
   stream?: Partial<StreamOptions>;
+  /** Serve TLS with these files (the B1/B2 TLS variants). */
+  tls?: { certFile: string; keyFile: string };
 }
 
 export interface WriteSpec {

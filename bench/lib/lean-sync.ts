@@ -28,8 +28,9 @@ export interface LeanSyncResult {
 export class LeanSyncClient {
   readonly #session: http2.ClientHttp2Session;
 
-  constructor(baseUrl: string) {
-    this.#session = http2.connect(baseUrl);
+  /** `ca`: the CA to trust for an https URL. */
+  constructor(baseUrl: string, ca?: Buffer) {
+    this.#session = http2.connect(baseUrl, { ca });
     this.#session.on("error", () => {});
   }
 

@@ -9,11 +9,11 @@
 // tell the reporter, which reads them) go through Listeners built first. The parts that run
 // start in order and stop in reverse (lifecycle.ts).
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { serveHealth, type HealthServer } from "@flotilla/runtime";
 import { resolveConfig, type AgentConfig, type ResolvedAgentConfig } from "./config.ts";
 import { Connection } from "./connection.ts";
+import { ctrlTransport } from "./ctrl-transport.ts";
 import { DesiredTable } from "./desired-table.ts";
 import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
@@ -171,12 +171,12 @@ async function leadershipOf(config: ResolvedAgentConfig, metrics: AgentMetrics):
 }
 
 /** ctrl's ClusterService over gRPC, authenticated with the agent token. */
-function ctrlClient({ ctrlUrl, token }: ResolvedAgentConfig): Client<typeof ClusterService> {
+function ctrlClient({ ctrlUrl, token, tls, log }: ResolvedAgentConfig): Client<typeof ClusterService> {
   const auth: Interceptor = (next) => (request) => {
     request.header.set("authorization", `Bearer ${token}`);
     return next(request);
   };
-  return createClient(ClusterService, createGrpcTransport({ baseUrl: ctrlUrl, interceptors: [auth] }));
+  return createClient(ClusterService, ctrlTransport({ baseUrl: ctrlUrl, interceptors: [auth], tls, log }));
 }
 
 /**

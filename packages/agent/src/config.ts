@@ -2,14 +2,17 @@
 // in one place (AGENT_DEFAULTS). startAgent() builds every part from it; the CLI (main.ts) maps
 // flags and environment variables onto it.
 import type { BackoffOptions } from "./backoff.ts";
+import type { CtrlTlsFiles } from "./ctrl-transport.ts";
 import type { LeaderElectionOptions } from "./leader-election.ts";
 import type { PruneOptions } from "./prune.ts";
 import type { Target } from "./target.ts";
 
 /** What an agent needs and cannot default: which region it serves, from where, into what. */
 export interface AgentIdentity {
-  /** ctrl's base URL (gRPC over HTTP/2). */
+  /** ctrl's base URL (gRPC over HTTP/2; https:// for TLS). */
   ctrlUrl: string;
+  /** With an https ctrlUrl: the CA to trust and a client certificate (mTLS); re-read when the files change. Default: the system's CAs, no client certificate. */
+  tls?: CtrlTlsFiles;
   /** Region this agent serves. */
   region: string;
   /** Agent token of the region, sent as `Authorization: Bearer`. */

@@ -9,10 +9,13 @@ import { RenderTarget } from "./targets/render.ts";
 import type { Target } from "./target.ts";
 
 const FLAGS = {
-  "ctrl-url": { type: "string", default: "http://127.0.0.1:7070", help: "ctrl's URL (gRPC over HTTP/2)" },
+  "ctrl-url": { type: "string", default: "http://127.0.0.1:7070", help: "ctrl's URL (gRPC over HTTP/2; https:// for TLS)" },
   region: { type: "string", help: "region this agent serves (required)" },
-  token: { type: "string", help: "agent token of the region" },
-  "token-file": { type: "string", help: "file holding the agent token (instead of --token)" },
+  "token-file": { type: "string", help: "file holding the agent token (or set FLOTILLA_AGENT_TOKEN)" },
+  token: { type: "string", help: "agent token; visible in the process list, prefer --token-file" },
+  "ca-cert": { type: "string", help: "PEM CA(s) to verify ctrl's certificate (default: the system's)" },
+  "client-cert": { type: "string", help: "PEM client certificate for mTLS (URI SAN spiffe://<trust-domain>/region/<region>); re-read when changed" },
+  "client-key": { type: "string", help: "PEM private key of --client-cert; re-read when changed" },
   target: { type: "string", default: "kubernetes", help: "kubernetes | render" },
   kubeconfig: { type: "string", help: "kubeconfig path (default: in-cluster, else ~/.kube/config)" },
   "render-dir": { type: "string", help: "directory the render target writes manifests into" },
@@ -93,7 +96,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   };
   const region = text("region") ?? required("--region");
   const tokenFile = text("token-file");
-  const token = text("token") ?? (tokenFile ? readFileSync(tokenFile, "utf8").trim() : required("--token, --token-file or FLOTILLA_AGENT_TOKEN"));
+  const token = text("token") ?? (tokenFile ? readFileSync(tokenFile, "utf8").trim() : required("--token-file or FLOTILLA_AGENT_TOKEN"));
   const concurrency = Number(text("concurrency"));
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error("--concurrency must be a positive integer");
   const maxFraction = Number(text("prune-max-fraction"));
@@ -131,6 +134,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   }
   return {
     ctrlUrl: text("ctrl-url")!,
+    tls: { caFile: text("ca-cert"), certFile: text("client-cert"), keyFile: text("client-key") },
     region,
     token,
     target,
@@ -152,6 +156,9 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
 
 async function main(): Promise<void> {
   let config: AgentConfig | "help";
+  if (process.argv.slice(2).some((arg) => arg === "--token" || arg.startsWith("--token="))) {
+    process.stderr.write("flotilla-agent: warning: --token shows the token to every user of this host (process list); use --token-file or FLOTILLA_AGENT_TOKEN\n");
+  }
   try {
     config = await agentConfig(process.argv.slice(2));
   } catch (error) {
@@ -163,7 +170,10 @@ async function main(): Promise<void> {
     return;
   }
   const { region, ctrlUrl } = config;
-  const agent = await startAgent(config);
+  const agent = await startAgent(config).catch((error: Error) => {
+    process.stderr.write(`flotilla-agent: ${error.message}\n`);
+    process.exit(1);
+  });
   console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
   void agent.ready.then(() => console.error(`agent[${region}]: first complete sync dispatched, ready`));
   const shutdown = async (signal: string) => {

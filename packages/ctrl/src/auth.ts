@@ -1,35 +1,65 @@
 // Bearer-token authentication. The admin token may call everything; an agent token only
-// ClusterService, and only for its own region (checked by the handler, which knows it).
+// ClusterService, and only for its own region row (checked by the handler, which knows it).
+// With mTLS, every ClusterService call must also present a client certificate; an agent's
+// certificate must name its token's region.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { Code, ConnectError, createContextKey, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type ContextValues, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import type { RegionRow, TokenGrant } from "@flotilla/store";
+import { LruCache } from "./lru-cache.ts";
 
-export type Principal = { kind: "anonymous" } | { kind: "admin" } | { kind: "agent"; region: string };
+export type Principal = { kind: "anonymous" } | { kind: "admin" } | { kind: "agent"; region: string; regionId: number };
 
 export const principalKey = createContextKey<Principal>({ kind: "anonymous" }, { description: "authenticated caller" });
 
-export interface AuthOptions {
-  adminToken: string;
-  /** The region of an agent token, or undefined if the token is unknown. */
-  agentRegion(token: string): Promise<string | undefined>;
-  /** Services anyone may call (reflection, health). */
-  publicServices: ReadonlySet<string>;
+/** A client certificate that chained to the client CA; `region` from its SPIFFE URI SAN, if it names one. */
+export interface ClientCertificate {
+  region: string | undefined;
 }
 
-const AGENT_TOKEN_CACHE_MS = 30_000;
+export interface AuthOptions {
+  adminToken: string;
+  /** What an agent token grants, or undefined if it is unknown or expired. */
+  authenticateAgent(token: string): Promise<TokenGrant | undefined>;
+  /** Services anyone may call (reflection, health). */
+  publicServices: ReadonlySet<string>;
+  /** Entries of each token cache (known and unknown tokens), at most. */
+  tokenCacheSize: number;
+  /** How long a known token's grant is cached before it is looked up again. */
+  knownTokenCacheMs: number;
+  /** Called for every streaming call an agent token authorized (to end it if the token is revoked); `ended` aborts when the call ends. */
+  onAgentStream?(token: string, values: ContextValues, ended: AbortSignal): void;
+  /** Set when mTLS is required: the verified client certificate under a call, or undefined if none was presented. */
+  clientCertificate?(values: ContextValues): ClientCertificate | undefined;
+}
 
-export function authInterceptor(options: AuthOptions): Interceptor {
+export const DEFAULT_TOKEN_CACHE_SIZE = 10_000;
+/** A known token is looked up again after this long: revocation and region deletion reach every replica within 1 s. */
+export const DEFAULT_TOKEN_RECHECK_MS = 500;
+/** Tokens are random and minted before use, so an unknown one stays unknown; the bound is the cache's size. */
+const UNKNOWN_TOKEN_CACHE_MS = 30_000;
+
+export interface Authenticator {
+  interceptor: Interceptor;
+  /** Entries in the known- and unknown-token caches. */
+  cacheSize(): { known: number; unknown: number };
+}
+
+export function createAuthenticator(options: AuthOptions): Authenticator {
   const adminDigest = digest(options.adminToken);
-  const agentCache = new Map<string, { region: string | undefined; expires: number }>();
-  const agentRegion = async (token: string) => {
-    const cached = agentCache.get(token);
-    if (cached && cached.expires > Date.now()) return cached.region;
-    const region = await options.agentRegion(token);
-    if (agentCache.size > 10_000) agentCache.clear();
-    agentCache.set(token, { region, expires: Date.now() + AGENT_TOKEN_CACHE_MS });
-    return region;
+  const known = new LruCache<string, TokenGrant>(options.tokenCacheSize);
+  const unknown = new LruCache<string, true>(options.tokenCacheSize);
+  const agentGrant = async (token: string): Promise<TokenGrant | undefined> => {
+    const now = Date.now();
+    if (unknown.get(token, now)) return undefined;
+    const cached = known.get(token, now);
+    if (cached) return cached.value;
+    const grant = await options.authenticateAgent(token);
+    if (grant) known.set(token, grant, Math.min(now + options.knownTokenCacheMs, grant.expireTime ?? Infinity));
+    else unknown.set(token, true, now + UNKNOWN_TOKEN_CACHE_MS);
+    return grant;
   };
-  return (next) => async (req) => {
+  const interceptor: Interceptor = (next) => async (req) => {
     if (options.publicServices.has(req.service.typeName)) return next(req);
     const token = /^Bearer\s+(\S+)\s*$/i.exec(req.header.get("authorization") ?? "")?.[1];
     if (!token) throw new ConnectError("missing bearer token (Authorization: Bearer <token>)", Code.Unauthenticated);
@@ -37,16 +67,30 @@ export function authInterceptor(options: AuthOptions): Interceptor {
     if (timingSafeEqual(digest(token), adminDigest)) {
       principal = { kind: "admin" };
     } else {
-      const region = await agentRegion(token);
-      if (region === undefined) throw new ConnectError("invalid token", Code.Unauthenticated);
-      principal = { kind: "agent", region };
+      const grant = await agentGrant(token);
+      if (grant === undefined) throw new ConnectError("invalid token", Code.Unauthenticated);
+      principal = { kind: "agent", region: grant.region, regionId: grant.regionId };
     }
-    if (principal.kind === "agent" && req.service.typeName !== ClusterService.typeName) {
+    const isCluster = req.service.typeName === ClusterService.typeName;
+    if (principal.kind === "agent" && !isCluster) {
       throw new ConnectError(`agent tokens may not call ${req.service.typeName}; use the admin token`, Code.PermissionDenied);
     }
+    if (isCluster && options.clientCertificate) checkClientCertificate(options.clientCertificate(req.contextValues), principal);
     req.contextValues.set(principalKey, principal);
+    if (principal.kind === "agent" && req.stream) options.onAgentStream?.(token, req.contextValues, req.signal);
     return next(req);
   };
+  return { interceptor, cacheSize: () => ({ known: known.size, unknown: unknown.size }) };
+}
+
+function checkClientCertificate(certificate: ClientCertificate | undefined, principal: Principal): void {
+  if (!certificate) throw new ConnectError("ClusterService requires a client certificate (mTLS)", Code.Unauthenticated);
+  if (certificate.region === undefined) {
+    throw new ConnectError("the client certificate names no region (URI SAN spiffe://<trust-domain>/region/<region>)", Code.PermissionDenied);
+  }
+  if (principal.kind === "agent" && principal.region !== certificate.region) {
+    throw new ConnectError(`the client certificate is for region ${JSON.stringify(certificate.region)}, the token for ${JSON.stringify(principal.region)}`, Code.PermissionDenied);
+  }
 }
 
 /** Throws PERMISSION_DENIED unless the caller may act for `region`. */
@@ -55,6 +99,17 @@ export function authorizeRegion(ctx: HandlerContext, region: string): void {
   if (principal.kind === "admin") return;
   if (principal.kind === "agent" && principal.region === region) return;
   throw new ConnectError(`this token may not act for region ${JSON.stringify(region)}`, Code.PermissionDenied);
+}
+
+/** Resolves a region the caller may act for: an agent only the very region row its token was issued for, not a namesake created since. */
+export async function resolveAuthorizedRegion(ctx: HandlerContext, regions: { resolve(name: string): Promise<RegionRow> }, name: string): Promise<RegionRow> {
+  authorizeRegion(ctx, name);
+  const region = await regions.resolve(name);
+  const principal = ctx.values.get(principalKey);
+  if (principal.kind === "agent" && principal.regionId !== region.id) {
+    throw new ConnectError(`this token was issued for an earlier region ${JSON.stringify(name)}, since deleted`, Code.PermissionDenied);
+  }
+  return region;
 }
 
 function digest(token: string): Buffer {

@@ -8,12 +8,23 @@ export interface OptionSpec {
   env: string;
   default: string;
   description: string;
+  /** A switch without a value (`--insecure`); its config value is "true" or "false". */
+  boolean?: true;
 }
 
 export const CTRL_OPTIONS = [
   { flag: "database-url", env: "FLOTILLA_DATABASE_URL", default: DEFAULT_DATABASE_URL, description: "sqlite:<path> (embedded) or mysql://user:pass@host:port/db" },
-  { flag: "listen", env: "FLOTILLA_LISTEN", default: "127.0.0.1:7070", description: "host:port for Connect, gRPC and gRPC-Web (h2c and HTTP/1.1), /healthz, /metrics" },
-  { flag: "admin-token", env: "FLOTILLA_ADMIN_TOKEN", default: "", description: "operator bearer token; when empty one is generated and written to .flotilla/admin-token" },
+  { flag: "listen", env: "FLOTILLA_LISTEN", default: "127.0.0.1:7070", description: "host:port for Connect, gRPC and gRPC-Web (TLS or h2c, and HTTP/1.1), /healthz, /metrics" },
+  { flag: "tls-cert", env: "FLOTILLA_TLS_CERT", default: "", description: "PEM certificate (chain) to serve TLS with; re-read when the file changes" },
+  { flag: "tls-key", env: "FLOTILLA_TLS_KEY", default: "", description: "PEM private key of --tls-cert; re-read when the file changes" },
+  { flag: "client-ca", env: "FLOTILLA_CLIENT_CA", default: "", description: "PEM CA(s): ClusterService calls must present a client certificate chaining to it and naming their region (needs TLS)" },
+  { flag: "trust-domain", env: "FLOTILLA_TRUST_DOMAIN", default: "flotilla", description: "agent certificates name their region as URI SAN spiffe://<trust-domain>/region/<region>" },
+  { flag: "insecure", env: "FLOTILLA_INSECURE", default: "", boolean: true, description: "allow plaintext on a non-loopback --listen address (e.g. behind a TLS-terminating proxy)" },
+  { flag: "metrics-listen", env: "FLOTILLA_METRICS_LISTEN", default: "", description: "host:port serving /metrics and /healthz on their own; the public port then serves no /metrics" },
+  { flag: "admin-token-file", env: "FLOTILLA_ADMIN_TOKEN_FILE", default: "", description: "file holding the operator bearer token" },
+  { flag: "admin-token", env: "FLOTILLA_ADMIN_TOKEN", default: "", description: "operator bearer token (as a flag it shows in the process list: prefer the file or the env var); when neither is set one is generated into .flotilla/admin-token" },
+  { flag: "token-recheck-ms", env: "FLOTILLA_TOKEN_RECHECK_MS", default: "500", description: "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this" },
+  { flag: "token-cache-size", env: "FLOTILLA_TOKEN_CACHE_SIZE", default: "10000", description: "agent tokens cached per kind (known, unknown) at most, least recently used dropped first" },
   { flag: "read-max-bytes", env: "FLOTILLA_READ_MAX_BYTES", default: String(4 * 1024 * 1024), description: "largest request message accepted" },
   { flag: "poll-interval-ms", env: "FLOTILLA_POLL_INTERVAL_MS", default: "200", description: "change poller interval: latency bound for writes made by other ctrl replicas" },
   { flag: "bookmark-interval-ms", env: "FLOTILLA_BOOKMARK_INTERVAL_MS", default: "5000", description: "idle watch streams get a bookmark this often" },
@@ -33,16 +44,21 @@ export function parseConfig<const Specs extends readonly OptionSpec[]>(
 ): Config<Specs> | "help" {
   const { values } = parseArgs({
     args: argv,
-    options: Object.fromEntries([["help", { type: "boolean" as const }], ...specs.map((s) => [s.flag, { type: "string" as const }])]),
+    options: Object.fromEntries([["help", { type: "boolean" as const }], ...specs.map((s) => [s.flag, { type: (s.boolean ? "boolean" : "string") as "string" }])]),
     strict: true,
   });
   const given = values as Record<string, string | boolean | undefined>;
   if (given.help) return "help";
-  return Object.fromEntries(specs.map((s) => [s.flag, (given[s.flag] as string | undefined) ?? env[s.env] ?? s.default])) as Config<Specs>;
+  const value = (s: OptionSpec) => {
+    if (!s.boolean) return (given[s.flag] as string | undefined) ?? env[s.env] ?? s.default;
+    const on = given[s.flag] ?? (env[s.env] !== undefined ? ["1", "true"].includes(env[s.env]!.toLowerCase()) : false);
+    return String(on);
+  };
+  return Object.fromEntries(specs.map((s) => [s.flag, value(s)])) as Config<Specs>;
 }
 
 export function usage(command: string, specs: readonly OptionSpec[]): string {
-  const rows = specs.map((s) => `  --${s.flag} <value>\n      ${s.description}\n      env ${s.env}${s.default ? `, default ${s.default}` : ""}`);
+  const rows = specs.map((s) => `  --${s.flag}${s.boolean ? "" : " <value>"}\n      ${s.description}\n      env ${s.env}${s.default ? `, default ${s.default}` : ""}`);
   return `usage: ${command} [options]\n\n${rows.join("\n")}\n  --help\n`;
 }
 

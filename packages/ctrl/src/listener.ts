@@ -1,8 +1,10 @@
 // One TCP port for HTTP/2 cleartext (prior knowledge: gRPC, `buf curl --http2-prior-knowledge`)
-// and HTTP/1.1 (Connect, gRPC-Web, curl, /healthz, /metrics): the first bytes decide.
+// and HTTP/1.1 (Connect, gRPC-Web, curl, /healthz, /metrics): the first bytes decide. With
+// TLS (tls.ts), ALPN decides instead.
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import type tls from "node:tls";
 
 // Every HTTP/2 connection starts with this preface; no HTTP/1 method starts with "PRI".
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -18,10 +20,24 @@ export interface DualListener {
   closed: Promise<void>;
 }
 
+/** Terminates TLS on accepted connections (tls.ts). */
+export interface SecureTransport {
+  /** Registers where connections go once secured (ALPN tells h2 from HTTP/1.1). */
+  onSecured(handler: (socket: tls.TLSSocket) => void): void;
+  /** Starts the handshake on an accepted connection; it times out on its own. */
+  accept(socket: net.Socket): void;
+}
+
 /** How long a new connection may take to send the bytes that decide its protocol. */
 export const DEFAULT_FIRST_BYTES_TIMEOUT_MS = 10_000;
 
-export async function listenDual(host: string, port: number, handler: Handler, firstBytesTimeoutMs = DEFAULT_FIRST_BYTES_TIMEOUT_MS): Promise<DualListener> {
+export async function listenDual(
+  host: string,
+  port: number,
+  handler: Handler,
+  firstBytesTimeoutMs = DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+  secure?: SecureTransport,
+): Promise<DualListener> {
   const h1 = http.createServer({ keepAliveTimeout: 5000 }, handler as http.RequestListener);
   const h2 = http2.createServer({}, handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
   const sessions = new Set<http2.ServerHttp2Session>();
@@ -30,11 +46,13 @@ export async function listenDual(host: string, port: number, handler: Handler, f
     session.once("close", () => sessions.delete(session));
   });
   const sockets = new Set<net.Socket>();
+  secure?.onSecured((socket) => (socket.alpnProtocol === "h2" ? h2 : h1).emit("connection", socket));
   // No Nagle: streams write small messages; with Nagle they stall ~40 ms each on delayed ACKs.
   const server = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());
+    if (secure) return secure.accept(socket);
     // Peek in paused mode: what is read is put back with unshift() before the socket is
     // handed over, and both servers take buffered bytes first (HTTP/2 then reads the
     // native handle, with no JavaScript in between on the hot path).

@@ -5,6 +5,7 @@ import { Store } from "@flotilla/store";
 import { parseListen } from "@flotilla/runtime";
 import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
+import type { TlsFiles } from "./tls.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
 
@@ -28,10 +29,25 @@ try {
       maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),
     },
   };
-  const adminToken = config["admin-token"] || localAdminToken();
+  // Checked here so that a mistake names its flag.
+  if (config["metrics-listen"]) parseListen(config["metrics-listen"], "metrics-listen");
+  const tls = tlsFiles(config["tls-cert"], config["tls-key"], config["client-ca"]);
+  const security = {
+    tls,
+    trustDomain: config["trust-domain"],
+    insecure: config.insecure === "true",
+    tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
+    tokenRecheckMs: positiveInt("token-recheck-ms", config["token-recheck-ms"]),
+    metricsListen: config["metrics-listen"] || undefined,
+  };
+  if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
+    console.error("ctrl: warning: --admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_ADMIN_TOKEN");
+  }
+  const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
   const store = await Store.open(config["database-url"]);
-  const ctrl = await startCtrl({ store, adminToken, host, port, ...options });
-  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect.name})`);
+  const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security });
+  const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
+  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -61,6 +77,23 @@ function localAdminToken(): string {
   const token = "flt_admin_" + randomBytes(24).toString("base64url");
   mkdirSync(".flotilla", { recursive: true });
   writeFileSync(ADMIN_TOKEN_FILE, token + "\n", { mode: 0o600 });
-  console.error(`ctrl: generated an admin token (kept in ${ADMIN_TOKEN_FILE}):\n  export ADMIN_TOKEN=${token}`);
+  // Never the token itself: logs are collected and kept; the file is readable by its owner only.
+  console.error(`ctrl: generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
   return token;
+}
+
+function tokenFromFile(file: string): string {
+  if (!file) return "";
+  const token = readFileSync(file, "utf8").trim();
+  if (!token) throw new Error(`--admin-token-file ${file} is empty`);
+  return token;
+}
+
+function tlsFiles(certFile: string, keyFile: string, clientCaFile: string): TlsFiles | undefined {
+  if (!certFile !== !keyFile) throw new Error("--tls-cert and --tls-key go together");
+  if (!certFile) {
+    if (clientCaFile) throw new Error("--client-ca needs TLS: give --tls-cert and --tls-key too");
+    return undefined;
+  }
+  return { certFile, keyFile, clientCaFile: clientCaFile || undefined };
 }

@@ -2,7 +2,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
-import { compressionBrotli, connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
@@ -11,14 +11,16 @@ import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
 import type { RetentionPolicy, Store } from "@flotilla/store";
-import { healthEndpoints } from "@flotilla/runtime";
+import { healthEndpoints, serveHealth } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
-import { authInterceptor } from "./auth.ts";
+import { AgentStreams } from "./agent-streams.ts";
+import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { toConnectError } from "./errors.ts";
-import { listenDual, type DualListener } from "./listener.ts";
+import { DEFAULT_FIRST_BYTES_TIMEOUT_MS, listenDual, type DualListener } from "./listener.ts";
+import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
@@ -31,6 +33,7 @@ import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
+import { clientCertificateOf, tlsTransport, type TlsFiles } from "./tls.ts";
 
 export interface CtrlOptions {
   store: Store;
@@ -48,6 +51,19 @@ export interface CtrlOptions {
   /** How often the outbox retention job runs. */
   retentionIntervalMs?: number;
   status?: Partial<StatusOptions>;
+  /** Serve TLS with these files (re-read when they change); with a client CA, ClusterService requires mTLS. */
+  tls?: TlsFiles;
+  /** SPIFFE trust domain of agent certificates. Default "flotilla". */
+  trustDomain?: string;
+  /** Allow plaintext on a non-loopback address. */
+  insecure?: boolean;
+  /** Entries of each agent-token cache (known, unknown), at most. */
+  tokenCacheSize?: number;
+  /** A known agent token is looked up again, and open agent streams re-checked, this often. Default 500 ms. */
+  tokenRecheckMs?: number;
+  /** host:port of a separate /metrics, /healthz and /readyz listener; the public port then serves no /metrics. */
+  metricsListen?: string;
+  log?: (message: string) => void;
 }
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
@@ -57,7 +73,13 @@ export const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
 
 export interface Ctrl {
   url: string;
+  /** Base URL of the --metrics-listen listener, if any. */
+  metricsUrl: string | undefined;
   metrics: CtrlMetrics;
+  /** Entries of the agent-token caches. */
+  tokenCacheSize(): { known: number; unknown: number };
+  /** Open streams of agent tokens, re-checked for revocation. */
+  agentStreamCount(): number;
   /** Stops accepting, ends open streams cleanly, closes the listener (not the store). */
   shutdown(): Promise<void>;
 }
@@ -66,6 +88,15 @@ const API_SERVICES: DescService[] = [ClusterService, DeploymentService, Sentinel
 
 export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const { store } = options;
+  const listenHost = options.host ?? "127.0.0.1";
+  // Checked before anything listens: the refusal must not expose the port even briefly.
+  if (!options.tls && !options.insecure && !isLoopback(listenHost)) {
+    throw new Error(
+      `refusing to serve plaintext on ${listenHost}, which is not a loopback address: tokens would cross the network in the clear. ` +
+        "Give --tls-cert and --tls-key, or --insecure if a TLS-terminating proxy is in front.",
+    );
+  }
+  const log = options.log ?? ((message: string) => console.error(`ctrl: ${message}`));
   const metrics = new CtrlMetrics();
   const draining = new AbortController();
   const served = [...API_SERVICES, ServerReflection, Health];
@@ -94,14 +125,18 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
-  const interceptors = [
-    metrics.interceptor(toConnectError),
-    authInterceptor({
-      adminToken: options.adminToken,
-      agentRegion: (token) => store.agentTokens.regionOf(token),
-      publicServices: new Set([ServerReflection.typeName, Health.typeName]),
-    }),
-  ];
+  const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;
+  const agentStreams = new AgentStreams((tokens) => store.agentTokens.stillValid(tokens), tokenRecheckMs);
+  const auth = createAuthenticator({
+    adminToken: options.adminToken,
+    authenticateAgent: (token) => store.agentTokens.authenticate(token),
+    publicServices: new Set([ServerReflection.typeName, Health.typeName]),
+    tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
+    knownTokenCacheMs: tokenRecheckMs,
+    onAgentStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
+    clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
+  });
+  const interceptors = [metrics.interceptor(toConnectError), auth.interceptor];
   // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
@@ -113,8 +148,10 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
   });
-  const health = healthEndpoints({ registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) });
-  const connectHandler = connectNodeAdapter({
+  const checks = { registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) };
+  // With --metrics-listen, /metrics is served there only (health on both).
+  const health = healthEndpoints(options.metricsListen ? { ...checks, registry: undefined } : checks);
+  const connectHandler = nodeAdapter({
     routes,
     readMaxBytes,
     acceptCompression,
@@ -123,6 +160,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
     interceptors,
+    logError: (line) => console.error(`ctrl: ${line}`),
     async fallback(req, res) {
       if (await health(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" });
@@ -134,26 +172,37 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     if ("stream" in req && servedDirectly(req)) return;
     connectHandler(req as never, res as never);
   };
-  const listener: DualListener = await listenDual(options.host ?? "127.0.0.1", options.port ?? 7070, handler);
+  const secure = options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS, log });
+  const metricsListener = options.metricsListen ? await serveHealth(options.metricsListen, checks) : undefined;
+  const listener: DualListener = await listenDual(listenHost, options.port ?? 7070, handler, DEFAULT_FIRST_BYTES_TIMEOUT_MS, secure);
   const { address, port } = listener.address;
   const host = address.includes(":") ? `[${address}]` : address;
   return {
-    url: `http://${host}:${port}`,
+    url: `${secure ? "https" : "http"}://${host}:${port}`,
+    metricsUrl: metricsListener?.url,
     metrics,
+    tokenCacheSize: auth.cacheSize,
+    agentStreamCount: () => agentStreams.size,
     async shutdown() {
       if (draining.signal.aborted) return listener.closed;
       // Open streams end with UNAVAILABLE: clients reconnect (to another replica) and resume.
       draining.abort(new ConnectError("ctrl is shutting down; reconnect", Code.Unavailable));
       listener.drain();
       clearInterval(retention);
+      agentStreams.stop();
       stopWaking();
       await poller.stop();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, options.shutdownGraceMs ?? 5000).unref());
       await Promise.race([listener.closed, grace]);
       listener.destroy();
-      await listener.closed;
+      await Promise.all([listener.closed, metricsListener?.close()]);
     },
   };
+}
+
+/** 127.0.0.0/8, ::1 and localhost: reachable from this host only. */
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number): NodeJS.Timeout {

@@ -126,12 +126,16 @@ export function serverSideApply(live: KubeObject | undefined, applied: JsonObjec
 
 /**
  * Managed fields after a non-apply write by `ctx.manager`: it takes ownership
- * of every field whose value changed; fields that no longer exist are dropped
- * from all entries of the same scope.
+ * of every field whose value changed; fields this write removed are dropped
+ * from all entries of the same scope. Fields an applier owns that were never
+ * stored (e.g. an env var's empty `value`, dropped by the server) stay owned,
+ * as in structured-merge-diff's Updater, which only removes what the update
+ * removed.
  */
 export function trackUpdate(oldObj: KubeObject | undefined, newObj: KubeObject, ctx: ManagerContext): ManagedFieldsEntry[] {
   const entries = oldObj?.metadata.managedFields ?? [];
   const newSet = fieldsOf(newObj, ctx.scope, ctx.hasStatusSubresource);
+  const oldSet = oldObj ? fieldsOf(oldObj, ctx.scope, ctx.hasStatusSubresource) : new Map<string, FieldPath>();
   const changed: FieldSet = new Map();
   for (const [key, path] of newSet) {
     const before = oldObj ? valueAt(oldObj, path) : { found: false, value: undefined };
@@ -146,7 +150,7 @@ export function trackUpdate(oldObj: KubeObject | undefined, newObj: KubeObject, 
     const set = fromFieldsV1(e.fieldsV1);
     let modified = false;
     for (const key of [...set.keys()]) {
-      if (!newSet.has(key) || (changed.has(key) && !isMine(e))) {
+      if ((oldSet.has(key) && !newSet.has(key)) || (changed.has(key) && !isMine(e))) {
         set.delete(key);
         modified = true;
       }

@@ -8,6 +8,7 @@ import { badRequest } from './errors.ts';
 import { FaultInjector } from './faults.ts';
 import { createRequestHandler, type RequestLogEntry } from './http.ts';
 import { kubeconfigYaml } from './kubeconfig.ts';
+import { NamespaceController } from './namespaces.ts';
 import { Registry } from './registry.ts';
 import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
 import { RolloutController } from './rollout.ts';
@@ -19,8 +20,16 @@ export interface EmulatorOptions {
   host?: string;
   /** 0 (default) picks a free port. */
   port?: number;
-  /** Time a Deployment rollout takes to complete (or fail). Default 300. */
+  /** Time a new pod takes to become ready; a rollout takes one such delay per step. Default 300. */
   rolloutDelayMs?: number;
+  /**
+   * Length in ms of one second of a Deployment's progressDeadlineSeconds.
+   * Default rolloutDelayMs / 100, so the default 600 s deadline passes after
+   * six readiness delays without progress.
+   */
+  progressDeadlineSecondMs?: number;
+  /** Time the namespace controller takes to empty and remove a Terminating namespace. Default 300. */
+  namespaceDeletionDelayMs?: number;
   /** Deployments with a container image matching this never become available. Default /fail/. */
   failingImagePattern?: RegExp;
   /** Events kept for resuming watches; older resourceVersions get 410 Expired. Default 1000. */
@@ -58,6 +67,7 @@ export class KubernetesEmulator {
   private readonly registry: Registry;
   private readonly watches: WatchHub;
   private readonly rollout: RolloutController;
+  private readonly namespaceController: NamespaceController;
   private stopped = false;
 
   private constructor(server: Server, url: string, options: KubernetesEmulator['options']) {
@@ -68,8 +78,14 @@ export class KubernetesEmulator {
     this.registry = new Registry(this.store);
     this.watches = new WatchHub(this.store, options.bookmarkIntervalMs);
     this.faults = new FaultInjector(this.watches);
-    this.rollout = new RolloutController(this.registry, { delayMs: options.rolloutDelayMs, failingImage: options.failingImagePattern });
+    this.rollout = new RolloutController(this.registry, {
+      podReadyDelayMs: options.rolloutDelayMs,
+      deadlineSecondMs: options.progressDeadlineSecondMs,
+      failingImage: options.failingImagePattern,
+    });
     this.rollout.start();
+    this.namespaceController = new NamespaceController(this.registry, options.namespaceDeletionDelayMs);
+    this.namespaceController.start();
     this.seed();
   }
 
@@ -88,8 +104,11 @@ export class KubernetesEmulator {
     });
     const { port } = server.address() as AddressInfo;
     const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+    const rolloutDelayMs = opts.rolloutDelayMs ?? 300;
     const emulator = new KubernetesEmulator(server, `http://${urlHost}:${port}`, {
-      rolloutDelayMs: opts.rolloutDelayMs ?? 300,
+      rolloutDelayMs,
+      progressDeadlineSecondMs: opts.progressDeadlineSecondMs ?? rolloutDelayMs / 100,
+      namespaceDeletionDelayMs: opts.namespaceDeletionDelayMs ?? 300,
       failingImagePattern: opts.failingImagePattern ?? /fail/,
       watchHistory: opts.watchHistory ?? 1000,
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
@@ -151,7 +170,7 @@ export class KubernetesEmulator {
     return this.store.list(rt, namespace);
   }
 
-  /** Creates or replaces an object as given (status included), without validation. */
+  /** Creates or replaces an object as given (status included), canonicalized and defaulted like a write, without validation. */
   put(obj: object): KubeObject {
     return this.registry.put(obj);
   }
@@ -178,8 +197,10 @@ export class KubernetesEmulator {
     this.clearRequestLog();
     this.watches.dropAll();
     this.rollout.stop();
+    this.namespaceController.stop();
     this.store.reset();
     this.rollout.start();
+    this.namespaceController.start();
     this.seed();
   }
 
@@ -187,6 +208,7 @@ export class KubernetesEmulator {
     if (this.stopped) return;
     this.stopped = true;
     this.rollout.stop();
+    this.namespaceController.stop();
     this.watches.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeAllConnections();

@@ -6,7 +6,7 @@ export interface StatusDetails {
   group?: string;
   kind?: string;
   uid?: string;
-  causes?: { reason: string; message: string; field?: string }[];
+  causes?: { reason?: string; message: string; field?: string }[];
   retryAfterSeconds?: number;
 }
 
@@ -102,6 +102,11 @@ export function conflict(s: Subject, why: string): ApiError {
   return new ApiError(409, `Operation cannot be fulfilled on ${qualified(s)} "${s.name}": ${why}`, { details: details(s) });
 }
 
+/** 403, e.g. admission: `namespaces "default" is forbidden: this namespace may not be deleted` (apierrors.NewForbidden). */
+export function forbidden(s: Subject, why: string, causes?: StatusDetails['causes']): ApiError {
+  return new ApiError(403, `${qualified(s)} "${s.name}" is forbidden: ${why}`, { details: details(s, causes ? { causes } : {}) });
+}
+
 export const STALE_OBJECT = 'the object has been modified; please apply your changes to the latest version and try again';
 
 export interface FieldError {
@@ -138,6 +143,11 @@ export function invalid(kind: string, group: string, name: string, errors: Field
       causes: errors.map((e, i) => ({ reason: CAUSE_REASONS[e.type], message: messages[i].slice(e.field.length + 2), field: e.field })),
     },
   });
+}
+
+/** 500 as apierrors.NewInternalError: the cause's message in details.causes. */
+export function internalError(cause: string): ApiError {
+  return new ApiError(500, `Internal error occurred: ${cause}`, { details: { causes: [{ message: cause }] } });
 }
 
 export function badRequest(message: string): ApiError {

@@ -4,13 +4,14 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { apiGroupDoc, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.ts';
-import { ApiError, badRequest, invalid, type FieldError } from './errors.ts';
+import { ApiError, badRequest, internalError, invalid, type FieldError } from './errors.ts';
 import type { FaultInjector, Verb } from './faults.ts';
-import { isBuiltIn, type PatchType, type Registry, type WriteOptions } from './registry.ts';
+import { isBuiltIn, type FieldValidation, type PatchType, type Registry, type WriteOptions } from './registry.ts';
 import { findByPath, groupVersion, type ResourceType } from './resources.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { isObject, type JsonObject, type KubeObject } from './util.ts';
 import type { WatchHub } from './watch.ts';
+import { OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_TYPES, openApiV2, openApiV2Protobuf, openApiV3, openApiV3Root } from './openapi.ts';
 import { DecodeError, decodeBody } from './yaml.ts';
 
 /** Largest request body accepted, as the real server's limit. */
@@ -62,7 +63,7 @@ const PATCH_TYPES: Record<string, PatchType> = {
 
 const NOT_FOUND_MESSAGE = 'the server could not find the requested resource';
 
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string | string[]> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     'Content-Type': 'application/json',
@@ -81,7 +82,7 @@ function sendError(res: ServerResponse, err: ApiError): void {
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof DecodeError) return badRequest(`the body of the request could not be decoded: ${err.message}`);
-  return new ApiError(500, `Internal error occurred: ${err instanceof Error ? err.message : String(err)}`);
+  return internalError(err instanceof Error ? err.message : String(err));
 }
 
 /** Reads the body up to MAX_BODY_BYTES; rejects with 413 beyond that. */
@@ -190,6 +191,20 @@ function parseDryRun(query: Record<string, string>, kind: string): boolean {
   return true;
 }
 
+function parseFieldValidation(query: Record<string, string>, kind: string): FieldValidation | undefined {
+  const v = query.fieldValidation;
+  if (v === undefined || v === '') return undefined;
+  if (v !== 'Strict' && v !== 'Warn' && v !== 'Ignore') {
+    throw optionsInvalid(kind, [{ field: 'fieldValidation', type: 'Unsupported value', value: v, detail: 'supported values: "", "Ignore", "Strict", "Warn"' }]);
+  }
+  return v;
+}
+
+/** Warning headers as the server writes them (RFC 7234 warn-code 299, agent "-"). */
+function warningHeaders(warnings: string[]): Record<string, string[]> {
+  return warnings.length ? { Warning: warnings.map((w) => `299 - ${JSON.stringify(w)}`) } : {};
+}
+
 function parseIntParam(query: Record<string, string>, name: string): number | undefined {
   const v = query[name];
   if (v === undefined || v === '') return undefined;
@@ -262,7 +277,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
 
   const entry: RequestLogEntry = { time: new Date().toISOString(), method, path, query, status: 0 };
-  const respond = (status: number, payload: unknown, headers?: Record<string, string>) => {
+  const respond = (status: number, payload: unknown, headers?: Record<string, string | string[]>) => {
     entry.status = status;
     ctx.log(entry);
     sendJson(res, status, payload, headers);
@@ -274,6 +289,19 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     if (e.code === 413) res.setHeader('Connection', 'close');
     sendError(res, e);
   };
+
+  // Authentication and authorization belong here, before dispatch: every
+  // request below is logged and answered as the API server would.
+
+  if (method === 'GET' && segs[0] === 'openapi') {
+    const doc = openApiGet(segs, String(req.headers.accept ?? ''));
+    if (!doc) return fail(new ApiError(404, NOT_FOUND_MESSAGE, { details: {} }));
+    entry.status = 200;
+    ctx.log(entry);
+    res.writeHead(200, { 'Content-Type': doc.type, 'Content-Length': doc.body.length });
+    res.end(doc.body);
+    return;
+  }
 
   // Non-resource endpoints.
   if (method === 'GET') {
@@ -327,6 +355,32 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
 }
 
+const openApiCache = new Map<string, Buffer>();
+
+/** Builds a document once: they only depend on the served types. */
+function cachedDoc(key: string, build: () => Buffer | JsonObject | undefined): Buffer | undefined {
+  if (!openApiCache.has(key)) {
+    const doc = build();
+    if (doc === undefined) return undefined;
+    openApiCache.set(key, Buffer.isBuffer(doc) ? doc : Buffer.from(JSON.stringify(doc)));
+  }
+  return openApiCache.get(key);
+}
+
+/** /openapi/v2 (JSON, or protobuf when asked for) and /openapi/v3[/api/v1 | /apis/<g>/<v>]. */
+function openApiGet(segs: string[], accept: string): { type: string; body: Buffer } | undefined {
+  const json = (body: Buffer | undefined) => body && { type: 'application/json', body };
+  if (segs[1] === 'v2' && segs.length === 2) {
+    if (OPENAPI_V2_PROTOBUF_TYPES.some((t) => accept.includes(t))) return { type: OPENAPI_V2_PROTOBUF, body: cachedDoc('v2.pb', openApiV2Protobuf)! };
+    return json(cachedDoc('v2', openApiV2));
+  }
+  if (segs[1] !== 'v3') return undefined;
+  if (segs.length === 2) return json(cachedDoc('v3', openApiV3Root));
+  const api = splitApiPath(segs.slice(2));
+  if (!api || api.rest.length > 0) return undefined;
+  return json(cachedDoc(`v3/${api.group}/${api.version}`, () => openApiV3(api.group, api.version)));
+}
+
 function nonResourceGet(ctx: HttpContext, segs: string[]): JsonObject | string | undefined {
   const p = segs.join('/');
   if (p === 'version') return { ...SERVER_VERSION };
@@ -348,13 +402,20 @@ async function serve(
   query: Record<string, string>,
   body: string,
   contentType: string,
-  respond: (status: number, payload: unknown, headers?: Record<string, string>) => void,
+  respond: (status: number, payload: unknown, headers?: Record<string, string | string[]>) => void,
   entry: RequestLogEntry,
 ): Promise<void> {
   const { rt, namespace, name } = route;
   const { registry } = ctx;
   const scope = route.subresource === 'status' ? 'status' : 'main';
-  const write = (kind: string): WriteOptions => ({ manager: managerName(req, query), dryRun: parseDryRun(query, kind), scope });
+  const warnings: string[] = [];
+  const write = (kind: string): WriteOptions => ({
+    manager: managerName(req, query),
+    dryRun: parseDryRun(query, kind),
+    scope,
+    fieldValidation: parseFieldValidation(query, kind),
+    warnings,
+  });
 
   switch (verb) {
     case 'get':
@@ -396,11 +457,11 @@ async function serve(
     case 'create': {
       const opts = write('CreateOptions');
       const obj = registry.create(rt, namespace, decodeWriteBody(body, contentType), opts);
-      return respond(201, obj);
+      return respond(201, obj, warningHeaders(warnings));
     }
     case 'update': {
       const opts = write('UpdateOptions');
-      return respond(200, registry.update(rt, namespace, name!, decodeWriteBody(body, contentType), opts));
+      return respond(200, registry.update(rt, namespace, name!, decodeWriteBody(body, contentType), opts), warningHeaders(warnings));
     }
     case 'apply':
     case 'patch': {
@@ -419,7 +480,7 @@ async function serve(
       if (!body.trim()) throw badRequest('the body of the request was empty');
       const patch = type === 'apply' ? decodeBody(body) : decodeJson(body);
       const { object, created } = registry.patch(rt, namespace, name!, type, patch, opts, query.force === 'true');
-      return respond(created ? 201 : 200, object);
+      return respond(created ? 201 : 200, object, warningHeaders(warnings));
     }
     case 'delete': {
       let options: JsonObject = {};

@@ -1,12 +1,13 @@
 // CLI: runs the emulator as a standalone server for the local dev stack.
 //   node packages/k8s-emulator/src/main.ts --listen 127.0.0.1:7072 [--kubeconfig-out path]
-//     [--rollout-delay-ms N] [--failing-image-pattern re] [--watch-history N] [--bookmark-interval-ms N]
+//     [--rollout-delay-ms N] [--progress-deadline-second-ms N] [--namespace-deletion-delay-ms N]
+//     [--failing-image-pattern re] [--watch-history N] [--bookmark-interval-ms N]
 // Every flag can also be given as an environment variable: FLOTILLA_EMULATOR_<FLAG>,
 // e.g. FLOTILLA_EMULATOR_LISTEN, FLOTILLA_EMULATOR_KUBECONFIG_OUT.
 import { parseArgs } from 'node:util';
 import { KubernetesEmulator } from './emulator.ts';
 
-const FLAGS = ['listen', 'kubeconfig-out', 'rollout-delay-ms', 'failing-image-pattern', 'watch-history', 'bookmark-interval-ms'] as const;
+const FLAGS = ['listen', 'kubeconfig-out', 'rollout-delay-ms', 'progress-deadline-second-ms', 'namespace-deletion-delay-ms', 'failing-image-pattern', 'watch-history', 'bookmark-interval-ms'] as const;
 
 const USAGE = `Usage: node packages/k8s-emulator/src/main.ts [options]
 
@@ -15,7 +16,12 @@ A Kubernetes API server emulator (plain HTTP) for tests and the local stack.
 Options (each also settable as FLOTILLA_EMULATOR_<NAME>, e.g. FLOTILLA_EMULATOR_LISTEN):
   --listen host:port             address to listen on (default 127.0.0.1:7072)
   --kubeconfig-out path          write a kubeconfig for the emulator to this file
-  --rollout-delay-ms N           time a Deployment rollout takes (default 300)
+  --rollout-delay-ms N           time a new pod takes to become ready (default 300)
+  --progress-deadline-second-ms N
+                                 length of one second of progressDeadlineSeconds
+                                 (default rollout-delay-ms / 100)
+  --namespace-deletion-delay-ms N
+                                 time a Terminating namespace takes to go away (default 300)
   --failing-image-pattern re     images matching this regexp never become ready (default "fail")
   --watch-history N              watch events kept for resuming watches (default 1000)
   --bookmark-interval-ms N       interval of watch BOOKMARK events (default 1000)
@@ -43,6 +49,8 @@ async function main(): Promise<void> {
         listen: { type: 'string' },
         'kubeconfig-out': { type: 'string' },
         'rollout-delay-ms': { type: 'string' },
+        'progress-deadline-second-ms': { type: 'string' },
+        'namespace-deletion-delay-ms': { type: 'string' },
         'failing-image-pattern': { type: 'string' },
         'watch-history': { type: 'string' },
         'bookmark-interval-ms': { type: 'string' },
@@ -78,6 +86,8 @@ async function main(): Promise<void> {
     host,
     port: Number(m[2]),
     rolloutDelayMs: intFlag('rollout-delay-ms', flag('rollout-delay-ms')),
+    progressDeadlineSecondMs: intFlag('progress-deadline-second-ms', flag('progress-deadline-second-ms')),
+    namespaceDeletionDelayMs: intFlag('namespace-deletion-delay-ms', flag('namespace-deletion-delay-ms')),
     failingImagePattern,
     watchHistory: intFlag('watch-history', flag('watch-history')),
     bookmarkIntervalMs: intFlag('bookmark-interval-ms', flag('bookmark-interval-ms')),

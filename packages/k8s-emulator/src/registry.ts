@@ -4,11 +4,13 @@
 // namespace lifecycle. Used by the HTTP layer and by the direct test API.
 import { randomUUID } from 'node:crypto';
 import { serverSideApply, trackUpdate } from './apply.ts';
-import { applyDefaults } from './defaults.ts';
-import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, invalid, notFound, type FieldError, type Subject } from './errors.ts';
+import { canonicalize } from './canonical.ts';
+import { applyDefaults, type Allocators } from './defaults.ts';
+import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden, invalid, notFound, type FieldError, type Subject } from './errors.ts';
 import type { Scope } from './fields.ts';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
 import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
+import { pruneUnknown, validateSchema, type Schema } from './schema.ts';
 import type { Selector } from './selectors.ts';
 import type { ObjectStore } from './store.ts';
 import { clone, deepEqual, isObject, nowRfc3339, type JsonObject, type KubeObject } from './util.ts';
@@ -16,11 +18,20 @@ import { validateObject, validateUpdate } from './validation.ts';
 
 export const NAMESPACES = RESOURCE_TYPES.find((rt) => rt.kind === 'Namespace')!;
 
+/** Namespaces the NamespaceLifecycle admission plugin refuses to delete. */
+const IMMORTAL_NAMESPACES = ['default', 'kube-public', 'kube-system'];
+
+export type FieldValidation = 'Strict' | 'Warn' | 'Ignore';
+
 export interface WriteOptions {
   /** fieldManager query parameter, or the name derived from the User-Agent. */
   manager: string;
   dryRun?: boolean;
   scope?: Scope;
+  /** What to do with fields a custom resource's schema does not declare; default Warn. */
+  fieldValidation?: FieldValidation;
+  /** Collects warnings for the response's Warning headers. */
+  warnings?: string[];
 }
 
 export type PatchType = 'apply' | 'merge' | 'strategic' | 'json';
@@ -75,14 +86,19 @@ function randomSuffix(n: number): string {
 export class Registry {
   readonly store: ObjectStore;
   private nextIp = 10;
+  private nodePortsAllocated = 0;
 
   constructor(store: ObjectStore) {
     this.store = store;
   }
 
-  private allocateIp = (): string => {
-    const n = this.nextIp++;
-    return `10.96.${(n >> 8) & 255}.${n & 255}`;
+  /** Cluster IPs from 10.96.0.0/16 and node ports from 30000-32767, the default ranges. */
+  private readonly allocate: Allocators = {
+    ip: () => {
+      const n = this.nextIp++;
+      return `10.96.${(n >> 8) & 255}.${n & 255}`;
+    },
+    nodePort: () => 30000 + (this.nodePortsAllocated++ % 2768),
   };
 
   // --- reads ---
@@ -125,10 +141,20 @@ export class Registry {
 
   // --- writes ---
 
-  private requireNamespace(rt: ResourceType, namespace: string | undefined): void {
+  /**
+   * The NamespaceLifecycle admission plugin on create: the namespace must
+   * exist and not be terminating (plugin/pkg/admission/namespace/lifecycle).
+   */
+  private requireNamespace(rt: ResourceType, namespace: string | undefined, name: string): void {
     if (!rt.namespaced) return;
     if (!namespace) throw badRequest('the server could not find the requested resource');
-    if (!this.store.get(NAMESPACES, undefined, namespace)) throw notFound(subjectOf(NAMESPACES, namespace));
+    const ns = this.store.get(NAMESPACES, undefined, namespace);
+    if (!ns) throw notFound(subjectOf(NAMESPACES, namespace));
+    if (isObject(ns.status) && ns.status.phase === 'Terminating') {
+      throw forbidden(subjectOf(rt, name), `unable to create new content in namespace ${namespace} because it is being terminated`, [
+        { reason: 'NamespaceTerminating', message: `namespace ${namespace} is being terminated`, field: 'metadata.namespace' },
+      ]);
+    }
   }
 
   /** Checks apiVersion/kind/namespace/name of a request body against the URL. */
@@ -169,7 +195,7 @@ export class Registry {
     const o = this.checkBody(rt, body, namespace, undefined, false);
     if (o.metadata.resourceVersion) throw badRequest('resourceVersion should not be set on objects to be created');
     if (!o.metadata.name && o.metadata.generateName) o.metadata.name = `${o.metadata.generateName}${randomSuffix(5)}`;
-    this.requireNamespace(rt, namespace);
+    this.requireNamespace(rt, namespace, o.metadata.name ?? '');
     if (o.metadata.name && this.store.get(rt, namespace, o.metadata.name)) throw alreadyExists(subjectOf(rt, o.metadata.name));
     return this.commit(rt, undefined, o, opts, false);
   }
@@ -195,7 +221,7 @@ export class Registry {
       const old = this.store.get(rt, namespace, name);
       if (!old) {
         if (scope === 'status') throw notFound(subjectOf(rt, name));
-        this.requireNamespace(rt, namespace);
+        this.requireNamespace(rt, namespace, name);
       }
       if (old && applied.metadata.resourceVersion) this.checkResourceVersion(rt, old, applied.metadata.resourceVersion);
       delete applied.metadata.resourceVersion;
@@ -247,9 +273,13 @@ export class Registry {
     else delete meta.deletionTimestamp;
     meta.resourceVersion = old?.metadata.resourceVersion;
     if (!meta.resourceVersion) delete meta.resourceVersion;
-    if (scope === 'main') applyDefaults(rt, o, old, this.allocateIp);
+    if (scope === 'main') {
+      if (isBuiltIn(rt)) canonicalize(rt, o);
+      applyDefaults(rt, o, old, this.allocate);
+    }
     if (rt.kind === 'Deployment' && !isObject(o.status)) o.status = {};
 
+    if (rt.schema) this.checkSchema(rt, rt.schema, o, opts);
     const errors: FieldError[] = validateObject(rt, o);
     if (old) errors.push(...validateUpdate(rt, old, o));
     if (errors.length) throw invalid(rt.kind, rt.group, meta.name ?? '', errors);
@@ -258,13 +288,34 @@ export class Registry {
     if (meta.generation === undefined) delete meta.generation;
     if (!applied) {
       const ctx = { manager: opts.manager, apiVersion: groupVersion(rt), scope, hasStatusSubresource: rt.statusSubresource };
-      meta.managedFields = trackUpdate(old, o, ctx);
+      // A write that changes managedFields itself replaces them (as kubectl's
+      // client-side to server-side apply migration does with a JSON patch);
+      // the writer's own changes are tracked on top.
+      const rewritten = old && meta.managedFields !== undefined && !deepEqual(meta.managedFields, old.metadata.managedFields);
+      const base = rewritten ? { ...old, metadata: { ...old.metadata, managedFields: meta.managedFields } } : old;
+      meta.managedFields = trackUpdate(base, o, ctx);
     }
     if (!meta.managedFields?.length) delete meta.managedFields;
 
     if (old && deepEqual(old, o)) return old;
     if (opts.dryRun) return o;
     return this.store.write(rt, o);
+  }
+
+  /**
+   * Structural schema of a custom resource: unknown fields are pruned (an
+   * error with fieldValidation=Strict, a warning with Warn), then the object
+   * is validated; failures are 422 Invalid with one cause per field.
+   */
+  private checkSchema(rt: ResourceType, schema: Schema, o: KubeObject, opts: WriteOptions): void {
+    const unknown = pruneUnknown(schema, o).map((path) => `unknown field "${path}"`);
+    if (unknown.length > 0 && opts.fieldValidation === 'Strict') {
+      throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: strict decoding error: ${unknown.join(', ')}`);
+    }
+    if ((opts.fieldValidation ?? 'Warn') === 'Warn') opts.warnings?.push(...unknown);
+    const errors: FieldError[] = [];
+    validateSchema(schema, o, '', errors);
+    if (errors.length) throw invalid(rt.kind, rt.group, o.metadata.name ?? '', errors);
   }
 
   private nextGeneration(rt: ResourceType, old: KubeObject | undefined, o: KubeObject): number | undefined {
@@ -292,16 +343,11 @@ export class Registry {
     if (pre.resourceVersion && pre.resourceVersion !== old.metadata.resourceVersion) {
       throw conflict(subjectOf(rt, name), `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`);
     }
+    if (rt === NAMESPACES) return this.deleteNamespace(old, opts);
     const terminating = clone(old);
     terminating.metadata.deletionTimestamp = nowRfc3339();
     terminating.metadata.deletionGracePeriodSeconds = 0;
     if (!opts.dryRun) this.remove(rt, namespace, name);
-    if (rt === NAMESPACES) {
-      // Namespace deletion is asynchronous upstream; the response is the
-      // namespace in phase Terminating. Here the content is gone already.
-      terminating.status = { ...(isObject(terminating.status) ? terminating.status : {}), phase: 'Terminating' };
-      return terminating;
-    }
     if (policy === 'Foreground' || policy === 'Orphan') {
       // Upstream these add a finalizer and return the object; there are no
       // dependents here, so the object goes away right after.
@@ -315,6 +361,31 @@ export class Registry {
       status: 'Success',
       details: { name, group: rt.group, kind: rt.resource, uid: old.metadata.uid },
     };
+  }
+
+  /**
+   * Namespace deletion (pkg/registry/core/namespace/storage/storage.go): the
+   * first DELETE sets deletionTimestamp and phase Terminating and returns the
+   * namespace; the namespace controller (namespaces.ts) then empties it and
+   * removes the `kubernetes` finalizer, and the namespace goes away. A DELETE
+   * while finalizers remain is a 409. The immortal namespaces cannot be
+   * deleted (NamespaceLifecycle admission).
+   */
+  private deleteNamespace(ns: KubeObject, opts: DeleteOptions): KubeObject {
+    const name = ns.metadata.name ?? '';
+    if (IMMORTAL_NAMESPACES.includes(name)) throw forbidden(subjectOf(NAMESPACES, name), 'this namespace may not be deleted');
+    if (!ns.metadata.deletionTimestamp) {
+      const terminating = clone(ns);
+      terminating.metadata.deletionTimestamp = nowRfc3339();
+      terminating.status = { ...(isObject(ns.status) ? ns.status : {}), phase: 'Terminating' };
+      return opts.dryRun ? terminating : this.store.write(NAMESPACES, terminating);
+    }
+    const finalizers = isObject(ns.spec) && Array.isArray(ns.spec.finalizers) ? ns.spec.finalizers : [];
+    if (finalizers.length > 0) {
+      throw conflict(subjectOf(NAMESPACES, name), 'The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.');
+    }
+    if (!opts.dryRun) this.store.remove(NAMESPACES, undefined, name);
+    return ns;
   }
 
   /** DELETE on a collection: removes the matching objects and returns them. */
@@ -337,8 +408,8 @@ export class Registry {
 
   /**
    * Direct write for tests: stores `obj` as given (status included) after
-   * filling in server-owned metadata and defaults; no validation, no
-   * namespace check.
+   * filling in server-owned metadata, the canonical form and defaults; no
+   * validation, no namespace check.
    */
   put(input: unknown): KubeObject {
     if (!isObject(input) || typeof input.apiVersion !== 'string' || typeof input.kind !== 'string') {
@@ -354,7 +425,8 @@ export class Registry {
     const old = this.store.get(rt, o.metadata.namespace, o.metadata.name);
     o.metadata.uid ??= old?.metadata.uid ?? randomUUID();
     o.metadata.creationTimestamp ??= old?.metadata.creationTimestamp ?? nowRfc3339();
-    applyDefaults(rt, o, old, this.allocateIp);
+    if (isBuiltIn(rt)) canonicalize(rt, o);
+    applyDefaults(rt, o, old, this.allocate);
     if (o.metadata.generation === undefined) {
       const g = this.nextGeneration(rt, old, o);
       if (g !== undefined) o.metadata.generation = g;

@@ -1,5 +1,7 @@
 // The resource types the emulator serves, with the per-type behaviour the real
 // API server encodes in each type's registry strategy.
+import { CILIUM_POLICY_SCHEMA } from './cilium-schema.ts';
+import type { Schema } from './schema.ts';
 
 export type NameRule = 'subdomain' | 'label' | 'dns1035';
 
@@ -24,6 +26,8 @@ export interface ResourceType {
   generation: 'spec' | 'nonMetadata' | 'none';
   /** PUT without metadata.resourceVersion is allowed (false for custom resources). */
   allowUnconditionalUpdate: boolean;
+  /** A custom resource's openAPIV3Schema: objects are pruned and validated against it. */
+  schema?: Schema;
 }
 
 export const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
@@ -48,12 +52,13 @@ export const RESOURCE_TYPES: readonly ResourceType[] = [
     group: 'cilium.io', version: 'v2', resource: 'ciliumnetworkpolicies', singular: 'ciliumnetworkpolicy', kind: 'CiliumNetworkPolicy',
     listKind: 'CiliumNetworkPolicyList', namespaced: true, shortNames: ['cnp', 'ciliumnp'], categories: ['cilium', 'ciliumpolicy'],
     nameRule: 'subdomain', statusSubresource: true, generation: 'nonMetadata', allowUnconditionalUpdate: false,
+    schema: CILIUM_POLICY_SCHEMA,
   },
   {
     group: 'cilium.io', version: 'v2', resource: 'ciliumclusterwidenetworkpolicies', singular: 'ciliumclusterwidenetworkpolicy',
     kind: 'CiliumClusterwideNetworkPolicy', listKind: 'CiliumClusterwideNetworkPolicyList', namespaced: false, shortNames: ['ccnp'],
     categories: ['cilium', 'ciliumpolicy'], nameRule: 'subdomain', statusSubresource: true, generation: 'nonMetadata',
-    allowUnconditionalUpdate: false,
+    allowUnconditionalUpdate: false, schema: CILIUM_POLICY_SCHEMA,
   },
   {
     // Leader election's lock (client-go resourcelock.LeaseLock). Strategy as in Kubernetes'

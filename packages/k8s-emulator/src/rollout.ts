@@ -1,8 +1,27 @@
-// A stand-in for the deployment controller and kubelets: when a Deployment's
-// generation is not yet observed it reports a rollout in progress, and after
-// `delayMs` a finished (or, for images matching `failingImage`, a timed-out)
-// rollout. Status goes through the status subresource, so each change bumps
-// the resourceVersion and reaches watches as MODIFIED.
+// A stand-in for the deployment controller, the ReplicaSet controller and the
+// kubelets. Per Deployment it keeps ReplicaSets (one per pod template, with
+// revision numbers) and their pods in memory; a pod becomes ready
+// `podReadyDelayMs` after it is created, or never when an image matches
+// `failingImage`. Each reconcile follows the real controllers:
+// - rolling updates scale the new ReplicaSet up within maxSurge and old ones
+//   down within maxUnavailable (pkg/controller/deployment/rolling.go:
+//   reconcileNewReplicaSet, reconcileOldReplicaSets, cleanupUnhealthyReplicas;
+//   fenceposts from deployment/util ResolveFenceposts); Recreate scales old
+//   ReplicaSets to zero first (recreate.go);
+// - a scaled-down pod leaves the counts at once: ReplicaSet status counts only
+//   pods without a deletionTimestamp (replica_set_utils.go), so
+//   status.replicas includes old pods until their deletion starts;
+// - status and conditions as in sync.go calculateStatus and progress.go
+//   syncRolloutStatus: Available (MinimumReplicasAvailable/Unavailable),
+//   Progressing (NewReplicaSetCreated, ReplicaSetUpdated on progress,
+//   NewReplicaSetAvailable when complete, ProgressDeadlineExceeded when no
+//   progress for spec.progressDeadlineSeconds); zero counts are omitted
+//   (omitempty).
+// A second of progressDeadlineSeconds lasts `deadlineSecondMs`, so tests can
+// run a 600 s deadline in a fraction of a second. Paused deployments and
+// minReadySeconds are not modelled (available = ready).
+// Status goes through the status subresource, so each change bumps the
+// resourceVersion and reaches watches as MODIFIED.
 import { createHash } from 'node:crypto';
 import type { Registry } from './registry.ts';
 import { RESOURCE_TYPES } from './resources.ts';
@@ -11,9 +30,14 @@ import { isObject, nowRfc3339, type JsonObject, type KubeObject } from './util.t
 
 const DEPLOYMENTS = RESOURCE_TYPES.find((rt) => rt.kind === 'Deployment')!;
 const REVISION = 'deployment.kubernetes.io/revision';
+/** Bound on scale steps per reconcile (each step changes at least one ReplicaSet). */
+const MAX_STEPS = 1000;
 
 export interface RolloutOptions {
-  delayMs: number;
+  /** Time from a pod's creation until it is ready. */
+  podReadyDelayMs: number;
+  /** Length of one second of spec.progressDeadlineSeconds, in ms. */
+  deadlineSecondMs: number;
   failingImage: RegExp;
 }
 
@@ -22,8 +46,29 @@ interface Condition {
   status: 'True' | 'False';
   reason: string;
   message: string;
-  lastUpdateTime?: string;
-  lastTransitionTime?: string;
+  lastUpdateTime: string;
+  lastTransitionTime: string;
+}
+
+interface Pod {
+  /** performance.now() at which the pod is ready (Infinity: never). */
+  readyAt: number;
+}
+
+interface ReplicaSet {
+  hash: string;
+  name: string;
+  revision: number;
+  /** spec.replicas of the ReplicaSet. */
+  replicas: number;
+  pods: Pod[];
+}
+
+interface DeploymentState {
+  sets: ReplicaSet[];
+  /** When the rollout last made progress (the Progressing condition's lastUpdateTime, in ms). */
+  lastProgressAt: number;
+  timer?: NodeJS.Timeout;
 }
 
 function spec(d: KubeObject): JsonObject {
@@ -50,13 +95,43 @@ function templateHash(d: KubeObject): string {
   return createHash('sha256').update(JSON.stringify(spec(d).template ?? {})).digest('hex').slice(0, 10);
 }
 
+/** intstr.GetScaledValueFromIntOrPercent. */
+function scaled(value: unknown, total: number, roundUp: boolean): number {
+  if (typeof value === 'number') return value;
+  if (typeof value === 'string' && value.endsWith('%')) {
+    const exact = (Number(value.slice(0, -1)) * total) / 100;
+    return roundUp ? Math.ceil(exact) : Math.floor(exact);
+  }
+  return 0;
+}
+
+/** deployment/util ResolveFenceposts: surge rounds up, unavailable down; both 0 means unavailable 1. */
+function fenceposts(d: KubeObject, replicas: number): { surge: number; unavailable: number } {
+  const strategy = isObject(spec(d).strategy) ? (spec(d).strategy as JsonObject) : {};
+  const ru = isObject(strategy.rollingUpdate) ? strategy.rollingUpdate : {};
+  const surge = scaled(ru.maxSurge ?? '25%', replicas, true);
+  const unavailable = scaled(ru.maxUnavailable ?? '25%', replicas, false);
+  return { surge, unavailable: surge === 0 && unavailable === 0 ? 1 : unavailable };
+}
+
+function isRecreate(d: KubeObject): boolean {
+  const strategy = spec(d).strategy;
+  return isObject(strategy) && strategy.type === 'Recreate';
+}
+
+/** deployment/util MaxUnavailable. */
+function maxUnavailable(d: KubeObject, replicas: number): number {
+  if (isRecreate(d) || replicas === 0) return 0;
+  return Math.min(fenceposts(d, replicas).unavailable, replicas);
+}
+
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+
 export class RolloutController {
   private readonly registry: Registry;
   private readonly opts: RolloutOptions;
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly states = new Map<string, DeploymentState>();
   private readonly pending = new Set<string>();
-  /** Last template hash and revision number per deployment. */
-  private readonly revisions = new Map<string, { hash: string; revision: number }>();
   private unsubscribe: (() => void) | undefined;
 
   constructor(registry: Registry, opts: RolloutOptions) {
@@ -70,8 +145,8 @@ export class RolloutController {
 
   stop(): void {
     this.unsubscribe?.();
-    for (const t of this.timers.values()) clearTimeout(t);
-    this.timers.clear();
+    for (const s of this.states.values()) clearTimeout(s.timer);
+    this.states.clear();
     this.pending.clear();
   }
 
@@ -79,141 +154,211 @@ export class RolloutController {
     if (e.rt !== DEPLOYMENTS) return;
     const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
     if (e.type === 'DELETED') {
-      clearTimeout(this.timers.get(key));
-      this.timers.delete(key);
-      this.revisions.delete(key);
+      clearTimeout(this.states.get(key)?.timer);
+      this.states.delete(key);
       return;
     }
-    if (e.object.metadata.generation === statusOf(e.object).observedGeneration || this.pending.has(key)) return;
-    // React asynchronously, like a controller fed by a watch: the write that
-    // triggered us completes (and is answered) first.
+    this.schedule(key);
+  }
+
+  /** Reconciles asynchronously, like a controller fed by a watch: the triggering write is answered first. */
+  private schedule(key: string): void {
+    if (this.pending.has(key)) return;
     this.pending.add(key);
     setImmediate(() => {
       this.pending.delete(key);
-      this.begin(key);
+      this.reconcile(key);
     });
   }
 
-  private current(key: string): KubeObject | undefined {
+  private reconcile(key: string): void {
     const [ns, name] = key.split('/');
-    return this.registry.store.get(DEPLOYMENTS, ns, name);
-  }
-
-  private begin(key: string): void {
-    const d = this.current(key);
+    const d = this.registry.store.get(DEPLOYMENTS, ns, name);
     if (!d) return;
-    const generation = d.metadata.generation ?? 1;
-    if (generation === statusOf(d).observedGeneration) return;
-    clearTimeout(this.timers.get(key));
-    const annotations = { [REVISION]: String(this.revisionFor(key, d)) };
-    if (this.opts.delayMs <= 0) {
-      this.finish(key, generation, annotations);
-      return;
+    const now = performance.now();
+    let state = this.states.get(key);
+    if (!state) {
+      state = { sets: [], lastProgressAt: now };
+      this.states.set(key, state);
     }
-    this.write(d, this.progressingStatus(d), annotations);
-    const timer = setTimeout(() => {
-      this.timers.delete(key);
-      this.finish(key, generation);
-    }, this.opts.delayMs);
-    timer.unref();
-    this.timers.set(key, timer);
+    clearTimeout(state.timer);
+    const conditions = (Array.isArray(statusOf(d).conditions) ? statusOf(d).conditions as Condition[] : []).map((c) => ({ ...c }));
+    const newRS = this.newReplicaSet(d, state, conditions, now);
+    const replicas = Number(spec(d).replicas ?? 1);
+    const failing = images(d).some((i) => this.opts.failingImage.test(i));
+    for (let i = 0; i < MAX_STEPS; i++) {
+      const changed = isRecreate(d) ? this.stepRecreate(state, newRS, replicas) : this.stepRolling(d, state, newRS, replicas, now);
+      for (const rs of state.sets) this.syncPods(rs, rs === newRS && failing, now);
+      if (!changed) break;
+    }
+    const status = this.status(d, state, newRS, replicas, conditions, now);
+    this.registry.writeStatus(DEPLOYMENTS, d, status, { [REVISION]: String(newRS.revision) });
+    this.scheduleNext(key, d, state, status, now);
   }
 
-  private finish(key: string, generation: number, annotations?: Record<string, string>): void {
-    const d = this.current(key);
-    if (!d || (d.metadata.generation ?? 1) !== generation) return;
-    this.write(d, this.finalStatus(d), annotations);
-  }
-
-  private revisionFor(key: string, d: KubeObject): number {
+  /** The ReplicaSet of the current template, created (with the next revision) when missing. */
+  private newReplicaSet(d: KubeObject, state: DeploymentState, conditions: Condition[], now: number): ReplicaSet {
     const hash = templateHash(d);
-    const known = this.revisions.get(key);
-    if (known?.hash === hash) return known.revision;
-    const fromAnnotation = Number(d.metadata.annotations?.[REVISION] ?? 0) || 0;
-    const revision = Math.max(known?.revision ?? 0, fromAnnotation) + 1;
-    this.revisions.set(key, { hash, revision });
-    return revision;
-  }
-
-  private write(d: KubeObject, status: JsonObject, annotations?: Record<string, string>): void {
-    this.registry.writeStatus(DEPLOYMENTS, d, status, annotations);
-  }
-
-  private replicaSetName(d: KubeObject): string {
-    return `${d.metadata.name}-${templateHash(d)}`;
-  }
-
-  private progressingStatus(d: KubeObject): JsonObject {
-    const replicas = Number(spec(d).replicas ?? 1);
-    const prev = statusOf(d);
-    // Pods of the previous revision keep serving during the rollout.
-    const ready = Math.min(Number(prev.readyReplicas ?? 0), replicas);
-    const wasAvailable = this.conditionStatus(d, 'Available') === 'True';
-    return {
-      observedGeneration: d.metadata.generation ?? 1,
-      replicas,
-      updatedReplicas: 0,
-      readyReplicas: ready,
-      availableReplicas: ready,
-      unavailableReplicas: replicas - ready,
-      conditions: this.conditions(d, [
-        wasAvailable
-          ? { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: 'Deployment has minimum availability.' }
-          : { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable', message: 'Deployment does not have minimum availability.' },
-        { type: 'Progressing', status: 'True', reason: 'ReplicaSetUpdated', message: `ReplicaSet "${this.replicaSetName(d)}" is progressing.` },
-      ]),
-    };
-  }
-
-  private finalStatus(d: KubeObject): JsonObject {
-    const replicas = Number(spec(d).replicas ?? 1);
-    const rs = this.replicaSetName(d);
-    if (replicas > 0 && images(d).some((i) => this.opts.failingImage.test(i))) {
-      return {
-        observedGeneration: d.metadata.generation ?? 1,
-        replicas,
-        updatedReplicas: replicas,
-        readyReplicas: 0,
-        availableReplicas: 0,
-        unavailableReplicas: replicas,
-        conditions: this.conditions(d, [
-          { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable', message: 'Deployment does not have minimum availability.' },
-          { type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${rs}" has timed out progressing.` },
-        ]),
-      };
+    const maxRevision = Math.max(0, Number(d.metadata.annotations?.[REVISION] ?? 0) || 0, ...state.sets.map((s) => s.revision));
+    let rs = state.sets.find((s) => s.hash === hash);
+    if (rs) {
+      // Rolling back to an older template gives its ReplicaSet the next revision.
+      if (rs.revision < maxRevision && state.sets.some((s) => s !== rs && s.revision === maxRevision)) rs.revision = maxRevision + 1;
+      return rs;
     }
-    return {
-      observedGeneration: d.metadata.generation ?? 1,
-      replicas,
-      updatedReplicas: replicas,
-      readyReplicas: replicas,
-      availableReplicas: replicas,
-      conditions: this.conditions(d, [
-        { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: 'Deployment has minimum availability.' },
-        { type: 'Progressing', status: 'True', reason: 'NewReplicaSetAvailable', message: `ReplicaSet "${rs}" has successfully progressed.` },
-      ]),
+    rs = { hash, name: `${d.metadata.name}-${hash}`, revision: maxRevision + 1, replicas: 0, pods: [] };
+    state.sets.push(rs);
+    setCondition(conditions, { type: 'Progressing', status: 'True', reason: 'NewReplicaSetCreated', message: `Created new replica set "${rs.name}"` });
+    state.lastProgressAt = now;
+    return rs;
+  }
+
+  /** One round of reconcileNewReplicaSet + reconcileOldReplicaSets; true when a ReplicaSet was scaled. */
+  private stepRolling(d: KubeObject, state: DeploymentState, newRS: ReplicaSet, replicas: number, now: number): boolean {
+    const { surge, unavailable } = fenceposts(d, replicas);
+    const old = state.sets.filter((s) => s !== newRS).sort((a, b) => a.revision - b.revision);
+    const total = sum(state.sets.map((s) => s.replicas));
+    let changed = false;
+    if (newRS.replicas > replicas) {
+      newRS.replicas = replicas;
+      changed = true;
+    } else if (newRS.replicas < replicas && total < replicas + surge) {
+      newRS.replicas += Math.min(replicas + surge - total, replicas - newRS.replicas);
+      changed = true;
+    }
+    if (sum(old.map((s) => s.replicas)) === 0) return changed;
+    const minAvailable = replicas - Math.min(unavailable, replicas);
+    const allPods = sum(state.sets.map((s) => s.replicas));
+    const newUnavailable = newRS.replicas - readyPods(newRS, now);
+    // cleanupUnhealthyReplicas: old pods that are not available go first.
+    let budget = allPods - minAvailable - newUnavailable;
+    for (const rs of old) {
+      if (budget <= 0) break;
+      const unhealthy = rs.replicas - readyPods(rs, now);
+      const down = Math.min(budget, unhealthy);
+      if (down > 0) {
+        rs.replicas -= down;
+        budget -= down;
+        changed = true;
+      }
+    }
+    // scaleDownOldReplicaSetsForRollingUpdate: keep minAvailable available pods.
+    const available = sum(state.sets.map((s) => Math.min(readyPods(s, now), s.replicas)));
+    let excess = available - minAvailable;
+    for (const rs of old) {
+      if (excess <= 0) break;
+      const down = Math.min(rs.replicas, excess);
+      if (down > 0) {
+        rs.replicas -= down;
+        excess -= down;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  private stepRecreate(state: DeploymentState, newRS: ReplicaSet, replicas: number): boolean {
+    let changed = false;
+    for (const rs of state.sets) {
+      if (rs !== newRS && rs.replicas > 0) {
+        rs.replicas = 0;
+        changed = true;
+      }
+    }
+    if (newRS.replicas !== replicas) {
+      newRS.replicas = replicas;
+      changed = true;
+    }
+    return changed;
+  }
+
+  /** The ReplicaSet controller: creates or deletes pods to match replicas, deleting unready pods first. */
+  private syncPods(rs: ReplicaSet, failing: boolean, now: number): void {
+    while (rs.pods.length < rs.replicas) rs.pods.push({ readyAt: failing ? Infinity : now + this.opts.podReadyDelayMs });
+    if (rs.pods.length > rs.replicas) {
+      rs.pods.sort((a, b) => b.readyAt - a.readyAt);
+      rs.pods.splice(0, rs.pods.length - rs.replicas);
+    }
+  }
+
+  private status(d: KubeObject, state: DeploymentState, newRS: ReplicaSet, replicas: number, conditions: Condition[], now: number): JsonObject {
+    const previous = statusOf(d);
+    const counts = {
+      replicas: sum(state.sets.map((s) => s.pods.length)),
+      updatedReplicas: newRS.pods.length,
+      readyReplicas: sum(state.sets.map((s) => readyPods(s, now))),
     };
+    const availableReplicas = counts.readyReplicas;
+    const unavailableReplicas = Math.max(0, replicas - availableReplicas);
+    setCondition(conditions, availableReplicas >= replicas - maxUnavailable(d, replicas)
+      ? { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: 'Deployment has minimum availability.' }
+      : { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable', message: 'Deployment does not have minimum availability.' });
+
+    const progressing = conditions.find((c) => c.type === 'Progressing');
+    const complete = counts.updatedReplicas === replicas && counts.replicas === replicas && availableReplicas === replicas;
+    const oldReplicas = (s: { replicas?: unknown; updatedReplicas?: unknown }) => Number(s.replicas ?? 0) - Number(s.updatedReplicas ?? 0);
+    const progressed = counts.updatedReplicas > Number(previous.updatedReplicas ?? 0)
+      || oldReplicas(counts) < oldReplicas(previous)
+      || counts.readyReplicas > Number(previous.readyReplicas ?? 0)
+      || availableReplicas > Number(previous.availableReplicas ?? 0);
+    if (complete) {
+      setCondition(conditions, { type: 'Progressing', status: 'True', reason: 'NewReplicaSetAvailable', message: `ReplicaSet "${newRS.name}" has successfully progressed.` });
+    } else if (progressed) {
+      // Progress refreshes lastUpdateTime even with an unchanged reason (progress.go).
+      const stamp = nowRfc3339();
+      const keepTransition = progressing?.status === 'True' ? progressing.lastTransitionTime : stamp;
+      removeCondition(conditions, 'Progressing');
+      conditions.push({
+        type: 'Progressing', status: 'True', reason: 'ReplicaSetUpdated', message: `ReplicaSet "${newRS.name}" is progressing.`,
+        lastUpdateTime: stamp, lastTransitionTime: keepTransition,
+      });
+      state.lastProgressAt = now;
+    } else if (progressing?.reason !== 'ProgressDeadlineExceeded' && now - state.lastProgressAt >= this.deadlineMs(d)) {
+      setCondition(conditions, { type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${newRS.name}" has timed out progressing.` });
+    }
+    const status: JsonObject = { observedGeneration: d.metadata.generation ?? 1 };
+    // DeploymentStatus counts are omitempty: zeros are not stored.
+    for (const [k, v] of Object.entries({ ...counts, availableReplicas, unavailableReplicas })) if (v !== 0) status[k] = v;
+    status.conditions = conditions;
+    return status;
   }
 
-  private conditionStatus(d: KubeObject, type: string): string | undefined {
-    const conds = statusOf(d).conditions;
-    if (!Array.isArray(conds)) return undefined;
-    const c = conds.find((x) => isObject(x) && x.type === type) as Condition | undefined;
-    return c?.status;
+  private deadlineMs(d: KubeObject): number {
+    return Number(spec(d).progressDeadlineSeconds ?? 600) * this.opts.deadlineSecondMs;
   }
 
-  /** Stamps times, keeping lastTransitionTime when a condition's status did not change. */
-  private conditions(d: KubeObject, next: Condition[]): Condition[] {
-    const prev = Array.isArray(statusOf(d).conditions) ? (statusOf(d).conditions as Condition[]) : [];
-    const now = nowRfc3339();
-    return next.map((c) => {
-      const old = prev.find((p) => p.type === c.type);
-      const unchanged = old && old.status === c.status && old.reason === c.reason && old.message === c.message;
-      return {
-        ...c,
-        lastUpdateTime: unchanged ? old.lastUpdateTime ?? now : now,
-        lastTransitionTime: old && old.status === c.status ? old.lastTransitionTime ?? now : now,
-      };
-    });
+  /** Wakes up when the next pod becomes ready or the progress deadline passes. */
+  private scheduleNext(key: string, d: KubeObject, state: DeploymentState, status: JsonObject, now: number): void {
+    const times = state.sets.flatMap((s) => s.pods.map((p) => p.readyAt)).filter((t) => t > now && Number.isFinite(t));
+    const progressing = (status.conditions as Condition[]).find((c) => c.type === 'Progressing');
+    if (progressing && progressing.reason !== 'NewReplicaSetAvailable' && progressing.reason !== 'ProgressDeadlineExceeded') {
+      times.push(state.lastProgressAt + this.deadlineMs(d));
+    }
+    if (times.length === 0) return;
+    const timer = setTimeout(() => this.schedule(key), Math.max(0, Math.min(...times) - now));
+    timer.unref();
+    state.timer = timer;
   }
+}
+
+function readyPods(rs: ReplicaSet, now: number): number {
+  return rs.pods.filter((p) => p.readyAt <= now).length;
+}
+
+function removeCondition(conditions: Condition[], type: string): void {
+  const i = conditions.findIndex((c) => c.type === type);
+  if (i >= 0) conditions.splice(i, 1);
+}
+
+/**
+ * deployment/util SetDeploymentCondition: nothing changes when status and
+ * reason are the same; otherwise the condition moves to the end, keeping
+ * lastTransitionTime when only the reason changed.
+ */
+function setCondition(conditions: Condition[], next: Omit<Condition, 'lastUpdateTime' | 'lastTransitionTime'>): void {
+  const current = conditions.find((c) => c.type === next.type);
+  if (current && current.status === next.status && current.reason === next.reason) return;
+  const stamp = nowRfc3339();
+  removeCondition(conditions, next.type);
+  conditions.push({ ...next, lastUpdateTime: stamp, lastTransitionTime: current?.status === next.status ? current.lastTransitionTime : stamp });
 }

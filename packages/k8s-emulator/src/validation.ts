@@ -107,6 +107,46 @@ function validateDeployment(obj: KubeObject, errors: FieldError[]): void {
   }
   const podSpec = isObject(template.spec) ? template.spec : {};
   validateContainers(podSpec.containers, 'spec.template.spec.containers', errors);
+  const strategy = isObject(spec.strategy) ? spec.strategy : {};
+  if (isObject(strategy.rollingUpdate)) validateRollingUpdate(strategy.rollingUpdate, 'spec.strategy.rollingUpdate', errors);
+}
+
+const PERCENT = /^[0-9]+%$/;
+
+/** ValidatePositiveIntOrPercent and IsNotMoreThan100Percent (apps/validation). */
+function intOrPercentProblem(value: unknown, max100: boolean): string | undefined {
+  if (typeof value === 'string') {
+    if (!PERCENT.test(value)) return "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
+    if (max100 && Number(value.slice(0, -1)) > 100) return 'must not be greater than 100%';
+    return undefined;
+  }
+  if (typeof value === 'number' && value < 0) return 'must be greater than or equal to 0';
+  return undefined;
+}
+
+const isZero = (v: unknown) => v === 0 || v === '0%';
+
+/** ValidateRollingUpdateDeployment (pkg/apis/apps/validation/validation.go). */
+function validateRollingUpdate(ru: Record<string, unknown>, field: string, errors: FieldError[]): void {
+  const surgeProblem = intOrPercentProblem(ru.maxSurge, false);
+  if (surgeProblem) errors.push({ field: `${field}.maxSurge`, type: 'Invalid value', value: ru.maxSurge, detail: surgeProblem });
+  const unavailableProblem = intOrPercentProblem(ru.maxUnavailable, true);
+  if (unavailableProblem) errors.push({ field: `${field}.maxUnavailable`, type: 'Invalid value', value: ru.maxUnavailable, detail: unavailableProblem });
+  if (isZero(ru.maxSurge) && isZero(ru.maxUnavailable)) {
+    errors.push({ field: `${field}.maxUnavailable`, type: 'Invalid value', value: ru.maxUnavailable, detail: 'may not be 0 when `maxSurge` is 0' });
+  }
+}
+
+/** ValidatePortNumOrName (core/validation): a number in range, or an IANA service name. */
+function portNumOrNameProblem(value: unknown): string | undefined {
+  if (typeof value === 'number') return Number.isInteger(value) && value >= 1 && value <= 65535 ? undefined : 'must be between 1 and 65535, inclusive';
+  if (typeof value !== 'string') return undefined;
+  if (value.length > 15) return 'must be no more than 15 characters';
+  if (!/^[-a-z0-9]+$/.test(value)) return 'must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)';
+  if (!/[a-z]/.test(value)) return 'must contain at least one letter (a-z)';
+  if (value.includes('--')) return 'must not contain consecutive hyphens (-)';
+  if (value.startsWith('-') || value.endsWith('-')) return 'must not begin or end with a hyphen (-)';
+  return undefined;
 }
 
 function validateService(obj: KubeObject, errors: FieldError[]): void {
@@ -126,6 +166,9 @@ function validateService(obj: KubeObject, errors: FieldError[]): void {
         errors.push({ field: `spec.ports[${i}].port`, type: 'Invalid value', value: port, detail: 'must be between 1 and 65535, inclusive' });
       }
       if (ports.length > 1 && isObject(p) && !p.name) errors.push({ field: `spec.ports[${i}].name`, type: 'Required value', detail: '' });
+      const target = isObject(p) ? p.targetPort : undefined;
+      const targetProblem = portNumOrNameProblem(target);
+      if (targetProblem) errors.push({ field: `spec.ports[${i}].targetPort`, type: 'Invalid value', value: target, detail: targetProblem });
     });
   }
 }

@@ -75,4 +75,78 @@ describe('CiliumNetworkPolicy', () => {
     const err = await expectApiError(c.apply(p), 404);
     assert.equal(err.message, 'namespaces "missing" not found');
   });
+
+  describe('structural schema (subset of the real CRD)', () => {
+    const post = async (body: unknown, query = '') => {
+      const res = await fetch(`${c.emu.url}/apis/cilium.io/v2/namespaces/default/ciliumnetworkpolicies${query}`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+      });
+      return { status: res.status, body: await res.json() as any, warnings: res.headers.get('warning') };
+    };
+
+    it('rejects wrong types, enums and patterns with 422 and one cause per field', async () => {
+      const bad: any = policy('bad-types');
+      bad.spec.ingress[0].toPorts[0].ports = [{ port: 8080, protocol: 'TCP' }, { port: 'no_such!', protocol: 'FOO' }];
+      bad.spec.endpointSelector.matchExpressions = [{ key: 'tier' }];
+      const res = await post(bad);
+      assert.equal(res.status, 422);
+      assert.equal(res.body.reason, 'Invalid');
+      assert.deepEqual(res.body.details.causes.map((x: any) => [x.reason, x.field]), [
+        ['FieldValueRequired', 'spec.endpointSelector.matchExpressions[0].operator'],
+        ['FieldValueInvalid', 'spec.ingress[0].toPorts[0].ports[0].port'],
+        ['FieldValueInvalid', 'spec.ingress[0].toPorts[0].ports[1].port'],
+        ['FieldValueNotSupported', 'spec.ingress[0].toPorts[0].ports[1].protocol'],
+      ]);
+      assert.equal(res.body.details.kind, 'CiliumNetworkPolicy');
+      assert.equal(res.body.details.group, 'cilium.io');
+      assert.match(res.body.message, /^CiliumNetworkPolicy\.cilium\.io "bad-types" is invalid: \[/);
+      assert.match(res.body.message, /spec\.ingress\[0\]\.toPorts\[0\]\.ports\[0\]\.port: Invalid value: "integer": spec\.ingress\[0\]\.toPorts\[0\]\.ports\[0\]\.port in body must be of type string: "integer"/);
+      assert.match(res.body.message, /protocol: Unsupported value: "FOO": supported values: "TCP", "UDP"/);
+      assert.equal(c.emu.get('cilium.io/v2', 'CiliumNetworkPolicy', 'default', 'bad-types'), undefined, 'nothing was written');
+    });
+
+    it('needs exactly one of endpointSelector and nodeSelector', async () => {
+      const none: any = policy('no-selector');
+      delete none.spec.endpointSelector;
+      const res = await post(none);
+      assert.equal(res.status, 422);
+      assert.deepEqual(res.body.details.causes.map((x: any) => x.field), ['spec']);
+      assert.match(res.body.message, /spec in body must validate one and only one schema \(oneOf\)\. Found none valid/);
+    });
+
+    it('prunes unknown fields: a warning by default, an error with fieldValidation=Strict', async () => {
+      const extra: any = policy('extra');
+      extra.spec.ingress[0].bogus = true;
+      const strict = await post(extra, '?fieldValidation=Strict');
+      assert.equal(strict.status, 400);
+      assert.equal(strict.body.message, 'CiliumNetworkPolicy in version "v2" cannot be handled as a CiliumNetworkPolicy: strict decoding error: unknown field "spec.ingress[0].bogus"');
+      const warned = await post(extra);
+      assert.equal(warned.status, 201);
+      assert.equal(warned.warnings, '299 - "unknown field \\"spec.ingress[0].bogus\\""');
+      assert.equal('bogus' in warned.body.spec.ingress[0], false);
+      const bad = await post(policy('x'), '?fieldValidation=Sometimes');
+      assert.equal(bad.status, 422);
+    });
+
+    it('has a validated status subresource', async () => {
+      await c.apply(policy('with-status'));
+      const status = { conditions: [{ type: 'Ready', status: 'True', reason: 'Enforced', message: 'ok' }], derivativePolicies: {} };
+      const written: any = await c.custom.patchNamespacedCustomObjectStatus(
+        { ...GVR, namespace: 'default', name: 'with-status', body: { status } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      assert.deepEqual(written.status.conditions, status.conditions);
+      assert.equal(written.metadata.generation, 1, 'status writes do not bump the generation');
+      // Main-resource writes ignore status.
+      const main: any = policy('with-status');
+      main.status = { conditions: [] };
+      const applied: any = await c.apply(main);
+      assert.deepEqual(applied.status.conditions, status.conditions);
+      const err = await expectApiError(c.custom.patchNamespacedCustomObjectStatus(
+        { ...GVR, namespace: 'default', name: 'with-status', body: { status: { conditions: [{ type: 'Ready', status: 'Maybe' }] } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      ), 422);
+      assert.equal(err.details.causes[0].field, 'status.conditions[0].status');
+    });
+  });
 });

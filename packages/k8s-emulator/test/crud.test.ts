@@ -210,6 +210,7 @@ describe('CRUD through the real client', () => {
     await c.apply(deployment('x', { namespace: 'temp' }));
     const ns = await c.core.deleteNamespace({ name: 'temp' });
     assert.equal((ns as any).status?.phase, 'Terminating');
+    await waitFor(() => c.emu.get('v1', 'Namespace', 'temp') === undefined, 3000, 'namespace gone');
     assert.deepEqual(c.emu.list('apps/v1', 'deployments', 'temp'), []);
     await expectApiError(c.core.readNamespace({ name: 'temp' }), 404);
   });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startCluster, type Cluster } from '@flotilla/testkit/emulator';
+import { internalError } from '../src/errors.ts';
 
 async function raw(c: Cluster, method: string, path: string, body?: string, contentType = 'application/json') {
   const res = await fetch(`${c.emu.url}${path}`, { method, body, headers: body !== undefined ? { 'Content-Type': contentType } : {} });
@@ -41,6 +42,32 @@ describe('robustness and protocol details', () => {
     const method = await raw(c, 'POST', '/apis/apps/v1/namespaces/default/deployments/web', '{}');
     assert.equal(method.status, 405);
     assert.equal(method.body.reason, 'MethodNotAllowed');
+  });
+
+  it('shapes failures as the API server\'s metav1.Status', async () => {
+    const missing = await raw(c, 'GET', '/apis/apps/v1/namespaces/default/deployments/nope');
+    assert.deepEqual(missing.body, {
+      kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'deployments.apps "nope" not found',
+      reason: 'NotFound', details: { name: 'nope', group: 'apps', kind: 'deployments' }, code: 404,
+    });
+    await raw(c, 'POST', '/api/v1/namespaces', JSON.stringify({ metadata: { name: 'twice' } }));
+    const exists = await raw(c, 'POST', '/api/v1/namespaces', JSON.stringify({ metadata: { name: 'twice' } }));
+    assert.deepEqual(exists.body, {
+      kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'namespaces "twice" already exists',
+      reason: 'AlreadyExists', details: { name: 'twice', group: '', kind: 'namespaces' }, code: 409,
+    });
+    const bad = await raw(c, 'POST', '/api/v1/namespaces', JSON.stringify({ metadata: { name: 'Bad_Name' } }));
+    assert.equal(bad.status, 422);
+    assert.equal(bad.body.reason, 'Invalid');
+    assert.deepEqual(bad.body.details, {
+      name: 'Bad_Name', group: '', kind: 'Namespace',
+      causes: [{ reason: 'FieldValueInvalid', message: bad.body.details.causes[0].message, field: 'metadata.name' }],
+    });
+    assert.match(bad.body.message, /^Namespace "Bad_Name" is invalid: metadata\.name: Invalid value: "Bad_Name": a lowercase RFC 1123 label/);
+    assert.deepEqual(internalError('boom').toStatus(), {
+      kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'Internal error occurred: boom',
+      reason: 'InternalError', details: { causes: [{ message: 'boom' }] }, code: 500,
+    });
   });
 
   it('rejects malformed JSON and YAML with 400 and keeps serving', async () => {

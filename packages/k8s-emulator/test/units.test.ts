@@ -56,7 +56,7 @@ describe('YAML decoding', () => {
       'a: 1',
       'b:',
       '  - x',
-      '  - {k: v, n: 2}',
+      '  - {k: v, num: 2}',
       '  - - nested',
       'c: "q: \\"x\\""',
       "d: 'it''s'",
@@ -73,15 +73,18 @@ describe('YAML decoding', () => {
       'l: []',
     ].join('\n'));
     assert.deepEqual(doc, {
-      a: 1, b: ['x', { k: 'v', n: 2 }, ['nested']], c: 'q: "x"', d: "it's", e: 'line1\nline2\n', f: null, g: true, h: 1.5, i: '8080',
+      a: 1, b: ['x', { k: 'v', num: 2 }, ['nested']], c: 'q: "x"', d: "it's", e: 'line1\nline2\n', f: null, g: true, h: 1.5, i: '8080',
       j: ['same-indent'], k: {}, l: [],
     });
+  });
+  it('follows YAML 1.1 like the server (yes/on are booleans, leading-zero octal, anchors)', () => {
+    assert.deepEqual(decodeBody('a: yes\nb: on\nc: 0755\nd: &x {k: v}\ne: *x\n'), { a: true, b: true, c: 493, d: { k: 'v' }, e: { k: 'v' } });
   });
   it('parses sequences of mappings', () => {
     assert.deepEqual(decodeBody('items:\n- name: a\n  port: 1\n- name: b\n'), { items: [{ name: 'a', port: 1 }, { name: 'b' }] });
   });
   it('rejects malformed input', () => {
-    for (const bad of ['a: [1, 2', 'a: 1\n  b: 2', 'a: 1\na: 2', '', '{"a": }x', 'a: &anchor 1']) {
+    for (const bad of ['a: [1, 2', 'a: 1\n  b: 2', 'a: 1\na: 2', '', '{"a": }x', 'a: *missing']) {
       assert.throws(() => decodeBody(bad), Error, JSON.stringify(bad));
     }
   });

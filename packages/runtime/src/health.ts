@@ -11,7 +11,8 @@ export interface MetricsRegistry {
 }
 
 export interface HealthChecks {
-  registry: MetricsRegistry;
+  /** Absent: no /metrics here (ctrl with --metrics-listen serves it on another address). */
+  registry?: MetricsRegistry;
   /** Why the process is not healthy (/healthz answers 503 with it), or undefined when it is. */
   unhealthy?: () => string | undefined;
   /** Why the process is not ready (/readyz answers 503 with it), or undefined when it is. Default: ready when healthy. */
@@ -40,7 +41,7 @@ export function healthEndpoints(checks: HealthChecks): (req: HealthRequest, res:
     if (path === "/healthz" || path === "/readyz") {
       const problem = path === "/healthz" ? unhealthy() : notReady();
       res.writeHead(problem === undefined ? 200 : 503, { "content-type": "text/plain" }).end(`${problem ?? "ok"}\n`);
-    } else if (path === "/metrics") {
+    } else if (path === "/metrics" && checks.registry) {
       res.writeHead(200, { "content-type": checks.registry.contentType }).end(await checks.registry.metrics());
     } else {
       return false;
@@ -50,10 +51,10 @@ export function healthEndpoints(checks: HealthChecks): (req: HealthRequest, res:
 }
 
 /** "host:port" → parts; a bare port means loopback; port 0 picks one. */
-export function parseListen(listen: string): { host: string; port: number } {
+export function parseListen(listen: string, flag = "listen"): { host: string; port: number } {
   const match = /^(?:\[?([^\]]*)\]?:)?(\d+)$/.exec(listen);
   const port = Number(match?.[2]);
-  if (!match || port > 65535) throw new Error(`--listen ${JSON.stringify(listen)}: expected host:port`);
+  if (!match || port > 65535) throw new Error(`--${flag} ${JSON.stringify(listen)}: expected host:port`);
   return { host: match[1] || "127.0.0.1", port };
 }
 
@@ -72,9 +73,12 @@ export async function serveHealth(listen: string, checks: HealthChecks): Promise
     if (!(await endpoints(req, res))) res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
   });
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    // One clear line for the usual case (the port is taken), not a system error's dump.
+    const failed = (error: NodeJS.ErrnoException) =>
+      reject(new Error(`--listen ${listen}: ${error.code === "EADDRINUSE" ? "address already in use" : error.message}`));
+    server.once("error", failed);
     server.listen(port, host, () => {
-      server.off("error", reject);
+      server.off("error", failed);
       resolve();
     });
   });

@@ -1,4 +1,4 @@
-// Row types of the desired-state database (see migrations/). Times are Unix milliseconds.
+// Row types of the desired-state database (see ../migrations/). Times are Unix milliseconds.
 import type { Generated } from "kysely";
 
 export interface RegionsTable {
@@ -53,6 +53,10 @@ export interface AgentTokensTable {
   /** SHA-256 of the token, hex. The token itself is never stored. */
   token_hash: string;
   create_time: number;
+  /** Null: never expires. */
+  expire_time: number | null;
+  /** Updated at most once per LAST_USE_RESOLUTION_MS. */
+  last_use_time: number | null;
 }
 
 /** The latest observation of a resource in a region, and the status projected from it. */

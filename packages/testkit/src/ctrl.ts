@@ -10,13 +10,16 @@ export const ADMIN_TOKEN = "test-admin-token";
 
 export type Protocol = "connect" | "grpc" | "grpcweb";
 
+/** `ca`: the CA to trust when ctrl serves TLS. */
+export type TransportOptions = { token?: string | null; protocol?: Protocol; ca?: Buffer };
+
 export interface TestCtrl {
   ctrl: Ctrl;
   store: Store;
   url: string;
   databaseUrl: string;
-  client<S extends DescService>(service: S, options?: { token?: string | null; protocol?: Protocol }): Client<S>;
-  transport(options?: { token?: string | null; protocol?: Protocol }): Transport;
+  client<S extends DescService>(service: S, options?: TransportOptions): Client<S>;
+  transport(options?: TransportOptions): Transport;
   close(): Promise<void>;
 }
 
@@ -24,12 +27,12 @@ export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptio
   const { store, url: databaseUrl, cleanup } = await freshStore(db);
   const ctrl = await startCtrl({ store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, ...options });
   const transports: Transport[] = [];
-  const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect" } = {}) => {
+  const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect", ca } = {}) => {
     const auth: Interceptor = (next) => (req) => {
       if (token !== null) req.header.set("authorization", `Bearer ${token}`);
       return next(req);
     };
-    const common = { baseUrl: ctrl.url, interceptors: [auth] };
+    const common = { baseUrl: ctrl.url, interceptors: [auth], nodeOptions: ca ? { ca } : undefined };
     const t =
       protocol === "grpc"
         ? createGrpcTransport(common)

@@ -71,8 +71,9 @@ export function grpcJsUnary<I extends DescMessage, O extends DescMessage>(
   method: DescMethodUnary<I, O>,
   input: MessageInitShape<I>,
   token?: string,
+  credentials = grpc.credentials.createInsecure(),
 ): Promise<MessageShape<O>> {
-  const client = new grpc.Client(grpcTarget(url), grpc.credentials.createInsecure());
+  const client = new grpc.Client(grpcTarget(url), credentials);
   const metadata = new grpc.Metadata();
   if (token) metadata.set("authorization", `Bearer ${token}`);
   return new Promise<MessageShape<O>>((resolve, reject) => {
@@ -97,8 +98,9 @@ export function grpcJsServerStream<I extends DescMessage, O extends DescMessage>
   method: DescMethodStreaming<I, O>,
   input: MessageInitShape<I>,
   token?: string,
+  credentials = grpc.credentials.createInsecure(),
 ): { stream: grpc.ClientReadableStream<MessageShape<O>>; close(): void } {
-  const client = new grpc.Client(grpcTarget(url), grpc.credentials.createInsecure());
+  const client = new grpc.Client(grpcTarget(url), credentials);
   const metadata = new grpc.Metadata();
   if (token) metadata.set("authorization", `Bearer ${token}`);
   const stream = client.makeServerStreamRequest(

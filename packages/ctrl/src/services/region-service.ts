@@ -1,4 +1,4 @@
-// ctrl.v1.RegionService.
+// ctrl.v1.RegionService. The agent-token RPCs are one file each under region/.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
@@ -7,6 +7,9 @@ import type { Store } from "@flotilla/store";
 import { invalidArgument } from "../errors.ts";
 import { agentConnected, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
+import { createAgentToken } from "./region/create-agent-token.ts";
+import { listAgentTokens } from "./region/list-agent-tokens.ts";
+import { revokeAgentToken } from "./region/revoke-agent-token.ts";
 
 export function regionService(store: Store, statusOptions: StatusOptions): ServiceImpl<typeof RegionService> {
   /** Fills each region's agent liveness: last report, applied version, lag. */
@@ -39,9 +42,8 @@ export function regionService(store: Store, statusOptions: StatusOptions): Servi
       return { regions: await withAgents(page.items), nextPageToken: page.nextPageToken };
     },
     deleteRegion: async (req) => (await store.regions.delete(validate.id(req.name, "name")), {}),
-    async createAgentToken(req) {
-      const { id, token } = await store.agentTokens.create(validate.id(req.region, "region"));
-      return { token, tokenId: id };
-    },
+    createAgentToken: createAgentToken(store),
+    listAgentTokens: listAgentTokens(store),
+    revokeAgentToken: revokeAgentToken(store),
   };
 }

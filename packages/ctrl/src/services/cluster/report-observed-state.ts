@@ -11,7 +11,7 @@ import { create } from "@bufbuild/protobuf";
 import { ReportObservedStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { Code } from "@connectrpc/connect";
 import { FENCED } from "@flotilla/runtime";
-import { authorizeRegion } from "../../auth.ts";
+import { authorizeRegion, resolveAuthorizedRegion } from "../../auth.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import { project } from "../../status/projection.ts";
@@ -42,7 +42,7 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
     const leader = req.leader && { epoch: Number(req.leader.epoch), holderIdentity: req.leader.holderIdentity };
     if (leader && !(leader.epoch >= 0 && Number.isSafeInteger(leader.epoch))) throw invalidArgument("leader.epoch", "must be a non-negative integer");
     if (leader && !(leader.holderIdentity.length > 0 && leader.holderIdentity.length <= 253)) throw invalidArgument("leader.holder_identity", "must be 1 to 253 characters");
-    const region = await store.regions.resolve(req.region);
+    const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const now = Date.now();
 
     const current = await store.observations.load(region.id, req.observations);

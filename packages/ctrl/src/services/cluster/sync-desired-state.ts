@@ -5,7 +5,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { ResourceBatchSchema, SyncDesiredStateResponseSchema, type SyncDesiredStateRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { readSnapshot, type SnapshotRow, type Store } from "@flotilla/store";
-import { authorizeRegion } from "../../auth.ts";
+import { resolveAuthorizedRegion } from "../../auth.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
@@ -17,8 +17,7 @@ type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
 export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: StreamOptions) {
   return async function* (req: SyncDesiredStateRequest, ctx: HandlerContext): AsyncIterable<Response> {
     validate.dnsLabel("region", req.region);
-    authorizeRegion(ctx, req.region);
-    const region = await store.regions.resolve(req.region);
+    const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const binary = sendsVerbatim(ctx);
     const stopTimer = metrics.snapshotDuration.startTimer();
     for await (const item of readSnapshot(store.database, region.id, { batchSize: options.snapshotBatchSize, batchBytes: options.messageBytesMax })) {

@@ -9,7 +9,7 @@ import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
 import { encodedChange, type Store } from "@flotilla/store";
 import { constants as h2 } from "node:http2";
-import { authorizeRegion } from "../../auth.ts";
+import { resolveAuthorizedRegion } from "../../auth.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import type { ChangePoller } from "../../streaming/poller.ts";
@@ -33,8 +33,7 @@ export function resyncRequired(message: string, version: number): Error {
 export function watchDeploymentChanges(store: Store, poller: ChangePoller, metrics: CtrlMetrics, options: StreamOptions) {
   return async function* (req: WatchDeploymentChangesRequest, ctx: HandlerContext): AsyncIterable<Response> {
     validate.dnsLabel("region", req.region);
-    authorizeRegion(ctx, req.region);
-    const region = await store.regions.resolve(req.region);
+    const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const head = region.headVersion;
     let cursor = req.versionLastSeen === undefined ? head : Number(req.versionLastSeen);
     if (cursor < 0) throw invalidArgument("version_last_seen", "must not be negative");
@@ -128,8 +127,9 @@ function takeOrThrow(sub: Subscription, limits: BatchLimits, cursor: number): Ch
   }
 }
 
-function resetTransport(req: NodeServerRequest | undefined): void {
+/** Ends the call at the transport: its HTTP/2 stream is reset with `code`; an HTTP/1.1 connection is closed. */
+export function resetTransport(req: NodeServerRequest | undefined, code = h2.NGHTTP2_ENHANCE_YOUR_CALM): void {
   if (!req) return;
-  if ("stream" in req) req.stream.close(h2.NGHTTP2_ENHANCE_YOUR_CALM);
+  if ("stream" in req) req.stream.close(code);
   else req.socket.destroy();
 }

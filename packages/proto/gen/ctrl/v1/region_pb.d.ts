@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file ctrl/v1/region.proto.
@@ -229,6 +229,29 @@ export declare type CreateAgentTokenRequest = Message<"ctrl.v1.CreateAgentTokenR
    * @generated from field: string region = 1;
    */
   region: string;
+
+  /**
+   * When the token stops working; absent: never (until revoked or the region is deleted).
+   *
+   * @generated from oneof ctrl.v1.CreateAgentTokenRequest.expiration
+   */
+  expiration: {
+    /**
+     * Must be in the future.
+     *
+     * @generated from field: google.protobuf.Timestamp expire_time = 2;
+     */
+    value: Timestamp;
+    case: "expireTime";
+  } | {
+    /**
+     * From now; must be positive.
+     *
+     * @generated from field: google.protobuf.Duration ttl = 3;
+     */
+    value: Duration;
+    case: "ttl";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -254,6 +277,13 @@ export declare type CreateAgentTokenResponse = Message<"ctrl.v1.CreateAgentToken
    * @generated from field: string token_id = 2;
    */
   tokenId: string;
+
+  /**
+   * Absent: never expires.
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 3;
+   */
+  expireTime?: Timestamp | undefined;
 };
 
 /**
@@ -261,6 +291,135 @@ export declare type CreateAgentTokenResponse = Message<"ctrl.v1.CreateAgentToken
  * Use `create(CreateAgentTokenResponseSchema)` to create a new message.
  */
 export declare const CreateAgentTokenResponseSchema: GenMessage<CreateAgentTokenResponse>;
+
+/**
+ * An agent token's metadata. The token itself is not stored and cannot be shown again.
+ *
+ * @generated from message ctrl.v1.AgentToken
+ */
+export declare type AgentToken = Message<"ctrl.v1.AgentToken"> & {
+  /**
+   * The token_id returned by CreateAgentToken.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string region = 2;
+   */
+  region: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 3;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * Absent: never expires.
+   *
+   * @generated from field: google.protobuf.Timestamp expire_time = 4;
+   */
+  expireTime?: Timestamp | undefined;
+
+  /**
+   * Absent: never used. Recorded to the minute.
+   *
+   * @generated from field: google.protobuf.Timestamp last_use_time = 5;
+   */
+  lastUseTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ctrl.v1.AgentToken.
+ * Use `create(AgentTokenSchema)` to create a new message.
+ */
+export declare const AgentTokenSchema: GenMessage<AgentToken>;
+
+/**
+ * @generated from message ctrl.v1.ListAgentTokensRequest
+ */
+export declare type ListAgentTokensRequest = Message<"ctrl.v1.ListAgentTokensRequest"> & {
+  /**
+   * Only this region's tokens; empty: every region's.
+   *
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * Default 100, at most 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message ctrl.v1.ListAgentTokensRequest.
+ * Use `create(ListAgentTokensRequestSchema)` to create a new message.
+ */
+export declare const ListAgentTokensRequestSchema: GenMessage<ListAgentTokensRequest>;
+
+/**
+ * @generated from message ctrl.v1.ListAgentTokensResponse
+ */
+export declare type ListAgentTokensResponse = Message<"ctrl.v1.ListAgentTokensResponse"> & {
+  /**
+   * Ordered by id, expired tokens included.
+   *
+   * @generated from field: repeated ctrl.v1.AgentToken agent_tokens = 1;
+   */
+  agentTokens: AgentToken[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message ctrl.v1.ListAgentTokensResponse.
+ * Use `create(ListAgentTokensResponseSchema)` to create a new message.
+ */
+export declare const ListAgentTokensResponseSchema: GenMessage<ListAgentTokensResponse>;
+
+/**
+ * @generated from message ctrl.v1.RevokeAgentTokenRequest
+ */
+export declare type RevokeAgentTokenRequest = Message<"ctrl.v1.RevokeAgentTokenRequest"> & {
+  /**
+   * The token_id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message ctrl.v1.RevokeAgentTokenRequest.
+ * Use `create(RevokeAgentTokenRequestSchema)` to create a new message.
+ */
+export declare const RevokeAgentTokenRequestSchema: GenMessage<RevokeAgentTokenRequest>;
+
+/**
+ * @generated from message ctrl.v1.RevokeAgentTokenResponse
+ */
+export declare type RevokeAgentTokenResponse = Message<"ctrl.v1.RevokeAgentTokenResponse"> & {
+};
+
+/**
+ * Describes the message ctrl.v1.RevokeAgentTokenResponse.
+ * Use `create(RevokeAgentTokenResponseSchema)` to create a new message.
+ */
+export declare const RevokeAgentTokenResponseSchema: GenMessage<RevokeAgentTokenResponse>;
 
 /**
  * Operator API for regions and their agent tokens. Requires the admin token.
@@ -304,6 +463,7 @@ export declare const RegionService: GenService<{
   },
   /**
    * Mints a token scoped to one region. The token is shown once; only its hash is stored.
+   * Optionally with an expiry (expire_time or ttl).
    *
    * @generated from rpc ctrl.v1.RegionService.CreateAgentToken
    */
@@ -311,6 +471,26 @@ export declare const RegionService: GenService<{
     methodKind: "unary";
     input: typeof CreateAgentTokenRequestSchema;
     output: typeof CreateAgentTokenResponseSchema;
+  },
+  /**
+   * The tokens' metadata; never a token or its hash.
+   *
+   * @generated from rpc ctrl.v1.RegionService.ListAgentTokens
+   */
+  listAgentTokens: {
+    methodKind: "unary";
+    input: typeof ListAgentTokensRequestSchema;
+    output: typeof ListAgentTokensResponseSchema;
+  },
+  /**
+   * Takes effect on every ctrl replica within 1 s. Deleting a region revokes its tokens.
+   *
+   * @generated from rpc ctrl.v1.RegionService.RevokeAgentToken
+   */
+  revokeAgentToken: {
+    methodKind: "unary";
+    input: typeof RevokeAgentTokenRequestSchema;
+    output: typeof RevokeAgentTokenResponseSchema;
   },
 }>;
 

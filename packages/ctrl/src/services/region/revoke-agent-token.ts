@@ -1,0 +1,13 @@
+// RegionService.RevokeAgentToken: deletes the token. Other replicas stop accepting it within
+// their known-token cache lifetime (auth.ts), well under 1 s.
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { RevokeAgentTokenRequest, RevokeAgentTokenResponseSchema } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import type { Store } from "@flotilla/store";
+import * as validate from "../../validate.ts";
+
+export function revokeAgentToken(store: Store) {
+  return async function (req: RevokeAgentTokenRequest): Promise<MessageInitShape<typeof RevokeAgentTokenResponseSchema>> {
+    await store.agentTokens.revoke(validate.id(req.id, "id"));
+    return {};
+  };
+}

@@ -1,0 +1,134 @@
+// TLS termination for ctrl's one port: ALPN h2 and http/1.1, certificate files re-read when
+// they change, and (with a client CA) the verified client certificate of each connection.
+import { readFileSync } from "node:fs";
+import type net from "node:net";
+import tls from "node:tls";
+import type { ClientCertificate } from "./auth.ts";
+import type { SecureTransport } from "./listener.ts";
+import type { NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
+
+export interface TlsFiles {
+  /** PEM certificate chain of ctrl. */
+  certFile: string;
+  /** PEM private key of ctrl. */
+  keyFile: string;
+  /** PEM CA(s) that agents' client certificates must chain to; none: no client certificates asked for. */
+  clientCaFile?: string;
+}
+
+export interface TlsOptions extends TlsFiles {
+  /** SPIFFE trust domain of agent certificates: URI SAN spiffe://<trust domain>/region/<region>. */
+  trustDomain: string;
+  /** A connection that has not finished its handshake by then is closed. */
+  handshakeTimeoutMs: number;
+  log: (message: string) => void;
+}
+
+/** Where the verified client certificate of a connection is kept (on the TLS socket). */
+const CLIENT_CERTIFICATE = Symbol("flotilla.clientCertificate");
+type WithClientCertificate = { [CLIENT_CERTIFICATE]?: ClientCertificate };
+
+/**
+ * Terminates TLS on accepted sockets. The files are read on every new connection (a few KB,
+ * small beside a handshake) and compared with what is loaded, so the next handshake after a
+ * rotation uses the new pair, however the files were replaced. A pair that does not load
+ * (half-written, key not matching) is logged once and the previous one stays.
+ */
+export function tlsTransport(options: TlsOptions): SecureTransport {
+  const requestCert = options.clientCaFile !== undefined;
+  let loaded = readFiles(options);
+  let failed: FileContents | undefined;
+  const server = tls.createServer({
+    ...secureContextOptions(loaded),
+    ALPNProtocols: ["h2", "http/1.1"],
+    // A client certificate is asked for but optional at the TLS layer: operators call with
+    // the admin token and no certificate; ClusterService calls without one are refused by
+    // the auth interceptor (UNAUTHENTICATED), which sees the method.
+    requestCert,
+    rejectUnauthorized: false,
+    handshakeTimeout: options.handshakeTimeoutMs,
+  });
+  // Failed or timed-out handshakes (scanners, clients distrusting our CA) need no log line
+  // each. With a listener here Node leaves closing the socket to it.
+  server.on("tlsClientError", (_error, socket) => socket.destroy());
+  const reloadIfChanged = () => {
+    let now: FileContents;
+    try {
+      now = readFiles(options);
+    } catch {
+      return; // mid-rotation (a file briefly missing): the next connection looks again
+    }
+    if (sameContents(now, loaded) || (failed && sameContents(now, failed))) return;
+    try {
+      server.setSecureContext(secureContextOptions(now));
+      loaded = now;
+      failed = undefined;
+      options.log(`TLS: loaded the changed certificate files (${[options.certFile, options.keyFile, options.clientCaFile].filter(Boolean).join(", ")})`);
+    } catch (error) {
+      failed = now;
+      options.log(`TLS: keeping the previous certificate: the changed files do not load: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
+  return {
+    onSecured(handler) {
+      server.on("secureConnection", (socket: tls.TLSSocket) => {
+        // Node lets a server either refuse every connection without a valid certificate
+        // (rejectUnauthorized) or accept all; it has no per-certificate verify callback. So a
+        // certificate that was presented and failed verification (expired, foreign CA, not a
+        // client certificate) ends the connection here, right after the handshake and before
+        // a byte of any request is read: to the client it is a refused handshake (in TLS 1.3 a
+        // client learns of a rejected certificate only after its Finished in any case).
+        const certificate = requestCert ? socket.getPeerCertificate() : undefined;
+        const presented = certificate !== undefined && Object.keys(certificate).length > 0;
+        if (presented && !socket.authorized) {
+          socket.destroy();
+          return;
+        }
+        if (presented) (socket as WithClientCertificate)[CLIENT_CERTIFICATE] = { region: spiffeRegion(certificate.subjectaltname, options.trustDomain) };
+        handler(socket);
+      });
+    },
+    accept(socket: net.Socket) {
+      reloadIfChanged();
+      server.emit("connection", socket);
+    },
+  };
+}
+
+/** The verified client certificate under a request, if one was presented. */
+export function clientCertificateOf(req: NodeServerRequest | undefined): ClientCertificate | undefined {
+  try {
+    // HTTP/2: the session's socket (a proxy that forwards property reads to the TLS socket).
+    const socket = req && ("stream" in req ? req.stream.session?.socket : req.socket);
+    return (socket as WithClientCertificate | undefined)?.[CLIENT_CERTIFICATE];
+  } catch {
+    return undefined; // the session lost its socket: the call is ending anyway
+  }
+}
+
+/** The region of the certificate's one SPIFFE ID, if it is spiffe://<trustDomain>/region/<region>. */
+export function spiffeRegion(subjectAltName: string | undefined, trustDomain: string): string | undefined {
+  // A SPIFFE SVID carries exactly one URI SAN; Node lists SANs as "URI:…, DNS:…".
+  const spiffeIds = (subjectAltName ?? "").split(", ").filter((san) => san.startsWith("URI:spiffe://"));
+  if (spiffeIds.length !== 1) return undefined;
+  const prefix = `URI:spiffe://${trustDomain}/region/`;
+  const region = spiffeIds[0]!.startsWith(prefix) ? spiffeIds[0]!.slice(prefix.length) : "";
+  return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(region) ? region : undefined;
+}
+
+type FileContents = { cert: Buffer; key: Buffer; ca: Buffer | undefined };
+
+function readFiles(files: TlsFiles): FileContents {
+  return { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile), ca: files.clientCaFile ? readFileSync(files.clientCaFile) : undefined };
+}
+
+function sameContents(a: FileContents, b: FileContents): boolean {
+  return a.cert.equals(b.cert) && a.key.equals(b.key) && (a.ca === undefined ? b.ca === undefined : b.ca !== undefined && a.ca.equals(b.ca));
+}
+
+function secureContextOptions(contents: FileContents): tls.SecureContextOptions {
+  const options: tls.SecureContextOptions = { cert: contents.cert, key: contents.key, ca: contents.ca };
+  // Loading it here makes a broken pair (e.g. key not matching the certificate) fail now, not at a handshake.
+  tls.createSecureContext(options);
+  return options;
+}
