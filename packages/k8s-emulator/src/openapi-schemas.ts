@@ -11,6 +11,7 @@ import type { Schema } from './schema.ts';
 const META = 'io.k8s.apimachinery.pkg.apis.meta.v1';
 const CORE = 'io.k8s.api.core.v1';
 const APPS = 'io.k8s.api.apps.v1';
+const COORDINATION = 'io.k8s.api.coordination.v1';
 
 export const OBJECT_META = `${META}.ObjectMeta`;
 
@@ -178,6 +179,17 @@ export const DEFINITIONS: Record<string, Schema> = {
   }, ['name', 'mountPath']),
   [`${CORE}.Volume`]: { ...openObject('A named volume in a pod (its source, e.g. configMap, secret, emptyDir, is an open object here).'), properties: { name: str('Volume name, a DNS label, unique within the pod.') }, required: ['name'] },
 
+  [`${META}.MicroTime`]: { type: 'string', format: 'date-time', description: 'A timestamp with microsecond precision.' },
+  [`${COORDINATION}.Lease`]: resource('Lease defines a lease concept.', `${COORDINATION}.LeaseSpec`, undefined),
+  [`${COORDINATION}.LeaseSpec`]: obj('LeaseSpec is a specification of a Lease.', {
+    acquireTime: ref(`${META}.MicroTime`, 'When the current lease was acquired.'),
+    holderIdentity: str('The identity of the holder of the current lease.'),
+    leaseDurationSeconds: int('How long candidates wait to force acquire the lease, measured against the time of the last observed renewTime.'),
+    leaseTransitions: int('The number of transitions of the lease between holders.'),
+    preferredHolder: str('Signals to a lease holder that the lease has a more optimal holder and should be given up.'),
+    renewTime: ref(`${META}.MicroTime`, 'When the current holder last updated the lease.'),
+    strategy: str('The strategy for picking the leader for coordinated leader election.'),
+  }),
   [`${CORE}.Service`]: resource('A named abstraction of software service: a local port that the proxy listens on, and the selector that determines which pods answer requests sent through the proxy.', `${CORE}.ServiceSpec`, `${CORE}.ServiceStatus`),
   [`${CORE}.ServiceSpec`]: obj('ServiceSpec describes the attributes that a user creates on a service.', {
     type: str('How the Service is exposed: ExternalName, ClusterIP, NodePort, and LoadBalancer. Defaults to ClusterIP.'),
@@ -223,5 +235,6 @@ export const DEFINITIONS: Record<string, Schema> = {
 
 /** Definition name of each built-in kind. */
 export function definitionName(group: string, version: string, kind: string): string {
-  return `${group === '' ? CORE.replace('.v1', `.${version}`) : `io.k8s.api.${group}.${version}`}.${kind}`;
+  // Named after the Go package, k8s.io/api/<first label of the group>/<version>.
+  return `${group === '' ? CORE.replace('.v1', `.${version}`) : `io.k8s.api.${group.split('.')[0]}.${version}`}.${kind}`;
 }

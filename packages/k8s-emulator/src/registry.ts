@@ -59,7 +59,9 @@ export interface ListResult {
 
 /** Built-in types are listed without per-item apiVersion/kind, custom resources with them, as upstream. */
 export function isBuiltIn(rt: ResourceType): boolean {
-  return !rt.group.includes('.');
+  // Kubernetes' own groups: the core and dotless ones (apps), and those under k8s.io
+  // (coordination.k8s.io); custom resources live in other dotted groups (cilium.io).
+  return !rt.group.includes('.') || rt.group.endsWith('.k8s.io');
 }
 
 export function subjectOf(rt: ResourceType, name: string): Subject {

@@ -22,13 +22,17 @@ describe('robustness and protocol details', () => {
     assert.deepEqual(api.body.versions, ['v1']);
     const apis = await raw(c, 'GET', '/apis');
     assert.equal(apis.body.kind, 'APIGroupList');
-    assert.deepEqual(apis.body.groups.map((g: { name: string }) => g.name), ['apps', 'cilium.io']);
+    assert.deepEqual(apis.body.groups.map((g: { name: string }) => g.name), ['apps', 'cilium.io', 'coordination.k8s.io']);
     const core = await raw(c, 'GET', '/api/v1');
     const ns = core.body.resources.find((r: { name: string }) => r.name === 'namespaces');
     assert.deepEqual([ns.kind, ns.namespaced, ns.singularName], ['Namespace', false, 'namespace']);
     assert.ok(ns.verbs.includes('watch'));
     const cilium = await raw(c, 'GET', '/apis/cilium.io/v2');
     assert.ok(cilium.body.resources.some((r: { kind: string; namespaced: boolean }) => r.kind === 'CiliumNetworkPolicy' && r.namespaced));
+    const coordination = await raw(c, 'GET', '/apis/coordination.k8s.io/v1');
+    const lease = coordination.body.resources.find((r: { name: string }) => r.name === 'leases');
+    assert.deepEqual([lease.kind, lease.namespaced, lease.singularName], ['Lease', true, 'lease']);
+    assert.ok(!coordination.body.resources.some((r: { name: string }) => r.name === 'leases/status'), 'no status subresource');
     const version = await raw(c, 'GET', '/version');
     assert.equal(version.body.major, '1');
     assert.equal((await raw(c, 'GET', '/apis/nope.io/v1')).status, 404);
