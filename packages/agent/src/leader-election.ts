@@ -146,10 +146,8 @@ export class LeaderElector {
         await sleep(Math.min(retryPeriodMs * (1 + Math.random() * JITTER_FACTOR), Math.max(0, expiresIn)), signal);
       }
     }
-    if (this.#leading) {
-      this.#stopLeading("stopping");
-      await this.#release().catch((error) => log(`releasing the lease failed (standbys take over once it expires): ${messageOf(error)}`));
-    }
+    this.#stopLeading("stopping");
+    await this.#release().catch((error) => log(`releasing the lease failed (standbys take over once it expires): ${messageOf(error)}`));
   }
 
   /** Renews every retryPeriod until the renew deadline passes, the Lease is lost, or `signal` aborts. */
@@ -184,10 +182,10 @@ export class LeaderElector {
     try {
       let lease: V1Lease;
       try {
-        lease = await this.#api.readNamespacedLease({ name, namespace });
+        lease = await this.#bounded(this.#api.readNamespacedLease({ name, namespace }));
       } catch (error) {
         if (!(error instanceof ApiException && error.code === 404)) throw error;
-        const created = await this.#api.createNamespacedLease({ namespace, body: toLease(name, ours, undefined) });
+        const created = await this.#bounded(this.#api.createNamespacedLease({ namespace, body: toLease(name, ours, undefined) }));
         this.#observe(ours, created.metadata?.resourceVersion, started);
         return { epoch: 0, started };
       }
@@ -199,7 +197,7 @@ export class LeaderElector {
       const next: LeaseRecord =
         old.holderIdentity === identity ? { ...ours, acquireTime: old.acquireTime, leaseTransitions: old.leaseTransitions } : { ...ours, leaseTransitions: old.leaseTransitions + 1 };
       if (signal.aborted) return undefined;
-      const updated = await this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, next, lease.metadata?.resourceVersion) });
+      const updated = await this.#bounded(this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, next, lease.metadata?.resourceVersion) }));
       this.#observe(next, updated.metadata?.resourceVersion, started);
       return { epoch: next.leaseTransitions, started };
     } catch (error) {
@@ -209,16 +207,33 @@ export class LeaderElector {
     }
   }
 
-  /** client-go's release: no holder, duration 1 s, same epoch; only the update, from what was observed. */
+  /** client-go's release: if the Lease was last seen held by this candidate, no holder, duration 1 s, same epoch. */
   async #release(): Promise<void> {
     const { namespace, name, log } = this.#options;
     const observed = this.#observed;
     if (observed?.record.holderIdentity !== this.#options.identity) return;
     const now = Date.now();
     const released: LeaseRecord = { holderIdentity: "", leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: observed.record.leaseTransitions };
-    await this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, released, observed.resourceVersion) });
+    await this.#bounded(this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, released, observed.resourceVersion) }));
     this.#observed = { record: released, resourceVersion: undefined, at: this.#monotonic() };
     log(`leader election: released lease ${namespace}/${name}`);
+  }
+
+  /**
+   * `call`, given up on after the renew deadline (client-go bounds every call by that context):
+   * a hanging API server must neither keep a leader leading nor hold up a stop.
+   */
+  async #bounded<T>(call: Promise<T>): Promise<T> {
+    const { renewDeadlineMs } = this.#options;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within the renew deadline (${renewDeadlineMs} ms)`)), renewDeadlineMs);
+    });
+    try {
+      return await Promise.race([call, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   #observe(record: LeaseRecord, resourceVersion: string | undefined, at: number): void {

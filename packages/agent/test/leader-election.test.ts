@@ -138,6 +138,17 @@ describe("leader election", () => {
     assert.deepEqual(a.events.at(-1), "started 0", "the same holder again: no transition");
   });
 
+  test("a hanging API server: the leader steps down at the deadline, and stopping does not wait for it", async () => {
+    const a = candidate("hanging", "a");
+    await waitFor(() => a.elector.isLeading(), "a leads");
+    cluster.emu.faults.latencyMs("*", 10_000);
+    await waitFor(() => a.events.length === 2, "a steps down");
+    assert.match(a.events[1]!, /renew deadline passed/);
+    const since = performance.now();
+    await a.stop();
+    assert.ok(performance.now() - since < 2 * 1000 + 500, "each call is given up after the renew deadline");
+  });
+
   test("isLeading() checks the clock itself: a paused process does not lead on after the deadline", async () => {
     let skew = 0;
     const a = candidate("paused", "a", { monotonic: () => performance.now() + skew });
