@@ -4,6 +4,7 @@
 import type { BackoffOptions } from "./backoff.ts";
 import type { CtrlTlsFiles } from "./ctrl-transport.ts";
 import type { LeaderElectionOptions } from "./leader-election.ts";
+import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
 import type { PruneOptions } from "./prune.ts";
 import type { Target } from "./target.ts";
 
@@ -61,6 +62,10 @@ export interface AgentTunables {
   leaderElect: boolean;
   /** Leader election's timing and Lease. Default 15 s / 10 s / 2 s (client-go's), Lease `flotilla-agent-<region>` in the pod's namespace. */
   leaderElection: LeaderElectionOptions;
+  /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
+  namespaces: NamespaceRules;
+  /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
+  ownershipRecheckMs: number;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
   listen: string | undefined;
   /** Where the agent logs. Default: stderr, prefixed `agent[<region>]: `. */
@@ -92,6 +97,8 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   prune: { maxFraction: 0.5, force: false },
   leaderElect: false,
   leaderElection: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000, namespace: undefined, name: undefined, identity: undefined },
+  namespaces: DEFAULT_NAMESPACE_RULES,
+  ownershipRecheckMs: 30_000,
   listen: undefined,
   log: undefined,
 });

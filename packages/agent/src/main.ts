@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startAgent } from "./agent.ts";
 import { AGENT_DEFAULTS, type AgentConfig } from "./config.ts";
+import { parseGlobList } from "./namespaces.ts";
 import { RenderTarget } from "./targets/render.ts";
 import type { Target } from "./target.ts";
 
@@ -36,6 +37,9 @@ const FLAGS = {
   "leader-elect-retry-period": { type: "string", default: formatDuration(AGENT_DEFAULTS.leaderElection.retryPeriodMs), help: "interval of acquire and renew attempts (renew deadline > 1.2× it)" },
   "leader-elect-resource-namespace": { type: "string", help: "namespace of the Lease (default: the pod's namespace, else default)" },
   "leader-elect-resource-name": { type: "string", help: "name of the Lease (default flotilla-agent-<region>)" },
+  "allowed-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.allowed.join(","), help: "comma-separated globs of the namespaces the agent may write into" },
+  "denied-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.denied.join(","), help: "comma-separated globs of namespaces refused even if allowed" },
+  "ownership-recheck-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.ownershipRecheckMs), help: "how often an object that exists but is not the agent's is checked again" },
   listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /healthz, /readyz and /metrics" },
   help: { type: "boolean", default: false, help: "show this help" },
 } as const;
@@ -103,6 +107,9 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   if (!(maxFraction >= 0 && maxFraction <= 1)) throw new Error("--prune-max-fraction must be within 0..1");
   const refreshPerSecond = Number(text("refresh-per-second"));
   if (!(refreshPerSecond > 0)) throw new Error("--refresh-per-second must be a positive number");
+  const namespaces = { allowed: parseGlobList(text("allowed-namespaces")!), denied: parseGlobList(text("denied-namespaces")!) };
+  const ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
+  if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
 
   const leaderElect = flags["leader-elect"] === true;
   const leaderElection = {
@@ -150,6 +157,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     prune: { maxFraction, force: flags["force-prune"] === true },
     leaderElect,
     leaderElection,
+    namespaces,
+    ownershipRecheckMs,
     listen: text("listen")!,
   };
 }

@@ -25,6 +25,7 @@ import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
 import { nodeRequestKey, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
+import type { ValidationOptions } from "./validate.ts";
 import { deploymentService } from "./services/deployment-service.ts";
 import { DEFAULT_STATUS_OPTIONS, type StatusOptions } from "./status/region-status.ts";
 import { ChangePoller } from "./streaming/poller.ts";
@@ -51,6 +52,8 @@ export interface CtrlOptions {
   /** How often the outbox retention job runs. */
   retentionIntervalMs?: number;
   status?: Partial<StatusOptions>;
+  /** System namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway. Default none. */
+  allowedSystemNamespaces?: readonly string[];
   /** Serve TLS with these files (re-read when they change); with a client CA, ClusterService requires mTLS. */
   tls?: TlsFiles;
   /** SPIFFE trust domain of agent certificates. Default "flotilla". */
@@ -103,6 +106,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const apiNames = new Set(API_SERVICES.map((s) => s.typeName));
   const streamOptions = { ...DEFAULT_STREAM_OPTIONS, ...options.stream };
   const statusOptions = { ...DEFAULT_STATUS_OPTIONS, ...options.status };
+  const validation: ValidationOptions = { allowedSystemNamespaces: new Set(options.allowedSystemNamespaces ?? []) };
   const poller = new ChangePoller(
     store.changes,
     { intervalMs: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, readLimit: 1000 },
@@ -115,9 +119,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
 
   const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions);
   const routes = (router: ConnectRouter) => {
-    router.service(DeploymentService, deploymentService(store, statusOptions));
-    router.service(SentinelService, sentinelService(store, statusOptions));
-    router.service(NetworkPolicyService, networkPolicyService(store));
+    router.service(DeploymentService, deploymentService(store, statusOptions, validation));
+    router.service(SentinelService, sentinelService(store, statusOptions, validation));
+    router.service(NetworkPolicyService, networkPolicyService(store, validation));
     router.service(RegionService, regionService(store, statusOptions));
     router.service(ClusterService, cluster);
     router.service(ServerReflection, reflectionService(served));
