@@ -96,6 +96,8 @@ export class LeaderElector {
   #observed: { record: LeaseRecord; resourceVersion: string | undefined; at: number } | undefined;
   /** While leading: the epoch, and the start of the last successful renew (monotonic). */
   #leading: { epoch: number; renewedAt: number; deadline: NodeJS.Timeout } | undefined;
+  /** Lease calls failed in a row (not counting conflicts). */
+  #failures = 0;
   /** Aborted by stepDown(): ends the current renew loop. */
   #stepDown = new AbortController();
 
@@ -187,22 +189,30 @@ export class LeaderElector {
         if (!(error instanceof ApiException && error.code === 404)) throw error;
         const created = await this.#bounded(this.#api.createNamespacedLease({ namespace, body: toLease(name, ours, undefined) }));
         this.#observe(ours, created.metadata?.resourceVersion, started);
+        this.#failures = 0;
         return { epoch: 0, started };
       }
       const old = fromLease(lease);
       if (!sameRecord(old, this.#observed?.record)) this.#observe(old, lease.metadata?.resourceVersion, started);
       else this.#observed!.resourceVersion = lease.metadata?.resourceVersion;
       const heldByOther = old.holderIdentity !== "" && old.holderIdentity !== identity;
-      if (heldByOther && this.#observed!.at + old.leaseDurationSeconds * 1000 > this.#monotonic()) return undefined;
+      if (heldByOther && this.#observed!.at + old.leaseDurationSeconds * 1000 > this.#monotonic()) {
+        this.#failures = 0;
+        return undefined;
+      }
       const next: LeaseRecord =
         old.holderIdentity === identity ? { ...ours, acquireTime: old.acquireTime, leaseTransitions: old.leaseTransitions } : { ...ours, leaseTransitions: old.leaseTransitions + 1 };
       if (signal.aborted) return undefined;
       const updated = await this.#bounded(this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, next, lease.metadata?.resourceVersion) }));
       this.#observe(next, updated.metadata?.resourceVersion, started);
+      this.#failures = 0;
       return { epoch: next.leaseTransitions, started };
     } catch (error) {
       if (error instanceof ApiException && error.code === 409) return undefined; // another candidate wrote first
-      log(`leader election: ${this.#leading ? "renewing" : "acquiring"} lease ${namespace}/${name} failed: ${messageOf(error)}`);
+      // Logged at first and then every tenth time: a standby without access retries for ever.
+      if (++this.#failures <= 3 || this.#failures % 10 === 0) {
+        log(`leader election: ${this.#leading ? "renewing" : "acquiring"} lease ${namespace}/${name} failed (${this.#failures}× in a row): ${messageOf(error)}`);
+      }
       return undefined;
     }
   }
