@@ -34,6 +34,18 @@ export const CTRL_OPTIONS = [
   { flag: "retention-max-age-s", env: "FLOTILLA_RETENTION_MAX_AGE_S", default: String(7 * 24 * 3600), description: "outbox rows older than this are pruned (0: keep)" },
   { flag: "allowed-system-namespaces", env: "FLOTILLA_ALLOWED_SYSTEM_NAMESPACES", default: "", description: "comma-separated system namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway" },
   { flag: "retention-max-rows", env: "FLOTILLA_RETENTION_MAX_ROWS", default: "0", description: "outbox rows kept per region at most (0: no limit)" },
+  // Bounds: no client can stall the others (see connection-bounds.ts, send-timeout.ts).
+  { flag: "stream-send-timeout-ms", env: "FLOTILLA_STREAM_SEND_TIMEOUT_MS", default: "60000", description: "a stream whose client reads nothing for this long is reset (gRPC: RESOURCE_EXHAUSTED)" },
+  { flag: "snapshot-concurrency", env: "FLOTILLA_SNAPSHOT_CONCURRENCY", default: "6", description: "SyncDesiredState snapshots reading the database at once (keep below the MySQL pool of 10)" },
+  { flag: "snapshot-read-ahead-bytes", env: "FLOTILLA_SNAPSHOT_READ_AHEAD_BYTES", default: String(64 * 1024 * 1024), description: "bytes all SyncDesiredState snapshots together read ahead of their clients; a snapshot within it frees its connection at once" },
+  { flag: "token-lookup-concurrency", env: "FLOTILLA_TOKEN_LOOKUP_CONCURRENCY", default: "2", description: "agent-token lookups in the database at once (the rest wait; keeps pool connections for other calls)" },
+  { flag: "first-request-timeout-ms", env: "FLOTILLA_FIRST_REQUEST_TIMEOUT_MS", default: "10000", description: "a new connection must send its first request (HTTP/2: preface and a stream; TLS: finish its handshake) within this" },
+  { flag: "idle-timeout-ms", env: "FLOTILLA_IDLE_TIMEOUT_MS", default: "300000", description: "an HTTP/2 connection with no open stream for this long gets GOAWAY" },
+  { flag: "max-concurrent-streams", env: "FLOTILLA_MAX_CONCURRENT_STREAMS", default: "1000", description: "concurrent streams per HTTP/2 connection" },
+  { flag: "max-resets-per-second", env: "FLOTILLA_MAX_RESETS_PER_SECOND", default: "100", description: "stream resets a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)" },
+  { flag: "max-pings-per-second", env: "FLOTILLA_MAX_PINGS_PER_SECOND", default: "10", description: "HTTP/2 pings a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)" },
+  { flag: "http1-headers-timeout-ms", env: "FLOTILLA_HTTP1_HEADERS_TIMEOUT_MS", default: "10000", description: "HTTP/1.1: time to receive a request's headers" },
+  { flag: "http1-request-timeout-ms", env: "FLOTILLA_HTTP1_REQUEST_TIMEOUT_MS", default: "60000", description: "HTTP/1.1: time to receive a whole request (at least the headers timeout)" },
 ] as const satisfies readonly OptionSpec[];
 
 export type Config<Specs extends readonly OptionSpec[]> = { [S in Specs[number] as S["flag"]]: string };
