@@ -66,7 +66,8 @@ function sessionPool() {
       return s;
     },
     close: () => {
-      for (const s of sessions) s.destroy();
+      // Sparse: only the slots used so far hold a session.
+      for (const s of sessions) s?.destroy();
     },
   };
 }
