@@ -2,7 +2,7 @@
 // bench/b7-agent-memory.ts (fork, --expose-gc) so the benchmark's own memory stays out of the
 // measurement. Reports over IPC once the first complete snapshot was dispatched and the queue
 // drained: timings and process.memoryUsage() after forced GCs; then waits for "shutdown".
-import { RenderTarget, startAgent } from "@flotilla/agent";
+import { createLogger, RenderTarget, startAgent } from "@flotilla/agent";
 
 export interface AgentChildConfig {
   ctrlUrl: string;
@@ -64,7 +64,7 @@ const agent = await startAgent({
   token: config.token,
   target: new RenderTarget({ dir: config.renderDir, region: config.region }),
   concurrency: config.concurrency,
-  log: (message) => logLines.push(message),
+  log: createLogger({ write: (line) => logLines.push(line) }),
 });
 await agent.ready;
 const readyMs = since();

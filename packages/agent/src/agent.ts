@@ -78,7 +78,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
         await reconciler.prune(version);
       } catch (error) {
         // The next full sync prunes again; the watch must not wait for the cluster.
-        log(`prune failed: ${messageOf(error)}`);
+        log.error(`prune failed: ${messageOf(error)}`, { version });
       }
       isReady = true;
       ready.resolve();
@@ -168,7 +168,7 @@ function workers(config: ResolvedAgentConfig, queue: WorkQueue, handle: (key: st
   return {
     name: "workers",
     start() {
-      working = dispatch(queue, handle, { concurrency: config.concurrency, onHandlerError: (key, error) => config.log(`reconcile ${key}: ${messageOf(error)}`) });
+      working = dispatch(queue, handle, { concurrency: config.concurrency, onHandlerError: (key, error) => config.log.error(`reconcile failed: ${messageOf(error)}`, { resource: key }) });
     },
     async stop() {
       queue.shutDown();

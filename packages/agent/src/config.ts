@@ -1,6 +1,7 @@
 // The agent's configuration: one object, every field documented with its default, the defaults
 // in one place (AGENT_DEFAULTS). startAgent() builds every part from it; the CLI (main.ts) maps
 // flags and environment variables onto it.
+import { createLogger, type Logger } from "@flotilla/runtime";
 import type { BackoffOptions } from "./backoff.ts";
 import type { CtrlTlsFiles } from "./ctrl-transport.ts";
 import type { PruneOptions } from "./prune.ts";
@@ -54,15 +55,15 @@ export interface AgentTunables {
   prune: PruneOptions;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
   listen: string | undefined;
-  /** Where the agent logs. Default: stderr, prefixed `agent[<region>]: `. */
-  log: ((message: string) => void) | undefined;
+  /** Where the agent logs; every line carries the region. Default: text lines on stderr, level info. */
+  log: Logger | undefined;
 }
 
 /** An agent's configuration as given: the identity, and any tunables to override. */
 export type AgentConfig = AgentIdentity & Partial<Omit<AgentTunables, "prune">> & { prune?: Partial<PruneOptions> };
 
 /** An agent's configuration with every default filled in. */
-export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: (message: string) => void };
+export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: Logger };
 
 export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   concurrency: 8,
@@ -87,6 +88,6 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
 /** `config` with every absent field set to its default. */
 export function resolveConfig(config: AgentConfig): ResolvedAgentConfig {
   const given = Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined));
-  const log = config.log ?? ((message: string) => console.error(`agent[${config.region}]: ${message}`));
+  const log = (config.log ?? createLogger({ fields: { process: "agent" } })).child({ region: config.region });
   return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, log } as ResolvedAgentConfig;
 }

@@ -7,6 +7,7 @@
 // * RESYNC_REQUIRED (cursor past the outbox retention, or ahead of a restored database) → full sync.
 // * No message at all (events or bookmarks) for 3× the bookmark interval → the stream is dead.
 // * A full sync runs periodically anyway (jittered), as a safety net.
+import type { Logger } from "@flotilla/runtime";
 import type { Client } from "@connectrpc/connect";
 import { ConnectError } from "@connectrpc/connect";
 import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
@@ -31,7 +32,7 @@ export interface ConnectionOptions {
   /** ctrl's bookmark interval: a stream silent for 3× this long is treated as dead. */
   bookmarkIntervalMs: number;
   reconnectBackoff: BackoffOptions;
-  log: (message: string) => void;
+  log: Logger;
 }
 
 /** Why we aborted a stream ourselves (the abort reason of its signal). */
@@ -87,7 +88,7 @@ export class Connection {
           }
           reason = interrupted ?? classify(error);
           if (reason === "resync_required") syncNeeded = true;
-          log(`ctrl stream: ${reason}: ${error instanceof Error ? error.message : String(error)}`);
+          log.warn(`ctrl stream: ${reason}: ${error instanceof Error ? error.message : String(error)}`, { reason });
         } finally {
           signal.removeEventListener("abort", stopStream);
         }

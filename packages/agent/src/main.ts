@@ -3,6 +3,7 @@
 // (--ctrl-url → FLOTILLA_AGENT_CTRL_URL); flags win. Defaults come from AGENT_DEFAULTS.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { createLogger, logOptions } from "@flotilla/runtime";
 import { startAgent } from "./agent.ts";
 import { AGENT_DEFAULTS, type AgentConfig } from "./config.ts";
 import { RenderTarget } from "./targets/render.ts";
@@ -30,7 +31,9 @@ const FLAGS = {
   "heartbeat-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs), help: "how often the agent reports its applied version to ctrl" },
   "prune-max-fraction": { type: "string", default: String(AGENT_DEFAULTS.prune.maxFraction), help: "prune refuses to delete more than this fraction of managed objects" },
   "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
-  listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /healthz, /readyz and /metrics" },
+  listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /livez, /healthz, /readyz and /metrics" },
+  "log-format": { type: "string", default: "text", help: "json (one object a line) | text" },
+  "log-level": { type: "string", default: "info", help: "debug | info | warn | error" },
   help: { type: "boolean", default: false, help: "show this help" },
 } as const;
 
@@ -124,6 +127,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     heartbeatIntervalMs: parseDuration(text("heartbeat-interval")!),
     prune: { maxFraction, force: flags["force-prune"] === true },
     listen: text("listen")!,
+    log: createLogger({ ...logOptions(text("log-format")!, text("log-level")!), fields: { process: "agent" } }),
   };
 }
 
@@ -143,12 +147,14 @@ async function main(): Promise<void> {
     return;
   }
   const { region, ctrlUrl } = config;
+  const log = config.log!.child({ region });
   const agent = await startAgent(config);
-  console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
-  void agent.ready.then(() => console.error(`agent[${region}]: first complete sync dispatched, ready`));
+  log.info(`health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
+  void agent.ready.then(() => log.info("first complete sync dispatched, ready"));
   const shutdown = async (signal: string) => {
-    console.error(`agent[${region}]: ${signal}, stopping`);
+    log.info(`${signal}, stopping`);
     await agent.stop();
+    log.info("stopped");
     process.exit(0);
   };
   process.once("SIGINT", () => void shutdown("SIGINT"));

@@ -1,5 +1,6 @@
 // One work-queue run of one key: read the newest desired state from the table, make the target
 // follow it, record the outcome, and choose the retry (client-go's processNextWorkItem).
+import type { Logger } from "@flotilla/runtime";
 import { desiredResource, type DesiredTable, type ReapplyReason } from "./desired-table.ts";
 import { jittered } from "./backoff.ts";
 import type { AgentMetrics } from "./metrics.ts";
@@ -12,7 +13,7 @@ export interface ReconcilerDeps {
   queue: RateLimitingQueue;
   target: Target;
   metrics: AgentMetrics;
-  log: (message: string) => void;
+  log: Logger;
   /**
    * The live resourceVersions of a key's objects (by describeObject() name), if known: a
    * re-apply that moves one of them corrected drift (counted in drift_corrections_total).
@@ -72,6 +73,8 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions }:
       if (drifted) table.requestReapply(key, drifted);
       if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });
       metrics.reconciles.inc({ type, op, result: "success" });
+      // Debug: a full sync applies thousands; failures are the lines worth keeping (warn/error).
+      log.debug(op === "apply" ? "applied" : "deleted", { resource: key, version });
       queue.forget(key);
     } catch (error) {
       timer();
@@ -84,13 +87,13 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions }:
         // sooner when a new desired version arrives (add() pulls the key forward).
         const delay = jittered(queue.backoff.maxMs, 0.1);
         queue.addAfter(key, delay);
-        log(`${op} ${key}@${version} rejected (retry in ${Math.round(delay / 1000)} s or on a new version): ${failure.message}`);
+        log.error(`${op} rejected (retry in ${Math.round(delay / 1000)} s or on a new version): ${failure.message}`, { resource: key, version });
         return;
       }
       // 409 conflicts, 429 (Retry-After is the floor), 5xx and network errors: back off and retry.
       const delay = queue.addRateLimited(key, failure.retryAfterMs);
       if (queue.failures(key) <= 3 || queue.failures(key) % 10 === 0) {
-        log(`${op} ${key}@${version} failed (attempt ${queue.failures(key)}, retry in ${Math.round(delay)} ms): ${failure.message}`);
+        log.warn(`${op} failed (attempt ${queue.failures(key)}, retry in ${Math.round(delay)} ms): ${failure.message}`, { resource: key, version });
       }
     }
   };

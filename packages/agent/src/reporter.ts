@@ -9,6 +9,7 @@
 // * requestFullSet() (after each (re)connect to ctrl) resends every observation once, marked
 //   `full_set`, in batches.
 // * A failed call is retried with backoff; its observations stay pending meanwhile.
+import type { Logger } from "@flotilla/runtime";
 import { toBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
@@ -31,7 +32,7 @@ export interface ReporterOptions {
   /** Observations per call. Default 500. */
   maxBatch?: number;
   metrics: AgentMetrics;
-  log: (message: string) => void;
+  log: Logger;
 }
 
 export const DEFAULT_MAX_BATCH = 500;
@@ -98,7 +99,7 @@ export class Reporter {
         metrics.reportErrors.inc();
         this.#requeue(batch);
         const delay = backoffDelay(failures++, { minMs: reportIntervalMs, maxMs: Math.max(reportIntervalMs, heartbeatIntervalMs) });
-        if (failures <= 3 || failures % 10 === 0) log(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
+        if (failures <= 3 || failures % 10 === 0) log.warn(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
         await sleep(delay, signal);
       }
     }

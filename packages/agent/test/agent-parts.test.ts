@@ -2,6 +2,7 @@
 // flags onto it, start in order / stop in reverse, the Reconciler against a scripted target, the
 // drift corrector on a table, the observer against the emulator.
 import { describe, test } from "node:test";
+import { silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -35,7 +36,7 @@ describe("AgentConfig", () => {
     assert.deepEqual(resolved.retryBackoff, AGENT_DEFAULTS.retryBackoff);
     assert.deepEqual(resolved.prune, { maxFraction: AGENT_DEFAULTS.prune.maxFraction, force: true });
     assert.equal(resolved.listen, undefined);
-    assert.equal(typeof resolved.log, "function");
+    assert.equal(typeof resolved.log.warn, "function");
     for (const field of Object.keys(AGENT_DEFAULTS)) assert.ok(field in resolved, `${field} resolved`);
   });
 
@@ -133,7 +134,7 @@ describe("Reconciler", () => {
   function build(target: Target) {
     const table = new DesiredTable(() => {});
     const queue = new RateLimitingQueue(new KeyQueue(), { backoff: { minMs: 1000, maxMs: 1000 }, random: () => 1 });
-    const reconciler = newReconciler({ table, queue, target, metrics: new AgentMetrics(), log: () => {}, prune: AGENT_DEFAULTS.prune });
+    const reconciler = newReconciler({ table, queue, target, metrics: new AgentMetrics(), log: silentLogger, prune: AGENT_DEFAULTS.prune });
     return { table, queue, reconciler };
   }
 
@@ -204,7 +205,7 @@ describe("Observer", () => {
       backoff: { minMs: 10, maxMs: 100 },
       onChange: (change) => changes.push(change.key),
       onRestart: () => {},
-      log: () => {},
+      log: silentLogger,
     });
     const running = observer.run(stopping.signal);
     try {
