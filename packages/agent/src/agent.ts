@@ -22,7 +22,9 @@ import type { ObjectChange, Observer } from "./observer.ts";
 import { dispatch } from "./queue/dispatch.ts";
 import { WorkQueue } from "./queue.ts";
 import { newReconciler } from "./reconciler.ts";
+import { Readiness } from "./readiness.ts";
 import { Reporter } from "./reporter.ts";
+import type { PooledKubeConfig } from "./targets/kubernetes.ts";
 import { APPLIED_KINDS } from "./watched-kinds.ts";
 
 export interface Agent {
@@ -49,16 +51,18 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     settleMs: config.settleMs,
     maxHoldMs: config.maxHoldMs,
     onCoalesced: () => metrics.coalesced.inc(),
+    metrics: metrics.queue,
   });
   const table = new DesiredTable((key) => {
     queue.add(key);
     statusChanged.emit(key);
   });
-  metrics.collectFrom({ queueDepth: () => queue.length, desiredCounts: () => table.counts() });
+  const readiness = new Readiness();
+  metrics.collectFrom({ queueDepth: () => queue.length, desiredCounts: () => table.counts(), readiness: () => readiness.conditions() });
   const client = ctrlClient(config);
   // With a cluster target, the observer watches what the cluster really runs (for status and
   // drift correction); a render target has nothing to watch.
-  const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged) : undefined;
+  const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged, readiness) : undefined;
   const observer = observing?.observer;
   const reconciler = newReconciler({ table, queue, target, metrics, log, prune: config.prune, liveVersions: (key) => observer?.liveVersions(key) ?? new Map() });
   const ready = Promise.withResolvers<void>();
@@ -95,6 +99,9 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     log,
   });
   statusChanged.add((key) => reporter.touch(key));
+  readiness
+    .add("connected", () => (connection.connected ? undefined : "no open watch stream to ctrl"))
+    .add("synced", () => (isReady ? undefined : "waiting for the first complete sync"));
   connected.add(() => reporter.requestFullSet());
 
   let health: HealthServer | undefined;
@@ -105,7 +112,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
         if (config.listen === undefined) return;
         health = await serveHealth(config.listen, {
           registry: metrics.registry,
-          notReady: () => (isReady ? undefined : "waiting for the first complete sync"),
+          notReady: () => readiness.notReady(),
         });
       },
       stop: () => health?.close(),
@@ -142,8 +149,24 @@ function ctrlClient({ ctrlUrl, token, tls, log }: ResolvedAgentConfig): Client<t
  * The observer and the drift corrector it feeds. The observer module (and with it
  * @kubernetes/client-node, some 80 MB of RSS) is loaded only here.
  */
-async function observe(config: ResolvedAgentConfig, table: DesiredTable, metrics: AgentMetrics, statusChanged: Listeners<string>): Promise<{ observer: Observer; drift: DriftCorrector }> {
+async function observe(
+  config: ResolvedAgentConfig,
+  table: DesiredTable,
+  metrics: AgentMetrics,
+  statusChanged: Listeners<string>,
+  readiness: Readiness,
+): Promise<{ observer: Observer; drift: DriftCorrector }> {
   const { Observer } = await import("./observer.ts");
+  // A PooledKubeConfig (the CLI's) reports every request: counted, and the last one says whether the cluster answers.
+  const requests = (config.target.kubeConfig as Partial<PooledKubeConfig>).requests;
+  if (requests) {
+    let unreachable: string | undefined = "no answer from the Kubernetes API yet";
+    requests.add(({ method, code, host, broken }) => {
+      if (!broken) metrics.restClientRequests.inc({ code, method, host });
+      unreachable = code === "<error>" ? `the Kubernetes API at ${host} does not answer` : undefined;
+    });
+    readiness.add("cluster", () => unreachable);
+  }
   const drift = new DriftCorrector({ table, region: config.region, metrics, refreshIntervalMs: config.refreshIntervalMs, refreshPerSecond: config.refreshPerSecond });
   const observer = new Observer({
     kubeConfig: config.target.kubeConfig!,

@@ -52,6 +52,7 @@ export class Connection {
   #fullSyncTimer: NodeJS.Timeout | undefined;
   /** Aborts the stream open now. */
   #current: AbortController | undefined;
+  #connected = false;
 
   constructor(options: ConnectionOptions) {
     this.#options = options;
@@ -59,6 +60,11 @@ export class Connection {
 
   get cursor(): number {
     return this.#cursor;
+  }
+
+  /** Whether the last call to ctrl succeeded: a full sync completed or a watch stream delivered, and none failed since. */
+  get connected(): boolean {
+    return this.#connected;
   }
 
   /** Runs until `signal` aborts. */
@@ -76,6 +82,7 @@ export class Connection {
           if (syncNeeded) {
             await this.#fullSync(stream.signal);
             syncNeeded = false;
+            this.#connected = true;
           }
           await this.#watch(stream.signal);
           reason = "closed";
@@ -92,10 +99,12 @@ export class Connection {
         } finally {
           signal.removeEventListener("abort", stopStream);
         }
+        this.#connected = false;
         metrics.reconnects.inc({ reason });
         await sleep(backoffDelay(this.#failures++, reconnectBackoff), signal);
       }
     } finally {
+      this.#connected = false;
       clearTimeout(this.#fullSyncTimer);
     }
   }
@@ -142,6 +151,7 @@ export class Connection {
         watchdog.reset();
         if (first) {
           first = false;
+          this.#connected = true;
           this.#options.onConnected?.();
         }
         for (const event of response.events) {

@@ -3,7 +3,7 @@
 import type { Logger } from "@flotilla/runtime";
 import { desiredResource, type DesiredTable, type ReapplyReason } from "./desired-table.ts";
 import { jittered } from "./backoff.ts";
-import type { AgentMetrics } from "./metrics.ts";
+import { QUEUE_NAME, type AgentMetrics } from "./metrics.ts";
 import { prune, type PruneOptions, type PruneResult } from "./prune.ts";
 import type { RateLimitingQueue } from "./queue/rate-limiting-queue.ts";
 import { TargetError, type AppliedVersions, type Target } from "./target.ts";
@@ -81,7 +81,7 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions }:
       const failure = error instanceof TargetError ? error : new TargetError(error instanceof Error ? error.message : String(error));
       table.markError(key, version, failure.message);
       metrics.reconciles.inc({ type, op, result: "error" });
-      metrics.retries.inc();
+      metrics.retries.inc({ name: QUEUE_NAME });
       if (failure.permanent) {
         // The same request fails the same way: try again only after the longest backoff, or
         // sooner when a new desired version arrives (add() pulls the key forward).
