@@ -14,7 +14,7 @@ export interface OptionSpec {
 
 export const CTRL_OPTIONS = [
   { flag: "database-url", env: "FLOTILLA_DATABASE_URL", default: DEFAULT_DATABASE_URL, description: "sqlite:<path> (embedded) or mysql://user:pass@host:port/db" },
-  { flag: "listen", env: "FLOTILLA_LISTEN", default: "127.0.0.1:7070", description: "host:port for Connect, gRPC and gRPC-Web (TLS or h2c, and HTTP/1.1), /healthz, /metrics" },
+  { flag: "listen", env: "FLOTILLA_LISTEN", default: "127.0.0.1:7070", description: "host:port for Connect, gRPC and gRPC-Web (TLS or h2c, and HTTP/1.1), /livez, /healthz, /readyz, /metrics" },
   { flag: "tls-cert", env: "FLOTILLA_TLS_CERT", default: "", description: "PEM certificate (chain) to serve TLS with; re-read when the file changes" },
   { flag: "tls-key", env: "FLOTILLA_TLS_KEY", default: "", description: "PEM private key of --tls-cert; re-read when the file changes" },
   { flag: "client-ca", env: "FLOTILLA_CLIENT_CA", default: "", description: "PEM CA(s): ClusterService calls must present a client certificate chaining to it and naming their region (needs TLS)" },
@@ -25,6 +25,7 @@ export const CTRL_OPTIONS = [
   { flag: "admin-token", env: "FLOTILLA_ADMIN_TOKEN", default: "", description: "operator bearer token (as a flag it shows in the process list: prefer the file or the env var); when neither is set one is generated into .flotilla/admin-token" },
   { flag: "token-recheck-ms", env: "FLOTILLA_TOKEN_RECHECK_MS", default: "500", description: "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this" },
   { flag: "token-cache-size", env: "FLOTILLA_TOKEN_CACHE_SIZE", default: "10000", description: "agent tokens cached per kind (known, unknown) at most, least recently used dropped first" },
+  { flag: "readiness-timeout-ms", env: "FLOTILLA_READINESS_TIMEOUT_MS", default: "2000", description: "/readyz fails when the database has not answered within this long" },
   { flag: "read-max-bytes", env: "FLOTILLA_READ_MAX_BYTES", default: String(4 * 1024 * 1024), description: "largest request message accepted" },
   { flag: "poll-interval-ms", env: "FLOTILLA_POLL_INTERVAL_MS", default: "200", description: "change poller interval: latency bound for writes made by other ctrl replicas" },
   { flag: "bookmark-interval-ms", env: "FLOTILLA_BOOKMARK_INTERVAL_MS", default: "5000", description: "idle watch streams get a bookmark this often" },

@@ -39,6 +39,7 @@ try {
     tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
     tokenRecheckMs: positiveInt("token-recheck-ms", config["token-recheck-ms"]),
     metricsListen: config["metrics-listen"] || undefined,
+    readinessTimeoutMs: positiveInt("readiness-timeout-ms", config["readiness-timeout-ms"]),
   };
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
     console.error("ctrl: warning: --admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_ADMIN_TOKEN");

@@ -62,6 +62,8 @@ export interface CtrlOptions {
   tokenRecheckMs?: number;
   /** host:port of a separate /metrics, /healthz and /readyz listener; the public port then serves no /metrics. */
   metricsListen?: string;
+  /** /readyz asks the database; it answers 503 when no answer came within this long. Default 2 s. */
+  readinessTimeoutMs?: number;
   log?: (message: string) => void;
 }
 
@@ -69,6 +71,7 @@ export const DEFAULT_POLL_INTERVAL_MS = 200;
 export const DEFAULT_RETENTION: RetentionPolicy = { maxAgeMs: 7 * 24 * 3600 * 1000, maxRows: 0 };
 
 export const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
+export const DEFAULT_READINESS_TIMEOUT_MS = 2000;
 
 export interface Ctrl {
   url: string;
@@ -147,7 +150,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
   });
-  const checks = { registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) };
+  const unhealthy = () => (draining.signal.aborted ? "draining" : undefined);
+  const checks = { registry: metrics.registry, unhealthy, notReady: readiness(store, unhealthy, options.readinessTimeoutMs ?? DEFAULT_READINESS_TIMEOUT_MS) };
   // With --metrics-listen, /metrics is served there only (health on both).
   const health = healthEndpoints(options.metricsListen ? { ...checks, registry: undefined } : checks);
   const connectHandler = connectNodeAdapter({
@@ -195,6 +199,23 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       listener.destroy();
       await Promise.all([listener.closed, metricsListener?.close()]);
     },
+  };
+}
+
+/**
+ * /readyz: not while draining, nor while the database does not answer within `timeoutMs` or its
+ * schema is behind. Probes arriving while a check runs share it (one query however many probe).
+ */
+function readiness(store: Store, unhealthy: () => string | undefined, timeoutMs: number): () => Promise<string | undefined> {
+  let running: Promise<string | undefined> | undefined;
+  return () => {
+    const problem = unhealthy();
+    if (problem) return Promise.resolve(problem);
+    running ??= Promise.race([
+      store.unavailable(),
+      new Promise<string>((resolve) => setTimeout(resolve, timeoutMs, `database unreachable: no answer within ${timeoutMs} ms`).unref()),
+    ]).finally(() => (running = undefined));
+    return running;
   };
 }
 
