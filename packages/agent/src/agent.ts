@@ -195,7 +195,13 @@ function workers(config: ResolvedAgentConfig, queue: WorkQueue, handle: (key: st
     },
     async stop() {
       queue.shutDown();
-      await working;
+      // Applies in flight finish (a half-applied resource would wait for the next agent), within a deadline.
+      const deadline = Promise.withResolvers<"deadline">();
+      const timer = setTimeout(() => deadline.resolve("deadline"), config.shutdownTimeoutMs);
+      if ((await Promise.race([working, deadline.promise])) === "deadline") {
+        config.log.warn(`stopping with reconciles still in flight after ${config.shutdownTimeoutMs} ms`);
+      }
+      clearTimeout(timer);
     },
   };
 }

@@ -53,6 +53,8 @@ export interface AgentTunables {
   refreshPerSecond: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune: PruneOptions;
+  /** On stop: how long reconciles in flight may take to finish before the agent stops without them. Default 30 s. */
+  shutdownTimeoutMs: number;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
   listen: string | undefined;
   /** Where the agent logs; every line carries the region. Default: text lines on stderr, level info. */
@@ -81,6 +83,7 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   refreshIntervalMs: 30 * 60_000,
   refreshPerSecond: 20,
   prune: { maxFraction: 0.5, force: false },
+  shutdownTimeoutMs: 30_000,
   listen: undefined,
   log: undefined,
 });

@@ -31,6 +31,7 @@ const FLAGS = {
   "heartbeat-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs), help: "how often the agent reports its applied version to ctrl" },
   "prune-max-fraction": { type: "string", default: String(AGENT_DEFAULTS.prune.maxFraction), help: "prune refuses to delete more than this fraction of managed objects" },
   "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
+  "shutdown-timeout": { type: "string", default: formatDuration(AGENT_DEFAULTS.shutdownTimeoutMs), help: "on SIGTERM: how long applies in flight may take to finish" },
   listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /livez, /healthz, /readyz and /metrics" },
   "log-format": { type: "string", default: "text", help: "json (one object a line) | text" },
   "log-level": { type: "string", default: "info", help: "debug | info | warn | error" },
@@ -126,6 +127,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     reportIntervalMs: parseDuration(text("report-interval")!),
     heartbeatIntervalMs: parseDuration(text("heartbeat-interval")!),
     prune: { maxFraction, force: flags["force-prune"] === true },
+    shutdownTimeoutMs: parseDuration(text("shutdown-timeout")!),
     listen: text("listen")!,
     log: createLogger({ ...logOptions(text("log-format")!, text("log-level")!), fields: { process: "agent" } }),
   };

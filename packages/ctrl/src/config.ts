@@ -32,6 +32,8 @@ export const CTRL_OPTIONS = [
   { flag: "watch-buffer-events", env: "FLOTILLA_WATCH_BUFFER_EVENTS", default: "10000", description: "events a watch stream may queue before it is ended with CONSUMER_TOO_SLOW" },
   { flag: "status-stale-after-ms", env: "FLOTILLA_STATUS_STALE_AFTER_MS", default: "30000", description: "statuses of a region whose agent has not reported for this long are marked stale" },
   { flag: "retention-max-age-s", env: "FLOTILLA_RETENTION_MAX_AGE_S", default: String(7 * 24 * 3600), description: "outbox rows older than this are pruned (0: keep)" },
+  { flag: "log-format", env: "FLOTILLA_LOG_FORMAT", default: "text", description: "json (one object a line) | text" },
+  { flag: "log-level", env: "FLOTILLA_LOG_LEVEL", default: "info", description: "debug | info | warn | error" },
   { flag: "retention-max-rows", env: "FLOTILLA_RETENTION_MAX_ROWS", default: "0", description: "outbox rows kept per region at most (0: no limit)" },
 ] as const satisfies readonly OptionSpec[];
 

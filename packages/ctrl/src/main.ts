@@ -2,6 +2,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
+import { createLogger, logOptions, type Logger } from "@flotilla/runtime";
 import { parseListen } from "@flotilla/runtime";
 import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
@@ -9,12 +10,15 @@ import type { TlsFiles } from "./tls.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
 
+// Until the flags are read, text at info.
+let log: Logger = createLogger({ fields: { process: "ctrl" } });
 try {
   const config = parseConfig(CTRL_OPTIONS, process.argv.slice(2));
   if (config === "help") {
     process.stdout.write(usage("pnpm ctrl", CTRL_OPTIONS));
     process.exit(0);
   }
+  log = createLogger({ ...logOptions(config["log-format"], config["log-level"]), fields: { process: "ctrl" } });
   const { host, port } = parseListen(config.listen);
   const options = {
     readMaxBytes: positiveInt("read-max-bytes", config["read-max-bytes"]),
@@ -42,27 +46,27 @@ try {
     readinessTimeoutMs: positiveInt("readiness-timeout-ms", config["readiness-timeout-ms"]),
   };
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
-    console.error("ctrl: warning: --admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_ADMIN_TOKEN");
+    log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_ADMIN_TOKEN");
   }
   const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
   const store = await Store.open(config["database-url"]);
-  const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security });
+  const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security, log });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
-  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
+  log.info(`serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    console.error(`ctrl: ${signal}, draining`);
+    log.info(`${signal}, draining`);
     await ctrl.shutdown();
     await store.close();
-    console.error("ctrl: stopped");
+    log.info("stopped");
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
 } catch (error) {
-  console.error(`ctrl: ${error instanceof Error ? error.message : String(error)}`);
+  log.error(error instanceof Error ? error.message : String(error));
   process.exit(1);
 }
 
@@ -71,7 +75,7 @@ function localAdminToken(): string {
   if (existsSync(ADMIN_TOKEN_FILE)) {
     const token = readFileSync(ADMIN_TOKEN_FILE, "utf8").trim();
     if (token) {
-      console.error(`ctrl: admin token from ${ADMIN_TOKEN_FILE}`);
+      log.info(`admin token from ${ADMIN_TOKEN_FILE}`);
       return token;
     }
   }
@@ -79,7 +83,7 @@ function localAdminToken(): string {
   mkdirSync(".flotilla", { recursive: true });
   writeFileSync(ADMIN_TOKEN_FILE, token + "\n", { mode: 0o600 });
   // Never the token itself: logs are collected and kept; the file is readable by its owner only.
-  console.error(`ctrl: generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
+  log.info(`generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
   return token;
 }
 

@@ -1,6 +1,7 @@
 // Prometheus metrics of a ctrl process: process metrics, RPCs by procedure and code, durations.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { Logger } from "@flotilla/runtime";
 
 export class CtrlMetrics {
   readonly registry = new Registry();
@@ -101,18 +102,25 @@ export class CtrlMetrics {
   }
 
   /**
-   * Counts every RPC once it has finished, including streams and failures. `mapError`
-   * turns what handlers throw into what the client gets; doing both in one wrapper keeps
-   * the per-message cost of streams to a single generator layer.
+   * Counts and logs every RPC once it has finished, including streams and failures. `mapError`
+   * turns what handlers throw into what the client gets; doing it all in one wrapper keeps
+   * the per-message cost of streams to a single generator layer. Log levels: writes info,
+   * failures warn, reads and streams that end as expected (ok, canceled, unavailable) debug.
    */
-  interceptor(mapError: (error: unknown) => unknown): Interceptor {
+  interceptor(mapError: (error: unknown) => unknown, log: Logger): Interceptor {
     return (next) => async (req) => {
       const procedure = `${req.service.typeName}/${req.method.name}`;
       const started = performance.now();
+      // The region a request names (agent streams, region calls), for the log line.
+      const region = req.stream ? undefined : (req.message as { region?: unknown }).region;
       const done = (error?: unknown) => {
         const code = error === undefined ? "ok" : codeName(ConnectError.from(error).code);
+        const seconds = (performance.now() - started) / 1000;
         this.requests.inc({ procedure, code });
-        this.requestDuration.observe({ procedure }, (performance.now() - started) / 1000);
+        this.requestDuration.observe({ procedure }, seconds);
+        const level = !EXPECTED_ENDS.has(code) ? "warn" : code === "ok" && WRITE.test(req.method.name) ? "info" : "debug";
+        const message = code === "ok" ? procedure : `${procedure}: ${ConnectError.from(error).rawMessage}`;
+        log[level](message, { code, ms: Math.round(seconds * 1000), region: typeof region === "string" && region ? region : undefined });
       };
       let res;
       try {
@@ -145,6 +153,9 @@ export class CtrlMetrics {
     };
   }
 }
+
+const EXPECTED_ENDS = new Set(["ok", "canceled", "unavailable"]);
+const WRITE = /^(Create|Update|Delete|Archive|Revoke|Set|Put)/;
 
 function codeName(code: Code): string {
   return Code[code]!.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();

@@ -11,14 +11,14 @@ import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
 import type { RetentionPolicy, Store } from "@flotilla/store";
-import { healthEndpoints, serveHealth } from "@flotilla/runtime";
+import { createLogger, healthEndpoints, serveHealth, type Logger } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { AgentStreams } from "./agent-streams.ts";
 import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
-import { toConnectError } from "./errors.ts";
+import { connectErrors } from "./errors.ts";
 import { DEFAULT_FIRST_BYTES_TIMEOUT_MS, listenDual, type DualListener } from "./listener.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
@@ -64,7 +64,8 @@ export interface CtrlOptions {
   metricsListen?: string;
   /** /readyz asks the database; it answers 503 when no answer came within this long. Default 2 s. */
   readinessTimeoutMs?: number;
-  log?: (message: string) => void;
+  /** Where ctrl logs. Default: text lines on stderr, level info. */
+  log?: Logger;
 }
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
@@ -98,7 +99,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
         "Give --tls-cert and --tls-key, or --insecure if a TLS-terminating proxy is in front.",
     );
   }
-  const log = options.log ?? ((message: string) => console.error(`ctrl: ${message}`));
+  const log = options.log ?? createLogger({ fields: { process: "ctrl" } });
   const metrics = new CtrlMetrics();
   const draining = new AbortController();
   const served = [...API_SERVICES, ServerReflection, Health];
@@ -110,10 +111,11 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     { intervalMs: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, readLimit: 1000 },
     metrics,
     lostStreamError,
+    log,
   );
   poller.start();
   const stopWaking = store.onCommit(() => poller.wake());
-  const retention = startRetention(store, options.retention ?? DEFAULT_RETENTION, options.retentionIntervalMs ?? 60_000);
+  const retention = startRetention(store, options.retention ?? DEFAULT_RETENTION, options.retentionIntervalMs ?? 60_000, log);
 
   const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions);
   const routes = (router: ConnectRouter) => {
@@ -138,7 +140,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     onAgentStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
-  const interceptors = [metrics.interceptor(toConnectError), auth.interceptor];
+  const interceptors = [metrics.interceptor(connectErrors(log), log), auth.interceptor];
   // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
@@ -224,7 +226,7 @@ export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number): NodeJS.Timeout {
+function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number, log: Logger): NodeJS.Timeout {
   let running = false;
   const timer = setInterval(async () => {
     if (running) return;
@@ -232,7 +234,7 @@ function startRetention(store: Store, policy: RetentionPolicy, intervalMs: numbe
     try {
       await store.changes.prune(policy, Date.now());
     } catch (error) {
-      console.error(`ctrl: outbox retention: ${error instanceof Error ? error.message : String(error)}`);
+      log.error(`outbox retention: ${error instanceof Error ? error.message : String(error)}`);
     } finally {
       running = false;
     }
