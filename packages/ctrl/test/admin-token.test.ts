@@ -49,7 +49,7 @@ test("--admin-token-file is read; --admin-token warns that it shows in the proce
     assert.match(fromFile, /serving on/);
     assert.ok(!fromFile.includes("file-token-secret"));
     const fromFlag = await runCtrl(dir, ["--admin-token", "flag-token-secret"]);
-    assert.match(fromFlag, /warning: --admin-token shows the token/);
+    assert.match(fromFlag, / WARN --admin-token shows the token/);
     assert.ok(!fromFlag.includes("flag-token-secret"));
   } finally {
     rmSync(dir, { recursive: true, force: true });
