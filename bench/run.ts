@@ -94,7 +94,7 @@ try {
 function revision(): string {
   const git = (...a: string[]) => execFileSync("git", a, { cwd: fileURLToPath(new URL("..", import.meta.url)), encoding: "utf8" }).trim();
   try {
-    const dirty = git("status", "--porcelain", "--", "packages/ctrl", "packages/store", "packages/proto", "migrations") !== "";
+    const dirty = git("status", "--porcelain", "--", "packages/ctrl", "packages/store", "packages/proto") !== "";
     const agentBench = only.some((name) => name === "B6" || name === "B7");
     const agentDirty = agentBench && git("status", "--porcelain", "--", "packages/agent", "packages/k8s-emulator") !== "";
     const changed = [dirty ? "ctrl/store" : "", agentDirty ? "agent/emulator" : ""].filter(Boolean).join(" and ");

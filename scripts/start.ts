@@ -81,7 +81,7 @@ await run("agent", [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"], ["--ctrl
 
 // The admin token is shown here, on the terminal of the person who started the stack (it is
 // read from its file); ctrl itself never logs it.
-const BUF = TLS ? `buf curl --cacert ${pki.caCert}` : "buf curl --http2-prior-knowledge";
+const BUF = TLS ? `pnpm exec buf curl --cacert ${pki.caCert}` : "pnpm exec buf curl --http2-prior-knowledge";
 const mtlsLines = TLS
   ? `  # ClusterService needs a region certificate (mTLS):
   ${BUF} --cert ${agentCert.cert} --key ${agentCert.key} -H "$AUTH" $CTRL/ctrl.v1.ClusterService/SyncDesiredState -d '{"region":"local"}'
@@ -89,14 +89,15 @@ const mtlsLines = TLS
   : "";
 console.log(`
 Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
+Region \`${REGION}\` and an agent token for it are created; the agent above uses them. Try:
 
   export ADMIN_TOKEN=${adminToken}
   CTRL=${CTRL}; AUTH="Authorization: Bearer $ADMIN_TOKEN"
   ${BUF} $CTRL --list-services
   ${BUF} -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/CreateDeployment \\
-    -d '{"deployment":{"id":"web","namespace":"demo","image":"nginx:1.27","port":80,"regions":[{"region":"local","replicas":2}]}}'
+    -d '{"deployment":{"id":"web","namespace":"demo","image":"nginx:1.27","port":80,"regions":[{"region":"${REGION}","replicas":2}]}}'
   ${BUF} -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/GetDeployment -d '{"id":"web"}'
 ${mtlsLines}  curl -s http://127.0.0.1:7072/apis/apps/v1/namespaces/demo/deployments/web
 
-(buf is \`pnpm exec buf\` inside this repository.) Ctrl-C stops everything.
+(Shorter: alias buf='pnpm exec buf'.) Ctrl-C stops everything.
 `);

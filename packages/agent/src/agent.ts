@@ -64,7 +64,17 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
   // drift correction); a render target has nothing to watch.
   const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged, readiness) : undefined;
   const observer = observing?.observer;
-  const reconciler = newReconciler({ table, queue, target, metrics, log, prune: config.prune, liveVersions: (key) => observer?.liveVersions(key) ?? new Map() });
+  const reconciler = newReconciler({
+    table,
+    queue,
+    target,
+    metrics,
+    log,
+    prune: config.prune,
+    liveVersions: (key) => observer?.liveVersions(key) ?? new Map(),
+    namespaces: config.namespaces,
+    ownershipRecheckMs: config.ownershipRecheckMs,
+  });
   const ready = Promise.withResolvers<void>();
   let isReady = false;
   const connection = new Connection({

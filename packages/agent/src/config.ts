@@ -4,6 +4,7 @@
 import { createLogger, type Logger } from "@flotilla/runtime";
 import type { BackoffOptions } from "./backoff.ts";
 import type { CtrlTlsFiles } from "./ctrl-transport.ts";
+import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
 import type { PruneOptions } from "./prune.ts";
 import type { Target } from "./target.ts";
 
@@ -53,6 +54,10 @@ export interface AgentTunables {
   refreshPerSecond: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune: PruneOptions;
+  /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
+  namespaces: NamespaceRules;
+  /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
+  ownershipRecheckMs: number;
   /** On stop: how long reconciles in flight may take to finish before the agent stops without them. Default 30 s. */
   shutdownTimeoutMs: number;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
@@ -83,6 +88,8 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   refreshIntervalMs: 30 * 60_000,
   refreshPerSecond: 20,
   prune: { maxFraction: 0.5, force: false },
+  namespaces: DEFAULT_NAMESPACE_RULES,
+  ownershipRecheckMs: 30_000,
   shutdownTimeoutMs: 30_000,
   listen: undefined,
   log: undefined,

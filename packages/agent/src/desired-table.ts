@@ -135,6 +135,13 @@ export class DesiredTable {
     return true;
   }
 
+  /** Runs a failed entry now rather than after its backoff, e.g. because the object in its way changed. */
+  retryNow(key: string): boolean {
+    if (this.#entries.get(key)?.status !== "error") return false;
+    this.#onChange(key);
+    return true;
+  }
+
   /**
    * Records a successful reconcile of `version`. A finished delete leaves the table (it only
    * holds what should exist or is still to be removed).

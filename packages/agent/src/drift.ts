@@ -4,11 +4,13 @@
 // * Event-driven: an observer change of a managed object whose resource is desired and settled
 //   re-applies the resource when the object was deleted, or when a field the agent applies no
 //   longer has the applied value. Only the agent's own fields are compared (its manifest must be
-//   contained in the live object), so fields of other field managers (an added label) are left
-//   alone — and server-side apply leaves them alone too.
+//   contained in the live object, in the API server's canonical form: see compare.ts), so fields
+//   of other field managers (an added label) are left alone — and server-side apply leaves them
+//   alone too.
 // * Periodic refresh: a resource whose last successful apply is older than `refreshIntervalMs` is
 //   re-applied, at most `refreshPerSecond` resources per second (a safety net for missed events).
 import { sleep } from "./backoff.ts";
+import { containsCanonical } from "./compare.ts";
 import { desiredResource, type DesiredTable } from "./desired-table.ts";
 import { buildManifests, describeObject, tracksDesiredVersion, withoutDesiredVersion, type KubeObject } from "./manifests.ts";
 import type { AgentMetrics } from "./metrics.ts";
@@ -31,10 +33,16 @@ export class DriftCorrector {
     this.#options = options;
   }
 
-  /** Observer hook: re-applies the resource if `change` undid what the agent applied. */
+  /** Observer hook: re-applies the resource if `change` undid what the agent applied; retries it if it failed. */
   onChange({ key, object, previous }: ObjectChange): void {
     const { table, region } = this.#options;
     const entry = key === undefined ? undefined : table.get(key);
+    // A failed resource (e.g. an ownership conflict: another resource's labels on the object, or
+    // labels added for adoption) is checked again when its object changes, not only after its backoff.
+    if (entry?.status === "error" && object && !(previous && onlyStatusChanged(previous, object))) {
+      table.retryNow(entry.key);
+      return;
+    }
     if (!entry || entry.desired.kind !== "upsert" || entry.status !== "done" || entry.appliedVersion !== entry.version) return;
     const live = object ?? previous!;
     const wanted = buildManifests(desiredResource(entry.desired), region).apply.find((m) => describeObject(m) === describeObject(live));
@@ -45,7 +53,7 @@ export class DriftCorrector {
     }
     if (previous && onlyStatusChanged(previous, object)) return;
     // An object that does not track the desired version keeps the one it was last applied from.
-    if (!contains(object, tracksDesiredVersion(wanted) ? wanted : withoutDesiredVersion(wanted))) table.requestReapply(entry.key, "modified");
+    if (!containsCanonical(object, tracksDesiredVersion(wanted) ? wanted : withoutDesiredVersion(wanted))) table.requestReapply(entry.key, "modified");
   }
 
   /** Runs refresh rounds until `signal` aborts. */
@@ -84,17 +92,4 @@ function onlyStatusChanged(previous: KubeObject, object: KubeObject): boolean {
     JSON.stringify(previous.metadata.labels) === JSON.stringify(object.metadata.labels) &&
     JSON.stringify(previous.metadata.annotations) === JSON.stringify(object.metadata.annotations)
   );
-}
-
-/**
- * Whether every field of `wanted` has its value in `live` (extra fields in `live` are fine: they
- * belong to defaults or other field managers). List items are compared by position.
- */
-export function contains(live: unknown, wanted: unknown): boolean {
-  if (Array.isArray(wanted)) return Array.isArray(live) && wanted.every((item, i) => contains(live[i], item));
-  if (wanted !== null && typeof wanted === "object") {
-    if (live === null || typeof live !== "object" || Array.isArray(live)) return false;
-    return Object.entries(wanted).every(([field, value]) => contains((live as Record<string, unknown>)[field], value));
-  }
-  return live === wanted;
 }

@@ -17,5 +17,5 @@ export { TargetError, type ManagedObject, type Target } from "./target.ts";
 export { RenderTarget } from "./targets/render.ts";
 export { DriftCorrector, type DriftOptions } from "./drift.ts";
 export { clusterObservations, tableObservations, type ObservationSource } from "./observation.ts";
-export type { WatchedKind } from "./watched-kinds.ts";
+export { APPLIED_KINDS, type WatchedKind } from "./watched-kinds.ts";
 export { Reporter, type ReporterOptions } from "./reporter.ts";

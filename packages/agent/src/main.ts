@@ -6,6 +6,7 @@ import { parseArgs } from "node:util";
 import { createLogger, logOptions } from "@flotilla/runtime";
 import { startAgent } from "./agent.ts";
 import { AGENT_DEFAULTS, type AgentConfig } from "./config.ts";
+import { parseGlobList } from "./namespaces.ts";
 import { RenderTarget } from "./targets/render.ts";
 import type { Target } from "./target.ts";
 
@@ -31,6 +32,9 @@ const FLAGS = {
   "heartbeat-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs), help: "how often the agent reports its applied version to ctrl" },
   "prune-max-fraction": { type: "string", default: String(AGENT_DEFAULTS.prune.maxFraction), help: "prune refuses to delete more than this fraction of managed objects" },
   "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
+  "allowed-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.allowed.join(","), help: "comma-separated globs of the namespaces the agent may write into" },
+  "denied-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.denied.join(","), help: "comma-separated globs of namespaces refused even if allowed" },
+  "ownership-recheck-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.ownershipRecheckMs), help: "how often an object that exists but is not the agent's is checked again" },
   "shutdown-timeout": { type: "string", default: formatDuration(AGENT_DEFAULTS.shutdownTimeoutMs), help: "on SIGTERM: how long applies in flight may take to finish" },
   listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /livez, /healthz, /readyz and /metrics" },
   "log-format": { type: "string", default: "text", help: "json (one object a line) | text" },
@@ -100,6 +104,9 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   if (!(maxFraction >= 0 && maxFraction <= 1)) throw new Error("--prune-max-fraction must be within 0..1");
   const refreshPerSecond = Number(text("refresh-per-second"));
   if (!(refreshPerSecond > 0)) throw new Error("--refresh-per-second must be a positive number");
+  const namespaces = { allowed: parseGlobList(text("allowed-namespaces")!), denied: parseGlobList(text("denied-namespaces")!) };
+  const ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
+  if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
 
   let target: Target;
   if (text("target") === "kubernetes") {
@@ -127,6 +134,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     reportIntervalMs: parseDuration(text("report-interval")!),
     heartbeatIntervalMs: parseDuration(text("heartbeat-interval")!),
     prune: { maxFraction, force: flags["force-prune"] === true },
+    namespaces,
+    ownershipRecheckMs,
     shutdownTimeoutMs: parseDuration(text("shutdown-timeout")!),
     listen: text("listen")!,
     log: createLogger({ ...logOptions(text("log-format")!, text("log-level")!), fields: { process: "agent" } }),
@@ -150,7 +159,10 @@ async function main(): Promise<void> {
   }
   const { region, ctrlUrl } = config;
   const log = config.log!.child({ region });
-  const agent = await startAgent(config);
+  const agent = await startAgent(config).catch((error: Error) => {
+    log.error(error.message);
+    process.exit(1);
+  });
   log.info(`health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
   void agent.ready.then(() => log.info("first complete sync dispatched, ready"));
   const shutdown = async (signal: string) => {

@@ -71,25 +71,34 @@ function fromTable(key: string, entry: DesiredEntry | undefined): ResourceObserv
 
 interface DeploymentStatus {
   observedGeneration?: number;
+  replicas?: number;
   updatedReplicas?: number;
   readyReplicas?: number;
   availableReplicas?: number;
   conditions?: { type?: string; status?: string; reason?: string; message?: string }[];
 }
 
+/**
+ * The Deployment's status as the controller wrote it, with the generation it describes (ctrl
+ * judges the rollout as kstatus does).
+ */
 function fromDeployment(key: string, entry: DesiredEntry | undefined, live: KubeObject | undefined): ResourceObservation {
   const lastApplyError = entry?.error ?? "";
   if (!live) return create(ResourceObservationSchema, { ...identity(key), missing: true, lastApplyError });
   const spec = (live.spec ?? {}) as { replicas?: number; template?: { spec?: { containers?: { image?: string }[] } } };
   const status = (live.status ?? {}) as DeploymentStatus;
-  // A status written for an older generation describes the previous spec: nothing of the
-  // current spec is updated yet, and the old rollout's conditions no longer apply.
+  // A status written for an older generation describes the previous spec: nothing of the current
+  // spec is updated yet, and the old rollout's conditions no longer apply. (ctrl also compares the
+  // generations; this keeps the counts right for a ctrl that predates them.)
   const current = status.observedGeneration !== undefined && status.observedGeneration >= Number(live.metadata.generation ?? 1);
   return create(ResourceObservationSchema, {
     ...identity(key),
     appliedVersion: BigInt(Number(live.metadata.annotations?.[DESIRED_VERSION_ANNOTATION] ?? 0) || 0),
     observedImage: spec.template?.spec?.containers?.[0]?.image ?? "",
     desiredReplicas: spec.replicas ?? 1,
+    generation: BigInt(Number(live.metadata.generation ?? 1) || 1),
+    observedGeneration: BigInt(status.observedGeneration ?? 0),
+    replicas: status.replicas ?? 0,
     updatedReplicas: current ? (status.updatedReplicas ?? 0) : 0,
     readyReplicas: status.readyReplicas ?? 0,
     availableReplicas: status.availableReplicas ?? 0,

@@ -4,6 +4,7 @@ import type { Logger } from "@flotilla/runtime";
 import { desiredResource, type DesiredTable, type ReapplyReason } from "./desired-table.ts";
 import { jittered } from "./backoff.ts";
 import { QUEUE_NAME, type AgentMetrics } from "./metrics.ts";
+import { namespaceRefusal, type NamespaceRules } from "./namespaces.ts";
 import { prune, type PruneOptions, type PruneResult } from "./prune.ts";
 import type { RateLimitingQueue } from "./queue/rate-limiting-queue.ts";
 import { TargetError, type AppliedVersions, type Target } from "./target.ts";
@@ -19,6 +20,10 @@ export interface ReconcilerDeps {
    * re-apply that moves one of them corrected drift (counted in drift_corrections_total).
    */
   liveVersions?: (key: string) => AppliedVersions;
+  /** Namespaces the agent may write into; the others are refused (reported, not applied). */
+  namespaces: NamespaceRules;
+  /** Interval at which an ownership conflict is checked again (it clears once the object is removed or marked for adoption). */
+  ownershipRecheckMs: number;
 }
 
 /**
@@ -46,7 +51,7 @@ export function newReconciler(deps: ReconcilerDeps & { prune: PruneOptions }): R
   return { reconcile, prune: (snapshotVersion) => prune(deps, snapshotVersion, deps.prune) };
 }
 
-export function reconciler({ table, queue, target, metrics, log, liveVersions }: ReconcilerDeps): (key: string) => Promise<void> {
+export function reconciler({ table, queue, target, metrics, log, liveVersions, namespaces, ownershipRecheckMs }: ReconcilerDeps): (key: string) => Promise<void> {
   return async (key) => {
     const entry = table.get(key);
     if (!entry) return queue.forget(key);
@@ -62,6 +67,8 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions }:
     const op = desired.kind === "upsert" ? "apply" : "delete";
     const timer = metrics.reconcileDuration.startTimer({ type, op });
     try {
+      const refused = desired.kind === "upsert" ? namespaceRefusal(desiredResource(desired).namespace, namespaces) : undefined;
+      if (refused) throw new TargetError(refused, undefined, undefined, "namespace");
       const before = liveVersions?.(key);
       // A re-apply must restore every object: no object may be skipped as unchanged.
       const applied = desired.kind === "upsert" ? await target.apply(desiredResource(desired), reapply ? undefined : before) : await target.delete(desired.tombstone);
@@ -82,6 +89,13 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions }:
       table.markError(key, version, failure.message);
       metrics.reconciles.inc({ type, op, result: "error" });
       metrics.retries.inc({ name: QUEUE_NAME });
+      if (failure.refusal === "ownership") {
+        // Nothing we do changes the other owner's object: look again at a steady pace (sooner on
+        // a new desired version), not with the error backoff's first quick retries.
+        queue.addAfter(key, jittered(ownershipRecheckMs, 0.1));
+        if (entry.attempts === 1) log.warn(`${op} refused (checked again every ${ownershipRecheckMs / 1000} s): ${failure.message}`, { resource: key, version });
+        return;
+      }
       if (failure.permanent) {
         // The same request fails the same way: try again only after the longest backoff, or
         // sooner when a new desired version arrives (add() pulls the key forward).

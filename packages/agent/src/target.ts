@@ -61,22 +61,31 @@ export interface Target {
 }
 
 /**
+ * Why a call was refused rather than failed: `ownership`, an existing object is not the agent's
+ * (re-checked at the ownership recheck interval, it clears once the object is removed or marked
+ * for adoption); `namespace`, the resource's namespace is not allowed in this region (permanent).
+ */
+export type Refusal = "ownership" | "namespace";
+
+/**
  * A failed target call, with what the work queue needs to choose the retry: the HTTP status
- * (undefined for network errors) and the server's Retry-After.
+ * (undefined for network errors), the server's Retry-After, and whether it was a refusal.
  */
 export class TargetError extends Error {
   readonly statusCode: number | undefined;
   readonly retryAfterMs: number | undefined;
+  readonly refusal: Refusal | undefined;
 
-  constructor(message: string, statusCode?: number, retryAfterMs?: number) {
+  constructor(message: string, statusCode?: number, retryAfterMs?: number, refusal?: Refusal) {
     super(message);
     this.name = "TargetError";
     this.statusCode = statusCode;
     this.retryAfterMs = retryAfterMs;
+    this.refusal = refusal;
   }
 
-  /** Invalid requests (400 Bad Request, 415, 422 Invalid) fail the same way every time. */
+  /** Invalid requests (400 Bad Request, 415, 422 Invalid) and refused namespaces fail the same way every time. */
   get permanent(): boolean {
-    return this.statusCode === 400 || this.statusCode === 415 || this.statusCode === 422;
+    return this.statusCode === 400 || this.statusCode === 415 || this.statusCode === 422 || this.refusal === "namespace";
   }
 }

@@ -134,7 +134,16 @@ describe("Reconciler", () => {
   function build(target: Target) {
     const table = new DesiredTable(() => {});
     const queue = new RateLimitingQueue(new KeyQueue(), { backoff: { minMs: 1000, maxMs: 1000 }, random: () => 1 });
-    const reconciler = newReconciler({ table, queue, target, metrics: new AgentMetrics(), log: silentLogger, prune: AGENT_DEFAULTS.prune });
+    const reconciler = newReconciler({
+      table,
+      queue,
+      target,
+      metrics: new AgentMetrics(),
+      log: silentLogger,
+      prune: AGENT_DEFAULTS.prune,
+      namespaces: AGENT_DEFAULTS.namespaces,
+      ownershipRecheckMs: AGENT_DEFAULTS.ownershipRecheckMs,
+    });
     return { table, queue, reconciler };
   }
 

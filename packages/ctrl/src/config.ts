@@ -2,6 +2,7 @@
 // single source of --help and of the README's configuration table.
 import { parseArgs } from "node:util";
 import { DEFAULT_DATABASE_URL } from "@flotilla/store";
+import { SYSTEM_NAMESPACES } from "./validate.ts";
 
 export interface OptionSpec {
   flag: string;
@@ -34,6 +35,7 @@ export const CTRL_OPTIONS = [
   { flag: "retention-max-age-s", env: "FLOTILLA_RETENTION_MAX_AGE_S", default: String(7 * 24 * 3600), description: "outbox rows older than this are pruned (0: keep)" },
   { flag: "log-format", env: "FLOTILLA_LOG_FORMAT", default: "text", description: "json (one object a line) | text" },
   { flag: "log-level", env: "FLOTILLA_LOG_LEVEL", default: "info", description: "debug | info | warn | error" },
+  { flag: "allowed-system-namespaces", env: "FLOTILLA_ALLOWED_SYSTEM_NAMESPACES", default: "", description: "comma-separated system namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway" },
   { flag: "retention-max-rows", env: "FLOTILLA_RETENTION_MAX_ROWS", default: "0", description: "outbox rows kept per region at most (0: no limit)" },
 ] as const satisfies readonly OptionSpec[];
 
@@ -75,4 +77,12 @@ export function nonNegativeInt(flag: string, value: string): number {
   const n = Number(value);
   if (value.trim() === "" || !Number.isSafeInteger(n) || n < 0) throw new Error(`--${flag} ${JSON.stringify(value)}: expected a non-negative integer`);
   return n;
+}
+
+/** A comma-separated list of system namespaces ("" is none); anything else is a mistake worth an error. */
+export function systemNamespaceList(flag: string, value: string): string[] {
+  const names = value.split(",").map((name) => name.trim()).filter((name) => name !== "");
+  const unknown = names.find((name) => !(SYSTEM_NAMESPACES as readonly string[]).includes(name));
+  if (unknown !== undefined) throw new Error(`--${flag} ${JSON.stringify(unknown)}: expected some of ${SYSTEM_NAMESPACES.join(", ")}`);
+  return names;
 }

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
 import { createLogger, logOptions, type Logger } from "@flotilla/runtime";
 import { parseListen } from "@flotilla/runtime";
-import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, usage } from "./config.ts";
+import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, systemNamespaceList, usage } from "./config.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
 
@@ -28,6 +28,7 @@ try {
       watchBufferLimit: positiveInt("watch-buffer-events", config["watch-buffer-events"]),
     },
     status: { staleAfterMs: positiveInt("status-stale-after-ms", config["status-stale-after-ms"]) },
+    allowedSystemNamespaces: systemNamespaceList("allowed-system-namespaces", config["allowed-system-namespaces"]),
     retention: {
       maxAgeMs: nonNegativeInt("retention-max-age-s", config["retention-max-age-s"]) * 1000,
       maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),

@@ -2,7 +2,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
-import { compressionBrotli, connectNodeAdapter } from "@connectrpc/connect-node";
+import { compressionBrotli } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
@@ -20,10 +20,12 @@ import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { connectErrors } from "./errors.ts";
 import { DEFAULT_FIRST_BYTES_TIMEOUT_MS, listenDual, type DualListener } from "./listener.ts";
+import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
 import { nodeRequestKey, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
+import type { ValidationOptions } from "./validate.ts";
 import { deploymentService } from "./services/deployment-service.ts";
 import { DEFAULT_STATUS_OPTIONS, type StatusOptions } from "./status/region-status.ts";
 import { ChangePoller } from "./streaming/poller.ts";
@@ -50,6 +52,8 @@ export interface CtrlOptions {
   /** How often the outbox retention job runs. */
   retentionIntervalMs?: number;
   status?: Partial<StatusOptions>;
+  /** System namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway. Default none. */
+  allowedSystemNamespaces?: readonly string[];
   /** Serve TLS with these files (re-read when they change); with a client CA, ClusterService requires mTLS. */
   tls?: TlsFiles;
   /** SPIFFE trust domain of agent certificates. Default "flotilla". */
@@ -106,6 +110,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const apiNames = new Set(API_SERVICES.map((s) => s.typeName));
   const streamOptions = { ...DEFAULT_STREAM_OPTIONS, ...options.stream };
   const statusOptions = { ...DEFAULT_STATUS_OPTIONS, ...options.status };
+  const validation: ValidationOptions = { allowedSystemNamespaces: new Set(options.allowedSystemNamespaces ?? []) };
   const poller = new ChangePoller(
     store.changes,
     { intervalMs: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, readLimit: 1000 },
@@ -119,9 +124,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
 
   const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions);
   const routes = (router: ConnectRouter) => {
-    router.service(DeploymentService, deploymentService(store, statusOptions));
-    router.service(SentinelService, sentinelService(store, statusOptions));
-    router.service(NetworkPolicyService, networkPolicyService(store));
+    router.service(DeploymentService, deploymentService(store, statusOptions, validation));
+    router.service(SentinelService, sentinelService(store, statusOptions, validation));
+    router.service(NetworkPolicyService, networkPolicyService(store, validation));
     router.service(RegionService, regionService(store, statusOptions));
     router.service(ClusterService, cluster);
     router.service(ServerReflection, reflectionService(served));
@@ -156,7 +161,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const checks = { registry: metrics.registry, unhealthy, notReady: readiness(store, unhealthy, options.readinessTimeoutMs ?? DEFAULT_READINESS_TIMEOUT_MS) };
   // With --metrics-listen, /metrics is served there only (health on both).
   const health = healthEndpoints(options.metricsListen ? { ...checks, registry: undefined } : checks);
-  const connectHandler = connectNodeAdapter({
+  const connectHandler = nodeAdapter({
     routes,
     readMaxBytes,
     acceptCompression,
@@ -165,6 +170,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
     interceptors,
+    logError: (line) => console.error(`ctrl: ${line}`),
     async fallback(req, res) {
       if (await health(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" });

@@ -25,6 +25,19 @@ export const LIMITS = {
   resourceBytes: 256 * 1024,
 } as const;
 
+/**
+ * Namespaces refused unless --allowed-system-namespaces lists them: a workload there could
+ * replace cluster components (kube-*), and `default` is where strays collect.
+ */
+export const SYSTEM_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "default"] as const;
+
+export interface ValidationOptions {
+  /** System namespaces that resources may use anyway. */
+  allowedSystemNamespaces: ReadonlySet<string>;
+}
+
+export const DEFAULT_VALIDATION: ValidationOptions = { allowedSystemNamespaces: new Set() };
+
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 // After the distribution/reference grammar: [domain[:port]/]path[:tag][@digest].
 const DOMAIN = String.raw`(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?`;
@@ -38,6 +51,13 @@ export function dnsLabel(field: string, value: string): void {
   if (value === "") throw invalidArgument(field, "is required");
   if (value.length > 63 || !DNS1123_LABEL.test(value)) {
     throw invalidArgument(field, `${JSON.stringify(value.slice(0, 80))} is not a DNS-1123 label (lowercase letters, digits and '-', at most 63)`);
+  }
+}
+
+function namespace(field: string, value: string, options: ValidationOptions): void {
+  dnsLabel(field, value);
+  if ((SYSTEM_NAMESPACES as readonly string[]).includes(value) && !options.allowedSystemNamespaces.has(value)) {
+    throw invalidArgument(field, `${JSON.stringify(value)} is a system namespace, refused unless ctrl's --allowed-system-namespaces lists it`);
   }
 }
 
@@ -79,10 +99,10 @@ function required<T>(field: string, value: T | undefined): T {
   return value;
 }
 
-export function deployment(value: Deployment | undefined, field = "deployment"): Deployment {
+export function deployment(value: Deployment | undefined, options = DEFAULT_VALIDATION, field = "deployment"): Deployment {
   const d = required(field, value);
   dnsLabel(`${field}.id`, d.id);
-  dnsLabel(`${field}.namespace`, d.namespace);
+  namespace(`${field}.namespace`, d.namespace, options);
   image(`${field}.image`, d.image);
   command(`${field}.command`, d.command);
   env(`${field}.env`, d.env);
@@ -102,11 +122,11 @@ export function deployment(value: Deployment | undefined, field = "deployment"):
   return d;
 }
 
-export function sentinel(value: Sentinel | undefined, field = "sentinel"): Sentinel {
+export function sentinel(value: Sentinel | undefined, options = DEFAULT_VALIDATION, field = "sentinel"): Sentinel {
   const s = required(field, value);
   dnsLabel(`${field}.id`, s.id);
   dnsLabel(`${field}.region`, s.region);
-  dnsLabel(`${field}.namespace`, s.namespace);
+  namespace(`${field}.namespace`, s.namespace, options);
   image(`${field}.image`, s.image);
   bounded(`${field}.replicas`, s.replicas, LIMITS.replicas);
   bounded(`${field}.port`, s.port, 65535);
@@ -114,11 +134,11 @@ export function sentinel(value: Sentinel | undefined, field = "sentinel"): Senti
   return s;
 }
 
-export function networkPolicy(value: NetworkPolicy | undefined, field = "network_policy"): NetworkPolicy {
+export function networkPolicy(value: NetworkPolicy | undefined, options = DEFAULT_VALIDATION, field = "network_policy"): NetworkPolicy {
   const p = required(field, value);
   dnsLabel(`${field}.id`, p.id);
   dnsLabel(`${field}.region`, p.region);
-  dnsLabel(`${field}.namespace`, p.namespace);
+  namespace(`${field}.namespace`, p.namespace, options);
   const spec: JsonObject = required(`${field}.spec`, p.spec);
   if (Object.keys(spec).length === 0) throw invalidArgument(`${field}.spec`, "must not be empty");
   if (byteLength(JSON.stringify(spec)) > LIMITS.policySpecBytes) {

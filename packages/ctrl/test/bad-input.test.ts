@@ -24,6 +24,16 @@ const cases: Case[] = [
   { name: "64-char id", method: "DeploymentService/CreateDeployment", body: withDeployment({ id: "a".repeat(64) }), code: "invalid_argument", mentions: "deployment.id" },
   { name: "id with dot", method: "DeploymentService/CreateDeployment", body: withDeployment({ id: "a.b" }), code: "invalid_argument", mentions: "deployment.id" },
   { name: "namespace underscore", method: "DeploymentService/CreateDeployment", body: withDeployment({ namespace: "a_b" }), code: "invalid_argument", mentions: "deployment.namespace" },
+  ...["kube-system", "kube-public", "kube-node-lease", "default"].map((namespace) => ({
+    name: `system namespace ${namespace}`,
+    method: "DeploymentService/CreateDeployment",
+    body: withDeployment({ namespace }),
+    code: "invalid_argument",
+    mentions: "deployment.namespace",
+  })),
+  { name: "update into kube-system", method: "DeploymentService/UpdateDeployment", body: withDeployment({ namespace: "kube-system" }), code: "invalid_argument", mentions: "deployment.namespace" },
+  { name: "sentinel in kube-system", method: "SentinelService/CreateSentinel", body: { sentinel: { id: "gw", region: "local", namespace: "kube-system", image: "sentinel:1" } }, code: "invalid_argument", mentions: "sentinel.namespace" },
+  { name: "policy in default", method: "NetworkPolicyService/CreateNetworkPolicy", body: { networkPolicy: { id: "p", region: "local", namespace: "default", spec: { a: 1 } } }, code: "invalid_argument", mentions: "network_policy.namespace" },
   { name: "empty image", method: "DeploymentService/CreateDeployment", body: withDeployment({ image: "" }), code: "invalid_argument", mentions: "deployment.image" },
   { name: "image with uppercase path", method: "DeploymentService/CreateDeployment", body: withDeployment({ image: "Nginx:1" }), code: "invalid_argument", mentions: "deployment.image" },
   { name: "image with empty tag", method: "DeploymentService/CreateDeployment", body: withDeployment({ image: "nginx:" }), code: "invalid_argument", mentions: "deployment.image" },
@@ -127,6 +137,19 @@ for (const { db, skip } of await testDatabases()) {
         session.close();
       }
       assert.equal((await fetch(`${t.url}/healthz`)).status, 200);
+    });
+
+    test("a system namespace listed in allowedSystemNamespaces is accepted; the others still are not", async () => {
+      const allowing = await startTestCtrl(db, { allowedSystemNamespaces: ["kube-system"] });
+      try {
+        await allowing.store.regions.create("local");
+        const ok = await call(allowing, { name: "", method: "DeploymentService/CreateDeployment", body: withDeployment({ id: "sys", namespace: "kube-system" }), code: "" });
+        assert.equal(ok.code, undefined, ok.message);
+        const refused = await call(allowing, { name: "", method: "DeploymentService/CreateDeployment", body: withDeployment({ id: "sys2", namespace: "default" }), code: "" });
+        assert.equal(refused.code, "invalid_argument");
+      } finally {
+        await allowing.close();
+      }
     });
 
     test("agent token on the operator API → permission_denied", async () => {

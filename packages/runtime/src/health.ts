@@ -73,9 +73,12 @@ export async function serveHealth(listen: string, checks: HealthChecks): Promise
     if (!(await endpoints(req, res))) res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
   });
   await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
+    // One clear line for the usual case (the port is taken), not a system error's dump.
+    const failed = (error: NodeJS.ErrnoException) =>
+      reject(new Error(`--listen ${listen}: ${error.code === "EADDRINUSE" ? "address already in use" : error.message}`));
+    server.once("error", failed);
     server.listen(port, host, () => {
-      server.off("error", reject);
+      server.off("error", failed);
       resolve();
     });
   });

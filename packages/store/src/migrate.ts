@@ -1,11 +1,12 @@
-// Applies the versioned migrations of the top-level migrations/ directory.
+// Applies the versioned migrations of packages/store/migrations/ (shipped with the package,
+// so a production bundle of ctrl carries them).
 import { readdir } from "node:fs/promises";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { join } from "node:path";
 import type { Kysely } from "kysely";
 import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from "kysely/migration";
 
-const MIGRATIONS_DIR = fileURLToPath(new URL("../../../migrations/", import.meta.url));
+const MIGRATIONS_DIR = fileURLToPath(new URL("../migrations/", import.meta.url));
 
 const directoryProvider = (dir: string): MigrationProvider => ({
   async getMigrations() {

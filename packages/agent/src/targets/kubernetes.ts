@@ -1,5 +1,6 @@
 // The kubernetes target: server-side apply with the agent's field manager (forcing conflicts:
-// the agent owns these fields), deletes with Background propagation, prune listing by labels.
+// the agent owns these fields) onto objects that carry its ownership marks only, deletes of its
+// own objects with Background propagation, prune listing by labels.
 // An object that does not track the desired version (a Service) is not applied again while its
 // content is what this process last applied and the live object is still the one that apply wrote.
 import { createHash } from "node:crypto";
@@ -11,7 +12,6 @@ import {
   buildManifests,
   describeObject as describe,
   FIELD_MANAGER,
-  isManagedBy,
   managedSelector,
   ownedRefs,
   tracksDesiredVersion,
@@ -19,6 +19,9 @@ import {
   type KubeObject,
   type ObjectRef,
 } from "../manifests.ts";
+import { containsCanonical } from "../compare.ts";
+import { typeName } from "../keys.ts";
+import { isOwnedBy, ownershipConflict, type Owner } from "../ownership.ts";
 import { Listeners } from "../listeners.ts";
 import { managedObject, TargetError, type AppliedVersions, type ManagedObject, type Target } from "../target.ts";
 
@@ -30,6 +33,9 @@ const PRUNABLE_KINDS = [
 ];
 
 const LIST_PAGE_SIZE = 500;
+
+/** Read-check-write rounds of one object that may each lose a race (409) before the work queue retries. */
+const WRITE_ATTEMPTS = 3;
 
 type Dispatcher = NonNullable<ReturnType<RequestContext["getDispatcher"]>>;
 
@@ -162,12 +168,11 @@ export class KubernetesTarget implements Target {
 
   async apply(resource: DesiredResource, live?: AppliedVersions): Promise<AppliedVersions> {
     const { apply, absent } = buildManifests(resource, this.#region);
+    const owner: Owner = { region: this.#region, type: typeName(resource.type), id: resource.id };
     const applied: AppliedVersions = new Map();
     for (const object of apply) {
       if (object.kind === "Namespace") {
-        if (this.#ensuredNamespaces.has(object.metadata.name)) continue;
-        await this.#serverSideApply(object);
-        this.#ensuredNamespaces.add(object.metadata.name);
+        await this.#ensureNamespace(object);
         continue;
       }
       const name = describe(object);
@@ -179,22 +184,23 @@ export class KubernetesTarget implements Target {
       }
       this.#lastApplied.delete(name);
       try {
-        const written = await this.#serverSideApply(object);
+        const written = await this.#applyOwned(object, owner, live?.get(name));
         const resourceVersion = written.metadata?.resourceVersion ?? "";
         applied.set(name, resourceVersion);
         if (digest !== undefined) this.#lastApplied.set(name, { digest, resourceVersion });
       } catch (error) {
-        // The namespace was deleted behind our back: ensure it again on the retry.
-        if (error instanceof TargetError && error.statusCode === 404) this.#ensuredNamespaces.delete(resource.namespace);
+        // The namespace was deleted, or is being deleted, behind our back: ensure it again on the retry.
+        if (error instanceof TargetError && (error.statusCode === 404 || error.statusCode === 403)) this.#ensuredNamespaces.delete(resource.namespace);
         throw error;
       }
     }
-    for (const ref of absent) await this.#deleteManaged(ref);
+    for (const ref of absent) await this.#deleteManaged(ref, owner);
     return applied;
   }
 
   async delete(tombstone: ResourceTombstone): Promise<void> {
-    for (const ref of ownedRefs(tombstone.type, tombstone.namespace, tombstone.name)) await this.#deleteManaged(ref);
+    const owner: Owner = { region: this.#region, type: typeName(tombstone.type), id: tombstone.id };
+    for (const ref of ownedRefs(tombstone.type, tombstone.namespace, tombstone.name)) await this.#deleteManaged(ref, owner);
   }
 
   async listManaged(): Promise<ManagedObject[]> {
@@ -221,28 +227,93 @@ export class KubernetesTarget implements Target {
     return managed;
   }
 
-  async #serverSideApply(object: KubeObject): Promise<KubernetesObject> {
-    try {
-      return await this.#api.patch(object as KubernetesObject, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
-    } catch (error) {
-      throw targetError(error, `apply ${describe(object)}`);
+  /**
+   * Writes `object` unless the object already at its place is not the agent's (then a refusal
+   * naming the owner), and not at all when the live object already holds it (compared in
+   * canonical form: a no-op apply would cost a request per object per refresh). `cachedVersion`,
+   * the resourceVersion the observer last saw the object at, saves the read. The read and the
+   * write race with other writers, so the write is made to fail rather than overwrite an object
+   * that changed since the read, and is then retried from a new read:
+   *
+   * * existing (ours or marked for adoption): server-side apply, forced (the fields we apply are
+   *   ours), carrying the read's resourceVersion: the API server answers 409 Conflict if the
+   *   object was replaced or relabelled meanwhile.
+   * * absent: server-side apply, not forced. Apply cannot say "create only" (a resourceVersion on
+   *   a missing object does not stop the create), and a POST create would record our fields
+   *   under an Update entry of our manager that later applies cannot remove (a dropped env var
+   *   would stay forever). Not forced, an apply onto an object someone created since the read is
+   *   a 409 field conflict wherever their values differ from ours (a Helm object's
+   *   app.kubernetes.io/managed-by at least), so it is not taken over.
+   */
+  async #applyOwned(object: KubeObject, owner: Owner, cachedVersion: string | undefined): Promise<KubernetesObject> {
+    const wanted = tracksDesiredVersion(object) ? object : withoutDesiredVersion(object);
+    for (let attempt = 1; ; attempt++) {
+      // The observer's cache holds only objects labelled as this resource's in this region: at
+      // that resourceVersion the object was ours, and the precondition makes the apply fail if it
+      // is not that version any more. Otherwise, and after such a failure, read it.
+      const current = attempt === 1 && cachedVersion ? undefined : await this.#read(object);
+      const conflict = current && ownershipConflict(current, owner);
+      if (conflict) throw new TargetError(conflict, 409, undefined, "ownership");
+      if (current && containsCanonical(current, wanted)) return current;
+      const resourceVersion = current ? current.metadata?.resourceVersion : attempt === 1 ? cachedVersion : undefined;
+      const body = resourceVersion ? { ...object, metadata: { ...object.metadata, resourceVersion } } : object;
+      try {
+        return await this.#api.patch(body as KubernetesObject, undefined, undefined, FIELD_MANAGER, resourceVersion !== undefined, PatchStrategy.ServerSideApply);
+      } catch (error) {
+        if (isConflict(error) && attempt < WRITE_ATTEMPTS) continue;
+        throw targetError(error, `apply ${describe(object)}`);
+      }
     }
   }
 
-  /** Deletes the object only if it carries this region's managed labels (uid precondition: it is still that object). */
-  async #deleteManaged(ref: ObjectRef): Promise<void> {
-    const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } };
-    this.#lastApplied.delete(describe(header));
-    let live: KubernetesObject;
+  /**
+   * Makes sure the namespace exists, without writing to one that does: an existing namespace may
+   * belong to anyone (kube-system, another team), so only a namespace the agent creates carries
+   * its marks, and the agent never changes or deletes any namespace (docs/ownership-and-status.md says why).
+   */
+  async #ensureNamespace(object: KubeObject): Promise<void> {
+    const name = object.metadata.name;
+    if (this.#ensuredNamespaces.has(name)) return;
+    let current = await this.#read(object);
+    if (!current) {
+      try {
+        current = await this.#api.create(object as KubernetesObject, undefined, undefined, FIELD_MANAGER);
+      } catch (error) {
+        if (!isConflict(error)) throw targetError(error, `create namespace ${name}`);
+        current = await this.#read(object);
+      }
+    }
+    // A namespace being deleted refuses new objects (403 NamespaceTerminating): wait until it is
+    // gone, then create it anew. The work queue's backoff spaces the retries.
+    if (current?.metadata?.deletionTimestamp || (current as { status?: { phase?: string } } | undefined)?.status?.phase === "Terminating") {
+      throw new TargetError(`namespace ${name} is being terminated; waiting for it to be gone to create it again`, 403);
+    }
+    this.#ensuredNamespaces.add(name);
+  }
+
+  /** The live object, or undefined if it does not exist (or its kind is unknown to the cluster). */
+  async #read(ref: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }): Promise<KubernetesObject | undefined> {
+    const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.metadata.name, namespace: ref.metadata.namespace } };
     try {
-      live = await this.#api.read(header);
+      return await this.#api.read(header);
     } catch (error) {
-      if (isNotFound(error) || isUnknownKind(error)) return;
+      if (isNotFound(error) || isUnknownKind(error)) return undefined;
       throw targetError(error, `read ${describe(header)}`);
     }
-    if (!isManagedBy(live.metadata?.labels, this.#region)) return;
+  }
+
+  /**
+   * Deletes the object only if its labels say it is `owner`'s in this region. The preconditions
+   * (uid and resourceVersion of the read) make the delete fail (409) rather than remove an object
+   * that was replaced or relabelled since; the retry reads it again.
+   */
+  async #deleteManaged(ref: ObjectRef, owner: Owner): Promise<void> {
+    const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } };
+    this.#lastApplied.delete(describe(header));
+    const live = await this.#read(header);
+    if (!live || !isOwnedBy(live, owner)) return;
     try {
-      await this.#api.delete(header, undefined, undefined, undefined, undefined, "Background", { preconditions: { uid: live.metadata?.uid } });
+      await this.#api.delete(header, undefined, undefined, undefined, undefined, "Background", { preconditions: { uid: live.metadata?.uid, resourceVersion: live.metadata?.resourceVersion } });
     } catch (error) {
       if (isNotFound(error)) return;
       throw targetError(error, `delete ${describe(header)}`);
@@ -253,6 +324,10 @@ export class KubernetesTarget implements Target {
 /** Digest of what an apply of `object` would make of it, apart from the desired version. */
 function contentDigest(object: KubeObject): string {
   return createHash("sha1").update(JSON.stringify(withoutDesiredVersion(object))).digest("base64");
+}
+
+function isConflict(error: unknown): boolean {
+  return error instanceof ApiException && error.code === 409;
 }
 
 function isNotFound(error: unknown): boolean {

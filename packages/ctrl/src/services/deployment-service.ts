@@ -7,8 +7,8 @@ import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
 import { resourceCrud } from "./resource-crud.ts";
 
-export function deploymentService(store: Store, statusOptions: StatusOptions): ServiceImpl<typeof DeploymentService> {
-  const crud = resourceCrud(store.deployments, validate.deployment);
+export function deploymentService(store: Store, statusOptions: StatusOptions, validation: validate.ValidationOptions): ServiceImpl<typeof DeploymentService> {
+  const crud = resourceCrud(store.deployments, (resource) => validate.deployment(resource, validation));
   const withStatus = async (deployments: Deployment[]) => {
     const statuses = await statusesOf(store, ResourceType.DEPLOYMENT, deployments.map((d) => d.id), statusOptions);
     for (const d of deployments) d.status = statuses.get(d.id) ?? [];

@@ -5,8 +5,8 @@ import type { Store } from "@flotilla/store";
 import * as validate from "../validate.ts";
 import { resourceCrud } from "./resource-crud.ts";
 
-export function networkPolicyService(store: Store): ServiceImpl<typeof NetworkPolicyService> {
-  const crud = resourceCrud(store.networkPolicies, validate.networkPolicy);
+export function networkPolicyService(store: Store, validation: validate.ValidationOptions): ServiceImpl<typeof NetworkPolicyService> {
+  const crud = resourceCrud(store.networkPolicies, (resource) => validate.networkPolicy(resource, validation));
   return {
     createNetworkPolicy: async (req) => ({ networkPolicy: await crud.create(req.networkPolicy) }),
     getNetworkPolicy: async (req) => ({ networkPolicy: await crud.get(req.id) }),

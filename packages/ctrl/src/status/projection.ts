@@ -39,18 +39,40 @@ export function project({ desired, observation: obs, previous }: ProjectionInput
   const partial = obs.observedImage === "" && obs.conditions.length === 0;
   if (partial && previous?.phase === Phase.RUNNING) return previous;
 
-  const deadline = obs.conditions.find((c) => c.type === "Progressing" && c.status === "False" && c.reason === "ProgressDeadlineExceeded");
-  if (deadline) return { phase: Phase.FAILED, reason: `rollout deadline exceeded${deadline.message ? `: ${deadline.message}` : ""}` };
   const want = spec.value.replicas;
+  const image = spec.value.workload?.image ?? "";
+  return rollout(obs, want, image);
+}
+
+/**
+ * A Deployment's rollout as kstatus (cli-utils) and `kubectl rollout status` judge it: current
+ * only when the controller observed the latest generation and every desired replica is updated
+ * and available with no old replica left. A status of an older generation says nothing about
+ * the current spec: neither its deadline nor its counts apply.
+ */
+function rollout(obs: ResourceObservation, want: number, image: string): Projection {
+  // Agents that predate generation/replicas report 0 for them: read replicas as the updated ones
+  // and ready replicas as available (what those agents' counts meant).
+  const legacy = obs.generation === 0n;
+  const observed = legacy || obs.observedGeneration >= obs.generation;
+  const replicas = legacy ? obs.updatedReplicas : obs.replicas;
+  const available = legacy ? obs.readyReplicas : obs.availableReplicas;
+  const deadline = obs.conditions.find((c) => c.type === "Progressing" && c.status === "False" && c.reason === "ProgressDeadlineExceeded");
+  if (deadline && observed) return { phase: Phase.FAILED, reason: `rollout deadline exceeded${deadline.message ? `: ${deadline.message}` : ""}` };
   if (want === 0) {
     return obs.readyReplicas === 0
       ? { phase: Phase.STOPPED, reason: "scaled to zero" }
       : { phase: Phase.PROGRESSING, reason: `scaling to zero: ${obs.readyReplicas} replicas still ready` };
   }
-  const image = spec.value.workload?.image ?? "";
-  if (obs.observedImage === image && obs.readyReplicas >= want && obs.updatedReplicas >= want) {
-    return { phase: Phase.RUNNING, reason: `${want}/${want} replicas ready` };
-  }
-  const imageNote = obs.observedImage !== image ? `, rolling out ${image}` : "";
-  return { phase: Phase.PROGRESSING, reason: `${obs.readyReplicas}/${want} ready, ${obs.updatedReplicas}/${want} updated${imageNote}` };
+  const waiting: string[] = [];
+  if (!observed) waiting.push(`generation ${obs.generation} not yet observed (at ${obs.observedGeneration})`);
+  if (observed && obs.updatedReplicas < want) waiting.push(`${obs.updatedReplicas}/${want} updated`);
+  const old = replicas - obs.updatedReplicas;
+  if (observed && old > 0) waiting.push(`${old} old ${old === 1 ? "replica" : "replicas"} terminating`);
+  const surplus = obs.updatedReplicas - want;
+  if (observed && surplus > 0) waiting.push(`scaling down, ${surplus} surplus ${surplus === 1 ? "replica" : "replicas"} terminating`);
+  if (observed && (available < want || obs.readyReplicas < want)) waiting.push(`${Math.min(available, obs.readyReplicas)}/${want} available`);
+  if (obs.observedImage !== image) waiting.push(`rolling out ${image}`);
+  if (waiting.length === 0) return { phase: Phase.RUNNING, reason: `${want}/${want} replicas ready` };
+  return { phase: Phase.PROGRESSING, reason: waiting.join(", ") };
 }

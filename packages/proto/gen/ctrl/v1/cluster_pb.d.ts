@@ -250,6 +250,27 @@ export declare type ResourceObservation = Message<"ctrl.v1.ResourceObservation">
    * @generated from field: google.protobuf.Timestamp observed_at = 12;
    */
   observedAt?: Timestamp | undefined;
+
+  /**
+   * The Deployment's metadata.generation and status.observedGeneration: a status whose
+   * observed generation is below the generation describes an older spec. 0 from agents that
+   * predate these fields (ctrl then reads status.replicas as updated_replicas).
+   *
+   * @generated from field: int64 generation = 13;
+   */
+  generation: bigint;
+
+  /**
+   * @generated from field: int64 observed_generation = 14;
+   */
+  observedGeneration: bigint;
+
+  /**
+   * status.replicas: pods of every ReplicaSet, old ones until they terminate.
+   *
+   * @generated from field: int32 replicas = 15;
+   */
+  replicas: number;
 };
 
 /**

@@ -1,0 +1,49 @@
+// The agent's flags for namespaces and ownership: listed in --help with their environment
+// variables and defaults, and bad values rejected before anything starts.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { agentConfig } from "../src/main.ts";
+
+const agentMain = new URL("../src/main.ts", import.meta.url).pathname;
+const agent = (args: string[], env: Record<string, string> = {}) =>
+  spawnSync(process.execPath, [agentMain, ...args], { encoding: "utf8", env: { ...process.env, ...env }, timeout: 30_000 });
+
+test("agent --help lists the namespace and ownership flags with their defaults", () => {
+  const { stdout, status } = agent(["--help"]);
+  assert.equal(status, 0);
+  assert.match(stdout, /--allowed-namespaces .*\(default \*\)\n\s+env FLOTILLA_AGENT_ALLOWED_NAMESPACES/);
+  assert.match(stdout, /--denied-namespaces .*\(default kube-system,kube-public,kube-node-lease,default\)\n\s+env FLOTILLA_AGENT_DENIED_NAMESPACES/);
+  assert.match(stdout, /--ownership-recheck-interval .*\(default 30s\)\n\s+env FLOTILLA_AGENT_OWNERSHIP_RECHECK_INTERVAL/);
+});
+
+test("agent: a zero or malformed ownership recheck interval is refused (flag or environment)", () => {
+  for (const [args, env] of [
+    [["--ownership-recheck-interval", "0"], {}],
+    [[], { FLOTILLA_AGENT_OWNERSHIP_RECHECK_INTERVAL: "soon" }],
+  ] as const) {
+    const { stderr, status } = agent(["--region", "east", "--token", "t", "--target", "render", "--render-dir", "/nonexistent", ...args], env);
+    assert.equal(status, 2, stderr);
+    assert.match(stderr, /ownership-recheck-interval|invalid duration/);
+  }
+});
+
+test("agent: namespace lists and the recheck interval reach the config (flags, else environment, else defaults)", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "flotilla-cli-"));
+  try {
+    const base = ["--region", "east", "--token", "t", "--target", "render", "--render-dir", dir];
+    const defaults = await agentConfig(base, {});
+    assert.ok(defaults !== "help");
+    assert.deepEqual(defaults.namespaces, { allowed: ["*"], denied: ["kube-system", "kube-public", "kube-node-lease", "default"] });
+    assert.equal(defaults.ownershipRecheckMs, 30_000);
+    const given = await agentConfig([...base, "--allowed-namespaces", "team-*, shared", "--ownership-recheck-interval", "5s"], { FLOTILLA_AGENT_DENIED_NAMESPACES: "team-secret*" });
+    assert.ok(given !== "help");
+    assert.deepEqual(given.namespaces, { allowed: ["team-*", "shared"], denied: ["team-secret*"] });
+    assert.equal(given.ownershipRecheckMs, 5000);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,101 @@
+// The production bundles of deploy/Dockerfile, built with the Dockerfile's own commands
+// (deploy/build-bundle.sh, offline from the local pnpm store) and started with each image's
+// ENTRYPOINT, ENV and HEALTHCHECK outside the workspace: what the images contain runs, with no
+// container engine needed.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
+import { passesHealthcheck, readDockerfile, type Stage } from "./dockerfile.ts";
+import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
+
+const ADMIN_TOKEN = "bundle-test-admin-token";
+
+test("the images' bundles start ctrl, the agent and the emulator from the bundle alone", { timeout: 240_000 }, async (t) => {
+  const stages = readDockerfile();
+  const runtime = stages.get("runtime")!;
+  assert.match(runtime.user ?? "", /^[1-9]\d*:[1-9]\d*$/, "the runtime user is numeric and not root");
+  assert.equal(runtime.workdir, "/var/lib/flotilla");
+  assert.deepEqual(stages.get("agent")!.entrypoint, ["node", ...AGENT_NODE_FLAGS, "/app/src/main.ts"], "the agent image runs with AGENT_NODE_FLAGS");
+
+  const root = mkdtempSync(join(tmpdir(), "flotilla-bundle-"));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  assert.ok(relative(REPO_ROOT, root).startsWith(".."), "the bundle lives outside the workspace, out of reach of its node_modules");
+  const out = join(root, "out");
+  const data = join(root, "var-lib-flotilla");
+  mkdirSync(data);
+
+  // The pnpm the image gets through corepack: package.json's packageManager.
+  const { packageManager } = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { packageManager: string };
+  assert.equal(`pnpm@${execFileSync("pnpm", ["--version"], { encoding: "utf8" }).trim()}`, packageManager, "the bundles are built with the pinned pnpm");
+
+  // The builder stage's bundle command, with /out moved to the temporary directory.
+  const build = stages.get("builder")!.runs.find((run) => run.includes("deploy/build-bundle.sh"));
+  assert.ok(build, "the builder stage runs deploy/build-bundle.sh");
+  execFileSync("sh", ["-c", build.replaceAll("/out/", `${out}/`)], { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "pipe"] });
+
+  /** The image path `path` inside this test's directories. */
+  const local = (path: string) => path.replace(/^\/app(?=\/|$)/, "").replace(/^\/var\/lib\/flotilla/, data);
+  const processes: RunningProcess[] = [];
+  t.after(() => Promise.all(processes.map((p) => p.stop())));
+  /** Starts a target's ENTRYPOINT with its ENV (paths mapped) plus `env`; returns the URL it prints. */
+  async function start(target: string, env: Record<string, string>, ready: RegExp): Promise<{ process: RunningProcess; stage: Stage; url: string }> {
+    const stage = stages.get(target)!;
+    const copy = stage.copies.find((c) => c.destination === "/app");
+    assert.deepEqual(copy, { from: "builder", source: `/out/${target}`, destination: "/app" }, `${target} copies its bundle to /app`);
+    const bundle = join(out, target);
+    const mapped = (value: string) => (value.startsWith("/app") ? join(bundle, local(value)) : local(value));
+    const stageEnv = Object.fromEntries(Object.entries(stage.env).map(([key, value]) => [key, value.replace(/\/var\/lib\/flotilla/, data)]));
+    const started = startProcess(stage.entrypoint!.map(mapped), { env: { ...stageEnv, ...env }, cwd: local(stage.workdir!) });
+    processes.push(started);
+    const [, url] = await started.waitFor(ready);
+    return { process: started, stage, url: url! };
+  }
+  const healthy = (stage: Stage, env: Record<string, string>) => passesHealthcheck(stage.healthcheck!, { ...stage.env, ...env });
+  const hostPort = (url: string) => new URL(url).host;
+
+  // Production dependencies only: no compiler, buf, gRPC interop client or test-only workspace packages.
+  for (const target of ["ctrl", "agent", "k8s-emulator"]) {
+    const installed = readdirSync(join(out, target, "node_modules/.pnpm"));
+    assert.deepEqual(installed.filter((name) => /^(typescript|@bufbuild\+buf|@grpc\+grpc-js|@flotilla\+(testkit|ctrl|k8s-emulator)@)/.test(name)), [], `${target}'s bundle has no development packages`);
+  }
+
+  const kubeconfig = join(root, "kubeconfig");
+  const emulator = await start("k8s-emulator", { FLOTILLA_EMULATOR_LISTEN: "127.0.0.1:0", FLOTILLA_EMULATOR_KUBECONFIG_OUT: kubeconfig }, /listening on (http:\/\/\S+)/);
+  assert.ok(healthy(emulator.stage, { FLOTILLA_EMULATOR_LISTEN: hostPort(emulator.url) }), "the emulator's HEALTHCHECK passes");
+
+  // ctrl on the image's default database URL (SQLite in the data directory).
+  const ctrl = await start("ctrl", { FLOTILLA_LISTEN: "127.0.0.1:0", FLOTILLA_ADMIN_TOKEN: ADMIN_TOKEN }, /serving on (http:\/\/\S+)/);
+  assert.ok(existsSync(join(data, "flotilla.db")), "ctrl keeps its SQLite database in /var/lib/flotilla");
+  assert.ok((await fetch(`${ctrl.url}/healthz`)).ok, "ctrl answers /healthz");
+  assert.ok(healthy(ctrl.stage, { FLOTILLA_LISTEN: hostPort(ctrl.url) }), "ctrl's HEALTHCHECK passes");
+  const { regions, deployments } = operatorClients(ctrl.url, ADMIN_TOKEN);
+  await regions.createRegion({ region: { name: "local" } });
+  const { token } = await regions.createAgentToken({ region: "local" });
+  await deployments.createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: "local", replicas: 2 }] } });
+
+  // The agent on the kubernetes target, against the emulator: client-node loads from the bundle.
+  const agent = await start(
+    "agent",
+    {
+      FLOTILLA_AGENT_LISTEN: "127.0.0.1:0",
+      FLOTILLA_AGENT_CTRL_URL: ctrl.url,
+      FLOTILLA_AGENT_REGION: "local",
+      FLOTILLA_AGENT_TOKEN: token,
+      FLOTILLA_AGENT_KUBECONFIG: kubeconfig,
+    },
+    /health and metrics on (http:\/\/[^\s,]+)/,
+  );
+  assert.ok(healthy(agent.stage, { FLOTILLA_AGENT_LISTEN: hostPort(agent.url) }), "the agent's HEALTHCHECK passes");
+  const applied = await eventually(async () => {
+    const response = await fetch(`${emulator.url}/apis/apps/v1/namespaces/demo/deployments/web`);
+    return response.ok && ((await response.json()) as { spec: { replicas: number } });
+  }, "the agent to apply the Deployment");
+  assert.equal(applied.spec.replicas, 2);
+  await eventually(async () => (await fetch(`${agent.url}/readyz`)).ok, "the agent to be ready");
+  assert.doesNotMatch(agent.process.output() + ctrl.process.output(), /Error:|\n\s+at /, "no stack trace in the logs");
+  assert.ok(readFileSync(join(out, "ctrl/packages/store/migrations/0001_desired_state.ts"), "utf8").length > 0, "ctrl's bundle carries the migrations");
+});

@@ -1,0 +1,80 @@
+// deploy/monitoring: every metric name the Grafana dashboard and the Prometheus alert rules
+// use exists on the /metrics of a running ctrl or agent.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parse } from "yaml";
+import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
+import { mainOf, operatorClients, REPO_ROOT, startProcess } from "./processes.ts";
+
+const ADMIN_TOKEN = "monitoring-test-admin-token";
+
+// PromQL words that are not metric names.
+const KEYWORDS = new Set(["by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool", "offset", "inf", "nan"]);
+
+/** The metric names a PromQL expression selects. */
+export function metricNames(expression: string): string[] {
+  const stripped = expression
+    .replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'/g, '""') // strings
+    .replace(/\{[^}]*\}/g, "") // label matchers
+    .replace(/\[[^\]]*\]/g, "") // ranges and subqueries
+    .replace(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ""); // label lists
+  const names = new Set<string>();
+  for (const [, name, call] of stripped.matchAll(/(?<![\w:$.])([a-zA-Z_:][\w:]*)(\s*\()?/g)) {
+    if (!call && !KEYWORDS.has(name!.toLowerCase())) names.add(name!);
+  }
+  return [...names];
+}
+
+/** Every name a Prometheus text exposition defines: its samples, and its TYPE lines (a histogram's as _bucket, _sum, _count). */
+function exposedNames(text: string): Set<string> {
+  const names = new Set<string>();
+  for (const line of text.split("\n")) {
+    const type = /^# TYPE (\S+) (\w+)/.exec(line);
+    if (type) {
+      const [, name, kind] = type;
+      names.add(name!);
+      if (kind === "histogram" || kind === "summary") for (const suffix of ["_bucket", "_sum", "_count"]) names.add(name! + suffix);
+    } else if (line && !line.startsWith("#")) names.add(/^[^{\s]+/.exec(line)![0]);
+  }
+  return names;
+}
+
+test("metricNames reads the names out of PromQL", () => {
+  assert.deepEqual(
+    metricNames('histogram_quantile(0.99, sum by (le, procedure) (rate(a_seconds_bucket{procedure!~"x(y)"}[$__rate_interval]))) / on (job) group_left b_total offset 5m and time() - c > 60'),
+    ["a_seconds_bucket", "b_total", "c"],
+  );
+});
+
+test("every metric the dashboard and the alerts use exists on ctrl's or the agent's /metrics", { timeout: 60_000 }, async (t) => {
+  const dashboard = JSON.parse(readFileSync(join(REPO_ROOT, "deploy/monitoring/dashboard.json"), "utf8")) as { panels: { title: string; targets?: { expr: string }[] }[] };
+  const rules = parse(readFileSync(join(REPO_ROOT, "deploy/monitoring/alerts.yaml"), "utf8")) as { groups: { rules: { alert: string; expr: string }[] }[] };
+  const used = new Map<string, string>(); // metric name → where it is used
+  for (const panel of dashboard.panels) for (const target of panel.targets ?? []) for (const name of metricNames(target.expr)) used.set(name, `dashboard panel "${panel.title}"`);
+  for (const group of rules.groups) for (const rule of group.rules) for (const name of metricNames(rule.expr)) used.set(name, `alert ${rule.alert}`);
+  const alerts = rules.groups.flatMap((group) => group.rules.map((rule) => rule.alert));
+  assert.deepEqual(alerts.sort(), ["FlotillaAgentStale", "FlotillaApplyErrors", "FlotillaChangeLag", "FlotillaQueueStalled"]);
+
+  const dir = mkdtempSync(join(tmpdir(), "flotilla-monitoring-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const ctrl = await spawnCtrl(`sqlite:${join(dir, "ctrl.db")}`, ADMIN_TOKEN);
+  t.after(() => ctrl.kill());
+  const { regions } = operatorClients(ctrl.url, ADMIN_TOKEN);
+  await regions.createRegion({ region: { name: "east" } });
+  const { token } = await regions.createAgentToken({ region: "east" });
+  const agent = startProcess(
+    ["node", mainOf("agent"), "--ctrl-url", ctrl.url, "--region", "east", "--target", "render", "--render-dir", join(dir, "render"), "--listen", "127.0.0.1:0"],
+    { env: { FLOTILLA_AGENT_TOKEN: token }, cwd: dir },
+  );
+  t.after(() => agent.stop());
+  const [, agentUrl] = await agent.waitFor(/health and metrics on (http:\/\/[^\s,]+)/);
+
+  const exposed = new Set<string>();
+  for (const url of [ctrl.url, agentUrl!]) for (const name of exposedNames(await (await fetch(`${url}/metrics`)).text())) exposed.add(name);
+  const missing = [...used].filter(([name]) => !exposed.has(name)).map(([name, where]) => `${name} (${where})`);
+  assert.deepEqual(missing, [], "metrics used but exposed by neither ctrl nor the agent");
+  assert.ok(used.size >= 10, "the check saw the dashboard's and the rules' metrics");
+});
