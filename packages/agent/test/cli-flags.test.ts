@@ -15,9 +15,9 @@ const agent = (args: string[], env: Record<string, string> = {}) =>
 test("agent --help lists the namespace and ownership flags with their defaults", () => {
   const { stdout, status } = agent(["--help"]);
   assert.equal(status, 0);
-  assert.match(stdout, /--allowed-namespaces .*\(default \*\)\n\s+env FLOTILLA_AGENT_ALLOWED_NAMESPACES/);
-  assert.match(stdout, /--denied-namespaces .*\(default kube-system,kube-public,kube-node-lease,default\)\n\s+env FLOTILLA_AGENT_DENIED_NAMESPACES/);
-  assert.match(stdout, /--ownership-recheck-interval .*\(default 30s\)\n\s+env FLOTILLA_AGENT_OWNERSHIP_RECHECK_INTERVAL/);
+  assert.match(stdout, /--allowed-namespaces <value>\n.*\n\s+env FLOTILLA_AGENT_ALLOWED_NAMESPACES, default \*\n/);
+  assert.match(stdout, /--denied-namespaces <value>\n.*\n\s+env FLOTILLA_AGENT_DENIED_NAMESPACES, default kube-system,kube-public,kube-node-lease,default\n/);
+  assert.match(stdout, /--ownership-recheck-interval <value>\n.*\n\s+env FLOTILLA_AGENT_OWNERSHIP_RECHECK_INTERVAL, default 30s\n/);
 });
 
 test("agent: a zero or malformed ownership recheck interval is refused (flag or environment)", () => {
@@ -27,7 +27,7 @@ test("agent: a zero or malformed ownership recheck interval is refused (flag or 
   ] as const) {
     const { stderr, status } = agent(["--region", "east", "--token", "t", "--target", "render", "--render-dir", "/nonexistent", ...args], env);
     assert.equal(status, 2, stderr);
-    assert.match(stderr, /ownership-recheck-interval|invalid duration/);
+    assert.match(stderr, /ownership-recheck-interval/);
   }
 });
 

@@ -2,9 +2,8 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
-import { createLogger, logOptions, type Logger } from "@flotilla/runtime";
-import { parseListen } from "@flotilla/runtime";
-import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, systemNamespaceList, usage } from "./config.ts";
+import { createLogger, logOptions, parseDuration, parseListen, type Logger } from "@flotilla/runtime";
+import { ctrlUsage, nonNegativeInt, parseConfig, positiveDuration, positiveInt, systemNamespaceList } from "./config.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
 
@@ -13,24 +12,26 @@ const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
 // Until the flags are read, text at info.
 let log: Logger = createLogger({ fields: { process: "ctrl" } });
 try {
-  const config = parseConfig(CTRL_OPTIONS, process.argv.slice(2));
-  if (config === "help") {
-    process.stdout.write(usage("pnpm ctrl", CTRL_OPTIONS));
+  const parsed = parseConfig(process.argv.slice(2));
+  if (parsed === "help") {
+    process.stdout.write(ctrlUsage());
     process.exit(0);
   }
+  const { config, deprecations } = parsed;
   log = createLogger({ ...logOptions(config["log-format"], config["log-level"]), fields: { process: "ctrl" } });
+  for (const deprecation of deprecations) log.warn(deprecation);
   const { host, port } = parseListen(config.listen);
   const options = {
     readMaxBytes: positiveInt("read-max-bytes", config["read-max-bytes"]),
-    pollIntervalMs: positiveInt("poll-interval-ms", config["poll-interval-ms"]),
+    pollIntervalMs: positiveDuration("poll-interval", config["poll-interval"]),
     stream: {
-      bookmarkIntervalMs: positiveInt("bookmark-interval-ms", config["bookmark-interval-ms"]),
+      bookmarkIntervalMs: positiveDuration("bookmark-interval", config["bookmark-interval"]),
       watchBufferLimit: positiveInt("watch-buffer-events", config["watch-buffer-events"]),
     },
-    status: { staleAfterMs: positiveInt("status-stale-after-ms", config["status-stale-after-ms"]) },
+    status: { staleAfterMs: positiveDuration("status-stale-after", config["status-stale-after"]) },
     allowedSystemNamespaces: systemNamespaceList("allowed-system-namespaces", config["allowed-system-namespaces"]),
     retention: {
-      maxAgeMs: nonNegativeInt("retention-max-age-s", config["retention-max-age-s"]) * 1000,
+      maxAgeMs: parseDuration(config["retention-max-age"], "retention-max-age"),
       maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),
     },
   };
@@ -42,12 +43,12 @@ try {
     trustDomain: config["trust-domain"],
     insecure: config.insecure === "true",
     tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
-    tokenRecheckMs: positiveInt("token-recheck-ms", config["token-recheck-ms"]),
+    tokenRecheckMs: positiveDuration("token-recheck-interval", config["token-recheck-interval"]),
     metricsListen: config["metrics-listen"] || undefined,
-    readinessTimeoutMs: positiveInt("readiness-timeout-ms", config["readiness-timeout-ms"]),
+    readinessTimeoutMs: positiveDuration("readiness-timeout", config["readiness-timeout"]),
   };
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
-    log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_ADMIN_TOKEN");
+    log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_CTRL_ADMIN_TOKEN");
   }
   const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
   const store = await Store.open(config["database-url"]);

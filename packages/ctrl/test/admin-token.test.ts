@@ -13,7 +13,7 @@ const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
 /** Runs ctrl in `cwd` until it serves, then stops it; returns everything it logged. */
 function runCtrl(cwd: string, args: string[]): Promise<string> {
   const env = { ...process.env };
-  delete env.FLOTILLA_ADMIN_TOKEN;
+  delete env.FLOTILLA_CTRL_ADMIN_TOKEN;
   const child = spawn(process.execPath, [MAIN, "--database-url", "sqlite:db", "--listen", "127.0.0.1:0", ...args], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
   for (const stream of [child.stdout, child.stderr]) {

@@ -129,7 +129,7 @@ describe("plaintext", () => {
   /** Runs `pnpm ctrl` with `args` until it prints its URL or exits; returns what it said. */
   function runCtrl(args: string[]): Promise<{ code: number | null; stderr: string }> {
     const dir = mkdtempSync(join(tmpdir(), "flotilla-plain-"));
-    const child = spawn(process.execPath, [MAIN, "--database-url", `sqlite:${join(dir, "db")}`, ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, FLOTILLA_ADMIN_TOKEN: "x" } });
+    const child = spawn(process.execPath, [MAIN, "--database-url", `sqlite:${join(dir, "db")}`, ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, FLOTILLA_CTRL_ADMIN_TOKEN: "x" } });
     let stderr = "";
     child.stderr.on("data", (chunk) => {
       stderr += chunk;

@@ -17,7 +17,7 @@ export async function spawnCtrl(databaseUrl: string, adminToken: string, extraAr
   // The token by environment, as documented: a flag would show it in the process list.
   const child = spawn(process.execPath, [MAIN, "--database-url", databaseUrl, "--listen", "127.0.0.1:0", ...extraArgs], {
     stdio: ["ignore", "ignore", "pipe"],
-    env: { ...process.env, FLOTILLA_ADMIN_TOKEN: adminToken },
+    env: { ...process.env, FLOTILLA_CTRL_ADMIN_TOKEN: adminToken },
   });
   let stderr = "";
   const url = await new Promise<string>((resolve, reject) => {
