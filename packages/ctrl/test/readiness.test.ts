@@ -2,10 +2,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { sql } from "kysely";
-import { Store } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, startTestCtrl } from "@flotilla/testkit/ctrl";
-import { startTcpProxy, type TcpProxy } from "@flotilla/testkit/tcp-proxy";
+import { storeBehindProxy, type TcpProxy } from "@flotilla/testkit/tcp-proxy";
 import { waitFor } from "@flotilla/testkit/stack";
 import { startCtrl, type Ctrl } from "../src/server.ts";
 
@@ -19,23 +18,16 @@ async function probe(url: string, path: string): Promise<{ status: number; text:
 
 describe("readiness with the database down and back (mysql, through a proxy)", { skip: mysql.skip }, () => {
   let proxy: TcpProxy;
-  let store: Store;
   let ctrl: Ctrl;
-  let drop: () => Promise<void>;
+  let close: () => Promise<void>;
   before(async () => {
-    const created = await mysql.db.create();
-    drop = created.drop;
-    const target = new URL(created.url);
-    proxy = await startTcpProxy(target.hostname, Number(target.port || 3306));
-    target.port = String(proxy.port);
-    store = await Store.open(target.toString());
-    ctrl = await startCtrl({ store, adminToken: ADMIN_TOKEN, port: 0, readinessTimeoutMs: 1000 });
+    const behind = await storeBehindProxy(mysql.db);
+    ({ proxy, close } = behind);
+    ctrl = await startCtrl({ store: behind.store, adminToken: ADMIN_TOKEN, port: 0, readinessTimeoutMs: 1000 });
   });
   after(async () => {
     await ctrl?.shutdown();
-    await store?.close();
-    await proxy?.close();
-    await drop?.();
+    await close?.();
   });
 
   test("/readyz fails while the database is cut and recovers; /livez stays ok", async () => {
