@@ -30,6 +30,7 @@ const ctrl = await startCtrl({
   shutdownGraceMs: 500,
   pollIntervalMs: config.pollIntervalMs,
   stream: config.stream,
+  streamSendTimeoutMs: config.streamSendTimeoutMs,
   tls: config.tls,
 });
 
@@ -153,6 +154,7 @@ async function handle(req: ChildRequest): Promise<unknown> {
         watchEvents: await gauge(m.watchEvents),
         watchBookmarks: await gauge(m.watchBookmarks),
         watchEndedForLag: await gauge(m.watchEndedForLag),
+        boundsEnforced: Object.fromEntries((await m.connectionBounds.get()).values.map((v) => [String(v.labels.reason), v.value])),
       };
     }
     case "memory": {

@@ -11,6 +11,7 @@ export interface ChildConfig {
   adminToken: string;
   pollIntervalMs: number;
   stream?: Partial<StreamOptions>;
+  streamSendTimeoutMs?: number;
   /** Serve TLS with these files (the B1/B2 TLS variants). */
   tls?: { certFile: string; keyFile: string };
 }
@@ -68,6 +69,8 @@ export interface ChildMetrics {
   watchEvents: number;
   watchBookmarks: number;
   watchEndedForLag: number;
+  /** Streams and connections ended by a bound, by reason. */
+  boundsEnforced: Record<string, number>;
 }
 
 export interface ChildMemory {

@@ -13,6 +13,7 @@ import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
 import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
 import { resourceKey } from "./keys.ts";
+import { statusMessage } from "./targets/kubernetes.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
 
 /** Why a watch was restarted (the `reason` label of flotilla_agent_observer_restarts_total). */
@@ -141,7 +142,7 @@ class KindWatcher {
       onRestart(end.reason);
       if (end.reason === "error") {
         const delay = backoffDelay(failures++, backoff);
-        if (failures <= 3 || failures % 10 === 0) log.warn(`observer ${this.kind.kind}: ${describeError(end.error)} (retry in ${Math.round(delay)} ms)`);
+        if (failures <= 3 || failures % 10 === 0) log.warn(`observer ${this.kind.kind}: ${describeError(end.error, this.kind)} (retry in ${Math.round(delay)} ms)`);
         await sleep(delay, signal);
       } else {
         failures = 0;
@@ -263,7 +264,13 @@ function statusOf(error: unknown): number | undefined {
   return typeof code === "number" ? code : undefined;
 }
 
-function describeError(error: unknown): string {
-  if (error instanceof ApiException) return `HTTP ${error.code}`;
+/**
+ * A failed list shows the server's Status message (a 403 names the missing verb); a failed watch
+ * only has the HTTP status (client-node's Watch does not read the body), so name the request.
+ */
+function describeError(error: unknown, kind: WatchedKind): string {
+  if (error instanceof ApiException) return `list ${kind.path}: ${statusMessage(error)}`;
+  const code = statusOf(error);
+  if (code !== undefined) return `watch ${kind.path}: HTTP ${code} ${error instanceof Error ? error.message : ""}`.trimEnd();
   return error instanceof Error ? error.message : String(error);
 }

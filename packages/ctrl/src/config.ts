@@ -32,6 +32,18 @@ export const CTRL_OPTIONS = [
   { flag: "retention-max-age", default: "168h", description: "outbox rows older than this are pruned (0: keep)", ...was("RETENTION_MAX_AGE_S", { flag: "retention-max-age-s", unit: "s" }) },
   { flag: "retention-max-rows", default: "0", description: "outbox rows kept per region at most (0: no limit)", ...was("RETENTION_MAX_ROWS") },
   { flag: "allowed-system-namespaces", default: "", description: "comma-separated system namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway", ...was("ALLOWED_SYSTEM_NAMESPACES") },
+  // Bounds: no client can stall the others (see connection-bounds.ts, send-timeout.ts).
+  { flag: "stream-send-timeout", default: "1m", description: "a stream whose client reads nothing for this long is reset (gRPC: RESOURCE_EXHAUSTED)", ...was("STREAM_SEND_TIMEOUT_MS", { flag: "stream-send-timeout-ms", unit: "ms" }) },
+  { flag: "snapshot-concurrency", default: "6", description: "SyncDesiredState snapshots reading the database at once (keep below the MySQL pool of 10)", ...was("SNAPSHOT_CONCURRENCY") },
+  { flag: "snapshot-read-ahead-bytes", default: String(64 * 1024 * 1024), description: "bytes all SyncDesiredState snapshots together read ahead of their clients; a snapshot within it frees its connection at once", ...was("SNAPSHOT_READ_AHEAD_BYTES") },
+  { flag: "token-lookup-concurrency", default: "2", description: "agent-token lookups in the database at once (the rest wait; keeps pool connections for other calls)", ...was("TOKEN_LOOKUP_CONCURRENCY") },
+  { flag: "first-request-timeout", default: "10s", description: "a new connection must send its first request (HTTP/2: preface and a stream; TLS: finish its handshake) within this", ...was("FIRST_REQUEST_TIMEOUT_MS", { flag: "first-request-timeout-ms", unit: "ms" }) },
+  { flag: "idle-timeout", default: "5m", description: "an HTTP/2 connection with no open stream for this long gets GOAWAY", ...was("IDLE_TIMEOUT_MS", { flag: "idle-timeout-ms", unit: "ms" }) },
+  { flag: "max-concurrent-streams", default: "1000", description: "concurrent streams per HTTP/2 connection", ...was("MAX_CONCURRENT_STREAMS") },
+  { flag: "max-resets-per-second", default: "100", description: "stream resets a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)", ...was("MAX_RESETS_PER_SECOND") },
+  { flag: "max-pings-per-second", default: "10", description: "HTTP/2 pings a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)", ...was("MAX_PINGS_PER_SECOND") },
+  { flag: "http1-headers-timeout", default: "10s", description: "HTTP/1.1: time to receive a request's headers", ...was("HTTP1_HEADERS_TIMEOUT_MS", { flag: "http1-headers-timeout-ms", unit: "ms" }) },
+  { flag: "http1-request-timeout", default: "1m", description: "HTTP/1.1: time to receive a whole request (at least the headers timeout)", ...was("HTTP1_REQUEST_TIMEOUT_MS", { flag: "http1-request-timeout-ms", unit: "ms" }) },
   { flag: "log-format", default: "text", description: "json (one object a line) | text" },
   { flag: "log-level", default: "info", description: "debug | info | warn | error" },
 ] as const satisfies readonly OptionSpec[];

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
 import { createLogger, logOptions, parseDuration, parseListen, type Logger } from "@flotilla/runtime";
+import { connectionBounds } from "./bounds-config.ts";
 import { ctrlUsage, nonNegativeInt, parseConfig, positiveDuration, positiveInt, systemNamespaceList } from "./config.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
@@ -27,7 +28,12 @@ try {
     stream: {
       bookmarkIntervalMs: positiveDuration("bookmark-interval", config["bookmark-interval"]),
       watchBufferLimit: positiveInt("watch-buffer-events", config["watch-buffer-events"]),
+      snapshotConcurrency: positiveInt("snapshot-concurrency", config["snapshot-concurrency"]),
+      snapshotReadAheadBytes: positiveInt("snapshot-read-ahead-bytes", config["snapshot-read-ahead-bytes"]),
     },
+    streamSendTimeoutMs: positiveDuration("stream-send-timeout", config["stream-send-timeout"]),
+    tokenLookupConcurrency: positiveInt("token-lookup-concurrency", config["token-lookup-concurrency"]),
+    bounds: connectionBounds(config),
     status: { staleAfterMs: positiveDuration("status-stale-after", config["status-stale-after"]) },
     allowedSystemNamespaces: systemNamespaceList("allowed-system-namespaces", config["allowed-system-namespaces"]),
     retention: {
@@ -81,9 +87,9 @@ function localAdminToken(): string {
       return token;
     }
   }
-  const token = "flt_admin_" + randomBytes(24).toString("base64url");
+  const token = `flt_admin_${randomBytes(24).toString("base64url")}`;
   mkdirSync(".flotilla", { recursive: true });
-  writeFileSync(ADMIN_TOKEN_FILE, token + "\n", { mode: 0o600 });
+  writeFileSync(ADMIN_TOKEN_FILE, `${token}\n`, { mode: 0o600 });
   // Never the token itself: logs are collected and kept; the file is readable by its owner only.
   log.info(`generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
   return token;

@@ -53,6 +53,12 @@ export class CtrlMetrics {
     help: "Watch streams ended with CONSUMER_TOO_SLOW because their buffer overflowed.",
     registers: [this.registry],
   });
+  readonly connectionBounds = new Counter({
+    name: "flotilla_ctrl_bounds_enforced_total",
+    help: "Streams and connections ended by a bound, by reason (send_timeout, idle, resets, pings, ...).",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
   readonly pollerQueries = new Counter({
     name: "flotilla_ctrl_poller_queries_total",
     help: "Database queries issued by the shared change poller.",
@@ -107,6 +113,11 @@ export class CtrlMetrics {
    * the per-message cost of streams to a single generator layer. Log levels: writes info,
    * failures warn, reads and streams that end as expected (ok, canceled, unavailable) debug.
    */
+  /** Counts a call refused before it reached the interceptors (authentication). */
+  rejected(service: string, method: string, error: ConnectError): void {
+    this.requests.inc({ procedure: `${service}/${method}`, code: codeName(error.code) });
+  }
+
   interceptor(mapError: (error: unknown) => unknown, log: Logger): Interceptor {
     return (next) => async (req) => {
       const procedure = `${req.service.typeName}/${req.method.name}`;

@@ -12,8 +12,9 @@ import tls from "node:tls";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { initPki, issueServer, pkiFiles } from "../src/pki.ts";
+import { initPki, issueServer, type pkiFiles } from "../src/pki.ts";
 import { isLoopback } from "../src/server.ts";
+import { DEFAULT_CONNECTION_BOUNDS } from "../src/connection-bounds.ts";
 import { listenDual } from "../src/listener.ts";
 import { tlsTransport } from "../src/tls.ts";
 import net from "node:net";
@@ -106,7 +107,7 @@ test("a connection that does not complete its TLS handshake is closed after the 
   const dir = mkdtempSync(join(tmpdir(), "flotilla-tls-"));
   const pki = initPki(dir);
   const secure = tlsTransport({ certFile: pki.serverCert, keyFile: pki.serverKey, trustDomain: "flotilla", handshakeTimeoutMs: 300, log: silentLogger });
-  const listener = await listenDual("127.0.0.1", 0, (_req, res) => res.end(), 60_000, secure);
+  const listener = await listenDual("127.0.0.1", 0, (_req, res) => res.end(), { ...DEFAULT_CONNECTION_BOUNDS, firstRequestTimeoutMs: 60_000 }, undefined, secure);
   try {
     const socket = net.connect(listener.address.port, "127.0.0.1");
     const started = Date.now();

@@ -22,11 +22,13 @@ describe('robustness and protocol details', () => {
     assert.deepEqual(api.body.versions, ['v1']);
     const apis = await raw(c, 'GET', '/apis');
     assert.equal(apis.body.kind, 'APIGroupList');
-    assert.deepEqual(apis.body.groups.map((g: { name: string }) => g.name), ['apps', 'cilium.io']);
+    assert.deepEqual(apis.body.groups.map((g: { name: string }) => g.name), ['apps', 'cilium.io', 'rbac.authorization.k8s.io', 'coordination.k8s.io', 'policy']);
     const core = await raw(c, 'GET', '/api/v1');
     const ns = core.body.resources.find((r: { name: string }) => r.name === 'namespaces');
     assert.deepEqual([ns.kind, ns.namespaced, ns.singularName], ['Namespace', false, 'namespace']);
     assert.ok(ns.verbs.includes('watch'));
+    const token = core.body.resources.find((r: { name: string }) => r.name === 'serviceaccounts/token');
+    assert.deepEqual(token, { name: 'serviceaccounts/token', singularName: '', namespaced: true, group: 'authentication.k8s.io', version: 'v1', kind: 'TokenRequest', verbs: ['create'] });
     const cilium = await raw(c, 'GET', '/apis/cilium.io/v2');
     assert.ok(cilium.body.resources.some((r: { kind: string; namespaced: boolean }) => r.kind === 'CiliumNetworkPolicy' && r.namespaced));
     const version = await raw(c, 'GET', '/version');

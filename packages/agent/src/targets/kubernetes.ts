@@ -342,9 +342,13 @@ function isUnknownKind(error: unknown): boolean {
 /** Carries the HTTP status, the server's message and Retry-After to the work queue. */
 function targetError(error: unknown, what: string): TargetError {
   if (!(error instanceof ApiException)) return new TargetError(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+  return new TargetError(`${what}: ${statusMessage(error)}`, error.code, retryAfterMs(error.headers["retry-after"]));
+}
+
+/** The message of the server's Status (e.g. `... is forbidden: User ... cannot patch ...`), else the HTTP code. */
+export function statusMessage(error: ApiException<unknown>): string {
   const body: unknown = typeof error.body === "string" ? safeJson(error.body) : error.body;
-  const message = body && typeof body === "object" && "message" in body ? String(body.message) : `HTTP ${error.code}`;
-  return new TargetError(`${what}: ${message}`, error.code, retryAfterMs(error.headers["retry-after"]));
+  return body && typeof body === "object" && "message" in body ? String(body.message) : `HTTP ${error.code}`;
 }
 
 function safeJson(text: string): unknown {

@@ -24,7 +24,7 @@ const HEARTBEAT_PERSIST_MS = 5000;
 export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOptions: StatusOptions) {
   const persistEveryMs = Math.min(HEARTBEAT_PERSIST_MS, statusOptions.staleAfterMs / 3);
   const persisted = new Map<number, { at: number; appliedVersion: number }>();
-  return async function (req: ReportObservedStateRequest, ctx: HandlerContext): Promise<ReportObservedStateResponse> {
+  return async (req: ReportObservedStateRequest, ctx: HandlerContext): Promise<ReportObservedStateResponse> => {
     validate.dnsLabel("region", req.region);
     authorizeRegion(ctx, req.region);
     if (req.observations.length > MAX_OBSERVATIONS_PER_REPORT) {
