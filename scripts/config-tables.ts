@@ -19,7 +19,7 @@ for (const { marker, table } of TABLES) {
   const from = next.indexOf(begin);
   const to = next.indexOf(end);
   if (from < 0 || to < from) throw new Error(`${README}: markers ${begin} … ${end} not found`);
-  next = next.slice(0, from + begin.length) + "\n" + table + "\n" + next.slice(to);
+  next = `${next.slice(0, from + begin.length)}\n${table}\n${next.slice(to)}`;
 }
 if (process.argv.includes("--check")) {
   if (next !== current) {

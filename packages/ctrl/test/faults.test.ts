@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { Store } from "@flotilla/store";
+import type { Store } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { startCtrl, type Ctrl } from "../src/server.ts";
 import { desiredInDatabase, Follower, stateDiff } from "@flotilla/testkit/follower";

@@ -25,7 +25,15 @@ test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILAB
     await store.regions.create("s");
     const child = await spawnCtrl(url, ADMIN_TOKEN, ["--log-format", "json", "--log-level", "debug"]);
     try {
-      const transport = createGrpcTransport({ baseUrl: child.url, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`), next(req))] });
+      const transport = createGrpcTransport({
+        baseUrl: child.url,
+        interceptors: [
+          (next) => (req) => {
+            req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+            return next(req);
+          },
+        ],
+      });
       const { token: agentToken } = await createClient(RegionService, transport).createAgentToken({ region: "s" });
       const follower = new Follower(createClient(ClusterService, transport), "s");
       await follower.snapshot();

@@ -38,7 +38,7 @@ const SECRET_FIELD = /token|secret|password|authorization|key$/i;
 export function createLogger(options: LoggerOptions = {}): Logger {
   const format = options.format ?? "text";
   const threshold = LOG_LEVELS.indexOf(options.level ?? "info");
-  const write = options.write ?? ((line: string) => process.stderr.write(line + "\n"));
+  const write = options.write ?? ((line: string) => process.stderr.write(`${line}\n`));
   const make = (base: LogFields): Logger => {
     const emit = (level: LogLevel) => (message: string, fields?: LogFields) => {
       if (LOG_LEVELS.indexOf(level) < threshold) return;
