@@ -34,6 +34,24 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   const ownershipRecheckMs = duration("ownership-recheck-interval");
   if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
 
+  const leaderElect = values["leader-elect"] === "true";
+  const leaderElection = {
+    leaseDurationMs: duration("leader-elect-lease-duration"),
+    renewDeadlineMs: duration("leader-elect-renew-deadline"),
+    retryPeriodMs: duration("leader-elect-retry-period"),
+    namespace: text("leader-elect-resource-namespace"),
+    name: text("leader-elect-resource-name"),
+  };
+  if (leaderElect) {
+    if (text("target") !== "kubernetes") throw new Error("--leader-elect needs --target kubernetes: the Lease lives in the cluster the agent applies to");
+    const { validateTimings } = await import("./leader-election.ts");
+    try {
+      validateTimings(leaderElection);
+    } catch (error) {
+      throw new Error(`--leader-elect-*: ${(error as Error).message}`);
+    }
+  }
+
   let target: Target;
   if (text("target") === "kubernetes") {
     // Loaded only for this target: @kubernetes/client-node costs some 80 MB of RSS.
@@ -60,6 +78,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     reportIntervalMs: duration("report-interval"),
     heartbeatIntervalMs: duration("heartbeat-interval"),
     prune: { maxFraction, force: values["force-prune"] === "true" },
+    leaderElect,
+    leaderElection,
     namespaces,
     ownershipRecheckMs,
     shutdownTimeoutMs: duration("shutdown-timeout"),

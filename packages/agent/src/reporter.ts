@@ -9,12 +9,17 @@
 // * requestFullSet() (after each (re)connect to ctrl) resends every observation once, marked
 //   `full_set`, in batches.
 // * A failed call is retried with backoff; its observations stay pending meanwhile.
+// * With leader election, every call carries the leader's epoch; ctrl refusing it as FENCED (a
+//   newer leader exists) ends the run through onFenced, and the observations stay pending.
 import type { Logger } from "@flotilla/runtime";
 import { toBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { Client } from "@connectrpc/connect";
+import { ConnectError, type Client } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
+import { FENCED } from "@flotilla/runtime";
 import { ResourceObservationSchema, type ClusterService, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { backoffDelay, sleep } from "./backoff.ts";
+import type { ReportingLeader } from "./leadership.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { ObservationSource } from "./observation.ts";
 import { packBytes } from "./packed.ts";
@@ -33,6 +38,10 @@ export interface ReporterOptions {
   maxBatch?: number;
   metrics: AgentMetrics;
   log: Logger;
+  /** The leader this agent reports as (leader election on), sent for ctrl's fencing. */
+  leader?: () => ReportingLeader | undefined;
+  /** ctrl refused a report as FENCED: this agent is no longer the leader. */
+  onFenced?: (message: string) => void;
 }
 
 export const DEFAULT_MAX_BATCH = 500;
@@ -90,14 +99,24 @@ export class Reporter {
         if (this.#hasWork()) await sleep(reportIntervalMs, signal);
         continue;
       }
+      const leader = this.#options.leader?.();
+      if (this.#options.leader && !leader) {
+        // The term ended (its signal aborts at once): never report without the epoch.
+        this.#requeue(batch);
+        break;
+      }
       lastCall = Date.now();
       try {
-        await this.#send(batch, signal);
+        await this.#send(batch, leader, signal);
         failures = 0;
       } catch (error) {
         if (signal.aborted) break;
         metrics.reportErrors.inc();
         this.#requeue(batch);
+        if (isFenced(error)) {
+          this.#options.onFenced?.(ConnectError.from(error).message);
+          break;
+        }
         const delay = backoffDelay(failures++, { minMs: reportIntervalMs, maxMs: Math.max(reportIntervalMs, heartbeatIntervalMs) });
         if (failures <= 3 || failures % 10 === 0) log.warn(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
         await sleep(delay, signal);
@@ -140,7 +159,7 @@ export class Reporter {
     return { observations, fullSet: false };
   }
 
-  async #send(batch: Batch, signal: AbortSignal): Promise<void> {
+  async #send(batch: Batch, leader: ReportingLeader | undefined, signal: AbortSignal): Promise<void> {
     const { client, region, cursor, source, metrics } = this.#options;
     const now = timestampFromMs(Date.now());
     // The batch's own messages go into the request (stamped, not copied): a batch is held for a
@@ -152,6 +171,7 @@ export class Reporter {
         appliedVersion: BigInt(cursor()),
         observations: batch.observations.map(({ observation }) => observation),
         fullSet: batch.fullSet,
+        leader: leader && { epoch: BigInt(leader.epoch), holderIdentity: leader.holderIdentity },
       },
       { signal, timeoutMs: CALL_TIMEOUT_MS },
     );
@@ -169,6 +189,10 @@ export class Reporter {
       else this.#dirty.add(key);
     }
   }
+}
+
+function isFenced(error: unknown): boolean {
+  return error instanceof ConnectError && error.findDetails(ErrorInfoSchema).some((info) => info.reason === FENCED);
 }
 
 function packed(observation: ResourceObservation): string {
