@@ -61,7 +61,7 @@ test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILAB
 
       const lines = child.log().trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
       for (const line of lines) assert.ok(["debug", "info", "warn", "error"].includes(line.level as string), JSON.stringify(line));
-      assert.ok(lines.some((line) => line.level === "info" && line.msg === "ctrl.v1.DeploymentService/CreateDeployment" && line.code === "ok"), child.log());
+      assert.ok(lines.some((line) => line.level === "info" && line.msg === "ctrl.v1.DeploymentService/CreateDeployment" && line.code === "ok" && line.resource === "late" && typeof line.version === "number"), child.log());
       assert.ok(lines.some((line) => line.msg === "ctrl.v1.RegionService/CreateAgentToken" && line.region === "s"), child.log());
       assert.equal(lines.at(-1)!.msg, "stopped");
       assert.ok(!child.log().includes(ADMIN_TOKEN) && !child.log().includes(agentToken), "no token in the log");
