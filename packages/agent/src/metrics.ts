@@ -20,6 +20,11 @@ export const QUEUE_NAME = "agent";
 // client-go's workqueue buckets: prometheus.ExponentialBuckets(10e-9, 10, 10) (10 ns .. 10 s).
 const QUEUE_BUCKETS = Array.from({ length: 10 }, (_, i) => 1e-8 * 10 ** i);
 
+/** One of the work queue's two latency histograms, as client-go defines them. */
+function queueHistogram(registry: Registry, name: string, help: string): Histogram<"name"> {
+  return new Histogram({ name, help, labelNames: ["name"] as const, buckets: QUEUE_BUCKETS, registers: [registry] });
+}
+
 /** Times keys from add to get (queue duration) and from get to done (work duration), as client-go's defaultQueueMetrics. */
 function queueMetrics(metrics: AgentMetrics): QueueMetrics {
   const labels = { name: QUEUE_NAME };
@@ -88,21 +93,9 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
-  readonly queueDuration = new Histogram({
-    name: "workqueue_queue_duration_seconds",
-    help: "How long in seconds an item stays in workqueue before being requested.",
-    labelNames: ["name"] as const,
-    buckets: QUEUE_BUCKETS,
-    registers: [this.registry],
-  });
+  readonly queueDuration = queueHistogram(this.registry, "workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested.");
 
-  readonly workDuration = new Histogram({
-    name: "workqueue_work_duration_seconds",
-    help: "How long in seconds processing an item from workqueue takes.",
-    labelNames: ["name"] as const,
-    buckets: QUEUE_BUCKETS,
-    registers: [this.registry],
-  });
+  readonly workDuration = queueHistogram(this.registry, "workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes.");
 
   readonly retries = new Counter({
     name: "workqueue_retries_total",
