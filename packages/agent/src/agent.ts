@@ -19,6 +19,7 @@ import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
 import { Leadership } from "./leadership.ts";
 import { Listeners } from "./listeners.ts";
+import { MemoryRelease } from "./memory-release.ts";
 import { AgentMetrics } from "./metrics.ts";
 import { clusterObservations, tableObservations } from "./observation.ts";
 import type { ObjectChange, Observer } from "./observer.ts";
@@ -132,6 +133,8 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     if (isReady) void prune(connection.cursor);
   });
 
+  const memoryRelease = new MemoryRelease({ afterReconciles: config.memoryReleaseAfterReconciles, idleMs: config.memoryReleaseIdleMs });
+
   let health: HealthServer | undefined;
   const parts: Runnable[] = [
     {
@@ -146,6 +149,8 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
       stop: () => health?.close(),
     },
     ...leadership.parts(),
+    // Before the workers, so that it stops after them (their last reconciles may schedule a release).
+    { name: "memory release", start() {}, stop: () => memoryRelease.stop() },
     workers(config, queue, async (key) => {
       try {
         // A standby (or a leader past its renew deadline) leaves the key: every key is queued
@@ -153,6 +158,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
         if (leadership.isLeading()) await reconciler.reconcile(key);
       } finally {
         reporter.touch(key);
+        memoryRelease.reconciled(queue.length);
       }
     }),
     // Nothing is worth reporting before the first snapshot: the cursor would be 0.

@@ -53,6 +53,13 @@ export interface AgentTunables {
   refreshIntervalMs: number;
   /** Drift correction: resources re-applied per second by the periodic refresh, at most. Default 20. */
   refreshPerSecond: number;
+  /**
+   * After a burst of at least this many reconciles (a full sync's drain), the agent returns the
+   * garbage's memory to the system with one memory-reducing GC (memory-release.ts). Default 1,000; 0 turns it off.
+   */
+  memoryReleaseAfterReconciles: number;
+  /** Quiet time (work queue empty, no reconcile) that ends such a burst. Default 2 s. */
+  memoryReleaseIdleMs: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune: PruneOptions;
   /**
@@ -97,6 +104,8 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   observerBackoff: { minMs: 500, maxMs: 30_000 },
   refreshIntervalMs: 30 * 60_000,
   refreshPerSecond: 20,
+  memoryReleaseAfterReconciles: 1000,
+  memoryReleaseIdleMs: 2000,
   prune: { maxFraction: 0.5, force: false },
   leaderElect: false,
   leaderElection: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000, namespace: undefined, name: undefined, identity: undefined },

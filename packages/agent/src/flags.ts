@@ -27,6 +27,8 @@ export const AGENT_OPTIONS = [
   { flag: "bookmark-interval", default: formatDuration(AGENT_DEFAULTS.bookmarkIntervalMs), description: "ctrl's bookmark interval (its --bookmark-interval): a stream silent for 3× this is dead" },
   { flag: "report-interval", default: formatDuration(AGENT_DEFAULTS.reportIntervalMs), description: "status reports to ctrl: at most one call per this interval" },
   { flag: "heartbeat-interval", default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs), description: "how often the agent reports its applied version to ctrl" },
+  { flag: "memory-release-after", default: String(AGENT_DEFAULTS.memoryReleaseAfterReconciles), description: "after a burst of this many reconciles, return freed memory to the system with one memory-reducing GC (0: never)" },
+  { flag: "memory-release-idle", default: formatDuration(AGENT_DEFAULTS.memoryReleaseIdleMs), description: "quiet time (no reconcile, queue empty) that ends such a burst" },
   { flag: "prune-max-fraction", default: String(AGENT_DEFAULTS.prune.maxFraction), description: "prune refuses to delete more than this fraction of managed objects" },
   { flag: "force-prune", default: "", boolean: true, description: "prune even beyond --prune-max-fraction" },
   { flag: "leader-elect", default: "", boolean: true, description: "elect one leader among the region's agents on a Lease; only it applies, prunes and reports (kubernetes target only)" },

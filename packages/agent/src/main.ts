@@ -34,6 +34,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   const ownershipRecheckMs = duration("ownership-recheck-interval");
   if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
 
+  const memoryReleaseAfterReconciles = Number(text("memory-release-after"));
+  if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0) throw new Error("--memory-release-after must be a non-negative integer");
   const leaderElect = values["leader-elect"] === "true";
   const leaderElection = {
     leaseDurationMs: duration("leader-elect-lease-duration"),
@@ -77,6 +79,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     bookmarkIntervalMs: duration("bookmark-interval"),
     reportIntervalMs: duration("report-interval"),
     heartbeatIntervalMs: duration("heartbeat-interval"),
+    memoryReleaseAfterReconciles,
+    memoryReleaseIdleMs: duration("memory-release-idle"),
     prune: { maxFraction, force: values["force-prune"] === "true" },
     leaderElect,
     leaderElection,

@@ -47,6 +47,7 @@ describe("AgentConfig", () => {
       const config = await agentConfig(["--region", "east", "--target", "render", "--render-dir", dir, "--full-sync-interval", "90s", "--settle", "250ms", "--bookmark-interval", "2s", "--force-prune"], {
         FLOTILLA_AGENT_TOKEN: "secret",
         FLOTILLA_AGENT_CONCURRENCY: "4",
+        FLOTILLA_AGENT_MEMORY_RELEASE_AFTER: "0",
         FLOTILLA_AGENT_REGION: "ignored: the flag wins",
       });
       assert.ok(config !== "help");
@@ -59,11 +60,14 @@ describe("AgentConfig", () => {
       assert.equal(config.reportIntervalMs, AGENT_DEFAULTS.reportIntervalMs);
       assert.equal(config.maxHoldMs, AGENT_DEFAULTS.maxHoldMs);
       assert.equal(config.refreshIntervalMs, AGENT_DEFAULTS.refreshIntervalMs, "flag defaults are AGENT_DEFAULTS");
+      assert.equal(config.memoryReleaseAfterReconciles, 0);
+      assert.equal(config.memoryReleaseIdleMs, AGENT_DEFAULTS.memoryReleaseIdleMs);
       assert.deepEqual(config.prune, { maxFraction: AGENT_DEFAULTS.prune.maxFraction, force: true });
       assert.ok(config.target instanceof RenderTarget);
       assert.equal(await agentConfig(["--help"], {}), "help");
       await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--concurrency", "0"], {}), /--concurrency/);
       await assert.rejects(agentConfig(["--token", "t"], {}), /--region is required/);
+      await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--memory-release-after", "-1"], {}), /--memory-release-after/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
