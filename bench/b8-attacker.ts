@@ -65,7 +65,9 @@ function sessionPool() {
       }
       return s;
     },
-    close: () => sessions.forEach((s) => s.destroy()),
+    close: () => {
+      for (const s of sessions) s.destroy();
+    },
   };
 }
 

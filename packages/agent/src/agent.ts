@@ -1,6 +1,8 @@
 // One agent, built from its AgentConfig: ctrl connection → desired table → work queue →
 // reconciler → target, plus prune after every complete snapshot, the observer and drift
 // correction (cluster targets), the reporter (status to ctrl) and the health/metrics endpoints.
+// With leader election (leadership.ts) every agent of a region syncs and observes, but only the
+// leader dispatches to the target, prunes and reports.
 //
 // Every part is built from the config and the parts above it, in dependency order, so none refers
 // to one built after it; notifications that run against that order (the table and the observer
@@ -15,7 +17,9 @@ import { ctrlTransport } from "./ctrl-transport.ts";
 import { DesiredTable } from "./desired-table.ts";
 import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
+import { Leadership } from "./leadership.ts";
 import { Listeners } from "./listeners.ts";
+import { MemoryRelease } from "./memory-release.ts";
 import { AgentMetrics } from "./metrics.ts";
 import { clusterObservations, tableObservations } from "./observation.ts";
 import type { ObjectChange, Observer } from "./observer.ts";
@@ -44,6 +48,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
   const connected = new Listeners<void>();
 
   const metrics = new AgentMetrics();
+  const leadership = await leadershipOf(config, metrics);
   const queue = new WorkQueue({
     backoff: config.retryBackoff,
     settleMs: config.settleMs,
@@ -73,6 +78,14 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
   });
   const ready = Promise.withResolvers<void>();
   let isReady = false;
+  const prune = async (version: number) => {
+    try {
+      await reconciler.prune(version);
+    } catch (error) {
+      // The next full sync prunes again; the watch must not wait for the cluster.
+      log(`prune failed: ${messageOf(error)}`);
+    }
+  };
   const connection = new Connection({
     client,
     region,
@@ -84,12 +97,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     log,
     onConnected: connected.emit,
     async afterSnapshot(version) {
-      try {
-        await reconciler.prune(version);
-      } catch (error) {
-        // The next full sync prunes again; the watch must not wait for the cluster.
-        log(`prune failed: ${messageOf(error)}`);
-      }
+      if (leadership.isLeading()) await prune(version);
       isReady = true;
       ready.resolve();
     },
@@ -103,9 +111,22 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     metrics,
     log,
+    leader: config.leaderElect ? () => leadership.leader() : undefined,
+    onFenced(message) {
+      log(`ctrl refused a report, another agent leads: ${message}`);
+      leadership.stepDown("fenced by ctrl");
+    },
   });
   statusChanged.add((key) => reporter.touch(key));
   connected.add(() => reporter.requestFullSet());
+  // A new leader applies everything again (a standby dispatched nothing, and a former leader may
+  // have missed what another applied meanwhile), and prunes what its complete table lacks.
+  leadership.started.add(() => {
+    for (const entry of table.entries()) queue.add(entry.key);
+    if (isReady) void prune(connection.cursor);
+  });
+
+  const memoryRelease = new MemoryRelease({ afterReconciles: config.memoryReleaseAfterReconciles, idleMs: config.memoryReleaseIdleMs });
 
   let health: HealthServer | undefined;
   const parts: Runnable[] = [
@@ -120,23 +141,49 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
       },
       stop: () => health?.close(),
     },
+    ...leadership.parts(),
+    // Before the workers, so that it stops after them (their last reconciles may schedule a release).
+    { name: "memory release", start() {}, stop: () => memoryRelease.stop() },
     workers(config, queue, async (key) => {
       try {
-        await reconciler.reconcile(key);
+        // A standby (or a leader past its renew deadline) leaves the key: every key is queued
+        // again when a term begins.
+        if (leadership.isLeading()) await reconciler.reconcile(key);
       } finally {
         reporter.touch(key);
+        memoryRelease.reconciled(queue.length);
       }
     }),
     // Nothing is worth reporting before the first snapshot: the cursor would be 0.
     loop("reporter", async (signal) => {
       await Promise.race([ready.promise, new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))]);
-      await reporter.run(signal);
+      // Only a leader reports; each term starts with the full set.
+      await leadership.eachTerm(signal, (term) => {
+        reporter.requestFullSet();
+        return reporter.run(term);
+      });
     }),
     ...(observing ? [loop("observer", (signal) => observing.observer.run(signal)), loop("drift refresh", (signal) => observing.drift.runRefresh(signal))] : []),
     loop("connection", (signal) => connection.run(signal)),
   ];
   const stop = await startInOrder(parts);
   return { ready: ready.promise, metrics, table, url: health?.url, stop };
+}
+
+/**
+ * Who leads: this agent alone without leader election; else the elector's Lease holder. The
+ * Lease lives in the cluster the agent applies to, so a render target cannot elect.
+ */
+async function leadershipOf(config: ResolvedAgentConfig, metrics: AgentMetrics): Promise<Leadership> {
+  if (!config.leaderElect) return new Leadership(metrics);
+  const kubeConfig = config.target.kubeConfig;
+  if (!kubeConfig) throw new Error("leader election needs the kubernetes target: its Lease lives in the cluster the agent applies to");
+  const { LeaderElector, defaultIdentity, podNamespace } = await import("./leader-election.ts");
+  const options = config.leaderElection;
+  const name = options.name ?? `flotilla-agent-${config.region}`;
+  const namespace = options.namespace ?? podNamespace() ?? "default";
+  const identity = options.identity ?? defaultIdentity();
+  return new Leadership(metrics, (callbacks) => new LeaderElector({ ...options, ...callbacks, kubeConfig, name, namespace, identity, log: config.log }), name);
 }
 
 /** ctrl's ClusterService over gRPC, authenticated with the agent token. */

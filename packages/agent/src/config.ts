@@ -3,6 +3,7 @@
 // flags and environment variables onto it.
 import type { BackoffOptions } from "./backoff.ts";
 import type { CtrlTlsFiles } from "./ctrl-transport.ts";
+import type { LeaderElectionOptions } from "./leader-election.ts";
 import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
 import type { PruneOptions } from "./prune.ts";
 import type { Target } from "./target.ts";
@@ -51,8 +52,23 @@ export interface AgentTunables {
   refreshIntervalMs: number;
   /** Drift correction: resources re-applied per second by the periodic refresh, at most. Default 20. */
   refreshPerSecond: number;
+  /**
+   * After a burst of at least this many reconciles (a full sync's drain), the agent returns the
+   * garbage's memory to the system with one memory-reducing GC (memory-release.ts). Default 1,000; 0 turns it off.
+   */
+  memoryReleaseAfterReconciles: number;
+  /** Quiet time (work queue empty, no reconcile) that ends such a burst. Default 2 s. */
+  memoryReleaseIdleMs: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune: PruneOptions;
+  /**
+   * Leader election among the region's agents on a coordination.k8s.io/v1 Lease (cluster
+   * targets only): only the leader applies, prunes and reports. Default false: one agent per
+   * region, as a laptop or a single replica runs it; multi-replica deployments turn it on.
+   */
+  leaderElect: boolean;
+  /** Leader election's timing and Lease. Default 15 s / 10 s / 2 s (client-go's), Lease `flotilla-agent-<region>` in the pod's namespace. */
+  leaderElection: LeaderElectionOptions;
   /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
   namespaces: NamespaceRules;
   /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
@@ -64,7 +80,8 @@ export interface AgentTunables {
 }
 
 /** An agent's configuration as given: the identity, and any tunables to override. */
-export type AgentConfig = AgentIdentity & Partial<Omit<AgentTunables, "prune">> & { prune?: Partial<PruneOptions> };
+export type AgentConfig = AgentIdentity &
+  Partial<Omit<AgentTunables, "prune" | "leaderElection">> & { prune?: Partial<PruneOptions>; leaderElection?: Partial<LeaderElectionOptions> };
 
 /** An agent's configuration with every default filled in. */
 export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: (message: string) => void };
@@ -84,7 +101,11 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   observerBackoff: { minMs: 500, maxMs: 30_000 },
   refreshIntervalMs: 30 * 60_000,
   refreshPerSecond: 20,
+  memoryReleaseAfterReconciles: 1000,
+  memoryReleaseIdleMs: 2000,
   prune: { maxFraction: 0.5, force: false },
+  leaderElect: false,
+  leaderElection: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000, namespace: undefined, name: undefined, identity: undefined },
   namespaces: DEFAULT_NAMESPACE_RULES,
   ownershipRecheckMs: 30_000,
   listen: undefined,
@@ -93,7 +114,12 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
 
 /** `config` with every absent field set to its default. */
 export function resolveConfig(config: AgentConfig): ResolvedAgentConfig {
-  const given = Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined));
+  const given = withoutUndefined(config);
   const log = config.log ?? ((message: string) => console.error(`agent[${config.region}]: ${message}`));
-  return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, log } as ResolvedAgentConfig;
+  const leaderElection = { ...AGENT_DEFAULTS.leaderElection, ...withoutUndefined(config.leaderElection ?? {}) };
+  return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, leaderElection, log } as ResolvedAgentConfig;
+}
+
+function withoutUndefined<T extends object>(object: T): Partial<T> {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as Partial<T>;
 }

@@ -29,8 +29,16 @@ const FLAGS = {
   "bookmark-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.bookmarkIntervalMs), help: "ctrl's bookmark interval (its --bookmark-interval-ms): a stream silent for 3× this is dead" },
   "report-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.reportIntervalMs), help: "status reports to ctrl: at most one call per this interval" },
   "heartbeat-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs), help: "how often the agent reports its applied version to ctrl" },
+  "memory-release-after": { type: "string", default: String(AGENT_DEFAULTS.memoryReleaseAfterReconciles), help: "after a burst of this many reconciles, return freed memory to the system with one memory-reducing GC (0: never)" },
+  "memory-release-idle": { type: "string", default: formatDuration(AGENT_DEFAULTS.memoryReleaseIdleMs), help: "quiet time (no reconcile, queue empty) that ends such a burst" },
   "prune-max-fraction": { type: "string", default: String(AGENT_DEFAULTS.prune.maxFraction), help: "prune refuses to delete more than this fraction of managed objects" },
   "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
+  "leader-elect": { type: "boolean", default: AGENT_DEFAULTS.leaderElect, help: "elect one leader among the region's agents on a Lease; only it applies, prunes and reports (kubernetes target only)" },
+  "leader-elect-lease-duration": { type: "string", default: formatDuration(AGENT_DEFAULTS.leaderElection.leaseDurationMs), help: "standbys take over a Lease not renewed for this long (whole seconds)" },
+  "leader-elect-renew-deadline": { type: "string", default: formatDuration(AGENT_DEFAULTS.leaderElection.renewDeadlineMs), help: "a leader that could not renew for this long stops applying (< lease duration)" },
+  "leader-elect-retry-period": { type: "string", default: formatDuration(AGENT_DEFAULTS.leaderElection.retryPeriodMs), help: "interval of acquire and renew attempts (renew deadline > 1.2× it)" },
+  "leader-elect-resource-namespace": { type: "string", help: "namespace of the Lease (default: the pod's namespace, else default)" },
+  "leader-elect-resource-name": { type: "string", help: "name of the Lease (default flotilla-agent-<region>)" },
   "allowed-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.allowed.join(","), help: "comma-separated globs of the namespaces the agent may write into" },
   "denied-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.denied.join(","), help: "comma-separated globs of namespaces refused even if allowed" },
   "ownership-recheck-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.ownershipRecheckMs), help: "how often an object that exists but is not the agent's is checked again" },
@@ -41,9 +49,10 @@ const FLAGS = {
 type Flag = keyof typeof FLAGS;
 
 export function usage(): string {
+  const width = Math.max(...Object.keys(FLAGS).map((name) => name.length));
   const lines = Object.entries(FLAGS).map(([name, flag]) => {
     const fallback = "default" in flag && flag.type === "string" ? ` (default ${flag.default})` : "";
-    return `  --${name.padEnd(20)} ${flag.help}${fallback}\n  ${" ".repeat(22)} env FLOTILLA_AGENT_${envName(name)}`;
+    return `  --${name.padEnd(width)} ${flag.help}${fallback}\n  ${" ".repeat(width + 2)} env FLOTILLA_AGENT_${envName(name)}`;
   });
   return `Usage: flotilla-agent --region NAME [flags]\n\nKeeps a region's cluster equal to ctrl's desired state.\n\n${lines.join("\n")}\n`;
 }
@@ -104,6 +113,26 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   const ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
   if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
 
+  const memoryReleaseAfterReconciles = Number(text("memory-release-after"));
+  if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0) throw new Error("--memory-release-after must be a non-negative integer");
+  const leaderElect = flags["leader-elect"] === true;
+  const leaderElection = {
+    leaseDurationMs: parseDuration(text("leader-elect-lease-duration")!),
+    renewDeadlineMs: parseDuration(text("leader-elect-renew-deadline")!),
+    retryPeriodMs: parseDuration(text("leader-elect-retry-period")!),
+    namespace: text("leader-elect-resource-namespace"),
+    name: text("leader-elect-resource-name"),
+  };
+  if (leaderElect) {
+    if (text("target") !== "kubernetes") throw new Error("--leader-elect needs --target kubernetes: the Lease lives in the cluster the agent applies to");
+    const { validateTimings } = await import("./leader-election.ts");
+    try {
+      validateTimings(leaderElection);
+    } catch (error) {
+      throw new Error(`--leader-elect-*: ${(error as Error).message}`);
+    }
+  }
+
   let target: Target;
   if (text("target") === "kubernetes") {
     // Loaded only for this target: @kubernetes/client-node costs some 80 MB of RSS.
@@ -129,7 +158,11 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     bookmarkIntervalMs: parseDuration(text("bookmark-interval")!),
     reportIntervalMs: parseDuration(text("report-interval")!),
     heartbeatIntervalMs: parseDuration(text("heartbeat-interval")!),
+    memoryReleaseAfterReconciles,
+    memoryReleaseIdleMs: parseDuration(text("memory-release-idle")!),
     prune: { maxFraction, force: flags["force-prune"] === true },
+    leaderElect,
+    leaderElection,
     namespaces,
     ownershipRecheckMs,
     listen: text("listen")!,

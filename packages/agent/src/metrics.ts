@@ -124,6 +124,21 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
+  readonly leaderStatus = new Gauge({
+    // controller-runtime's (client-go's) name and meaning, so existing dashboards chart it.
+    name: "leader_election_master_status",
+    help: "1 while this agent leads the Lease `name`, 0 while it stands by (only with leader election on).",
+    labelNames: ["name"] as const,
+    registers: [this.registry],
+  });
+
+  readonly leaderTransitions = new Counter({
+    name: "flotilla_agent_leader_transitions_total",
+    help: "Changes of this agent's role for the Lease `name`: to leader (acquired) or to standby (lost, released or fenced).",
+    labelNames: ["name", "to"] as const,
+    registers: [this.registry],
+  });
+
   readonly refreshRemaining = new Gauge({
     name: "flotilla_agent_refresh_remaining",
     help: "Resources of the current periodic refresh round not yet re-applied (0 between rounds).",

@@ -39,6 +39,7 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
     },
     watchDeploymentChanges(request: WatchDeploymentChangesRequest, options: { signal: AbortSignal }) {
       watchedFrom.push(request.versionLastSeen);
+      // biome-ignore lint/correctness/useYield: a watch that sends nothing until it is aborted
       const step = watches[watchedFrom.length - 1] ?? (async function* (signal: AbortSignal) {
         await hangUntil(signal);
       });

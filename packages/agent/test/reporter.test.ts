@@ -20,7 +20,10 @@ test("observations are sent stamped; an unchanged one is not sent again, a chang
     isKnown: (key) => applied.has(key),
   };
   const calls: ReportObservedStateRequest[] = [];
-  const client = { reportObservedState: async (request: ReportObservedStateRequest) => (calls.push(request), {}) } as unknown as Client<typeof ClusterService>;
+  const client = { reportObservedState: async (request: ReportObservedStateRequest) => {
+    calls.push(request);
+    return {};
+  } } as unknown as Client<typeof ClusterService>;
   const reporter = new Reporter({
     client,
     region: "r",

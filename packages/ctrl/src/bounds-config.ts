@@ -1,5 +1,5 @@
 // The connection bounds from ctrl's configuration (flags and environment).
-import { CTRL_OPTIONS, positiveInt, type Config } from "./config.ts";
+import { type CTRL_OPTIONS, positiveInt, type Config } from "./config.ts";
 import type { ConnectionBounds } from "./connection-bounds.ts";
 
 export function connectionBounds(config: Config<typeof CTRL_OPTIONS>): ConnectionBounds {

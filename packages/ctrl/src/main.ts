@@ -81,9 +81,9 @@ function localAdminToken(): string {
       return token;
     }
   }
-  const token = "flt_admin_" + randomBytes(24).toString("base64url");
+  const token = `flt_admin_${randomBytes(24).toString("base64url")}`;
   mkdirSync(".flotilla", { recursive: true });
-  writeFileSync(ADMIN_TOKEN_FILE, token + "\n", { mode: 0o600 });
+  writeFileSync(ADMIN_TOKEN_FILE, `${token}\n`, { mode: 0o600 });
   // Never the token itself: logs are collected and kept; the file is readable by its owner only.
   console.error(`ctrl: generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
   return token;

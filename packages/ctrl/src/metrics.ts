@@ -102,6 +102,13 @@ export class CtrlMetrics {
     registers: [this.registry],
   });
 
+  readonly reportsFenced = new Counter({
+    name: "flotilla_ctrl_reports_fenced_total",
+    help: "Reports refused because their agent's leader epoch is older than the region's newest (a deposed leader).",
+    labelNames: ["region"] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

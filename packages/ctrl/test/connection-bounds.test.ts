@@ -2,7 +2,7 @@
 // rapid resets and ping floods end the connection, HTTP/1.1 header and request timeouts.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
+import type http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import { DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "../src/connection-bounds.ts";

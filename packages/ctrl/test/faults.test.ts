@@ -20,7 +20,10 @@ const databases = await testDatabases();
 const mysql = databases.find((d) => d.db.name === "mysql")!;
 
 function clients(url: string) {
-  const transport = createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`), next(req))] });
+  const transport = createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => {
+    req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+    return next(req);
+  }] });
   return { cluster: createClient(ClusterService, transport), deployments: createClient(DeploymentService, transport) };
 }
 
@@ -59,7 +62,10 @@ describe("database down and back (mysql, through a proxy)", { skip: mysql.skip }
     proxy.restore();
     let created = false;
     for (let i = 0; i < 50 && !created; i++) {
-      created = await create("after").then(() => true, async () => (await sleep(100), false));
+      created = await create("after").then(() => true, async () => {
+        await sleep(100);
+        return false;
+      });
     }
     assert.ok(created, "writes work again once the database is back");
     const expected = await desiredInDatabase(store, "db");

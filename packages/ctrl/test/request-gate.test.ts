@@ -137,7 +137,7 @@ for (const { db, skip } of await testDatabases()) {
 
     test("without valid credentials a request is refused from its headers; its body is never awaited", async () => {
       // Each request declares a body it never sends: an answer proves ctrl did not wait for it.
-      for (const token of [undefined, "not-a-token-" + randomBytes(8).toString("hex")]) {
+      for (const token of [undefined, `not-a-token-${randomBytes(8).toString("hex")}`]) {
         const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
         for (const method of ["DeploymentService/GetDeployment", "ClusterService/WatchDeploymentChanges"]) {
           assert.deepEqual(await grpcCall(t.url, `/ctrl.v1.${method}`, headers, undefined), { httpStatus: 200, code: "16" });

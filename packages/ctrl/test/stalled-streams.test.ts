@@ -20,7 +20,10 @@ function prefaceOnly(port: number): { opened: Promise<void>; closed: Promise<voi
   const socket = net.connect({ port, host: "127.0.0.1" });
   socket.on("error", () => {});
   socket.on("data", () => {}); // ctrl's SETTINGS
-  const opened = new Promise<void>((resolve) => socket.once("connect", () => (socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), resolve())));
+  const opened = new Promise<void>((resolve) => socket.once("connect", () => {
+    socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    resolve();
+  }));
   const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
   return { opened, closed, socket };
 }

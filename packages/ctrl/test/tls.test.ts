@@ -11,7 +11,7 @@ import tls from "node:tls";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { initPki, issueServer, pkiFiles } from "../src/pki.ts";
+import { initPki, issueServer, type pkiFiles } from "../src/pki.ts";
 import { isLoopback } from "../src/server.ts";
 import { DEFAULT_CONNECTION_BOUNDS } from "../src/connection-bounds.ts";
 import { listenDual } from "../src/listener.ts";

@@ -82,7 +82,10 @@ export function operatorClients(
   const transport = createConnectTransport({
     baseUrl: url,
     httpVersion: "1.1",
-    interceptors: [(next) => (request) => (request.header.set("authorization", `Bearer ${adminToken}`), next(request))],
+    interceptors: [(next) => (request) => {
+    request.header.set("authorization", `Bearer ${adminToken}`);
+    return next(request);
+  }],
   });
   return {
     regions: createClient(RegionService, transport),

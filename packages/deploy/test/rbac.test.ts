@@ -1,6 +1,7 @@
 // RBAC proven, not guessed: the agent's rendered manifests are applied with the real kubectl to
 // the emulator with RBAC on; the agent (a real process) then runs with its ServiceAccount's
-// token and does all of its work. With one verb taken from its ClusterRole it reports a clear
+// token and leader election on (as the manifests run it) and does all of its work, using exactly
+// the verbs of its ClusterRole and leader-election Role. With one verb taken from its ClusterRole it reports a clear
 // `forbidden` failure (status and log) and keeps running, and recovers once the verb is back.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -89,6 +90,7 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   admin(["apply", "-f", "-"], rendered);
   const documents = parseAllDocuments(rendered).map((document) => document.toJS() as { kind: string; metadata: { name: string; namespace?: string }; rules?: Rule[] });
   const clusterRole = documents.find((object) => object.kind === "ClusterRole" && object.metadata.name === "flotilla-agent")!;
+  const leaderElectionRole = documents.find((object) => object.kind === "Role" && object.metadata.name === "flotilla-agent-leader-election")!;
   const serviceAccount = documents.find((object) => object.kind === "ServiceAccount")!;
   const token = admin(["create", "token", serviceAccount.metadata.name, "--namespace", serviceAccount.metadata.namespace!]).trim();
   const agentKubeconfig = join(dir, "agent.kubeconfig");
@@ -118,7 +120,10 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   }
 
   const agent = startProcess(
-    ["node", mainOf("agent"), "--ctrl-url", ctrl.url, "--region", REGION, "--kubeconfig", agentKubeconfig, "--listen", "127.0.0.1:0", "--report-interval", "50ms", "--prune-max-fraction", "1"],
+    ["node", mainOf("agent"), "--ctrl-url", ctrl.url, "--region", REGION, "--kubeconfig", agentKubeconfig, "--listen", "127.0.0.1:0", "--report-interval", "50ms", "--prune-max-fraction", "1",
+     // As the manifests run it: elected on a Lease in its namespace (the manifests' Role), with
+     // a short retry period so that a renew (update) happens well within the test.
+     "--leader-elect", "--leader-elect-resource-namespace", serviceAccount.metadata.namespace!, "--leader-elect-retry-period", "200ms"],
     { env: { FLOTILLA_AGENT_TOKEN: agentToken }, cwd: dir },
   );
   t.after(() => agent.stop());
@@ -148,8 +153,9 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   await eventually(() => !get("deployment", "api") && !get("service", "api") && !get("ciliumnetworkpolicy", "deny-all"), "deleted resources removed");
   assert.doesNotMatch(agent.output(), /forbidden/i, "nothing was forbidden with the full ClusterRole");
 
-  // And the ClusterRole is minimal: the agent used every verb it grants (an apply that created
-  // its object needed create as well as patch).
+  // And the ClusterRole and the leader-election Role are minimal: the agent used every verb they
+  // grant (an apply that created its object needed create as well as patch; the Lease was read,
+  // created, then renewed).
   const user = `system:serviceaccount:${serviceAccount.metadata.namespace}:${serviceAccount.metadata.name}`;
   const used = new Set<string>();
   for (const entry of await requestLog()) {
@@ -157,7 +163,7 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
     used.add(`${entry.group}/${entry.resource}:${entry.verb === "apply" ? "patch" : entry.verb}`);
     if (entry.verb === "apply" && entry.status === 201) used.add(`${entry.group}/${entry.resource}:create`);
   }
-  const granted = clusterRole.rules!.flatMap((rule) => rule.apiGroups.flatMap((group) => rule.resources.flatMap((resource) => rule.verbs.map((verb) => `${group}/${resource}:${verb}`))));
+  const granted = [clusterRole, leaderElectionRole].flatMap((role) => role.rules!).flatMap((rule) => rule.apiGroups.flatMap((group) => rule.resources.flatMap((resource) => rule.verbs.map((verb) => `${group}/${resource}:${verb}`))));
   assert.deepEqual([...used].sort(), granted.sort());
 
   // One verb less: patch on deployments (server-side apply is a PATCH).

@@ -31,6 +31,10 @@ describe('robustness and protocol details', () => {
     assert.deepEqual(token, { name: 'serviceaccounts/token', singularName: '', namespaced: true, group: 'authentication.k8s.io', version: 'v1', kind: 'TokenRequest', verbs: ['create'] });
     const cilium = await raw(c, 'GET', '/apis/cilium.io/v2');
     assert.ok(cilium.body.resources.some((r: { kind: string; namespaced: boolean }) => r.kind === 'CiliumNetworkPolicy' && r.namespaced));
+    const coordination = await raw(c, 'GET', '/apis/coordination.k8s.io/v1');
+    const lease = coordination.body.resources.find((r: { name: string }) => r.name === 'leases');
+    assert.deepEqual([lease.kind, lease.namespaced, lease.singularName], ['Lease', true, 'lease']);
+    assert.ok(!coordination.body.resources.some((r: { name: string }) => r.name === 'leases/status'), 'no status subresource');
     const version = await raw(c, 'GET', '/version');
     assert.equal(version.body.major, '1');
     assert.equal((await raw(c, 'GET', '/apis/nope.io/v1')).status, 404);

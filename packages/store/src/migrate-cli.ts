@@ -5,7 +5,7 @@ import { migrateToLatest } from "./migrate.ts";
 
 const { values } = parseArgs({ options: { "database-url": { type: "string" }, help: { type: "boolean" } } });
 if (values.help) {
-  console.log("usage: pnpm migrate [--database-url <url>]   (env FLOTILLA_DATABASE_URL; default " + DEFAULT_DATABASE_URL + ")");
+  console.log(`usage: pnpm migrate [--database-url <url>]   (env FLOTILLA_DATABASE_URL; default ${DEFAULT_DATABASE_URL})`);
   process.exit(0);
 }
 const database = openDatabase(values["database-url"] ?? process.env.FLOTILLA_DATABASE_URL ?? DEFAULT_DATABASE_URL);

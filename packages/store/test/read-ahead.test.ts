@@ -59,7 +59,10 @@ test("slots: at most n holders; a waiter that gives up takes no slot", async () 
   const gaveUp = new AbortController();
   const waiting = slots.acquire(gaveUp.signal);
   let thirdGot = false;
-  const third = slots.acquire().then((release) => ((thirdGot = true), release));
+  const third = slots.acquire().then((release) => {
+    thirdGot = true;
+    return release;
+  });
   gaveUp.abort(new Error("went away"));
   await assert.rejects(waiting, /went away/);
   await tick();

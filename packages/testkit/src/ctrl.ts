@@ -4,7 +4,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { Store } from "@flotilla/store";
+import type { Store } from "@flotilla/store";
 import { startCtrl, type Ctrl, type CtrlOptions } from "@flotilla/ctrl";
 import { freshStore, type TestDatabase } from "./databases.ts";
 

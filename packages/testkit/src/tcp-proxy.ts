@@ -1,5 +1,6 @@
 // A TCP proxy a test can cut and restore: "the database is down" without touching the
-// database other tests share.
+// database other tests share. It can also hold what clients send (a request in flight that
+// arrives late, as from a process paused mid-call) and release it.
 import net from "node:net";
 
 export interface TcpProxy {
@@ -7,12 +8,18 @@ export interface TcpProxy {
   /** Drops every connection and refuses new ones. */
   cut(): void;
   restore(): void;
+  /** Keeps what clients send from now on (answers still flow back) until release(). */
+  hold(): void;
+  /** Forwards what was held, in order, and everything after it. */
+  release(): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   let down = false;
+  let holding = false;
   const sockets = new Set<net.Socket>();
+  const links = new Set<{ client: net.Socket; upstream: net.Socket; held: Buffer[] }>();
   const track = (s: net.Socket) => {
     sockets.add(s);
     s.once("close", () => sockets.delete(s));
@@ -23,8 +30,11 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     if (down) return client.destroy();
     const upstream = net.connect(targetPort, targetHost);
     track(upstream);
-    client.pipe(upstream).pipe(client);
-    client.once("close", () => upstream.destroy());
+    const link = { client, upstream, held: [] as Buffer[] };
+    links.add(link);
+    client.on("data", (chunk: Buffer) => (holding ? link.held.push(chunk) : upstream.write(chunk)));
+    upstream.pipe(client);
+    client.once("close", () => (upstream.destroy(), links.delete(link)));
     upstream.once("close", () => client.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -36,6 +46,13 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     restore() {
       down = false;
+    },
+    hold() {
+      holding = true;
+    },
+    release() {
+      holding = false;
+      for (const link of links) for (const chunk of link.held.splice(0)) link.upstream.write(chunk);
     },
     close() {
       for (const s of sockets) s.destroy();

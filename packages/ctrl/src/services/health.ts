@@ -1,7 +1,7 @@
 // grpc.health.v1 Health: SERVING while the process accepts work, NOT_SERVING once it drains.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Health, HealthCheckResponse_ServingStatus as Status } from "@flotilla/proto/grpc/health/v1/health_pb.js";
+import { type Health, HealthCheckResponse_ServingStatus as Status } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 
 export function healthService(serviceNames: ReadonlySet<string>, draining: AbortSignal): ServiceImpl<typeof Health> {
   const known = (service: string) => service === "" || serviceNames.has(service);

@@ -7,7 +7,7 @@ import {
   ExtensionNumberResponseSchema,
   FileDescriptorResponseSchema,
   ListServiceResponseSchema,
-  ServerReflection,
+  type ServerReflection,
   ServerReflectionResponseSchema,
   type ServerReflectionRequest,
   type ServerReflectionResponse,
@@ -25,7 +25,7 @@ export function reflectionService(services: DescService[]): ServiceImpl<typeof S
     files.set(file.proto.name, file);
     file.dependencies.forEach(addFile);
   };
-  services.forEach((s) => addFile(s.file));
+  for (const s of services) addFile(s.file);
   const index: Index = { files, symbols: createRegistry(...files.values()), services: services.map((s) => s.typeName) };
   return {
     async *serverReflectionInfo(requests) {
