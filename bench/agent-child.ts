@@ -5,7 +5,7 @@
 // GCs (and, if asked, a heap snapshot); then waits for "shutdown".
 import { writeHeapSnapshot } from "node:v8";
 import { join } from "node:path";
-import { RenderTarget, startAgent, type Target } from "@flotilla/agent";
+import { createLogger, RenderTarget, startAgent, type Target } from "@flotilla/agent";
 
 export interface AgentChildConfig {
   ctrlUrl: string;
@@ -80,7 +80,7 @@ const agent = await startAgent({
   token: config.token,
   target: await target(),
   concurrency: config.concurrency,
-  log: (message) => logLines.push(message),
+  log: createLogger({ write: (line) => logLines.push(line) }),
 });
 await agent.ready;
 const readyMs = since();

@@ -26,7 +26,9 @@ import type { ObjectChange, Observer } from "./observer.ts";
 import { dispatch } from "./queue/dispatch.ts";
 import { WorkQueue } from "./queue.ts";
 import { newReconciler } from "./reconciler.ts";
+import { Readiness } from "./readiness.ts";
 import { Reporter } from "./reporter.ts";
+import type { PooledKubeConfig } from "./targets/kubernetes.ts";
 import { APPLIED_KINDS } from "./watched-kinds.ts";
 
 export interface Agent {
@@ -54,16 +56,18 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     settleMs: config.settleMs,
     maxHoldMs: config.maxHoldMs,
     onCoalesced: () => metrics.coalesced.inc(),
+    metrics: metrics.queue,
   });
   const table = new DesiredTable((key) => {
     queue.add(key);
     statusChanged.emit(key);
   });
-  metrics.collectFrom({ queueDepth: () => queue.length, desiredCounts: () => table.counts() });
+  const readiness = new Readiness();
+  metrics.collectFrom({ queueDepth: () => queue.length, desiredCounts: () => table.counts(), readiness: () => readiness.conditions() });
   const client = ctrlClient(config);
   // With a cluster target, the observer watches what the cluster really runs (for status and
   // drift correction); a render target has nothing to watch.
-  const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged) : undefined;
+  const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged, readiness) : undefined;
   const observer = observing?.observer;
   const reconciler = newReconciler({
     table,
@@ -83,7 +87,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
       await reconciler.prune(version);
     } catch (error) {
       // The next full sync prunes again; the watch must not wait for the cluster.
-      log(`prune failed: ${messageOf(error)}`);
+      log.error(`prune failed: ${messageOf(error)}`, { version });
     }
   };
   const connection = new Connection({
@@ -113,11 +117,14 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     log,
     leader: config.leaderElect ? () => leadership.leader() : undefined,
     onFenced(message) {
-      log(`ctrl refused a report, another agent leads: ${message}`);
+      log.warn(`ctrl refused a report, another agent leads: ${message}`);
       leadership.stepDown("fenced by ctrl");
     },
   });
   statusChanged.add((key) => reporter.touch(key));
+  readiness
+    .add("connected", () => (connection.connected ? undefined : "no open watch stream to ctrl"))
+    .add("synced", () => (isReady ? undefined : "waiting for the first complete sync"));
   connected.add(() => reporter.requestFullSet());
   // A new leader applies everything again (a standby dispatched nothing, and a former leader may
   // have missed what another applied meanwhile), and prunes what its complete table lacks.
@@ -136,7 +143,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
         if (config.listen === undefined) return;
         health = await serveHealth(config.listen, {
           registry: metrics.registry,
-          notReady: () => (isReady ? undefined : "waiting for the first complete sync"),
+          notReady: () => readiness.notReady(),
         });
       },
       stop: () => health?.close(),
@@ -199,8 +206,24 @@ function ctrlClient({ ctrlUrl, token, tls, log }: ResolvedAgentConfig): Client<t
  * The observer and the drift corrector it feeds. The observer module (and with it
  * @kubernetes/client-node, some 80 MB of RSS) is loaded only here.
  */
-async function observe(config: ResolvedAgentConfig, table: DesiredTable, metrics: AgentMetrics, statusChanged: Listeners<string>): Promise<{ observer: Observer; drift: DriftCorrector }> {
+async function observe(
+  config: ResolvedAgentConfig,
+  table: DesiredTable,
+  metrics: AgentMetrics,
+  statusChanged: Listeners<string>,
+  readiness: Readiness,
+): Promise<{ observer: Observer; drift: DriftCorrector }> {
   const { Observer } = await import("./observer.ts");
+  // A PooledKubeConfig (the CLI's) reports every request: counted, and the last one says whether the cluster answers.
+  const requests = (config.target.kubeConfig as Partial<PooledKubeConfig>).requests;
+  if (requests) {
+    let unreachable: string | undefined = "no answer from the Kubernetes API yet";
+    requests.add(({ method, code, host, broken }) => {
+      if (!broken) metrics.restClientRequests.inc({ code, method, host });
+      unreachable = code === "<error>" ? `the Kubernetes API at ${host} does not answer` : undefined;
+    });
+    readiness.add("cluster", () => unreachable);
+  }
   const drift = new DriftCorrector({ table, region: config.region, metrics, refreshIntervalMs: config.refreshIntervalMs, refreshPerSecond: config.refreshPerSecond });
   const observer = new Observer({
     kubeConfig: config.target.kubeConfig!,
@@ -225,11 +248,17 @@ function workers(config: ResolvedAgentConfig, queue: WorkQueue, handle: (key: st
   return {
     name: "workers",
     start() {
-      working = dispatch(queue, handle, { concurrency: config.concurrency, onHandlerError: (key, error) => config.log(`reconcile ${key}: ${messageOf(error)}`) });
+      working = dispatch(queue, handle, { concurrency: config.concurrency, onHandlerError: (key, error) => config.log.error(`reconcile failed: ${messageOf(error)}`, { resource: key }) });
     },
     async stop() {
       queue.shutDown();
-      await working;
+      // Applies in flight finish (a half-applied resource would wait for the next agent), within a deadline.
+      const deadline = Promise.withResolvers<"deadline">();
+      const timer = setTimeout(() => deadline.resolve("deadline"), config.shutdownTimeoutMs);
+      if ((await Promise.race([working, deadline.promise])) === "deadline") {
+        config.log.warn(`stopping with reconciles still in flight after ${config.shutdownTimeoutMs} ms`);
+      }
+      clearTimeout(timer);
     },
   };
 }

@@ -1,6 +1,7 @@
 // The agent's configuration: one object, every field documented with its default, the defaults
 // in one place (AGENT_DEFAULTS). startAgent() builds every part from it; the CLI (main.ts) maps
 // flags and environment variables onto it.
+import { createLogger, type Logger } from "@flotilla/runtime";
 import type { BackoffOptions } from "./backoff.ts";
 import type { CtrlTlsFiles } from "./ctrl-transport.ts";
 import type { LeaderElectionOptions } from "./leader-election.ts";
@@ -73,10 +74,12 @@ export interface AgentTunables {
   namespaces: NamespaceRules;
   /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
   ownershipRecheckMs: number;
+  /** On stop: how long reconciles in flight may take to finish before the agent stops without them. Default 30 s. */
+  shutdownTimeoutMs: number;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
   listen: string | undefined;
-  /** Where the agent logs. Default: stderr, prefixed `agent[<region>]: `. */
-  log: ((message: string) => void) | undefined;
+  /** Where the agent logs; every line carries the region. Default: text lines on stderr, level info. */
+  log: Logger | undefined;
 }
 
 /** An agent's configuration as given: the identity, and any tunables to override. */
@@ -84,7 +87,7 @@ export type AgentConfig = AgentIdentity &
   Partial<Omit<AgentTunables, "prune" | "leaderElection">> & { prune?: Partial<PruneOptions>; leaderElection?: Partial<LeaderElectionOptions> };
 
 /** An agent's configuration with every default filled in. */
-export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: (message: string) => void };
+export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: Logger };
 
 export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   concurrency: 8,
@@ -108,6 +111,7 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   leaderElection: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000, namespace: undefined, name: undefined, identity: undefined },
   namespaces: DEFAULT_NAMESPACE_RULES,
   ownershipRecheckMs: 30_000,
+  shutdownTimeoutMs: 30_000,
   listen: undefined,
   log: undefined,
 });
@@ -115,7 +119,7 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
 /** `config` with every absent field set to its default. */
 export function resolveConfig(config: AgentConfig): ResolvedAgentConfig {
   const given = withoutUndefined(config);
-  const log = config.log ?? ((message: string) => console.error(`agent[${config.region}]: ${message}`));
+  const log = (config.log ?? createLogger({ fields: { process: "agent" } })).child({ region: config.region });
   const leaderElection = { ...AGENT_DEFAULTS.leaderElection, ...withoutUndefined(config.leaderElection ?? {}) };
   return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, leaderElection, log } as ResolvedAgentConfig;
 }

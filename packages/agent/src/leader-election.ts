@@ -15,6 +15,7 @@
 //   other candidate (who waits leaseDuration > renewDeadline from a later moment) can take over.
 // * On stop, a leader releases the Lease (client-go's ReleaseOnCancel): no holder,
 //   leaseDurationSeconds 1, so a standby takes over at its next retry.
+import type { Logger } from "@flotilla/runtime";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
@@ -83,7 +84,7 @@ export interface LeaderElectorOptions {
   onStartedLeading(epoch: number): void;
   /** Stopped leading (renew deadline passed, Lease lost, released, or stepDown()). */
   onStoppedLeading(reason: string): void;
-  log: (message: string) => void;
+  log: Logger;
   /** Monotonic milliseconds (tests may replace it). Default performance.now(). */
   monotonic?: () => number;
 }
@@ -149,7 +150,7 @@ export class LeaderElector {
       }
     }
     this.#stopLeading("stopping");
-    await this.#release().catch((error) => log(`releasing the lease failed (standbys take over once it expires): ${messageOf(error)}`));
+    await this.#release().catch((error) => log.warn(`releasing the lease failed (standbys take over once it expires): ${messageOf(error)}`));
   }
 
   /** Renews every retryPeriod until the renew deadline passes, the Lease is lost, or `signal` aborts. */
@@ -211,7 +212,7 @@ export class LeaderElector {
       if (error instanceof ApiException && error.code === 409) return undefined; // another candidate wrote first
       // Logged at first and then every tenth time: a standby without access retries for ever.
       if (++this.#failures <= 3 || this.#failures % 10 === 0) {
-        log(`leader election: ${this.#leading ? "renewing" : "acquiring"} lease ${namespace}/${name} failed (${this.#failures}× in a row): ${messageOf(error)}`);
+        log.warn(`leader election: ${this.#leading ? "renewing" : "acquiring"} lease ${namespace}/${name} failed (${this.#failures}× in a row): ${messageOf(error)}`);
       }
       return undefined;
     }
@@ -226,7 +227,7 @@ export class LeaderElector {
     const released: LeaseRecord = { holderIdentity: "", leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: observed.record.leaseTransitions };
     await this.#bounded(this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, released, observed.resourceVersion) }));
     this.#observed = { record: released, resourceVersion: undefined, at: this.#monotonic() };
-    log(`leader election: released lease ${namespace}/${name}`);
+    log.info(`leader election: released lease ${namespace}/${name}`);
   }
 
   /**
@@ -253,7 +254,7 @@ export class LeaderElector {
   #startLeading({ epoch, started }: Acquired): void {
     this.#leading = { epoch, renewedAt: started, deadline: this.#deadlineTimer(started) };
     const { namespace, name, identity, log } = this.#options;
-    log(`leader election: ${identity} became leader of lease ${namespace}/${name} (epoch ${epoch})`);
+    log.info(`leader election: ${identity} became leader of lease ${namespace}/${name} (epoch ${epoch})`);
     this.#options.onStartedLeading(epoch);
   }
 
@@ -276,7 +277,7 @@ export class LeaderElector {
     clearTimeout(leading.deadline);
     this.#leading = undefined;
     const { namespace, name, log } = this.#options;
-    log(`leader election: stopped leading lease ${namespace}/${name} (epoch ${leading.epoch}): ${reason}`);
+    log.warn(`leader election: stopped leading lease ${namespace}/${name} (epoch ${leading.epoch}): ${reason}`);
     this.#options.onStoppedLeading(reason);
   }
 }

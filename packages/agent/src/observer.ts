@@ -9,6 +9,7 @@
 //   against the cache, so objects that changed or vanished meanwhile are still reported.
 // * Errors back off exponentially with jitter; a watch without any event or bookmark for 3× the
 //   expected bookmark interval is restarted (the inactivity watchdog).
+import type { Logger } from "@flotilla/runtime";
 import { ApiException, KubernetesObjectApi, Watch, type KubeConfig } from "@kubernetes/client-node";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
@@ -44,7 +45,7 @@ export interface ObserverOptions {
   backoff: BackoffOptions;
   onChange: (change: ObjectChange) => void;
   onRestart: (reason: RestartReason) => void;
-  log: (message: string) => void;
+  log: Logger;
 }
 
 const LIST_PAGE_SIZE = 500;
@@ -149,7 +150,7 @@ class KindWatcher {
       onRestart(end.reason);
       if (end.reason === "error") {
         const delay = backoffDelay(failures++, backoff);
-        if (failures <= 3 || failures % 10 === 0) log(`observer ${this.kind.kind}: ${describeError(end.error, this.kind)} (retry in ${Math.round(delay)} ms)`);
+        if (failures <= 3 || failures % 10 === 0) log.warn(`observer ${this.kind.kind}: ${describeError(end.error, this.kind)} (retry in ${Math.round(delay)} ms)`);
         await sleep(delay, signal);
       } else {
         failures = 0;

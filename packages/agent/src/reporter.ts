@@ -12,6 +12,7 @@
 // * With leader election, every call carries the leader's epoch; ctrl refusing it as FENCED (a
 //   newer leader exists) ends the run through onFenced, and the observations stay pending.
 import { createHash } from "node:crypto";
+import type { Logger } from "@flotilla/runtime";
 import { toBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { ConnectError, type Client } from "@connectrpc/connect";
@@ -36,7 +37,7 @@ export interface ReporterOptions {
   /** Observations per call. Default 500. */
   maxBatch?: number;
   metrics: AgentMetrics;
-  log: (message: string) => void;
+  log: Logger;
   /** The leader this agent reports as (leader election on), sent for ctrl's fencing. */
   leader?: () => ReportingLeader | undefined;
   /** ctrl refused a report as FENCED: this agent is no longer the leader. */
@@ -118,7 +119,7 @@ export class Reporter {
           break;
         }
         const delay = backoffDelay(failures++, { minMs: reportIntervalMs, maxMs: Math.max(reportIntervalMs, heartbeatIntervalMs) });
-        if (failures <= 3 || failures % 10 === 0) log(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
+        if (failures <= 3 || failures % 10 === 0) log.warn(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
         await sleep(delay, signal);
       }
     }

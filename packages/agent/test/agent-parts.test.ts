@@ -2,6 +2,7 @@
 // flags onto it (leader election included), start in order / stop in reverse, the Reconciler against a scripted target, the
 // drift corrector on a table, the observer against the emulator.
 import { describe, test } from "node:test";
+import { silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -36,7 +37,7 @@ describe("AgentConfig", () => {
     assert.deepEqual(resolved.retryBackoff, AGENT_DEFAULTS.retryBackoff);
     assert.deepEqual(resolved.prune, { maxFraction: AGENT_DEFAULTS.prune.maxFraction, force: true });
     assert.equal(resolved.listen, undefined);
-    assert.equal(typeof resolved.log, "function");
+    assert.equal(typeof resolved.log.warn, "function");
     for (const field of Object.keys(AGENT_DEFAULTS)) assert.ok(field in resolved, `${field} resolved`);
   });
 
@@ -168,7 +169,7 @@ describe("Reconciler", () => {
       queue,
       target,
       metrics: new AgentMetrics(),
-      log: () => {},
+      log: silentLogger,
       prune: AGENT_DEFAULTS.prune,
       namespaces: AGENT_DEFAULTS.namespaces,
       ownershipRecheckMs: AGENT_DEFAULTS.ownershipRecheckMs,
@@ -243,7 +244,7 @@ describe("Observer", () => {
       backoff: { minMs: 10, maxMs: 100 },
       onChange: (change) => changes.push(change.key),
       onRestart: () => {},
-      log: () => {},
+      log: silentLogger,
     });
     const running = observer.run(stopping.signal);
     try {

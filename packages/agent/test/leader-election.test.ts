@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { ApiException, CoordinationV1Api, V1MicroTime } from "@kubernetes/client-node";
 import { startCluster, type Cluster } from "@flotilla/testkit/emulator";
 import { waitFor } from "@flotilla/testkit/stack";
+import { silentLogger } from "../src/index.ts";
 import { LeaderElector, validateTimings, type LeaderElectorOptions } from "../src/leader-election.ts";
 
 const NAMESPACE = "default";
@@ -40,7 +41,7 @@ describe("leader election", () => {
       retryPeriodMs: 200,
       onStartedLeading: (epoch) => events.push(`started ${epoch}`),
       onStoppedLeading: (reason) => events.push(`stopped: ${reason}`),
-      log: () => {},
+      log: silentLogger,
       ...options,
     });
     const stop = new AbortController();

@@ -11,14 +11,14 @@ import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
 import { Slots, type RetentionPolicy, type Store } from "@flotilla/store";
-import { healthEndpoints, serveHealth } from "@flotilla/runtime";
+import { createLogger, healthEndpoints, serveHealth, type Logger } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { AgentStreams } from "./agent-streams.ts";
 import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
-import { toConnectError } from "./errors.ts";
+import { connectErrors } from "./errors.ts";
 import { DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
 import { listenDual, type DualListener } from "./listener.ts";
 import { nodeAdapter } from "./node-adapter.ts";
@@ -76,13 +76,17 @@ export interface CtrlOptions {
   tokenRecheckMs?: number;
   /** host:port of a separate /metrics, /healthz and /readyz listener; the public port then serves no /metrics. */
   metricsListen?: string;
-  log?: (message: string) => void;
+  /** /readyz asks the database; it answers 503 when no answer came within this long. Default 2 s. */
+  readinessTimeoutMs?: number;
+  /** Where ctrl logs. Default: text lines on stderr, level info. */
+  log?: Logger;
 }
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
 export const DEFAULT_RETENTION: RetentionPolicy = { maxAgeMs: 7 * 24 * 3600 * 1000, maxRows: 0 };
 
 export const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
+export const DEFAULT_READINESS_TIMEOUT_MS = 2000;
 export const DEFAULT_STREAM_SEND_TIMEOUT_MS = 60_000;
 export const DEFAULT_TOKEN_LOOKUP_CONCURRENCY = 2;
 
@@ -111,7 +115,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
         "Give --tls-cert and --tls-key, or --insecure if a TLS-terminating proxy is in front.",
     );
   }
-  const log = options.log ?? ((message: string) => console.error(`ctrl: ${message}`));
+  const log = options.log ?? createLogger({ fields: { process: "ctrl" } });
   const metrics = new CtrlMetrics();
   const draining = new AbortController();
   const served = [...API_SERVICES, ServerReflection, Health];
@@ -124,10 +128,11 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     { intervalMs: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, readLimit: 1000 },
     metrics,
     lostStreamError,
+    log,
   );
   poller.start();
   const stopWaking = store.onCommit(() => poller.wake());
-  const retention = startRetention(store, options.retention ?? DEFAULT_RETENTION, options.retentionIntervalMs ?? 60_000);
+  const retention = startRetention(store, options.retention ?? DEFAULT_RETENTION, options.retentionIntervalMs ?? 60_000, log);
 
   const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions);
   const routes = (router: ConnectRouter) => {
@@ -156,7 +161,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   });
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
-  const interceptors = [metrics.interceptor(toConnectError)];
+  const interceptors = [metrics.interceptor(connectErrors(log), log)];
   // Authentication runs before a request's body is read.
   const gate = requestGate(
     [auth.interceptor],
@@ -178,7 +183,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
   });
-  const checks = { registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) };
+  const unhealthy = () => (draining.signal.aborted ? "draining" : undefined);
+  const checks = { registry: metrics.registry, unhealthy, notReady: readiness(store, unhealthy, options.readinessTimeoutMs ?? DEFAULT_READINESS_TIMEOUT_MS) };
   // With --metrics-listen, /metrics is served there only (health on both).
   const health = healthEndpoints(options.metricsListen ? { ...checks, registry: undefined } : checks);
   const connectHandler = nodeAdapter({
@@ -191,7 +197,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     contextValues,
     interceptors,
     requestGate: gate,
-    logError: (line) => console.error(`ctrl: ${line}`),
+    logError: (line) => log.error(line),
     async fallback(req, res) {
       if (answerUnknownRpc(req, res as http.ServerResponse | Http2ServerResponse)) return;
       if (await health(req, res)) return;
@@ -237,12 +243,29 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   };
 }
 
+/**
+ * /readyz: not while draining, nor while the database does not answer within `timeoutMs` or its
+ * schema is behind. Probes arriving while a check runs share it (one query however many probe).
+ */
+function readiness(store: Store, unhealthy: () => string | undefined, timeoutMs: number): () => Promise<string | undefined> {
+  let running: Promise<string | undefined> | undefined;
+  return () => {
+    const problem = unhealthy();
+    if (problem) return Promise.resolve(problem);
+    running ??= Promise.race([
+      store.unavailable(),
+      new Promise<string>((resolve) => setTimeout(resolve, timeoutMs, `database unreachable: no answer within ${timeoutMs} ms`).unref()),
+    ]).finally(() => (running = undefined));
+    return running;
+  };
+}
+
 /** 127.0.0.0/8, ::1 and localhost: reachable from this host only. */
 export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number): NodeJS.Timeout {
+function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number, log: Logger): NodeJS.Timeout {
   let running = false;
   const timer = setInterval(async () => {
     if (running) return;
@@ -250,7 +273,7 @@ function startRetention(store: Store, policy: RetentionPolicy, intervalMs: numbe
     try {
       await store.changes.prune(policy, Date.now());
     } catch (error) {
-      console.error(`ctrl: outbox retention: ${error instanceof Error ? error.message : String(error)}`);
+      log.error(`outbox retention: ${error instanceof Error ? error.message : String(error)}`);
     } finally {
       running = false;
     }

@@ -188,7 +188,7 @@ test("open agent streams are tracked until they end, over HTTP/2 (gRPC) and HTTP
   }
 });
 
-test("--token-recheck-ms sets how long a known token is trusted without a lookup", async () => {
+test("--token-recheck-interval sets how long a known token is trusted without a lookup", async () => {
   const t = await startTestCtrl(sqlite, { tokenRecheckMs: 60_000 });
   try {
     await t.store.regions.create("east");

@@ -26,7 +26,7 @@ describe("two ctrl processes on one MariaDB", { skip: mysql.skip }, () => {
   before(async () => {
     a = await startTestCtrl(mysql.db);
     await a.store.regions.create("shared");
-    b = await spawnCtrl(a.databaseUrl, ADMIN_TOKEN, ["--poll-interval-ms", "100"]);
+    b = await spawnCtrl(a.databaseUrl, ADMIN_TOKEN, ["--poll-interval", "100ms"]);
   });
   after(async () => {
     await b.kill();

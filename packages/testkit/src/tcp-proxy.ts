@@ -2,6 +2,8 @@
 // database other tests share. It can also hold what clients send (a request in flight that
 // arrives late, as from a process paused mid-call) and release it.
 import net from "node:net";
+import { Store } from "@flotilla/store";
+import type { TestDatabase } from "./databases.ts";
 
 export interface TcpProxy {
   port: number;
@@ -57,6 +59,24 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     close() {
       for (const s of sockets) s.destroy();
       return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A migrated store on a fresh MySQL database reached through a proxy the test can cut; close() closes and drops it all. */
+export async function storeBehindProxy(db: TestDatabase): Promise<{ store: Store; proxy: TcpProxy; close(): Promise<void> }> {
+  const created = await db.create();
+  const target = new URL(created.url);
+  const proxy = await startTcpProxy(target.hostname, Number(target.port || 3306));
+  target.port = String(proxy.port);
+  const store = await Store.open(target.toString());
+  return {
+    store,
+    proxy,
+    async close() {
+      await store.close();
+      await proxy.close();
+      await created.drop();
     },
   };
 }

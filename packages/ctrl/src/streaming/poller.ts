@@ -1,6 +1,7 @@
 // One poller per ctrl process reads new outbox rows for every region that has watchers and
 // fans them out. Its query rate depends on the poll interval and on how many regions
 // changed, never on how many streams are open.
+import type { Logger } from "@flotilla/runtime";
 import type { Change, ChangeLog } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
 import { Subscription } from "./subscription.ts";
@@ -49,7 +50,10 @@ export class ChangePoller {
   #loop: Promise<void> | undefined;
   readonly #lost: LostHandler;
 
-  constructor(changes: ChangeLog, options: PollerOptions, metrics: CtrlMetrics, lost: LostHandler) {
+  readonly #log: Logger;
+
+  constructor(changes: ChangeLog, options: PollerOptions, metrics: CtrlMetrics, lost: LostHandler, log: Logger) {
+    this.#log = log;
     this.#changes = changes;
     this.#options = options;
     this.#metrics = metrics;
@@ -104,7 +108,7 @@ export class ChangePoller {
       try {
         await this.#pollOnce();
       } catch (error) {
-        console.error(`ctrl: change poller: ${error instanceof Error ? error.message : String(error)}`);
+        this.#log.error(`change poller: ${error instanceof Error ? error.message : String(error)}`);
       }
       if (this.#again || !this.#running) continue;
       await new Promise<void>((resolve) => {

@@ -65,7 +65,7 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
     if (fencedBy) {
       metrics.reportsFenced.inc({ region: region.name });
       const message = `region ${region.name}: report of ${leader!.holderIdentity} (epoch ${leader!.epoch}) refused, the region's leader is ${fencedBy.holderIdentity} (epoch ${fencedBy.epoch})`;
-      console.error(`ctrl: ${message}`);
+      // Logged with the call's outcome (a warn line naming the region), as every refused call is.
       throw reasonError(Code.FailedPrecondition, FENCED, `${FENCED}: ${message}`, { epoch: String(fencedBy.epoch) });
     }
     if (writes.length > 0) metrics.statusUpdates.inc({ result: "changed" }, writes.length);
