@@ -3,8 +3,19 @@
 // fans one commit out to thousands of agents, its per-message pipeline (several async
 // generator layers per message) cost ~70 µs of CPU per stream and event, raw HTTP/2 writes
 // ~3 µs. The same implementation, interceptors and context values run as under connect, so
-// the wire behaviour (codes, messages, error details, deadlines, shutdown) is the same.
-import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodServerStreaming, type MessageShape } from "@bufbuild/protobuf";
+// the wire behaviour (codes, messages, error details, deadlines, shutdown) is the same, and
+// a watch message carries the same framed change bytes (`Change.bytes`) on both paths. Kept
+// by measurement against connect's path in the same run (docs/benchmarks.md, "One watch path").
+import {
+  create,
+  fromBinary,
+  isMessage,
+  toBinary,
+  type DescMessage,
+  type DescMethodServerStreaming,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -19,10 +30,10 @@ import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression 
 import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Http2ServerRequest, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 
-export interface ServerStreamingRoute {
-  method: DescMethodServerStreaming;
-  /** The method's implementation, as registered with connect (the request is the method's input). */
-  impl: (req: never, ctx: HandlerContext) => AsyncIterable<unknown>;
+export interface ServerStreamingRoute<I extends DescMessage = DescMessage, O extends DescMessage = DescMessage> {
+  method: DescMethodServerStreaming<I, O>;
+  /** The method's implementation, as registered with connect. (A method, so routes of different methods share one list.) */
+  impl(req: MessageShape<I>, ctx: HandlerContext): AsyncIterable<MessageInitShape<O>>;
   /** Compress response messages (from 1 KiB, as connect) when the client accepts an encoding. */
   compressResponses?: boolean;
 }
@@ -96,7 +107,7 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
         method,
         header: ctx.responseHeader,
         trailer: ctx.responseTrailer,
-        message: outputMessages(method.output, route.impl((await firstMessage(r.message)) as never, ctx)),
+        message: outputMessages(method.output, route.impl(await firstMessage(r.message), ctx)),
       }),
     );
     const res = await call({
@@ -214,8 +225,8 @@ async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schem
 }
 
 /** What a handler yields (a message or its init shape), as messages, as connect normalizes them. */
-async function* outputMessages<O extends DescMessage>(schema: O, items: AsyncIterable<unknown>): AsyncIterable<MessageShape<O>> {
-  for await (const item of items) yield isMessage(item, schema) ? item : create(schema, item as never);
+async function* outputMessages<O extends DescMessage>(schema: O, items: AsyncIterable<MessageInitShape<O>>): AsyncIterable<MessageShape<O>> {
+  for await (const item of items) yield isMessage(item, schema) ? item : create(schema, item);
 }
 
 async function* singleMessage<T>(message: T): AsyncIterable<T> {

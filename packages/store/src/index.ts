@@ -15,7 +15,7 @@ export type { Page } from "./paging.ts";
 export { ResourceRepository } from "./resources.ts";
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
-export { ChangeLog, encodedChange, type RetentionPolicy } from "./changes.ts";
+export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
 export type { AgentReport, ReportLeader, StatusInputs, StatusWrite, StoredStatus } from "./observations.ts";
 export { LAST_USE_RESOLUTION_MS, type TokenGrant } from "./agent-tokens.ts";
 export type { RegionRow } from "./regions.ts";
