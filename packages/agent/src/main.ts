@@ -113,8 +113,6 @@ async function main(): Promise<void> {
     log.error(error.message);
     process.exit(1);
   });
-  log.info(`health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
-  void agent.ready.then(() => log.info("first complete sync dispatched, ready"));
   const shutdown = async (signal: string) => {
     log.info(`${signal}, stopping`);
     await agent.stop();
@@ -123,6 +121,9 @@ async function main(): Promise<void> {
   };
   process.once("SIGINT", () => void shutdown("SIGINT"));
   process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  // Announced only once the signal handlers are in place: whoever waits for these lines may stop us at once.
+  log.info(`health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
+  void agent.ready.then(() => log.info("first complete sync dispatched, ready"));
 }
 
 if (import.meta.main) await main();

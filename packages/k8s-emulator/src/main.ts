@@ -123,7 +123,6 @@ async function main(): Promise<void> {
   });
   const kubeconfigOut = flag('kubeconfig-out');
   if (kubeconfigOut) await emulator.writeKubeconfig(kubeconfigOut);
-  process.stdout.write(`k8s-emulator listening on ${emulator.url}${kubeconfigOut ? ` (kubeconfig: ${kubeconfigOut})` : ''}${emulator.options.rbac ? ', RBAC on' : ''}\n`);
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -140,6 +139,8 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+  // Announced only once the signal handlers are in place: whoever waits for this line may stop us at once.
+  process.stdout.write(`k8s-emulator listening on ${emulator.url}${kubeconfigOut ? ` (kubeconfig: ${kubeconfigOut})` : ''}${emulator.options.rbac ? ', RBAC on' : ''}\n`);
 }
 
 main().catch((err: unknown) => {
