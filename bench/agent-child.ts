@@ -1,14 +1,21 @@
-// An agent process for B7: startAgent with the render target into a directory, started by
-// bench/b7-agent-memory.ts (fork, --expose-gc) so the benchmark's own memory stays out of the
-// measurement. Reports over IPC once the first complete snapshot was dispatched and the queue
-// drained: timings and process.memoryUsage() after forced GCs; then waits for "shutdown".
-import { RenderTarget, startAgent } from "@flotilla/agent";
+// An agent process for B7: startAgent with the kubernetes target (a kubeconfig) or the render
+// target into a directory, started by bench/b7-agent-memory.ts (fork, --expose-gc) so the
+// benchmark's own memory stays out of the measurement. Reports over IPC once the first complete
+// snapshot was dispatched and the queue drained: timings and process.memoryUsage() after forced
+// GCs (and, if asked, a heap snapshot); then waits for "shutdown".
+import { writeHeapSnapshot } from "node:v8";
+import { join } from "node:path";
+import { createLogger, RenderTarget, startAgent, type Target } from "@flotilla/agent";
 
 export interface AgentChildConfig {
   ctrlUrl: string;
   region: string;
   token: string;
+  /** The kubernetes target with this kubeconfig; else the render target into `renderDir`. */
+  kubeconfig?: string;
   renderDir: string;
+  /** Writes a heap snapshot into this directory when drained (before the report). */
+  heapSnapshotDir?: string;
   concurrency: number;
   /** Time after the queue drained before measuring (lets the status reporter catch up). */
   settleMs: number;
@@ -37,6 +44,8 @@ export interface AgentChildReport {
   errors: number;
   logLines: number;
   firstLog: string[];
+  /** The heap snapshot written, if one was asked for. */
+  heapSnapshot?: string;
 }
 
 const config = JSON.parse(process.env.FLOTILLA_BENCH_AGENT ?? "{}") as AgentChildConfig;
@@ -57,14 +66,21 @@ async function memory(): Promise<AgentChildMemory> {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const since = () => performance.now();
 
+/** The agent's target, loading @kubernetes/client-node only for the kubernetes target (as the CLI does). */
+async function target(): Promise<Target> {
+  if (config.kubeconfig === undefined) return new RenderTarget({ dir: config.renderDir, region: config.region });
+  const { KubernetesTarget, loadKubeConfig } = await import("@flotilla/agent/kubernetes");
+  return new KubernetesTarget({ kubeConfig: loadKubeConfig(config.kubeconfig), region: config.region });
+}
+
 const logLines: string[] = [];
 const agent = await startAgent({
   ctrlUrl: config.ctrlUrl,
   region: config.region,
   token: config.token,
-  target: new RenderTarget({ dir: config.renderDir, region: config.region }),
+  target: await target(),
   concurrency: config.concurrency,
-  log: (message) => logLines.push(message),
+  log: createLogger({ write: (line) => logLines.push(line) }),
 });
 await agent.ready;
 const readyMs = since();
@@ -77,16 +93,20 @@ for (;;) {
 const drainedMs = since();
 await sleep(config.settleMs);
 const drained = await memory();
+// Before the heap snapshot, which costs memory of its own.
+const maxRss = process.resourceUsage().maxRSS * 1024;
+const heapSnapshot = config.heapSnapshotDir === undefined ? undefined : writeHeapSnapshot(join(config.heapSnapshotDir, `b7-${config.region}-${process.pid}.heapsnapshot`));
 const report: AgentChildReport = {
   readyMs,
   drainedMs,
   atReady,
   drained,
-  maxRss: process.resourceUsage().maxRSS * 1024,
+  maxRss,
   entries: agent.table.size,
   errors: agent.table.counts().error,
   logLines: logLines.length,
   firstLog: logLines.slice(0, 3),
+  heapSnapshot,
 };
 process.send({ report });
 process.on("message", (message: { op?: string }) => {

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Store } from "@flotilla/store";
 import { createConnection } from "mysql2/promise";
-import { DESIRED_VERSION_ANNOTATION, startAgent, type Agent } from "@flotilla/agent";
+import { createLogger, DESIRED_VERSION_ANNOTATION, startAgent, type Agent } from "@flotilla/agent";
 import { KubernetesTarget, loadKubeConfig } from "@flotilla/agent/kubernetes";
 import { KubernetesEmulator, type RequestLogEntry } from "@flotilla/k8s-emulator";
 import { CtrlProcess, type BurstSpec } from "./lib/ctrl-process.ts";
@@ -113,7 +113,7 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
       token,
       target: new KubernetesTarget({ kubeConfig, region: REGION }),
       concurrency: CONCURRENCY,
-      log: (message) => agentLog.push(`${((now() - started) / 1000).toFixed(1)} s ${message}`),
+      log: createLogger({ write: (line) => agentLog.push(`${((now() - started) / 1000).toFixed(1)} s ${line}`) }),
     });
     await agent.ready;
     const a = agent;

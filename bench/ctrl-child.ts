@@ -30,6 +30,7 @@ const ctrl = await startCtrl({
   shutdownGraceMs: 500,
   pollIntervalMs: config.pollIntervalMs,
   stream: config.stream,
+  streamSendTimeoutMs: config.streamSendTimeoutMs,
   tls: config.tls,
 });
 
@@ -41,7 +42,7 @@ store.onCommit(() => {
   lastCommitAt = now();
 });
 
-const gc = (globalThis as { gc?: () => void }).gc;
+const gc = (globalThis as { gc?: (options?: { type: "major"; execution: "sync"; flavor: "last-resort" }) => void }).gc;
 
 function deployment(w: WriteSpec) {
   return create(DeploymentSchema, {
@@ -153,17 +154,21 @@ async function handle(req: ChildRequest): Promise<unknown> {
         watchEvents: await gauge(m.watchEvents),
         watchBookmarks: await gauge(m.watchBookmarks),
         watchEndedForLag: await gauge(m.watchEndedForLag),
+        boundsEnforced: Object.fromEntries((await m.connectionBounds.get()).values.map((v) => [String(v.labels.reason), v.value])),
       };
     }
     case "memory": {
       if (!gc) throw new Error("start the child with --expose-gc");
       // Several passes: weak references and finalizers free more on later ones.
+      // "last-resort" is V8's memory-reducing collection (as under memory pressure).
       for (let i = 0; i < 4; i++) {
-        gc();
+        if (req.reduce) gc({ type: "major", execution: "sync", flavor: "last-resort" });
+        else gc();
         await new Promise((r) => setImmediate(r));
       }
       const m = process.memoryUsage();
-      return { heapUsed: m.heapUsed, heapTotal: m.heapTotal, rss: m.rss, external: m.external, arrayBuffers: m.arrayBuffers };
+      const peakRss = process.resourceUsage().maxRSS * 1024;
+      return { heapUsed: m.heapUsed, heapTotal: m.heapTotal, rss: m.rss, external: m.external, arrayBuffers: m.arrayBuffers, peakRss };
     }
     case "cpu":
       return process.cpuUsage();

@@ -1,6 +1,7 @@
 // Flotilla ctrl benchmarks on MySQL/MariaDB. Usage:
 //   node bench/run.ts [--only B1,B2] [--quick] [--database-url mysql://user@host:port]
 //                     [--poll-interval-ms 200] [--write-docs | --no-docs] [--cpu-prof-dir DIR]
+//                     [--heap-snapshot-dir DIR] [--b7-runs N]
 // Each benchmark gets a fresh database (flotilla_bench_<pid>_<bN>), dropped at the end.
 // A full run of all benchmarks rewrites the Results section of docs/benchmarks.md.
 import { execFileSync } from "node:child_process";
@@ -14,11 +15,12 @@ import { runB3 } from "./b3-queries.ts";
 import { runB4 } from "./b4-memory.ts";
 import { runB6 } from "./b6-coalescing.ts";
 import { runB7 } from "./b7-agent-memory.ts";
+import { runB8 } from "./b8-hostile.ts";
 import { dropAll, serverVersion } from "./lib/db.ts";
 import { markdownTable, writeResults, type BenchContext, type BenchResult, type Row } from "./lib/report.ts";
 import { log } from "./lib/util.ts";
 
-const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { B1: runB1, B2: runB2, B3: runB3, B4: runB4, B6: runB6, B7: runB7 };
+const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { B1: runB1, B2: runB2, B3: runB3, B4: runB4, B6: runB6, B7: runB7, B8: runB8 };
 
 const { values: args } = parseArgs({
   options: {
@@ -29,14 +31,17 @@ const { values: args } = parseArgs({
     "write-docs": { type: "boolean", default: false },
     "no-docs": { type: "boolean", default: false },
     "cpu-prof-dir": { type: "string" },
+    "heap-snapshot-dir": { type: "string" },
+    "b7-runs": { type: "string", default: "3" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
 
 if (args.help) {
   process.stdout.write(
-    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7] [--quick] [--database-url mysql://user:pass@host:port]\n" +
-      "                  [--poll-interval-ms N] [--write-docs | --no-docs] [--cpu-prof-dir DIR]\n",
+    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8] [--quick] [--database-url mysql://user:pass@host:port]\n" +
+      "                  [--poll-interval-ms N] [--write-docs | --no-docs] [--cpu-prof-dir DIR]\n" +
+      "                  [--heap-snapshot-dir DIR] [--b7-runs N]\n",
   );
   process.exit(0);
 }
@@ -55,6 +60,8 @@ const ctx: BenchContext = {
   quick: args.quick!,
   pollIntervalMs: Number(args["poll-interval-ms"]),
   cpuProfileDir: args["cpu-prof-dir"],
+  heapSnapshotDir: args["heap-snapshot-dir"],
+  b7Runs: Number(args["b7-runs"]),
 };
 const fullRun = !ctx.quick && only.length === Object.keys(BENCHMARKS).length;
 const writeDocs = !args["no-docs"] && (args["write-docs"] || fullRun);

@@ -67,10 +67,13 @@ if (TLS) {
 }
 const ctrlTls = TLS ? ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert] : [];
 await run("ctrl", ["packages/ctrl/src/main.ts"], ctrlTls, {}, /serving on/);
-const adminToken = process.env.FLOTILLA_ADMIN_TOKEN || readFileSync(".flotilla/admin-token", "utf8").trim();
+const adminToken = process.env.FLOTILLA_CTRL_ADMIN_TOKEN || process.env.FLOTILLA_ADMIN_TOKEN || readFileSync(".flotilla/admin-token", "utf8").trim();
 const regions = createClient(
   RegionService,
-  createConnectTransport({ baseUrl: CTRL, httpVersion: "1.1", nodeOptions: TLS ? { ca: readFileSync(pki.caCert) } : {}, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${adminToken}`), next(req))] }),
+  createConnectTransport({ baseUrl: CTRL, httpVersion: "1.1", nodeOptions: TLS ? { ca: readFileSync(pki.caCert) } : {}, interceptors: [(next) => (req) => {
+    req.header.set("authorization", `Bearer ${adminToken}`);
+    return next(req);
+  }] }),
 );
 await regions.createRegion({ region: { name: REGION } });
 const { token } = await regions.createAgentToken({ region: REGION });

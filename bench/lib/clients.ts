@@ -60,6 +60,11 @@ export class WatchFleet {
       onMessage?: (stream: WatchStream, res: WatchDeploymentChangesResponse, receivedAt: number) => void;
       /** The CA to trust for an https URL. */
       ca?: Buffer;
+      /**
+       * gRPC (ctrl's direct path, as agents connect; the default) or the Connect protocol
+       * (served by connect-node's pipeline: to compare the two paths on the same server).
+       */
+      protocol?: "grpc" | "connect";
     },
   ) {
     this.#sessions = Array.from({ length: Math.max(1, Math.min(options.connections, count)) }, () => {
@@ -76,13 +81,14 @@ export class WatchFleet {
     for (let i = 0; i < count; i++) {
       const stream: WatchStream = { index: i, messages: 0, events: 0, version: -1, error: undefined };
       this.streams.push(stream);
+      const connect = options.protocol === "connect";
       const call = this.#sessions[i % this.#sessions.length]!.request({
         ":method": "POST",
         ":path": `/${ClusterService.typeName}/${ClusterService.method.watchDeploymentChanges.name}`,
-        "content-type": "application/grpc",
-        te: "trailers",
         authorization: `Bearer ${ADMIN_TOKEN}`,
+        ...(connect ? { "content-type": "application/connect+proto", "connect-protocol-version": "1" } : { "content-type": "application/grpc", te: "trailers" }),
       });
+      let endStream: { error?: { code?: string; message?: string } } | undefined;
       this.#calls.push(call);
       let pending: Buffer = Buffer.alloc(0);
       call.on("data", (chunk: Buffer) => {
@@ -90,8 +96,15 @@ export class WatchFleet {
         pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
         while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
           const end = 5 + pending.readUInt32BE(1);
-          const res = fromBinary(WatchDeploymentChangesResponseSchema, pending.subarray(5, end));
+          const flags = pending[0]!;
+          const payload = pending.subarray(5, end);
           pending = pending.subarray(end);
+          // Connect's end-of-stream message (flag 2): JSON, with the error if the call failed.
+          if (flags & 2) {
+            endStream = JSON.parse(payload.toString("utf8")) as typeof endStream;
+            continue;
+          }
+          const res = fromBinary(WatchDeploymentChangesResponseSchema, payload);
           stream.messages++;
           stream.events += res.events.length;
           stream.version = Number(res.version);
@@ -107,8 +120,10 @@ export class WatchFleet {
             if (!this.#closing) stream.error = error;
           });
           call.on("close", () => {
-            const status = fields["grpc-status"];
-            if (!this.#closing && stream.error === undefined && status !== "0") stream.error = new Error(`grpc-status ${status}: ${fields["grpc-message"]}`);
+            const failure = connect
+              ? endStream?.error && `connect error ${endStream.error.code}: ${endStream.error.message}`
+              : fields["grpc-status"] !== "0" && `grpc-status ${fields["grpc-status"]}: ${fields["grpc-message"]}`;
+            if (!this.#closing && stream.error === undefined && failure) stream.error = new Error(failure);
             resolve();
           });
         }),

@@ -11,6 +11,7 @@ export interface ChildConfig {
   adminToken: string;
   pollIntervalMs: number;
   stream?: Partial<StreamOptions>;
+  streamSendTimeoutMs?: number;
   /** Serve TLS with these files (the B1/B2 TLS variants). */
   tls?: { certFile: string; keyFile: string };
 }
@@ -56,7 +57,8 @@ export interface BurstResult {
 }
 
 export type ChildRequest =
-  | { id: number; op: "ping" | "metrics" | "memory" | "cpu" | "shutdown" }
+  | { id: number; op: "ping" | "metrics" | "cpu" | "shutdown" }
+  | { id: number; op: "memory"; reduce?: boolean }
   | { id: number; op: "update" | "create"; write: WriteSpec }
   | { id: number; op: "burst"; burst: BurstSpec };
 
@@ -68,6 +70,8 @@ export interface ChildMetrics {
   watchEvents: number;
   watchBookmarks: number;
   watchEndedForLag: number;
+  /** Streams and connections ended by a bound, by reason. */
+  boundsEnforced: Record<string, number>;
 }
 
 export interface ChildMemory {
@@ -76,6 +80,8 @@ export interface ChildMemory {
   rss: number;
   external: number;
   arrayBuffers: number;
+  /** The highest RSS the process has had since it started. */
+  peakRss: number;
 }
 
 type Omit1<T> = T extends unknown ? Omit<T, "id"> : never;
@@ -140,8 +146,13 @@ export class CtrlProcess {
     return this.request({ op: "metrics" });
   }
 
-  memory(): Promise<ChildMemory> {
-    return this.request({ op: "memory" });
+  /**
+   * Memory after forced full GCs. `reduce`: memory-reducing ones, as V8 runs under memory
+   * pressure; they also return the heap pages V8 keeps pooled for reuse after a GC freed
+   * them (a plain forced GC keeps them, and they count in RSS).
+   */
+  memory(options: { reduce?: boolean } = {}): Promise<ChildMemory> {
+    return this.request({ op: "memory", reduce: options.reduce });
   }
 
   cpu(): Promise<NodeJS.CpuUsage> {

@@ -22,6 +22,10 @@ export interface BenchContext {
   quick: boolean;
   pollIntervalMs: number;
   cpuProfileDir: string | undefined;
+  /** B7: heap snapshots of the agent processes when drained go here (bench/diag/heap-summary.ts reads them). */
+  heapSnapshotDir: string | undefined;
+  /** B7: agent runs with the kubernetes target, the median is the figure (default 3). */
+  b7Runs: number;
 }
 
 export function markdownTable(rows: readonly Row[]): string {

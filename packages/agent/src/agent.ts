@@ -1,6 +1,8 @@
 // One agent, built from its AgentConfig: ctrl connection → desired table → work queue →
 // reconciler → target, plus prune after every complete snapshot, the observer and drift
 // correction (cluster targets), the reporter (status to ctrl) and the health/metrics endpoints.
+// With leader election (leadership.ts) every agent of a region syncs and observes, but only the
+// leader dispatches to the target, prunes and reports.
 //
 // Every part is built from the config and the parts above it, in dependency order, so none refers
 // to one built after it; notifications that run against that order (the table and the observer
@@ -15,14 +17,18 @@ import { ctrlTransport } from "./ctrl-transport.ts";
 import { DesiredTable } from "./desired-table.ts";
 import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
+import { Leadership } from "./leadership.ts";
 import { Listeners } from "./listeners.ts";
+import { MemoryRelease } from "./memory-release.ts";
 import { AgentMetrics } from "./metrics.ts";
 import { clusterObservations, tableObservations } from "./observation.ts";
 import type { ObjectChange, Observer } from "./observer.ts";
 import { dispatch } from "./queue/dispatch.ts";
 import { WorkQueue } from "./queue.ts";
 import { newReconciler } from "./reconciler.ts";
+import { Readiness } from "./readiness.ts";
 import { Reporter } from "./reporter.ts";
+import type { PooledKubeConfig } from "./targets/kubernetes.ts";
 import { APPLIED_KINDS } from "./watched-kinds.ts";
 
 export interface Agent {
@@ -44,21 +50,24 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
   const connected = new Listeners<void>();
 
   const metrics = new AgentMetrics();
+  const leadership = await leadershipOf(config, metrics);
   const queue = new WorkQueue({
     backoff: config.retryBackoff,
     settleMs: config.settleMs,
     maxHoldMs: config.maxHoldMs,
     onCoalesced: () => metrics.coalesced.inc(),
+    metrics: metrics.queue,
   });
   const table = new DesiredTable((key) => {
     queue.add(key);
     statusChanged.emit(key);
   });
-  metrics.collectFrom({ queueDepth: () => queue.length, desiredCounts: () => table.counts() });
+  const readiness = new Readiness();
+  metrics.collectFrom({ queueDepth: () => queue.length, desiredCounts: () => table.counts(), readiness: () => readiness.conditions() });
   const client = ctrlClient(config);
   // With a cluster target, the observer watches what the cluster really runs (for status and
   // drift correction); a render target has nothing to watch.
-  const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged) : undefined;
+  const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged, readiness) : undefined;
   const observer = observing?.observer;
   const reconciler = newReconciler({
     table,
@@ -73,6 +82,14 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
   });
   const ready = Promise.withResolvers<void>();
   let isReady = false;
+  const prune = async (version: number) => {
+    try {
+      await reconciler.prune(version);
+    } catch (error) {
+      // The next full sync prunes again; the watch must not wait for the cluster.
+      log.error(`prune failed: ${messageOf(error)}`, { version });
+    }
+  };
   const connection = new Connection({
     client,
     region,
@@ -84,12 +101,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     log,
     onConnected: connected.emit,
     async afterSnapshot(version) {
-      try {
-        await reconciler.prune(version);
-      } catch (error) {
-        // The next full sync prunes again; the watch must not wait for the cluster.
-        log(`prune failed: ${messageOf(error)}`);
-      }
+      if (leadership.isLeading()) await prune(version);
       isReady = true;
       ready.resolve();
     },
@@ -103,9 +115,25 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     metrics,
     log,
+    leader: config.leaderElect ? () => leadership.leader() : undefined,
+    onFenced(message) {
+      log.warn(`ctrl refused a report, another agent leads: ${message}`);
+      leadership.stepDown("fenced by ctrl");
+    },
   });
   statusChanged.add((key) => reporter.touch(key));
+  readiness
+    .add("connected", () => (connection.connected ? undefined : "no open watch stream to ctrl"))
+    .add("synced", () => (isReady ? undefined : "waiting for the first complete sync"));
   connected.add(() => reporter.requestFullSet());
+  // A new leader applies everything again (a standby dispatched nothing, and a former leader may
+  // have missed what another applied meanwhile), and prunes what its complete table lacks.
+  leadership.started.add(() => {
+    for (const entry of table.entries()) queue.add(entry.key);
+    if (isReady) void prune(connection.cursor);
+  });
+
+  const memoryRelease = new MemoryRelease({ afterReconciles: config.memoryReleaseAfterReconciles, idleMs: config.memoryReleaseIdleMs });
 
   let health: HealthServer | undefined;
   const parts: Runnable[] = [
@@ -115,28 +143,54 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
         if (config.listen === undefined) return;
         health = await serveHealth(config.listen, {
           registry: metrics.registry,
-          notReady: () => (isReady ? undefined : "waiting for the first complete sync"),
+          notReady: () => readiness.notReady(),
         });
       },
       stop: () => health?.close(),
     },
+    ...leadership.parts(),
+    // Before the workers, so that it stops after them (their last reconciles may schedule a release).
+    { name: "memory release", start() {}, stop: () => memoryRelease.stop() },
     workers(config, queue, async (key) => {
       try {
-        await reconciler.reconcile(key);
+        // A standby (or a leader past its renew deadline) leaves the key: every key is queued
+        // again when a term begins.
+        if (leadership.isLeading()) await reconciler.reconcile(key);
       } finally {
         reporter.touch(key);
+        memoryRelease.reconciled(queue.length);
       }
     }),
     // Nothing is worth reporting before the first snapshot: the cursor would be 0.
     loop("reporter", async (signal) => {
       await Promise.race([ready.promise, new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))]);
-      await reporter.run(signal);
+      // Only a leader reports; each term starts with the full set.
+      await leadership.eachTerm(signal, (term) => {
+        reporter.requestFullSet();
+        return reporter.run(term);
+      });
     }),
     ...(observing ? [loop("observer", (signal) => observing.observer.run(signal)), loop("drift refresh", (signal) => observing.drift.runRefresh(signal))] : []),
     loop("connection", (signal) => connection.run(signal)),
   ];
   const stop = await startInOrder(parts);
   return { ready: ready.promise, metrics, table, url: health?.url, stop };
+}
+
+/**
+ * Who leads: this agent alone without leader election; else the elector's Lease holder. The
+ * Lease lives in the cluster the agent applies to, so a render target cannot elect.
+ */
+async function leadershipOf(config: ResolvedAgentConfig, metrics: AgentMetrics): Promise<Leadership> {
+  if (!config.leaderElect) return new Leadership(metrics);
+  const kubeConfig = config.target.kubeConfig;
+  if (!kubeConfig) throw new Error("leader election needs the kubernetes target: its Lease lives in the cluster the agent applies to");
+  const { LeaderElector, defaultIdentity, podNamespace } = await import("./leader-election.ts");
+  const options = config.leaderElection;
+  const name = options.name ?? `flotilla-agent-${config.region}`;
+  const namespace = options.namespace ?? podNamespace() ?? "default";
+  const identity = options.identity ?? defaultIdentity();
+  return new Leadership(metrics, (callbacks) => new LeaderElector({ ...options, ...callbacks, kubeConfig, name, namespace, identity, log: config.log }), name);
 }
 
 /** ctrl's ClusterService over gRPC, authenticated with the agent token. */
@@ -152,8 +206,24 @@ function ctrlClient({ ctrlUrl, token, tls, log }: ResolvedAgentConfig): Client<t
  * The observer and the drift corrector it feeds. The observer module (and with it
  * @kubernetes/client-node, some 80 MB of RSS) is loaded only here.
  */
-async function observe(config: ResolvedAgentConfig, table: DesiredTable, metrics: AgentMetrics, statusChanged: Listeners<string>): Promise<{ observer: Observer; drift: DriftCorrector }> {
+async function observe(
+  config: ResolvedAgentConfig,
+  table: DesiredTable,
+  metrics: AgentMetrics,
+  statusChanged: Listeners<string>,
+  readiness: Readiness,
+): Promise<{ observer: Observer; drift: DriftCorrector }> {
   const { Observer } = await import("./observer.ts");
+  // A PooledKubeConfig (the CLI's) reports every request: counted, and the last one says whether the cluster answers.
+  const requests = (config.target.kubeConfig as Partial<PooledKubeConfig>).requests;
+  if (requests) {
+    let unreachable: string | undefined = "no answer from the Kubernetes API yet";
+    requests.add(({ method, code, host, broken }) => {
+      if (!broken) metrics.restClientRequests.inc({ code, method, host });
+      unreachable = code === "<error>" ? `the Kubernetes API at ${host} does not answer` : undefined;
+    });
+    readiness.add("cluster", () => unreachable);
+  }
   const drift = new DriftCorrector({ table, region: config.region, metrics, refreshIntervalMs: config.refreshIntervalMs, refreshPerSecond: config.refreshPerSecond });
   const observer = new Observer({
     kubeConfig: config.target.kubeConfig!,
@@ -178,11 +248,17 @@ function workers(config: ResolvedAgentConfig, queue: WorkQueue, handle: (key: st
   return {
     name: "workers",
     start() {
-      working = dispatch(queue, handle, { concurrency: config.concurrency, onHandlerError: (key, error) => config.log(`reconcile ${key}: ${messageOf(error)}`) });
+      working = dispatch(queue, handle, { concurrency: config.concurrency, onHandlerError: (key, error) => config.log.error(`reconcile failed: ${messageOf(error)}`, { resource: key }) });
     },
     async stop() {
       queue.shutDown();
-      await working;
+      // Applies in flight finish (a half-applied resource would wait for the next agent), within a deadline.
+      const deadline = Promise.withResolvers<"deadline">();
+      const timer = setTimeout(() => deadline.resolve("deadline"), config.shutdownTimeoutMs);
+      if ((await Promise.race([working, deadline.promise])) === "deadline") {
+        config.log.warn(`stopping with reconciles still in flight after ${config.shutdownTimeoutMs} ms`);
+      }
+      clearTimeout(timer);
     },
   };
 }

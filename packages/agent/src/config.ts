@@ -1,8 +1,10 @@
 // The agent's configuration: one object, every field documented with its default, the defaults
 // in one place (AGENT_DEFAULTS). startAgent() builds every part from it; the CLI (main.ts) maps
 // flags and environment variables onto it.
+import { createLogger, type Logger } from "@flotilla/runtime";
 import type { BackoffOptions } from "./backoff.ts";
 import type { CtrlTlsFiles } from "./ctrl-transport.ts";
+import type { LeaderElectionOptions } from "./leader-election.ts";
 import { DEFAULT_NAMESPACE_RULES, type NamespaceRules } from "./namespaces.ts";
 import type { PruneOptions } from "./prune.ts";
 import type { Target } from "./target.ts";
@@ -51,23 +53,41 @@ export interface AgentTunables {
   refreshIntervalMs: number;
   /** Drift correction: resources re-applied per second by the periodic refresh, at most. Default 20. */
   refreshPerSecond: number;
+  /**
+   * After a burst of at least this many reconciles (a full sync's drain), the agent returns the
+   * garbage's memory to the system with one memory-reducing GC (memory-release.ts). Default 1,000; 0 turns it off.
+   */
+  memoryReleaseAfterReconciles: number;
+  /** Quiet time (work queue empty, no reconcile) that ends such a burst. Default 2 s. */
+  memoryReleaseIdleMs: number;
   /** Prune safety valve. Default: at most half of the managed objects at once, not forced. */
   prune: PruneOptions;
+  /**
+   * Leader election among the region's agents on a coordination.k8s.io/v1 Lease (cluster
+   * targets only): only the leader applies, prunes and reports. Default false: one agent per
+   * region, as a laptop or a single replica runs it; multi-replica deployments turn it on.
+   */
+  leaderElect: boolean;
+  /** Leader election's timing and Lease. Default 15 s / 10 s / 2 s (client-go's), Lease `flotilla-agent-<region>` in the pod's namespace. */
+  leaderElection: LeaderElectionOptions;
   /** Namespaces the agent may write into. Default: all but kube-system, kube-public, kube-node-lease and default. */
   namespaces: NamespaceRules;
   /** An ownership conflict (an existing object that is not the agent's) is checked again this often. Default 30 s. */
   ownershipRecheckMs: number;
+  /** On stop: how long reconciles in flight may take to finish before the agent stops without them. Default 30 s. */
+  shutdownTimeoutMs: number;
   /** host:port for /healthz, /readyz and /metrics (port 0 picks one). Default: none (no listener). */
   listen: string | undefined;
-  /** Where the agent logs. Default: stderr, prefixed `agent[<region>]: `. */
-  log: ((message: string) => void) | undefined;
+  /** Where the agent logs; every line carries the region. Default: text lines on stderr, level info. */
+  log: Logger | undefined;
 }
 
 /** An agent's configuration as given: the identity, and any tunables to override. */
-export type AgentConfig = AgentIdentity & Partial<Omit<AgentTunables, "prune">> & { prune?: Partial<PruneOptions> };
+export type AgentConfig = AgentIdentity &
+  Partial<Omit<AgentTunables, "prune" | "leaderElection">> & { prune?: Partial<PruneOptions>; leaderElection?: Partial<LeaderElectionOptions> };
 
 /** An agent's configuration with every default filled in. */
-export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: (message: string) => void };
+export type ResolvedAgentConfig = AgentIdentity & AgentTunables & { log: Logger };
 
 export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   concurrency: 8,
@@ -84,16 +104,26 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   observerBackoff: { minMs: 500, maxMs: 30_000 },
   refreshIntervalMs: 30 * 60_000,
   refreshPerSecond: 20,
+  memoryReleaseAfterReconciles: 1000,
+  memoryReleaseIdleMs: 2000,
   prune: { maxFraction: 0.5, force: false },
+  leaderElect: false,
+  leaderElection: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000, namespace: undefined, name: undefined, identity: undefined },
   namespaces: DEFAULT_NAMESPACE_RULES,
   ownershipRecheckMs: 30_000,
+  shutdownTimeoutMs: 30_000,
   listen: undefined,
   log: undefined,
 });
 
 /** `config` with every absent field set to its default. */
 export function resolveConfig(config: AgentConfig): ResolvedAgentConfig {
-  const given = Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined));
-  const log = config.log ?? ((message: string) => console.error(`agent[${config.region}]: ${message}`));
-  return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, log } as ResolvedAgentConfig;
+  const given = withoutUndefined(config);
+  const log = (config.log ?? createLogger({ fields: { process: "agent" } })).child({ region: config.region });
+  const leaderElection = { ...AGENT_DEFAULTS.leaderElection, ...withoutUndefined(config.leaderElection ?? {}) };
+  return { ...AGENT_DEFAULTS, ...given, prune: { ...AGENT_DEFAULTS.prune, ...config.prune }, leaderElection, log } as ResolvedAgentConfig;
+}
+
+function withoutUndefined<T extends object>(object: T): Partial<T> {
+  return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as Partial<T>;
 }

@@ -7,6 +7,7 @@
 // * RESYNC_REQUIRED (cursor past the outbox retention, or ahead of a restored database) → full sync.
 // * No message at all (events or bookmarks) for 3× the bookmark interval → the stream is dead.
 // * A full sync runs periodically anyway (jittered), as a safety net.
+import type { Logger } from "@flotilla/runtime";
 import type { Client } from "@connectrpc/connect";
 import { ConnectError } from "@connectrpc/connect";
 import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
@@ -31,7 +32,7 @@ export interface ConnectionOptions {
   /** ctrl's bookmark interval: a stream silent for 3× this long is treated as dead. */
   bookmarkIntervalMs: number;
   reconnectBackoff: BackoffOptions;
-  log: (message: string) => void;
+  log: Logger;
 }
 
 /** Why we aborted a stream ourselves (the abort reason of its signal). */
@@ -51,6 +52,7 @@ export class Connection {
   #fullSyncTimer: NodeJS.Timeout | undefined;
   /** Aborts the stream open now. */
   #current: AbortController | undefined;
+  #connected = false;
 
   constructor(options: ConnectionOptions) {
     this.#options = options;
@@ -58,6 +60,11 @@ export class Connection {
 
   get cursor(): number {
     return this.#cursor;
+  }
+
+  /** Whether the last call to ctrl succeeded: a full sync completed or a watch stream delivered, and none failed since. */
+  get connected(): boolean {
+    return this.#connected;
   }
 
   /** Runs until `signal` aborts. */
@@ -75,6 +82,7 @@ export class Connection {
           if (syncNeeded) {
             await this.#fullSync(stream.signal);
             syncNeeded = false;
+            this.#connected = true;
           }
           await this.#watch(stream.signal);
           reason = "closed";
@@ -87,14 +95,16 @@ export class Connection {
           }
           reason = interrupted ?? classify(error);
           if (reason === "resync_required") syncNeeded = true;
-          log(`ctrl stream: ${reason}: ${error instanceof Error ? error.message : String(error)}`);
+          log.warn(`ctrl stream: ${reason}: ${error instanceof Error ? error.message : String(error)}`, { reason });
         } finally {
           signal.removeEventListener("abort", stopStream);
         }
+        this.#connected = false;
         metrics.reconnects.inc({ reason });
         await sleep(backoffDelay(this.#failures++, reconnectBackoff), signal);
       }
     } finally {
+      this.#connected = false;
       clearTimeout(this.#fullSyncTimer);
     }
   }
@@ -141,6 +151,7 @@ export class Connection {
         watchdog.reset();
         if (first) {
           first = false;
+          this.#connected = true;
           this.#options.onConnected?.();
         }
         for (const event of response.events) {

@@ -2,6 +2,7 @@
 // to trust, a client certificate for mTLS). The certificate files are checked before every
 // call and re-read when they changed: the next connection uses the new pair, while calls
 // already open finish on theirs.
+import type { Logger } from "@flotilla/runtime";
 import { readFileSync, statSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import type { Interceptor, Transport } from "@connectrpc/connect";
@@ -19,7 +20,7 @@ export interface CtrlTransportOptions {
   baseUrl: string;
   interceptors: Interceptor[];
   tls?: CtrlTlsFiles;
-  log: (message: string) => void;
+  log: Logger;
 }
 
 export function ctrlTransport(options: CtrlTransportOptions): Transport {
@@ -37,10 +38,10 @@ export function ctrlTransport(options: CtrlTransportOptions): Transport {
         current = create();
         loaded = now;
         failed = "";
-        options.log("TLS files changed: new connections to ctrl use them");
+        options.log.info("TLS files changed: new connections to ctrl use them");
       } catch (error) {
         failed = now;
-        options.log(`TLS files changed but do not load; keeping the previous ones: ${error instanceof Error ? error.message : String(error)}`);
+        options.log.warn(`TLS files changed but do not load; keeping the previous ones: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
     return current;

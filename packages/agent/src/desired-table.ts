@@ -128,7 +128,7 @@ export class DesiredTable {
    */
   requestReapply(key: string, reason: ReapplyReason): boolean {
     const entry = this.#entries.get(key);
-    if (!entry || entry.desired.kind !== "upsert" || entry.status !== "done" || entry.reapply) return false;
+    if (entry?.desired.kind !== "upsert" || entry.status !== "done" || entry.reapply) return false;
     entry.reapply = reason;
     entry.status = "pending";
     this.#onChange(key);

@@ -43,7 +43,7 @@ export class DriftCorrector {
       table.retryNow(entry.key);
       return;
     }
-    if (!entry || entry.desired.kind !== "upsert" || entry.status !== "done" || entry.appliedVersion !== entry.version) return;
+    if (entry?.desired.kind !== "upsert" || entry.status !== "done" || entry.appliedVersion !== entry.version) return;
     const live = object ?? previous!;
     const wanted = buildManifests(desiredResource(entry.desired), region).apply.find((m) => describeObject(m) === describeObject(live));
     if (!wanted) return;

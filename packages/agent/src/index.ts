@@ -1,6 +1,8 @@
 // @flotilla/agent: the agent without @kubernetes/client-node (the render target needs none of
 // it); the Kubernetes target and the observer are in @flotilla/agent/kubernetes.
 export { startAgent, type Agent } from "./agent.ts";
+// The logger an AgentConfig takes (callers need not depend on @flotilla/runtime for it).
+export { createLogger, silentLogger, type Logger } from "@flotilla/runtime";
 export { AGENT_DEFAULTS, resolveConfig, type AgentConfig, type AgentIdentity, type AgentTunables, type ResolvedAgentConfig } from "./config.ts";
 export { loop, startInOrder, type Runnable } from "./lifecycle.ts";
 export { newReconciler, type Reconciler } from "./reconciler.ts";

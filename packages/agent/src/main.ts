@@ -1,93 +1,23 @@
-// The agent CLI: maps flags onto an AgentConfig (config.ts) and runs startAgent() until
-// SIGINT/SIGTERM. Every flag is also an environment variable FLOTILLA_AGENT_<FLAG>
-// (--ctrl-url → FLOTILLA_AGENT_CTRL_URL); flags win. Defaults come from AGENT_DEFAULTS.
+// The agent CLI: maps flags (flags.ts) onto an AgentConfig (config.ts) and runs startAgent()
+// until SIGINT/SIGTERM.
 import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
+import { createLogger, logOptions, parseDuration, parseFlags } from "@flotilla/runtime";
 import { startAgent } from "./agent.ts";
-import { AGENT_DEFAULTS, type AgentConfig } from "./config.ts";
+import type { AgentConfig } from "./config.ts";
+import { AGENT_ENV_PREFIX, AGENT_OPTIONS, agentUsage } from "./flags.ts";
 import { parseGlobList } from "./namespaces.ts";
 import { RenderTarget } from "./targets/render.ts";
 import type { Target } from "./target.ts";
-
-const FLAGS = {
-  "ctrl-url": { type: "string", default: "http://127.0.0.1:7070", help: "ctrl's URL (gRPC over HTTP/2; https:// for TLS)" },
-  region: { type: "string", help: "region this agent serves (required)" },
-  "token-file": { type: "string", help: "file holding the agent token (or set FLOTILLA_AGENT_TOKEN)" },
-  token: { type: "string", help: "agent token; visible in the process list, prefer --token-file" },
-  "ca-cert": { type: "string", help: "PEM CA(s) to verify ctrl's certificate (default: the system's)" },
-  "client-cert": { type: "string", help: "PEM client certificate for mTLS (URI SAN spiffe://<trust-domain>/region/<region>); re-read when changed" },
-  "client-key": { type: "string", help: "PEM private key of --client-cert; re-read when changed" },
-  target: { type: "string", default: "kubernetes", help: "kubernetes | render" },
-  kubeconfig: { type: "string", help: "kubeconfig path (default: in-cluster, else ~/.kube/config)" },
-  "render-dir": { type: "string", help: "directory the render target writes manifests into" },
-  concurrency: { type: "string", default: String(AGENT_DEFAULTS.concurrency), help: "resources reconciled at once" },
-  settle: { type: "string", default: formatDuration(AGENT_DEFAULTS.settleMs), help: "a key changed again within this long waits until its burst of changes settles (0: never waits)" },
-  "max-hold": { type: "string", default: formatDuration(AGENT_DEFAULTS.maxHoldMs), help: "longest a key in a burst of changes waits in all" },
-  "full-sync-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.fullSyncIntervalMs), help: "periodic full sync, e.g. 600s, 10m (jittered ±10%)" },
-  "refresh-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.refreshIntervalMs), help: "re-apply objects last applied longer ago than this (drift no event revealed)" },
-  "refresh-per-second": { type: "string", default: String(AGENT_DEFAULTS.refreshPerSecond), help: "periodic refresh applies per second at most" },
-  "bookmark-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.bookmarkIntervalMs), help: "ctrl's bookmark interval (its --bookmark-interval-ms): a stream silent for 3× this is dead" },
-  "report-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.reportIntervalMs), help: "status reports to ctrl: at most one call per this interval" },
-  "heartbeat-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs), help: "how often the agent reports its applied version to ctrl" },
-  "prune-max-fraction": { type: "string", default: String(AGENT_DEFAULTS.prune.maxFraction), help: "prune refuses to delete more than this fraction of managed objects" },
-  "force-prune": { type: "boolean", default: false, help: "prune even beyond --prune-max-fraction" },
-  "allowed-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.allowed.join(","), help: "comma-separated globs of the namespaces the agent may write into" },
-  "denied-namespaces": { type: "string", default: AGENT_DEFAULTS.namespaces.denied.join(","), help: "comma-separated globs of namespaces refused even if allowed" },
-  "ownership-recheck-interval": { type: "string", default: formatDuration(AGENT_DEFAULTS.ownershipRecheckMs), help: "how often an object that exists but is not the agent's is checked again" },
-  listen: { type: "string", default: "127.0.0.1:7071", help: "host:port of /healthz, /readyz and /metrics" },
-  help: { type: "boolean", default: false, help: "show this help" },
-} as const;
-
-type Flag = keyof typeof FLAGS;
-
-export function usage(): string {
-  const lines = Object.entries(FLAGS).map(([name, flag]) => {
-    const fallback = "default" in flag && flag.type === "string" ? ` (default ${flag.default})` : "";
-    return `  --${name.padEnd(20)} ${flag.help}${fallback}\n  ${" ".repeat(22)} env FLOTILLA_AGENT_${envName(name)}`;
-  });
-  return `Usage: flotilla-agent --region NAME [flags]\n\nKeeps a region's cluster equal to ctrl's desired state.\n\n${lines.join("\n")}\n`;
-}
-
-function envName(flag: string): string {
-  return flag.toUpperCase().replaceAll("-", "_");
-}
-
-/** Flags from argv, falling back to FLOTILLA_AGENT_* variables, then to the defaults. */
-function readFlags(argv: string[], env: NodeJS.ProcessEnv): Record<Flag, string | boolean | undefined> {
-  const options = Object.fromEntries(Object.entries(FLAGS).map(([name, { type }]) => [name, { type }]));
-  const { values } = parseArgs({ args: argv, options: options as Record<Flag, { type: "string" | "boolean" }>, strict: true, allowPositionals: false });
-  const flags = {} as Record<Flag, string | boolean | undefined>;
-  for (const [name, flag] of Object.entries(FLAGS) as [Flag, (typeof FLAGS)[Flag]][]) {
-    const fromEnv = env[`FLOTILLA_AGENT_${envName(name)}`];
-    const value = fromEnv === undefined ? undefined : flag.type === "boolean" ? fromEnv === "true" || fromEnv === "1" : fromEnv;
-    flags[name] = values[name] ?? value ?? ("default" in flag ? flag.default : undefined);
-  }
-  return flags;
-}
-
-/** Milliseconds from "250ms", "30s", "10m", "1h" or a bare number of seconds. */
-export function parseDuration(text: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!match) throw new Error(`invalid duration ${JSON.stringify(text)} (e.g. 30s, 10m)`);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] ?? "s"]!;
-  return Number(match[1]) * unit;
-}
-
-/** The shortest of "10m", "30s", "250ms" that is exactly `ms`. */
-function formatDuration(ms: number): string {
-  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
-  if (ms % 1000 === 0) return `${ms / 1000}s`;
-  return `${ms}ms`;
-}
 
 /**
  * The AgentConfig the flags (else FLOTILLA_AGENT_* variables, else defaults) describe, or "help".
  * A flag with an invalid value throws an Error naming it.
  */
 export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<AgentConfig | "help"> {
-  const flags = readFlags(argv, env);
-  if (flags.help) return "help";
-  const text = (flag: Flag) => (typeof flags[flag] === "string" ? (flags[flag] as string) : undefined);
+  const { values, help } = parseFlags(AGENT_OPTIONS, AGENT_ENV_PREFIX, argv, env);
+  if (help) return "help";
+  const text = (flag: (typeof AGENT_OPTIONS)[number]["flag"]) => values[flag] || undefined;
+  const duration = (flag: (typeof AGENT_OPTIONS)[number]["flag"]) => parseDuration(values[flag]!, flag);
   const required = (what: string): never => {
     throw new Error(`${what} is required`);
   };
@@ -101,8 +31,28 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   const refreshPerSecond = Number(text("refresh-per-second"));
   if (!(refreshPerSecond > 0)) throw new Error("--refresh-per-second must be a positive number");
   const namespaces = { allowed: parseGlobList(text("allowed-namespaces")!), denied: parseGlobList(text("denied-namespaces")!) };
-  const ownershipRecheckMs = parseDuration(text("ownership-recheck-interval")!);
+  const ownershipRecheckMs = duration("ownership-recheck-interval");
   if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
+
+  const memoryReleaseAfterReconciles = Number(text("memory-release-after"));
+  if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0) throw new Error("--memory-release-after must be a non-negative integer");
+  const leaderElect = values["leader-elect"] === "true";
+  const leaderElection = {
+    leaseDurationMs: duration("leader-elect-lease-duration"),
+    renewDeadlineMs: duration("leader-elect-renew-deadline"),
+    retryPeriodMs: duration("leader-elect-retry-period"),
+    namespace: text("leader-elect-resource-namespace"),
+    name: text("leader-elect-resource-name"),
+  };
+  if (leaderElect) {
+    if (text("target") !== "kubernetes") throw new Error("--leader-elect needs --target kubernetes: the Lease lives in the cluster the agent applies to");
+    const { validateTimings } = await import("./leader-election.ts");
+    try {
+      validateTimings(leaderElection);
+    } catch (error) {
+      throw new Error(`--leader-elect-*: ${(error as Error).message}`);
+    }
+  }
 
   let target: Target;
   if (text("target") === "kubernetes") {
@@ -121,18 +71,24 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     token,
     target,
     concurrency,
-    settleMs: parseDuration(text("settle")!),
-    maxHoldMs: parseDuration(text("max-hold")!),
-    fullSyncIntervalMs: parseDuration(text("full-sync-interval")!),
-    refreshIntervalMs: parseDuration(text("refresh-interval")!),
+    settleMs: duration("settle"),
+    maxHoldMs: duration("max-hold"),
+    fullSyncIntervalMs: duration("full-sync-interval"),
+    refreshIntervalMs: duration("refresh-interval"),
     refreshPerSecond,
-    bookmarkIntervalMs: parseDuration(text("bookmark-interval")!),
-    reportIntervalMs: parseDuration(text("report-interval")!),
-    heartbeatIntervalMs: parseDuration(text("heartbeat-interval")!),
-    prune: { maxFraction, force: flags["force-prune"] === true },
+    bookmarkIntervalMs: duration("bookmark-interval"),
+    reportIntervalMs: duration("report-interval"),
+    heartbeatIntervalMs: duration("heartbeat-interval"),
+    memoryReleaseAfterReconciles,
+    memoryReleaseIdleMs: duration("memory-release-idle"),
+    prune: { maxFraction, force: values["force-prune"] === "true" },
+    leaderElect,
+    leaderElection,
     namespaces,
     ownershipRecheckMs,
+    shutdownTimeoutMs: duration("shutdown-timeout"),
     listen: text("listen")!,
+    log: createLogger({ ...logOptions(text("log-format")!, text("log-level")!), fields: { process: "agent" } }),
   };
 }
 
@@ -144,23 +100,25 @@ async function main(): Promise<void> {
   try {
     config = await agentConfig(process.argv.slice(2));
   } catch (error) {
-    process.stderr.write(`flotilla-agent: ${(error as Error).message}\n\n${usage()}`);
+    process.stderr.write(`flotilla-agent: ${(error as Error).message}\n\n${agentUsage()}`);
     process.exit(2);
   }
   if (config === "help") {
-    process.stdout.write(usage());
+    process.stdout.write(agentUsage());
     return;
   }
   const { region, ctrlUrl } = config;
+  const log = config.log!.child({ region });
   const agent = await startAgent(config).catch((error: Error) => {
-    process.stderr.write(`flotilla-agent: ${error.message}\n`);
+    log.error(error.message);
     process.exit(1);
   });
-  console.error(`agent[${region}]: health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
-  void agent.ready.then(() => console.error(`agent[${region}]: first complete sync dispatched, ready`));
+  log.info(`health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
+  void agent.ready.then(() => log.info("first complete sync dispatched, ready"));
   const shutdown = async (signal: string) => {
-    console.error(`agent[${region}]: ${signal}, stopping`);
+    log.info(`${signal}, stopping`);
     await agent.stop();
+    log.info("stopped");
     process.exit(0);
   };
   process.once("SIGINT", () => void shutdown("SIGINT"));

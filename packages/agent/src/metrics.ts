@@ -1,6 +1,9 @@
 // The agent's Prometheus metrics, on a registry of its own (several agents may share a process
-// in tests). Names follow controller-runtime's (reconcile_total, workqueue_depth, …).
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+// in tests). The work queue's and the Kubernetes client's metrics have client-go's names, so the
+// dashboards made for controllers chart them; the rest are the agent's own (flotilla_agent_*).
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { QueueMetrics } from "./queue/key-queue.ts";
+import type { ReadinessCondition } from "./readiness.ts";
 
 export type ReconnectReason = "error" | "closed" | "inactive" | "resync_required" | "consumer_too_slow";
 
@@ -8,6 +11,42 @@ export type ReconnectReason = "error" | "closed" | "inactive" | "resync_required
 export interface MetricSources {
   queueDepth(): number;
   desiredCounts(): Record<string, number>;
+  readiness?(): readonly ReadinessCondition[];
+}
+
+/** The `name` label of the agent's one work queue. */
+export const QUEUE_NAME = "agent";
+
+// client-go's workqueue buckets: prometheus.ExponentialBuckets(10e-9, 10, 10) (10 ns .. 10 s).
+const QUEUE_BUCKETS = Array.from({ length: 10 }, (_, i) => 1e-8 * 10 ** i);
+
+/** One of the work queue's two latency histograms, as client-go defines them. */
+function queueHistogram(registry: Registry, name: string, help: string): Histogram<"name"> {
+  return new Histogram({ name, help, labelNames: ["name"] as const, buckets: QUEUE_BUCKETS, registers: [registry] });
+}
+
+/** Times keys from add to get (queue duration) and from get to done (work duration), as client-go's defaultQueueMetrics. */
+function queueMetrics(metrics: AgentMetrics): QueueMetrics {
+  const labels = { name: QUEUE_NAME };
+  const added = new Map<string, number>();
+  const started = new Map<string, number>();
+  return {
+    add(key) {
+      metrics.queueAdds.inc(labels);
+      if (!added.has(key)) added.set(key, performance.now());
+    },
+    get(key) {
+      const since = added.get(key);
+      if (since !== undefined) metrics.queueDuration.observe(labels, (performance.now() - since) / 1000);
+      added.delete(key);
+      started.set(key, performance.now());
+    },
+    done(key) {
+      const since = started.get(key);
+      if (since !== undefined) metrics.workDuration.observe(labels, (performance.now() - since) / 1000);
+      started.delete(key);
+    },
+  };
 }
 
 export class AgentMetrics {
@@ -35,20 +74,65 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
-  readonly queueDepth: Gauge = new Gauge({
-    name: "flotilla_agent_workqueue_depth",
-    help: "Keys ready to be processed by the work queue.",
+  // The work queue's metrics under client-go's names (k8s.io/client-go/util/workqueue metrics.go,
+  // as controller-runtime registers them), labelled with the queue's name.
+  readonly queueDepth: Gauge<"name"> = new Gauge({
+    name: "workqueue_depth",
+    help: "Current depth of workqueue (keys ready to be processed).",
+    labelNames: ["name"] as const,
     registers: [this.registry],
     collect: () => {
-      if (this.#sources) this.queueDepth.set(this.#sources.queueDepth());
+      if (this.#sources) this.queueDepth.set({ name: QUEUE_NAME }, this.#sources.queueDepth());
     },
   });
 
-  readonly retries = new Counter({
-    name: "flotilla_agent_workqueue_retries_total",
-    help: "Keys requeued with backoff after a failed reconcile.",
+  readonly queueAdds = new Counter({
+    name: "workqueue_adds_total",
+    help: "Total number of adds handled by workqueue.",
+    labelNames: ["name"] as const,
     registers: [this.registry],
   });
+
+  readonly queueDuration = queueHistogram(this.registry, "workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested.");
+
+  readonly workDuration = queueHistogram(this.registry, "workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes.");
+
+  readonly retries = new Counter({
+    name: "workqueue_retries_total",
+    help: "Total number of retries handled by workqueue (keys requeued after a failed reconcile).",
+    labelNames: ["name"] as const,
+    registers: [this.registry],
+  });
+
+  /** What the queue reports through (queue.ts's QueueMetrics), timing each key as client-go does. */
+  readonly queue: QueueMetrics = queueMetrics(this);
+
+  // client-go's rest_client_requests_total (k8s.io/client-go/tools/metrics): every request to the
+  // Kubernetes API, by status code ("<error>" when none arrived), method and host.
+  readonly restClientRequests = new Counter({
+    name: "rest_client_requests_total",
+    help: "Number of HTTP requests to the Kubernetes API, partitioned by status code, method, and host.",
+    labelNames: ["code", "method", "host"] as const,
+    registers: [this.registry],
+  });
+
+  // Each condition of /readyz (connected, synced, cluster) as 0/1, and the whole as condition "all".
+  readonly ready: Gauge<"condition"> = new Gauge({
+    name: "flotilla_agent_ready",
+    help: "Readiness of the agent (condition=\"all\") and of each of its conditions: 1 met, 0 not.",
+    labelNames: ["condition"] as const,
+    registers: [this.registry],
+    collect: () => {
+      const conditions = this.#sources?.readiness?.() ?? [];
+      for (const { name, met } of conditions) this.ready.set({ condition: name }, met ? 1 : 0);
+      if (conditions.length > 0) this.ready.set({ condition: "all" }, conditions.every((c) => c.met) ? 1 : 0);
+    },
+  });
+
+  constructor() {
+    // process_* and nodejs_* (heap, event loop lag, GC), as ctrl has them.
+    collectDefaultMetrics({ register: this.registry });
+  }
 
   readonly coalesced = new Counter({
     name: "flotilla_agent_workqueue_coalesced_total",
@@ -121,6 +205,21 @@ export class AgentMetrics {
     name: "flotilla_agent_drift_corrections_total",
     help: "Re-applies of already applied resources that changed the live objects, by type and reason (deleted, modified, refresh).",
     labelNames: ["type", "reason"] as const,
+    registers: [this.registry],
+  });
+
+  readonly leaderStatus = new Gauge({
+    // controller-runtime's (client-go's) name and meaning, so existing dashboards chart it.
+    name: "leader_election_master_status",
+    help: "1 while this agent leads the Lease `name`, 0 while it stands by (only with leader election on).",
+    labelNames: ["name"] as const,
+    registers: [this.registry],
+  });
+
+  readonly leaderTransitions = new Counter({
+    name: "flotilla_agent_leader_transitions_total",
+    help: "Changes of this agent's role for the Lease `name`: to leader (acquired) or to standby (lost, released or fenced).",
+    labelNames: ["name", "to"] as const,
     registers: [this.registry],
   });
 

@@ -3,6 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ResourceObservationSchema, RolloutConditionSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { DeploymentStatus } from "./cached-object.ts";
 import { desiredResource, type DesiredEntry, type DesiredTable } from "./desired-table.ts";
 import { parseResourceKey } from "./keys.ts";
 import { DESIRED_VERSION_ANNOTATION, type KubeObject } from "./manifests.ts";
@@ -67,15 +68,6 @@ function fromTable(key: string, entry: DesiredEntry | undefined): ResourceObserv
     missing: entry?.appliedVersion === undefined,
     lastApplyError: entry?.error ?? "",
   });
-}
-
-interface DeploymentStatus {
-  observedGeneration?: number;
-  replicas?: number;
-  updatedReplicas?: number;
-  readyReplicas?: number;
-  availableReplicas?: number;
-  conditions?: { type?: string; status?: string; reason?: string; message?: string }[];
 }
 
 /**

@@ -3,26 +3,33 @@
 //
 // * List (paged), then watch from the list's resourceVersion with bookmarks and a server-side
 //   timeout; a watch that ends cleanly resumes from the last resourceVersion seen.
+// * The cache holds reduced objects (cached-object.ts: the fields status, drift and applies
+//   read); the event handler still sees each full object as it arrives.
 // * 410 Gone (the resourceVersion left the server's watch history) → relist. A relist diffs
 //   against the cache, so objects that changed or vanished meanwhile are still reported.
 // * Errors back off exponentially with jitter; a watch without any event or bookmark for 3× the
 //   expected bookmark interval is restarted (the inactivity watchdog).
+import type { Logger } from "@flotilla/runtime";
 import { ApiException, KubernetesObjectApi, Watch, type KubeConfig } from "@kubernetes/client-node";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
+import { CachedObject } from "./cached-object.ts";
 import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
 import { resourceKey } from "./keys.ts";
+import { statusMessage } from "./targets/kubernetes.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
 
 /** Why a watch was restarted (the `reason` label of flotilla_agent_observer_restarts_total). */
 export type RestartReason = "closed" | "gone" | "inactive" | "error";
 
-/** One change of a cached object. `object` is undefined for a deletion. */
+/** One change of a cached object. */
 export interface ObjectChange {
   kind: WatchedKind;
   /** Resource key from the object's labels ("deployment/web"), if it names one. */
   key: string | undefined;
+  /** The full object as the API server sent it; undefined for a deletion. */
   object: KubeObject | undefined;
+  /** The cached (reduced, see CachedObject.toObject()) object before the change, if there was one. */
   previous: KubeObject | undefined;
 }
 
@@ -38,7 +45,7 @@ export interface ObserverOptions {
   backoff: BackoffOptions;
   onChange: (change: ObjectChange) => void;
   onRestart: (reason: RestartReason) => void;
-  log: (message: string) => void;
+  log: Logger;
 }
 
 const LIST_PAGE_SIZE = 500;
@@ -64,7 +71,7 @@ export class Observer {
     return versions;
   }
 
-  /** The cached object, if it exists (and the kind is watched). */
+  /** The cached (reduced, see CachedObject.toObject()) object, if it exists (and the kind is watched). */
   get(kind: WatchedKind, namespace: string, name: string): KubeObject | undefined {
     return this.#watcher(kind)?.get(namespace, name);
   }
@@ -100,8 +107,9 @@ class KindWatcher {
   readonly #api: KubernetesObjectApi;
   readonly #watch: Watch;
   readonly #selector: string;
-  readonly #objects = new Map<string, KubeObject>();
-  readonly #byKey = new Map<string, Set<string>>();
+  readonly #objects = new Map<string, CachedObject>();
+  /** Locations of each key's objects: nearly always one, kept as a plain string then (a Set costs ~130 B). */
+  readonly #byKey = new Map<string, string | Set<string>>();
   #resourceVersion: string | undefined;
 
   constructor(options: ObserverOptions, kind: WatchedKind) {
@@ -113,11 +121,13 @@ class KindWatcher {
   }
 
   get(namespace: string, name: string): KubeObject | undefined {
-    return this.#objects.get(`${namespace}/${name}`);
+    return this.#objects.get(`${namespace}/${name}`)?.toObject();
   }
 
   objectsOf(key: string): KubeObject[] {
-    return [...(this.#byKey.get(key) ?? [])].map((at) => this.#objects.get(at)!);
+    const locations = this.#byKey.get(key);
+    if (locations === undefined) return [];
+    return typeof locations === "string" ? [this.#objects.get(locations)!.toObject()] : [...locations].map((at) => this.#objects.get(at)!.toObject());
   }
 
   keys(): IterableIterator<string> {
@@ -140,7 +150,7 @@ class KindWatcher {
       onRestart(end.reason);
       if (end.reason === "error") {
         const delay = backoffDelay(failures++, backoff);
-        if (failures <= 3 || failures % 10 === 0) log(`observer ${this.kind.kind}: ${describeError(end.error)} (retry in ${Math.round(delay)} ms)`);
+        if (failures <= 3 || failures % 10 === 0) log.warn(`observer ${this.kind.kind}: ${describeError(end.error, this.kind)} (retry in ${Math.round(delay)} ms)`);
         await sleep(delay, signal);
       } else {
         failures = 0;
@@ -148,10 +158,14 @@ class KindWatcher {
     }
   }
 
-  /** Lists every managed object, replaces the cache and reports what differs from it. */
+  /**
+   * Lists every managed object and reports what differs from the cache. Each page goes into the
+   * cache as it arrives (the full list of 100,000 objects is never held at once); cached objects
+   * the list did not return are removed at the end.
+   */
   async #relist(): Promise<void> {
     const { apiVersion, kind } = this.kind;
-    const listed = new Map<string, KubeObject>();
+    const listed = new Set<string>();
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
@@ -159,13 +173,12 @@ class KindWatcher {
       for (const item of page.items) {
         // List items of built-in types come without apiVersion and kind.
         const object = { ...item, apiVersion, kind } as KubeObject;
-        listed.set(locationOf(object), object);
+        listed.add(this.#store(object));
       }
       resourceVersion = page.metadata?.resourceVersion;
       continueToken = page.metadata?._continue || undefined;
     } while (continueToken);
-    for (const [at, previous] of [...this.#objects]) if (!listed.has(at)) this.#remove(previous);
-    for (const object of listed.values()) this.#store(object);
+    for (const [at, previous] of [...this.#objects]) if (!listed.has(at)) this.#remove(previous.toObject());
     this.#resourceVersion = resourceVersion;
     this.isSynced = true;
   }
@@ -216,34 +229,45 @@ class KindWatcher {
     });
   }
 
-  #store(object: KubeObject): void {
+  /** Caches the reduced `object` and reports the change; returns its location. */
+  #store(object: KubeObject): string {
     const at = locationOf(object);
-    const previous = this.#objects.get(at);
-    if (previous && previous.metadata.resourceVersion === object.metadata.resourceVersion) return;
+    const cached = this.#objects.get(at);
+    if (cached && cached.resourceVersion === object.metadata.resourceVersion) return at;
+    const previous = cached?.toObject();
     const previousKey = keyOf(previous);
     const key = keyOf(object);
-    if (previousKey !== undefined && previousKey !== key) this.#byKey.get(previousKey)?.delete(at);
-    this.#objects.set(at, object);
-    if (key !== undefined) {
-      let locations = this.#byKey.get(key);
-      if (!locations) this.#byKey.set(key, (locations = new Set()));
-      locations.add(at);
-    }
+    if (previousKey !== undefined && previousKey !== key) this.#unindex(previousKey, at);
+    this.#objects.set(at, new CachedObject(object));
+    if (key !== undefined) this.#index(key, at);
     this.#options.onChange({ kind: this.kind, key, object, previous });
+    return at;
   }
 
   #remove(object: KubeObject): void {
     const at = locationOf(object);
-    const previous = this.#objects.get(at);
+    const previous = this.#objects.get(at)?.toObject();
     if (!previous) return;
     this.#objects.delete(at);
     const key = keyOf(previous);
-    if (key !== undefined) {
-      const locations = this.#byKey.get(key);
-      locations?.delete(at);
-      if (locations?.size === 0) this.#byKey.delete(key);
-    }
+    if (key !== undefined) this.#unindex(key, at);
     this.#options.onChange({ kind: this.kind, key, object: undefined, previous });
+  }
+
+  #index(key: string, at: string): void {
+    const locations = this.#byKey.get(key);
+    if (locations === undefined || locations === at) this.#byKey.set(key, at);
+    else if (typeof locations === "string") this.#byKey.set(key, new Set([locations, at]));
+    else locations.add(at);
+  }
+
+  #unindex(key: string, at: string): void {
+    const locations = this.#byKey.get(key);
+    if (locations === at) this.#byKey.delete(key);
+    else if (typeof locations === "object") {
+      locations.delete(at);
+      if (locations.size === 1) this.#byKey.set(key, locations.values().next().value!);
+    }
   }
 }
 
@@ -262,7 +286,13 @@ function statusOf(error: unknown): number | undefined {
   return typeof code === "number" ? code : undefined;
 }
 
-function describeError(error: unknown): string {
-  if (error instanceof ApiException) return `HTTP ${error.code}`;
+/**
+ * A failed list shows the server's Status message (a 403 names the missing verb); a failed watch
+ * only has the HTTP status (client-node's Watch does not read the body), so name the request.
+ */
+function describeError(error: unknown, kind: WatchedKind): string {
+  if (error instanceof ApiException) return `list ${kind.path}: ${statusMessage(error)}`;
+  const code = statusOf(error);
+  if (code !== undefined) return `watch ${kind.path}: HTTP ${code} ${error instanceof Error ? error.message : ""}`.trimEnd();
   return error instanceof Error ? error.message : String(error);
 }

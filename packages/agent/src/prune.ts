@@ -1,6 +1,7 @@
 // Prune: after a complete snapshot, remove managed objects of this region that nothing desires
 // any more (e.g. deleted while the agent was down). Objects are selected by the managed-by and
 // region labels only, so unlabeled objects and other regions' objects are never touched.
+import type { Logger } from "@flotilla/runtime";
 import { create } from "@bufbuild/protobuf";
 import { ResourceTombstoneSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { desiredResource, type DesiredTable } from "./desired-table.ts";
@@ -18,7 +19,7 @@ export interface PruneDeps {
   table: DesiredTable;
   target: Target;
   metrics: AgentMetrics;
-  log: (message: string) => void;
+  log: Logger;
 }
 
 export type PruneResult = { pruned: number; refused: boolean };
@@ -35,9 +36,10 @@ export async function prune({ table, target, metrics, log }: PruneDeps, snapshot
   if (orphans.length === 0) return { pruned: 0, refused: false };
   if (!options.force && orphans.length > options.maxFraction * managed.length) {
     metrics.pruneRefused.inc();
-    log(
+    log.warn(
       `prune refused: ${orphans.length} of ${managed.length} managed objects are not desired, more than the ` +
         `safety valve's ${options.maxFraction * 100}% (force it to prune anyway)`,
+      { version: snapshotVersion },
     );
     return { pruned: 0, refused: true };
   }
@@ -50,7 +52,7 @@ export async function prune({ table, target, metrics, log }: PruneDeps, snapshot
     else table.remove(tombstone, snapshotVersion);
   }
   metrics.pruned.inc(orphans.length);
-  log(`prune: ${orphans.length} managed objects not desired, deleting them`);
+  log.info(`prune: ${orphans.length} managed objects not desired, deleting them`, { version: snapshotVersion });
   return { pruned: orphans.length, refused: false };
 }
 

@@ -7,11 +7,11 @@
 //   KeyQueue          (queue/key-queue.ts):           dedupe, one worker per key, dirty → one more run
 //
 // dispatch() (queue/dispatch.ts) runs a handler over it with p-limit as the only bound.
-import { KeyQueue } from "./queue/key-queue.ts";
+import { KeyQueue, type KeyQueueOptions } from "./queue/key-queue.ts";
 import { RateLimitingQueue, type RateLimitingOptions } from "./queue/rate-limiting-queue.ts";
 import { SettlingQueue, type SettlingOptions } from "./queue/settling-queue.ts";
 
-export type WorkQueueOptions = RateLimitingOptions & SettlingOptions;
+export type WorkQueueOptions = RateLimitingOptions & SettlingOptions & KeyQueueOptions;
 
 export class WorkQueue extends RateLimitingQueue {
   constructor(options: WorkQueueOptions = {}) {

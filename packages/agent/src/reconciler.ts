@@ -1,8 +1,9 @@
 // One work-queue run of one key: read the newest desired state from the table, make the target
 // follow it, record the outcome, and choose the retry (client-go's processNextWorkItem).
+import type { Logger } from "@flotilla/runtime";
 import { desiredResource, type DesiredTable, type ReapplyReason } from "./desired-table.ts";
 import { jittered } from "./backoff.ts";
-import type { AgentMetrics } from "./metrics.ts";
+import { QUEUE_NAME, type AgentMetrics } from "./metrics.ts";
 import { namespaceRefusal, type NamespaceRules } from "./namespaces.ts";
 import { prune, type PruneOptions, type PruneResult } from "./prune.ts";
 import type { RateLimitingQueue } from "./queue/rate-limiting-queue.ts";
@@ -13,7 +14,7 @@ export interface ReconcilerDeps {
   queue: RateLimitingQueue;
   target: Target;
   metrics: AgentMetrics;
-  log: (message: string) => void;
+  log: Logger;
   /**
    * The live resourceVersions of a key's objects (by describeObject() name), if known: a
    * re-apply that moves one of them corrected drift (counted in drift_corrections_total).
@@ -79,18 +80,20 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions, n
       if (drifted) table.requestReapply(key, drifted);
       if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });
       metrics.reconciles.inc({ type, op, result: "success" });
+      // Debug: a full sync applies thousands; failures are the lines worth keeping (warn/error).
+      log.debug(op === "apply" ? "applied" : "deleted", { resource: key, version });
       queue.forget(key);
     } catch (error) {
       timer();
       const failure = error instanceof TargetError ? error : new TargetError(error instanceof Error ? error.message : String(error));
       table.markError(key, version, failure.message);
       metrics.reconciles.inc({ type, op, result: "error" });
-      metrics.retries.inc();
+      metrics.retries.inc({ name: QUEUE_NAME });
       if (failure.refusal === "ownership") {
         // Nothing we do changes the other owner's object: look again at a steady pace (sooner on
         // a new desired version), not with the error backoff's first quick retries.
         queue.addAfter(key, jittered(ownershipRecheckMs, 0.1));
-        if (entry.attempts === 1) log(`${op} ${key}@${version} refused (checked again every ${ownershipRecheckMs / 1000} s): ${failure.message}`);
+        if (entry.attempts === 1) log.warn(`${op} refused (checked again every ${ownershipRecheckMs / 1000} s): ${failure.message}`, { resource: key, version });
         return;
       }
       if (failure.permanent) {
@@ -98,13 +101,13 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions, n
         // sooner when a new desired version arrives (add() pulls the key forward).
         const delay = jittered(queue.backoff.maxMs, 0.1);
         queue.addAfter(key, delay);
-        log(`${op} ${key}@${version} rejected (retry in ${Math.round(delay / 1000)} s or on a new version): ${failure.message}`);
+        log.error(`${op} rejected (retry in ${Math.round(delay / 1000)} s or on a new version): ${failure.message}`, { resource: key, version });
         return;
       }
       // 409 conflicts, 429 (Retry-After is the floor), 5xx and network errors: back off and retry.
       const delay = queue.addRateLimited(key, failure.retryAfterMs);
       if (queue.failures(key) <= 3 || queue.failures(key) % 10 === 0) {
-        log(`${op} ${key}@${version} failed (attempt ${queue.failures(key)}, retry in ${Math.round(delay)} ms): ${failure.message}`);
+        log.warn(`${op} failed (attempt ${queue.failures(key)}, retry in ${Math.round(delay)} ms): ${failure.message}`, { resource: key, version });
       }
     }
   };

@@ -9,14 +9,20 @@
 // * requestFullSet() (after each (re)connect to ctrl) resends every observation once, marked
 //   `full_set`, in batches.
 // * A failed call is retried with backoff; its observations stay pending meanwhile.
+// * With leader election, every call carries the leader's epoch; ctrl refusing it as FENCED (a
+//   newer leader exists) ends the run through onFenced, and the observations stay pending.
+import { createHash } from "node:crypto";
+import type { Logger } from "@flotilla/runtime";
 import { toBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { Client } from "@connectrpc/connect";
+import { ConnectError, type Client } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
+import { FENCED } from "@flotilla/runtime";
 import { ResourceObservationSchema, type ClusterService, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { backoffDelay, sleep } from "./backoff.ts";
+import type { ReportingLeader } from "./leadership.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { ObservationSource } from "./observation.ts";
-import { packBytes } from "./packed.ts";
 
 export interface ReporterOptions {
   client: Client<typeof ClusterService>;
@@ -31,7 +37,11 @@ export interface ReporterOptions {
   /** Observations per call. Default 500. */
   maxBatch?: number;
   metrics: AgentMetrics;
-  log: (message: string) => void;
+  log: Logger;
+  /** The leader this agent reports as (leader election on), sent for ctrl's fencing. */
+  leader?: () => ReportingLeader | undefined;
+  /** ctrl refused a report as FENCED: this agent is no longer the leader. */
+  onFenced?: (message: string) => void;
 }
 
 export const DEFAULT_MAX_BATCH = 500;
@@ -43,9 +53,10 @@ export class Reporter {
   /** Keys whose observation may differ from the last one sent. */
   readonly #dirty = new Set<string>();
   /**
-   * The last observation sent per key (without its timestamp), encoded and packed: one per
-   * resource, so kept compact. The encoding is deterministic (no map fields), so equal
-   * observations have equal encodings.
+   * The digest of the last observation sent per key (its encoding without the timestamp; SHA-1,
+   * 20 bytes as a one-byte string): one per resource, so kept small — the packed encoding took
+   * about 100 B more. The encoding is deterministic (no map fields), so equal observations have
+   * equal digests.
    */
   readonly #sent = new Map<string, string>();
   /** Keys of a full set still to send (sent even if unchanged); undefined when none is due. */
@@ -89,16 +100,26 @@ export class Reporter {
         if (this.#hasWork()) await sleep(reportIntervalMs, signal);
         continue;
       }
+      const leader = this.#options.leader?.();
+      if (this.#options.leader && !leader) {
+        // The term ended (its signal aborts at once): never report without the epoch.
+        this.#requeue(batch);
+        break;
+      }
       lastCall = Date.now();
       try {
-        await this.#send(batch, signal);
+        await this.#send(batch, leader, signal);
         failures = 0;
       } catch (error) {
         if (signal.aborted) break;
         metrics.reportErrors.inc();
         this.#requeue(batch);
+        if (isFenced(error)) {
+          this.#options.onFenced?.(ConnectError.from(error).message);
+          break;
+        }
         const delay = backoffDelay(failures++, { minMs: reportIntervalMs, maxMs: Math.max(reportIntervalMs, heartbeatIntervalMs) });
-        if (failures <= 3 || failures % 10 === 0) log(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
+        if (failures <= 3 || failures % 10 === 0) log.warn(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
         await sleep(delay, signal);
       }
     }
@@ -123,7 +144,7 @@ export class Reporter {
         if (!observation) continue;
         this.#fullSet.delete(key);
         this.#dirty.delete(key);
-        observations.push({ key, observation, encoded: packed(observation) });
+        observations.push({ key, observation, digest: digestOf(observation) });
       }
       if (observations.length > 0 || this.#fullSet.size > 0) return { observations, fullSet: true };
     }
@@ -132,14 +153,14 @@ export class Reporter {
       const observation = source.observe(key);
       if (!observation) continue;
       this.#dirty.delete(key);
-      const encoded = packed(observation);
-      if (this.#sent.get(key) === encoded) continue;
-      observations.push({ key, observation, encoded });
+      const digest = digestOf(observation);
+      if (this.#sent.get(key) === digest) continue;
+      observations.push({ key, observation, digest });
     }
     return { observations, fullSet: false };
   }
 
-  async #send(batch: Batch, signal: AbortSignal): Promise<void> {
+  async #send(batch: Batch, leader: ReportingLeader | undefined, signal: AbortSignal): Promise<void> {
     const { client, region, cursor, source, metrics } = this.#options;
     const now = timestampFromMs(Date.now());
     // The batch's own messages go into the request (stamped, not copied): a batch is held for a
@@ -151,14 +172,15 @@ export class Reporter {
         appliedVersion: BigInt(cursor()),
         observations: batch.observations.map(({ observation }) => observation),
         fullSet: batch.fullSet,
+        leader: leader && { epoch: BigInt(leader.epoch), holderIdentity: leader.holderIdentity },
       },
       { signal, timeoutMs: CALL_TIMEOUT_MS },
     );
     metrics.observationsSent.inc(batch.observations.length);
-    for (const { key, observation, encoded } of batch.observations) {
+    for (const { key, observation, digest } of batch.observations) {
       // Once ctrl knows a key is gone for good, there is nothing more to say about it.
       if (observation.missing && !source.isKnown(key)) this.#sent.delete(key);
-      else this.#sent.set(key, encoded);
+      else this.#sent.set(key, digest);
     }
   }
 
@@ -170,15 +192,19 @@ export class Reporter {
   }
 }
 
-function packed(observation: ResourceObservation): string {
-  return packBytes(toBinary(ResourceObservationSchema, observation));
+function isFenced(error: unknown): boolean {
+  return error instanceof ConnectError && error.findDetails(ErrorInfoSchema).some((info) => info.reason === FENCED);
 }
 
-/** An observation to send; `encoded` is its packed encoding without the timestamp (see #sent). */
+function digestOf(observation: ResourceObservation): string {
+  return createHash("sha1").update(toBinary(ResourceObservationSchema, observation)).digest("binary");
+}
+
+/** An observation to send; `digest` is that of its encoding without the timestamp (see #sent). */
 interface Observed {
   key: string;
   observation: ResourceObservation;
-  encoded: string;
+  digest: string;
 }
 
 interface Batch {

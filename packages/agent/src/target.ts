@@ -50,6 +50,7 @@ export interface Target {
    * what it last applied and the live object is still the one that apply wrote; such an object
    * is returned with that version. Without `live`, every object is applied.
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: targets that keep no versions return nothing
   apply(resource: DesiredResource, live?: AppliedVersions): Promise<AppliedVersions | void>;
   /**
    * Removes every object the tombstone's resource owns (never its Namespace). Objects already

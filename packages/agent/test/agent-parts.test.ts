@@ -1,14 +1,16 @@
 // The agent's parts, each built alone: the configuration and its defaults, the CLI's mapping of
-// flags onto it, start in order / stop in reverse, the Reconciler against a scripted target, the
+// flags onto it (leader election included), start in order / stop in reverse, the Reconciler against a scripted target, the
 // drift corrector on a table, the observer against the emulator.
 import { describe, test } from "node:test";
+import { silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceType, type DesiredResource, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { startCluster, waitFor } from "@flotilla/testkit/emulator";
+import { startAgent } from "../src/agent.ts";
 import { AGENT_DEFAULTS, resolveConfig } from "../src/config.ts";
 import { DesiredTable } from "../src/desired-table.ts";
 import { DriftCorrector } from "../src/drift.ts";
@@ -35,7 +37,7 @@ describe("AgentConfig", () => {
     assert.deepEqual(resolved.retryBackoff, AGENT_DEFAULTS.retryBackoff);
     assert.deepEqual(resolved.prune, { maxFraction: AGENT_DEFAULTS.prune.maxFraction, force: true });
     assert.equal(resolved.listen, undefined);
-    assert.equal(typeof resolved.log, "function");
+    assert.equal(typeof resolved.log.warn, "function");
     for (const field of Object.keys(AGENT_DEFAULTS)) assert.ok(field in resolved, `${field} resolved`);
   });
 
@@ -45,6 +47,7 @@ describe("AgentConfig", () => {
       const config = await agentConfig(["--region", "east", "--target", "render", "--render-dir", dir, "--full-sync-interval", "90s", "--settle", "250ms", "--bookmark-interval", "2s", "--force-prune"], {
         FLOTILLA_AGENT_TOKEN: "secret",
         FLOTILLA_AGENT_CONCURRENCY: "4",
+        FLOTILLA_AGENT_MEMORY_RELEASE_AFTER: "0",
         FLOTILLA_AGENT_REGION: "ignored: the flag wins",
       });
       assert.ok(config !== "help");
@@ -57,11 +60,39 @@ describe("AgentConfig", () => {
       assert.equal(config.reportIntervalMs, AGENT_DEFAULTS.reportIntervalMs);
       assert.equal(config.maxHoldMs, AGENT_DEFAULTS.maxHoldMs);
       assert.equal(config.refreshIntervalMs, AGENT_DEFAULTS.refreshIntervalMs, "flag defaults are AGENT_DEFAULTS");
+      assert.equal(config.memoryReleaseAfterReconciles, 0);
+      assert.equal(config.memoryReleaseIdleMs, AGENT_DEFAULTS.memoryReleaseIdleMs);
       assert.deepEqual(config.prune, { maxFraction: AGENT_DEFAULTS.prune.maxFraction, force: true });
       assert.ok(config.target instanceof RenderTarget);
       assert.equal(await agentConfig(["--help"], {}), "help");
       await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--concurrency", "0"], {}), /--concurrency/);
       await assert.rejects(agentConfig(["--token", "t"], {}), /--region is required/);
+      await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--memory-release-after", "-1"], {}), /--memory-release-after/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("leader election: off by default; its flags map onto leaderElection; a render target or bad timings are refused", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "agent-config-"));
+    try {
+      const kubeconfig = join(dir, "kubeconfig");
+      writeFileSync(kubeconfig, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n");
+      const plain = await agentConfig(["--region", "east", "--token", "t", "--kubeconfig", kubeconfig], {});
+      assert.ok(plain !== "help");
+      assert.equal(plain.leaderElect, false);
+      assert.equal(resolveConfig(plain).leaderElection.leaseDurationMs, 15_000, "client-go's defaults");
+      const elected = await agentConfig(["--region", "east", "--token", "t", "--kubeconfig", kubeconfig, "--leader-elect-renew-deadline", "4s", "--leader-elect-resource-name", "agents"], {
+        FLOTILLA_AGENT_LEADER_ELECT: "true",
+        FLOTILLA_AGENT_LEADER_ELECT_RETRY_PERIOD: "1s",
+      });
+      assert.ok(elected !== "help");
+      assert.equal(elected.leaderElect, true);
+      assert.deepEqual(elected.leaderElection, { leaseDurationMs: 15_000, renewDeadlineMs: 4000, retryPeriodMs: 1000, namespace: undefined, name: "agents" });
+      await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--target", "render", "--render-dir", dir, "--leader-elect"], {}), /--leader-elect needs --target kubernetes/);
+      await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--kubeconfig", kubeconfig, "--leader-elect", "--leader-elect-renew-deadline", "15s"], {}), /--leader-elect-\*: .*greater than the renew deadline/);
+      // The library refuses it as well, before starting anything.
+      await assert.rejects(startAgent({ ...identity, target: new RenderTarget({ dir, region: "east" }), leaderElect: true }), /leader election needs the kubernetes target/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -138,7 +169,7 @@ describe("Reconciler", () => {
       queue,
       target,
       metrics: new AgentMetrics(),
-      log: () => {},
+      log: silentLogger,
       prune: AGENT_DEFAULTS.prune,
       namespaces: AGENT_DEFAULTS.namespaces,
       ownershipRecheckMs: AGENT_DEFAULTS.ownershipRecheckMs,
@@ -213,7 +244,7 @@ describe("Observer", () => {
       backoff: { minMs: 10, maxMs: 100 },
       onChange: (change) => changes.push(change.key),
       onRestart: () => {},
-      log: () => {},
+      log: silentLogger,
     });
     const running = observer.run(stopping.signal);
     try {

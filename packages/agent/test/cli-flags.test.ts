@@ -6,18 +6,23 @@ import { spawnSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { AGENT_OPTIONS } from "../src/flags.ts";
 import { agentConfig } from "../src/main.ts";
 
 const agentMain = new URL("../src/main.ts", import.meta.url).pathname;
 const agent = (args: string[], env: Record<string, string> = {}) =>
   spawnSync(process.execPath, [agentMain, ...args], { encoding: "utf8", env: { ...process.env, ...env }, timeout: 30_000 });
 
-test("agent --help lists the namespace and ownership flags with their defaults", () => {
+test("agent --help lists every flag with its variable and default", () => {
   const { stdout, status } = agent(["--help"]);
   assert.equal(status, 0);
-  assert.match(stdout, /--allowed-namespaces .*\(default \*\)\n\s+env FLOTILLA_AGENT_ALLOWED_NAMESPACES/);
-  assert.match(stdout, /--denied-namespaces .*\(default kube-system,kube-public,kube-node-lease,default\)\n\s+env FLOTILLA_AGENT_DENIED_NAMESPACES/);
-  assert.match(stdout, /--ownership-recheck-interval .*\(default 30s\)\n\s+env FLOTILLA_AGENT_OWNERSHIP_RECHECK_INTERVAL/);
+  assert.match(stdout, /--allowed-namespaces <value>\n.*\n\s+env FLOTILLA_AGENT_ALLOWED_NAMESPACES, default \*\n/);
+  assert.match(stdout, /--denied-namespaces <value>\n.*\n\s+env FLOTILLA_AGENT_DENIED_NAMESPACES, default kube-system,kube-public,kube-node-lease,default\n/);
+  assert.match(stdout, /--ownership-recheck-interval <value>\n.*\n\s+env FLOTILLA_AGENT_OWNERSHIP_RECHECK_INTERVAL, default 30s\n/);
+  for (const { flag, default: fallback } of AGENT_OPTIONS) {
+    const env = `FLOTILLA_AGENT_${flag.toUpperCase().replaceAll("-", "_")}`;
+    assert.ok(stdout.includes(`  --${flag}`) && stdout.includes(`env ${env}${fallback ? `, default ${fallback}` : ""}\n`), `--${flag} in --help`);
+  }
 });
 
 test("agent: a zero or malformed ownership recheck interval is refused (flag or environment)", () => {
@@ -27,7 +32,7 @@ test("agent: a zero or malformed ownership recheck interval is refused (flag or 
   ] as const) {
     const { stderr, status } = agent(["--region", "east", "--token", "t", "--target", "render", "--render-dir", "/nonexistent", ...args], env);
     assert.equal(status, 2, stderr);
-    assert.match(stderr, /ownership-recheck-interval|invalid duration/);
+    assert.match(stderr, /ownership-recheck-interval/);
   }
 });
 

@@ -2,6 +2,7 @@
 // resumes from the last version received after an error, treats a silent stream as dead, and
 // runs a full sync on RESYNC_REQUIRED and periodically.
 import { describe, test } from "node:test";
+import { silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
@@ -39,6 +40,7 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
     },
     watchDeploymentChanges(request: WatchDeploymentChangesRequest, options: { signal: AbortSignal }) {
       watchedFrom.push(request.versionLastSeen);
+      // biome-ignore lint/correctness/useYield: a watch that sends nothing until it is aborted
       const step = watches[watchedFrom.length - 1] ?? (async function* (signal: AbortSignal) {
         await hangUntil(signal);
       });
@@ -63,7 +65,7 @@ function connect(client: Client<typeof ClusterService>, overrides: { fullSyncInt
     fullSyncIntervalMs: overrides.fullSyncIntervalMs ?? 60_000,
     bookmarkIntervalMs: 20,
     reconnectBackoff: { minMs: 5, maxMs: 10 },
-    log: () => {},
+    log: silentLogger,
   });
   const stop = new AbortController();
   const running = connection.run(stop.signal);

@@ -37,9 +37,10 @@ for (const { db, skip } of await testDatabases()) {
 
     test("health, readiness and metrics endpoints", async () => {
       assert.equal((await fetch(`${agent.url}/healthz`)).status, 200);
-      assert.equal((await fetch(`${agent.url}/readyz`)).status, 200);
+      // Ready also needs the cluster's first answer, which may come after the first sync.
+      await waitFor(async () => (await fetch(`${agent.url}/readyz`)).status === 200, "readyz 200");
       const metrics = await (await fetch(`${agent.url}/metrics`)).text();
-      for (const name of ["flotilla_agent_full_sync_duration_seconds", "flotilla_agent_version_last_seen", "flotilla_agent_workqueue_depth"]) {
+      for (const name of ["flotilla_agent_full_sync_duration_seconds", "flotilla_agent_version_last_seen", "workqueue_depth"]) {
         assert.match(metrics, new RegExp(`^${name}`, "m"));
       }
     });

@@ -1,6 +1,7 @@
 // The agent over mTLS: it syncs from a ctrl that requires client certificates, with its
 // region's certificate; rotated certificate files are used by its next connection.
 import { after, before, test } from "node:test";
+import { createLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -50,7 +51,7 @@ test("an agent holding another region's certificate is refused until its files a
     tls: files,
     target: new RenderTarget({ dir: renderDir, region: REGION }),
     reconnectBackoff: { minMs: 50, maxMs: 200 },
-    log: (m) => logs.push(m),
+    log: createLogger({ write: (line) => logs.push(line) }),
   });
   await waitFor(() => logs.some((m) => /permission_denied|certificate is for region/i.test(m)), "the wrong-region refusal", 20_000, () => logs);
   let ready = false;

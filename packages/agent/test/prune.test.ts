@@ -1,6 +1,7 @@
 // Prune: orphans of this region go, unmanaged objects and other regions' objects stay, an
 // incomplete snapshot prunes nothing, and the safety valve refuses mass deletion unless forced.
 import { after, before, describe, test } from "node:test";
+import { silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
@@ -110,7 +111,7 @@ describe("prune and incomplete snapshots", () => {
       fullSyncIntervalMs: 60_000,
       bookmarkIntervalMs: 1000,
       reconnectBackoff: { minMs: 5, maxMs: 10 },
-      log: () => {},
+      log: silentLogger,
     });
     const stop = new AbortController();
     const running = connection.run(stop.signal);

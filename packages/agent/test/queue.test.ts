@@ -26,7 +26,9 @@ function gatedHandler() {
   return {
     runs,
     handler,
-    release: () => gates.splice(0).forEach((open) => open()),
+    release: () => {
+      for (const open of gates.splice(0)) open();
+    },
     get open() {
       return gates.length;
     },

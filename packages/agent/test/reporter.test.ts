@@ -1,6 +1,7 @@
 // The reporter against a recording client: each observation goes out stamped with the time of
 // its call, and one equal to the last sent for its key (timestamps aside) is not sent again.
 import { test } from "node:test";
+import { silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
@@ -20,7 +21,10 @@ test("observations are sent stamped; an unchanged one is not sent again, a chang
     isKnown: (key) => applied.has(key),
   };
   const calls: ReportObservedStateRequest[] = [];
-  const client = { reportObservedState: async (request: ReportObservedStateRequest) => (calls.push(request), {}) } as unknown as Client<typeof ClusterService>;
+  const client = { reportObservedState: async (request: ReportObservedStateRequest) => {
+    calls.push(request);
+    return {};
+  } } as unknown as Client<typeof ClusterService>;
   const reporter = new Reporter({
     client,
     region: "r",
@@ -29,7 +33,7 @@ test("observations are sent stamped; an unchanged one is not sent again, a chang
     reportIntervalMs: 5,
     heartbeatIntervalMs: 60_000,
     metrics: new AgentMetrics(),
-    log: () => {},
+    log: silentLogger,
   });
   const stop = new AbortController();
   const running = reporter.run(stop.signal);

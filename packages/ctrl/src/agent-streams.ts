@@ -12,7 +12,7 @@ export class AgentStreams {
   readonly #timer: NodeJS.Timeout;
   #checking = false;
 
-  /** `intervalMs` bounds how long a stream outlives its token (--token-recheck-ms). */
+  /** `intervalMs` bounds how long a stream outlives its token (--token-recheck-interval). */
   constructor(stillValid: (tokens: string[]) => Promise<Set<string>>, intervalMs: number) {
     this.#stillValid = stillValid;
     this.#timer = setInterval(() => void this.#check(), intervalMs);

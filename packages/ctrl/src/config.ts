@@ -1,67 +1,75 @@
-// Command-line flags of `pnpm ctrl`, each also an environment variable. This table is the
-// single source of --help and of the README's configuration table.
-import { parseArgs } from "node:util";
+// Command-line flags of `pnpm ctrl`, each also an environment variable FLOTILLA_CTRL_<FLAG>
+// (the conventions are in @flotilla/runtime's flags.ts). This table is the single source of
+// --help and of the README's configuration table (scripts/config-tables.ts).
+import { markdownTable, parseDuration, parseFlags, usage, type LegacyName, type OptionSpec } from "@flotilla/runtime";
 import { DEFAULT_DATABASE_URL } from "@flotilla/store";
 import { SYSTEM_NAMESPACES } from "./validate.ts";
 
-export interface OptionSpec {
-  flag: string;
-  env: string;
-  default: string;
-  description: string;
-  /** A switch without a value (`--insecure`); its config value is "true" or "false". */
-  boolean?: true;
-}
+export const CTRL_ENV_PREFIX = "FLOTILLA_CTRL_";
+
+// Before the common scheme ctrl's variables were FLOTILLA_<FLAG>: still read, with a warning.
+const was = (env: string, old?: Omit<LegacyName, "env">): { was: LegacyName } => ({ was: { env: `FLOTILLA_${env}`, ...old } });
 
 export const CTRL_OPTIONS = [
-  { flag: "database-url", env: "FLOTILLA_DATABASE_URL", default: DEFAULT_DATABASE_URL, description: "sqlite:<path> (embedded) or mysql://user:pass@host:port/db" },
-  { flag: "listen", env: "FLOTILLA_LISTEN", default: "127.0.0.1:7070", description: "host:port for Connect, gRPC and gRPC-Web (TLS or h2c, and HTTP/1.1), /healthz, /metrics" },
-  { flag: "tls-cert", env: "FLOTILLA_TLS_CERT", default: "", description: "PEM certificate (chain) to serve TLS with; re-read when the file changes" },
-  { flag: "tls-key", env: "FLOTILLA_TLS_KEY", default: "", description: "PEM private key of --tls-cert; re-read when the file changes" },
-  { flag: "client-ca", env: "FLOTILLA_CLIENT_CA", default: "", description: "PEM CA(s): ClusterService calls must present a client certificate chaining to it and naming their region (needs TLS)" },
-  { flag: "trust-domain", env: "FLOTILLA_TRUST_DOMAIN", default: "flotilla", description: "agent certificates name their region as URI SAN spiffe://<trust-domain>/region/<region>" },
-  { flag: "insecure", env: "FLOTILLA_INSECURE", default: "", boolean: true, description: "allow plaintext on a non-loopback --listen address (e.g. behind a TLS-terminating proxy)" },
-  { flag: "metrics-listen", env: "FLOTILLA_METRICS_LISTEN", default: "", description: "host:port serving /metrics and /healthz on their own; the public port then serves no /metrics" },
-  { flag: "admin-token-file", env: "FLOTILLA_ADMIN_TOKEN_FILE", default: "", description: "file holding the operator bearer token" },
-  { flag: "admin-token", env: "FLOTILLA_ADMIN_TOKEN", default: "", description: "operator bearer token (as a flag it shows in the process list: prefer the file or the env var); when neither is set one is generated into .flotilla/admin-token" },
-  { flag: "token-recheck-ms", env: "FLOTILLA_TOKEN_RECHECK_MS", default: "500", description: "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this" },
-  { flag: "token-cache-size", env: "FLOTILLA_TOKEN_CACHE_SIZE", default: "10000", description: "agent tokens cached per kind (known, unknown) at most, least recently used dropped first" },
-  { flag: "read-max-bytes", env: "FLOTILLA_READ_MAX_BYTES", default: String(4 * 1024 * 1024), description: "largest request message accepted" },
-  { flag: "poll-interval-ms", env: "FLOTILLA_POLL_INTERVAL_MS", default: "200", description: "change poller interval: latency bound for writes made by other ctrl replicas" },
-  { flag: "bookmark-interval-ms", env: "FLOTILLA_BOOKMARK_INTERVAL_MS", default: "5000", description: "idle watch streams get a bookmark this often" },
-  { flag: "watch-buffer-events", env: "FLOTILLA_WATCH_BUFFER_EVENTS", default: "10000", description: "events a watch stream may queue before it is ended with CONSUMER_TOO_SLOW" },
-  { flag: "status-stale-after-ms", env: "FLOTILLA_STATUS_STALE_AFTER_MS", default: "30000", description: "statuses of a region whose agent has not reported for this long are marked stale" },
-  { flag: "retention-max-age-s", env: "FLOTILLA_RETENTION_MAX_AGE_S", default: String(7 * 24 * 3600), description: "outbox rows older than this are pruned (0: keep)" },
-  { flag: "allowed-system-namespaces", env: "FLOTILLA_ALLOWED_SYSTEM_NAMESPACES", default: "", description: "comma-separated system namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway" },
-  { flag: "retention-max-rows", env: "FLOTILLA_RETENTION_MAX_ROWS", default: "0", description: "outbox rows kept per region at most (0: no limit)" },
+  { flag: "database-url", default: DEFAULT_DATABASE_URL, description: "sqlite:<path> (embedded) or mysql://user:pass@host:port/db", ...was("DATABASE_URL") },
+  { flag: "listen", default: "127.0.0.1:7070", description: "host:port for Connect, gRPC and gRPC-Web (TLS or h2c, and HTTP/1.1), /livez, /healthz, /readyz, /metrics", ...was("LISTEN") },
+  { flag: "tls-cert", default: "", description: "PEM certificate (chain) to serve TLS with; re-read when the file changes", ...was("TLS_CERT") },
+  { flag: "tls-key", default: "", description: "PEM private key of --tls-cert; re-read when the file changes", ...was("TLS_KEY") },
+  { flag: "client-ca", default: "", description: "PEM CA(s): ClusterService calls must present a client certificate chaining to it and naming their region (needs TLS)", ...was("CLIENT_CA") },
+  { flag: "trust-domain", default: "flotilla", description: "agent certificates name their region as URI SAN spiffe://<trust-domain>/region/<region>", ...was("TRUST_DOMAIN") },
+  { flag: "insecure", default: "", boolean: true, description: "allow plaintext on a non-loopback --listen address (e.g. behind a TLS-terminating proxy)", ...was("INSECURE") },
+  { flag: "metrics-listen", default: "", description: "host:port serving /metrics, /livez, /healthz and /readyz on their own; the public port then serves no /metrics", ...was("METRICS_LISTEN") },
+  { flag: "admin-token-file", default: "", description: "file holding the operator bearer token", ...was("ADMIN_TOKEN_FILE") },
+  { flag: "admin-token", default: "", description: "operator bearer token (as a flag it shows in the process list: prefer the file or the env var); when neither is set one is generated into .flotilla/admin-token", ...was("ADMIN_TOKEN") },
+  { flag: "token-recheck-interval", default: "500ms", description: "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this", ...was("TOKEN_RECHECK_MS", { flag: "token-recheck-ms", unit: "ms" }) },
+  { flag: "token-cache-size", default: "10000", description: "agent tokens cached per kind (known, unknown) at most, least recently used dropped first", ...was("TOKEN_CACHE_SIZE") },
+  { flag: "readiness-timeout", default: "2s", description: "/readyz fails when the database has not answered within this long" },
+  { flag: "read-max-bytes", default: String(4 * 1024 * 1024), description: "largest request message accepted", ...was("READ_MAX_BYTES") },
+  { flag: "poll-interval", default: "200ms", description: "change poller interval: latency bound for writes made by other ctrl replicas", ...was("POLL_INTERVAL_MS", { flag: "poll-interval-ms", unit: "ms" }) },
+  { flag: "bookmark-interval", default: "5s", description: "idle watch streams get a bookmark this often", ...was("BOOKMARK_INTERVAL_MS", { flag: "bookmark-interval-ms", unit: "ms" }) },
+  { flag: "watch-buffer-events", default: "10000", description: "events a watch stream may queue before it is ended with CONSUMER_TOO_SLOW", ...was("WATCH_BUFFER_EVENTS") },
+  { flag: "status-stale-after", default: "30s", description: "statuses of a region whose agent has not reported for this long are marked stale", ...was("STATUS_STALE_AFTER_MS", { flag: "status-stale-after-ms", unit: "ms" }) },
+  { flag: "retention-max-age", default: "168h", description: "outbox rows older than this are pruned (0: keep)", ...was("RETENTION_MAX_AGE_S", { flag: "retention-max-age-s", unit: "s" }) },
+  { flag: "retention-max-rows", default: "0", description: "outbox rows kept per region at most (0: no limit)", ...was("RETENTION_MAX_ROWS") },
+  { flag: "allowed-system-namespaces", default: "", description: "comma-separated system namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway", ...was("ALLOWED_SYSTEM_NAMESPACES") },
+  // Bounds: no client can stall the others (see connection-bounds.ts, send-timeout.ts).
+  { flag: "stream-send-timeout", default: "1m", description: "a stream whose client reads nothing for this long is reset (gRPC: RESOURCE_EXHAUSTED)", ...was("STREAM_SEND_TIMEOUT_MS", { flag: "stream-send-timeout-ms", unit: "ms" }) },
+  { flag: "snapshot-concurrency", default: "6", description: "SyncDesiredState snapshots reading the database at once (keep below the MySQL pool of 10)", ...was("SNAPSHOT_CONCURRENCY") },
+  { flag: "snapshot-read-ahead-bytes", default: String(64 * 1024 * 1024), description: "bytes all SyncDesiredState snapshots together read ahead of their clients; a snapshot within it frees its connection at once", ...was("SNAPSHOT_READ_AHEAD_BYTES") },
+  { flag: "token-lookup-concurrency", default: "2", description: "agent-token lookups in the database at once (the rest wait; keeps pool connections for other calls)", ...was("TOKEN_LOOKUP_CONCURRENCY") },
+  { flag: "first-request-timeout", default: "10s", description: "a new connection must send its first request (HTTP/2: preface and a stream; TLS: finish its handshake) within this", ...was("FIRST_REQUEST_TIMEOUT_MS", { flag: "first-request-timeout-ms", unit: "ms" }) },
+  { flag: "idle-timeout", default: "5m", description: "an HTTP/2 connection with no open stream for this long gets GOAWAY", ...was("IDLE_TIMEOUT_MS", { flag: "idle-timeout-ms", unit: "ms" }) },
+  { flag: "max-concurrent-streams", default: "1000", description: "concurrent streams per HTTP/2 connection", ...was("MAX_CONCURRENT_STREAMS") },
+  { flag: "max-resets-per-second", default: "100", description: "stream resets a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)", ...was("MAX_RESETS_PER_SECOND") },
+  { flag: "max-pings-per-second", default: "10", description: "HTTP/2 pings a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)", ...was("MAX_PINGS_PER_SECOND") },
+  { flag: "http1-headers-timeout", default: "10s", description: "HTTP/1.1: time to receive a request's headers", ...was("HTTP1_HEADERS_TIMEOUT_MS", { flag: "http1-headers-timeout-ms", unit: "ms" }) },
+  { flag: "http1-request-timeout", default: "1m", description: "HTTP/1.1: time to receive a whole request (at least the headers timeout)", ...was("HTTP1_REQUEST_TIMEOUT_MS", { flag: "http1-request-timeout-ms", unit: "ms" }) },
+  { flag: "log-format", default: "text", description: "json (one object a line) | text" },
+  { flag: "log-level", default: "info", description: "debug | info | warn | error" },
 ] as const satisfies readonly OptionSpec[];
 
-export type Config<Specs extends readonly OptionSpec[]> = { [S in Specs[number] as S["flag"]]: string };
+export type CtrlConfig = { [S in (typeof CTRL_OPTIONS)[number] as S["flag"]]: string };
 
-/** Flag, else environment variable, else default. Unknown flags are an error. */
-export function parseConfig<const Specs extends readonly OptionSpec[]>(
-  specs: Specs,
-  argv: string[],
-  env: NodeJS.ProcessEnv = process.env,
-): Config<Specs> | "help" {
-  const { values } = parseArgs({
-    args: argv,
-    options: Object.fromEntries([["help", { type: "boolean" as const }], ...specs.map((s) => [s.flag, { type: (s.boolean ? "boolean" : "string") as "string" }])]),
-    strict: true,
-  });
-  const given = values as Record<string, string | boolean | undefined>;
-  if (given.help) return "help";
-  const value = (s: OptionSpec) => {
-    if (!s.boolean) return (given[s.flag] as string | undefined) ?? env[s.env] ?? s.default;
-    const on = given[s.flag] ?? (env[s.env] !== undefined ? ["1", "true"].includes(env[s.env]!.toLowerCase()) : false);
-    return String(on);
-  };
-  return Object.fromEntries(specs.map((s) => [s.flag, value(s)])) as Config<Specs>;
+/** Flag, else environment variable, else default; "help" for --help. Unknown flags are an error. */
+export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): { config: CtrlConfig; deprecations: string[] } | "help" {
+  const { values, help, deprecations } = parseFlags(CTRL_OPTIONS, CTRL_ENV_PREFIX, argv, env);
+  return help ? "help" : { config: values as CtrlConfig, deprecations };
 }
 
-export function usage(command: string, specs: readonly OptionSpec[]): string {
-  const rows = specs.map((s) => `  --${s.flag}${s.boolean ? "" : " <value>"}\n      ${s.description}\n      env ${s.env}${s.default ? `, default ${s.default}` : ""}`);
-  return `usage: ${command} [options]\n\n${rows.join("\n")}\n  --help\n`;
+export function ctrlUsage(): string {
+  return usage("pnpm ctrl [flags]", CTRL_OPTIONS, CTRL_ENV_PREFIX);
+}
+
+/** The README's table of ctrl's flags. */
+export function ctrlFlagTable(): string {
+  return markdownTable(CTRL_OPTIONS, CTRL_ENV_PREFIX);
+}
+
+/** A duration flag's value in milliseconds, at least 1 ms. */
+export function positiveDuration(flag: string, value: string): number {
+  const ms = parseDuration(value, flag);
+  if (!(ms >= 1)) throw new Error(`--${flag} ${JSON.stringify(value)}: expected a positive duration such as 250ms, 30s`);
+  return ms;
 }
 
 export function positiveInt(flag: string, value: string): number {

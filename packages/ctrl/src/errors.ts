@@ -1,4 +1,5 @@
 // Maps store failures to RPC codes, and builds errors carrying a google.rpc.ErrorInfo reason.
+import type { Logger } from "@flotilla/runtime";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
@@ -13,12 +14,16 @@ const storeCodes: Record<StoreErrorCode, Code> = {
   failed_precondition: Code.FailedPrecondition,
 };
 
-/** Rethrows caller-caused store failures as their RPC code; anything else stays internal (and is logged). */
-export function toConnectError(error: unknown): unknown {
-  if (error instanceof StoreError) return new ConnectError(error.message, storeCodes[error.code]);
-  if (isDatabaseUnavailable(error)) return new ConnectError(`database unavailable (${(error as { code: string }).code}); retry`, Code.Unavailable);
-  if (!(error instanceof ConnectError) && !isTransportError(error)) console.error("ctrl: internal error:", error);
-  return error;
+/** Maps caller-caused store failures to their RPC code; anything else stays internal (and is logged, with its stack). */
+export function connectErrors(log: Logger): (error: unknown) => unknown {
+  return (error) => {
+    if (error instanceof StoreError) return new ConnectError(error.message, storeCodes[error.code]);
+    if (isDatabaseUnavailable(error)) return new ConnectError(`database unavailable (${(error as { code: string }).code}); retry`, Code.Unavailable);
+    if (!(error instanceof ConnectError) && !isTransportError(error)) {
+      log.error(`internal error: ${error instanceof Error ? error.message : String(error)}`, { stack: error instanceof Error ? error.stack : undefined });
+    }
+    return error;
+  };
 }
 
 const DATABASE_DOWN = new Set([

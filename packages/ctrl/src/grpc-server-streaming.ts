@@ -3,8 +3,19 @@
 // fans one commit out to thousands of agents, its per-message pipeline (several async
 // generator layers per message) cost ~70 µs of CPU per stream and event, raw HTTP/2 writes
 // ~3 µs. The same implementation, interceptors and context values run as under connect, so
-// the wire behaviour (codes, messages, error details, deadlines, shutdown) is the same.
-import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethodServerStreaming, type MessageShape } from "@bufbuild/protobuf";
+// the wire behaviour (codes, messages, error details, deadlines, shutdown) is the same, and
+// a watch message carries the same framed change bytes (`Change.bytes`) on both paths. Kept
+// by measurement against connect's path in the same run (docs/benchmarks.md, "One watch path").
+import {
+  create,
+  fromBinary,
+  isMessage,
+  toBinary,
+  type DescMessage,
+  type DescMethodServerStreaming,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -19,22 +30,29 @@ import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression 
 import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Http2ServerRequest, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 
-export interface ServerStreamingRoute {
-  method: DescMethodServerStreaming;
-  /** The method's implementation, as registered with connect (the request is the method's input). */
-  impl: (req: never, ctx: HandlerContext) => AsyncIterable<unknown>;
+export interface ServerStreamingRoute<I extends DescMessage = DescMessage, O extends DescMessage = DescMessage> {
+  method: DescMethodServerStreaming<I, O>;
+  /** The method's implementation, as registered with connect. (A method, so routes of different methods share one list.) */
+  impl(req: MessageShape<I>, ctx: HandlerContext): AsyncIterable<MessageInitShape<O>>;
+  /** Compress response messages (from 1 KiB, as connect) when the client accepts an encoding. */
+  compressResponses?: boolean;
 }
 
 export interface GrpcServerStreamingOptions {
   routes: ServerStreamingRoute[];
   /** Outermost first, as connect applies them. */
   interceptors: Interceptor[];
+  /** Runs before the request body is read, as connect's requestGate. */
+  requestGate?: (ctx: HandlerContext) => Promise<void>;
   readMaxBytes: number;
-  /** Request encodings accepted, as for connect (responses are sent uncompressed). */
+  /** Encodings accepted, as for connect (responses compressed only on routes that ask). */
   acceptCompression: Compression[];
   shutdownSignal: AbortSignal;
   contextValues: (req: Http2ServerRequest) => ContextValues;
 }
+
+/** connect's default: smaller messages are not worth compressing. */
+const COMPRESS_MIN_BYTES = 1024;
 
 /** Returns a request handler that serves the routes' gRPC calls and returns false for anything else. */
 export function grpcServerStreaming(options: GrpcServerStreamingOptions): (req: Http2ServerRequest) => boolean {
@@ -67,10 +85,20 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
     requestHeader: requestHeaders(req.headers),
     contextValues: options.contextValues(req),
   });
-  const writer = new GrpcResponseWriter(stream, contentType);
+  const compression = compressionNegotiate(
+    options.acceptCompression,
+    headerValue(req.headers, headerEncoding.toLowerCase()) ?? null,
+    headerValue(req.headers, headerAcceptEncoding.toLowerCase()) ?? null,
+    headerAcceptEncoding,
+  );
+  const responseCompression = (route.compressResponses && compression.response) || undefined;
+  if (responseCompression) ctx.responseHeader.set(headerEncoding, responseCompression.name);
+  const writer = new GrpcResponseWriter(stream, contentType, responseCompression);
   try {
     if (timeout.error) throw timeout.error;
-    const input = await readRequest(req, method.input, options);
+    await options.requestGate?.(ctx);
+    if (compression.error) throw compression.error;
+    const input = await readRequest(req, method.input, compression.request ?? undefined, options.readMaxBytes);
     const call = options.interceptors.reduceRight<(r: StreamRequest) => Promise<StreamResponse>>(
       (next, interceptor) => interceptor(next as never) as never,
       async (r) => ({
@@ -79,7 +107,7 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
         method,
         header: ctx.responseHeader,
         trailer: ctx.responseTrailer,
-        message: outputMessages(method.output, route.impl((await firstMessage(r.message)) as never, ctx)),
+        message: outputMessages(method.output, route.impl(await firstMessage(r.message), ctx)),
       }),
     );
     const res = await call({
@@ -93,6 +121,9 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
       contextValues: ctx.values,
       message: singleMessage(input),
     });
+    // Headers now, not with the first message: a watch may send none for a bookmark interval,
+    // and proxies with header timeouts would drop it.
+    writer.open(ctx.responseHeader);
     for await (const message of res.message) {
       await writer.message(ctx.responseHeader, toBinary(method.output, message));
     }
@@ -108,21 +139,29 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
 class GrpcResponseWriter {
   readonly #stream: ServerHttp2Stream;
   readonly #contentType: string;
+  readonly #compression: Compression | undefined;
   #headersSent = false;
 
-  constructor(stream: ServerHttp2Stream, contentType: string) {
+  constructor(stream: ServerHttp2Stream, contentType: string, compression: Compression | undefined) {
     this.#stream = stream;
     this.#contentType = contentType;
+    this.#compression = compression;
+  }
+
+  /** Sends the response headers (once). */
+  open(header: Headers): void {
+    if (this.#headersSent || this.#stream.destroyed) return;
+    this.#headersSent = true;
+    this.#stream.respond(this.#headers(header), { waitForTrailers: true });
   }
 
   /** Writes one message; resolves once the stream can take more (or is gone). */
   async message(header: Headers, bytes: Uint8Array): Promise<void> {
     if (this.#stream.destroyed) throw new ConnectError("client went away", Code.Canceled);
-    if (!this.#headersSent) {
-      this.#headersSent = true;
-      this.#stream.respond(this.#headers(header), { waitForTrailers: true });
-    }
-    if (this.#stream.write(encodeEnvelope(0, bytes))) return;
+    this.open(header);
+    const compress = this.#compression !== undefined && bytes.byteLength >= COMPRESS_MIN_BYTES;
+    const envelope = compress ? encodeEnvelope(compressedFlag, await this.#compression.compress(bytes)) : encodeEnvelope(0, bytes);
+    if (this.#stream.write(envelope)) return;
     await new Promise<void>((resolve) => {
       const done = () => {
         this.#stream.off("drain", done);
@@ -153,16 +192,21 @@ class GrpcResponseWriter {
   }
 }
 
-async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schema: I, options: GrpcServerStreamingOptions): Promise<MessageShape<I>> {
-  const { readMaxBytes } = options;
-  const compression = compressionNegotiate(options.acceptCompression, headerValue(req.headers, headerEncoding.toLowerCase()) ?? null, null, headerAcceptEncoding);
-  if (compression.error) throw compression.error;
+async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schema: I, compression: Compression | undefined, readMaxBytes: number): Promise<MessageShape<I>> {
+  const tooLarge = (size: number) => new ConnectError(`message size ${size} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
   const chunks: Buffer[] = [];
   let length = 0;
+  let prefixChecked = false;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     length += chunk.length;
-    if (length > readMaxBytes + 5) throw new ConnectError(`request larger than ${readMaxBytes} bytes`, Code.ResourceExhausted);
     chunks.push(chunk);
+    // Refused from the size its envelope declares, before the message is read.
+    if (!prefixChecked && length >= 5) {
+      prefixChecked = true;
+      const declared = Buffer.concat(chunks).readUInt32BE(1);
+      if (declared > readMaxBytes) throw tooLarge(declared);
+    }
+    if (length > readMaxBytes + 5) throw tooLarge(length - 5);
   }
   const body = Buffer.concat(chunks, length);
   if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) {
@@ -170,8 +214,8 @@ async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schem
   }
   let payload: Uint8Array = body.subarray(5);
   if (body[0]! & compressedFlag) {
-    if (!compression.request) throw new ConnectError("compressed request message without a grpc-encoding", Code.Unimplemented);
-    payload = await compression.request.decompress(payload, readMaxBytes);
+    if (!compression) throw new ConnectError("compressed request message without a grpc-encoding", Code.Unimplemented);
+    payload = await compression.decompress(payload, readMaxBytes);
   }
   try {
     return fromBinary(schema, payload);
@@ -181,8 +225,8 @@ async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schem
 }
 
 /** What a handler yields (a message or its init shape), as messages, as connect normalizes them. */
-async function* outputMessages<O extends DescMessage>(schema: O, items: AsyncIterable<unknown>): AsyncIterable<MessageShape<O>> {
-  for await (const item of items) yield isMessage(item, schema) ? item : create(schema, item as never);
+async function* outputMessages<O extends DescMessage>(schema: O, items: AsyncIterable<MessageInitShape<O>>): AsyncIterable<MessageShape<O>> {
+  for await (const item of items) yield isMessage(item, schema) ? item : create(schema, item);
 }
 
 async function* singleMessage<T>(message: T): AsyncIterable<T> {

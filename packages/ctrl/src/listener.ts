@@ -5,6 +5,7 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import type tls from "node:tls";
+import { boundSession, DEFAULT_CONNECTION_BOUNDS, http1ServerOptions, http2ServerOptions, type BoundReason, type ConnectionBounds } from "./connection-bounds.ts";
 
 // Every HTTP/2 connection starts with this preface; no HTTP/1 method starts with "PRI".
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -28,20 +29,19 @@ export interface SecureTransport {
   accept(socket: net.Socket): void;
 }
 
-/** How long a new connection may take to send the bytes that decide its protocol. */
-export const DEFAULT_FIRST_BYTES_TIMEOUT_MS = 10_000;
-
 export async function listenDual(
   host: string,
   port: number,
   handler: Handler,
-  firstBytesTimeoutMs = DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+  bounds: ConnectionBounds = DEFAULT_CONNECTION_BOUNDS,
+  onBound: (reason: BoundReason | "first_bytes") => void = () => {},
   secure?: SecureTransport,
 ): Promise<DualListener> {
-  const h1 = http.createServer({ keepAliveTimeout: 5000 }, handler as http.RequestListener);
-  const h2 = http2.createServer({}, handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  const h1 = http.createServer(http1ServerOptions(bounds), handler as http.RequestListener);
+  const h2 = http2.createServer(http2ServerOptions(bounds), handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
   const sessions = new Set<http2.ServerHttp2Session>();
   h2.on("session", (session) => {
+    boundSession(session, bounds, onBound);
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
@@ -58,7 +58,10 @@ export async function listenDual(
     // native handle, with no JavaScript in between on the hot path).
     let head = Buffer.alloc(0);
     // A connection that never says which protocol it speaks would otherwise be held forever.
-    socket.setTimeout(firstBytesTimeoutMs, () => socket.destroy());
+    socket.setTimeout(bounds.firstRequestTimeoutMs, () => {
+      onBound("first_bytes");
+      socket.destroy();
+    });
     const onReadable = () => {
       const chunk: Buffer | null = socket.read();
       if (chunk === null) return;
@@ -85,12 +88,15 @@ export async function listenDual(
       resolve();
     });
   });
+  // The HTTP/1 server never listens itself; this starts its header and request timeouts' checks.
+  h1.emit("listening");
   const closed = new Promise<void>((resolve) => server.once("close", () => resolve()));
   return {
     address: server.address() as net.AddressInfo,
     closed,
     drain() {
       server.close();
+      h1.close(() => {}); // stops the timeouts' checks ("not running" is expected)
       for (const session of sessions) session.close();
       h1.closeIdleConnections();
     },

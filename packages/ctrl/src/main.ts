@@ -2,31 +2,42 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
-import { parseListen } from "@flotilla/runtime";
-import { CTRL_OPTIONS, nonNegativeInt, parseConfig, positiveInt, systemNamespaceList, usage } from "./config.ts";
+import { createLogger, logOptions, parseDuration, parseListen, type Logger } from "@flotilla/runtime";
+import { connectionBounds } from "./bounds-config.ts";
+import { ctrlUsage, nonNegativeInt, parseConfig, positiveDuration, positiveInt, systemNamespaceList } from "./config.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
 
+// Until the flags are read, text at info.
+let log: Logger = createLogger({ fields: { process: "ctrl" } });
 try {
-  const config = parseConfig(CTRL_OPTIONS, process.argv.slice(2));
-  if (config === "help") {
-    process.stdout.write(usage("pnpm ctrl", CTRL_OPTIONS));
+  const parsed = parseConfig(process.argv.slice(2));
+  if (parsed === "help") {
+    process.stdout.write(ctrlUsage());
     process.exit(0);
   }
+  const { config, deprecations } = parsed;
+  log = createLogger({ ...logOptions(config["log-format"], config["log-level"]), fields: { process: "ctrl" } });
+  for (const deprecation of deprecations) log.warn(deprecation);
   const { host, port } = parseListen(config.listen);
   const options = {
     readMaxBytes: positiveInt("read-max-bytes", config["read-max-bytes"]),
-    pollIntervalMs: positiveInt("poll-interval-ms", config["poll-interval-ms"]),
+    pollIntervalMs: positiveDuration("poll-interval", config["poll-interval"]),
     stream: {
-      bookmarkIntervalMs: positiveInt("bookmark-interval-ms", config["bookmark-interval-ms"]),
+      bookmarkIntervalMs: positiveDuration("bookmark-interval", config["bookmark-interval"]),
       watchBufferLimit: positiveInt("watch-buffer-events", config["watch-buffer-events"]),
+      snapshotConcurrency: positiveInt("snapshot-concurrency", config["snapshot-concurrency"]),
+      snapshotReadAheadBytes: positiveInt("snapshot-read-ahead-bytes", config["snapshot-read-ahead-bytes"]),
     },
-    status: { staleAfterMs: positiveInt("status-stale-after-ms", config["status-stale-after-ms"]) },
+    streamSendTimeoutMs: positiveDuration("stream-send-timeout", config["stream-send-timeout"]),
+    tokenLookupConcurrency: positiveInt("token-lookup-concurrency", config["token-lookup-concurrency"]),
+    bounds: connectionBounds(config),
+    status: { staleAfterMs: positiveDuration("status-stale-after", config["status-stale-after"]) },
     allowedSystemNamespaces: systemNamespaceList("allowed-system-namespaces", config["allowed-system-namespaces"]),
     retention: {
-      maxAgeMs: nonNegativeInt("retention-max-age-s", config["retention-max-age-s"]) * 1000,
+      maxAgeMs: parseDuration(config["retention-max-age"], "retention-max-age"),
       maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),
     },
   };
@@ -38,31 +49,32 @@ try {
     trustDomain: config["trust-domain"],
     insecure: config.insecure === "true",
     tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
-    tokenRecheckMs: positiveInt("token-recheck-ms", config["token-recheck-ms"]),
+    tokenRecheckMs: positiveDuration("token-recheck-interval", config["token-recheck-interval"]),
     metricsListen: config["metrics-listen"] || undefined,
+    readinessTimeoutMs: positiveDuration("readiness-timeout", config["readiness-timeout"]),
   };
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
-    console.error("ctrl: warning: --admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_ADMIN_TOKEN");
+    log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_CTRL_ADMIN_TOKEN");
   }
   const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
   const store = await Store.open(config["database-url"]);
-  const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security });
+  const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security, log });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
-  console.error(`ctrl: serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
+  log.info(`serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    console.error(`ctrl: ${signal}, draining`);
+    log.info(`${signal}, draining`);
     await ctrl.shutdown();
     await store.close();
-    console.error("ctrl: stopped");
+    log.info("stopped");
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
 } catch (error) {
-  console.error(`ctrl: ${error instanceof Error ? error.message : String(error)}`);
+  log.error(error instanceof Error ? error.message : String(error));
   process.exit(1);
 }
 
@@ -71,15 +83,15 @@ function localAdminToken(): string {
   if (existsSync(ADMIN_TOKEN_FILE)) {
     const token = readFileSync(ADMIN_TOKEN_FILE, "utf8").trim();
     if (token) {
-      console.error(`ctrl: admin token from ${ADMIN_TOKEN_FILE}`);
+      log.info(`admin token from ${ADMIN_TOKEN_FILE}`);
       return token;
     }
   }
-  const token = "flt_admin_" + randomBytes(24).toString("base64url");
+  const token = `flt_admin_${randomBytes(24).toString("base64url")}`;
   mkdirSync(".flotilla", { recursive: true });
-  writeFileSync(ADMIN_TOKEN_FILE, token + "\n", { mode: 0o600 });
+  writeFileSync(ADMIN_TOKEN_FILE, `${token}\n`, { mode: 0o600 });
   // Never the token itself: logs are collected and kept; the file is readable by its owner only.
-  console.error(`ctrl: generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
+  log.info(`generated an admin token, kept in ${ADMIN_TOKEN_FILE}:\n  export ADMIN_TOKEN=$(cat ${ADMIN_TOKEN_FILE})`);
   return token;
 }
 

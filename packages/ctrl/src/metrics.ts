@@ -1,6 +1,7 @@
 // Prometheus metrics of a ctrl process: process metrics, RPCs by procedure and code, durations.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { Logger } from "@flotilla/runtime";
 
 export class CtrlMetrics {
   readonly registry = new Registry();
@@ -52,6 +53,12 @@ export class CtrlMetrics {
     help: "Watch streams ended with CONSUMER_TOO_SLOW because their buffer overflowed.",
     registers: [this.registry],
   });
+  readonly connectionBounds = new Counter({
+    name: "flotilla_ctrl_bounds_enforced_total",
+    help: "Streams and connections ended by a bound, by reason (send_timeout, idle, resets, pings, ...).",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
   readonly pollerQueries = new Counter({
     name: "flotilla_ctrl_poller_queries_total",
     help: "Database queries issued by the shared change poller.",
@@ -96,23 +103,50 @@ export class CtrlMetrics {
     registers: [this.registry],
   });
 
+  readonly reportsFenced = new Counter({
+    name: "flotilla_ctrl_reports_fenced_total",
+    help: "Reports refused because their agent's leader epoch is older than the region's newest (a deposed leader).",
+    labelNames: ["region"] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }
 
+  /** Counts a call refused before it reached the interceptors (authentication). */
+  rejected(service: string, method: string, error: ConnectError): void {
+    this.requests.inc({ procedure: `${service}/${method}`, code: codeName(error.code) });
+  }
+
   /**
-   * Counts every RPC once it has finished, including streams and failures. `mapError`
-   * turns what handlers throw into what the client gets; doing both in one wrapper keeps
-   * the per-message cost of streams to a single generator layer.
+   * Counts and logs every RPC once it has finished, including streams and failures. `mapError`
+   * turns what handlers throw into what the client gets; doing it all in one wrapper keeps
+   * the per-message cost of streams to a single generator layer. Log levels: writes info,
+   * failures warn, reads and streams that end as expected (ok, canceled, unavailable) debug.
    */
-  interceptor(mapError: (error: unknown) => unknown): Interceptor {
+  interceptor(mapError: (error: unknown) => unknown, log: Logger): Interceptor {
     return (next) => async (req) => {
       const procedure = `${req.service.typeName}/${req.method.name}`;
       const started = performance.now();
-      const done = (error?: unknown) => {
+      // The region and resource a request names, for the log line.
+      const region = req.stream ? undefined : (req.message as { region?: unknown }).region;
+      const resource = req.stream ? undefined : resourceOf(req.message);
+      const done = (error?: unknown, response?: unknown) => {
         const code = error === undefined ? "ok" : codeName(ConnectError.from(error).code);
+        const seconds = (performance.now() - started) / 1000;
         this.requests.inc({ procedure, code });
-        this.requestDuration.observe({ procedure }, (performance.now() - started) / 1000);
+        this.requestDuration.observe({ procedure }, seconds);
+        const level = !EXPECTED_ENDS.has(code) ? "warn" : code === "ok" && WRITE.test(req.method.name) ? "info" : "debug";
+        const message = code === "ok" ? procedure : `${procedure}: ${ConnectError.from(error).rawMessage}`;
+        const revision = resourceOf(response)?.revision;
+        log[level](message, {
+          code,
+          ms: Math.round(seconds * 1000),
+          region: typeof region === "string" && region ? region : undefined,
+          resource: resource?.id,
+          version: typeof revision === "bigint" ? Number(revision) : undefined,
+        });
       };
       let res;
       try {
@@ -123,7 +157,7 @@ export class CtrlMetrics {
         throw error;
       }
       if (!res.stream) {
-        done();
+        done(undefined, res.message);
         return res;
       }
       const messages = res.message;
@@ -145,6 +179,20 @@ export class CtrlMetrics {
     };
   }
 }
+
+const EXPECTED_ENDS = new Set(["ok", "canceled", "unavailable"]);
+
+/** The resource a message names: its own `id` (and `revision`), else that of a field holding one (`deployment`, …). */
+function resourceOf(message: unknown): { id: string; revision?: unknown } | undefined {
+  if (message === null || typeof message !== "object") return undefined;
+  const fields = message as Record<string, unknown>;
+  if (typeof fields.id === "string" && fields.id) return { id: fields.id, revision: fields.revision };
+  for (const value of Object.values(fields)) {
+    if (value !== null && typeof value === "object" && typeof (value as { id?: unknown }).id === "string") return resourceOf(value);
+  }
+  return undefined;
+}
+const WRITE = /^(Create|Update|Delete|Archive|Revoke|Set|Put)/;
 
 function codeName(code: Code): string {
   return Code[code]!.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();

@@ -73,10 +73,10 @@ function issue(dir: string, out: { cert: string; key: string }, subject: string,
   try {
     const csr = join(work, "req.csr");
     const ext = join(work, "ext.cnf");
-    writeFileSync(ext, [...extensions, "basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature"].join("\n") + "\n");
+    writeFileSync(ext, `${[...extensions, "basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature"].join("\n")}\n`);
     newKey(out.key);
     openssl(["req", "-new", "-key", out.key, "-out", csr, "-subj", subject]);
-    openssl(["x509", "-req", "-in", csr, "-CA", caCert, "-CAkey", caKey, "-set_serial", "0x" + randomBytes(16).toString("hex").replace(/^[89a-f]/, "1"),
+    openssl(["x509", "-req", "-in", csr, "-CA", caCert, "-CAkey", caKey, "-set_serial", `0x${randomBytes(16).toString("hex").replace(/^[89a-f]/, "1")}`,
       "-days", String(options.days ?? DEFAULT_VALIDITY_DAYS), "-extfile", ext, "-out", out.cert]);
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -10,16 +10,17 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
-import type { RetentionPolicy, Store } from "@flotilla/store";
-import { healthEndpoints, serveHealth } from "@flotilla/runtime";
+import { Slots, type RetentionPolicy, type Store } from "@flotilla/store";
+import { createLogger, healthEndpoints, serveHealth, type Logger } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { AgentStreams } from "./agent-streams.ts";
 import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
-import { toConnectError } from "./errors.ts";
-import { DEFAULT_FIRST_BYTES_TIMEOUT_MS, listenDual, type DualListener } from "./listener.ts";
+import { connectErrors } from "./errors.ts";
+import { DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
+import { listenDual, type DualListener } from "./listener.ts";
 import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
@@ -32,6 +33,9 @@ import { ChangePoller } from "./streaming/poller.ts";
 import { healthService } from "./services/health.ts";
 import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
+import { SendTimeout } from "./send-timeout.ts";
+import { requestGate } from "./request-gate.ts";
+import { answerUnknownRpc } from "./unknown-rpc.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
 import { clientCertificateOf, tlsTransport, type TlsFiles } from "./tls.ts";
@@ -48,6 +52,12 @@ export interface CtrlOptions {
   /** Poll interval of the shared change poller: bounds latency of other replicas' writes. */
   pollIntervalMs?: number;
   stream?: Partial<StreamOptions>;
+  /** A stream whose client reads nothing for this long is reset, freeing what it holds. */
+  streamSendTimeoutMs?: number;
+  /** Agent-token lookups in the database at once (a spray of unknown tokens waits, unary calls do not). */
+  tokenLookupConcurrency?: number;
+  /** What one connection may cost (idle and request timeouts, stream, reset and ping caps). */
+  bounds?: Partial<ConnectionBounds>;
   retention?: RetentionPolicy;
   /** How often the outbox retention job runs. */
   retentionIntervalMs?: number;
@@ -66,13 +76,19 @@ export interface CtrlOptions {
   tokenRecheckMs?: number;
   /** host:port of a separate /metrics, /healthz and /readyz listener; the public port then serves no /metrics. */
   metricsListen?: string;
-  log?: (message: string) => void;
+  /** /readyz asks the database; it answers 503 when no answer came within this long. Default 2 s. */
+  readinessTimeoutMs?: number;
+  /** Where ctrl logs. Default: text lines on stderr, level info. */
+  log?: Logger;
 }
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
 export const DEFAULT_RETENTION: RetentionPolicy = { maxAgeMs: 7 * 24 * 3600 * 1000, maxRows: 0 };
 
 export const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
+export const DEFAULT_READINESS_TIMEOUT_MS = 2000;
+export const DEFAULT_STREAM_SEND_TIMEOUT_MS = 60_000;
+export const DEFAULT_TOKEN_LOOKUP_CONCURRENCY = 2;
 
 export interface Ctrl {
   url: string;
@@ -99,7 +115,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
         "Give --tls-cert and --tls-key, or --insecure if a TLS-terminating proxy is in front.",
     );
   }
-  const log = options.log ?? ((message: string) => console.error(`ctrl: ${message}`));
+  const log = options.log ?? createLogger({ fields: { process: "ctrl" } });
   const metrics = new CtrlMetrics();
   const draining = new AbortController();
   const served = [...API_SERVICES, ServerReflection, Health];
@@ -112,10 +128,11 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     { intervalMs: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, readLimit: 1000 },
     metrics,
     lostStreamError,
+    log,
   );
   poller.start();
   const stopWaking = store.onCommit(() => poller.wake());
-  const retention = startRetention(store, options.retention ?? DEFAULT_RETENTION, options.retentionIntervalMs ?? 60_000);
+  const retention = startRetention(store, options.retention ?? DEFAULT_RETENTION, options.retentionIntervalMs ?? 60_000, log);
 
   const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions);
   const routes = (router: ConnectRouter) => {
@@ -131,28 +148,43 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
   const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;
   const agentStreams = new AgentStreams((tokens) => store.agentTokens.stillValid(tokens), tokenRecheckMs);
+  // Token lookups draw from a bounded share of the database pool, as snapshots do.
+  const tokenLookups = new Slots(options.tokenLookupConcurrency ?? DEFAULT_TOKEN_LOOKUP_CONCURRENCY);
   const auth = createAuthenticator({
     adminToken: options.adminToken,
-    authenticateAgent: (token) => store.agentTokens.authenticate(token),
+    authenticateAgent: (token) => tokenLookups.run(() => store.agentTokens.authenticate(token)),
     publicServices: new Set([ServerReflection.typeName, Health.typeName]),
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
     knownTokenCacheMs: tokenRecheckMs,
     onAgentStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
-  const interceptors = [metrics.interceptor(toConnectError), auth.interceptor];
-  // The watch fan-out's hot path: gRPC watch streams skip connect's per-message pipeline.
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
+  const interceptors = [metrics.interceptor(connectErrors(log), log)];
+  // Authentication runs before a request's body is read.
+  const gate = requestGate(
+    [auth.interceptor],
+    (ctx, error) => metrics.rejected(ctx.service.typeName, ctx.method.name, error),
+    acceptCompression.map((c) => c.name),
+  );
+  // gRPC watch and sync streams skip connect's per-message pipeline (the watch fan-out's hot
+  // path), and send their headers at once.
   const servedDirectly = grpcServerStreaming({
-    routes: [{ method: ClusterService.method.watchDeploymentChanges, impl: cluster.watchDeploymentChanges }],
+    routes: [
+      { method: ClusterService.method.watchDeploymentChanges, impl: cluster.watchDeploymentChanges },
+      // Snapshot batches are large and few: worth compressing, as connect would.
+      { method: ClusterService.method.syncDesiredState, impl: cluster.syncDesiredState, compressResponses: true },
+    ],
     interceptors,
+    requestGate: gate,
     readMaxBytes,
     acceptCompression,
     shutdownSignal: draining.signal,
     contextValues,
   });
-  const checks = { registry: metrics.registry, unhealthy: () => (draining.signal.aborted ? "draining" : undefined) };
+  const unhealthy = () => (draining.signal.aborted ? "draining" : undefined);
+  const checks = { registry: metrics.registry, unhealthy, notReady: readiness(store, unhealthy, options.readinessTimeoutMs ?? DEFAULT_READINESS_TIMEOUT_MS) };
   // With --metrics-listen, /metrics is served there only (health on both).
   const health = healthEndpoints(options.metricsListen ? { ...checks, registry: undefined } : checks);
   const connectHandler = nodeAdapter({
@@ -164,21 +196,28 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
     interceptors,
-    logError: (line) => console.error(`ctrl: ${line}`),
+    requestGate: gate,
+    logError: (line) => log.error(line),
     async fallback(req, res) {
+      if (answerUnknownRpc(req, res as http.ServerResponse | Http2ServerResponse)) return;
       if (await health(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" });
       res.end("not found\n");
     },
   });
 
+  const sendTimeout = new SendTimeout(options.streamSendTimeoutMs ?? DEFAULT_STREAM_SEND_TIMEOUT_MS, () =>
+    metrics.connectionBounds.inc({ reason: "send_timeout" }),
+  );
   const handler = (req: NodeServerRequest, res: http.ServerResponse | Http2ServerResponse) => {
+    sendTimeout.watch(req, res);
     if ("stream" in req && servedDirectly(req)) return;
     connectHandler(req as never, res as never);
   };
-  const secure = options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: DEFAULT_FIRST_BYTES_TIMEOUT_MS, log });
+  const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };
+  const secure = options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: bounds.firstRequestTimeoutMs, log });
   const metricsListener = options.metricsListen ? await serveHealth(options.metricsListen, checks) : undefined;
-  const listener: DualListener = await listenDual(listenHost, options.port ?? 7070, handler, DEFAULT_FIRST_BYTES_TIMEOUT_MS, secure);
+  const listener: DualListener = await listenDual(listenHost, options.port ?? 7070, handler, bounds, (reason) => metrics.connectionBounds.inc({ reason }), secure);
   const { address, port } = listener.address;
   const host = address.includes(":") ? `[${address}]` : address;
   return {
@@ -204,12 +243,29 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   };
 }
 
+/**
+ * /readyz: not while draining, nor while the database does not answer within `timeoutMs` or its
+ * schema is behind. Probes arriving while a check runs share it (one query however many probe).
+ */
+function readiness(store: Store, unhealthy: () => string | undefined, timeoutMs: number): () => Promise<string | undefined> {
+  let running: Promise<string | undefined> | undefined;
+  return () => {
+    const problem = unhealthy();
+    if (problem) return Promise.resolve(problem);
+    running ??= Promise.race([
+      store.unavailable(),
+      new Promise<string>((resolve) => setTimeout(resolve, timeoutMs, `database unreachable: no answer within ${timeoutMs} ms`).unref()),
+    ]).finally(() => (running = undefined));
+    return running;
+  };
+}
+
 /** 127.0.0.0/8, ::1 and localhost: reachable from this host only. */
 export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number): NodeJS.Timeout {
+function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number, log: Logger): NodeJS.Timeout {
   let running = false;
   const timer = setInterval(async () => {
     if (running) return;
@@ -217,7 +273,7 @@ function startRetention(store: Store, policy: RetentionPolicy, intervalMs: numbe
     try {
       await store.changes.prune(policy, Date.now());
     } catch (error) {
-      console.error(`ctrl: outbox retention: ${error instanceof Error ? error.message : String(error)}`);
+      log.error(`outbox retention: ${error instanceof Error ? error.message : String(error)}`);
     } finally {
       running = false;
     }

@@ -1,5 +1,6 @@
 // TLS termination for ctrl's one port: ALPN h2 and http/1.1, certificate files re-read when
 // they change, and (with a client CA) the verified client certificate of each connection.
+import type { Logger } from "@flotilla/runtime";
 import { readFileSync } from "node:fs";
 import type net from "node:net";
 import tls from "node:tls";
@@ -21,7 +22,7 @@ export interface TlsOptions extends TlsFiles {
   trustDomain: string;
   /** A connection that has not finished its handshake by then is closed. */
   handshakeTimeoutMs: number;
-  log: (message: string) => void;
+  log: Logger;
 }
 
 /** Where the verified client certificate of a connection is kept (on the TLS socket). */
@@ -63,10 +64,10 @@ export function tlsTransport(options: TlsOptions): SecureTransport {
       server.setSecureContext(secureContextOptions(now));
       loaded = now;
       failed = undefined;
-      options.log(`TLS: loaded the changed certificate files (${[options.certFile, options.keyFile, options.clientCaFile].filter(Boolean).join(", ")})`);
+      options.log.info(`TLS: loaded the changed certificate files (${[options.certFile, options.keyFile, options.clientCaFile].filter(Boolean).join(", ")})`);
     } catch (error) {
       failed = now;
-      options.log(`TLS: keeping the previous certificate: the changed files do not load: ${error instanceof Error ? error.message : String(error)}`);
+      options.log.warn(`TLS: keeping the previous certificate: the changed files do not load: ${error instanceof Error ? error.message : String(error)}`);
     }
   };
   return {

@@ -41,7 +41,7 @@ export const DEFAULT_VALIDATION: ValidationOptions = { allowedSystemNamespaces: 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 // After the distribution/reference grammar: [domain[:port]/]path[:tag][@digest].
 const DOMAIN = String.raw`(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?`;
-const PATH_COMPONENT = String.raw`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*`;
+const PATH_COMPONENT = "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*";
 const IMAGE_REFERENCE = new RegExp(
   String.raw`^(?:${DOMAIN}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`,
 );

@@ -13,7 +13,7 @@ const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
 /** Runs ctrl in `cwd` until it serves, then stops it; returns everything it logged. */
 function runCtrl(cwd: string, args: string[]): Promise<string> {
   const env = { ...process.env };
-  delete env.FLOTILLA_ADMIN_TOKEN;
+  delete env.FLOTILLA_CTRL_ADMIN_TOKEN;
   const child = spawn(process.execPath, [MAIN, "--database-url", "sqlite:db", "--listen", "127.0.0.1:0", ...args], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
   for (const stream of [child.stdout, child.stderr]) {
@@ -49,7 +49,7 @@ test("--admin-token-file is read; --admin-token warns that it shows in the proce
     assert.match(fromFile, /serving on/);
     assert.ok(!fromFile.includes("file-token-secret"));
     const fromFlag = await runCtrl(dir, ["--admin-token", "flag-token-secret"]);
-    assert.match(fromFlag, /warning: --admin-token shows the token/);
+    assert.match(fromFlag, / WARN --admin-token shows the token/);
     assert.ok(!fromFlag.includes("flag-token-secret"));
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -22,7 +22,10 @@ import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctr
 const PROPAGATION_BOUND_MS = 1000;
 
 function cluster(url: string, token: string): Client<typeof ClusterService> {
-  return createClient(ClusterService, createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] }));
+  return createClient(ClusterService, createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  }] }));
 }
 
 /** A cheap agent call: the code it ends with (OK for success). */
@@ -185,7 +188,7 @@ test("open agent streams are tracked until they end, over HTTP/2 (gRPC) and HTTP
   }
 });
 
-test("--token-recheck-ms sets how long a known token is trusted without a lookup", async () => {
+test("--token-recheck-interval sets how long a known token is trusted without a lookup", async () => {
   const t = await startTestCtrl(sqlite, { tokenRecheckMs: 60_000 });
   try {
     await t.store.regions.create("east");
@@ -221,7 +224,7 @@ describe("the unknown-token cache is bounded", () => {
         );
       assert.equal(await attempt(valid), "ok");
       let refused = 0;
-      for (let i = 0; i < 100_000; i++) if ((await attempt("flt_agent_" + randomBytes(32).toString("base64url"))) === Code.Unauthenticated) refused++;
+      for (let i = 0; i < 100_000; i++) if ((await attempt(`flt_agent_${randomBytes(32).toString("base64url")}`)) === Code.Unauthenticated) refused++;
       assert.equal(refused, 100_000);
       assert.deepEqual(auth.cacheSize(), { known: 1, unknown: 1000 });
       assert.equal(await attempt(valid), "ok");
@@ -234,7 +237,7 @@ describe("the unknown-token cache is bounded", () => {
     const t = await startTestCtrl(sqlite, { tokenCacheSize: 50 });
     try {
       await t.store.regions.create("east");
-      const codes = await Promise.all(Array.from({ length: 500 }, () => report(t.url, "flt_agent_" + randomBytes(32).toString("base64url"), "east")));
+      const codes = await Promise.all(Array.from({ length: 500 }, () => report(t.url, `flt_agent_${randomBytes(32).toString("base64url")}`, "east")));
       assert.ok(codes.every((c) => c === Code.Unauthenticated));
       assert.equal(t.ctrl.tokenCacheSize().unknown, 50);
     } finally {

@@ -6,13 +6,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { Store } from "@flotilla/store";
+import type { Store } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { startCtrl, type Ctrl } from "../src/server.ts";
 import { desiredInDatabase, Follower, stateDiff } from "@flotilla/testkit/follower";
 import { ADMIN_TOKEN, startTestCtrl } from "@flotilla/testkit/ctrl";
 import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
-import { startTcpProxy, type TcpProxy } from "@flotilla/testkit/tcp-proxy";
+import { storeBehindProxy, type TcpProxy } from "@flotilla/testkit/tcp-proxy";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
@@ -20,7 +20,10 @@ const databases = await testDatabases();
 const mysql = databases.find((d) => d.db.name === "mysql")!;
 
 function clients(url: string) {
-  const transport = createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`), next(req))] });
+  const transport = createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => {
+    req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+    return next(req);
+  }] });
   return { cluster: createClient(ClusterService, transport), deployments: createClient(DeploymentService, transport) };
 }
 
@@ -28,22 +31,15 @@ describe("database down and back (mysql, through a proxy)", { skip: mysql.skip }
   let proxy: TcpProxy;
   let store: Store;
   let ctrl: Ctrl;
-  let drop: () => Promise<void>;
+  let close: () => Promise<void>;
   before(async () => {
-    const created = await mysql.db.create();
-    drop = created.drop;
-    const target = new URL(created.url);
-    proxy = await startTcpProxy(target.hostname, Number(target.port || 3306));
-    target.port = String(proxy.port);
-    store = await Store.open(target.toString());
+    ({ store, proxy, close } = await storeBehindProxy(mysql.db));
     await store.regions.create("db");
     ctrl = await startCtrl({ store, adminToken: ADMIN_TOKEN, port: 0, pollIntervalMs: 50, stream: { bookmarkIntervalMs: 200 } });
   });
   after(async () => {
     await ctrl.shutdown();
-    await store.close();
-    await proxy.close();
-    await drop();
+    await close();
   });
 
   test("writes fail with UNAVAILABLE while it is down; watchers lose nothing", async () => {
@@ -59,7 +55,10 @@ describe("database down and back (mysql, through a proxy)", { skip: mysql.skip }
     proxy.restore();
     let created = false;
     for (let i = 0; i < 50 && !created; i++) {
-      created = await create("after").then(() => true, async () => (await sleep(100), false));
+      created = await create("after").then(() => true, async () => {
+        await sleep(100);
+        return false;
+      });
     }
     assert.ok(created, "writes work again once the database is back");
     const expected = await desiredInDatabase(store, "db");

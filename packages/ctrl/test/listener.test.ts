@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import { DEFAULT_CONNECTION_BOUNDS } from "../src/connection-bounds.ts";
 import { listenDual, type DualListener } from "../src/listener.ts";
 
 /** Echoes the protocol version, method and body. */
@@ -93,7 +94,7 @@ function h1Post(port: number, body: string): Promise<string> {
 
 describe("dual-protocol listener", () => {
   let listener: DualListener;
-  before(async () => (listener = await listenDual("127.0.0.1", 0, echo, 300)));
+  before(async () => (listener = await listenDual("127.0.0.1", 0, echo, { ...DEFAULT_CONNECTION_BOUNDS, firstRequestTimeoutMs: 300 })));
   after(() => {
     listener.drain();
     listener.destroy();

@@ -12,7 +12,10 @@ import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctr
 import { spawnCtrl, type CtrlProcess } from "@flotilla/testkit/ctrl-process";
 
 function clientOf<S extends typeof ClusterService | typeof DeploymentService>(url: string, service: S) {
-  return createClient(service, createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`), next(req))] }));
+  return createClient(service, createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => {
+    req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+    return next(req);
+  }] }));
 }
 
 const mysql = (await testDatabases()).find((d) => d.db.name === "mysql")!;
@@ -23,7 +26,7 @@ describe("two ctrl processes on one MariaDB", { skip: mysql.skip }, () => {
   before(async () => {
     a = await startTestCtrl(mysql.db);
     await a.store.regions.create("shared");
-    b = await spawnCtrl(a.databaseUrl, ADMIN_TOKEN, ["--poll-interval-ms", "100"]);
+    b = await spawnCtrl(a.databaseUrl, ADMIN_TOKEN, ["--poll-interval", "100ms"]);
   });
   after(async () => {
     await b.kill();

@@ -4,14 +4,12 @@
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { connect, constants as http2Constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { gunzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { SyncDesiredStateRequestSchema, SyncDesiredStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { ADMIN_TOKEN, createBulkyDeployments, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 interface RawSync {
   encoding: string | undefined;
@@ -66,13 +64,9 @@ for (const { db, skip } of await testDatabases()) {
     before(async () => {
       t = await startTestCtrl(db, { stream: { snapshotBatchSize: 25 } });
       await t.store.regions.create("wan");
-      const deployments = t.client(DeploymentService);
-      // 32 KB of random hex each (about 18 KB gzipped): a sync's messages outgrow the
-      // client's HTTP/2 window, so a sync cancelled after its first batch is mid-way on ctrl.
-      for (let i = 0; i < 50; i++) {
-        const env = [{ name: "NOISE", value: randomBytes(16_384).toString("hex") }];
-        await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `app:${i}`, env, regions: [{ region: "wan", replicas: 1 }] } });
-      }
+      // A sync's messages outgrow the client's HTTP/2 window, so a sync cancelled after its
+      // first batch is mid-way on ctrl.
+      await createBulkyDeployments(t, "wan", 50);
     });
     after(() => t.close());
 

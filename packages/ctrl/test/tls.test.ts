@@ -2,6 +2,7 @@
 // (HTTP/1.1) with --cacert; certificate rotation without restart; plaintext refused on a
 // non-loopback address without --insecure.
 import { after, before, describe, test } from "node:test";
+import { createLogger, silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -11,8 +12,9 @@ import tls from "node:tls";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { initPki, issueServer, pkiFiles } from "../src/pki.ts";
+import { initPki, issueServer, type pkiFiles } from "../src/pki.ts";
 import { isLoopback } from "../src/server.ts";
+import { DEFAULT_CONNECTION_BOUNDS } from "../src/connection-bounds.ts";
 import { listenDual } from "../src/listener.ts";
 import { tlsTransport } from "../src/tls.ts";
 import net from "node:net";
@@ -44,7 +46,7 @@ describe("ctrl over TLS", () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "flotilla-tls-"));
     pki = initPki(dir);
-    t = await startTestCtrl(sqlite, { tls: { certFile: pki.serverCert, keyFile: pki.serverKey }, log: (m) => logs.push(m) });
+    t = await startTestCtrl(sqlite, { tls: { certFile: pki.serverCert, keyFile: pki.serverKey }, log: createLogger({ write: (line) => logs.push(line) }) });
   });
   after(async () => {
     await t.close();
@@ -104,8 +106,8 @@ describe("ctrl over TLS", () => {
 test("a connection that does not complete its TLS handshake is closed after the handshake timeout", async () => {
   const dir = mkdtempSync(join(tmpdir(), "flotilla-tls-"));
   const pki = initPki(dir);
-  const secure = tlsTransport({ certFile: pki.serverCert, keyFile: pki.serverKey, trustDomain: "flotilla", handshakeTimeoutMs: 300, log: () => {} });
-  const listener = await listenDual("127.0.0.1", 0, (_req, res) => res.end(), 60_000, secure);
+  const secure = tlsTransport({ certFile: pki.serverCert, keyFile: pki.serverKey, trustDomain: "flotilla", handshakeTimeoutMs: 300, log: silentLogger });
+  const listener = await listenDual("127.0.0.1", 0, (_req, res) => res.end(), { ...DEFAULT_CONNECTION_BOUNDS, firstRequestTimeoutMs: 60_000 }, undefined, secure);
   try {
     const socket = net.connect(listener.address.port, "127.0.0.1");
     const started = Date.now();
@@ -128,7 +130,7 @@ describe("plaintext", () => {
   /** Runs `pnpm ctrl` with `args` until it prints its URL or exits; returns what it said. */
   function runCtrl(args: string[]): Promise<{ code: number | null; stderr: string }> {
     const dir = mkdtempSync(join(tmpdir(), "flotilla-plain-"));
-    const child = spawn(process.execPath, [MAIN, "--database-url", `sqlite:${join(dir, "db")}`, ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, FLOTILLA_ADMIN_TOKEN: "x" } });
+    const child = spawn(process.execPath, [MAIN, "--database-url", `sqlite:${join(dir, "db")}`, ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, FLOTILLA_CTRL_ADMIN_TOKEN: "x" } });
     let stderr = "";
     child.stderr.on("data", (chunk) => {
       stderr += chunk;

@@ -68,10 +68,10 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   assert.ok(healthy(emulator.stage, { FLOTILLA_EMULATOR_LISTEN: hostPort(emulator.url) }), "the emulator's HEALTHCHECK passes");
 
   // ctrl on the image's default database URL (SQLite in the data directory).
-  const ctrl = await start("ctrl", { FLOTILLA_LISTEN: "127.0.0.1:0", FLOTILLA_ADMIN_TOKEN: ADMIN_TOKEN }, /serving on (http:\/\/\S+)/);
+  const ctrl = await start("ctrl", { FLOTILLA_CTRL_LISTEN: "127.0.0.1:0", FLOTILLA_CTRL_ADMIN_TOKEN: ADMIN_TOKEN }, /serving on (http:\/\/\S+)/);
   assert.ok(existsSync(join(data, "flotilla.db")), "ctrl keeps its SQLite database in /var/lib/flotilla");
   assert.ok((await fetch(`${ctrl.url}/healthz`)).ok, "ctrl answers /healthz");
-  assert.ok(healthy(ctrl.stage, { FLOTILLA_LISTEN: hostPort(ctrl.url) }), "ctrl's HEALTHCHECK passes");
+  assert.ok(healthy(ctrl.stage, { FLOTILLA_CTRL_LISTEN: hostPort(ctrl.url) }), "ctrl's HEALTHCHECK passes");
   const { regions, deployments } = operatorClients(ctrl.url, ADMIN_TOKEN);
   await regions.createRegion({ region: { name: "local" } });
   const { token } = await regions.createAgentToken({ region: "local" });

@@ -62,7 +62,7 @@ function startOrder(services: Record<string, Service>): string[] {
 }
 
 test("docker-compose.yml's services run and the README's buf curl flow works against them", { skip: mysql.skip, timeout: 240_000 }, async (t) => {
-  const compose = parse(interpolate(readFileSync(join(REPO_ROOT, "docker-compose.yml"), "utf8"), { FLOTILLA_ADMIN_TOKEN: ADMIN_TOKEN })) as { services: Record<string, Service> };
+  const compose = parse(interpolate(readFileSync(join(REPO_ROOT, "docker-compose.yml"), "utf8"), { FLOTILLA_CTRL_ADMIN_TOKEN: ADMIN_TOKEN })) as { services: Record<string, Service> };
   const { services } = compose;
   assert.deepEqual(Object.keys(services).sort(), ["agent", "ctrl", "k8s-emulator", "mariadb"]);
   const stages = readDockerfile();

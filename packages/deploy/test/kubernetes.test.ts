@@ -120,7 +120,7 @@ test("ctrl runs two replicas with a PodDisruptionBudget and its secrets from a S
   const service = objects.find((object) => object.kind === "Service")!;
   assert.deepEqual(service.spec.selector, deployment.spec.selector.matchLabels);
   const env = deployment.spec.template.spec.containers[0].env as AnyObject[];
-  for (const name of ["FLOTILLA_DATABASE_URL", "FLOTILLA_ADMIN_TOKEN"]) {
+  for (const name of ["FLOTILLA_CTRL_DATABASE_URL", "FLOTILLA_CTRL_ADMIN_TOKEN"]) {
     assert.ok(env.find((variable) => variable.name === name)?.valueFrom?.secretKeyRef, `${name} comes from a Secret`);
   }
 });

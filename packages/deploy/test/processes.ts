@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
@@ -74,11 +75,21 @@ export async function eventually<T>(check: () => T | Promise<T>, what: string, t
 }
 
 /** Operator clients of a ctrl at `url`. */
-export function operatorClients(url: string, adminToken: string): { regions: Client<typeof RegionService>; deployments: Client<typeof DeploymentService> } {
+export function operatorClients(
+  url: string,
+  adminToken: string,
+): { regions: Client<typeof RegionService>; deployments: Client<typeof DeploymentService>; networkPolicies: Client<typeof NetworkPolicyService> } {
   const transport = createConnectTransport({
     baseUrl: url,
     httpVersion: "1.1",
-    interceptors: [(next) => (request) => (request.header.set("authorization", `Bearer ${adminToken}`), next(request))],
+    interceptors: [(next) => (request) => {
+    request.header.set("authorization", `Bearer ${adminToken}`);
+    return next(request);
+  }],
   });
-  return { regions: createClient(RegionService, transport), deployments: createClient(DeploymentService, transport) };
+  return {
+    regions: createClient(RegionService, transport),
+    deployments: createClient(DeploymentService, transport),
+    networkPolicies: createClient(NetworkPolicyService, transport),
+  };
 }

@@ -38,8 +38,15 @@ const ZERO_OMITTED = new Set([
   'initialDelaySeconds',
 ]);
 
+/**
+ * Pointer fields (`*string`, omitempty) keep "": a nil pointer is omitted, a pointer to "" is
+ * not. LeaseSpec.holderIdentity (coordination/v1 types.go), which a leader's release sets to "".
+ */
+const KEEP_EMPTY_STRING = new Set(['holderIdentity']);
+
 function isEmpty(key: string, value: unknown): boolean {
   if (ZERO_OMITTED.has(key) && (value === false || value === 0)) return true;
+  if (KEEP_EMPTY_STRING.has(key) && value === '') return false;
   return value === null || value === '' || (Array.isArray(value) && value.length === 0);
 }
 

@@ -133,8 +133,19 @@ function defaultNamespace(ns: KubeObject): void {
   ns.metadata.labels = { ...(ns.metadata.labels ?? {}), 'kubernetes.io/metadata.name': ns.metadata.name ?? '' };
 }
 
+/** Type Opaque (SetDefaults_Secret); stringData is written into data, base64, and not stored (core/v1 conversion). */
+function defaultSecret(secret: KubeObject): void {
+  setDefault(secret as JsonObject, 'type', 'Opaque');
+  if (!isObject(secret.stringData)) return;
+  const data = isObject(secret.data) ? secret.data : {};
+  for (const [key, value] of Object.entries(secret.stringData)) data[key] = Buffer.from(String(value)).toString('base64');
+  secret.data = data;
+  delete secret.stringData;
+}
+
 export function applyDefaults(rt: ResourceType, o: KubeObject, previous: KubeObject | undefined, allocate: Allocators): void {
   if (rt.kind === 'Deployment') defaultDeployment(o);
   else if (rt.kind === 'Service') defaultService(o, previous, allocate);
   else if (rt.kind === 'Namespace') defaultNamespace(o);
+  else if (rt.kind === 'Secret') defaultSecret(o);
 }

@@ -2,7 +2,7 @@
 // kind to its plural resource name and scope through GET /api/v1 and
 // GET /apis/<group>/<version>, so these must list every served resource.
 import { createHash } from 'node:crypto';
-import { RESOURCE_TYPES, VERBS, groupVersion, type ResourceType } from './resources.ts';
+import { RESOURCE_TYPES, VERBS, groupVersion, subresourcesOf, type ResourceType } from './resources.ts';
 import type { JsonObject } from './util.ts';
 
 /** The version reported by GET /version. */
@@ -79,8 +79,10 @@ export function apiResourceList(group: string, version: string): JsonObject | un
       ...(rt.categories.length ? { categories: rt.categories } : {}),
       storageVersionHash: storageVersionHash(rt),
     });
-    if (rt.statusSubresource) {
-      resources.push({ name: `${rt.resource}/status`, singularName: '', namespaced: rt.namespaced, kind: rt.kind, verbs: ['get', 'patch', 'update'] });
+    for (const sub of subresourcesOf(rt)) {
+      const base = { name: `${rt.resource}/${sub}`, singularName: '', namespaced: rt.namespaced };
+      if (sub === 'status') resources.push({ ...base, kind: rt.kind, verbs: ['get', 'patch', 'update'] });
+      else resources.push({ ...base, group: 'authentication.k8s.io', version: 'v1', kind: 'TokenRequest', verbs: ['create'] });
     }
   }
   return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: group ? `${group}/${version}` : version, resources };

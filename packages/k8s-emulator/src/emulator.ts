@@ -3,12 +3,15 @@
 // access for tests.
 import { writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { Authenticator } from './auth.ts';
 import { badRequest } from './errors.ts';
 import { FaultInjector } from './faults.ts';
 import { createRequestHandler, type RequestLogEntry } from './http.ts';
 import { kubeconfigYaml } from './kubeconfig.ts';
 import { NamespaceController } from './namespaces.ts';
+import { BOOTSTRAP_POLICY, RbacAuthorizer } from './rbac.ts';
 import { Registry } from './registry.ts';
 import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
 import { RolloutController } from './rollout.ts';
@@ -38,6 +41,18 @@ export interface EmulatorOptions {
   bookmarkIntervalMs?: number;
   /** Request log entries kept (oldest dropped first). Default 10000. */
   requestLogLimit?: number;
+  /**
+   * Authenticate every request (the kubeconfig's admin token, issued ServiceAccount tokens,
+   * anonymous) and authorize it with RBAC over the stored roles and bindings. Default false:
+   * every request is allowed, whatever its token.
+   */
+  rbac?: boolean;
+  /**
+   * Serve HTTPS with this certificate and key (PEM) instead of plain HTTP. kubectl (client-go)
+   * sends a kubeconfig's credentials only over TLS, so RBAC with kubectl needs it. With
+   * `clientCa`, client certificates it signed authenticate as user CN, groups O.
+   */
+  tls?: { cert: string | Buffer; key: string | Buffer; clientCa?: string | Buffer };
 }
 
 /** Namespaces every cluster starts with. */
@@ -61,16 +76,17 @@ export class KubernetesEmulator {
   requestLog: RequestLogEntry[] = [];
   /** TCP connections accepted since start (a client that reuses connections opens few). */
   connectionCount = 0;
-  readonly options: Required<Omit<EmulatorOptions, 'host' | 'port'>>;
-  private readonly server: Server;
+  readonly options: Required<Omit<EmulatorOptions, 'host' | 'port' | 'tls'>>;
+  private readonly server: Server | TlsServer;
   private readonly store: ObjectStore;
   private readonly registry: Registry;
   private readonly watches: WatchHub;
   private readonly rollout: RolloutController;
   private readonly namespaceController: NamespaceController;
+  private readonly authenticator: Authenticator;
   private stopped = false;
 
-  private constructor(server: Server, url: string, options: KubernetesEmulator['options']) {
+  private constructor(server: Server | TlsServer, url: string, options: KubernetesEmulator['options']) {
     this.server = server;
     this.url = url;
     this.options = options;
@@ -86,12 +102,16 @@ export class KubernetesEmulator {
     this.rollout.start();
     this.namespaceController = new NamespaceController(this.registry, options.namespaceDeletionDelayMs);
     this.namespaceController.start();
+    this.authenticator = new Authenticator(this.registry);
+    this.authenticator.start();
     this.seed();
   }
 
   static async start(opts: EmulatorOptions = {}): Promise<KubernetesEmulator> {
     const host = opts.host ?? '127.0.0.1';
-    const server = createServer();
+    const { tls } = opts;
+    // Client certificates are asked for, and checked against clientCa per request (auth.ts), not required.
+    const server = tls ? createTlsServer({ cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}) }) : createServer();
     // Watches are long-lived; don't let Node's request timeouts cut them.
     server.requestTimeout = 0;
     server.headersTimeout = 60_000;
@@ -105,7 +125,7 @@ export class KubernetesEmulator {
     const { port } = server.address() as AddressInfo;
     const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
     const rolloutDelayMs = opts.rolloutDelayMs ?? 300;
-    const emulator = new KubernetesEmulator(server, `http://${urlHost}:${port}`, {
+    const emulator = new KubernetesEmulator(server, `${tls ? 'https' : 'http'}://${urlHost}:${port}`, {
       rolloutDelayMs,
       progressDeadlineSecondMs: opts.progressDeadlineSecondMs ?? rolloutDelayMs / 100,
       namespaceDeletionDelayMs: opts.namespaceDeletionDelayMs ?? 300,
@@ -113,12 +133,15 @@ export class KubernetesEmulator {
       watchHistory: opts.watchHistory ?? 1000,
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
       requestLogLimit: opts.requestLogLimit ?? 10_000,
+      rbac: opts.rbac ?? false,
     });
     server.on('connection', () => emulator.connectionCount++);
     server.on('request', createRequestHandler({
       registry: emulator.registry,
       watches: emulator.watches,
       faults: emulator.faults,
+      authenticator: emulator.authenticator,
+      ...(emulator.options.rbac ? { authorizer: new RbacAuthorizer(emulator.registry) } : {}),
       log: (entry) => emulator.record(entry),
       admin: (req, res, path, body) => emulator.admin(req, res, path, body),
       serverAddress: () => `${urlHost}:${port}`,
@@ -128,6 +151,7 @@ export class KubernetesEmulator {
 
   private seed(): void {
     for (const name of INITIAL_NAMESPACES) this.registry.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    if (this.options.rbac) for (const object of BOOTSTRAP_POLICY) this.registry.put(object);
   }
 
   private record(entry: RequestLogEntry): void {
@@ -199,16 +223,18 @@ export class KubernetesEmulator {
     return this.namespaceController.hold();
   }
 
-  /** Resets faults, the request log and all objects (back to the initial namespaces); open watches are closed. */
+  /** Resets faults, the request log, issued tokens and all objects (back to the initial namespaces and, with RBAC, the bootstrap policy); open watches are closed. */
   reset(): void {
     this.faults.clear();
     this.clearRequestLog();
     this.watches.dropAll();
     this.rollout.stop();
     this.namespaceController.stop();
+    this.authenticator.stop();
     this.store.reset();
     this.rollout.start();
     this.namespaceController.start();
+    this.authenticator.start();
     this.seed();
   }
 
@@ -217,6 +243,7 @@ export class KubernetesEmulator {
     this.stopped = true;
     this.rollout.stop();
     this.namespaceController.stop();
+    this.authenticator.stop();
     this.watches.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeAllConnections();

@@ -3,11 +3,15 @@
 // metav1.Status) as JSON.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ADMIN, unauthorized, type Authenticator, type UserInfo } from './auth.ts';
 import { apiGroupDoc, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.ts';
 import { ApiError, badRequest, internalError, invalid, type FieldError } from './errors.ts';
 import type { FaultInjector, Verb } from './faults.ts';
 import { isBuiltIn, type FieldValidation, type PatchType, type Registry, type WriteOptions } from './registry.ts';
-import { findByPath, groupVersion, type ResourceType } from './resources.ts';
+import {
+  forbiddenError, forbiddenRequest, requestAttributes, SELF_SUBJECT_ACCESS_REVIEWS, selfSubjectAccessReview, type RbacAuthorizer, type RequestAttributes,
+} from './rbac.ts';
+import { findByPath, groupVersion, subresourcesOf, type ResourceType } from './resources.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { isObject, type JsonObject, type KubeObject } from './util.ts';
 import type { WatchHub } from './watch.ts';
@@ -32,12 +36,18 @@ export interface RequestLogEntry {
   name?: string;
   status: number;
   fieldManager?: string;
+  /** The authenticated user's name, when RBAC is on. */
+  user?: string;
 }
 
 export interface HttpContext {
   registry: Registry;
   watches: WatchHub;
   faults: FaultInjector;
+  /** Issues ServiceAccount tokens; with an authorizer, also tells who each request is. */
+  authenticator: Authenticator;
+  /** RBAC, when on: requests are authenticated and authorized before dispatch. */
+  authorizer?: RbacAuthorizer;
   /** Appends to the request log. */
   log(entry: RequestLogEntry): void;
   /** Handles /_emulator/* requests. */
@@ -149,7 +159,7 @@ function resolveRoute(group: string, version: string, rest: string[]): ResourceR
   if (!rt) return undefined;
   if (namespace !== undefined && !rt.namespaced) return undefined;
   if (rt.namespaced && namespace === undefined && name !== undefined) return undefined;
-  if (subresource !== undefined && !(subresource === 'status' && rt.statusSubresource)) return undefined;
+  if (subresource !== undefined && !subresourcesOf(rt).includes(subresource)) return undefined;
   if (legacyWatch && subresource !== undefined) return undefined;
   return { rt, namespace, name, subresource, legacyWatch };
 }
@@ -162,6 +172,8 @@ function queryOf(url: URL): Record<string, string> {
 
 function verbOf(method: string, route: ResourceRoute, query: Record<string, string>, contentType: string): Verb | undefined {
   const watch = route.legacyWatch || query.watch === 'true' || query.watch === '1';
+  // TokenRequest is create-only.
+  if (route.subresource === 'token') return method === 'POST' ? 'create' : undefined;
   switch (method) {
     case 'GET':
       if (watch) return route.subresource ? undefined : 'watch';
@@ -290,8 +302,17 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     sendError(res, e);
   };
 
-  // Authentication and authorization belong here, before dispatch: every
-  // request below is logged and answered as the API server would.
+  // Authentication and authorization (when RBAC is on), before dispatch, as the API server's
+  // filter chain: 401 for a token nobody issued, 403 for what RBAC does not allow.
+  let access: RequestAccess | undefined;
+  if (ctx.authorizer) {
+    const user = ctx.authenticator.authenticate(req);
+    if (!user) return fail(unauthorized());
+    entry.user = user.name;
+    access = { user, attributes: requestAttributes(method, path, segs, query), authorizer: ctx.authorizer };
+    const decision = ctx.authorizer.authorize(user, access.attributes);
+    if (!decision.allowed) return fail(forbiddenRequest(user, access.attributes, decision.reason));
+  }
 
   if (method === 'GET' && segs[0] === 'openapi') {
     const doc = openApiGet(segs, String(req.headers.accept ?? ''));
@@ -316,6 +337,15 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
         respond(200, nonResource);
       }
       return;
+    }
+  }
+
+  if (method === 'POST' && path === SELF_SUBJECT_ACCESS_REVIEWS) {
+    if (bodyError) return fail(bodyError);
+    try {
+      return respond(201, selfSubjectAccessReview(access?.user ?? ADMIN, ctx.authorizer, decodeWriteBody(body, mediaType(req))));
+    } catch (err) {
+      return fail(err);
     }
   }
 
@@ -349,10 +379,27 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   if (bodyError) return fail(bodyError);
 
   try {
-    await serve(ctx, req, res, route, verb, query, body, contentType, respond, entry);
+    await serve(ctx, req, res, route, verb, query, body, contentType, respond, entry, access);
   } catch (err) {
     fail(err);
   }
+}
+
+/** Who a request is and what it asks, when RBAC is on. */
+interface RequestAccess {
+  user: UserInfo;
+  attributes: RequestAttributes;
+  authorizer: RbacAuthorizer;
+}
+
+/**
+ * An apply that creates the object needs `create` too (handlers/patch.go withAuthorization);
+ * the 403 carries the authorizer's reason only, as there.
+ */
+function authorizeCreate({ user, attributes, authorizer }: RequestAccess): void {
+  const create = { ...attributes, verb: 'create' };
+  const decision = authorizer.authorize(user, create);
+  if (!decision.allowed) throw forbiddenError(create, decision.reason);
 }
 
 const openApiCache = new Map<string, Buffer>();
@@ -404,6 +451,7 @@ async function serve(
   contentType: string,
   respond: (status: number, payload: unknown, headers?: Record<string, string | string[]>) => void,
   entry: RequestLogEntry,
+  access: RequestAccess | undefined,
 ): Promise<void> {
   const { rt, namespace, name } = route;
   const { registry } = ctx;
@@ -415,6 +463,7 @@ async function serve(
     scope,
     fieldValidation: parseFieldValidation(query, kind),
     warnings,
+    ...(access ? { authorizeCreate: () => authorizeCreate(access) } : {}),
   });
 
   switch (verb) {
@@ -455,6 +504,10 @@ async function serve(
       return;
     }
     case 'create': {
+      if (route.subresource === 'token') {
+        const serviceAccount = registry.get(rt, namespace, name!);
+        return respond(201, ctx.authenticator.tokenRequest(serviceAccount, decodeWriteBody(body, contentType)));
+      }
       const opts = write('CreateOptions');
       const obj = registry.create(rt, namespace, decodeWriteBody(body, contentType), opts);
       return respond(201, obj, warningHeaders(warnings));

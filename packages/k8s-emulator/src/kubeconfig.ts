@@ -1,5 +1,7 @@
 // A kubeconfig for the emulator. The client refuses plain http unless the
-// cluster has insecure-skip-tls-verify set, hence that flag.
+// cluster has insecure-skip-tls-verify set, hence that flag. Its token is the admin's
+// (system:masters), which RBAC, when on, allows everything.
+import { ADMIN_TOKEN } from './auth.ts';
 
 export function kubeconfigYaml(server: string): string {
   return [
@@ -13,7 +15,7 @@ export function kubeconfigYaml(server: string): string {
     'users:',
     '- name: emulator',
     '  user:',
-    '    token: emulator-token',
+    `    token: ${ADMIN_TOKEN}`,
     'contexts:',
     '- name: emulator',
     '  context:',

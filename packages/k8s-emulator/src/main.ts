@@ -1,17 +1,19 @@
 // CLI: runs the emulator as a standalone server for the local dev stack.
 //   node packages/k8s-emulator/src/main.ts --listen 127.0.0.1:7072 [--kubeconfig-out path]
 //     [--rollout-delay-ms N] [--progress-deadline-second-ms N] [--namespace-deletion-delay-ms N]
-//     [--failing-image-pattern re] [--watch-history N] [--bookmark-interval-ms N]
+//     [--failing-image-pattern re] [--watch-history N] [--bookmark-interval-ms N] [--rbac]
+//     [--tls-cert-file path --tls-private-key-file path [--client-ca-file path]]
 // Every flag can also be given as an environment variable: FLOTILLA_EMULATOR_<FLAG>,
 // e.g. FLOTILLA_EMULATOR_LISTEN, FLOTILLA_EMULATOR_KUBECONFIG_OUT.
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { KubernetesEmulator } from './emulator.ts';
 
-const FLAGS = ['listen', 'kubeconfig-out', 'rollout-delay-ms', 'progress-deadline-second-ms', 'namespace-deletion-delay-ms', 'failing-image-pattern', 'watch-history', 'bookmark-interval-ms'] as const;
+const FLAGS = ['listen', 'kubeconfig-out', 'rollout-delay-ms', 'progress-deadline-second-ms', 'namespace-deletion-delay-ms', 'failing-image-pattern', 'watch-history', 'bookmark-interval-ms', 'rbac', 'tls-cert-file', 'tls-private-key-file', 'client-ca-file'] as const;
 
 const USAGE = `Usage: node packages/k8s-emulator/src/main.ts [options]
 
-A Kubernetes API server emulator (plain HTTP) for tests and the local stack.
+A Kubernetes API server emulator (plain HTTP, or HTTPS with --tls-*) for tests and the local stack.
 
 Options (each also settable as FLOTILLA_EMULATOR_<NAME>, e.g. FLOTILLA_EMULATOR_LISTEN):
   --listen host:port             address to listen on (default 127.0.0.1:7072)
@@ -25,6 +27,11 @@ Options (each also settable as FLOTILLA_EMULATOR_<NAME>, e.g. FLOTILLA_EMULATOR_
   --failing-image-pattern re     images matching this regexp never become ready (default "fail")
   --watch-history N              watch events kept for resuming watches (default 1000)
   --bookmark-interval-ms N       interval of watch BOOKMARK events (default 1000)
+  --rbac                         authenticate requests and authorize them with RBAC
+                                 (the written kubeconfig stays admin; default off)
+  --tls-cert-file path           serve HTTPS with this certificate (PEM; kubectl sends
+  --tls-private-key-file path    credentials only over TLS) and key
+  --client-ca-file path          client certificates this CA signed authenticate (CN, O)
   --help                         show this help
 
 Emulator endpoints: /_emulator/faults (GET, PUT replaces, POST adds, DELETE clears),
@@ -54,6 +61,10 @@ async function main(): Promise<void> {
         'failing-image-pattern': { type: 'string' },
         'watch-history': { type: 'string' },
         'bookmark-interval-ms': { type: 'string' },
+        rbac: { type: 'boolean' },
+        'tls-cert-file': { type: 'string' },
+        'tls-private-key-file': { type: 'string' },
+        'client-ca-file': { type: 'string' },
         help: { type: 'boolean' },
       },
       strict: true,
@@ -65,8 +76,12 @@ async function main(): Promise<void> {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
-  const flag = (name: (typeof FLAGS)[number]): string | undefined =>
-    parsed.values[name] ?? process.env[`FLOTILLA_EMULATOR_${name.toUpperCase().replaceAll('-', '_')}`];
+  const flag = (name: (typeof FLAGS)[number]): string | undefined => {
+    const value = parsed.values[name];
+    return typeof value === 'boolean' ? String(value) : (value ?? process.env[`FLOTILLA_EMULATOR_${name.toUpperCase().replaceAll('-', '_')}`]);
+  };
+  const rbac = flag('rbac');
+  if (rbac !== undefined && rbac !== 'true' && rbac !== 'false') fail(`--rbac (FLOTILLA_EMULATOR_RBAC) must be true or false, got ${JSON.stringify(rbac)}`);
 
   const listen = flag('listen') ?? '127.0.0.1:7072';
   const m = /^(.*):(\d+)$/.exec(listen);
@@ -82,7 +97,20 @@ async function main(): Promise<void> {
     }
   }
 
+  const [certFile, keyFile, clientCaFile] = (['tls-cert-file', 'tls-private-key-file', 'client-ca-file'] as const).map(flag);
+  if (!certFile !== !keyFile) fail('--tls-cert-file and --tls-private-key-file go together');
+  if (clientCaFile && !certFile) fail('--client-ca-file needs --tls-cert-file and --tls-private-key-file');
+  const read = (path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      fail((err as Error).message);
+    }
+  };
+  const tls = certFile && keyFile ? { cert: read(certFile), key: read(keyFile), ...(clientCaFile ? { clientCa: read(clientCaFile) } : {}) } : undefined;
+
   const emulator = await KubernetesEmulator.start({
+    ...(tls ? { tls } : {}),
     host,
     port: Number(m[2]),
     rolloutDelayMs: intFlag('rollout-delay-ms', flag('rollout-delay-ms')),
@@ -91,10 +119,11 @@ async function main(): Promise<void> {
     failingImagePattern,
     watchHistory: intFlag('watch-history', flag('watch-history')),
     bookmarkIntervalMs: intFlag('bookmark-interval-ms', flag('bookmark-interval-ms')),
+    rbac: rbac === 'true',
   });
   const kubeconfigOut = flag('kubeconfig-out');
   if (kubeconfigOut) await emulator.writeKubeconfig(kubeconfigOut);
-  process.stdout.write(`k8s-emulator listening on ${emulator.url}${kubeconfigOut ? ` (kubeconfig: ${kubeconfigOut})` : ''}\n`);
+  process.stdout.write(`k8s-emulator listening on ${emulator.url}${kubeconfigOut ? ` (kubeconfig: ${kubeconfigOut})` : ''}${emulator.options.rbac ? ', RBAC on' : ''}\n`);
 
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -11,6 +11,7 @@ import type { Schema } from './schema.ts';
 const META = 'io.k8s.apimachinery.pkg.apis.meta.v1';
 const CORE = 'io.k8s.api.core.v1';
 const APPS = 'io.k8s.api.apps.v1';
+const RBAC = 'io.k8s.api.rbac.v1';
 
 export const OBJECT_META = `${META}.ObjectMeta`;
 
@@ -37,11 +38,16 @@ const obj = (description: string, properties: Record<string, Schema>, required?:
 });
 
 /** Fields every top-level object has. */
+const TYPE_META: Record<string, Schema> = {
+  apiVersion: str('APIVersion defines the versioned schema of this representation of an object.'),
+  kind: str('Kind is a string value representing the REST resource this object represents.'),
+  metadata: ref(OBJECT_META, "Standard object's metadata."),
+};
+
+/** A top-level object with a spec and a status. */
 function resource(description: string, spec: string | undefined, status: string | undefined): Schema {
   return obj(description, {
-    apiVersion: str('APIVersion defines the versioned schema of this representation of an object.'),
-    kind: str('Kind is a string value representing the REST resource this object represents.'),
-    metadata: ref(OBJECT_META, "Standard object's metadata."),
+    ...TYPE_META,
     ...(spec ? { spec: ref(spec, 'Specification of the desired behavior.') } : {}),
     ...(status ? { status: ref(status, 'Most recently observed status. Populated by the system. Read-only.') } : {}),
   });
@@ -219,9 +225,83 @@ export const DEFINITIONS: Record<string, Schema> = {
     message: str('Human-readable message indicating details about last transition.'),
     lastTransitionTime: ref(`${META}.Time`, 'Last time the condition transitioned.'),
   }, ['type', 'status']),
+  // Kinds stored as given (no spec/status split in most): their top-level fields.
+  [`${CORE}.ServiceAccount`]: obj('ServiceAccount binds together a name, a principal for non-humans, and a set of secrets.', {
+    ...TYPE_META,
+    secrets: keyedList(`${CORE}.ObjectReference`, 'name', 'Secrets pods running as this account may use.'),
+    imagePullSecrets: list(`${CORE}.LocalObjectReference`, 'Secrets for pulling container images.'),
+    automountServiceAccountToken: bool('Whether pods running as this account mount an API token automatically.'),
+  }),
+  [`${CORE}.ObjectReference`]: openObject('A reference to an object.'),
+  [`${CORE}.LocalObjectReference`]: obj('A reference to an object in the same namespace.', { name: str('Name of the referent.') }),
+  [`${CORE}.ConfigMap`]: obj('ConfigMap holds configuration data for pods to consume.', {
+    ...TYPE_META,
+    data: strMap('Configuration data (UTF-8).'),
+    binaryData: strMap('Binary configuration data, base64.'),
+    immutable: bool('Whether the data may not be updated.'),
+  }),
+  [`${CORE}.Secret`]: obj('Secret holds secret data of a certain type.', {
+    ...TYPE_META,
+    type: str('Used to facilitate programmatic handling of secret data; defaults to Opaque.'),
+    data: strMap('Secret data, base64.'),
+    stringData: strMap('Write-only plain-text data, merged into data on write.'),
+    immutable: bool('Whether the data may not be updated.'),
+  }),
+  [`${RBAC}.PolicyRule`]: obj('What a rule allows: verbs on resources of API groups (or on non-resource URLs).', {
+    verbs: strList('Verbs the rule allows; * is all.'),
+    apiGroups: strList('API groups of the resources; "" is the core group, * is all.'),
+    resources: strList('Resources (and resource/subresource) the rule applies to; * is all.'),
+    resourceNames: strList('Names the rule is restricted to; empty is all.'),
+    nonResourceURLs: strList('URL paths (a trailing * is a prefix) for cluster-wide rules.'),
+  }, ['verbs']),
+  [`${RBAC}.Subject`]: obj('A user, group or service account a binding applies to.', {
+    kind: str('User, Group or ServiceAccount.'),
+    apiGroup: str('rbac.authorization.k8s.io for User and Group, "" for ServiceAccount.'),
+    name: str('Name of the subject.'),
+    namespace: str('Namespace of a ServiceAccount subject.'),
+  }, ['kind', 'name']),
+  [`${RBAC}.RoleRef`]: obj('The role a binding grants.', {
+    apiGroup: str('rbac.authorization.k8s.io'),
+    kind: str('Role or ClusterRole.'),
+    name: str('Name of the role.'),
+  }, ['apiGroup', 'kind', 'name']),
+  [`${RBAC}.Role`]: obj('A namespaced set of PolicyRules.', { ...TYPE_META, rules: list(`${RBAC}.PolicyRule`, 'The rules of this role.') }),
+  [`${RBAC}.ClusterRole`]: obj('A cluster-level set of PolicyRules.', {
+    ...TYPE_META,
+    rules: list(`${RBAC}.PolicyRule`, 'The rules of this role.'),
+    aggregationRule: openObject('How to build the rules of an aggregated role (not evaluated by the emulator).'),
+  }),
+  [`${RBAC}.RoleBinding`]: obj('Grants a Role or ClusterRole to subjects in a namespace.', {
+    ...TYPE_META,
+    subjects: list(`${RBAC}.Subject`, 'Who the role is granted to.'),
+    roleRef: ref(`${RBAC}.RoleRef`, 'The role granted.'),
+  }, ['roleRef']),
+  [`${RBAC}.ClusterRoleBinding`]: obj('Grants a ClusterRole to subjects cluster-wide.', {
+    ...TYPE_META,
+    subjects: list(`${RBAC}.Subject`, 'Who the role is granted to.'),
+    roleRef: ref(`${RBAC}.RoleRef`, 'The role granted.'),
+  }, ['roleRef']),
+  'io.k8s.api.coordination.v1.Lease': resource('A lease, e.g. of leader election.', 'io.k8s.api.coordination.v1.LeaseSpec', undefined),
+  'io.k8s.api.coordination.v1.LeaseSpec': obj('The holder and timing of a lease.', {
+    holderIdentity: str('The holder of the lease.'),
+    leaseDurationSeconds: int('How long candidates wait before forcing an acquisition.'),
+    acquireTime: str('When the current lease was acquired (MicroTime).', { format: 'date-time' }),
+    renewTime: str('When the holder last renewed the lease (MicroTime).', { format: 'date-time' }),
+    leaseTransitions: int('Number of holder changes.'),
+    strategy: str('The strategy for picking the leader (coordinated leader election).'),
+    preferredHolder: str('Signals to a holder that it should release the lease.'),
+  }),
+  'io.k8s.api.policy.v1.PodDisruptionBudget': resource('Bounds the disruption of a collection of pods.', 'io.k8s.api.policy.v1.PodDisruptionBudgetSpec', 'io.k8s.api.policy.v1.PodDisruptionBudgetStatus'),
+  'io.k8s.api.policy.v1.PodDisruptionBudgetSpec': obj('What a PodDisruptionBudget protects.', {
+    minAvailable: ref('io.k8s.apimachinery.pkg.util.intstr.IntOrString', 'Pods that must stay available after an eviction (number or percentage).'),
+    maxUnavailable: ref('io.k8s.apimachinery.pkg.util.intstr.IntOrString', 'Pods that may be unavailable after an eviction (number or percentage).'),
+    selector: ref(`${META}.LabelSelector`, 'The pods the budget covers.'),
+    unhealthyPodEvictionPolicy: str('IfHealthyBudget or AlwaysAllow.'),
+  }),
+  'io.k8s.api.policy.v1.PodDisruptionBudgetStatus': openObject('The observed state of a PodDisruptionBudget (not computed by the emulator).'),
 };
 
-/** Definition name of each built-in kind. */
+/** Definition name of each built-in kind: the first label of the group (`rbac` for rbac.authorization.k8s.io). */
 export function definitionName(group: string, version: string, kind: string): string {
-  return `${group === '' ? CORE.replace('.v1', `.${version}`) : `io.k8s.api.${group}.${version}`}.${kind}`;
+  return `${group === '' ? CORE.replace('.v1', `.${version}`) : `io.k8s.api.${group.split('.')[0]}.${version}`}.${kind}`;
 }

@@ -32,6 +32,8 @@ export interface WriteOptions {
   fieldValidation?: FieldValidation;
   /** Collects warnings for the response's Warning headers. */
   warnings?: string[];
+  /** Throws when the writer may not create: asked by an apply that would create the object. */
+  authorizeCreate?: () => void;
 }
 
 export type PatchType = 'apply' | 'merge' | 'strategic' | 'json';
@@ -59,7 +61,8 @@ export interface ListResult {
 
 /** Built-in types are listed without per-item apiVersion/kind, custom resources with them, as upstream. */
 export function isBuiltIn(rt: ResourceType): boolean {
-  return !rt.group.includes('.');
+  // Custom resources are the types defined by a CRD's schema (built-in groups may have dots too).
+  return rt.schema === undefined;
 }
 
 export function subjectOf(rt: ResourceType, name: string): Subject {
@@ -221,6 +224,7 @@ export class Registry {
       const old = this.store.get(rt, namespace, name);
       if (!old) {
         if (scope === 'status') throw notFound(subjectOf(rt, name));
+        opts.authorizeCreate?.();
         this.requireNamespace(rt, namespace, name);
       }
       if (old && applied.metadata.resourceVersion) this.checkResourceVersion(rt, old, applied.metadata.resourceVersion);

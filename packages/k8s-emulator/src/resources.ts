@@ -3,7 +3,8 @@
 import { CILIUM_POLICY_SCHEMA } from './cilium-schema.ts';
 import type { Schema } from './schema.ts';
 
-export type NameRule = 'subdomain' | 'label' | 'dns1035';
+/** 'path': any name usable as a URL path segment (RBAC objects, as `system:discovery`). */
+export type NameRule = 'subdomain' | 'label' | 'dns1035' | 'path';
 
 export interface ResourceType {
   group: string; // '' for the core group
@@ -60,7 +61,50 @@ export const RESOURCE_TYPES: readonly ResourceType[] = [
     categories: ['cilium', 'ciliumpolicy'], nameRule: 'subdomain', statusSubresource: true, generation: 'nonMetadata',
     allowUnconditionalUpdate: false, schema: CILIUM_POLICY_SCHEMA,
   },
+  // Plain stored kinds the deployment manifests use: no defaulting or validation beyond
+  // metadata (names as in their registry strategies: pkg/apis/<group>/validation).
+  {
+    group: '', version: 'v1', resource: 'serviceaccounts', singular: 'serviceaccount', kind: 'ServiceAccount', listKind: 'ServiceAccountList',
+    namespaced: true, shortNames: ['sa'], categories: [], nameRule: 'subdomain', statusSubresource: false, generation: 'none',
+    allowUnconditionalUpdate: true,
+  },
+  {
+    group: '', version: 'v1', resource: 'configmaps', singular: 'configmap', kind: 'ConfigMap', listKind: 'ConfigMapList',
+    namespaced: true, shortNames: ['cm'], categories: [], nameRule: 'subdomain', statusSubresource: false, generation: 'none',
+    allowUnconditionalUpdate: true,
+  },
+  {
+    group: '', version: 'v1', resource: 'secrets', singular: 'secret', kind: 'Secret', listKind: 'SecretList',
+    namespaced: true, shortNames: [], categories: [], nameRule: 'subdomain', statusSubresource: false, generation: 'none',
+    allowUnconditionalUpdate: true,
+  },
+  ...(['Role', 'ClusterRole', 'RoleBinding', 'ClusterRoleBinding'] as const).map((kind): ResourceType => ({
+    group: 'rbac.authorization.k8s.io', version: 'v1', resource: `${kind.toLowerCase()}s`, singular: kind.toLowerCase(), kind,
+    listKind: `${kind}List`, namespaced: !kind.startsWith('Cluster'), shortNames: [], categories: [], nameRule: 'path',
+    statusSubresource: false, generation: 'none', allowUnconditionalUpdate: true,
+  })),
+  {
+    // Leader election's lock (client-go resourcelock.LeaseLock). Strategy as in Kubernetes'
+    // pkg/registry/coordination/lease/strategy.go: namespaced, no status subresource, no
+    // generation, updates must carry a resourceVersion; names are DNS subdomains.
+    group: 'coordination.k8s.io', version: 'v1', resource: 'leases', singular: 'lease', kind: 'Lease', listKind: 'LeaseList',
+    namespaced: true, shortNames: [], categories: [], nameRule: 'subdomain', statusSubresource: false, generation: 'none',
+    allowUnconditionalUpdate: false,
+  },
+  {
+    // pkg/registry/policy/poddisruptionbudget/strategy.go: status subresource, generation on spec changes.
+    group: 'policy', version: 'v1', resource: 'poddisruptionbudgets', singular: 'poddisruptionbudget', kind: 'PodDisruptionBudget',
+    listKind: 'PodDisruptionBudgetList', namespaced: true, shortNames: ['pdb'], categories: [], nameRule: 'subdomain',
+    statusSubresource: true, generation: 'spec', allowUnconditionalUpdate: true,
+  },
 ];
+
+/** The subresources a type serves: `status`, and `token` (TokenRequest) on ServiceAccounts. */
+export function subresourcesOf(rt: ResourceType): string[] {
+  const served = rt.statusSubresource ? ['status'] : [];
+  if (rt.group === '' && rt.resource === 'serviceaccounts') served.push('token');
+  return served;
+}
 
 export function groupVersion(rt: ResourceType): string {
   return rt.group ? `${rt.group}/${rt.version}` : rt.version;

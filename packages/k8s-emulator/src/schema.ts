@@ -63,7 +63,9 @@ export function validateSchema(schema: Schema, value: unknown, path: string, err
       errors.push({ field: path, type: 'Invalid value', value, detail: `${path} in body should be greater than or equal to ${schema.minimum}` });
     }
   }
-  if (Array.isArray(value) && schema.items) value.forEach((item, i) => validateSchema(schema.items!, item, `${path}[${i}]`, errors));
+  if (Array.isArray(value) && schema.items) {
+    for (const [i, item] of value.entries()) validateSchema(schema.items, item, `${path}[${i}]`, errors);
+  }
   if (!isObject(value)) return;
   for (const name of schema.required ?? []) {
     if (value[name] === undefined) errors.push({ field: child(path, name), type: 'Required value', detail: '' });
@@ -88,7 +90,7 @@ export function validateSchema(schema: Schema, value: unknown, path: string, err
 export function pruneUnknown(schema: Schema, value: unknown, path = '', root = true): string[] {
   const dropped: string[] = [];
   if (Array.isArray(value) && schema.items) {
-    value.forEach((item, i) => dropped.push(...pruneUnknown(schema.items!, item, `${path}[${i}]`, false)));
+    for (const [i, item] of value.entries()) dropped.push(...pruneUnknown(schema.items!, item, `${path}[${i}]`, false));
     return dropped;
   }
   if (!isObject(value) || schema['x-kubernetes-preserve-unknown-fields']) return dropped;

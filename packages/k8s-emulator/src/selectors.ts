@@ -151,7 +151,7 @@ function matches(req: Requirement, labels: Record<string, string>): boolean {
 
 /** Parses a labelSelector query parameter; throws a 400 ApiError on bad syntax. */
 export function parseLabelSelector(selector: string | undefined): Selector {
-  if (!selector || !selector.trim()) return everything;
+  if (!selector?.trim()) return everything;
   const reqs = parseRequirements(selector);
   return (obj) => {
     const labels = obj.metadata.labels ?? {};
@@ -166,7 +166,7 @@ const FIELD_GETTERS: Record<string, (obj: KubeObject) => string> = {
 
 /** Parses a fieldSelector query parameter (metadata.name / metadata.namespace). */
 export function parseFieldSelector(selector: string | undefined): Selector {
-  if (!selector || !selector.trim()) return everything;
+  if (!selector?.trim()) return everything;
   const tests: Selector[] = [];
   for (const part of selector.split(',')) {
     const m = /^\s*([^!=\s]+)\s*(==|=|!=)\s*(.*?)\s*$/.exec(part);

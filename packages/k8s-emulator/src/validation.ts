@@ -23,6 +23,10 @@ export function nameProblem(rule: NameRule, name: string): string | undefined {
     if (!LABEL.test(name)) {
       return "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
     }
+  } else if (rule === 'path') {
+    // apimachinery path.IsValidPathSegmentName (ValidateRBACName).
+    if (name === '.' || name === '..') return `may not be '${name}'`;
+    for (const bad of ['/', '%']) if (name.includes(bad)) return `may not contain '${bad}'`;
   } else {
     if (name.length > 63) return 'must be no more than 63 characters';
     if (!DNS1035.test(name)) {

@@ -1,7 +1,7 @@
 // The real kubectl against the emulator, through a kubeconfig the emulator
 // writes (never the user's): client-side and server-side apply, canonical
 // values in `get -o yaml`, `rollout status` through a multi-step rollout,
-// namespace deletion through Terminating, `explain`, and CRD validation.
+// namespace deletion through Terminating, `explain`, CRD validation, and Leases.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -219,5 +219,20 @@ spec:
     assert.match(invalid.stderr, /spec\.ingress\[0\]\.toPorts\[0\]\.ports\[0\]\.protocol: Unsupported value: "FOO"/);
     const stored: any = emu.get('cilium.io/v2', 'CiliumNetworkPolicy', 'default', 'allow');
     assert.equal(stored.spec.ingress[0].toPorts[0].ports[0].port, '81');
+  });
+
+  it('a coordination.k8s.io/v1 Lease: apply, get, explain; a released holder stays ""', async () => {
+    const lease = (holder: string) => `
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: agents, namespace: default}
+spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 2, renewTime: "2026-01-02T03:04:05.123456Z"}
+`;
+    await ok(['apply', '--server-side', '-f', '-'], lease('a'));
+    assert.equal(await ok(['get', 'lease', 'agents', '-o', 'jsonpath={.spec.holderIdentity}/{.spec.renewTime}']), 'a/2026-01-02T03:04:05.123456Z');
+    await ok(['apply', '--server-side', '-f', '-'], lease(''));
+    const stored: any = emu.get('coordination.k8s.io/v1', 'Lease', 'default', 'agents');
+    assert.equal(stored.spec.holderIdentity, '', 'a pointer to "" is not omitted');
+    assert.match(await ok(['explain', 'lease.spec']), /leaseTransitions/);
   });
 });

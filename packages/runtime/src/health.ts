@@ -1,5 +1,5 @@
-// The health and metrics endpoints of ctrl and the agent: GET /healthz (alive), /readyz (ready
-// to serve) and /metrics (Prometheus text), plus a listener for a process that has no other
+// The health and metrics endpoints of ctrl and the agent: GET /livez and /healthz (alive; the
+// Kubernetes API server's pair), /readyz (ready to serve) and /metrics (Prometheus text), plus a listener for a process that has no other
 // HTTP server to put them on (the agent).
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -13,10 +13,10 @@ export interface MetricsRegistry {
 export interface HealthChecks {
   /** Absent: no /metrics here (ctrl with --metrics-listen serves it on another address). */
   registry?: MetricsRegistry;
-  /** Why the process is not healthy (/healthz answers 503 with it), or undefined when it is. */
+  /** Why the process is not healthy (/livez and /healthz answer 503 with it), or undefined when it is. */
   unhealthy?: () => string | undefined;
-  /** Why the process is not ready (/readyz answers 503 with it), or undefined when it is. Default: ready when healthy. */
-  notReady?: () => string | undefined;
+  /** Why the process is not ready (/readyz answers 503 with it), or undefined when it is; may ask a database. Default: ready when healthy. */
+  notReady?: () => string | undefined | Promise<string | undefined>;
 }
 
 /** What the endpoints read of a request and write to a response (node:http and node:http2 alike). */
@@ -29,7 +29,7 @@ export interface HealthResponse {
 }
 
 /**
- * A request handler for /healthz, /readyz and /metrics (GET, query ignored). Returns whether it
+ * A request handler for /livez, /healthz, /readyz and /metrics (GET, query ignored). Returns whether it
  * answered the request; other requests are left to the caller.
  */
 export function healthEndpoints(checks: HealthChecks): (req: HealthRequest, res: HealthResponse) => Promise<boolean> {
@@ -38,8 +38,8 @@ export function healthEndpoints(checks: HealthChecks): (req: HealthRequest, res:
   return async (req, res) => {
     if (req.method !== "GET") return false;
     const path = (req.url ?? "/").split("?")[0];
-    if (path === "/healthz" || path === "/readyz") {
-      const problem = path === "/healthz" ? unhealthy() : notReady();
+    if (path === "/livez" || path === "/healthz" || path === "/readyz") {
+      const problem = path === "/readyz" ? await notReady() : unhealthy();
       res.writeHead(problem === undefined ? 200 : 503, { "content-type": "text/plain" }).end(`${problem ?? "ok"}\n`);
     } else if (path === "/metrics" && checks.registry) {
       res.writeHead(200, { "content-type": checks.registry.contentType }).end(await checks.registry.metrics());

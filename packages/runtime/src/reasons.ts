@@ -7,3 +7,5 @@ export const ERROR_DOMAIN = "flotilla.dev";
 export const RESYNC_REQUIRED = "RESYNC_REQUIRED";
 /** The watch stream fell too far behind and was ended: reconnect and resume from the cursor. */
 export const CONSUMER_TOO_SLOW = "CONSUMER_TOO_SLOW";
+/** The report's leader epoch is older than one ctrl has seen for the region: the agent is no longer the leader. */
+export const FENCED = "FENCED";

@@ -17,6 +17,7 @@ test("serveHealth: healthz and readyz answer 503 with the reason until healthy/r
       return [response.status, await response.text()];
     };
     assert.deepEqual(await get("/healthz"), [200, "ok\n"]);
+    assert.deepEqual(await get("/livez"), [200, "ok\n"]);
     assert.deepEqual(await get("/readyz?verbose"), [503, "waiting for the first complete sync\n"]);
     ready = true;
     assert.deepEqual(await get("/readyz"), [200, "ok\n"]);
@@ -24,6 +25,7 @@ test("serveHealth: healthz and readyz answer 503 with the reason until healthy/r
     assert.deepEqual(await get("/other"), [404, "not found\n"]);
     draining = true;
     assert.deepEqual(await get("/healthz"), [503, "draining\n"]);
+    assert.deepEqual(await get("/livez"), [503, "draining\n"]);
   } finally {
     await server.close();
   }

@@ -1,17 +1,23 @@
 // Reading and pruning the outbox (deployment_changes).
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { fromBinary } from "@bufbuild/protobuf";
+import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import { ChangeEventSchema, type ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Kysely } from "kysely";
 import type { Database } from "./schema.ts";
 
-/** The stored bytes of events read from the outbox: streams size and send them without encoding. */
-const encodings = new WeakMap<ChangeEvent, Uint8Array>();
-
-/** The event's protobuf encoding: as stored when it came from the outbox, else encoded once. */
-export function encodedChange(event: ChangeEvent): Uint8Array {
-  let bytes = encodings.get(event);
-  if (bytes === undefined) encodings.set(event, (bytes = toBinary(ChangeEventSchema, event)));
-  return bytes;
+/**
+ * One change as it travels from the outbox to every watch stream's socket: decoded for
+ * filtering and metadata, and its one encoding, framed once. Every stream of the region
+ * sends these same bytes.
+ */
+export interface Change {
+  readonly version: number;
+  readonly event: ChangeEvent;
+  /**
+   * The stored protobuf encoding of `event` with its length prefix: an element of a
+   * repeated `ChangeEvent` field as it sits in a response (ctrl's verbatim.ts).
+   */
+  readonly bytes: Uint8Array;
 }
 
 export interface RetentionPolicy {
@@ -29,7 +35,7 @@ export class ChangeLog {
   }
 
   /** Up to `limit` changes of the region with version > `after`, in version order. */
-  async read(regionId: number, after: number, limit: number): Promise<ChangeEvent[]> {
+  async read(regionId: number, after: number, limit: number): Promise<Change[]> {
     const rows = await this.#db
       .selectFrom("deployment_changes")
       .select("body")
@@ -40,8 +46,7 @@ export class ChangeLog {
       .execute();
     return rows.map((r) => {
       const event = fromBinary(ChangeEventSchema, r.body);
-      encodings.set(event, r.body);
-      return event;
+      return { version: Number(event.version), event, bytes: new BinaryWriter().bytes(r.body).finish() };
     });
   }
 

@@ -4,22 +4,23 @@ import { ChangeLog } from "./changes.ts";
 import { ObservationRepository } from "./observations.ts";
 import { openDatabase, type OpenDatabase } from "./database.ts";
 import { deploymentKind, networkPolicyKind, sentinelKind } from "./kinds.ts";
-import { migrateToLatest } from "./migrate.ts";
+import { migrateToLatest, pendingMigrations } from "./migrate.ts";
 import { RegionRepository } from "./regions.ts";
 import { ResourceRepository } from "./resources.ts";
 
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
-export { migrateToLatest } from "./migrate.ts";
+export { migrateToLatest, pendingMigrations } from "./migrate.ts";
 export type { Page } from "./paging.ts";
 export { ResourceRepository } from "./resources.ts";
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
-export { ChangeLog, encodedChange, type RetentionPolicy } from "./changes.ts";
-export { type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
+export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
+export type { AgentReport, ReportLeader, StatusInputs, StatusWrite, StoredStatus } from "./observations.ts";
 export { LAST_USE_RESOLUTION_MS, type TokenGrant } from "./agent-tokens.ts";
 export type { RegionRow } from "./regions.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
+export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 
 export class Store {
   readonly database: OpenDatabase;
@@ -63,6 +64,19 @@ export class Store {
   onCommit(listener: (regionIds: number[]) => void): () => void {
     this.#commitListeners.add(listener);
     return () => this.#commitListeners.delete(listener);
+  }
+
+  /**
+   * Why this store cannot serve (the database does not answer, or its schema is behind this
+   * version's migrations, e.g. while another replica is rolling out), or undefined when it can.
+   */
+  async unavailable(): Promise<string | undefined> {
+    try {
+      const pending = await pendingMigrations(this.database.db);
+      return pending.length === 0 ? undefined : `database schema behind: migrations ${pending.join(", ")} not applied`;
+    } catch (error) {
+      return `database unreachable: ${error instanceof Error ? error.message : String(error)}`;
+    }
   }
 
   close(): Promise<void> {

@@ -28,3 +28,9 @@ export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
   }
   return (result.results ?? []).filter((r) => r.status === "Success").map((r) => r.migrationName);
 }
+
+/** Names of the migrations not yet applied to the database (empty when its schema is current); throws when it cannot be read. */
+export async function pendingMigrations(db: Kysely<any>): Promise<string[]> {
+  const migrations = await new Migrator({ db, provider: directoryProvider(MIGRATIONS_DIR) }).getMigrations();
+  return migrations.filter((migration) => migration.executedAt === undefined).map((migration) => migration.name);
+}

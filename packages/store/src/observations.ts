@@ -4,6 +4,7 @@ import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ResourceObservationSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Kysely } from "kysely";
+import { isDuplicateKey } from "./regions.ts";
 import type { Database } from "./schema.ts";
 
 export interface StoredStatus {
@@ -68,39 +69,32 @@ export class ObservationRepository {
     return result;
   }
 
-  /** Writes changed statuses of one region (one statement per row; callers skip no-ops). */
-  async save(regionId: number, writes: StatusWrite[]): Promise<void> {
-    if (writes.length === 0) return;
-    await this.#db.transaction().execute(async (tx) => {
-      for (const w of writes) {
-        const row = { body: toBinary(ResourceObservationSchema, w.observation), observed_at: w.observedAt, phase: w.phase, reason: w.reason.slice(0, 1024) };
-        const updated = await tx
-          .updateTable("observations")
-          .set(row)
-          .where("region_id", "=", regionId)
-          .where("resource_type", "=", w.type)
-          .where("resource_id", "=", w.id)
-          .executeTakeFirst();
-        if (Number(updated.numUpdatedRows) === 0) {
-          await tx.insertInto("observations").values({ region_id: regionId, resource_type: w.type, resource_id: w.id, ...row }).execute();
-        }
+  /**
+   * Stores one agent report of a region in one transaction: the fence check of its leader (if
+   * any), the changed statuses (callers skip no-ops) and the heartbeat (if due). A report whose
+   * leader is older than the newest the region has seen — a lower epoch, or the same epoch from
+   * another holder — writes nothing and returns that newest leader. The check takes the row's
+   * lock (an UPDATE) before any write, so a report of an older leader that runs concurrently
+   * with a newer one is either done before the newer one starts or refused.
+   */
+  async saveReport(regionId: number, report: AgentReport): Promise<{ fencedBy?: ReportLeader }> {
+    if (!report.leader && report.writes.length === 0 && !report.heartbeat) return {};
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#db.transaction().execute(async (tx) => {
+          if (report.leader) {
+            const fencedBy = await fence(tx, regionId, report.leader, report.heartbeat?.at ?? Date.now());
+            if (fencedBy) return { fencedBy };
+          }
+          await saveStatuses(tx, regionId, report.writes);
+          if (report.heartbeat) await touchAgent(tx, regionId, report.heartbeat.at, report.heartbeat.appliedVersion);
+          return {};
+        });
+      } catch (error) {
+        // Two first reports of a region inserting its rows at once: the loser's rows exist now.
+        if (attempt === 0 && isDuplicateKey(error)) continue;
+        throw error;
       }
-    });
-  }
-
-  /** Records the agent's heartbeat. */
-  async touchAgent(regionId: number, lastSeen: number, appliedVersion: number): Promise<void> {
-    const updated = await this.#db
-      .updateTable("agents")
-      .set({ last_seen: lastSeen, applied_version: appliedVersion })
-      .where("region_id", "=", regionId)
-      .executeTakeFirst();
-    if (Number(updated.numUpdatedRows) === 0) {
-      await this.#db
-        .insertInto("agents")
-        .values({ region_id: regionId, last_seen: lastSeen, applied_version: appliedVersion })
-        .execute()
-        .catch(() => this.touchAgent(regionId, lastSeen, appliedVersion)); // lost an insert race: update
     }
   }
 
@@ -145,6 +139,58 @@ export class ObservationRepository {
       agentAppliedVersion: agents.get(p.region_id)?.appliedVersion,
     }));
   }
+}
+
+/** The leader a report was sent by (the Lease's leaseTransitions and holderIdentity). */
+export interface ReportLeader {
+  epoch: number;
+  holderIdentity: string;
+}
+
+export interface AgentReport {
+  /** Absent for an agent without leader election: not fenced. */
+  leader: ReportLeader | undefined;
+  writes: StatusWrite[];
+  /** The agent's liveness and applied version, when due to be persisted. */
+  heartbeat: { at: number; appliedVersion: number } | undefined;
+}
+
+/** Records `leader` as the region's newest unless a newer one was seen; returns that newer one. */
+async function fence(tx: Kysely<Database>, regionId: number, leader: ReportLeader, now: number): Promise<ReportLeader | undefined> {
+  const updated = await tx
+    .updateTable("leader_epochs")
+    .set({ epoch: leader.epoch, holder_identity: leader.holderIdentity, updated_at: now })
+    .where("region_id", "=", regionId)
+    .where((eb) => eb.or([eb("epoch", "<", leader.epoch), eb.and([eb("epoch", "=", leader.epoch), eb("holder_identity", "=", leader.holderIdentity)])]))
+    .executeTakeFirst();
+  if (Number(updated.numUpdatedRows) > 0) return undefined;
+  const newest = await tx.selectFrom("leader_epochs").select(["epoch", "holder_identity"]).where("region_id", "=", regionId).executeTakeFirst();
+  if (newest) return { epoch: Number(newest.epoch), holderIdentity: newest.holder_identity };
+  await tx.insertInto("leader_epochs").values({ region_id: regionId, epoch: leader.epoch, holder_identity: leader.holderIdentity, updated_at: now }).execute();
+  return undefined;
+}
+
+/** Writes changed statuses of one region (one statement per row). */
+async function saveStatuses(tx: Kysely<Database>, regionId: number, writes: StatusWrite[]): Promise<void> {
+  for (const w of writes) {
+    const row = { body: toBinary(ResourceObservationSchema, w.observation), observed_at: w.observedAt, phase: w.phase, reason: w.reason.slice(0, 1024) };
+    const updated = await tx
+      .updateTable("observations")
+      .set(row)
+      .where("region_id", "=", regionId)
+      .where("resource_type", "=", w.type)
+      .where("resource_id", "=", w.id)
+      .executeTakeFirst();
+    if (Number(updated.numUpdatedRows) === 0) {
+      await tx.insertInto("observations").values({ region_id: regionId, resource_type: w.type, resource_id: w.id, ...row }).execute();
+    }
+  }
+}
+
+/** Records the agent's heartbeat. */
+async function touchAgent(tx: Kysely<Database>, regionId: number, lastSeen: number, appliedVersion: number): Promise<void> {
+  const updated = await tx.updateTable("agents").set({ last_seen: lastSeen, applied_version: appliedVersion }).where("region_id", "=", regionId).executeTakeFirst();
+  if (Number(updated.numUpdatedRows) === 0) await tx.insertInto("agents").values({ region_id: regionId, last_seen: lastSeen, applied_version: appliedVersion }).execute();
 }
 
 function toStored(row: { body: Uint8Array; observed_at: number; phase: number; reason: string }): StoredStatus {

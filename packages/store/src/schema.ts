@@ -71,6 +71,14 @@ export interface ObservationsTable {
   reason: string;
 }
 
+/** The newest leader (epoch and holder) each region's agents reported with: older ones are fenced. */
+export interface LeaderEpochsTable {
+  region_id: number;
+  epoch: number;
+  holder_identity: string;
+  updated_at: number;
+}
+
 /** Liveness of each region's agent. */
 export interface AgentsTable {
   region_id: number;
@@ -89,6 +97,7 @@ export interface Database {
   agent_tokens: AgentTokensTable;
   observations: ObservationsTable;
   agents: AgentsTable;
+  leader_epochs: LeaderEpochsTable;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

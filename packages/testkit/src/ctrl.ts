@@ -1,8 +1,10 @@
 // A ctrl on a fresh database and a random port, with clients for each protocol.
+import { randomBytes } from "node:crypto";
 import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { Store } from "@flotilla/store";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import type { Store } from "@flotilla/store";
 import { startCtrl, type Ctrl, type CtrlOptions } from "@flotilla/ctrl";
 import { freshStore, type TestDatabase } from "./databases.ts";
 
@@ -75,4 +77,16 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
   const heads = await store.database.db.selectFrom("regions").select(["name", "head_version"]).orderBy("name").execute();
   for (const h of heads) counts[`head:${h.name}`] = Number(h.head_version);
   return counts;
+}
+
+/**
+ * Creates `count` deployments `d0`, `d1`, … in `region`, each with 32 KB of random hex in its
+ * env (about 18 KB gzipped): a sync of them outgrows any client's HTTP/2 window.
+ */
+export async function createBulkyDeployments(t: TestCtrl, region: string, count: number): Promise<void> {
+  const deployments = t.client(DeploymentService);
+  for (let i = 0; i < count; i++) {
+    const env = [{ name: "NOISE", value: randomBytes(16_384).toString("hex") }];
+    await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `app:${i}`, env, regions: [{ region, replicas: 1 }] } });
+  }
 }

@@ -136,8 +136,10 @@ export function rawGrpcCall<I extends DescMessage>(
   method: DescMethodStreaming<I, DescMessage> | DescMethodUnary<I, DescMessage>,
   input: MessageInitShape<I>,
   token: string,
+  /** The client's HTTP/2 settings, e.g. a tiny initialWindowSize for a client that never reads. */
+  settings?: import("node:http2").Settings,
 ): { stream: import("node:http2").ClientHttp2Stream; result: Promise<{ grpcStatus?: string; grpcMessage?: string; rstCode: number }>; close(): void } {
-  const session = connectH2(url);
+  const session = connectH2(url, { settings });
   session.on("error", () => {});
   const stream = session.request({
     ":method": "POST",

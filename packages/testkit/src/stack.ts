@@ -7,7 +7,7 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Phase } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { KubernetesEmulator, type EmulatorOptions } from "@flotilla/k8s-emulator";
-import { buildManifests, DESIRED_VERSION_ANNOTATION, startAgent, tracksDesiredVersion, type Agent, type AgentConfig, type KubeObject } from "@flotilla/agent";
+import { buildManifests, DESIRED_VERSION_ANNOTATION, silentLogger, startAgent, tracksDesiredVersion, type Agent, type AgentConfig, type KubeObject } from "@flotilla/agent";
 import { KubernetesTarget, PooledKubeConfig } from "@flotilla/agent/kubernetes";
 import type { CtrlOptions } from "@flotilla/ctrl";
 import { startTestCtrl, type TestCtrl } from "./ctrl.ts";
@@ -56,7 +56,7 @@ export async function startStack(db: TestDatabase, options: { ctrl?: Partial<Ctr
         heartbeatIntervalMs: 300,
         observerBookmarkIntervalMs: emulator.options.bookmarkIntervalMs,
         observerBackoff: { minMs: 50, maxMs: 500 },
-        log: () => {},
+        log: silentLogger,
         ...overrides,
       });
       agents.push(agent);

@@ -59,13 +59,25 @@ export abstract class QueueLayer implements Queue {
   }
 }
 
+/** What the queue reports for metrics, at the points client-go's workqueue reports them. */
+export interface QueueMetrics {
+  /** A key became pending (not an add absorbed by a pending run). */
+  add(key: string): void;
+  /** A key was handed to a worker. */
+  get(key: string): void;
+  /** A worker finished a key. */
+  done(key: string): void;
+}
+
 export interface KeyQueueOptions {
   /** Called when add() was absorbed by an already pending run of the key. */
   onCoalesced?: (key: string) => void;
+  metrics?: QueueMetrics;
 }
 
 export class KeyQueue implements Queue {
   readonly #onCoalesced: (key: string) => void;
+  readonly #metrics: QueueMetrics | undefined;
   /** Keys ready to hand out, in order; #head is the next one (cheaper than Array.shift). */
   #ready: string[] = [];
   #head = 0;
@@ -77,11 +89,13 @@ export class KeyQueue implements Queue {
 
   constructor(options: KeyQueueOptions = {}) {
     this.#onCoalesced = options.onCoalesced ?? (() => {});
+    this.#metrics = options.metrics;
   }
 
   add(key: string): void {
     if (this.#shuttingDown) return;
     if (this.#dirty.has(key)) return this.#onCoalesced(key);
+    this.#metrics?.add(key);
     this.#dirty.add(key);
     if (this.#processing.has(key)) return;
     this.#push(key);
@@ -94,6 +108,7 @@ export class KeyQueue implements Queue {
   }
 
   done(key: string): void {
+    this.#metrics?.done(key);
     this.#processing.delete(key);
     if (this.#dirty.has(key)) this.#push(key);
   }
@@ -129,6 +144,7 @@ export class KeyQueue implements Queue {
   }
 
   #take(key: string): string {
+    this.#metrics?.get(key);
     this.#dirty.delete(key);
     this.#processing.add(key);
     return key;

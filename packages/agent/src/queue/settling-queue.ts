@@ -62,9 +62,11 @@ export class SettlingQueue extends QueueLayer {
       if (key === undefined) return undefined;
       const delay = this.#holdFor(key);
       if (delay <= 0) {
-        // Handed out: the burst's hold is over (later changes begin a new one).
+        // Handed out: the burst's hold is over (later changes begin a new one). Stale entries
+        // leave here too, or a burst's 100,000 keys would stay until the next change.
         const recent = this.#recent.get(key);
         if (recent) delete recent.burst;
+        this.#forgetStale(Date.now());
         return key;
       }
       this.inner.done(key);
@@ -103,6 +105,11 @@ export class SettlingQueue extends QueueLayer {
     } else {
       this.#recent.set(key, { last: now });
     }
+    this.#forgetStale(now);
+  }
+
+  /** Drops the keys whose last change is older than settleMs (the map's front). */
+  #forgetStale(now: number): void {
     for (const [stale, { last }] of this.#recent) {
       if (last > now - this.settleMs) break;
       this.#recent.delete(stale);

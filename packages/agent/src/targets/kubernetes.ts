@@ -5,6 +5,7 @@
 // content is what this process last applied and the live object is still the one that apply wrote.
 import { createHash } from "node:crypto";
 import type { AgentOptions } from "node:https";
+import { Agent, type Dispatcher as UndiciDispatcher } from "undici";
 import { ApiException, KubeConfig, KubernetesObjectApi, PatchStrategy, type Cluster, type KubernetesObject, type RequestContext } from "@kubernetes/client-node";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import {
@@ -21,6 +22,7 @@ import {
 import { containsCanonical } from "../compare.ts";
 import { typeName } from "../keys.ts";
 import { isOwnedBy, ownershipConflict, type Owner } from "../ownership.ts";
+import { Listeners } from "../listeners.ts";
 import { managedObject, TargetError, type AppliedVersions, type ManagedObject, type Target } from "../target.ts";
 
 /** Kinds that listManaged() looks at (Namespaces are never pruned). */
@@ -52,6 +54,8 @@ interface DispatcherFactory {
  * closing once its requests end) when they change, e.g. a rotated client certificate.
  */
 export class PooledKubeConfig extends KubeConfig {
+  /** Every request's outcome, seen where all requests pass (the dispatcher): for metrics and the cluster's reachability. */
+  readonly requests = new Listeners<RestRequest>();
   #current?: { key: string; dispatcher: Dispatcher | undefined };
 
   constructor() {
@@ -62,11 +66,61 @@ export class PooledKubeConfig extends KubeConfig {
       const key = JSON.stringify(this.createDispatcherOptions(cluster, agentOptions), base64Buffers);
       if (this.#current?.key !== key) {
         void this.#current?.dispatcher?.close();
-        this.#current = { key, dispatcher: create(cluster, agentOptions) };
+        // Without TLS options client-node uses fetch's global dispatcher; ours counts the requests.
+        const dispatcher = (create(cluster, agentOptions) ?? new Agent()) as unknown as UndiciDispatcher;
+        this.#current = { key, dispatcher: dispatcher.compose(observeRequests(this.requests.emit)) as unknown as Dispatcher };
       }
       return this.#current.dispatcher;
     };
   }
+}
+
+/** One request to the Kubernetes API, as client-go's rest_client_requests_total labels it. */
+export interface RestRequest {
+  method: string;
+  /** The response's status code, or "<error>" when none arrived (client-go's label). */
+  code: string;
+  host: string;
+  /** An error after the response had begun (a watch broken midway): no new request, but the API server stopped answering. */
+  broken?: boolean;
+}
+
+/**
+ * An undici interceptor that reports each request once its response starts (or fails first), and
+ * a response that fails midway. Our own aborts (a watch restarted, shutdown) are not failures.
+ * Handlers come in undici's two shapes (onHeaders/onError and onResponseStart/onResponseError):
+ * the Proxy passes everything through and looks at both.
+ */
+function observeRequests(report: (request: RestRequest) => void): UndiciDispatcher.DispatcherComposeInterceptor {
+  return (dispatch) => (options, handler) => {
+    const method = options.method;
+    const host = new URL(String(options.origin)).host;
+    let started = false;
+    const observed = new Proxy(handler, {
+      get(target, property) {
+        const value = Reflect.get(target, property);
+        if (typeof value !== "function") return value;
+        if (property === "onResponseStart" || property === "onHeaders") {
+          return (...args: unknown[]) => {
+            if (!started) report({ method, host, code: String(args[property === "onHeaders" ? 0 : 1]) });
+            started = true;
+            return value.apply(target, args);
+          };
+        }
+        if (property === "onResponseError" || property === "onError") {
+          return (...args: unknown[]) => {
+            const error = args[property === "onError" ? 0 : 1] as { name?: string; code?: string } | undefined;
+            const aborted = error?.name === "AbortError" || error?.code === "UND_ERR_ABORTED";
+            if (!aborted) report({ method, host, code: "<error>", broken: started });
+            started = true;
+            return value.apply(target, args);
+          };
+        }
+        return value.bind(target);
+      },
+    });
+    return dispatch(options, observed);
+  };
 }
 
 /** JSON.stringify replacer: Buffers (certificates, keys) as base64 rather than arrays of numbers. */
@@ -288,9 +342,13 @@ function isUnknownKind(error: unknown): boolean {
 /** Carries the HTTP status, the server's message and Retry-After to the work queue. */
 function targetError(error: unknown, what: string): TargetError {
   if (!(error instanceof ApiException)) return new TargetError(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+  return new TargetError(`${what}: ${statusMessage(error)}`, error.code, retryAfterMs(error.headers["retry-after"]));
+}
+
+/** The message of the server's Status (e.g. `... is forbidden: User ... cannot patch ...`), else the HTTP code. */
+export function statusMessage(error: ApiException<unknown>): string {
   const body: unknown = typeof error.body === "string" ? safeJson(error.body) : error.body;
-  const message = body && typeof body === "object" && "message" in body ? String(body.message) : `HTTP ${error.code}`;
-  return new TargetError(`${what}: ${message}`, error.code, retryAfterMs(error.headers["retry-after"]));
+  return body && typeof body === "object" && "message" in body ? String(body.message) : `HTTP ${error.code}`;
 }
 
 function safeJson(text: string): unknown {

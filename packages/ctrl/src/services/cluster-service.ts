@@ -1,6 +1,6 @@
 // ctrl.v1.ClusterService: the agent-facing API. One file per RPC under cluster/.
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import type { Store } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
 import type { StatusOptions } from "../status/region-status.ts";

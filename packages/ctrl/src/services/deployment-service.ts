@@ -1,6 +1,6 @@
 // ctrl.v1.DeploymentService.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import type { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { ResourceType, type Deployment } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Store } from "@flotilla/store";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
@@ -23,6 +23,9 @@ export function deploymentService(store: Store, statusOptions: StatusOptions, va
       return { deployments: await withStatus(page.items), nextPageToken: page.nextPageToken };
     },
     updateDeployment: async (req) => one(await crud.update(req.deployment, req.expectedRevision)),
-    deleteDeployment: async (req) => (await crud.delete(req.id, req.expectedRevision), {}),
+    deleteDeployment: async (req) => {
+      await crud.delete(req.id, req.expectedRevision);
+      return {};
+    },
   };
 }

@@ -1,23 +1,27 @@
 // grpc.health.v1 Health: SERVING while the process accepts work, NOT_SERVING once it drains.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Health, HealthCheckResponse_ServingStatus as Status } from "@flotilla/proto/grpc/health/v1/health_pb.js";
+import { type Health, HealthCheckResponse_ServingStatus as Status } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 
 export function healthService(serviceNames: ReadonlySet<string>, draining: AbortSignal): ServiceImpl<typeof Health> {
-  const status = (service: string) => {
-    if (service !== "" && !serviceNames.has(service)) throw new ConnectError(`unknown service ${service}`, Code.NotFound);
-    return draining.aborted ? Status.NOT_SERVING : Status.SERVING;
-  };
+  const known = (service: string) => service === "" || serviceNames.has(service);
+  const status = () => (draining.aborted ? Status.NOT_SERVING : Status.SERVING);
   return {
-    check: (req) => ({ status: status(req.service) }),
+    check(req) {
+      if (!known(req.service)) throw new ConnectError(`unknown service ${req.service}`, Code.NotFound);
+      return { status: status() };
+    },
+    // As the gRPC health protocol asks: an unknown service is SERVICE_UNKNOWN and the call
+    // stays open (a service that appears later would be reported then; ours never change).
     async *watch(req, ctx) {
-      yield { status: status(req.service) };
+      const serving = known(req.service);
+      yield { status: serving ? status() : Status.SERVICE_UNKNOWN };
       if (draining.aborted) return;
       await new Promise<void>((resolve) => {
         draining.addEventListener("abort", () => resolve(), { once: true });
         ctx.signal.addEventListener("abort", () => resolve(), { once: true });
       });
-      if (draining.aborted) yield { status: Status.NOT_SERVING };
+      if (draining.aborted && serving) yield { status: Status.NOT_SERVING };
     },
   };
 }

@@ -1,6 +1,6 @@
 // ctrl.v1.NetworkPolicyService.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
+import type { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import type { Store } from "@flotilla/store";
 import * as validate from "../validate.ts";
 import { resourceCrud } from "./resource-crud.ts";
@@ -15,6 +15,9 @@ export function networkPolicyService(store: Store, validation: validate.Validati
       return { networkPolicies: page.items, nextPageToken: page.nextPageToken };
     },
     updateNetworkPolicy: async (req) => ({ networkPolicy: await crud.update(req.networkPolicy, req.expectedRevision) }),
-    deleteNetworkPolicy: async (req) => (await crud.delete(req.id, req.expectedRevision), {}),
+    deleteNetworkPolicy: async (req) => {
+      await crud.delete(req.id, req.expectedRevision);
+      return {};
+    },
   };
 }

@@ -7,7 +7,7 @@ import {
   ExtensionNumberResponseSchema,
   FileDescriptorResponseSchema,
   ListServiceResponseSchema,
-  ServerReflection,
+  type ServerReflection,
   ServerReflectionResponseSchema,
   type ServerReflectionRequest,
   type ServerReflectionResponse,
@@ -18,12 +18,14 @@ const GRPC_INVALID_ARGUMENT = 3;
 
 export function reflectionService(services: DescService[]): ServiceImpl<typeof ServerReflection> {
   const files = new Map<string, DescFile>();
+  // By file name as in the descriptor ("ctrl/v1/region.proto"), which is what clients ask
+  // for: DescFile.name has no ".proto".
   const addFile = (file: DescFile) => {
-    if (files.has(file.name)) return;
-    files.set(file.name, file);
+    if (files.has(file.proto.name)) return;
+    files.set(file.proto.name, file);
     file.dependencies.forEach(addFile);
   };
-  services.forEach((s) => addFile(s.file));
+  for (const s of services) addFile(s.file);
   const index: Index = { files, symbols: createRegistry(...files.values()), services: services.map((s) => s.typeName) };
   return {
     async *serverReflectionInfo(requests) {

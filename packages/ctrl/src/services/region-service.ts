@@ -2,7 +2,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { AgentStatusSchema, RegionService, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { AgentStatusSchema, type RegionService, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import type { Store } from "@flotilla/store";
 import { invalidArgument } from "../errors.ts";
 import { agentConnected, type StatusOptions } from "../status/region-status.ts";
@@ -41,7 +41,10 @@ export function regionService(store: Store, statusOptions: StatusOptions): Servi
       const page = await store.regions.list(req.pageSize, req.pageToken);
       return { regions: await withAgents(page.items), nextPageToken: page.nextPageToken };
     },
-    deleteRegion: async (req) => (await store.regions.delete(validate.id(req.name, "name")), {}),
+    deleteRegion: async (req) => {
+      await store.regions.delete(validate.id(req.name, "name"));
+      return {};
+    },
     createAgentToken: createAgentToken(store),
     listAgentTokens: listAgentTokens(store),
     revokeAgentToken: revokeAgentToken(store),

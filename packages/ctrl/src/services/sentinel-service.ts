@@ -1,7 +1,7 @@
 // ctrl.v1.SentinelService.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ResourceType, type Sentinel } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
+import type { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import type { Store } from "@flotilla/store";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
@@ -23,6 +23,9 @@ export function sentinelService(store: Store, statusOptions: StatusOptions, vali
       return { sentinels: await withStatus(page.items), nextPageToken: page.nextPageToken };
     },
     updateSentinel: async (req) => one(await crud.update(req.sentinel, req.expectedRevision)),
-    deleteSentinel: async (req) => (await crud.delete(req.id, req.expectedRevision), {}),
+    deleteSentinel: async (req) => {
+      await crud.delete(req.id, req.expectedRevision);
+      return {};
+    },
   };
 }

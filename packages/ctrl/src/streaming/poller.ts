@@ -1,8 +1,8 @@
 // One poller per ctrl process reads new outbox rows for every region that has watchers and
 // fans them out. Its query rate depends on the poll interval and on how many regions
 // changed, never on how many streams are open.
-import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { ChangeLog } from "@flotilla/store";
+import type { Logger } from "@flotilla/runtime";
+import type { Change, ChangeLog } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
 import { Subscription } from "./subscription.ts";
 
@@ -27,15 +27,15 @@ interface RegionState {
 const FAN_OUT_CHUNK = 64;
 
 /**
- * Pushes `events` to every subscription, yielding to the event loop between chunks: HTTP/2
+ * Pushes `changes` to every subscription, yielding to the event loop between chunks: HTTP/2
  * flushes its sockets between turns, so the first streams' messages are on the wire (and
  * their clients at work) while later streams are still being served.
  */
-async function fanOut(subscriptions: Set<Subscription>, events: ChangeEvent[]): Promise<void> {
+async function fanOut(subscriptions: Set<Subscription>, changes: Change[]): Promise<void> {
   const targets = [...subscriptions];
   for (let i = 0; i < targets.length; i += FAN_OUT_CHUNK) {
     if (i > 0) await new Promise((resolve) => setImmediate(resolve));
-    for (const sub of targets.slice(i, i + FAN_OUT_CHUNK)) if (subscriptions.has(sub)) sub.push(events);
+    for (const sub of targets.slice(i, i + FAN_OUT_CHUNK)) if (subscriptions.has(sub)) sub.push(changes);
   }
 }
 
@@ -50,7 +50,10 @@ export class ChangePoller {
   #loop: Promise<void> | undefined;
   readonly #lost: LostHandler;
 
-  constructor(changes: ChangeLog, options: PollerOptions, metrics: CtrlMetrics, lost: LostHandler) {
+  readonly #log: Logger;
+
+  constructor(changes: ChangeLog, options: PollerOptions, metrics: CtrlMetrics, lost: LostHandler, log: Logger) {
+    this.#log = log;
     this.#changes = changes;
     this.#options = options;
     this.#metrics = metrics;
@@ -105,7 +108,7 @@ export class ChangePoller {
       try {
         await this.#pollOnce();
       } catch (error) {
-        console.error(`ctrl: change poller: ${error instanceof Error ? error.message : String(error)}`);
+        this.#log.error(`change poller: ${error instanceof Error ? error.message : String(error)}`);
       }
       if (this.#again || !this.#running) continue;
       await new Promise<void>((resolve) => {
@@ -144,15 +147,15 @@ export class ChangePoller {
       }
       this.#metrics.headVersion.set({ region: state.name }, head);
       while (state.position < head && this.#regions.get(id) === state) {
-        const events: ChangeEvent[] = await this.#query(() => this.#changes.read(id, state.position, this.#options.readLimit));
-        if (events.length === 0 || Number(events[0]!.version) !== state.position + 1) {
+        const changes = await this.#query(() => this.#changes.read(id, state.position, this.#options.readLimit));
+        if (changes.length === 0 || changes[0]!.version !== state.position + 1) {
           // Pruned past our position (or the region was recreated): nobody here can resume.
           this.#failAll(id, state, this.#lost(state.name, "pruned", state.position));
           break;
         }
-        state.position = Number(events[events.length - 1]!.version);
-        await fanOut(state.subscriptions, events);
-        if (events.length < this.#options.readLimit) break;
+        state.position = changes[changes.length - 1]!.version;
+        await fanOut(state.subscriptions, changes);
+        if (changes.length < this.#options.readLimit) break;
       }
     }
   }

@@ -1,18 +1,17 @@
 // One watch stream's bounded buffer between the shared poller and the stream's generator.
-import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { encodedChange } from "@flotilla/store";
+import type { Change } from "@flotilla/store";
 
 export interface BatchLimits {
   count: number;
   bytes: number;
 }
 
-/** How many of the leading events fit one message (always at least one). */
-export function batchLength(events: readonly ChangeEvent[], limits: BatchLimits): number {
+/** How many of the leading changes fit one message (always at least one). */
+export function batchLength(changes: readonly Change[], limits: BatchLimits): number {
   let bytes = 0;
   let n = 0;
-  for (const event of events) {
-    const size = encodedChange(event).length;
+  for (const change of changes) {
+    const size = change.bytes.length;
     if (n >= limits.count || (n > 0 && bytes + size > limits.bytes)) break;
     bytes += size;
     n++;
@@ -27,7 +26,7 @@ export class Subscription {
   readonly #limit: number;
   /** Events up to this version are queued, delivered or before the stream's cursor. */
   #pushedUpTo: number;
-  #buffer: ChangeEvent[] = [];
+  #buffer: Change[] = [];
   #failure: Error | undefined;
   #wake: (() => void) | undefined;
   #signal: AbortSignal | undefined;
@@ -43,10 +42,10 @@ export class Subscription {
     this.#limit = limit;
   }
 
-  /** Queues the events the stream has not seen. Overflow fails the subscription and frees the buffer. */
-  push(events: readonly ChangeEvent[]): void {
+  /** Queues the changes the stream has not seen. Overflow fails the subscription and frees the buffer. */
+  push(changes: readonly Change[]): void {
     if (this.#failure) return;
-    const fresh = events.filter((e) => Number(e.version) > this.#pushedUpTo);
+    const fresh = changes.filter((c) => c.version > this.#pushedUpTo);
     if (fresh.length === 0) return;
     if (this.#buffer.length + fresh.length > this.#limit) {
       this.#buffer = [];
@@ -55,7 +54,7 @@ export class Subscription {
       return;
     }
     this.#buffer.push(...fresh);
-    this.#pushedUpTo = Number(fresh[fresh.length - 1]!.version);
+    this.#pushedUpTo = fresh[fresh.length - 1]!.version;
     this.#wakeUp();
   }
 
@@ -78,8 +77,8 @@ export class Subscription {
     return this.#buffer.length;
   }
 
-  /** Queued events, oldest first, within `limits` (at least one); throws the failure, if any. */
-  take(limits: BatchLimits): ChangeEvent[] {
+  /** Queued changes, oldest first, within `limits` (at least one); throws the failure, if any. */
+  take(limits: BatchLimits): Change[] {
     if (this.#failure) throw this.#failure;
     return this.#buffer.splice(0, batchLength(this.#buffer, limits));
   }

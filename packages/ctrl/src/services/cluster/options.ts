@@ -2,6 +2,10 @@
 export interface StreamOptions {
   /** Resources per SyncDesiredState message (connect's cost is per message). */
   snapshotBatchSize: number;
+  /** Snapshots reading from the database at once (the rest wait): keep it below the pool size. */
+  snapshotConcurrency: number;
+  /** Bytes all snapshots together read ahead of their clients; a snapshot within it frees its connection at once. */
+  snapshotReadAheadBytes: number;
   /** An idle watch stream gets a bookmark this often. */
   bookmarkIntervalMs: number;
   /** Events a watch stream may have queued before it is ended with CONSUMER_TOO_SLOW. */
@@ -16,6 +20,8 @@ export interface StreamOptions {
 
 export const DEFAULT_STREAM_OPTIONS: StreamOptions = {
   snapshotBatchSize: 500,
+  snapshotConcurrency: 6,
+  snapshotReadAheadBytes: 64 * 1024 * 1024,
   bookmarkIntervalMs: 5000,
   watchBufferLimit: 10_000,
   watchBatchMax: 500,

@@ -1,5 +1,7 @@
 // ClusterService.ReportObservedState: stores what the agent observes and re-projects status.
 // Writes only what changed, so a steady state costs no status writes (counted as noop).
+// Reports of an agent elected on a Lease carry its epoch: a deposed leader's are refused
+// (FAILED_PRECONDITION, reason FENCED), checked and written in one transaction.
 import { equals } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ResourceObservationSchema, type ReportObservedStateRequest, type ReportObservedStateResponse } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
@@ -7,8 +9,10 @@ import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { StatusWrite, Store } from "@flotilla/store";
 import { create } from "@bufbuild/protobuf";
 import { ReportObservedStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { Code } from "@connectrpc/connect";
+import { FENCED } from "@flotilla/runtime";
 import { authorizeRegion, resolveAuthorizedRegion } from "../../auth.ts";
-import { invalidArgument } from "../../errors.ts";
+import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import { project } from "../../status/projection.ts";
 import type { StatusOptions } from "../../status/region-status.ts";
@@ -24,7 +28,7 @@ const HEARTBEAT_PERSIST_MS = 5000;
 export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOptions: StatusOptions) {
   const persistEveryMs = Math.min(HEARTBEAT_PERSIST_MS, statusOptions.staleAfterMs / 3);
   const persisted = new Map<number, { at: number; appliedVersion: number }>();
-  return async function (req: ReportObservedStateRequest, ctx: HandlerContext): Promise<ReportObservedStateResponse> {
+  return async (req: ReportObservedStateRequest, ctx: HandlerContext): Promise<ReportObservedStateResponse> => {
     validate.dnsLabel("region", req.region);
     authorizeRegion(ctx, req.region);
     if (req.observations.length > MAX_OBSERVATIONS_PER_REPORT) {
@@ -35,6 +39,9 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
       validate.dnsLabel(`observations[${i}].id`, o.id);
     });
     if (req.appliedVersion < 0n) throw invalidArgument("applied_version", "must not be negative");
+    const leader = req.leader && { epoch: Number(req.leader.epoch), holderIdentity: req.leader.holderIdentity };
+    if (leader && !(leader.epoch >= 0 && Number.isSafeInteger(leader.epoch))) throw invalidArgument("leader.epoch", "must be a non-negative integer");
+    if (leader && !(leader.holderIdentity.length > 0 && leader.holderIdentity.length <= 253)) throw invalidArgument("leader.holder_identity", "must be 1 to 253 characters");
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const now = Date.now();
 
@@ -49,17 +56,20 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
         metrics.statusUpdates.inc({ result: "noop" });
         continue;
       }
-      metrics.statusUpdates.inc({ result: "changed" });
       writes.push({ type: observation.type, id: observation.id, observation, observedAt: now, phase: next.phase, reason: next.reason });
     }
-    await store.observations.save(region.id, writes);
-
     const appliedVersion = Number(req.appliedVersion);
     const last = persisted.get(region.id);
-    if (!last || last.appliedVersion !== appliedVersion || now - last.at >= persistEveryMs) {
-      await store.observations.touchAgent(region.id, now, appliedVersion);
-      persisted.set(region.id, { at: now, appliedVersion });
+    const heartbeatDue = !last || last.appliedVersion !== appliedVersion || now - last.at >= persistEveryMs;
+    const { fencedBy } = await store.observations.saveReport(region.id, { leader, writes, heartbeat: heartbeatDue ? { at: now, appliedVersion } : undefined });
+    if (fencedBy) {
+      metrics.reportsFenced.inc({ region: region.name });
+      const message = `region ${region.name}: report of ${leader!.holderIdentity} (epoch ${leader!.epoch}) refused, the region's leader is ${fencedBy.holderIdentity} (epoch ${fencedBy.epoch})`;
+      // Logged with the call's outcome (a warn line naming the region), as every refused call is.
+      throw reasonError(Code.FailedPrecondition, FENCED, `${FENCED}: ${message}`, { epoch: String(fencedBy.epoch) });
     }
+    if (writes.length > 0) metrics.statusUpdates.inc({ result: "changed" }, writes.length);
+    if (heartbeatDue) persisted.set(region.id, { at: now, appliedVersion });
     metrics.agentLastReport.set({ region: region.name }, now / 1000);
     metrics.agentAppliedVersion.set({ region: region.name }, appliedVersion);
     metrics.agentLag.set({ region: region.name }, Math.max(0, region.headVersion - appliedVersion));

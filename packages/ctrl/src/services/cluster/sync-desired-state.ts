@@ -4,7 +4,7 @@ import { create, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ResourceBatchSchema, SyncDesiredStateResponseSchema, type SyncDesiredStateRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { readSnapshot, type SnapshotRow, type Store } from "@flotilla/store";
+import { ReadAheadBudget, readSnapshot, Slots, type SnapshotRow, type Store } from "@flotilla/store";
 import { resolveAuthorizedRegion } from "../../auth.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import * as validate from "../../validate.ts";
@@ -15,12 +15,22 @@ import { sendsVerbatim, withVerbatimField } from "./verbatim.ts";
 type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
 
 export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: StreamOptions) {
+  // Snapshots draw from a bounded share of the database pool: unary calls, watches and the
+  // poller always find a connection, however many syncs are open.
+  const slots = new Slots(options.snapshotConcurrency);
+  const readAhead = new ReadAheadBudget(options.snapshotReadAheadBytes);
   return async function* (req: SyncDesiredStateRequest, ctx: HandlerContext): AsyncIterable<Response> {
     validate.dnsLabel("region", req.region);
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const binary = sendsVerbatim(ctx);
     const stopTimer = metrics.snapshotDuration.startTimer();
-    for await (const item of readSnapshot(store.database, region.id, { batchSize: options.snapshotBatchSize, batchBytes: options.messageBytesMax })) {
+    for await (const item of readSnapshot(store.database, region.id, {
+      batchSize: options.snapshotBatchSize,
+      batchBytes: options.messageBytesMax,
+      readAhead,
+      slots,
+      signal: ctx.signal,
+    })) {
       if ("batch" in item) {
         countByType(metrics, item.batch);
         yield binary ? wireBatchResponse(item.batch) : { message: { case: "batch", value: decodedBatch(item.batch) } };

@@ -4,17 +4,12 @@
 // encoding of the decoded message, at the cost of a copy instead of an encode. For binary
 // clients only: JSON has no unknown fields.
 import type { Message } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { WireType } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
 
 /** Whether the call's codec is binary (it writes unknown fields; JSON has none). */
 export function sendsVerbatim(ctx: HandlerContext): boolean {
   return !(ctx.requestHeader.get("content-type") ?? "").includes("json");
-}
-
-/** Length-delimited field data (length prefix + bytes) of one encoded message. */
-export function lengthDelimited(encoded: Uint8Array): Uint8Array {
-  return new BinaryWriter().bytes(encoded).finish();
 }
 
 /** `message` with repeated field `fieldNo` holding these length-delimited encodings, in order. */

@@ -5,9 +5,8 @@ import { Code, ConnectError, createContextKey, type HandlerContext } from "@conn
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
 import { WatchDeploymentChangesResponseSchema, type WatchDeploymentChangesRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
-import { encodedChange, type Store } from "@flotilla/store";
+import type { Change, Store } from "@flotilla/store";
 import { constants as h2 } from "node:http2";
 import { resolveAuthorizedRegion } from "../../auth.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
@@ -16,7 +15,7 @@ import type { ChangePoller } from "../../streaming/poller.ts";
 import { batchLength, Overflow, type BatchLimits, type Subscription } from "../../streaming/subscription.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
-import { lengthDelimited, sendsVerbatim, withVerbatimField } from "./verbatim.ts";
+import { sendsVerbatim, withVerbatimField } from "./verbatim.ts";
 
 export type NodeServerRequest = IncomingMessage | Http2ServerRequest;
 type Response = MessageInitShape<typeof WatchDeploymentChangesResponseSchema>;
@@ -59,31 +58,32 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       resetTimer = setTimeout(check, options.overflowResetMs);
     };
     const binary = sendsVerbatim(ctx);
-    const send = (events: ChangeEvent[]): Response => {
-      cursor = Number(events[events.length - 1]!.version);
-      metrics.watchEvents.inc(events.length);
-      // Every stream of the region sends the same event bytes: frame them once per event.
-      if (binary) return withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: BigInt(cursor) }), 1, events.map(framedEvent));
-      return { events, version: BigInt(cursor) };
+    const send = (changes: Change[]): Response => {
+      cursor = changes[changes.length - 1]!.version;
+      metrics.watchEvents.inc(changes.length);
+      // Binary codecs (gRPC on the direct path, Connect and gRPC-Web under connect) send the
+      // changes' framed bytes as they are; JSON encodes the decoded events.
+      if (binary) return withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: BigInt(cursor) }), 1, changes.map((c) => c.bytes));
+      return { events: changes.map((c) => c.event), version: BigInt(cursor) };
     };
     try {
       // Catch up (cursor, joinedAt] from the outbox; later changes arrive through `sub`.
       while (cursor < sub.joinedAt) {
-        const events = (await store.changes.read(region.id, cursor, options.watchBatchMax)).filter((e) => Number(e.version) <= sub.joinedAt);
-        if (events.length === 0 || Number(events[0]!.version) !== cursor + 1) {
+        const changes = (await store.changes.read(region.id, cursor, options.watchBatchMax)).filter((c) => c.version <= sub.joinedAt);
+        if (changes.length === 0 || changes[0]!.version !== cursor + 1) {
           throw resyncRequired(`changes after version ${cursor} of region ${region.name} are past the outbox retention`, head);
         }
-        for (let i = 0; i < events.length; ) {
-          const n = batchLength(events.slice(i), limits);
-          yield send(events.slice(i, i + n));
+        for (let i = 0; i < changes.length; ) {
+          const n = batchLength(changes.slice(i), limits);
+          yield send(changes.slice(i, i + n));
           lastProgress = Date.now();
           i += n;
         }
       }
       while (!ctx.signal.aborted) {
-        const events = takeOrThrow(sub, limits, cursor);
-        if (events.length > 0) {
-          yield send(events);
+        const changes = takeOrThrow(sub, limits, cursor);
+        if (changes.length > 0) {
+          yield send(changes);
           lastProgress = Date.now();
           continue;
         }
@@ -106,15 +106,7 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
   };
 }
 
-const framedEvents = new WeakMap<ChangeEvent, Uint8Array>();
-
-function framedEvent(event: ChangeEvent): Uint8Array {
-  let data = framedEvents.get(event);
-  if (data === undefined) framedEvents.set(event, (data = lengthDelimited(encodedChange(event))));
-  return data;
-}
-
-function takeOrThrow(sub: Subscription, limits: BatchLimits, cursor: number): ChangeEvent[] {
+function takeOrThrow(sub: Subscription, limits: BatchLimits, cursor: number): Change[] {
   try {
     return sub.take(limits);
   } catch (error) {

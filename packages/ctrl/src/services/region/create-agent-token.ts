@@ -7,7 +7,7 @@ import { invalidArgument } from "../../errors.ts";
 import * as validate from "../../validate.ts";
 
 export function createAgentToken(store: Store) {
-  return async function (req: CreateAgentTokenRequest): Promise<MessageInitShape<typeof CreateAgentTokenResponseSchema>> {
+  return async (req: CreateAgentTokenRequest): Promise<MessageInitShape<typeof CreateAgentTokenResponseSchema>> => {
     const region = validate.id(req.region, "region");
     const expireTime = expiry(req, Date.now());
     const { id, token } = await store.agentTokens.create(region, expireTime);

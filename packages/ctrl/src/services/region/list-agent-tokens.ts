@@ -5,7 +5,7 @@ import type { Store } from "@flotilla/store";
 import * as validate from "../../validate.ts";
 
 export function listAgentTokens(store: Store) {
-  return async function (req: ListAgentTokensRequest): Promise<MessageInitShape<typeof ListAgentTokensResponseSchema>> {
+  return async (req: ListAgentTokensRequest): Promise<MessageInitShape<typeof ListAgentTokensResponseSchema>> => {
     if (req.region !== "") validate.dnsLabel("region", req.region);
     const page = await store.agentTokens.list(req.region, req.pageSize, req.pageToken);
     return { agentTokens: page.items, nextPageToken: page.nextPageToken };

@@ -6,7 +6,7 @@ import type { Store } from "@flotilla/store";
 import * as validate from "../../validate.ts";
 
 export function revokeAgentToken(store: Store) {
-  return async function (req: RevokeAgentTokenRequest): Promise<MessageInitShape<typeof RevokeAgentTokenResponseSchema>> {
+  return async (req: RevokeAgentTokenRequest): Promise<MessageInitShape<typeof RevokeAgentTokenResponseSchema>> => {
     await store.agentTokens.revoke(validate.id(req.id, "id"));
     return {};
   };

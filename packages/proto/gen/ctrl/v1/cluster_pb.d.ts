@@ -307,6 +307,15 @@ export declare type ReportObservedStateRequest = Message<"ctrl.v1.ReportObserved
    * @generated from field: bool full_set = 4;
    */
   fullSet: boolean;
+
+  /**
+   * Set by an agent elected on a Lease (leader election on): ctrl keeps the highest epoch
+   * per region and refuses reports of lower ones (see ReportObservedState). Absent from an
+   * agent running without leader election: such reports are not fenced.
+   *
+   * @generated from field: ctrl.v1.LeaderLease leader = 5;
+   */
+  leader?: LeaderLease | undefined;
 };
 
 /**
@@ -314,6 +323,34 @@ export declare type ReportObservedStateRequest = Message<"ctrl.v1.ReportObserved
  * Use `create(ReportObservedStateRequestSchema)` to create a new message.
  */
 export declare const ReportObservedStateRequestSchema: GenMessage<ReportObservedStateRequest>;
+
+/**
+ * The Lease a reporting agent leads by.
+ *
+ * @generated from message ctrl.v1.LeaderLease
+ */
+export declare type LeaderLease = Message<"ctrl.v1.LeaderLease"> & {
+  /**
+   * The Lease's spec.leaseTransitions when this agent acquired it: grows with every change
+   * of holder, so it orders leaders.
+   *
+   * @generated from field: int64 epoch = 1;
+   */
+  epoch: bigint;
+
+  /**
+   * The Lease's spec.holderIdentity: this agent.
+   *
+   * @generated from field: string holder_identity = 2;
+   */
+  holderIdentity: string;
+};
+
+/**
+ * Describes the message ctrl.v1.LeaderLease.
+ * Use `create(LeaderLeaseSchema)` to create a new message.
+ */
+export declare const LeaderLeaseSchema: GenMessage<LeaderLease>;
 
 /**
  * @generated from message ctrl.v1.ReportObservedStateResponse
@@ -363,6 +400,9 @@ export declare const ClusterService: GenService<{
   },
   /**
    * The agent reports what it observes (batched) plus its applied version as a heartbeat.
+   * Errors: FAILED_PRECONDITION with reason FENCED when the report carries a `leader` epoch
+   * lower than one ctrl has seen for the region (or the same epoch from another holder): the
+   * agent is no longer the region's leader and must stop applying and reporting.
    *
    * @generated from rpc ctrl.v1.ClusterService.ReportObservedState
    */

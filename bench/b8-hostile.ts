@@ -1,0 +1,147 @@
+// B8: hostile load. A well-behaved client's unary p99 and ctrl's RSS (after forced GC)
+// before, during and after: malformed and unauthenticated requests, random tokens, rapid
+// stream resets and SyncDesiredState streams that never read, all at once from another
+// process (bench/b8-attacker.ts). Loopback only; every attack is a bounded count.
+import { fork } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import type { AttackPlan, AttackReport } from "./b8-attacker.ts";
+import { ADMIN_TOKEN, CtrlProcess } from "./lib/ctrl-process.ts";
+import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";
+import type { BenchContext, BenchResult } from "./lib/report.ts";
+import { fmtBytes, fmtInt, fmtMs, fmtRatio, log, percentile, sleep } from "./lib/util.ts";
+
+const REGION = "hostile";
+/** Short, so the stalled streams end within the run (the default is 60 s). */
+const SEND_TIMEOUT_MS = 5000;
+/** The good client calls this often (sequentially; a slow call delays the next). */
+const CALL_EVERY_MS = 10;
+const RSS_TARGET_BYTES = 30 * 1024 * 1024;
+
+export async function runB8(ctx: BenchContext): Promise<BenchResult> {
+  const scale = ctx.quick ? { malformed: 2000, randomTokens: 10_000 } : { malformed: 10_000, randomTokens: 100_000 };
+  const phaseMs = ctx.quick ? 5000 : 10_000;
+  const db = await createBenchDatabase(ctx.serverUrl, "b8");
+  let ctrl: CtrlProcess | undefined;
+  try {
+    await migrate(db.url);
+    // Enough for each stalled sync to outgrow its client's 1 KiB window many times over.
+    await seedRegion(db.url, REGION, 2000);
+    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, streamSendTimeoutMs: SEND_TIMEOUT_MS });
+    const c = ctrl;
+
+    // The well-behaved client: GetRegion over gRPC on its own connection, all along.
+    const auth: Interceptor = (next) => (req) => {
+      req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+      return next(req);
+    };
+    const regions = createClient(RegionService, createGrpcTransport({ baseUrl: c.url, interceptors: [auth] }));
+    const samples: Record<"before" | "during" | "after", number[]> = { before: [], during: [], after: [] };
+    let phase: keyof typeof samples | undefined;
+    let failures = 0;
+    let running = true;
+    const goodClient = (async () => {
+      while (running) {
+        const t0 = performance.now();
+        try {
+          await regions.getRegion({ name: REGION }, { timeoutMs: 30_000 });
+          if (phase) samples[phase].push(performance.now() - t0);
+        } catch {
+          failures++;
+        }
+        await sleep(Math.max(0, CALL_EVERY_MS - (performance.now() - t0)));
+      }
+    })();
+
+    await sleep(2000); // warm-up, not measured
+    phase = "before";
+    await sleep(phaseMs);
+    phase = undefined;
+    const memBefore = await c.memory();
+    const reducedBefore = await c.memory({ reduce: true });
+
+    log(`B8: attacking (${fmtInt(scale.malformed)} malformed, ${fmtInt(scale.randomTokens)} random tokens, 1,000 resets, 50 stalled streams)`);
+    phase = "during";
+    const plan: AttackPlan = { url: c.url, adminToken: ADMIN_TOKEN, region: REGION, ...scale, rapidResets: 1000, stalledStreams: 50 };
+    const reports = await attack(plan);
+    phase = undefined;
+
+    await sleep(1000);
+    phase = "after";
+    await sleep(phaseMs);
+    phase = undefined;
+    running = false;
+    await goodClient;
+    // Plain GCs first: the memory-reducing ones return the pooled pages a plain one keeps.
+    const memAfter = await c.memory();
+    const reducedAfter = await c.memory({ reduce: true });
+    const bounds = (await c.metrics()).boundsEnforced;
+
+    const p99 = (phase: keyof typeof samples) => percentile(samples[phase], 99);
+    const ratio = p99("during") / p99("before");
+    return {
+      rows: [
+        {
+          benchmark: "B8 hostile load: good client's unary p99 during the attack",
+          measured: fmtMs(p99("during")),
+          reference: `alone: ${fmtMs(p99("before"))}; after: ${fmtMs(p99("after"))}`,
+          ratio: fmtRatio(ratio),
+          target: "≤ 3× alone",
+          met: ratio <= 3,
+        },
+        {
+          benchmark: "B8 hostile load: ctrl RSS after the attack (memory-reducing forced GC)",
+          measured: fmtBytes(reducedAfter.rss),
+          reference: `before: ${fmtBytes(reducedBefore.rss)} (+${fmtBytes(reducedAfter.rss - reducedBefore.rss)})`,
+          ratio: fmtRatio(reducedAfter.rss / reducedBefore.rss),
+          target: "≤ before + 30 MB",
+          met: reducedAfter.rss - reducedBefore.rss <= RSS_TARGET_BYTES,
+        },
+        {
+          benchmark: "B8 diagnostic: ctrl RSS after the attack (plain forced GC, V8's freed pages still pooled)",
+          measured: fmtBytes(memAfter.rss),
+          reference: `before: ${fmtBytes(memBefore.rss)} (+${fmtBytes(memAfter.rss - memBefore.rss)}); peak during the attack: ${fmtBytes(memAfter.peakRss)}`,
+          ratio: fmtRatio(memAfter.rss / memBefore.rss),
+          target: "(diagnostic)",
+          met: undefined,
+        },
+      ],
+      notes: [
+        `B8: good client = sequential GetRegion over gRPC every ${CALL_EVERY_MS} ms; samples before/during/after: ` +
+          `${samples.before.length}/${samples.during.length}/${samples.after.length}, failed calls ${failures}; ` +
+          `p50 ${fmtMs(percentile(samples.before, 50))} / ${fmtMs(percentile(samples.during, 50))} / ${fmtMs(percentile(samples.after, 50))}.`,
+        `B8: ctrl memory after forced GC, before → after: heap used ${fmtBytes(memBefore.heapUsed)} → ${fmtBytes(memAfter.heapUsed)}, ` +
+          `heap total ${fmtBytes(memBefore.heapTotal)} → ${fmtBytes(memAfter.heapTotal)}, external ${fmtBytes(memBefore.external)} → ${fmtBytes(memAfter.external)}; ` +
+          `after memory-reducing GC: heap used ${fmtBytes(reducedBefore.heapUsed)} → ${fmtBytes(reducedAfter.heapUsed)}, heap total ${fmtBytes(reducedBefore.heapTotal)} → ${fmtBytes(reducedAfter.heapTotal)}.`,
+        ...reports.map(
+          (r) =>
+            `B8 attack "${r.attack}": ${fmtInt(r.sent)} in ${r.seconds.toFixed(1)} s; outcomes ` +
+            Object.entries(r.outcomes)
+              .map(([k, v]) => `${k}: ${fmtInt(v)}`)
+              .join(", "),
+        ),
+        `B8: bounds enforced by ctrl: ${Object.entries(bounds).map(([k, v]) => `${k} ${fmtInt(v)}`).join(", ") || "none"}; ` +
+          `stream send timeout ${SEND_TIMEOUT_MS} ms for this run (default 60 s); attackers in a separate process on the same machine.`,
+      ],
+    };
+  } finally {
+    await ctrl?.stop();
+    await db.drop();
+  }
+}
+
+/** Runs the attacker process to completion; its reports. */
+function attack(plan: AttackPlan): Promise<AttackReport[]> {
+  const child = fork(fileURLToPath(new URL("./b8-attacker.ts", import.meta.url)), [], {
+    env: { ...process.env, FLOTILLA_B8_ATTACK: JSON.stringify(plan) },
+    execArgv: ["--disable-warning=ExperimentalWarning"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  return new Promise<AttackReport[]>((resolve, reject) => {
+    let reports: AttackReport[] | undefined;
+    child.once("message", (m: AttackReport[]) => (reports = m));
+    child.once("exit", (code) => (reports ? resolve(reports) : reject(new Error(`B8 attacker exited (${code}) without a report`))));
+  });
+}

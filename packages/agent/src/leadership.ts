@@ -1,0 +1,84 @@
+// Who may apply, prune and report: without leader election this agent, always; with it, the
+// holder of the region's Lease for as long as its renews keep within the renew deadline
+// (leader-election.ts). Standbys keep their ctrl connection, desired table and observer up to
+// date, so that taking over costs no more than re-queueing every key.
+import type { LeaderElector, LeaderElectorOptions } from "./leader-election.ts";
+import { Listeners } from "./listeners.ts";
+import type { AgentMetrics } from "./metrics.ts";
+import { loop, type Runnable } from "./lifecycle.ts";
+
+/** The leader a report is sent by, for ctrl's fencing. */
+export interface ReportingLeader {
+  epoch: number;
+  holderIdentity: string;
+}
+
+type ElectorFactory = (callbacks: Pick<LeaderElectorOptions, "onStartedLeading" | "onStoppedLeading">) => LeaderElector;
+
+export class Leadership {
+  readonly #elector: LeaderElector | undefined;
+  /** Aborted when the current term ends; undefined before the first. */
+  #term: AbortController | undefined;
+  #nextTerm = Promise.withResolvers<void>();
+  /** A term began (with its epoch): the keys and the prune a standby skipped are due. */
+  readonly started = new Listeners<number>();
+
+  /**
+   * Without `newElector`, this agent always leads. With it, leads while the elector does;
+   * `leaseName` labels the metrics (controller-runtime's `name`).
+   */
+  constructor(metrics: AgentMetrics, newElector?: ElectorFactory, leaseName = "") {
+    if (!newElector) return;
+    const status = metrics.leaderStatus.labels({ name: leaseName });
+    status.set(0);
+    this.#elector = newElector({
+      onStartedLeading: (epoch) => {
+        this.#term = new AbortController();
+        status.set(1);
+        metrics.leaderTransitions.inc({ name: leaseName, to: "leader" });
+        this.#nextTerm.resolve();
+        this.#nextTerm = Promise.withResolvers();
+        this.started.emit(epoch);
+      },
+      onStoppedLeading: () => {
+        this.#term?.abort();
+        status.set(0);
+        metrics.leaderTransitions.inc({ name: leaseName, to: "standby" });
+      },
+    });
+  }
+
+  /** This agent may apply, prune and report now. */
+  isLeading(): boolean {
+    return this.#elector?.isLeading() ?? true;
+  }
+
+  /** The leader reports are sent as; undefined without leader election (or while not leading). */
+  leader(): ReportingLeader | undefined {
+    const epoch = this.#elector?.epoch;
+    return epoch === undefined ? undefined : { epoch, holderIdentity: this.#elector!.identity };
+  }
+
+  /** Ends the current term at once (ctrl fenced this agent); the agent campaigns again. */
+  stepDown(reason: string): void {
+    this.#elector?.stepDown(reason);
+  }
+
+  /** The elector as a part of the agent (none without leader election). */
+  parts(): Runnable[] {
+    const elector = this.#elector;
+    return elector ? [loop("leader election", (signal) => elector.run(signal))] : [];
+  }
+
+  /** Runs `run` for every term of leadership, with a signal that aborts when the term ends, until `signal` aborts. */
+  async eachTerm(signal: AbortSignal, run: (term: AbortSignal) => Promise<void>): Promise<void> {
+    if (!this.#elector) return run(signal);
+    while (!signal.aborted) {
+      if (!this.isLeading() || !this.#term || this.#term.signal.aborted) {
+        await Promise.race([this.#nextTerm.promise, new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))]);
+        continue;
+      }
+      await run(AbortSignal.any([signal, this.#term.signal]));
+    }
+  }
+}

@@ -1,0 +1,72 @@
+// Returning the memory of a burst of work to the system (what Go's debug.FreeOSMemory does).
+//
+// A full sync of 100,000 resources makes far more garbage than it leaves live (decoded
+// resources, manifests, API requests and responses, watch events). V8 frees it in the heap but
+// keeps the pages resident afterwards, and an idle process runs no further GC that would give
+// them back, so the agent's RSS stays at the peak of its busiest moment for as long as it runs
+// (measured: 459 MB RSS for a 125 MB heap after ordinary full GCs; 104 MB after one
+// memory-reducing GC). Once a burst of at least `afterReconciles` reconciles is over (the work
+// queue empty and no reconcile for `idleMs`), the agent runs one memory-reducing GC (V8's
+// "last resort" flavour: compacts and releases free pages). It pauses the process once, for
+// about 50–300 ms with 100,000 resources, at a moment it has nothing to do.
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+
+export interface MemoryReleaseOptions {
+  /** Reconciles since the last release that make a burst worth releasing; 0 turns releasing off. */
+  afterReconciles: number;
+  /** Quiet time (queue empty, no reconcile) that ends a burst. */
+  idleMs: number;
+  /** Does the release; default: a memory-reducing GC (releaseMemory()). */
+  release?: () => void;
+}
+
+export class MemoryRelease {
+  readonly #options: MemoryReleaseOptions;
+  readonly #release: () => void;
+  #reconciles = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(options: MemoryReleaseOptions) {
+    this.#options = options;
+    this.#release = options.release ?? releaseMemory;
+  }
+
+  /** After each reconcile, with the work queue's length at that moment. */
+  reconciled(queueLength: number): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#options.afterReconciles === 0) return;
+    this.#reconciles++;
+    if (queueLength > 0 || this.#reconciles < this.#options.afterReconciles) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#reconciles = 0;
+      this.#release();
+    }, this.#options.idleMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+let gc: ((options: object) => void) | undefined;
+
+/**
+ * One memory-reducing full GC. V8 offers it only through `gc()`, which `--expose-gc` installs in
+ * new contexts: the flag is set for the one context that fetches the function, then cleared.
+ */
+export function releaseMemory(): void {
+  if (!gc) {
+    setFlagsFromString("--expose-gc");
+    try {
+      gc = runInNewContext("gc") as (options: object) => void;
+    } finally {
+      setFlagsFromString("--no-expose-gc");
+    }
+  }
+  gc({ type: "major", execution: "sync", flavor: "last-resort" });
+}

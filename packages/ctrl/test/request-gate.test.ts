@@ -1,0 +1,213 @@
+// Before a body is read: a request without valid credentials is refused from its headers
+// alone, a request larger than --read-max-bytes is refused from its declared size; a body
+// that does not parse is INVALID_ARGUMENT on every protocol and path.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import http from "node:http";
+import http2 from "node:http2";
+import { randomBytes } from "node:crypto";
+import { fromBinary } from "@bufbuild/protobuf";
+import { encodeEnvelope } from "@connectrpc/connect/protocol";
+import { GetDeploymentRequestSchema } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { WatchDeploymentChangesRequestSchema, SyncDesiredStateRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN, rowCounts, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+
+const READ_MAX_BYTES = 64 * 1024;
+
+/** Bodies that are not protobuf of any of the request types used here. */
+function malformedBodies(): Buffer[] {
+  const fixed = [
+    [0xff, 0xff, 0xff, 0xff], // wire type 7
+    [0x0a, 0x05, 0x61], // a length past the end
+    [0x08], // a truncated varint
+    [0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f], // a huge length
+    [0x0b], // a group start with no end
+  ].map((b) => Buffer.from(b));
+  const random: Buffer[] = [];
+  while (random.length < 15) {
+    const body = randomBytes(1 + random.length * 3);
+    const fails = [GetDeploymentRequestSchema, WatchDeploymentChangesRequestSchema, SyncDesiredStateRequestSchema].every((schema) => {
+      try {
+        fromBinary(schema, body);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    if (fails) random.push(body);
+  }
+  return [...fixed, ...random];
+}
+
+interface Answer {
+  httpStatus: number;
+  /** The RPC code as the protocol states it (gRPC status number, or Connect's code name). */
+  code: string;
+}
+
+/** One gRPC call over HTTP/2; `body` undefined leaves the request body open (never sent). */
+function grpcCall(url: string, path: string, headers: Record<string, string>, body: Buffer | undefined): Promise<Answer> {
+  const session = http2.connect(url);
+  session.on("error", () => {});
+  return new Promise<Answer>((resolve, reject) => {
+    const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...headers });
+    let httpStatus = 0;
+    let code = "";
+    const read = (h: http2.IncomingHttpHeaders) => {
+      if (h[":status"]) httpStatus = Number(h[":status"]);
+      if (h["grpc-status"] !== undefined) code = String(h["grpc-status"]);
+      if (code !== "" && body === undefined) resolve({ httpStatus, code });
+    };
+    stream.on("response", read);
+    stream.on("trailers", read);
+    stream.on("data", () => {});
+    stream.on("end", () => resolve({ httpStatus, code }));
+    stream.on("error", reject);
+    if (body !== undefined) stream.end(body);
+  }).finally(() => session.destroy());
+}
+
+/** One HTTP/1.1 request; `declaredLength` without `body` sends headers only (the body never comes). */
+function h1Call(url: string, path: string, headers: Record<string, string>, body: Buffer | undefined, declaredLength?: number): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}${path}`, { method: "POST", headers: { ...headers, "content-length": String(declaredLength ?? body?.length ?? 0) }, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
+        req.destroy();
+      });
+    });
+    req.on("error", reject);
+    if (body) req.end(body);
+    else req.flushHeaders();
+  });
+}
+
+/** The grpc-status in a gRPC-Web response: its headers, or its trailer frame. */
+function grpcWebStatus(res: { headers: http.IncomingHttpHeaders; body: Buffer }): string {
+  if (res.headers["grpc-status"] !== undefined) return String(res.headers["grpc-status"]);
+  let data = res.body;
+  while (data.length >= 5) {
+    const end = 5 + data.readUInt32BE(1);
+    if (data[0]! & 0x80) return /grpc-status:\s*(\d+)/i.exec(data.subarray(5, end).toString())?.[1] ?? "";
+    data = data.subarray(end);
+  }
+  return "";
+}
+
+for (const { db, skip } of await testDatabases()) {
+  describe(`before the body (${db.name})`, { skip }, () => {
+    let t: TestCtrl;
+    const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    before(async () => {
+      t = await startTestCtrl(db, { readMaxBytes: READ_MAX_BYTES, tokenLookupConcurrency: 2 });
+      await t.store.regions.create("local");
+    });
+    after(() => t.close());
+
+    test("malformed protobuf is invalid_argument on Connect, gRPC and gRPC-Web, unary and streaming, connect's path and the direct watch path", async () => {
+      const before = await rowCounts(t.store);
+      const seen = new Map<string, Set<string>>();
+      const note = (path: string, code: string) => seen.set(path, (seen.get(path) ?? new Set()).add(code));
+      for (const body of malformedBodies()) {
+        const unary = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": "application/proto" }, body);
+        note("connect unary", `${unary.status} ${JSON.parse(unary.body.toString()).code}`);
+        const stream = await h1Call(t.url, "/ctrl.v1.ClusterService/SyncDesiredState", { ...auth, "content-type": "application/connect+proto" }, Buffer.from(encodeEnvelope(0, body)));
+        const end = stream.body.subarray(5, 5 + stream.body.readUInt32BE(1));
+        note("connect streaming", `${stream.status} ${JSON.parse(end.toString()).error?.code}`);
+        for (const method of ["DeploymentService/GetDeployment", "ClusterService/SyncDesiredState", "ClusterService/WatchDeploymentChanges"]) {
+          const grpc = await grpcCall(t.url, `/ctrl.v1.${method}`, auth, Buffer.from(encodeEnvelope(0, body)));
+          note(`grpc ${method}`, `${grpc.httpStatus} ${grpc.code}`);
+        }
+        const web = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": "application/grpc-web+proto" }, Buffer.from(encodeEnvelope(0, body)));
+        note("grpc-web unary", `${web.status} ${grpcWebStatus(web)}`);
+      }
+      assert.deepEqual(Object.fromEntries([...seen].map(([path, codes]) => [path, [...codes]])), {
+        "connect unary": ["400 invalid_argument"],
+        "connect streaming": ["200 invalid_argument"],
+        "grpc DeploymentService/GetDeployment": ["200 3"],
+        "grpc ClusterService/SyncDesiredState": ["200 3"],
+        "grpc ClusterService/WatchDeploymentChanges": ["200 3"],
+        "grpc-web unary": ["200 3"],
+      });
+      assert.deepEqual(await rowCounts(t.store), before);
+    });
+
+    test("without valid credentials a request is refused from its headers; its body is never awaited", async () => {
+      // Each request declares a body it never sends: an answer proves ctrl did not wait for it.
+      for (const token of [undefined, `not-a-token-${randomBytes(8).toString("hex")}`]) {
+        const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+        for (const method of ["DeploymentService/GetDeployment", "ClusterService/WatchDeploymentChanges"]) {
+          assert.deepEqual(await grpcCall(t.url, `/ctrl.v1.${method}`, headers, undefined), { httpStatus: 200, code: "16" });
+        }
+        const unary = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...headers, "content-type": "application/json" }, undefined, 1000);
+        assert.deepEqual([unary.status, JSON.parse(unary.body.toString()).code], [401, "unauthenticated"]);
+        const web = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...headers, "content-type": "application/grpc-web+proto" }, undefined, 1000);
+        assert.equal(grpcWebStatus(web), "16");
+      }
+    });
+
+    test("a spray of unknown tokens looks them up at most --token-lookup-concurrency at a time", async () => {
+      let inFlight = 0;
+      let most = 0;
+      const authenticate = t.store.agentTokens.authenticate.bind(t.store.agentTokens);
+      t.store.agentTokens.authenticate = async (token) => {
+        most = Math.max(most, ++inFlight);
+        try {
+          return await authenticate(token);
+        } finally {
+          inFlight--;
+        }
+      };
+      try {
+        const answers = await Promise.all(
+          Array.from({ length: 40 }, () =>
+            grpcCall(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { authorization: `Bearer ${randomBytes(16).toString("hex")}` }, Buffer.from(encodeEnvelope(0, Buffer.alloc(0)))),
+          ),
+        );
+        assert.deepEqual(new Set(answers.map((a) => a.code)), new Set(["16"]));
+        // SQLite answers synchronously (one at a time); MySQL would take all 40 at once unbounded.
+        assert.equal(most, db.name === "mysql" ? 2 : 1);
+      } finally {
+        t.store.agentTokens.authenticate = authenticate;
+      }
+    });
+
+    test("a request above --read-max-bytes is refused from its declared size, before its body is read", async () => {
+      // HTTP/1.1 Connect: content-length says too much; the body never comes.
+      const unary = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": "application/json" }, undefined, READ_MAX_BYTES + 1);
+      assert.deepEqual([unary.status, JSON.parse(unary.body.toString()).code], [429, "resource_exhausted"]);
+      // gRPC: the envelope says too much; only its 5-byte prefix is sent, on a stream left open.
+      for (const method of ["DeploymentService/GetDeployment", "ClusterService/WatchDeploymentChanges"]) {
+        const session = http2.connect(t.url);
+        try {
+          const stream = session.request({ ":method": "POST", ":path": `/ctrl.v1.${method}`, "content-type": "application/grpc", te: "trailers", ...auth });
+          const prefix = Buffer.alloc(5);
+          prefix.writeUInt32BE(READ_MAX_BYTES + 1, 1);
+          stream.write(prefix);
+          const status = await new Promise<string>((resolve) => {
+            const read = (h: http2.IncomingHttpHeaders) => h["grpc-status"] !== undefined && resolve(String(h["grpc-status"]));
+            stream.on("response", read);
+            stream.on("trailers", read);
+            stream.on("data", () => {});
+            stream.on("error", () => {});
+          });
+          assert.equal(status, "8", method);
+        } finally {
+          session.destroy();
+        }
+      }
+    });
+
+    test("a too-large upload over HTTP/1.1 gets its answer, not a reset connection", async () => {
+      const body = Buffer.alloc(READ_MAX_BYTES * 4, "x");
+      for (const contentType of ["application/json", "application/grpc-web+proto"]) {
+        const res = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": contentType }, contentType === "application/json" ? body : Buffer.from(encodeEnvelope(0, body)));
+        if (contentType === "application/json") assert.deepEqual([res.status, JSON.parse(res.body.toString()).code], [429, "resource_exhausted"]);
+        else assert.equal(grpcWebStatus(res), "8");
+      }
+    });
+  });
+}

@@ -1,0 +1,75 @@
+// ctrl as a process on SIGTERM with work in flight: a unary call held up by the database
+// completes, an open watch stream ends with UNAVAILABLE (a status, not a reset), the process
+// exits 0; its JSON log lines parse, carry a level, and never contain a token.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { sql } from "kysely";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { Store } from "@flotilla/store";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { ADMIN_TOKEN } from "@flotilla/testkit/ctrl";
+import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
+import { Follower } from "@flotilla/testkit/follower";
+
+const mysql = (await testDatabases()).find((d) => d.db.name === "mysql")!;
+
+test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILABLE, exit 0; JSON logs without tokens (mysql)", { skip: mysql.skip }, async () => {
+  const { url, drop } = await mysql.db.create();
+  const store = await Store.open(url);
+  try {
+    await store.regions.create("s");
+    const child = await spawnCtrl(url, ADMIN_TOKEN, ["--log-format", "json", "--log-level", "debug"]);
+    try {
+      const transport = createGrpcTransport({
+        baseUrl: child.url,
+        interceptors: [
+          (next) => (req) => {
+            req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+            return next(req);
+          },
+        ],
+      });
+      const { token: agentToken } = await createClient(RegionService, transport).createAgentToken({ region: "s" });
+      const follower = new Follower(createClient(ClusterService, transport), "s");
+      await follower.snapshot();
+      follower.watch();
+      // Hold the region's row: the write below waits for it inside ctrl.
+      const release = Promise.withResolvers<void>();
+      const locked = Promise.withResolvers<void>();
+      const holding = store.database.db.transaction().execute(async (tx) => {
+        await sql`select id from regions where name = 's' for update`.execute(tx);
+        locked.resolve();
+        await release.promise;
+      });
+      await locked.promise;
+      const write = createClient(DeploymentService, transport).createDeployment({ deployment: { id: "late", namespace: "x", image: "x:1", regions: [{ region: "s", replicas: 1 }] } });
+      await sleep(300);
+      const exited = child.kill("SIGTERM");
+      await sleep(300);
+      release.resolve();
+      await holding;
+      const written = await write;
+      assert.ok(written.deployment, "the call in flight completed");
+      assert.equal(await exited, 0, child.log());
+      assert.equal(ConnectError.from(follower.error).code, Code.Unavailable, String(follower.error));
+      assert.ok(await store.deployments.get("late"), "and its write is in the database");
+
+      const lines = child.log().trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+      for (const line of lines) assert.ok(["debug", "info", "warn", "error"].includes(line.level as string), JSON.stringify(line));
+      assert.ok(lines.some((line) => line.level === "info" && line.msg === "ctrl.v1.DeploymentService/CreateDeployment" && line.code === "ok" && line.resource === "late" && typeof line.version === "number"), child.log());
+      assert.ok(lines.some((line) => line.msg === "ctrl.v1.RegionService/CreateAgentToken" && line.region === "s"), child.log());
+      assert.equal(lines.at(-1)!.msg, "stopped");
+      assert.ok(!child.log().includes(ADMIN_TOKEN) && !child.log().includes(agentToken), "no token in the log");
+    } finally {
+      await child.kill("SIGKILL");
+    }
+  } finally {
+    await store.close();
+    await drop();
+  }
+});
