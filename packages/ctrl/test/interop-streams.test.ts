@@ -2,6 +2,7 @@
 // gRPC-Web) and @grpc/grpc-js, including the ARCHITECTURE §8 calls as written.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
@@ -42,10 +43,24 @@ for (const { db, skip } of await testDatabases()) {
     }
 
     test("buf curl watch with no versionLastSeen follows live changes only", async () => {
-      const watching = bufCurl(["--http2-prior-knowledge", "-H", AUTH, `${t.url}/ctrl.v1.ClusterService/WatchDeploymentChanges`, "-d", '{"region":"local"}'], 3000);
-      await new Promise((r) => setTimeout(r, 1200));
+      const eventsIn = (stdout: string) => (jsonDocuments(stdout) as any[]).flatMap((m) => m.events ?? []);
+      const open = async () => (await t.ctrl.metrics.watchStreams.get()).values.reduce((n, v) => n + v.value, 0);
+      const until = async (what: string, check: () => Promise<boolean>) => {
+        const deadline = Date.now() + 30_000;
+        while (!(await check())) {
+          assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+          await sleep(20);
+        }
+      };
+      // The earlier tests' streams end once ctrl notices that their clients went away.
+      await until("the earlier streams to end", async () => (await open()) === 0);
+      const watching = bufCurl(["--http2-prior-knowledge", "-H", AUTH, `${t.url}/ctrl.v1.ClusterService/WatchDeploymentChanges`, "-d", '{"region":"local"}'], 60_000, (stdout) =>
+        eventsIn(stdout).some((e: any) => e.upsert?.id === "live"),
+      );
+      // The stream starts at the head it read before counting itself open: write only after that.
+      await until("buf curl's stream", async () => (await open()) > 0);
       await t.client(DeploymentService).createDeployment({ deployment: { id: "live", namespace: "demo", image: "nginx:1.27", regions: [{ region: "local", replicas: 1 }] } });
-      const events = (jsonDocuments((await watching).stdout) as any[]).flatMap((m) => m.events ?? []);
+      const events = eventsIn((await watching).stdout);
       assert.deepEqual(events.map((e: any) => e.upsert?.id), ["live"]);
     });
 

@@ -215,6 +215,14 @@ export class KubernetesEmulator {
     return [rt, remaining[0], remaining[1]];
   }
 
+  /**
+   * Holds the namespace controller: Terminating namespaces stay, content included, until the
+   * returned function is called (then those whose deletion delay has passed go at once).
+   */
+  holdNamespaceDeletion(): () => void {
+    return this.namespaceController.hold();
+  }
+
   /** Resets faults, the request log, issued tokens and all objects (back to the initial namespaces and, with RBAC, the bootstrap policy); open watches are closed. */
   reset(): void {
     this.faults.clear();

@@ -15,6 +15,9 @@ export class NamespaceController {
   private readonly registry: Registry;
   private readonly delayMs: number;
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Namespaces whose delay passed while held: finalized on release. */
+  private readonly due = new Set<string>();
+  private held = false;
   private unsubscribe: (() => void) | undefined;
 
   constructor(registry: Registry, delayMs: number) {
@@ -30,6 +33,22 @@ export class NamespaceController {
     this.unsubscribe?.();
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
+    this.due.clear();
+    this.held = false;
+  }
+
+  /**
+   * Keeps Terminating namespaces (and their content) as they are until the returned release is
+   * called, which finalizes those whose delay has passed: a test can then observe the
+   * Terminating phase however slowly it runs.
+   */
+  hold(): () => void {
+    this.held = true;
+    return () => {
+      this.held = false;
+      for (const name of this.due) this.finalize(name);
+      this.due.clear();
+    };
   }
 
   private onEvent(e: StoreEvent): void {
@@ -39,7 +58,8 @@ export class NamespaceController {
     // Asynchronous, like a controller: the DELETE is answered first.
     const timer = setTimeout(() => {
       this.timers.delete(name);
-      this.finalize(name);
+      if (this.held) this.due.add(name);
+      else this.finalize(name);
     }, this.delayMs);
     timer.unref();
     this.timers.set(name, timer);

@@ -32,8 +32,11 @@ describe('kubectl against the emulator', { skip }, () => {
   let emu: KubernetesEmulator;
   let dir: string;
 
-  /** Runs kubectl with the emulator's kubeconfig, its own cache and HOME, and `input` on stdin. */
-  function kubectl(args: string[], input?: string): Promise<Result> {
+  /**
+   * Runs kubectl with the emulator's kubeconfig, its own cache and HOME, and `input` on stdin;
+   * `onOutput` sees its standard output so far whenever more arrives.
+   */
+  function kubectl(args: string[], input?: string, onOutput?: (stdout: string) => void): Promise<Result> {
     assert.ok(KUBECTL, 'kubectl is required when CI=true');
     return new Promise((resolve) => {
       const child = execFile(
@@ -42,6 +45,8 @@ describe('kubectl against the emulator', { skip }, () => {
         { env: { PATH: process.env.PATH, HOME: dir }, timeout: 60_000 },
         (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
       );
+      let output = '';
+      if (onOutput) child.stdout?.on('data', (chunk: string) => onOutput((output += chunk)));
       if (input !== undefined) child.stdin?.end(input);
     });
   }
@@ -129,12 +134,13 @@ spec:
   });
 
   it('rollout status waits through a multi-step rollout, and fails on the progress deadline', async () => {
-    const manifest = (image: string) => `
+    const manifest = (image: string, progressDeadlineSeconds = 600) => `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: steps, namespace: default}
 spec:
   replicas: 4
+  progressDeadlineSeconds: ${progressDeadlineSeconds}
   strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
   selector: {matchLabels: {app: steps}}
   template:
@@ -143,12 +149,23 @@ spec:
 `;
     await ok(['apply', '-f', '-'], manifest('registry.example/steps:1'));
     await ok(['rollout', 'status', 'deployment/steps', '--timeout=60s']);
+    // A rollout stuck at its first step (its new pod never gets ready, no deadline within the
+    // test) holds still until kubectl has reported it; only then does a good image let it go on.
+    // However slowly kubectl starts, it sees the rollout in progress and waits through it.
+    await ok(['apply', '-f', '-'], manifest('registry.example/steps:fail-1', 100_000));
+    const reported = Promise.withResolvers<void>();
+    const status = kubectl(['rollout', 'status', 'deployment/steps', '--timeout=60s'], undefined, (stdout) => {
+      if (/1 out of 4 new replicas have been updated/.test(stdout)) reported.resolve();
+    });
+    await Promise.race([reported.promise, status]);
     await ok(['apply', '-f', '-'], manifest('registry.example/steps:2'));
-    const out = await ok(['rollout', 'status', 'deployment/steps', '--timeout=60s']);
-    assert.match(out, /out of 4 new replicas have been updated/);
+    const { code, stdout: out, stderr } = await status;
+    assert.equal(code, 0, stderr);
+    assert.match(out, /Waiting for deployment "steps" rollout to finish: 1 out of 4 new replicas have been updated/);
     assert.match(out, /deployment "steps" successfully rolled out/);
     const done: any = emu.get('apps/v1', 'Deployment', 'default', 'steps');
-    assert.equal(done.metadata.annotations['deployment.kubernetes.io/revision'], '2');
+    assert.equal(done.metadata.annotations['deployment.kubernetes.io/revision'], '3');
+    assert.equal(done.status.updatedReplicas, 4);
 
     await ok(['set', 'image', 'deployment/steps', 'app=registry.example/steps:fail']);
     const failed = await kubectl(['rollout', 'status', 'deployment/steps', '--timeout=60s']);
@@ -159,11 +176,14 @@ spec:
   it('delete namespace goes through Terminating; new content is refused meanwhile', async () => {
     await ok(['create', 'namespace', 'doomed']);
     await ok(['-n', 'doomed', 'create', 'deployment', 'x', '--image=registry.example/x:1']);
+    // Held in Terminating while kubectl looks, however slowly it starts.
+    const release = emu.holdNamespaceDeletion();
     assert.match(await ok(['delete', 'namespace', 'doomed', '--wait=false']), /namespace "doomed" deleted/);
     assert.equal(await ok(['get', 'namespace', 'doomed', '-o', 'jsonpath={.status.phase}']), 'Terminating');
     const refused = await kubectl(['-n', 'doomed', 'create', 'deployment', 'y', '--image=registry.example/y:1']);
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /deployments\.apps "y" is forbidden: unable to create new content in namespace doomed because it is being terminated/);
+    release();
     await ok(['wait', '--for=delete', 'namespace/doomed', '--timeout=30s']);
     const gone = await kubectl(['get', 'namespace', 'doomed']);
     assert.match(gone.stderr, /NotFound/);

@@ -18,6 +18,8 @@ describe('namespace lifecycle', () => {
     await c.apply(deployment('web', { namespace: 'doomed' }));
     const w = await collectWatch(c, '/api/v1/namespaces', { fieldSelector: 'metadata.name=doomed', resourceVersion: c.emu.resourceVersion });
 
+    // Held in Terminating while the test looks, however long that takes on a loaded machine.
+    const release = c.emu.holdNamespaceDeletion();
     // Plain HTTP: the typed client would read the body as a V1Status.
     const res = await fetch(`${c.emu.url}/api/v1/namespaces/doomed`, { method: 'DELETE' });
     assert.equal(res.status, 200);
@@ -32,7 +34,7 @@ describe('namespace lifecycle', () => {
     const remaining = await waitFor(() => {
       const ns: any = c.emu.get('v1', 'Namespace', 'doomed');
       return ns?.status?.conditions?.find((x: any) => x.type === 'NamespaceContentRemaining');
-    }, 1000, 'deletion conditions');
+    }, 10_000, 'deletion conditions');
     assert.equal(remaining.message, 'Some resources are remaining: deployments.apps has 1 resource instances');
 
     // NamespaceLifecycle admission: 403 with the NamespaceTerminating cause, for create and for apply-create.
@@ -53,7 +55,8 @@ describe('namespace lifecycle', () => {
     const again = await expectApiError(c.core.deleteNamespace({ name: 'doomed' }), 409);
     assert.equal(again.message, 'Operation cannot be fulfilled on namespaces "doomed": The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.');
 
-    await waitFor(() => w.events.some((e) => e.type === 'DELETED'), 3000, 'namespace DELETED');
+    release();
+    await waitFor(() => w.events.some((e) => e.type === 'DELETED'), 10_000, 'namespace DELETED');
     w.abort();
     assert.deepEqual(c.emu.list('apps/v1', 'deployments', 'doomed'), []);
     await expectApiError(c.core.readNamespace({ name: 'doomed' }), 404);

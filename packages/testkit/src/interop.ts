@@ -26,10 +26,17 @@ export interface BufCurlResult {
   stderr: string;
 }
 
-/** Runs `buf curl` with the given arguments (no schema: it uses ctrl's reflection). */
-export async function bufCurl(args: string[], timeoutMs = 20_000): Promise<BufCurlResult> {
+/**
+ * Runs `buf curl` with the given arguments (no schema: it uses ctrl's reflection). A stream ends
+ * when `until` holds for the output so far (buf curl is stopped), or after `timeoutMs`.
+ */
+export async function bufCurl(args: string[], timeoutMs = 20_000, until?: (stdout: string) => boolean): Promise<BufCurlResult> {
+  const stop = new AbortController();
+  const run = promisify(execFile)(BUF, ["curl", ...args], { timeout: timeoutMs, signal: stop.signal });
+  let output = "";
+  if (until) run.child.stdout?.on("data", (chunk: string) => until((output += chunk)) && stop.abort());
   try {
-    const { stdout, stderr } = await promisify(execFile)(BUF, ["curl", ...args], { timeout: timeoutMs });
+    const { stdout, stderr } = await run;
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code?: number; stdout?: string; stderr?: string };
