@@ -70,10 +70,15 @@ for (const { db, skip } of await testDatabases()) {
       const before = await counts();
       // Full sets follow each periodic full sync (every second here, later on a loaded machine):
       // wait for a few of them rather than for a fixed time.
-      const after = await waitFor(async () => {
-        const now = await counts();
-        return (now.noop ?? 0) >= (before.noop ?? 0) + 3 && now;
-      }, "no-op reports going on", 30_000, () => before);
+      const after = await waitFor(
+        async () => {
+          const now = await counts();
+          return (now.noop ?? 0) >= (before.noop ?? 0) + 3 && now;
+        },
+        "no-op reports going on",
+        30_000,
+        () => before,
+      );
       assert.equal(after.changed, before.changed, "no status changed");
       assert.deepEqual(await rows(), rowsBefore);
       const sent = (await agent.metrics.observationsSent.get()).values[0]?.value ?? 0;

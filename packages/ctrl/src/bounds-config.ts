@@ -15,7 +15,9 @@ export function connectionBounds(config: CtrlConfig): ConnectionBounds {
   };
   // Node refuses a request timeout shorter than the headers timeout.
   if (bounds.requestTimeoutMs < bounds.headersTimeoutMs) {
-    throw new Error(`--http1-request-timeout ${formatDuration(bounds.requestTimeoutMs)} is shorter than --http1-headers-timeout ${formatDuration(bounds.headersTimeoutMs)}`);
+    throw new Error(
+      `--http1-request-timeout ${formatDuration(bounds.requestTimeoutMs)} is shorter than --http1-headers-timeout ${formatDuration(bounds.headersTimeoutMs)}`,
+    );
   }
   return bounds;
 }

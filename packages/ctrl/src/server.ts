@@ -215,9 +215,17 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     connectHandler(req as never, res as never);
   };
   const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };
-  const secure = options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: bounds.firstRequestTimeoutMs, log });
+  const secure =
+    options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: bounds.firstRequestTimeoutMs, log });
   const metricsListener = options.metricsListen ? await serveHealth(options.metricsListen, checks) : undefined;
-  const listener: DualListener = await listenDual(listenHost, options.port ?? 7070, handler, bounds, (reason) => metrics.connectionBounds.inc({ reason }), secure);
+  const listener: DualListener = await listenDual(
+    listenHost,
+    options.port ?? 7070,
+    handler,
+    bounds,
+    (reason) => metrics.connectionBounds.inc({ reason }),
+    secure,
+  );
   const { address, port } = listener.address;
   const host = address.includes(":") ? `[${address}]` : address;
   return {

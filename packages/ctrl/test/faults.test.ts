@@ -20,10 +20,15 @@ const databases = await testDatabases();
 const mysql = databases.find((d) => d.db.name === "mysql")!;
 
 function clients(url: string) {
-  const transport = createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => {
-    req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-    return next(req);
-  }] });
+  const transport = createGrpcTransport({
+    baseUrl: url,
+    interceptors: [
+      (next) => (req) => {
+        req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+        return next(req);
+      },
+    ],
+  });
   return { cluster: createClient(ClusterService, transport), deployments: createClient(DeploymentService, transport) };
 }
 
@@ -55,10 +60,13 @@ describe("database down and back (mysql, through a proxy)", { skip: mysql.skip }
     proxy.restore();
     let created = false;
     for (let i = 0; i < 50 && !created; i++) {
-      created = await create("after").then(() => true, async () => {
-        await sleep(100);
-        return false;
-      });
+      created = await create("after").then(
+        () => true,
+        async () => {
+          await sleep(100);
+          return false;
+        },
+      );
     }
     assert.ok(created, "writes work again once the database is back");
     const expected = await desiredInDatabase(store, "db");

@@ -23,12 +23,19 @@ for (const { db, skip } of await testDatabases()) {
       await t.store.regions.create("local");
       const { token } = await t.client(RegionService).createAgentToken({ region: "local" });
       agent = t.client(ClusterService, { token });
-      await t.client(DeploymentService).createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1", regions: [{ region: "local", replicas: 1 }] } });
+      await t
+        .client(DeploymentService)
+        .createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1", regions: [{ region: "local", replicas: 1 }] } });
     });
     after(() => t.close());
 
     const report = (image: string, leader?: { epoch: bigint; holderIdentity: string }) =>
-      (agent as any).reportObservedState({ region: "local", appliedVersion: 1n, observations: [{ type: ResourceType.DEPLOYMENT, id: "web", observedImage: image }], leader });
+      (agent as any).reportObservedState({
+        region: "local",
+        appliedVersion: 1n,
+        observations: [{ type: ResourceType.DEPLOYMENT, id: "web", observedImage: image }],
+        leader,
+      });
     const storedImage = async () => {
       const { stored } = (await t.store.observations.load(1, [{ type: ResourceType.DEPLOYMENT, id: "web" }])).get(`${ResourceType.DEPLOYMENT}/web`)!;
       return stored?.observation.observedImage;
@@ -61,8 +68,14 @@ for (const { db, skip } of await testDatabases()) {
     });
 
     test("bad leader fields are rejected", async () => {
-      await assert.rejects(report("x", { epoch: -1n, holderIdentity: "a" }), (e) => ConnectError.from(e).code === Code.InvalidArgument && /leader.epoch/.test(ConnectError.from(e).message));
-      await assert.rejects(report("x", { epoch: 9n, holderIdentity: "" }), (e) => ConnectError.from(e).code === Code.InvalidArgument && /leader.holder_identity/.test(ConnectError.from(e).message));
+      await assert.rejects(
+        report("x", { epoch: -1n, holderIdentity: "a" }),
+        (e) => ConnectError.from(e).code === Code.InvalidArgument && /leader.epoch/.test(ConnectError.from(e).message),
+      );
+      await assert.rejects(
+        report("x", { epoch: 9n, holderIdentity: "" }),
+        (e) => ConnectError.from(e).code === Code.InvalidArgument && /leader.holder_identity/.test(ConnectError.from(e).message),
+      );
     });
 
     test("concurrent reports of many epochs: the newest epoch's observation is what stays", async () => {

@@ -71,7 +71,10 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
     "deployment_changes",
     "agent_tokens",
   ] as const) {
-    const row = await store.database.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow();
+    const row = await store.database.db
+      .selectFrom(table)
+      .select((eb) => eb.fn.countAll<number>().as("n"))
+      .executeTakeFirstOrThrow();
     counts[table] = Number(row.n);
   }
   const heads = await store.database.db.selectFrom("regions").select(["name", "head_version"]).orderBy("name").execute();

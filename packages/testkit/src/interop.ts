@@ -3,7 +3,16 @@ import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { fromBinary, toBinary, type DescMessage, type DescMethodStreaming, type DescMethodUnary, type MessageInitShape, type MessageShape, create } from "@bufbuild/protobuf";
+import {
+  fromBinary,
+  toBinary,
+  type DescMessage,
+  type DescMethodStreaming,
+  type DescMethodUnary,
+  type MessageInitShape,
+  type MessageShape,
+  create,
+} from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { ADMIN_TOKEN } from "./ctrl.ts";
 import { connect as connectH2 } from "node:http2";
@@ -69,8 +78,14 @@ function grpcTarget(url: string): string {
   return new URL(url).host;
 }
 
-const serializer = <D extends DescMessage>(desc: D) => (m: MessageShape<D>) => Buffer.from(toBinary(desc, m));
-const deserializer = <D extends DescMessage>(desc: D) => (b: Buffer) => fromBinary(desc, b);
+const serializer =
+  <D extends DescMessage>(desc: D) =>
+  (m: MessageShape<D>) =>
+    Buffer.from(toBinary(desc, m));
+const deserializer =
+  <D extends DescMessage>(desc: D) =>
+  (b: Buffer) =>
+    fromBinary(desc, b);
 
 /** A unary call through @grpc/grpc-js with protobuf-es messages. */
 export function grpcJsUnary<I extends DescMessage, O extends DescMessage>(
