@@ -156,6 +156,11 @@ export const CTRL_OPTIONS = [
     ...was("MAX_PINGS_PER_SECOND"),
   },
   {
+    flag: "max-auth-failures-per-connection",
+    default: "32",
+    description: "failed authentications answered on one connection; the next one also ends it (GOAWAY ENHANCE_YOUR_CALM, HTTP/1.1: close)",
+  },
+  {
     flag: "http1-headers-timeout",
     default: "10s",
     description: "HTTP/1.1: time to receive a request's headers",

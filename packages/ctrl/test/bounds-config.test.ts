@@ -17,12 +17,20 @@ test("defaults, flags and environment variables", () => {
     config(["--max-resets-per-second", "7", "--idle-timeout=1234ms"], {
       FLOTILLA_CTRL_MAX_PINGS_PER_SECOND: "3",
       FLOTILLA_CTRL_HTTP1_HEADERS_TIMEOUT: "500ms",
+      FLOTILLA_CTRL_MAX_AUTH_FAILURES_PER_CONNECTION: "5",
     }),
   );
   assert.deepEqual(
-    { resets: bounds.maxResetsPerSecond, idle: bounds.idleTimeoutMs, pings: bounds.maxPingsPerSecond, headers: bounds.headersTimeoutMs },
-    { resets: 7, idle: 1234, pings: 3, headers: 500 },
+    {
+      resets: bounds.maxResetsPerSecond,
+      idle: bounds.idleTimeoutMs,
+      pings: bounds.maxPingsPerSecond,
+      headers: bounds.headersTimeoutMs,
+      authFailures: bounds.maxAuthFailuresPerConnection,
+    },
+    { resets: 7, idle: 1234, pings: 3, headers: 500, authFailures: 5 },
   );
+  assert.equal(connectionBounds(config(["--max-auth-failures-per-connection", "9"])).maxAuthFailuresPerConnection, 9);
 });
 
 test("the former names (FLOTILLA_<FLAG>, --…-ms in milliseconds) still work", () => {
