@@ -33,8 +33,15 @@ for (const { db, skip } of await testDatabases()) {
 
     test("create → PENDING → PROGRESSING → RUNNING; failing image → FAILED; fixed → RUNNING; scaled to 0 and stopped → STOPPED; deleted → gone", async () => {
       const deployments = stack.t.client(DeploymentService);
-      await deployments.createDeployment({ deployment: web("app:1") });
+      // Pods stay unready until PROGRESSING has been seen, however slowly this runs under load.
+      const release = stack.emulator.holdRollouts();
       const seen: string[] = [];
+      try {
+        await deployments.createDeployment({ deployment: web("app:1") });
+        await waitForPhase(stack, "web", "PROGRESSING", undefined, seen);
+      } finally {
+        release();
+      }
       await waitForPhase(stack, "web", "RUNNING", /2\/2 replicas ready/, seen);
       assert.ok(inOrder(seen, ["PENDING", "PROGRESSING", "RUNNING"]), `phases seen: ${seen.join(" → ")}`);
 
