@@ -10,7 +10,7 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
-import { FENCED } from "@flotilla/runtime";
+import { FENCED, silentLogger } from "@flotilla/runtime";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
@@ -19,7 +19,7 @@ for (const { db, skip } of await testDatabases()) {
     let t: TestCtrl;
     let agent: ReturnType<TestCtrl["client"]>;
     before(async () => {
-      t = await startTestCtrl(db);
+      t = await startTestCtrl(db, { log: silentLogger }); // it refuses reports on purpose
       await t.store.regions.create("local");
       const { token } = await t.client(RegionService).createAgentToken({ region: "local" });
       agent = t.client(ClusterService, { token });
