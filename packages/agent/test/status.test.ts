@@ -33,8 +33,20 @@ for (const { db, skip } of await testDatabases()) {
 
     test("create → PENDING → PROGRESSING → RUNNING; failing image → FAILED; fixed → RUNNING; scaled to 0 and stopped → STOPPED; deleted → gone", async () => {
       const deployments = stack.t.client(DeploymentService);
-      await deployments.createDeployment({ deployment: web("app:1") });
+      // The agent's applies wait until PENDING has been seen, and the pods stay unready until
+      // PROGRESSING has: each phase is seen however slowly this runs under load.
+      const releaseApplies = stack.emulator.faults.hold("apply");
+      const releaseRollouts = stack.emulator.holdRollouts();
       const seen: string[] = [];
+      try {
+        await deployments.createDeployment({ deployment: web("app:1") });
+        await waitForPhase(stack, "web", "PENDING", undefined, seen);
+        releaseApplies();
+        await waitForPhase(stack, "web", "PROGRESSING", undefined, seen);
+      } finally {
+        releaseApplies();
+        releaseRollouts();
+      }
       await waitForPhase(stack, "web", "RUNNING", /2\/2 replicas ready/, seen);
       assert.ok(inOrder(seen, ["PENDING", "PROGRESSING", "RUNNING"]), `phases seen: ${seen.join(" → ")}`);
 

@@ -228,6 +228,11 @@ export class KubernetesEmulator {
     return this.namespaceController.hold();
   }
 
+  /** Holds pod readiness and progress deadlines of rollouts until the returned function is called (RolloutController.hold). */
+  holdRollouts(): () => void {
+    return this.rollout.hold();
+  }
+
   /** Resets faults, the request log, issued tokens and all objects (back to the initial namespaces and, with RBAC, the bootstrap policy); open watches are closed. */
   reset(): void {
     this.faults.clear();

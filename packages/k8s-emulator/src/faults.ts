@@ -23,6 +23,12 @@ export interface FailNextRule {
   retryAfterSeconds?: number;
 }
 
+/** Requests with `verb` wait until `released` resolves. */
+interface Hold {
+  verb: VerbPattern;
+  released: Promise<void>;
+}
+
 export interface LatencyRule {
   verb: VerbPattern;
   ms: number;
@@ -62,6 +68,7 @@ export class FaultInjector {
   private errorRates: ErrorRateRule[] = [];
   private failNextRules: FailNextRule[] = [];
   private latency: LatencyRule[] = [];
+  private holds: { hold: Hold; release: () => void }[] = [];
   private dropIntervalMs = 0;
 
   constructor(watches: WatchHub) {
@@ -96,6 +103,33 @@ export class FaultInjector {
     if (ms > 0) this.latency.push({ verb, ms });
   }
 
+  /**
+   * Keeps requests with this verb waiting, unanswered, until the returned release (or clear()) is
+   * called: a test can observe the state before them however slowly it runs.
+   */
+  hold(verb: VerbPattern): () => void {
+    checkVerb(verb);
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const entry = {
+      hold: { verb, released: promise },
+      release: () => {
+        this.holds = this.holds.filter((h) => h !== entry);
+        resolve();
+      },
+    };
+    this.holds.push(entry);
+    return entry.release;
+  }
+
+  /** Resolves once no hold applies to requests with this verb. */
+  async released(verb: Verb): Promise<void> {
+    for (let h = this.holdFor(verb); h; h = this.holdFor(verb)) await h.released;
+  }
+
+  private holdFor(verb: Verb): Hold | undefined {
+    return this.holds.find(({ hold }) => hold.verb === verb || hold.verb === "*")?.hold;
+  }
+
   /** Closes all open watch connections now; returns how many were closed. */
   dropWatches(): number {
     return this.watches.dropAll();
@@ -116,6 +150,7 @@ export class FaultInjector {
     this.errorRates = [];
     this.failNextRules = [];
     this.latency = [];
+    for (const { release } of this.holds) release();
     this.setWatchDropIntervalMs(0);
     this.suppressWatchEvents(false);
   }

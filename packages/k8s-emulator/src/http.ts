@@ -376,6 +376,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
   entry.verb = verb;
 
+  await ctx.faults.released(verb);
   const latency = ctx.faults.latencyFor(verb);
   if (latency > 0) await sleep(latency);
   const fault = ctx.faults.pick(verb);

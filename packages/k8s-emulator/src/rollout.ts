@@ -51,8 +51,10 @@ interface Condition {
 }
 
 interface Pod {
-  /** performance.now() at which the pod is ready (Infinity: never). */
+  /** performance.now() at which the pod is ready (Infinity: never, or not before release when held). */
   readyAt: number;
+  /** Created while readiness was held: its delay starts on release. */
+  held?: boolean;
 }
 
 interface ReplicaSet {
@@ -135,6 +137,7 @@ export class RolloutController {
   private readonly opts: RolloutOptions;
   private readonly states = new Map<string, DeploymentState>();
   private readonly pending = new Set<string>();
+  private held = false;
   private unsubscribe: (() => void) | undefined;
 
   constructor(registry: Registry, opts: RolloutOptions) {
@@ -151,6 +154,30 @@ export class RolloutController {
     for (const s of this.states.values()) clearTimeout(s.timer);
     this.states.clear();
     this.pending.clear();
+    this.held = false;
+  }
+
+  /**
+   * Pods created until the returned release is called stay unready, and no progress deadline
+   * passes meanwhile (as if the kubelets and the controller's clock were paused): a test can
+   * then observe a rollout in progress however slowly it runs. On release, held pods become
+   * ready after the usual delay and the deadlines start anew.
+   */
+  hold(): () => void {
+    this.held = true;
+    return () => {
+      this.held = false;
+      const now = performance.now();
+      for (const [key, state] of this.states) {
+        state.lastProgressAt = now;
+        for (const pod of state.sets.flatMap((rs) => rs.pods)) {
+          if (!pod.held) continue;
+          pod.readyAt = now + this.opts.podReadyDelayMs;
+          delete pod.held;
+        }
+        this.schedule(key);
+      }
+    };
   }
 
   private onEvent(e: StoreEvent): void {
@@ -277,7 +304,9 @@ export class RolloutController {
 
   /** The ReplicaSet controller: creates or deletes pods to match replicas, deleting unready pods first. */
   private syncPods(rs: ReplicaSet, failing: boolean, now: number): void {
-    while (rs.pods.length < rs.replicas) rs.pods.push({ readyAt: failing ? Infinity : now + this.opts.podReadyDelayMs });
+    while (rs.pods.length < rs.replicas) {
+      rs.pods.push(failing ? { readyAt: Infinity } : this.held ? { readyAt: Infinity, held: true } : { readyAt: now + this.opts.podReadyDelayMs });
+    }
     if (rs.pods.length > rs.replicas) {
       rs.pods.sort((a, b) => b.readyAt - a.readyAt);
       rs.pods.splice(0, rs.pods.length - rs.replicas);
@@ -329,7 +358,7 @@ export class RolloutController {
         lastTransitionTime: keepTransition,
       });
       state.lastProgressAt = now;
-    } else if (progressing?.reason !== "ProgressDeadlineExceeded" && now - state.lastProgressAt >= this.deadlineMs(d)) {
+    } else if (!this.held && progressing?.reason !== "ProgressDeadlineExceeded" && now - state.lastProgressAt >= this.deadlineMs(d)) {
       setCondition(conditions, {
         type: "Progressing",
         status: "False",
@@ -352,7 +381,7 @@ export class RolloutController {
   private scheduleNext(key: string, d: KubeObject, state: DeploymentState, status: JsonObject, now: number): void {
     const times = state.sets.flatMap((s) => s.pods.map((p) => p.readyAt)).filter((t) => t > now && Number.isFinite(t));
     const progressing = (status.conditions as Condition[]).find((c) => c.type === "Progressing");
-    if (progressing && progressing.reason !== "NewReplicaSetAvailable" && progressing.reason !== "ProgressDeadlineExceeded") {
+    if (!this.held && progressing && progressing.reason !== "NewReplicaSetAvailable" && progressing.reason !== "ProgressDeadlineExceeded") {
       times.push(state.lastProgressAt + this.deadlineMs(d));
     }
     if (times.length === 0) return;

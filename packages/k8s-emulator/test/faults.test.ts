@@ -61,6 +61,24 @@ describe("fault injection and the request log", () => {
     assert.ok(Date.now() - t >= 140);
   });
 
+  it("hold keeps requests with its verb unanswered until release; other verbs pass", async () => {
+    const release = c.emu.faults.hold("apply");
+    let answered = false;
+    const applied = c.apply(deployment("web")).then(() => (answered = true));
+    await c.apps.readNamespacedDeployment({ name: "web", namespace: "default" });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(answered, false, "held");
+    release();
+    await applied;
+    assert.deepEqual(
+      c.emu.requestLog.map((e) => [e.verb, e.status]),
+      [
+        ["get", 200],
+        ["apply", 200],
+      ],
+    );
+  });
+
   it("dropWatches ends client watches; failing watch requests surface the status code", async () => {
     const w = await collectWatch(c, "/apis/apps/v1/namespaces/default/deployments");
     await waitFor(() => c.emu.openWatches > 0, 1000, "watch open");

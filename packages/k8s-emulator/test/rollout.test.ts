@@ -96,6 +96,23 @@ describe("rollout controller", () => {
     });
   }
 
+  it("held: pods stay unready and no deadline passes until release, then the rollout completes", async () => {
+    const release = c.emu.holdRollouts();
+    try {
+      await c.apply(deployment("held", { replicas: 2 }));
+      await waitReason("held", "ReplicaSetUpdated");
+      // Longer than the 600 ms deadline and many times the 100 ms readiness delay.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const held = get("held");
+      assert.equal(condition(held, "Progressing").reason, "ReplicaSetUpdated");
+      assert.deepEqual(counts(held), { observedGeneration: 1, replicas: 2, updatedReplicas: 2, unavailableReplicas: 2 });
+    } finally {
+      release();
+    }
+    const done = await waitReason("held", "NewReplicaSetAvailable");
+    assert.equal(done.status.readyReplicas, 2);
+  });
+
   it("never makes a failing image available and ends in ProgressDeadlineExceeded", async () => {
     await c.apply(deployment("bad", { image: "registry.example/app:fail-1" }));
     const d = await waitFor(() => condition(get("bad"), "Progressing")?.status === "False" && get("bad"), 5000, "deadline exceeded");
