@@ -86,7 +86,11 @@ for (const { db, skip } of databases) {
       const follower = new Follower(t.client(ClusterService, { protocol: "grpc" }), "s");
       await follower.snapshot();
       follower.watch();
-      await sleep(100);
+      // Shut down only once ctrl serves the stream: one still opening would be refused
+      // (REFUSED_STREAM, safe to retry) rather than ended.
+      const open = async () => (await t.ctrl.metrics.watchStreams.get()).values.reduce((n, v) => n + v.value, 0);
+      for (let i = 0; i < 200 && (await open()) < 1; i++) await sleep(25);
+      assert.equal(await open(), 1, "the watch stream is open");
       const started = Date.now();
       await t.close();
       await sleep(100);
