@@ -95,7 +95,8 @@ await sleep(config.settleMs);
 const drained = await memory();
 // Before the heap snapshot, which costs memory of its own.
 const maxRss = process.resourceUsage().maxRSS * 1024;
-const heapSnapshot = config.heapSnapshotDir === undefined ? undefined : writeHeapSnapshot(join(config.heapSnapshotDir, `b7-${config.region}-${process.pid}.heapsnapshot`));
+const heapSnapshot =
+  config.heapSnapshotDir === undefined ? undefined : writeHeapSnapshot(join(config.heapSnapshotDir, `b7-${config.region}-${process.pid}.heapsnapshot`));
 const report: AgentChildReport = {
   readyMs,
   drainedMs,

@@ -72,7 +72,14 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     leanTls = new LeanSyncClient(tlsCtrl.url, tls.ca);
     const connectDefault = clusterClient(ctrl.url);
     const connectPlain = clusterClient(ctrl.url, { acceptCompression: [] });
-    const variant = (name: string, sync: () => Promise<LeanSyncResult>, served = ctrl!): Variant => ({ name, ctrl: served, sync, ms: [], cpuMs: [], clientCpuMs: [] });
+    const variant = (name: string, sync: () => Promise<LeanSyncResult>, served = ctrl!): Variant => ({
+      name,
+      ctrl: served,
+      sync,
+      ms: [],
+      cpuMs: [],
+      clientCpuMs: [],
+    });
     const leanClient = lean;
     const leanTlsClient = leanTls;
     // The first two accept gzip (connect-node's default), so ctrl gzips each batch.
@@ -145,7 +152,13 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
         `B1: median of ${reps} interleaved runs each; batch (page) size ${pageSize}; ${messages} response messages per sync; ` +
           `mean desired-resource body ${Math.round(seeded.bodyBytes / count)} B (${(seeded.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); seeding ${fmtInt(count)} rows took ${(seedMs / 1000).toFixed(1)} s.`,
         `B1: wall times (ms) — raw scan ${rawMs.map((m) => m.toFixed(0)).join("/")}; ` +
-          variants.map((v) => `${v.name} ${v.ms.map((m) => m.toFixed(0)).join("/")} (CPU: ctrl ${median(v.cpuMs).toFixed(0)}, client ${median(v.clientCpuMs).toFixed(0)})`).join("; ") + ".",
+          variants
+            .map(
+              (v) =>
+                `${v.name} ${v.ms.map((m) => m.toFixed(0)).join("/")} (CPU: ctrl ${median(v.cpuMs).toFixed(0)}, client ${median(v.clientCpuMs).toFixed(0)})`,
+            )
+            .join("; ") +
+          ".",
       ],
     };
   } finally {

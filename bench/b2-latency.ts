@@ -159,7 +159,9 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
       const p = (r: LatencyRun, q: number) => percentile(r.samples, q);
       const target = mode === "same-process" ? 25 : ctx.pollIntervalMs + 50;
       const label = mode === "same-process" ? "(a) same-process writes" : `(b) other-process writes, poll ${ctx.pollIntervalMs} ms`;
-      log(`B2 ${mode}: ${main.streams} streams p50 ${fmtMs(p(main, 50))} p99 ${fmtMs(p(main, 99))}; 1 stream p50 ${fmtMs(p(ref, 50))} p99 ${fmtMs(p(ref, 99))}`);
+      log(
+        `B2 ${mode}: ${main.streams} streams p50 ${fmtMs(p(main, 50))} p99 ${fmtMs(p(main, 99))}; 1 stream p50 ${fmtMs(p(ref, 50))} p99 ${fmtMs(p(ref, 99))}`,
+      );
       rows.push(
         {
           benchmark: `B2${mode === "same-process" ? "a" : "b"} latency p50, ${fmtInt(streams)} streams, ${label}`,

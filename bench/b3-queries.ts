@@ -66,7 +66,9 @@ export async function runB3(ctx: BenchContext): Promise<BenchResult> {
         await waitFor("the last write on every stream", () => fleet.behind(version) === 0, 30_000).catch(() => undefined);
         const received = streams - fleet.behind(version);
         results.push({ streams, qps: (q1 - q0) / seconds, writes: (w1 - w0) / seconds, seconds, received });
-        log(`B3: ${streams} streams: ${((q1 - q0) / seconds).toFixed(2)} poller queries/s (${q1 - q0} in ${seconds.toFixed(1)} s, ${((w1 - w0) / seconds).toFixed(1)} writes/s)`);
+        log(
+          `B3: ${streams} streams: ${((q1 - q0) / seconds).toFixed(2)} poller queries/s (${q1 - q0} in ${seconds.toFixed(1)} s, ${((w1 - w0) / seconds).toFixed(1)} writes/s)`,
+        );
       } finally {
         await fleet.close();
         await waitFor("watch streams to close", async () => (await c.metrics()).watchStreams === 0, 30_000, 100).catch(() => undefined);
@@ -86,7 +88,12 @@ export async function runB3(ctx: BenchContext): Promise<BenchResult> {
       rows,
       notes: [
         `B3: ${(windowMs / 1000).toFixed(0)} s window per level; poll interval ${ctx.pollIntervalMs} ms; writes from a second Store (they do not wake the poller). ` +
-          results.map((r) => `${fmtInt(r.streams)} streams: ${r.qps.toFixed(2)} queries/s at ${r.writes.toFixed(1)} writes/s, ${fmtInt(r.received)}/${fmtInt(r.streams)} streams caught up`).join("; ") +
+          results
+            .map(
+              (r) =>
+                `${fmtInt(r.streams)} streams: ${r.qps.toFixed(2)} queries/s at ${r.writes.toFixed(1)} writes/s, ${fmtInt(r.received)}/${fmtInt(r.streams)} streams caught up`,
+            )
+            .join("; ") +
           ".",
       ],
     };

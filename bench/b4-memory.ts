@@ -60,7 +60,9 @@ export async function runB4(ctx: BenchContext): Promise<BenchResult> {
         await waitFor("watch streams to close", async () => (await ctrl.metrics()).watchStreams === 0, 30_000, 100);
         await sleep(1000);
         const after = await ctrl.memory();
-        log(`B4: ${connections} connections: heap ${fmtBytes(before.heapUsed)} → ${fmtBytes(open.heapUsed)} → ${fmtBytes(after.heapUsed)}, RSS ${fmtBytes(before.rss)} → ${fmtBytes(open.rss)} → ${fmtBytes(after.rss)}`);
+        log(
+          `B4: ${connections} connections: heap ${fmtBytes(before.heapUsed)} → ${fmtBytes(open.heapUsed)} → ${fmtBytes(after.heapUsed)}, RSS ${fmtBytes(before.rss)} → ${fmtBytes(open.rss)} → ${fmtBytes(after.rss)}`,
+        );
         return { connections, before, open, after };
       } finally {
         await ctrl.stop();
@@ -72,7 +74,10 @@ export async function runB4(ctx: BenchContext): Promise<BenchResult> {
     const per = (m: Measurement, key: "heapUsed" | "rss") => (m.open[key] - m.before[key]) / streams;
     const rows: Row[] = [];
     for (const m of [few, many]) {
-      const label = m.connections === streams ? `${fmtInt(streams)} streams on ${fmtInt(streams)} connections (one per agent)` : `${fmtInt(streams)} streams on ${m.connections} connections`;
+      const label =
+        m.connections === streams
+          ? `${fmtInt(streams)} streams on ${fmtInt(streams)} connections (one per agent)`
+          : `${fmtInt(streams)} streams on ${m.connections} connections`;
       for (const key of ["heapUsed", "rss"] as const) {
         rows.push({
           benchmark: `B4 ctrl ${key === "heapUsed" ? "heap" : "RSS"} per idle stream, ${label}`,

@@ -38,7 +38,10 @@ interface LiveDeployment {
 const imageOf = (o: LiveDeployment) => o.spec?.template?.spec?.containers?.[0]?.image;
 
 /** Sum of a prom-client metric's values whose labels match `labels`. */
-async function metricSum(metric: { get(): Promise<{ values: { value: number; labels: Record<string, unknown> }[] }> }, labels: Record<string, string> = {}): Promise<number> {
+async function metricSum(
+  metric: { get(): Promise<{ values: { value: number; labels: Record<string, unknown> }[] }> },
+  labels: Record<string, string> = {},
+): Promise<number> {
   const { values } = await metric.get();
   return values.filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want)).reduce((sum, v) => sum + v.value, 0);
 }
@@ -46,8 +49,7 @@ async function metricSum(metric: { get(): Promise<{ values: { value: number; lab
 /** Sum and count (seconds) of the agent's apply reconcile durations. */
 async function durationOf(agent: Agent): Promise<{ sum: number; count: number }> {
   const { values } = await agent.metrics.reconcileDuration.get();
-  const pick = (name: string) =>
-    values.filter((v) => v.metricName === name && v.labels.op === "apply").reduce((sum, v) => sum + v.value, 0);
+  const pick = (name: string) => values.filter((v) => v.metricName === name && v.labels.op === "apply").reduce((sum, v) => sum + v.value, 0);
   return { sum: pick("flotilla_agent_reconcile_duration_seconds_sum"), count: pick("flotilla_agent_reconcile_duration_seconds_count") };
 }
 
@@ -71,7 +73,11 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     setupStore = undefined;
 
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
-    const targets = Array.from({ length: objects }, (_, i) => ({ id: `co-${String(i).padStart(5, "0")}`, namespace: `team-${i % NAMESPACES}`, replicas: 1 + (i % 3) }));
+    const targets = Array.from({ length: objects }, (_, i) => ({
+      id: `co-${String(i).padStart(5, "0")}`,
+      namespace: `team-${i % NAMESPACES}`,
+      replicas: 1 + (i % 3),
+    }));
     for (const t of targets) await ctrl.write("create", { ...t, image: "app:0", region: REGION });
 
     // Every request is logged (the default keeps 10,000); rollouts as the emulator ships them.
@@ -153,7 +159,9 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     }
     const finalImage = `app:${rounds}`;
     if (finalVersion.size !== objects) throw new Error(`B6: ${finalVersion.size} desired resources, want ${objects}`);
-    const notFinal = lagging((o) => Number(o.metadata.annotations?.[DESIRED_VERSION_ANNOTATION]) === finalVersion.get(o.metadata.name) && imageOf(o) === finalImage);
+    const notFinal = lagging(
+      (o) => Number(o.metadata.annotations?.[DESIRED_VERSION_ANNOTATION]) === finalVersion.get(o.metadata.name) && imageOf(o) === finalImage,
+    );
     // When the agent's watch cursor reached the head (every update is in its desired table).
     const head = Math.max(...finalVersion.values());
     let cursorAt: number | undefined;
@@ -218,7 +226,11 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
         met: undefined,
       },
     ];
-    const top = [...otherRequests.entries()].sort((x, y) => y[1] - x[1]).slice(0, 6).map(([k, n]) => `${k} ${fmtInt(n)}`).join(", ");
+    const top = [...otherRequests.entries()]
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, 6)
+      .map(([k, n]) => `${k} ${fmtInt(n)}`)
+      .join(", ");
     const notes = [
       `B6: ${fmtInt(updates)} updates (${rounds} per deployment, each a new image) written in the ctrl process by a bulk writer in ${burst.transactions} transactions of ${PER_TRANSACTION} (the rows store.deployments.update writes; each commit wakes ctrl's poller): ${fmtMs(writeMs)} from the first write's start to the last commit (${fmtInt(updates / (writeMs / 1000))} updates/s; first commit after ${fmtMs(burst.firstCommit - burst.started)}). Agent: kubernetes target, concurrency ${CONCURRENCY}, default timings; emulator rollout delay ${emu.options.rolloutDelayMs} ms. Before the burst, the initial ${fmtInt(objects)} creates took ${fmtInt(initialApplies)} Deployment applies (${fmtInt(settledApplies - initialApplies)} more while settling for 2 s).`,
       `B6: from the first update until 2 s after convergence the emulator logged ${fmtInt(applies)} Deployment applies (${fmtInt(lateApplies)} of them after convergence; ${failedApplies} failed; at most ${maxPerObject} for one object; last one ${Number.isFinite(lastApplyAt) ? fmtMs(lastApplyAt - burst.lastCommit) : "n/a"} after the last commit, at ms resolution). Agent counters over the same window: ${fmtInt(agentApplies)} successful apply reconciles, ${fmtInt(agentSkips)} skipped (already applied), ${fmtInt(agentErrors)} failed, ${fmtInt(coalesced)} adds coalesced; mean apply reconcile (Deployment apply; its Service only if changed) ${fmtMs(meanReconcileMs)}. Other requests at the emulator: ${top || "none"}.`,

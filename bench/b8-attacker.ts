@@ -51,14 +51,20 @@ async function hammer(attack: string, count: number, one: (i: number) => Promise
   return { attack, sent: count, outcomes, seconds: (performance.now() - started) / 1000 };
 }
 
-/** HTTP/2 sessions reused round-robin; a session that went away is replaced. */
+/**
+ * HTTP/2 sessions reused round-robin; a session that went away (ctrl ends one after
+ * --max-auth-failures-per-connection failed authentications) is replaced, so the attack
+ * goes on at the cost of a new connection. `opened` counts them.
+ */
 function sessionPool() {
   const sessions: http2.ClientHttp2Session[] = [];
-  return {
+  const pool = {
+    opened: 0,
     get(i: number): http2.ClientHttp2Session {
       let s = sessions[i % SESSIONS];
       if (!s || s.closed || s.destroyed) {
         s = http2.connect(plan.url);
+        pool.opened++;
         s.on("error", () => {});
         s.on("goaway", () => s!.destroy());
         sessions[i % SESSIONS] = s;
@@ -70,6 +76,7 @@ function sessionPool() {
       for (const s of sessions) s?.destroy();
     },
   };
+  return pool;
 }
 
 /** One gRPC call; resolves with its grpc-status (or how it failed). */
@@ -90,6 +97,13 @@ function grpcCall(session: http2.ClientHttp2Session, path: string, headers: Reco
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+// HTTP/1.1 connections opened (a `connection: close` answer costs the next request a new one).
+let h1Connections = 0;
+const createConnection = agent.createConnection.bind(agent);
+agent.createConnection = (...args) => {
+  h1Connections++;
+  return createConnection(...args);
+};
 
 function h1Call(path: string, headers: Record<string, string>, body: Buffer): Promise<string> {
   return new Promise((resolve) => {
@@ -108,7 +122,7 @@ async function malformed(): Promise<AttackReport> {
   try {
     // Four kinds in turn: no token (gRPC), a bad body with a good token (gRPC), no token
     // (Connect JSON over HTTP/1.1), a bad body with a good token (Connect proto over HTTP/1.1).
-    return await hammer("malformed / unauthenticated requests", plan.malformed, (i) => {
+    const report = await hammer("malformed / unauthenticated requests", plan.malformed, (i) => {
       const auth = { authorization: `Bearer ${plan.adminToken}` };
       switch (i % 4) {
         case 0:
@@ -121,6 +135,7 @@ async function malformed(): Promise<AttackReport> {
           return h1Call("/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": "application/proto" }, Buffer.from([0x0a, 0x05, 0x61]));
       }
     });
+    return { ...report, outcomes: { ...report.outcomes, "HTTP/2 connections": pool.opened, "HTTP/1.1 connections": h1Connections } };
   } finally {
     pool.close();
   }
@@ -130,9 +145,10 @@ async function randomTokens(): Promise<AttackReport> {
   const pool = sessionPool();
   const body = encodeEnvelope(0, toBinary(GetRegionRequestSchema, create(GetRegionRequestSchema, { name: plan.region })));
   try {
-    return await hammer("random tokens", plan.randomTokens, (i) =>
+    const report = await hammer("random tokens", plan.randomTokens, (i) =>
       grpcCall(pool.get(i), "/ctrl.v1.RegionService/GetRegion", { authorization: `Bearer flt_${randomBytes(24).toString("base64url")}` }, body),
     );
+    return { ...report, outcomes: { ...report.outcomes, "HTTP/2 connections": pool.opened } };
   } finally {
     pool.close();
   }

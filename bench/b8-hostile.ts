@@ -122,8 +122,11 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
               .map(([k, v]) => `${k}: ${fmtInt(v)}`)
               .join(", "),
         ),
-        `B8: bounds enforced by ctrl: ${Object.entries(bounds).map(([k, v]) => `${k} ${fmtInt(v)}`).join(", ") || "none"}; ` +
-          `stream send timeout ${SEND_TIMEOUT_MS} ms for this run (default 60 s); attackers in a separate process on the same machine.`,
+        `B8: bounds enforced by ctrl: ${
+          Object.entries(bounds)
+            .map(([k, v]) => `${k} ${fmtInt(v)}`)
+            .join(", ") || "none"
+        }; ` + `stream send timeout ${SEND_TIMEOUT_MS} ms for this run (default 60 s); attackers in a separate process on the same machine.`,
       ],
     };
   } finally {

@@ -13,7 +13,6 @@ const config = JSON.parse(process.env.FLOTILLA_BENCH_CHILD ?? "{}") as ChildConf
 if (!process.send) throw new Error("ctrl-child.ts must be started by bench/lib/ctrl-process.ts (IPC channel)");
 const send = (reply: ChildReply) => process.send!(reply);
 
-
 const store = await Store.open(config.databaseUrl);
 // ctrl subscribes to the Store's commits to wake its poller; the bulk burst (B6) writes behind
 // the Store's back and calls the same listeners after each of its commits.
@@ -132,7 +131,9 @@ async function burst(spec: BurstSpec): Promise<BurstResult> {
       for (let u = 1; u <= spec.rounds; u++) {
         for (let i = writer; i < spec.targets.length; i += spec.writers) {
           const t = spec.targets[i]!;
-          await store.deployments.update(deployment({ id: t.id, namespace: t.namespace, image: `${spec.imagePrefix}${u}`, region: spec.region, replicas: t.replicas }));
+          await store.deployments.update(
+            deployment({ id: t.id, namespace: t.namespace, image: `${spec.imagePrefix}${u}`, region: spec.region, replicas: t.replicas }),
+          );
           writes++;
           if (firstCommit === 0) firstCommit = lastCommitAt;
         }
@@ -193,7 +194,7 @@ async function handle(req: ChildRequest): Promise<unknown> {
 process.on("message", (req: ChildRequest) => {
   handle(req).then(
     (result) => send({ id: req.id, result }),
-    (error: unknown) => send({ id: req.id, error: error instanceof Error ? error.stack ?? error.message : String(error) }),
+    (error: unknown) => send({ id: req.id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
   );
 });
 process.on("disconnect", () => process.exit(0));

@@ -41,7 +41,9 @@ for (const tree of TREES) {
       const into = unitOf(target);
       if (into.startsWith("packages/") && into !== unitOf(file)) {
         const line = text.slice(0, match.index).split("\n").length;
-        problems.push(`${relative(ROOT, file)}:${line}: ${specifier} reaches into ${into}; import @flotilla/${into.slice("packages/".length)} (its package.json exports) instead`);
+        problems.push(
+          `${relative(ROOT, file)}:${line}: ${specifier} reaches into ${into}; import @flotilla/${into.slice("packages/".length)} (its package.json exports) instead`,
+        );
       }
     }
   }
@@ -56,8 +58,12 @@ for (const name of readdirSync(join(ROOT, "packages"))) {
     else if (!existsSync(join(ROOT, "packages", name, file))) problems.push(`packages/${name}/package.json: export ${subpath} → ${file} does not exist`);
   }
   if (name === "proto") {
-    const generated = [...generatedModules(join(ROOT, "packages/proto/gen"))].map((path) => `./${relative(join(ROOT, "packages/proto/gen"), path).split(sep).join("/")}`);
-    for (const module of generated) if (exports[module] !== `./gen/${module.slice(2)}`) problems.push(`packages/proto/package.json: generated ${module} is not exported as ./gen/${module.slice(2)}`);
+    const generated = [...generatedModules(join(ROOT, "packages/proto/gen"))].map(
+      (path) => `./${relative(join(ROOT, "packages/proto/gen"), path).split(sep).join("/")}`,
+    );
+    for (const module of generated)
+      if (exports[module] !== `./gen/${module.slice(2)}`)
+        problems.push(`packages/proto/package.json: generated ${module} is not exported as ./gen/${module.slice(2)}`);
   }
 }
 

@@ -70,17 +70,29 @@ await run("ctrl", ["packages/ctrl/src/main.ts"], ctrlTls, {}, /serving on/);
 const adminToken = process.env.FLOTILLA_CTRL_ADMIN_TOKEN || process.env.FLOTILLA_ADMIN_TOKEN || readFileSync(".flotilla/admin-token", "utf8").trim();
 const regions = createClient(
   RegionService,
-  createConnectTransport({ baseUrl: CTRL, httpVersion: "1.1", nodeOptions: TLS ? { ca: readFileSync(pki.caCert) } : {}, interceptors: [(next) => (req) => {
-    req.header.set("authorization", `Bearer ${adminToken}`);
-    return next(req);
-  }] }),
+  createConnectTransport({
+    baseUrl: CTRL,
+    httpVersion: "1.1",
+    nodeOptions: TLS ? { ca: readFileSync(pki.caCert) } : {},
+    interceptors: [
+      (next) => (req) => {
+        req.header.set("authorization", `Bearer ${adminToken}`);
+        return next(req);
+      },
+    ],
+  }),
 );
 await regions.createRegion({ region: { name: REGION } });
 const { token } = await regions.createAgentToken({ region: REGION });
 const agentTls = TLS ? ["--ca-cert", pki.caCert, "--client-cert", agentCert.cert, "--client-key", agentCert.key] : [];
-await run("agent", [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"], ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG, ...agentTls], {
-  FLOTILLA_AGENT_TOKEN: token,
-});
+await run(
+  "agent",
+  [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"],
+  ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG, ...agentTls],
+  {
+    FLOTILLA_AGENT_TOKEN: token,
+  },
+);
 
 // The admin token is shown here, on the terminal of the person who started the stack (it is
 // read from its file); ctrl itself never logs it.

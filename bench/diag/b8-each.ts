@@ -17,13 +17,20 @@ try {
   for (const only of [{ stalledStreams: 50 }, { randomTokens: 10_000 }, { malformed: 2000 }, { rapidResets: 1000 }]) {
     const ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200, streamSendTimeoutMs: 5000 });
     for (let round = 0; round < 3; round++) {
-    const before = await ctrl.memory();
-    const plan: AttackPlan = { url: ctrl.url, adminToken: ADMIN_TOKEN, region: "hostile", ...none, ...only };
-    const child = fork(fileURLToPath(new URL("../b8-attacker.ts", import.meta.url)), [], { env: { ...process.env, FLOTILLA_B8_ATTACK: JSON.stringify(plan) }, stdio: ["ignore", "inherit", "inherit", "ipc"] });
-    await new Promise((resolve) => child.once("exit", resolve));
-    const after = await ctrl.memory();
-    const reduced = await ctrl.memory({ reduce: true }); // returns V8's pooled pages (bench/lib/ctrl-process.ts)
-    console.log(JSON.stringify((await ctrl.metrics()).boundsEnforced), JSON.stringify(only), `rss ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (memory-reducing GC: ${fmtBytes(reduced.rss)}), heapTotal ${fmtBytes(before.heapTotal)} → ${fmtBytes(after.heapTotal)}, heapUsed ${fmtBytes(before.heapUsed)} → ${fmtBytes(after.heapUsed)}`);
+      const before = await ctrl.memory();
+      const plan: AttackPlan = { url: ctrl.url, adminToken: ADMIN_TOKEN, region: "hostile", ...none, ...only };
+      const child = fork(fileURLToPath(new URL("../b8-attacker.ts", import.meta.url)), [], {
+        env: { ...process.env, FLOTILLA_B8_ATTACK: JSON.stringify(plan) },
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+      });
+      await new Promise((resolve) => child.once("exit", resolve));
+      const after = await ctrl.memory();
+      const reduced = await ctrl.memory({ reduce: true }); // returns V8's pooled pages (bench/lib/ctrl-process.ts)
+      console.log(
+        JSON.stringify((await ctrl.metrics()).boundsEnforced),
+        JSON.stringify(only),
+        `rss ${fmtBytes(before.rss)} → ${fmtBytes(after.rss)} (memory-reducing GC: ${fmtBytes(reduced.rss)}), heapTotal ${fmtBytes(before.heapTotal)} → ${fmtBytes(after.heapTotal)}, heapUsed ${fmtBytes(before.heapUsed)} → ${fmtBytes(after.heapUsed)}`,
+      );
     }
     await ctrl.stop();
   }

@@ -36,7 +36,9 @@ try {
         last = t;
         if (res.message.case === "batch") n += res.message.value.resources.length;
       }
-      console.log(`${name}: ${n} in ${(now() - t0).toFixed(0)} ms; first ${gaps[0]!.toFixed(1)} ms, median gap ${median(gaps.slice(1)).toFixed(1)} ms, max ${Math.max(...gaps).toFixed(1)}`);
+      console.log(
+        `${name}: ${n} in ${(now() - t0).toFixed(0)} ms; first ${gaps[0]!.toFixed(1)} ms, median gap ${median(gaps.slice(1)).toFixed(1)} ms, max ${Math.max(...gaps).toFixed(1)}`,
+      );
     }
   }
   await ctrl.stop();

@@ -29,7 +29,9 @@ try {
   await migrate(db.url);
   const store = await Store.open(db.url);
   await store.regions.create(REGION);
-  await store.deployments.create(create(DeploymentSchema, { id: "p-0", namespace: "bench", image: "app:w0", port: 8080, regions: [{ region: REGION, replicas: 1 }] }));
+  await store.deployments.create(
+    create(DeploymentSchema, { id: "p-0", namespace: "bench", image: "app:w0", port: 8080, regions: [{ region: REGION, replicas: 1 }] }),
+  );
   await store.close();
   let seq = 0;
   const spec = (): WriteSpec => ({ id: "p-0", namespace: "bench", image: `app:w${++seq}`, region: REGION, replicas: 1 });
@@ -101,9 +103,15 @@ try {
       );
     }
   }
-  const med = (p: Protocol, key: keyof Result) => percentile(results.get(p)!.map((r) => r[key]), 50);
+  const med = (p: Protocol, key: keyof Result) =>
+    percentile(
+      results.get(p)!.map((r) => r[key]),
+      50,
+    );
   for (const key of ["p50", "p99", "cpuPerEventUs", "heapPerStream", "rssPerStream"] as const) {
-    console.log(`median ${key}: grpc ${med("grpc", key).toFixed(1)}, connect ${med("connect", key).toFixed(1)}, connect/grpc ${fmtRatio(med("connect", key) / med("grpc", key))}`);
+    console.log(
+      `median ${key}: grpc ${med("grpc", key).toFixed(1)}, connect ${med("connect", key).toFixed(1)}, connect/grpc ${fmtRatio(med("connect", key) / med("grpc", key))}`,
+    );
   }
 } finally {
   await db.drop();

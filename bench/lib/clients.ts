@@ -86,7 +86,9 @@ export class WatchFleet {
         ":method": "POST",
         ":path": `/${ClusterService.typeName}/${ClusterService.method.watchDeploymentChanges.name}`,
         authorization: `Bearer ${ADMIN_TOKEN}`,
-        ...(connect ? { "content-type": "application/connect+proto", "connect-protocol-version": "1" } : { "content-type": "application/grpc", te: "trailers" }),
+        ...(connect
+          ? { "content-type": "application/connect+proto", "connect-protocol-version": "1" }
+          : { "content-type": "application/grpc", te: "trailers" }),
       });
       let endStream: { error?: { code?: string; message?: string } } | undefined;
       this.#calls.push(call);

@@ -8,12 +8,7 @@ import http2 from "node:http2";
 import { gunzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
-import {
-  ClusterService,
-  SnapshotCompleteSchema,
-  SyncDesiredStateRequestSchema,
-  type SnapshotComplete,
-} from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ClusterService, SnapshotCompleteSchema, SyncDesiredStateRequestSchema, type SnapshotComplete } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ADMIN_TOKEN } from "./ctrl-process.ts";
 
 export interface LeanSyncResult {

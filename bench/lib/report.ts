@@ -32,7 +32,9 @@ export function markdownTable(rows: readonly Row[]): string {
   const lines = [
     "| benchmark | measured | reference (same run) | ratio | target | met? |",
     "|---|---|---|---|---|---|",
-    ...rows.map((r) => `| ${r.benchmark} | ${r.measured} | ${r.reference} | ${r.ratio} | ${r.target} | ${r.met === undefined ? "—" : r.met ? "yes" : "**no**"} |`),
+    ...rows.map(
+      (r) => `| ${r.benchmark} | ${r.measured} | ${r.reference} | ${r.ratio} | ${r.target} | ${r.met === undefined ? "—" : r.met ? "yes" : "**no**"} |`,
+    ),
   ];
   return lines.join("\n");
 }

@@ -224,7 +224,13 @@ async function observe(
     });
     readiness.add("cluster", () => unreachable);
   }
-  const drift = new DriftCorrector({ table, region: config.region, metrics, refreshIntervalMs: config.refreshIntervalMs, refreshPerSecond: config.refreshPerSecond });
+  const drift = new DriftCorrector({
+    table,
+    region: config.region,
+    metrics,
+    refreshIntervalMs: config.refreshIntervalMs,
+    refreshPerSecond: config.refreshPerSecond,
+  });
   const observer = new Observer({
     kubeConfig: config.target.kubeConfig!,
     region: config.region,
@@ -248,7 +254,10 @@ function workers(config: ResolvedAgentConfig, queue: WorkQueue, handle: (key: st
   return {
     name: "workers",
     start() {
-      working = dispatch(queue, handle, { concurrency: config.concurrency, onHandlerError: (key, error) => config.log.error(`reconcile failed: ${messageOf(error)}`, { resource: key }) });
+      working = dispatch(queue, handle, {
+        concurrency: config.concurrency,
+        onHandlerError: (key, error) => config.log.error(`reconcile failed: ${messageOf(error)}`, { resource: key }),
+      });
     },
     async stop() {
       queue.shutDown();

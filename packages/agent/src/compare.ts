@@ -16,7 +16,8 @@ const INT_OR_STRING_FIELDS = new Set(["targetPort", "maxSurge", "maxUnavailable"
 /** Whether every field of `wanted` has its value, in canonical form, in `live`. List items are compared by position. */
 export function containsCanonical(live: unknown, wanted: unknown, path: readonly string[] = []): boolean {
   if (isEmpty(wanted) && (live === undefined || isEmpty(live))) return true;
-  if (Array.isArray(wanted)) return Array.isArray(live) && live.length >= wanted.length && wanted.every((item, i) => containsCanonical(live[i], item, [...path, String(i)]));
+  if (Array.isArray(wanted))
+    return Array.isArray(live) && live.length >= wanted.length && wanted.every((item, i) => containsCanonical(live[i], item, [...path, String(i)]));
   if (wanted !== null && typeof wanted === "object") {
     if (live === null || typeof live !== "object" || Array.isArray(live)) return false;
     return Object.entries(wanted).every(([field, value]) => containsCanonical((live as Record<string, unknown>)[field], value, [...path, field]));

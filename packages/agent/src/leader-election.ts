@@ -42,10 +42,15 @@ export interface LeaderElectionOptions {
 const JITTER_FACTOR = 1.2;
 
 /** Throws a RangeError unless the timings are valid as client-go's NewLeaderElector demands. */
-export function validateTimings({ leaseDurationMs, renewDeadlineMs, retryPeriodMs }: Pick<LeaderElectionOptions, "leaseDurationMs" | "renewDeadlineMs" | "retryPeriodMs">): void {
+export function validateTimings({
+  leaseDurationMs,
+  renewDeadlineMs,
+  retryPeriodMs,
+}: Pick<LeaderElectionOptions, "leaseDurationMs" | "renewDeadlineMs" | "retryPeriodMs">): void {
   if (!(retryPeriodMs > 0)) throw new RangeError("the leader election retry period must be greater than zero");
   if (!(leaseDurationMs > renewDeadlineMs)) throw new RangeError("the leader election lease duration must be greater than the renew deadline");
-  if (!(renewDeadlineMs > JITTER_FACTOR * retryPeriodMs)) throw new RangeError(`the leader election renew deadline must be greater than ${JITTER_FACTOR}× the retry period`);
+  if (!(renewDeadlineMs > JITTER_FACTOR * retryPeriodMs))
+    throw new RangeError(`the leader election renew deadline must be greater than ${JITTER_FACTOR}× the retry period`);
   if (leaseDurationMs % 1000 !== 0) throw new RangeError("the leader election lease duration must be whole seconds (the Lease stores seconds)");
 }
 
@@ -202,7 +207,9 @@ export class LeaderElector {
         return undefined;
       }
       const next: LeaseRecord =
-        old.holderIdentity === identity ? { ...ours, acquireTime: old.acquireTime, leaseTransitions: old.leaseTransitions } : { ...ours, leaseTransitions: old.leaseTransitions + 1 };
+        old.holderIdentity === identity
+          ? { ...ours, acquireTime: old.acquireTime, leaseTransitions: old.leaseTransitions }
+          : { ...ours, leaseTransitions: old.leaseTransitions + 1 };
       if (signal.aborted) return undefined;
       const updated = await this.#bounded(this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, next, lease.metadata?.resourceVersion) }));
       this.#observe(next, updated.metadata?.resourceVersion, started);
@@ -212,7 +219,9 @@ export class LeaderElector {
       if (error instanceof ApiException && error.code === 409) return undefined; // another candidate wrote first
       // Logged at first and then every tenth time: a standby without access retries for ever.
       if (++this.#failures <= 3 || this.#failures % 10 === 0) {
-        log.warn(`leader election: ${this.#leading ? "renewing" : "acquiring"} lease ${namespace}/${name} failed (${this.#failures}× in a row): ${messageOf(error)}`);
+        log.warn(
+          `leader election: ${this.#leading ? "renewing" : "acquiring"} lease ${namespace}/${name} failed (${this.#failures}× in a row): ${messageOf(error)}`,
+        );
       }
       return undefined;
     }
@@ -224,7 +233,13 @@ export class LeaderElector {
     const observed = this.#observed;
     if (observed?.record.holderIdentity !== this.#options.identity) return;
     const now = Date.now();
-    const released: LeaseRecord = { holderIdentity: "", leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: observed.record.leaseTransitions };
+    const released: LeaseRecord = {
+      holderIdentity: "",
+      leaseDurationSeconds: 1,
+      acquireTime: now,
+      renewTime: now,
+      leaseTransitions: observed.record.leaseTransitions,
+    };
     await this.#bounded(this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, released, observed.resourceVersion) }));
     this.#observed = { record: released, resourceVersion: undefined, at: this.#monotonic() };
     log.info(`leader election: released lease ${namespace}/${name}`);
@@ -318,7 +333,14 @@ export function fromLease(lease: V1Lease): LeaseRecord {
 }
 
 function sameRecord(a: LeaseRecord, b: LeaseRecord | undefined): boolean {
-  return b !== undefined && a.holderIdentity === b.holderIdentity && a.leaseDurationSeconds === b.leaseDurationSeconds && a.acquireTime === b.acquireTime && a.renewTime === b.renewTime && a.leaseTransitions === b.leaseTransitions;
+  return (
+    b !== undefined &&
+    a.holderIdentity === b.holderIdentity &&
+    a.leaseDurationSeconds === b.leaseDurationSeconds &&
+    a.acquireTime === b.acquireTime &&
+    a.renewTime === b.renewTime &&
+    a.leaseTransitions === b.leaseTransitions
+  );
 }
 
 function messageOf(error: unknown): string {

@@ -35,7 +35,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
 
   const memoryReleaseAfterReconciles = Number(text("memory-release-after"));
-  if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0) throw new Error("--memory-release-after must be a non-negative integer");
+  if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0)
+    throw new Error("--memory-release-after must be a non-negative integer");
   const leaderElect = values["leader-elect"] === "true";
   const leaderElection = {
     leaseDurationMs: duration("leader-elect-lease-duration"),
@@ -95,7 +96,9 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
 async function main(): Promise<void> {
   let config: AgentConfig | "help";
   if (process.argv.slice(2).some((arg) => arg === "--token" || arg.startsWith("--token="))) {
-    process.stderr.write("flotilla-agent: warning: --token shows the token to every user of this host (process list); use --token-file or FLOTILLA_AGENT_TOKEN\n");
+    process.stderr.write(
+      "flotilla-agent: warning: --token shows the token to every user of this host (process list); use --token-file or FLOTILLA_AGENT_TOKEN\n",
+    );
   }
   try {
     config = await agentConfig(process.argv.slice(2));
@@ -113,8 +116,6 @@ async function main(): Promise<void> {
     log.error(error.message);
     process.exit(1);
   });
-  log.info(`health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
-  void agent.ready.then(() => log.info("first complete sync dispatched, ready"));
   const shutdown = async (signal: string) => {
     log.info(`${signal}, stopping`);
     await agent.stop();
@@ -123,6 +124,9 @@ async function main(): Promise<void> {
   };
   process.once("SIGINT", () => void shutdown("SIGINT"));
   process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  // Announced only once the signal handlers are in place: whoever waits for these lines may stop us at once.
+  log.info(`health and metrics on ${agent.url}, syncing from ${ctrlUrl}`);
+  void agent.ready.then(() => log.info("first complete sync dispatched, ready"));
 }
 
 if (import.meta.main) await main();

@@ -128,10 +128,7 @@ export function buildManifests(resource: DesiredResource, region: string): Manif
     }
     case "ciliumNetworkPolicy":
       return {
-        apply: [
-          namespaceObject,
-          { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", metadata: metadata(), spec: spec.value.spec ?? {} },
-        ],
+        apply: [namespaceObject, { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", metadata: metadata(), spec: spec.value.spec ?? {} }],
         absent: [],
       };
     default:

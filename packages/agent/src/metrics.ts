@@ -93,7 +93,11 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
-  readonly queueDuration = queueHistogram(this.registry, "workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested.");
+  readonly queueDuration = queueHistogram(
+    this.registry,
+    "workqueue_queue_duration_seconds",
+    "How long in seconds an item stays in workqueue before being requested.",
+  );
 
   readonly workDuration = queueHistogram(this.registry, "workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes.");
 
@@ -119,7 +123,7 @@ export class AgentMetrics {
   // Each condition of /readyz (connected, synced, cluster) as 0/1, and the whole as condition "all".
   readonly ready: Gauge<"condition"> = new Gauge({
     name: "flotilla_agent_ready",
-    help: "Readiness of the agent (condition=\"all\") and of each of its conditions: 1 met, 0 not.",
+    help: 'Readiness of the agent (condition="all") and of each of its conditions: 1 met, 0 not.',
     labelNames: ["condition"] as const,
     registers: [this.registry],
     collect: () => {

@@ -25,10 +25,16 @@ export function namespaceRefusal(namespace: string, rules: NamespaceRules): stri
 
 /** A comma-separated glob list from a flag ("" is an empty list). */
 export function parseGlobList(text: string): string[] {
-  return text.split(",").map((glob) => glob.trim()).filter((glob) => glob !== "");
+  return text
+    .split(",")
+    .map((glob) => glob.trim())
+    .filter((glob) => glob !== "");
 }
 
 function globMatches(glob: string, value: string): boolean {
-  const pattern = glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*").replaceAll("?", ".");
+  const pattern = glob
+    .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+    .replaceAll("*", ".*")
+    .replaceAll("?", ".");
   return new RegExp(`^${pattern}$`).test(value);
 }

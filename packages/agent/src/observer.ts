@@ -150,7 +150,8 @@ class KindWatcher {
       onRestart(end.reason);
       if (end.reason === "error") {
         const delay = backoffDelay(failures++, backoff);
-        if (failures <= 3 || failures % 10 === 0) log.warn(`observer ${this.kind.kind}: ${describeError(end.error, this.kind)} (retry in ${Math.round(delay)} ms)`);
+        if (failures <= 3 || failures % 10 === 0)
+          log.warn(`observer ${this.kind.kind}: ${describeError(end.error, this.kind)} (retry in ${Math.round(delay)} ms)`);
         await sleep(delay, signal);
       } else {
         failures = 0;
@@ -219,13 +220,10 @@ class KindWatcher {
         allowWatchBookmarks: true,
         timeoutSeconds: watchTimeoutSeconds,
       };
-      this.#watch.watch(this.kind.path, query, onEvent, done).then(
-        (started) => {
-          controller = started;
-          if (outcome) started.abort();
-        },
-        done,
-      );
+      this.#watch.watch(this.kind.path, query, onEvent, done).then((started) => {
+        controller = started;
+        if (outcome) started.abort();
+      }, done);
     });
   }
 

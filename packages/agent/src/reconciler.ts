@@ -51,7 +51,16 @@ export function newReconciler(deps: ReconcilerDeps & { prune: PruneOptions }): R
   return { reconcile, prune: (snapshotVersion) => prune(deps, snapshotVersion, deps.prune) };
 }
 
-export function reconciler({ table, queue, target, metrics, log, liveVersions, namespaces, ownershipRecheckMs }: ReconcilerDeps): (key: string) => Promise<void> {
+export function reconciler({
+  table,
+  queue,
+  target,
+  metrics,
+  log,
+  liveVersions,
+  namespaces,
+  ownershipRecheckMs,
+}: ReconcilerDeps): (key: string) => Promise<void> {
   return async (key) => {
     const entry = table.get(key);
     if (!entry) return queue.forget(key);
@@ -71,7 +80,8 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions, n
       if (refused) throw new TargetError(refused, undefined, undefined, "namespace");
       const before = liveVersions?.(key);
       // A re-apply must restore every object: no object may be skipped as unchanged.
-      const applied = desired.kind === "upsert" ? await target.apply(desiredResource(desired), reapply ? undefined : before) : await target.delete(desired.tombstone);
+      const applied =
+        desired.kind === "upsert" ? await target.apply(desiredResource(desired), reapply ? undefined : before) : await target.delete(desired.tombstone);
       timer();
       // Drift correction ignores events while a run is in flight; an object this run left
       // alone (skipped or a no-op) that changed meanwhile would go uncorrected otherwise.
@@ -93,7 +103,8 @@ export function reconciler({ table, queue, target, metrics, log, liveVersions, n
         // Nothing we do changes the other owner's object: look again at a steady pace (sooner on
         // a new desired version), not with the error backoff's first quick retries.
         queue.addAfter(key, jittered(ownershipRecheckMs, 0.1));
-        if (entry.attempts === 1) log.warn(`${op} refused (checked again every ${ownershipRecheckMs / 1000} s): ${failure.message}`, { resource: key, version });
+        if (entry.attempts === 1)
+          log.warn(`${op} refused (checked again every ${ownershipRecheckMs / 1000} s): ${failure.message}`, { resource: key, version });
         return;
       }
       if (failure.permanent) {

@@ -119,7 +119,8 @@ export class Reporter {
           break;
         }
         const delay = backoffDelay(failures++, { minMs: reportIntervalMs, maxMs: Math.max(reportIntervalMs, heartbeatIntervalMs) });
-        if (failures <= 3 || failures % 10 === 0) log.warn(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
+        if (failures <= 3 || failures % 10 === 0)
+          log.warn(`report to ctrl failed (retry in ${Math.round(delay)} ms): ${error instanceof Error ? error.message : String(error)}`);
         await sleep(delay, signal);
       }
     }
@@ -211,4 +212,3 @@ interface Batch {
   observations: Observed[];
   fullSet: boolean;
 }
-

@@ -44,12 +44,29 @@ describe("AgentConfig", () => {
   test("the CLI maps flags, then FLOTILLA_AGENT_* variables, onto it; invalid values name their flag", async () => {
     const dir = mkdtempSync(join(tmpdir(), "agent-config-"));
     try {
-      const config = await agentConfig(["--region", "east", "--target", "render", "--render-dir", dir, "--full-sync-interval", "90s", "--settle", "250ms", "--bookmark-interval", "2s", "--force-prune"], {
-        FLOTILLA_AGENT_TOKEN: "secret",
-        FLOTILLA_AGENT_CONCURRENCY: "4",
-        FLOTILLA_AGENT_MEMORY_RELEASE_AFTER: "0",
-        FLOTILLA_AGENT_REGION: "ignored: the flag wins",
-      });
+      const config = await agentConfig(
+        [
+          "--region",
+          "east",
+          "--target",
+          "render",
+          "--render-dir",
+          dir,
+          "--full-sync-interval",
+          "90s",
+          "--settle",
+          "250ms",
+          "--bookmark-interval",
+          "2s",
+          "--force-prune",
+        ],
+        {
+          FLOTILLA_AGENT_TOKEN: "secret",
+          FLOTILLA_AGENT_CONCURRENCY: "4",
+          FLOTILLA_AGENT_MEMORY_RELEASE_AFTER: "0",
+          FLOTILLA_AGENT_REGION: "ignored: the flag wins",
+        },
+      );
       assert.ok(config !== "help");
       assert.equal(config.region, "east");
       assert.equal(config.token, "secret");
@@ -77,22 +94,37 @@ describe("AgentConfig", () => {
     const dir = mkdtempSync(join(tmpdir(), "agent-config-"));
     try {
       const kubeconfig = join(dir, "kubeconfig");
-      writeFileSync(kubeconfig, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n");
+      writeFileSync(
+        kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+      );
       const plain = await agentConfig(["--region", "east", "--token", "t", "--kubeconfig", kubeconfig], {});
       assert.ok(plain !== "help");
       assert.equal(plain.leaderElect, false);
       assert.equal(resolveConfig(plain).leaderElection.leaseDurationMs, 15_000, "client-go's defaults");
-      const elected = await agentConfig(["--region", "east", "--token", "t", "--kubeconfig", kubeconfig, "--leader-elect-renew-deadline", "4s", "--leader-elect-resource-name", "agents"], {
-        FLOTILLA_AGENT_LEADER_ELECT: "true",
-        FLOTILLA_AGENT_LEADER_ELECT_RETRY_PERIOD: "1s",
-      });
+      const elected = await agentConfig(
+        ["--region", "east", "--token", "t", "--kubeconfig", kubeconfig, "--leader-elect-renew-deadline", "4s", "--leader-elect-resource-name", "agents"],
+        {
+          FLOTILLA_AGENT_LEADER_ELECT: "true",
+          FLOTILLA_AGENT_LEADER_ELECT_RETRY_PERIOD: "1s",
+        },
+      );
       assert.ok(elected !== "help");
       assert.equal(elected.leaderElect, true);
       assert.deepEqual(elected.leaderElection, { leaseDurationMs: 15_000, renewDeadlineMs: 4000, retryPeriodMs: 1000, namespace: undefined, name: "agents" });
-      await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--target", "render", "--render-dir", dir, "--leader-elect"], {}), /--leader-elect needs --target kubernetes/);
-      await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--kubeconfig", kubeconfig, "--leader-elect", "--leader-elect-renew-deadline", "15s"], {}), /--leader-elect-\*: .*greater than the renew deadline/);
+      await assert.rejects(
+        agentConfig(["--region", "east", "--token", "t", "--target", "render", "--render-dir", dir, "--leader-elect"], {}),
+        /--leader-elect needs --target kubernetes/,
+      );
+      await assert.rejects(
+        agentConfig(["--region", "east", "--token", "t", "--kubeconfig", kubeconfig, "--leader-elect", "--leader-elect-renew-deadline", "15s"], {}),
+        /--leader-elect-\*: .*greater than the renew deadline/,
+      );
       // The library refuses it as well, before starting anything.
-      await assert.rejects(startAgent({ ...identity, target: new RenderTarget({ dir, region: "east" }), leaderElect: true }), /leader election needs the kubernetes target/);
+      await assert.rejects(
+        startAgent({ ...identity, target: new RenderTarget({ dir, region: "east" }), leaderElect: true }),
+        /leader election needs the kubernetes target/,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -140,7 +172,13 @@ describe("Listeners", () => {
 
 describe("Reconciler", () => {
   const resource = (id: string, version: number): DesiredResource =>
-    create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id, version: BigInt(version), namespace: "n", spec: { case: "deployment", value: { workload: { image: "app:1", port: 80 }, replicas: 1 } } });
+    create(DesiredResourceSchema, {
+      type: ResourceType.DEPLOYMENT,
+      id,
+      version: BigInt(version),
+      namespace: "n",
+      spec: { case: "deployment", value: { workload: { image: "app:1", port: 80 }, replicas: 1 } },
+    });
 
   /** A target that records calls, fails as told, and manages `managed`. */
   function scriptedTarget(managed: ManagedObject[] = []) {
@@ -195,7 +233,15 @@ describe("Reconciler", () => {
   });
 
   test("prune(): deletes what nothing desires, refuses beyond the safety valve", async () => {
-    const orphan = (id: string): ManagedObject => ({ type: ResourceType.DEPLOYMENT, id, key: `deployment/${id}`, apiVersion: "apps/v1", kind: "Deployment", namespace: "n", name: id });
+    const orphan = (id: string): ManagedObject => ({
+      type: ResourceType.DEPLOYMENT,
+      id,
+      key: `deployment/${id}`,
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      namespace: "n",
+      name: id,
+    });
     const { target } = scriptedTarget([orphan("web"), orphan("old")]);
     const { table, reconciler, queue } = build(target);
     table.upsert(resource("web", 1), 1);
@@ -215,12 +261,23 @@ describe("DriftCorrector", () => {
     const changed: string[] = [];
     const table = new DesiredTable((key) => changed.push(key));
     const drift = new DriftCorrector({ table, region: "east", metrics: new AgentMetrics(), refreshIntervalMs: 60_000, refreshPerSecond: 1 });
-    const web = create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id: "web", version: 1n, namespace: "n", spec: { case: "deployment", value: { workload: { image: "app:1", port: 0 }, replicas: 1 } } });
+    const web = create(DesiredResourceSchema, {
+      type: ResourceType.DEPLOYMENT,
+      id: "web",
+      version: 1n,
+      namespace: "n",
+      spec: { case: "deployment", value: { workload: { image: "app:1", port: 0 }, replicas: 1 } },
+    });
     table.upsert(web, 1);
     table.markDone("deployment/web", 1);
     const applied = buildManifests(web, "east").apply.find((object) => object.kind === "Deployment")!;
     const live = { ...applied, metadata: { ...applied.metadata, generation: 1 } } as KubeObject;
-    const change = (object: KubeObject | undefined, previous: KubeObject | undefined): ObjectChange => ({ kind: APPLIED_KINDS.find((k) => k.kind === "Deployment")!, key: "deployment/web", object, previous });
+    const change = (object: KubeObject | undefined, previous: KubeObject | undefined): ObjectChange => ({
+      kind: APPLIED_KINDS.find((k) => k.kind === "Deployment")!,
+      key: "deployment/web",
+      object,
+      previous,
+    });
     changed.length = 0;
     drift.onChange(change({ ...live, status: { readyReplicas: 1 } } as KubeObject, live));
     assert.deepEqual(changed, [], "a status-only write is not drift");
@@ -249,7 +306,13 @@ describe("Observer", () => {
     const running = observer.run(stopping.signal);
     try {
       await waitFor(() => APPLIED_KINDS.every((kind) => observer.isSynced(kind)), 5000, "every kind listed");
-      const web = create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id: "web", version: 1n, namespace: "default", spec: { case: "deployment", value: { workload: { image: "app:1", port: 0 }, replicas: 1 } } });
+      const web = create(DesiredResourceSchema, {
+        type: ResourceType.DEPLOYMENT,
+        id: "web",
+        version: 1n,
+        namespace: "default",
+        spec: { case: "deployment", value: { workload: { image: "app:1", port: 0 }, replicas: 1 } },
+      });
       const deployment = buildManifests(web, "east").apply.find((object) => object.kind === "Deployment")!;
       await cluster.apply(deployment as never);
       await waitFor(() => changes.includes("deployment/web"), 5000, "the change observed");

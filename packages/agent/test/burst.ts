@@ -94,7 +94,14 @@ export async function burstSuite(database: "sqlite" | "mysql"): Promise<void> {
       await Promise.all(
         Array.from({ length: WRITERS }, async (_, writer) => {
           for (let u = 1; u <= UPDATES_EACH; u++) {
-            for (let i = writer; i < DEPLOYMENTS; i += WRITERS) await stack.t.store.deployments.update(create(DeploymentSchema, spec(i, `app:${u}`)));
+            for (let i = writer; i < DEPLOYMENTS; i += WRITERS) {
+              await stack.t.store.deployments.update(create(DeploymentSchema, spec(i, `app:${u}`)));
+              // A turn of the event loop per write, as between the operator API's requests:
+              // SQLite's driver answers without I/O, so the writers would otherwise hold ctrl's
+              // stream to the agent back until the whole burst is written, and the agent would
+              // then have all 10,000 changes to catch up on (longer than the wait on a loaded machine).
+              await new Promise((resolve) => setImmediate(resolve));
+            }
           }
         }),
       );

@@ -26,7 +26,11 @@ test("a Deployment keeps identity, the agent's labels and annotation, replicas, 
       annotations: { "flotilla.dev/desired-version": "7", "deployment.kubernetes.io/revision": "2" },
       managedFields: [{ manager: "flotilla-agent", fieldsV1: { "f:spec": {} } }],
     },
-    spec: { replicas: 2, selector: { matchLabels: { app: "web" } }, template: { spec: { containers: [{ name: "app", image: "web:1", env: [{ name: "A", value: "1" }] }] } } },
+    spec: {
+      replicas: 2,
+      selector: { matchLabels: { app: "web" } },
+      template: { spec: { containers: [{ name: "app", image: "web:1", env: [{ name: "A", value: "1" }] }] } },
+    },
     status: {
       observedGeneration: 3,
       replicas: 2,
@@ -35,7 +39,13 @@ test("a Deployment keeps identity, the agent's labels and annotation, replicas, 
       availableReplicas: 1,
       unavailableReplicas: 1,
       conditions: [
-        { type: "Available", status: "False", reason: "MinimumReplicasUnavailable", message: "Deployment does not have minimum availability.", lastUpdateTime: "t" },
+        {
+          type: "Available",
+          status: "False",
+          reason: "MinimumReplicasUnavailable",
+          message: "Deployment does not have minimum availability.",
+          lastUpdateTime: "t",
+        },
         { type: "Progressing", status: "True", reason: "ReplicaSetUpdated", message: 'ReplicaSet "web-1" is progressing.', lastTransitionTime: "t" },
         { type: "ReplicaFailure", status: "True", reason: "FailedCreate", message: "quota" },
       ],
@@ -68,7 +78,11 @@ test("a Service keeps only identity, labels and annotation; each read is a new o
     spec: { ports: [{ port: 80 }], clusterIP: "10.0.0.1" },
   });
   const object = cached.toObject();
-  assert.deepEqual(object, { apiVersion: "v1", kind: "Service", metadata: { name: "web", namespace: "shop", resourceVersion: "9", labels, annotations: { "flotilla.dev/desired-version": "5" } } });
+  assert.deepEqual(object, {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: "web", namespace: "shop", resourceVersion: "9", labels, annotations: { "flotilla.dev/desired-version": "5" } },
+  });
   object.metadata.labels!.extra = "x";
   assert.equal(cached.toObject().metadata.labels!.extra, undefined);
 });

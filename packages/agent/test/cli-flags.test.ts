@@ -44,7 +44,9 @@ test("agent: namespace lists and the recheck interval reach the config (flags, e
     assert.ok(defaults !== "help");
     assert.deepEqual(defaults.namespaces, { allowed: ["*"], denied: ["kube-system", "kube-public", "kube-node-lease", "default"] });
     assert.equal(defaults.ownershipRecheckMs, 30_000);
-    const given = await agentConfig([...base, "--allowed-namespaces", "team-*, shared", "--ownership-recheck-interval", "5s"], { FLOTILLA_AGENT_DENIED_NAMESPACES: "team-secret*" });
+    const given = await agentConfig([...base, "--allowed-namespaces", "team-*, shared", "--ownership-recheck-interval", "5s"], {
+      FLOTILLA_AGENT_DENIED_NAMESPACES: "team-secret*",
+    });
     assert.ok(given !== "help");
     assert.deepEqual(given.namespaces, { allowed: ["team-*", "shared"], denied: ["team-secret*"] });
     assert.equal(given.ownershipRecheckMs, 5000);

@@ -27,26 +27,49 @@ test("quantities compare by value: live canonical forms contain the desired raw 
       containsCanonical(container({ resources: { requests: { cpu: live } } }), container({ resources: { requests: { cpu: desired } } })),
       `${live} holds ${desired}`,
     );
-    assert.ok(containsCanonical({ resources: { limits: { memory: live } } }, { resources: { limits: { memory: desired } } }), `limits: ${live} holds ${desired}`);
+    assert.ok(
+      containsCanonical({ resources: { limits: { memory: live } } }, { resources: { limits: { memory: desired } } }),
+      `limits: ${live} holds ${desired}`,
+    );
   }
 });
 
 test("different quantities, and quantities outside resources, are different", () => {
   assert.ok(!containsCanonical(container({ resources: { requests: { cpu: "1" } } }), container({ resources: { requests: { cpu: "999m" } } })));
   assert.ok(!containsCanonical(container({ resources: { requests: { memory: "1G" } } }), container({ resources: { requests: { memory: "1Gi" } } })));
-  assert.ok(!containsCanonical({ metadata: { annotations: { size: "1" } } }, { metadata: { annotations: { size: "1000m" } } }), "an annotation is a plain string");
+  assert.ok(
+    !containsCanonical({ metadata: { annotations: { size: "1" } } }, { metadata: { annotations: { size: "1000m" } } }),
+    "an annotation is a plain string",
+  );
   assert.equal(parseQuantity("1.5.2"), undefined);
   assert.equal(parseQuantity("Mi"), undefined);
 });
 
 test("an empty value we apply matches the field the server dropped", () => {
-  const desired = container({ env: [{ name: "EMPTY", value: "" }, { name: "SET", value: "x" }], command: ["run"] });
-  const live = container({ env: [{ name: "EMPTY" }, { name: "SET", value: "x" }], command: ["run"], imagePullPolicy: "IfNotPresent", terminationMessagePath: "/dev/termination-log" });
+  const desired = container({
+    env: [
+      { name: "EMPTY", value: "" },
+      { name: "SET", value: "x" },
+    ],
+    command: ["run"],
+  });
+  const live = container({
+    env: [{ name: "EMPTY" }, { name: "SET", value: "x" }],
+    command: ["run"],
+    imagePullPolicy: "IfNotPresent",
+    terminationMessagePath: "/dev/termination-log",
+  });
   assert.ok(containsCanonical(live, desired));
   assert.ok(containsCanonical({ spec: {} }, { spec: { args: [], selector: {} } }));
-  assert.ok(!containsCanonical(container({ env: [{ name: "EMPTY", value: "y" }] }), container({ env: [{ name: "EMPTY", value: "" }] })), "a value someone set is drift");
+  assert.ok(
+    !containsCanonical(container({ env: [{ name: "EMPTY", value: "y" }] }), container({ env: [{ name: "EMPTY", value: "" }] })),
+    "a value someone set is drift",
+  );
   assert.ok(!containsCanonical(container({ env: [{ name: "SET" }] }), container({ env: [{ name: "SET", value: "x" }] })), "a dropped value we set is drift");
-  assert.ok(!containsCanonical(container({ command: ["run", "--debug"].slice(0, 1) }), container({ command: ["run", "--debug"] })), "a shortened command is drift");
+  assert.ok(
+    !containsCanonical(container({ command: ["run", "--debug"].slice(0, 1) }), container({ command: ["run", "--debug"] })),
+    "a shortened command is drift",
+  );
 });
 
 test("int-or-string fields compare an integer with its decimal string", () => {
@@ -63,7 +86,17 @@ test("the agent's own manifest of a workload with canonicalizable values is cont
     version: 3n,
     spec: {
       case: "deployment",
-      value: { replicas: 2, workload: { image: "nginx:1", port: 80, cpuMillicores: 1000, memoryMib: 1024, command: ["nginx", "-g", "daemon off;"], env: [{ name: "EMPTY", value: "" }] } },
+      value: {
+        replicas: 2,
+        workload: {
+          image: "nginx:1",
+          port: 80,
+          cpuMillicores: 1000,
+          memoryMib: 1024,
+          command: ["nginx", "-g", "daemon off;"],
+          env: [{ name: "EMPTY", value: "" }],
+        },
+      },
     },
   });
   const deployment = buildManifests(resource, "east").apply.find((o) => o.kind === "Deployment")!;

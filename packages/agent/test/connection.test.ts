@@ -40,10 +40,12 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
     },
     watchDeploymentChanges(request: WatchDeploymentChangesRequest, options: { signal: AbortSignal }) {
       watchedFrom.push(request.versionLastSeen);
-      // biome-ignore lint/correctness/useYield: a watch that sends nothing until it is aborted
-      const step = watches[watchedFrom.length - 1] ?? (async function* (signal: AbortSignal) {
-        await hangUntil(signal);
-      });
+      const step =
+        watches[watchedFrom.length - 1] ??
+        // biome-ignore lint/correctness/useYield: a watch that sends nothing until it is aborted
+        async function* (signal: AbortSignal) {
+          await hangUntil(signal);
+        };
       return step(options.signal);
     },
   } as unknown as Client<typeof ClusterService>;
@@ -128,7 +130,10 @@ describe("Connection", () => {
     const agent = connect(ctrl.client, { fullSyncIntervalMs: 30 });
     await waitFor(() => ctrl.syncs() >= 3, "three full syncs");
     await agent.stop();
-    assert.ok(ctrl.watchedFrom.every((v) => v === 0n), "version_last_seen is sent even when 0");
+    assert.ok(
+      ctrl.watchedFrom.every((v) => v === 0n),
+      "version_last_seen is sent even when 0",
+    );
     assert.deepEqual(await reconnects(agent.metrics), {});
   });
 

@@ -77,7 +77,10 @@ for (const { db, skip } of await testDatabases()) {
       assert.deepEqual(container.resources.requests, { cpu: "250m", memory: "128Mi" });
       assert.equal(container.ports[0].containerPort, 80);
       const managers = (created.metadata.managedFields as { manager: string; operation: string }[]).filter((m) => m.operation === "Apply");
-      assert.deepEqual(managers.map((m) => m.manager), ["flotilla-agent"]);
+      assert.deepEqual(
+        managers.map((m) => m.manager),
+        ["flotilla-agent"],
+      );
       const service = await waitFor(() => serviceOf(emulator, "demo", "web"), "Service demo/web");
       assert.equal((service.spec as any).ports[0].port, 80);
       assert.deepEqual((service.spec as any).selector, spec.selector.matchLabels);
@@ -88,7 +91,10 @@ for (const { db, skip } of await testDatabases()) {
       assert.equal(namespaceLabels?.["flotilla.dev/resource-id"], undefined, "namespaces are shared: no resource labels");
 
       await deployments.updateDeployment({ deployment: { ...base, image: "nginx:1.28" } });
-      const updated = await waitFor(() => imageOf(deploymentOf(emulator, "demo", "web")) === "nginx:1.28" && deploymentOf(emulator, "demo", "web"), "image update");
+      const updated = await waitFor(
+        () => imageOf(deploymentOf(emulator, "demo", "web")) === "nginx:1.28" && deploymentOf(emulator, "demo", "web"),
+        "image update",
+      );
       assert.ok(desiredVersion(updated)! > desiredVersion(created)!);
 
       await deployments.updateDeployment({ deployment: { ...base, image: "nginx:1.28", regions: [{ region: REGION, replicas: 4 }] } });
@@ -113,7 +119,9 @@ for (const { db, skip } of await testDatabases()) {
 
     test("a deployment of another region only is never applied here", async () => {
       const deployments = stack.t.client(DeploymentService);
-      await deployments.createDeployment({ deployment: { id: "elsewhere", namespace: "demo", image: "x:1", regions: [{ region: OTHER_REGION, replicas: 1 }] } });
+      await deployments.createDeployment({
+        deployment: { id: "elsewhere", namespace: "demo", image: "x:1", regions: [{ region: OTHER_REGION, replicas: 1 }] },
+      });
       await deployments.createDeployment({ deployment: { id: "marker", namespace: "demo", image: "x:1", regions: [{ region: REGION, replicas: 1 }] } });
       await waitFor(() => deploymentOf(stack.emulator, "demo", "marker"), "marker applied");
       assert.equal(deploymentOf(stack.emulator, "demo", "elsewhere"), undefined);
@@ -131,7 +139,10 @@ for (const { db, skip } of await testDatabases()) {
       await waitFor(() => serviceOf(emulator, "env-prod", "gw"), "sentinel Service");
 
       await sentinels.updateSentinel({ sentinel: { ...base, image: "sentinel:2", replicas: 3 } });
-      await waitFor(() => imageOf(deploymentOf(emulator, "env-prod", "gw")) === "sentinel:2" && replicasOf(deploymentOf(emulator, "env-prod", "gw")) === 3, "sentinel updated");
+      await waitFor(
+        () => imageOf(deploymentOf(emulator, "env-prod", "gw")) === "sentinel:2" && replicasOf(deploymentOf(emulator, "env-prod", "gw")) === 3,
+        "sentinel updated",
+      );
 
       await sentinels.updateSentinel({ sentinel: { ...base, desiredState: SentinelDesiredState.STANDBY } });
       await waitFor(() => !deploymentOf(emulator, "env-prod", "gw") && !serviceOf(emulator, "env-prod", "gw"), "standby: removed");
@@ -163,7 +174,12 @@ for (const { db, skip } of await testDatabases()) {
     });
 
     test("every entry of the desired table ends done", async () => {
-      await waitFor(() => agent.table.counts().pending === 0 && agent.table.counts().error === 0, "table settled", 10_000, () => agent.table.counts());
+      await waitFor(
+        () => agent.table.counts().pending === 0 && agent.table.counts().error === 0,
+        "table settled",
+        10_000,
+        () => agent.table.counts(),
+      );
     });
   });
 }

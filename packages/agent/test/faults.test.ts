@@ -38,7 +38,12 @@ for (const { db, skip } of await testDatabases()) {
       const retries = (await agent.metrics.retries.get()).values[0]?.value ?? 0;
       assert.ok(retries >= failed, `every failure was retried (${retries} retries, ${failed} failures)`);
       emulator.faults.clear();
-      await waitFor(() => agent.table.counts().pending + agent.table.counts().error === 0, "table settled", 10_000, () => agent.table.counts());
+      await waitFor(
+        () => agent.table.counts().pending + agent.table.counts().error === 0,
+        "table settled",
+        10_000,
+        () => agent.table.counts(),
+      );
     });
 
     test("429 with Retry-After: the retry waits at least Retry-After", async () => {
@@ -48,7 +53,11 @@ for (const { db, skip } of await testDatabases()) {
       await stack.t.client(DeploymentService).createDeployment({ deployment: deployment("throttled", "app:1") });
       await waitConverged(stack);
       const applies = emulator.requestLog.filter((e) => e.verb === "apply");
-      assert.deepEqual(applies.slice(0, 3).map((e) => e.status), [429, 429, 201], "two throttled, then the Deployment is created");
+      assert.deepEqual(
+        applies.slice(0, 3).map((e) => e.status),
+        [429, 429, 201],
+        "two throttled, then the Deployment is created",
+      );
       for (let i = 1; i < 3; i++) {
         const gap = Date.parse(applies[i]!.time) - Date.parse(applies[i - 1]!.time);
         assert.ok(gap >= 950, `apply ${i} came ${gap} ms after a 429 with Retry-After: 1`);

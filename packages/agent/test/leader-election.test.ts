@@ -47,7 +47,14 @@ describe("leader election", () => {
     const stop = new AbortController();
     const run = { stop, done: elector.run(stop.signal) };
     running.push(run);
-    return { elector, events, stop: () => (stop.abort(), run.done) };
+    return {
+      elector,
+      events,
+      stop: () => {
+        stop.abort();
+        return run.done;
+      },
+    };
   }
 
   const lease = (name: string) => leases.readNamespacedLease({ name, namespace: NAMESPACE });
@@ -102,7 +109,10 @@ describe("leader election", () => {
   });
 
   test("updates carry the resourceVersion: a stale one is a 409 Conflict, and of racing candidates exactly one leads", async () => {
-    const created = await leases.createNamespacedLease({ namespace: NAMESPACE, body: { metadata: { name: "race" }, spec: { holderIdentity: "", leaseTransitions: 7 } } });
+    const created = await leases.createNamespacedLease({
+      namespace: NAMESPACE,
+      body: { metadata: { name: "race" }, spec: { holderIdentity: "", leaseTransitions: 7 } },
+    });
     await leases.replaceNamespacedLease({ name: "race", namespace: NAMESPACE, body: { ...created, spec: { ...created.spec, holderIdentity: "x" } } });
     await assert.rejects(
       leases.replaceNamespacedLease({ name: "race", namespace: NAMESPACE, body: { ...created, spec: { ...created.spec, holderIdentity: "y" } } }),
@@ -113,7 +123,11 @@ describe("leader election", () => {
       (error: unknown) => error instanceof ApiException && error.code === 422,
       "a Lease update without a resourceVersion is refused (no unconditional update)",
     );
-    await leases.replaceNamespacedLease({ name: "race", namespace: NAMESPACE, body: { ...(await lease("race")), spec: { holderIdentity: "", leaseTransitions: 7 } } });
+    await leases.replaceNamespacedLease({
+      name: "race",
+      namespace: NAMESPACE,
+      body: { ...(await lease("race")), spec: { holderIdentity: "", leaseTransitions: 7 } },
+    });
     const candidates = ["p", "q", "r"].map((id) => candidate("race", id));
     await waitFor(() => candidates.some((c) => c.elector.isLeading()), "someone leads");
     await new Promise((resolve) => setTimeout(resolve, 600));
@@ -168,7 +182,10 @@ describe("leader election", () => {
   });
 
   test("timings are validated as client-go does", () => {
-    assert.throws(() => validateTimings({ leaseDurationMs: 10_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000 }), /lease duration must be greater than the renew deadline/);
+    assert.throws(
+      () => validateTimings({ leaseDurationMs: 10_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000 }),
+      /lease duration must be greater than the renew deadline/,
+    );
     assert.throws(() => validateTimings({ leaseDurationMs: 15_000, renewDeadlineMs: 2000, retryPeriodMs: 2000 }), /1.2× the retry period/);
     assert.throws(() => validateTimings({ leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 0 }), /greater than zero/);
     assert.throws(() => validateTimings({ leaseDurationMs: 15_500, renewDeadlineMs: 10_000, retryPeriodMs: 2000 }), /whole seconds/);

@@ -39,8 +39,27 @@ describe("agent leader election (processes)", () => {
       const proxy = await startTcpProxy("127.0.0.1", ctrlPort);
       const process = await spawnAgent(stack.token, [
         ...["--ctrl-url", `http://127.0.0.1:${proxy.port}`, "--region", REGION, "--kubeconfig", kubeconfig],
-        ...["--leader-elect", "--leader-elect-lease-duration", `${LEASE_SECONDS}s`, "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "300ms"],
-        ...["--leader-elect-resource-namespace", "default", "--bookmark-interval", `${BOOKMARK_MS}ms`, "--report-interval", "50ms", "--heartbeat-interval", "100ms", "--settle", "0"],
+        ...[
+          "--leader-elect",
+          "--leader-elect-lease-duration",
+          `${LEASE_SECONDS}s`,
+          "--leader-elect-renew-deadline",
+          "2s",
+          "--leader-elect-retry-period",
+          "300ms",
+        ],
+        ...[
+          "--leader-elect-resource-namespace",
+          "default",
+          "--bookmark-interval",
+          `${BOOKMARK_MS}ms`,
+          "--report-interval",
+          "50ms",
+          "--heartbeat-interval",
+          "100ms",
+          "--settle",
+          "0",
+        ],
       ]);
       const identity = () => /leader election: (\S+) became leader/.exec(process.log())?.[1];
       agents.push({ process, proxy, identity });
@@ -65,7 +84,8 @@ describe("agent leader election (processes)", () => {
     const leaders = all.filter((s) => s.status === 1);
     return leaders.length === 1 && all.every((s) => s.status === 1 || s.status === 0) ? leaders[0]!.agent : undefined;
   };
-  const applies = (a: (typeof agents)[number]) => a.process.metric('flotilla_agent_reconcile_total{type="deployment",op="apply",result="success"}').then((v) => v ?? 0);
+  const applies = (a: (typeof agents)[number]) =>
+    a.process.metric('flotilla_agent_reconcile_total{type="deployment",op="apply",result="success"}').then((v) => v ?? 0);
   const storedImage = async () => {
     const region = await stack.t.store.regions.resolve(REGION);
     const loaded = await stack.t.store.observations.load(region.id, [{ type: ResourceType.DEPLOYMENT, id: "web" }]);

@@ -19,7 +19,12 @@ test("the agent reports a taken --listen port in one line", async (t) => {
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const args = [MAIN, "--region", "east", "--target", "render", "--render-dir", dir, "--ctrl-url", "http://127.0.0.1:9", "--listen", address];
   const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    const child = execFile(process.execPath, args, { env: { PATH: process.env.PATH ?? "", FLOTILLA_AGENT_TOKEN: "x" }, timeout: 20_000 }, (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }));
+    const child = execFile(
+      process.execPath,
+      args,
+      { env: { PATH: process.env.PATH ?? "", FLOTILLA_AGENT_TOKEN: "x" }, timeout: 20_000 },
+      (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }),
+    );
   });
   assert.equal(code, 1);
   const lines = stderr.trim().split("\n");

@@ -53,7 +53,12 @@ test("an agent holding another region's certificate is refused until its files a
     reconnectBackoff: { minMs: 50, maxMs: 200 },
     log: createLogger({ write: (line) => logs.push(line) }),
   });
-  await waitFor(() => logs.some((m) => /permission_denied|certificate is for region/i.test(m)), "the wrong-region refusal", 20_000, () => logs);
+  await waitFor(
+    () => logs.some((m) => /permission_denied|certificate is for region/i.test(m)),
+    "the wrong-region refusal",
+    20_000,
+    () => logs,
+  );
   let ready = false;
   void agent.ready.then(() => (ready = true));
   assert.equal(ready, false);
@@ -61,10 +66,15 @@ test("an agent holding another region's certificate is refused until its files a
   copyFileSync(right.key, files.keyFile);
   copyFileSync(right.cert, files.certFile);
   await agent.ready;
-  assert.ok(logs.some((m) => /TLS files changed/.test(m)), logs.join("\n"));
+  assert.ok(
+    logs.some((m) => /TLS files changed/.test(m)),
+    logs.join("\n"),
+  );
 
   const deployments = t.client(DeploymentService, { ca: readFileSync(pki.caCert) });
-  await deployments.createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: REGION, replicas: 1 }] } });
+  await deployments.createDeployment({
+    deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: REGION, replicas: 1 }] },
+  });
   await waitFor(() => existsSync(join(renderDir, "demo")), "the rendered deployment");
 });
 

@@ -58,29 +58,26 @@ describe("namespaces the agent writes into", () => {
     assert.equal(namespaceOf(stack, "dying")?.metadata.labels?.["app.kubernetes.io/managed-by"], "flotilla", "created anew, by the agent");
   });
 
-  test(
-    "a namespace deleted under a running workload (403 NamespaceTerminating) is reported and retried, not looped",
-    async () => {
-      const { emulator } = stack;
-      const deployments = stack.t.client(DeploymentService);
-      await deployments.createDeployment({ deployment: app("victim", "doomed") });
-      await waitForPhase(stack, "victim", "RUNNING");
-      // A finalizer of someone else's keeps the namespace Terminating after its content is gone.
-      const held = structuredClone(namespaceOf(stack, "doomed")!);
-      held.metadata.finalizers = ["example.com/hold"];
-      emulator.put(held);
-      // kubectl delete namespace: its Deployment goes, the agent's re-create is refused (403).
-      await fetch(`${emulator.url}/api/v1/namespaces/doomed`, { method: "DELETE" });
-      await waitFor(async () => /being terminated/.test((await statusOf(stack, "victim"))?.reason ?? ""), "terminating reported");
-      emulator.clearRequestLog();
-      await new Promise((resolve) => setTimeout(resolve, 2000));
-      const attempts = emulator.requestLog.filter((e) => e.namespace === "doomed" || e.name === "doomed").length;
-      assert.ok(attempts <= 40, `${attempts} requests in 2 s: retried with backoff, not looped`);
-      assert.equal((await statusOf(stack, "victim"))?.phase, "FAILED");
-      // The finalizer's owner lets go: the namespace is gone, the agent creates it anew.
-      assert.ok(emulator.delete("v1", "Namespace", "doomed"));
-      await waitForPhase(stack, "victim", "RUNNING");
-      assert.equal(namespaceOf(stack, "doomed")?.metadata.labels?.["app.kubernetes.io/managed-by"], "flotilla", "created anew, by the agent");
-    },
-  );
+  test("a namespace deleted under a running workload (403 NamespaceTerminating) is reported and retried, not looped", async () => {
+    const { emulator } = stack;
+    const deployments = stack.t.client(DeploymentService);
+    await deployments.createDeployment({ deployment: app("victim", "doomed") });
+    await waitForPhase(stack, "victim", "RUNNING");
+    // A finalizer of someone else's keeps the namespace Terminating after its content is gone.
+    const held = structuredClone(namespaceOf(stack, "doomed")!);
+    held.metadata.finalizers = ["example.com/hold"];
+    emulator.put(held);
+    // kubectl delete namespace: its Deployment goes, the agent's re-create is refused (403).
+    await fetch(`${emulator.url}/api/v1/namespaces/doomed`, { method: "DELETE" });
+    await waitFor(async () => /being terminated/.test((await statusOf(stack, "victim"))?.reason ?? ""), "terminating reported");
+    emulator.clearRequestLog();
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const attempts = emulator.requestLog.filter((e) => e.namespace === "doomed" || e.name === "doomed").length;
+    assert.ok(attempts <= 40, `${attempts} requests in 2 s: retried with backoff, not looped`);
+    assert.equal((await statusOf(stack, "victim"))?.phase, "FAILED");
+    // The finalizer's owner lets go: the namespace is gone, the agent creates it anew.
+    assert.ok(emulator.delete("v1", "Namespace", "doomed"));
+    await waitForPhase(stack, "victim", "RUNNING");
+    assert.equal(namespaceOf(stack, "doomed")?.metadata.labels?.["app.kubernetes.io/managed-by"], "flotilla", "created anew, by the agent");
+  });
 });

@@ -3,6 +3,7 @@
 // silent watches (inactivity watchdog). Status transitions made meanwhile are never lost.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import type { Agent } from "../src/agent.ts";
@@ -53,8 +54,22 @@ describe("observer resilience", () => {
     // alone) can already be out of the history when the previous test's drops restart it.
     await waitFor(async () => (await restarts(agent, "inactive")) > inactiveBefore, "the silent watch restarted by the watchdog", 20_000);
     await waitFor(async () => (await restarts(agent, "gone")) > goneBefore, "a 410 Gone restart", 20_000);
-    // Relists alone keep the observations coming while events are suppressed.
-    await waitForPhase(stack, "silent", "FAILED", /deadline/);
+    // Relists alone keep the observations coming while events are suppressed: writes go on
+    // pushing resumed watches out of the history, so each watchdog restart ends in 410 Gone and
+    // a relist, however late the rollout's deadline passes.
+    let failed = false;
+    const churn = (async () => {
+      for (let i = 0; !failed; i++) {
+        await deployments.updateDeployment({ deployment: app(`churn-${i % 4}`, `app:${2 + (i % 2)}`) });
+        await sleep(200);
+      }
+    })();
+    try {
+      await waitForPhase(stack, "silent", "FAILED", /deadline/);
+    } finally {
+      failed = true;
+      await churn;
+    }
     await deployments.updateDeployment({ deployment: app("silent", "app:3") });
     stack.emulator.faults.clear();
     await waitForPhase(stack, "silent", "RUNNING");

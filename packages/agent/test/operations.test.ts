@@ -25,7 +25,11 @@ describe("agent operations: readiness and metrics", () => {
     // The agent reaches ctrl and the cluster through proxies the test can cut.
     const kubeConfig = new PooledKubeConfig();
     kubeConfig.loadFromString(stack.emulator.kubeconfigYaml().replace(clusterUrl.host, `127.0.0.1:${toCluster.port}`));
-    agent = await stack.agent({ listen: "127.0.0.1:0", ctrlUrl: `http://127.0.0.1:${toCtrl.port}`, target: new KubernetesTarget({ kubeConfig, region: REGION }) });
+    agent = await stack.agent({
+      listen: "127.0.0.1:0",
+      ctrlUrl: `http://127.0.0.1:${toCtrl.port}`,
+      target: new KubernetesTarget({ kubeConfig, region: REGION }),
+    });
     await agent.ready;
   });
   after(async () => {
@@ -40,7 +44,9 @@ describe("agent operations: readiness and metrics", () => {
   const metrics = async () => (await fetch(`${agent.url}/metrics`)).text();
 
   test("/metrics: the work queue, the Kubernetes client, readiness and the process under their standard names", async () => {
-    await stack.t.client(DeploymentService).createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: REGION, replicas: 1 }] } });
+    await stack.t
+      .client(DeploymentService)
+      .createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: REGION, replicas: 1 }] } });
     await waitFor(() => deploymentOf(stack.emulator, "demo", "web"), "Deployment demo/web");
     const text = await waitFor(async () => {
       const text = await metrics();

@@ -16,10 +16,18 @@ const [sqlite] = await testDatabases();
 
 const NS = "owned";
 const owner = { region: REGION, type: "deployment", id: "web" };
-const ours = { "app.kubernetes.io/managed-by": "flotilla", "flotilla.dev/region": REGION, "flotilla.dev/resource-type": "deployment", "flotilla.dev/resource-id": "web" };
+const ours = {
+  "app.kubernetes.io/managed-by": "flotilla",
+  "flotilla.dev/region": REGION,
+  "flotilla.dev/resource-type": "deployment",
+  "flotilla.dev/resource-id": "web",
+};
 
 test("ownershipConflict: only this region's marks for this resource, or the adopt annotation, let the agent write", () => {
-  const object = (labels: Record<string, string>, annotations?: Record<string, string>) => ({ kind: "Deployment", metadata: { name: "web", namespace: "demo", labels, annotations } });
+  const object = (labels: Record<string, string>, annotations?: Record<string, string>) => ({
+    kind: "Deployment",
+    metadata: { name: "web", namespace: "demo", labels, annotations },
+  });
   assert.equal(ownershipConflict(object(ours), owner), undefined);
   assert.equal(
     ownershipConflict(object({ "app.kubernetes.io/managed-by": "Helm" }), owner),
@@ -29,11 +37,12 @@ test("ownershipConflict: only this region's marks for this resource, or the adop
   assert.match(ownershipConflict(object({ ...ours, "flotilla.dev/region": OTHER_REGION }), owner)!, /another region \(flotilla\.dev\/region=west\)/);
   assert.match(ownershipConflict(object({ ...ours, "flotilla.dev/resource-type": "sentinel" }), owner)!, /another flotilla resource \(sentinel\/web\)/);
   assert.equal(ownershipConflict(object({ "app.kubernetes.io/managed-by": "Helm" }, { [ADOPT_ANNOTATION]: "true" }), owner), undefined);
-  assert.ok(ownershipConflict(object({ "app.kubernetes.io/managed-by": "Helm" }, { [ADOPT_ANNOTATION]: "yes" }), owner), "only \"true\" adopts");
+  assert.ok(ownershipConflict(object({ "app.kubernetes.io/managed-by": "Helm" }, { [ADOPT_ANNOTATION]: "yes" }), owner), 'only "true" adopts');
 });
 
 test("namespace rules: globs, denied wins, the system namespaces denied by default", () => {
-  for (const ns of ["kube-system", "kube-public", "kube-node-lease", "default"]) assert.match(namespaceRefusal(ns, DEFAULT_NAMESPACE_RULES)!, new RegExp(`namespace ${ns} is refused`));
+  for (const ns of ["kube-system", "kube-public", "kube-node-lease", "default"])
+    assert.match(namespaceRefusal(ns, DEFAULT_NAMESPACE_RULES)!, new RegExp(`namespace ${ns} is refused`));
   assert.equal(namespaceRefusal("demo", DEFAULT_NAMESPACE_RULES), undefined);
   const rules = { allowed: parseGlobList("team-*, shared"), denied: parseGlobList("team-secret*,kube-*") };
   assert.equal(namespaceRefusal("team-a", rules), undefined);
@@ -75,7 +84,9 @@ describe("ownership against the emulator", () => {
 
   /** Requests that wrote (or tried to write) the named objects since the log was cleared. */
   const writes = (names: string[]) =>
-    stack.emulator.requestLog.filter((e) => e.verb !== "get" && e.verb !== "list" && e.verb !== "watch" && names.includes(e.name ?? "")).map((e) => `${e.verb} ${e.resource} ${e.name}`);
+    stack.emulator.requestLog
+      .filter((e) => e.verb !== "get" && e.verb !== "list" && e.verb !== "watch" && names.includes(e.name ?? ""))
+      .map((e) => `${e.verb} ${e.resource} ${e.name}`);
   const snapshot = (name: string) => JSON.stringify(deploymentOf(stack.emulator, NS, name));
 
   test("create over an unmarked, a Helm and another region's Deployment: nothing changed, FAILED naming the owner", async () => {
@@ -84,7 +95,12 @@ describe("ownership against the emulator", () => {
     stack.emulator.clearRequestLog();
     const deployments = stack.t.client(DeploymentService);
     for (const id of ["unmarked", "helm", "west"]) await deployments.createDeployment({ deployment: app(id) });
-    await waitForPhase(stack, "unmarked", "FAILED", /deployment owned\/unmarked exists and is not managed by flotilla \(no app\.kubernetes\.io\/managed-by label\)/);
+    await waitForPhase(
+      stack,
+      "unmarked",
+      "FAILED",
+      /deployment owned\/unmarked exists and is not managed by flotilla \(no app\.kubernetes\.io\/managed-by label\)/,
+    );
     await waitForPhase(stack, "helm", "FAILED", /deployment owned\/helm exists and is not managed by flotilla \(app\.kubernetes\.io\/managed-by=Helm\)/);
     await waitForPhase(stack, "west", "FAILED", /deployment owned\/west exists and is managed by flotilla for another region \(flotilla\.dev\/region=west\)/);
     // A few recheck intervals: retried, still refused, never written.
@@ -106,7 +122,12 @@ describe("ownership against the emulator", () => {
     await deployments.updateDeployment({ deployment: app("helm", "app:2") });
     await waitForPhase(stack, "helm", "FAILED", /app\.kubernetes\.io\/managed-by=Helm/);
     for (const id of ["unmarked", "helm", "west"]) await deployments.deleteDeployment({ id });
-    await waitFor(() => agent.table.counts().error === 0 && agent.table.counts().pending === 0, "tombstones settled", 10_000, () => agent.table.counts());
+    await waitFor(
+      () => agent.table.counts().error === 0 && agent.table.counts().pending === 0,
+      "tombstones settled",
+      10_000,
+      () => agent.table.counts(),
+    );
     // A restart prunes after its snapshot: the foreign objects are not managed, so not pruned.
     const restarted = await stack.agent({ ownershipRecheckMs: 300 });
     await restarted.ready;
@@ -131,7 +152,11 @@ describe("ownership against the emulator", () => {
     await waitFor(async () => (await statusOf(stack, "taken")) === undefined, "deployment gone from ctrl");
     await sleep(500);
     assert.equal(snapshot("taken"), taken, "neither updated nor deleted");
-    assert.deepEqual(writes(["taken"]).filter((w) => !w.startsWith("delete services")), [], "no write to the Deployment");
+    assert.deepEqual(
+      writes(["taken"]).filter((w) => !w.startsWith("delete services")),
+      [],
+      "no write to the Deployment",
+    );
   });
 
   test("the conflict clears once the object is removed; adoption by annotation hands it over", async () => {
@@ -175,7 +200,10 @@ describe("system namespaces at the agent", () => {
     await sleep(300);
     assert.equal(deploymentOf(stack.emulator, "kube-system", "sys"), undefined);
     assert.equal(JSON.stringify(stack.emulator.get("v1", "Namespace", "kube-system")), namespaceBefore, "the namespace is not labelled");
-    assert.deepEqual(stack.emulator.requestLog.filter((e) => e.namespace === "kube-system" || e.name === "kube-system"), []);
+    assert.deepEqual(
+      stack.emulator.requestLog.filter((e) => e.namespace === "kube-system" || e.name === "kube-system"),
+      [],
+    );
     await agent.stop();
   });
 

@@ -22,7 +22,11 @@ function labelled(name: string, labels: Record<string, string>) {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name, namespace: "apps", labels },
-    spec: { replicas: 1, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: "c", image: "x:1" }] } } },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: name } },
+      template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: "c", image: "x:1" }] } },
+    },
   };
 }
 

@@ -86,7 +86,10 @@ describe("RateLimitingQueue", () => {
   test("backoff per key with jitter, forget, Retry-After floor not pulled forward, a plain backoff pulled forward", async () => {
     const coalesced: string[] = [];
     const queue = new RateLimitingQueue(new KeyQueue(), { backoff: { minMs: 20, maxMs: 80 }, random: () => 1, onCoalesced: (key) => coalesced.push(key) });
-    assert.deepEqual([0, 1, 2, 3].map(() => queue.addRateLimited("k")), [20, 40, 80, 80]);
+    assert.deepEqual(
+      [0, 1, 2, 3].map(() => queue.addRateLimited("k")),
+      [20, 40, 80, 80],
+    );
     queue.forget("k");
     assert.equal(queue.failures("k"), 0);
     assert.equal(queue.addRateLimited("k"), 20, "forget() resets the backoff");

@@ -19,7 +19,10 @@ function gatedHandler() {
     runs.push(key);
     inFlight.set(key, (inFlight.get(key) ?? 0) + 1);
     maxSameKey = Math.max(maxSameKey, inFlight.get(key)!);
-    maxTotal = Math.max(maxTotal, [...inFlight.values()].reduce((a, b) => a + b, 0));
+    maxTotal = Math.max(
+      maxTotal,
+      [...inFlight.values()].reduce((a, b) => a + b, 0),
+    );
     await new Promise<void>((resolve) => gates.push(resolve));
     inFlight.set(key, inFlight.get(key)! - 1);
   };
@@ -102,13 +105,33 @@ describe("WorkQueue (all layers)", () => {
 
   test("per-key exponential backoff with jitter, capped", () => {
     const backoff = { minMs: 100, maxMs: 1000 };
-    assert.equal(backoffDelay(0, backoff, () => 0), 50);
-    assert.equal(backoffDelay(0, backoff, () => 1), 100);
-    assert.equal(backoffDelay(3, backoff, () => 1), 800);
-    assert.equal(backoffDelay(10, backoff, () => 1), 1000, "capped at max");
-    assert.equal(backoffDelay(10, backoff, () => 0), 500, "jitter keeps at least half");
+    assert.equal(
+      backoffDelay(0, backoff, () => 0),
+      50,
+    );
+    assert.equal(
+      backoffDelay(0, backoff, () => 1),
+      100,
+    );
+    assert.equal(
+      backoffDelay(3, backoff, () => 1),
+      800,
+    );
+    assert.equal(
+      backoffDelay(10, backoff, () => 1),
+      1000,
+      "capped at max",
+    );
+    assert.equal(
+      backoffDelay(10, backoff, () => 0),
+      500,
+      "jitter keeps at least half",
+    );
     const queue = new WorkQueue({ backoff, random: () => 1 });
-    assert.deepEqual([1, 2, 3, 4, 5].map(() => queue.addRateLimited("k")), [100, 200, 400, 800, 1000]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5].map(() => queue.addRateLimited("k")),
+      [100, 200, 400, 800, 1000],
+    );
     assert.equal(queue.addRateLimited("other"), 100, "backoff is per key");
     assert.equal(queue.failures("k"), 5);
     queue.shutDown();

@@ -17,7 +17,16 @@ import { REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack
 
 const FIXTURE = join(import.meta.dirname, "fixtures", "render");
 
-const web = { id: "web", namespace: "demo", image: "nginx:1.27", command: ["nginx"], env: [{ name: "MODE", value: "prod" }], port: 80, cpuMillicores: 250, memoryMib: 128 };
+const web = {
+  id: "web",
+  namespace: "demo",
+  image: "nginx:1.27",
+  command: ["nginx"],
+  env: [{ name: "MODE", value: "prod" }],
+  port: 80,
+  cpuMillicores: 250,
+  memoryMib: 128,
+};
 const gateway = { id: "gw", namespace: "env-prod", image: "sentinel:1", port: 0 };
 const policySpec = { endpointSelector: { matchLabels: { app: "web" } }, ingress: [{ fromEndpoints: [{ matchLabels: { app: "lb" } }] }] };
 
@@ -140,7 +149,9 @@ for (const { db, skip } of await testDatabases()) {
     test("renders a region created through the operator API exactly as committed", async () => {
       await stack.t.client(DeploymentService).createDeployment({ deployment: { ...web, regions: [{ region: REGION, replicas: 2 }] } });
       await stack.t.client(SentinelService).createSentinel({ sentinel: { ...gateway, region: REGION, replicas: 1 } });
-      await stack.t.client(NetworkPolicyService).createNetworkPolicy({ networkPolicy: { id: "allow-lb", region: REGION, namespace: "demo", spec: policySpec } });
+      await stack.t
+        .client(NetworkPolicyService)
+        .createNetworkPolicy({ networkPolicy: { id: "allow-lb", region: REGION, namespace: "demo", spec: policySpec } });
       const agent = await stack.agent({ target: new RenderTarget({ dir, region: REGION }) });
       await agent.ready;
       const expected = await tree(FIXTURE);

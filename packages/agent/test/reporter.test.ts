@@ -6,7 +6,12 @@ import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
-import { ResourceObservationSchema, type ClusterService, type ReportObservedStateRequest, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import {
+  ResourceObservationSchema,
+  type ClusterService,
+  type ReportObservedStateRequest,
+  type ResourceObservation,
+} from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { AgentMetrics } from "../src/metrics.ts";
 import type { ObservationSource } from "../src/observation.ts";
@@ -16,15 +21,19 @@ test("observations are sent stamped; an unchanged one is not sent again, a chang
   const applied = new Map([["deployment/web", 1n]]);
   const source: ObservationSource = {
     observe: (key): ResourceObservation | undefined =>
-      applied.has(key) ? create(ResourceObservationSchema, { type: ResourceType.DEPLOYMENT, id: key.split("/")[1], appliedVersion: applied.get(key) }) : undefined,
+      applied.has(key)
+        ? create(ResourceObservationSchema, { type: ResourceType.DEPLOYMENT, id: key.split("/")[1], appliedVersion: applied.get(key) })
+        : undefined,
     keys: () => applied.keys(),
     isKnown: (key) => applied.has(key),
   };
   const calls: ReportObservedStateRequest[] = [];
-  const client = { reportObservedState: async (request: ReportObservedStateRequest) => {
-    calls.push(request);
-    return {};
-  } } as unknown as Client<typeof ClusterService>;
+  const client = {
+    reportObservedState: async (request: ReportObservedStateRequest) => {
+      calls.push(request);
+      return {};
+    },
+  } as unknown as Client<typeof ClusterService>;
   const reporter = new Reporter({
     client,
     region: "r",
@@ -41,7 +50,10 @@ test("observations are sent stamped; an unchanged one is not sent again, a chang
   try {
     await waitUntil(() => calls.length === 1);
     assert.ok(calls[0].fullSet, "the first call is the full set");
-    assert.ok(calls[0].observations.every((o) => o.observedAt !== undefined), "stamped");
+    assert.ok(
+      calls[0].observations.every((o) => o.observedAt !== undefined),
+      "stamped",
+    );
 
     reporter.touch("deployment/web");
     await sleep(50);

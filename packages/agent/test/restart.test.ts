@@ -42,7 +42,11 @@ for (const { db, skip } of await testDatabases()) {
       const pruned = (await second.metrics.pruned.get()).values[0]?.value;
       assert.equal(pruned, 4, "r1 and r2 (Deployment + Service each) were pruned");
       const creates = stack.emulator.requestLog.filter((e) => e.verb === "apply" && e.status === 201 && e.resource === "deployments");
-      assert.deepEqual(creates.map((e) => e.name), ["r8"], "only the new deployment was created; nothing duplicated");
+      assert.deepEqual(
+        creates.map((e) => e.name),
+        ["r8"],
+        "only the new deployment was created; nothing duplicated",
+      );
       await second.stop();
     });
 
@@ -115,7 +119,11 @@ for (const { db, skip } of await testDatabases()) {
         assert.equal(imageOf(deploymentOf(stack.emulator, "apps", "b0")), "app:2");
         assert.equal(deploymentOf(stack.emulator, "apps", "b1"), undefined);
         const creates = stack.emulator.requestLog.filter((e) => e.verb === "apply" && e.status === 201 && e.resource === "deployments");
-        assert.deepEqual(creates.map((e) => e.name), ["b6"], "only the new deployment was created; nothing duplicated");
+        assert.deepEqual(
+          creates.map((e) => e.name),
+          ["b6"],
+          "only the new deployment was created; nothing duplicated",
+        );
         await second.stop();
       } finally {
         await ctrl.shutdown();

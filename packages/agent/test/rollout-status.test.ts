@@ -36,14 +36,22 @@ function complete(stack: Stack, want: number, image: string): boolean {
 /** Samples the projected phase until RUNNING, failing if it says RUNNING before the rollout is complete. */
 async function sampleUntilRunning(stack: Stack, want: number, image: string): Promise<RegionPhase[]> {
   const samples: RegionPhase[] = [];
-  await waitFor(async () => {
-    const status = await statusOf(stack, "web");
-    if (!status) return false;
-    if (samples.at(-1)?.reason !== status.reason) samples.push(status);
-    if (status.phase !== "RUNNING") return false;
-    assert.ok(complete(stack, want, image), `RUNNING before the rollout completed: ${JSON.stringify(deploymentOf(stack.emulator, "rollout", "web")?.status)}`);
-    return true;
-  }, "RUNNING", 30_000, () => samples);
+  await waitFor(
+    async () => {
+      const status = await statusOf(stack, "web");
+      if (!status) return false;
+      if (samples.at(-1)?.reason !== status.reason) samples.push(status);
+      if (status.phase !== "RUNNING") return false;
+      assert.ok(
+        complete(stack, want, image),
+        `RUNNING before the rollout completed: ${JSON.stringify(deploymentOf(stack.emulator, "rollout", "web")?.status)}`,
+      );
+      return true;
+    },
+    "RUNNING",
+    30_000,
+    () => samples,
+  );
   return samples;
 }
 
@@ -60,39 +68,42 @@ describe("rollout status against the emulator", () => {
     const deployments = stack.t.client(DeploymentService);
     await deployments.createDeployment({ deployment: web("app:1") });
     const first = await sampleUntilRunning(stack, 3, "app:1");
-    assert.ok(first.some((s) => s.phase === "PROGRESSING"), `progress seen: ${JSON.stringify(first)}`);
+    assert.ok(
+      first.some((s) => s.phase === "PROGRESSING"),
+      `progress seen: ${JSON.stringify(first)}`,
+    );
 
     await deployments.updateDeployment({ deployment: web("app:2") });
     const second = await sampleUntilRunning(stack, 3, "app:2");
-    assert.ok(second.some((s) => s.phase === "PROGRESSING"), `progress seen: ${JSON.stringify(second)}`);
+    assert.ok(
+      second.some((s) => s.phase === "PROGRESSING"),
+      `progress seen: ${JSON.stringify(second)}`,
+    );
 
     const [input] = await stack.t.store.observations.inputs(ResourceType.DEPLOYMENT, ["web"]);
     const observation = input!.stored!.observation;
     const live = deploymentOf(stack.emulator, "rollout", "web")!;
     assert.equal(observation.generation, BigInt(live.metadata.generation as number));
     assert.equal(observation.observedGeneration, observation.generation);
-    assert.deepEqual(
-      [observation.replicas, observation.updatedReplicas, observation.readyReplicas, observation.availableReplicas],
-      [3, 3, 3, 3],
-    );
+    assert.deepEqual([observation.replicas, observation.updatedReplicas, observation.readyReplicas, observation.availableReplicas], [3, 3, 3, 3]);
     const progressing = observation.conditions.find((c) => c.type === "Progressing");
     assert.equal(progressing?.reason, "NewReplicaSetAvailable");
     assert.ok(progressing?.message, "the condition's message is reported");
     assert.ok(observation.conditions.some((c) => c.type === "Available"));
   });
 
-  test(
-    "a stepped rollout reads PROGRESSING with old replicas terminating; an unready image ends FAILED with Kubernetes' message",
-    async () => {
-      const deployments = stack.t.client(DeploymentService);
-      await deployments.updateDeployment({ deployment: web("app:3") });
-      const samples = await sampleUntilRunning(stack, 3, "app:3");
-      assert.ok(samples.some((s) => /\d\/3 updated, \d old replicas? terminating/.test(s.reason)), JSON.stringify(samples));
-      await deployments.updateDeployment({ deployment: web("app:fail-4") });
-      const failed = await waitForPhase(stack, "web", "FAILED");
-      assert.match(failed.reason, /rollout deadline exceeded: ReplicaSet "web-[a-z0-9]+" has timed out progressing/);
-      await deployments.updateDeployment({ deployment: web("app:5") });
-      await sampleUntilRunning(stack, 3, "app:5");
-    },
-  );
+  test("a stepped rollout reads PROGRESSING with old replicas terminating; an unready image ends FAILED with Kubernetes' message", async () => {
+    const deployments = stack.t.client(DeploymentService);
+    await deployments.updateDeployment({ deployment: web("app:3") });
+    const samples = await sampleUntilRunning(stack, 3, "app:3");
+    assert.ok(
+      samples.some((s) => /\d\/3 updated, \d old replicas? terminating/.test(s.reason)),
+      JSON.stringify(samples),
+    );
+    await deployments.updateDeployment({ deployment: web("app:fail-4") });
+    const failed = await waitForPhase(stack, "web", "FAILED");
+    assert.match(failed.reason, /rollout deadline exceeded: ReplicaSet "web-[a-z0-9]+" has timed out progressing/);
+    await deployments.updateDeployment({ deployment: web("app:5") });
+    await sampleUntilRunning(stack, 3, "app:5");
+  });
 });

@@ -2,7 +2,6 @@
 // ReportObservedState → the phases of GetDeployment (ARCHITECTURE §3, §4, §5).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { setTimeout as sleep } from "node:timers/promises";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { DeploymentDesiredStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
@@ -34,8 +33,20 @@ for (const { db, skip } of await testDatabases()) {
 
     test("create → PENDING → PROGRESSING → RUNNING; failing image → FAILED; fixed → RUNNING; scaled to 0 and stopped → STOPPED; deleted → gone", async () => {
       const deployments = stack.t.client(DeploymentService);
-      await deployments.createDeployment({ deployment: web("app:1") });
+      // The agent's applies wait until PENDING has been seen, and the pods stay unready until
+      // PROGRESSING has: each phase is seen however slowly this runs under load.
+      const releaseApplies = stack.emulator.faults.hold("apply");
+      const releaseRollouts = stack.emulator.holdRollouts();
       const seen: string[] = [];
+      try {
+        await deployments.createDeployment({ deployment: web("app:1") });
+        await waitForPhase(stack, "web", "PENDING", undefined, seen);
+        releaseApplies();
+        await waitForPhase(stack, "web", "PROGRESSING", undefined, seen);
+      } finally {
+        releaseApplies();
+        releaseRollouts();
+      }
       await waitForPhase(stack, "web", "RUNNING", /2\/2 replicas ready/, seen);
       assert.ok(inOrder(seen, ["PENDING", "PROGRESSING", "RUNNING"]), `phases seen: ${seen.join(" → ")}`);
 
@@ -62,15 +73,24 @@ for (const { db, skip } of await testDatabases()) {
     test("steady state: reports are no-ops (heartbeats and full sets), the observations table is unchanged", async () => {
       await stack.t.client(DeploymentService).createDeployment({ deployment: { ...web("app:1"), id: "steady" } });
       await waitForPhase(stack, "steady", "RUNNING");
-      // Let the last changes of the rollout reach ctrl before measuring.
-      await sleep(1000);
       const counts = async () => Object.fromEntries((await stack.t.ctrl.metrics.statusUpdates.get()).values.map((v) => [v.labels.result, v.value]));
+      // The last changes of the rollout have reached ctrl once a report of them is a no-op.
+      const running = await counts();
+      await waitFor(async () => ((await counts()).noop ?? 0) > (running.noop ?? 0), "a no-op report after the rollout", 30_000);
       const rows = () => stack.t.store.database.db.selectFrom("observations").selectAll().orderBy("resource_id").execute();
       const rowsBefore = await rows();
       const before = await counts();
-      await sleep(3000);
-      const after = await counts();
-      assert.ok((after.noop ?? 0) > (before.noop ?? 0), `no-op reports went on (${before.noop} → ${after.noop})`);
+      // Full sets follow each periodic full sync (every second here, later on a loaded machine):
+      // wait for a few of them rather than for a fixed time.
+      const after = await waitFor(
+        async () => {
+          const now = await counts();
+          return (now.noop ?? 0) >= (before.noop ?? 0) + 3 && now;
+        },
+        "no-op reports going on",
+        30_000,
+        () => before,
+      );
       assert.equal(after.changed, before.changed, "no status changed");
       assert.deepEqual(await rows(), rowsBefore);
       const sent = (await agent.metrics.observationsSent.get()).values[0]?.value ?? 0;

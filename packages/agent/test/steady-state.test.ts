@@ -16,8 +16,10 @@ const [sqlite] = await testDatabases();
 const REFRESH_MS = 1000;
 const INTERVALS = 6;
 
-const sum = async (metric: { get(): Promise<{ values: { value: number; labels: Record<string, string | number> }[] }> }, filter: (labels: Record<string, string | number>) => boolean = () => true) =>
-  (await metric.get()).values.filter((v) => filter(v.labels)).reduce((total, v) => total + v.value, 0);
+const sum = async (
+  metric: { get(): Promise<{ values: { value: number; labels: Record<string, string | number> }[] }> },
+  filter: (labels: Record<string, string | number>) => boolean = () => true,
+) => (await metric.get()).values.filter((v) => filter(v.labels)).reduce((total, v) => total + v.value, 0);
 
 describe("steady state with canonicalizable values", () => {
   let stack: Stack;
@@ -35,7 +37,10 @@ describe("steady state with canonicalizable values", () => {
         cpuMillicores: 1000,
         memoryMib: 1024,
         command: ["/app", "--serve"],
-        env: [{ name: "EMPTY", value: "" }, { name: "MODE", value: "prod" }],
+        env: [
+          { name: "EMPTY", value: "" },
+          { name: "MODE", value: "prod" },
+        ],
         regions: [{ region: REGION, replicas: 2 }],
       },
     });
@@ -62,7 +67,11 @@ describe("steady state with canonicalizable values", () => {
     await sleep(REFRESH_MS * INTERVALS);
 
     const writes = emulator.requestLog.filter((e) => e.verb !== undefined && !["get", "list", "watch"].includes(e.verb));
-    assert.deepEqual(writes.map((e) => `${e.verb} ${e.resource} ${e.name}`), [], "no write request at all");
+    assert.deepEqual(
+      writes.map((e) => `${e.verb} ${e.resource} ${e.name}`),
+      [],
+      "no write request at all",
+    );
     assert.equal(await sum(agent.metrics.driftCorrections), correctionsBefore, "no drift correction counted");
     const refreshes = (await sum(agent.metrics.reconciles, (l) => l.op === "apply")) - runsBefore;
     assert.ok(refreshes >= INTERVALS / 2, `the refresh did look (${refreshes} reconciles)`);

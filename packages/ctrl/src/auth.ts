@@ -89,7 +89,10 @@ function checkClientCertificate(certificate: ClientCertificate | undefined, prin
     throw new ConnectError("the client certificate names no region (URI SAN spiffe://<trust-domain>/region/<region>)", Code.PermissionDenied);
   }
   if (principal.kind === "agent" && principal.region !== certificate.region) {
-    throw new ConnectError(`the client certificate is for region ${JSON.stringify(certificate.region)}, the token for ${JSON.stringify(principal.region)}`, Code.PermissionDenied);
+    throw new ConnectError(
+      `the client certificate is for region ${JSON.stringify(certificate.region)}, the token for ${JSON.stringify(principal.region)}`,
+      Code.PermissionDenied,
+    );
   }
 }
 

@@ -12,38 +12,166 @@ const was = (env: string, old?: Omit<LegacyName, "env">): { was: LegacyName } =>
 
 export const CTRL_OPTIONS = [
   { flag: "database-url", default: DEFAULT_DATABASE_URL, description: "sqlite:<path> (embedded) or mysql://user:pass@host:port/db", ...was("DATABASE_URL") },
-  { flag: "listen", default: "127.0.0.1:7070", description: "host:port for Connect, gRPC and gRPC-Web (TLS or h2c, and HTTP/1.1), /livez, /healthz, /readyz, /metrics", ...was("LISTEN") },
+  {
+    flag: "listen",
+    default: "127.0.0.1:7070",
+    description: "host:port for Connect, gRPC and gRPC-Web (TLS or h2c, and HTTP/1.1), /livez, /healthz, /readyz, /metrics",
+    ...was("LISTEN"),
+  },
   { flag: "tls-cert", default: "", description: "PEM certificate (chain) to serve TLS with; re-read when the file changes", ...was("TLS_CERT") },
   { flag: "tls-key", default: "", description: "PEM private key of --tls-cert; re-read when the file changes", ...was("TLS_KEY") },
-  { flag: "client-ca", default: "", description: "PEM CA(s): ClusterService calls must present a client certificate chaining to it and naming their region (needs TLS)", ...was("CLIENT_CA") },
-  { flag: "trust-domain", default: "flotilla", description: "agent certificates name their region as URI SAN spiffe://<trust-domain>/region/<region>", ...was("TRUST_DOMAIN") },
-  { flag: "insecure", default: "", boolean: true, description: "allow plaintext on a non-loopback --listen address (e.g. behind a TLS-terminating proxy)", ...was("INSECURE") },
-  { flag: "metrics-listen", default: "", description: "host:port serving /metrics, /livez, /healthz and /readyz on their own; the public port then serves no /metrics", ...was("METRICS_LISTEN") },
+  {
+    flag: "client-ca",
+    default: "",
+    description: "PEM CA(s): ClusterService calls must present a client certificate chaining to it and naming their region (needs TLS)",
+    ...was("CLIENT_CA"),
+  },
+  {
+    flag: "trust-domain",
+    default: "flotilla",
+    description: "agent certificates name their region as URI SAN spiffe://<trust-domain>/region/<region>",
+    ...was("TRUST_DOMAIN"),
+  },
+  {
+    flag: "insecure",
+    default: "",
+    boolean: true,
+    description: "allow plaintext on a non-loopback --listen address (e.g. behind a TLS-terminating proxy)",
+    ...was("INSECURE"),
+  },
+  {
+    flag: "metrics-listen",
+    default: "",
+    description: "host:port serving /metrics, /livez, /healthz and /readyz on their own; the public port then serves no /metrics",
+    ...was("METRICS_LISTEN"),
+  },
   { flag: "admin-token-file", default: "", description: "file holding the operator bearer token", ...was("ADMIN_TOKEN_FILE") },
-  { flag: "admin-token", default: "", description: "operator bearer token (as a flag it shows in the process list: prefer the file or the env var); when neither is set one is generated into .flotilla/admin-token", ...was("ADMIN_TOKEN") },
-  { flag: "token-recheck-interval", default: "500ms", description: "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this", ...was("TOKEN_RECHECK_MS", { flag: "token-recheck-ms", unit: "ms" }) },
-  { flag: "token-cache-size", default: "10000", description: "agent tokens cached per kind (known, unknown) at most, least recently used dropped first", ...was("TOKEN_CACHE_SIZE") },
+  {
+    flag: "admin-token",
+    default: "",
+    description:
+      "operator bearer token (as a flag it shows in the process list: prefer the file or the env var); when neither is set one is generated into .flotilla/admin-token",
+    ...was("ADMIN_TOKEN"),
+  },
+  {
+    flag: "token-recheck-interval",
+    default: "500ms",
+    description:
+      "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this",
+    ...was("TOKEN_RECHECK_MS", { flag: "token-recheck-ms", unit: "ms" }),
+  },
+  {
+    flag: "token-cache-size",
+    default: "10000",
+    description: "agent tokens cached per kind (known, unknown) at most, least recently used dropped first",
+    ...was("TOKEN_CACHE_SIZE"),
+  },
   { flag: "readiness-timeout", default: "2s", description: "/readyz fails when the database has not answered within this long" },
   { flag: "read-max-bytes", default: String(4 * 1024 * 1024), description: "largest request message accepted", ...was("READ_MAX_BYTES") },
-  { flag: "poll-interval", default: "200ms", description: "change poller interval: latency bound for writes made by other ctrl replicas", ...was("POLL_INTERVAL_MS", { flag: "poll-interval-ms", unit: "ms" }) },
-  { flag: "bookmark-interval", default: "5s", description: "idle watch streams get a bookmark this often", ...was("BOOKMARK_INTERVAL_MS", { flag: "bookmark-interval-ms", unit: "ms" }) },
-  { flag: "watch-buffer-events", default: "10000", description: "events a watch stream may queue before it is ended with CONSUMER_TOO_SLOW", ...was("WATCH_BUFFER_EVENTS") },
-  { flag: "status-stale-after", default: "30s", description: "statuses of a region whose agent has not reported for this long are marked stale", ...was("STATUS_STALE_AFTER_MS", { flag: "status-stale-after-ms", unit: "ms" }) },
-  { flag: "retention-max-age", default: "168h", description: "outbox rows older than this are pruned (0: keep)", ...was("RETENTION_MAX_AGE_S", { flag: "retention-max-age-s", unit: "s" }) },
+  {
+    flag: "poll-interval",
+    default: "200ms",
+    description: "change poller interval: latency bound for writes made by other ctrl replicas",
+    ...was("POLL_INTERVAL_MS", { flag: "poll-interval-ms", unit: "ms" }),
+  },
+  {
+    flag: "bookmark-interval",
+    default: "5s",
+    description: "idle watch streams get a bookmark this often",
+    ...was("BOOKMARK_INTERVAL_MS", { flag: "bookmark-interval-ms", unit: "ms" }),
+  },
+  {
+    flag: "watch-buffer-events",
+    default: "10000",
+    description: "events a watch stream may queue before it is ended with CONSUMER_TOO_SLOW",
+    ...was("WATCH_BUFFER_EVENTS"),
+  },
+  {
+    flag: "status-stale-after",
+    default: "30s",
+    description: "statuses of a region whose agent has not reported for this long are marked stale",
+    ...was("STATUS_STALE_AFTER_MS", { flag: "status-stale-after-ms", unit: "ms" }),
+  },
+  {
+    flag: "retention-max-age",
+    default: "168h",
+    description: "outbox rows older than this are pruned (0: keep)",
+    ...was("RETENTION_MAX_AGE_S", { flag: "retention-max-age-s", unit: "s" }),
+  },
   { flag: "retention-max-rows", default: "0", description: "outbox rows kept per region at most (0: no limit)", ...was("RETENTION_MAX_ROWS") },
-  { flag: "allowed-system-namespaces", default: "", description: "comma-separated system namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway", ...was("ALLOWED_SYSTEM_NAMESPACES") },
+  {
+    flag: "allowed-system-namespaces",
+    default: "",
+    description: "comma-separated system namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway",
+    ...was("ALLOWED_SYSTEM_NAMESPACES"),
+  },
   // Bounds: no client can stall the others (see connection-bounds.ts, send-timeout.ts).
-  { flag: "stream-send-timeout", default: "1m", description: "a stream whose client reads nothing for this long is reset (gRPC: RESOURCE_EXHAUSTED)", ...was("STREAM_SEND_TIMEOUT_MS", { flag: "stream-send-timeout-ms", unit: "ms" }) },
-  { flag: "snapshot-concurrency", default: "6", description: "SyncDesiredState snapshots reading the database at once (keep below the MySQL pool of 10)", ...was("SNAPSHOT_CONCURRENCY") },
-  { flag: "snapshot-read-ahead-bytes", default: String(64 * 1024 * 1024), description: "bytes all SyncDesiredState snapshots together read ahead of their clients; a snapshot within it frees its connection at once", ...was("SNAPSHOT_READ_AHEAD_BYTES") },
-  { flag: "token-lookup-concurrency", default: "2", description: "agent-token lookups in the database at once (the rest wait; keeps pool connections for other calls)", ...was("TOKEN_LOOKUP_CONCURRENCY") },
-  { flag: "first-request-timeout", default: "10s", description: "a new connection must send its first request (HTTP/2: preface and a stream; TLS: finish its handshake) within this", ...was("FIRST_REQUEST_TIMEOUT_MS", { flag: "first-request-timeout-ms", unit: "ms" }) },
-  { flag: "idle-timeout", default: "5m", description: "an HTTP/2 connection with no open stream for this long gets GOAWAY", ...was("IDLE_TIMEOUT_MS", { flag: "idle-timeout-ms", unit: "ms" }) },
+  {
+    flag: "stream-send-timeout",
+    default: "1m",
+    description: "a stream whose client reads nothing for this long is reset (gRPC: RESOURCE_EXHAUSTED)",
+    ...was("STREAM_SEND_TIMEOUT_MS", { flag: "stream-send-timeout-ms", unit: "ms" }),
+  },
+  {
+    flag: "snapshot-concurrency",
+    default: "6",
+    description: "SyncDesiredState snapshots reading the database at once (keep below the MySQL pool of 10)",
+    ...was("SNAPSHOT_CONCURRENCY"),
+  },
+  {
+    flag: "snapshot-read-ahead-bytes",
+    default: String(64 * 1024 * 1024),
+    description: "bytes all SyncDesiredState snapshots together read ahead of their clients; a snapshot within it frees its connection at once",
+    ...was("SNAPSHOT_READ_AHEAD_BYTES"),
+  },
+  {
+    flag: "token-lookup-concurrency",
+    default: "2",
+    description: "agent-token lookups in the database at once (the rest wait; keeps pool connections for other calls)",
+    ...was("TOKEN_LOOKUP_CONCURRENCY"),
+  },
+  {
+    flag: "first-request-timeout",
+    default: "10s",
+    description: "a new connection must send its first request (HTTP/2: preface and a stream; TLS: finish its handshake) within this",
+    ...was("FIRST_REQUEST_TIMEOUT_MS", { flag: "first-request-timeout-ms", unit: "ms" }),
+  },
+  {
+    flag: "idle-timeout",
+    default: "5m",
+    description: "an HTTP/2 connection with no open stream for this long gets GOAWAY",
+    ...was("IDLE_TIMEOUT_MS", { flag: "idle-timeout-ms", unit: "ms" }),
+  },
   { flag: "max-concurrent-streams", default: "1000", description: "concurrent streams per HTTP/2 connection", ...was("MAX_CONCURRENT_STREAMS") },
-  { flag: "max-resets-per-second", default: "100", description: "stream resets a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)", ...was("MAX_RESETS_PER_SECOND") },
-  { flag: "max-pings-per-second", default: "10", description: "HTTP/2 pings a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)", ...was("MAX_PINGS_PER_SECOND") },
-  { flag: "http1-headers-timeout", default: "10s", description: "HTTP/1.1: time to receive a request's headers", ...was("HTTP1_HEADERS_TIMEOUT_MS", { flag: "http1-headers-timeout-ms", unit: "ms" }) },
-  { flag: "http1-request-timeout", default: "1m", description: "HTTP/1.1: time to receive a whole request (at least the headers timeout)", ...was("HTTP1_REQUEST_TIMEOUT_MS", { flag: "http1-request-timeout-ms", unit: "ms" }) },
+  {
+    flag: "max-resets-per-second",
+    default: "100",
+    description: "stream resets a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)",
+    ...was("MAX_RESETS_PER_SECOND"),
+  },
+  {
+    flag: "max-pings-per-second",
+    default: "10",
+    description: "HTTP/2 pings a client may send per second before its connection ends (GOAWAY ENHANCE_YOUR_CALM)",
+    ...was("MAX_PINGS_PER_SECOND"),
+  },
+  {
+    flag: "max-auth-failures-per-connection",
+    default: "32",
+    description: "failed authentications answered on one connection; the next one also ends it (GOAWAY ENHANCE_YOUR_CALM, HTTP/1.1: close)",
+  },
+  {
+    flag: "http1-headers-timeout",
+    default: "10s",
+    description: "HTTP/1.1: time to receive a request's headers",
+    ...was("HTTP1_HEADERS_TIMEOUT_MS", { flag: "http1-headers-timeout-ms", unit: "ms" }),
+  },
+  {
+    flag: "http1-request-timeout",
+    default: "1m",
+    description: "HTTP/1.1: time to receive a whole request (at least the headers timeout)",
+    ...was("HTTP1_REQUEST_TIMEOUT_MS", { flag: "http1-request-timeout-ms", unit: "ms" }),
+  },
   { flag: "log-format", default: "text", description: "json (one object a line) | text" },
   { flag: "log-level", default: "info", description: "debug | info | warn | error" },
 ] as const satisfies readonly OptionSpec[];
@@ -86,7 +214,10 @@ export function nonNegativeInt(flag: string, value: string): number {
 
 /** A comma-separated list of system namespaces ("" is none); anything else is a mistake worth an error. */
 export function systemNamespaceList(flag: string, value: string): string[] {
-  const names = value.split(",").map((name) => name.trim()).filter((name) => name !== "");
+  const names = value
+    .split(",")
+    .map((name) => name.trim())
+    .filter((name) => name !== "");
   const unknown = names.find((name) => !(SYSTEM_NAMESPACES as readonly string[]).includes(name));
   if (unknown !== undefined) throw new Error(`--${flag} ${JSON.stringify(unknown)}: expected some of ${SYSTEM_NAMESPACES.join(", ")}`);
   return names;

@@ -1,9 +1,11 @@
 // Bounds on what one connection may cost ctrl, whatever its client does: idle and
 // half-open connections are closed, HTTP/2 streams per connection are capped, and stream
 // resets ("rapid reset", CVE-2023-44487) and pings beyond a rate end the connection with
-// GOAWAY ENHANCE_YOUR_CALM, as grpc-go's keepalive enforcement and Envoy do.
+// GOAWAY ENHANCE_YOUR_CALM, as grpc-go's keepalive enforcement and Envoy do; so do failed
+// authentications beyond a count, so that guessing tokens costs a new connection (over TLS,
+// a handshake) every few guesses.
 import type http from "node:http";
-import { constants as h2, type ServerHttp2Session, type ServerOptions as Http2ServerOptions } from "node:http2";
+import { constants as h2, type Http2ServerRequest, type ServerHttp2Session, type ServerOptions as Http2ServerOptions } from "node:http2";
 
 export interface ConnectionBounds {
   /** A new connection must send its first bytes, and an HTTP/2 one its first request, within this. */
@@ -16,6 +18,8 @@ export interface ConnectionBounds {
   maxResetsPerSecond: number;
   /** Pings a client may send per second (sustained; as many at once) before its connection is ended. */
   maxPingsPerSecond: number;
+  /** Failed authentications answered on one connection; the next one also ends it. */
+  maxAuthFailuresPerConnection: number;
   /** HTTP/1.1: time to receive a request's headers. */
   headersTimeoutMs: number;
   /** HTTP/1.1: time to receive a whole request (headers and body). */
@@ -28,11 +32,12 @@ export const DEFAULT_CONNECTION_BOUNDS: ConnectionBounds = {
   maxConcurrentStreams: 1000,
   maxResetsPerSecond: 100,
   maxPingsPerSecond: 10,
+  maxAuthFailuresPerConnection: 32,
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 60_000,
 };
 
-export type BoundReason = "idle" | "resets" | "pings";
+export type BoundReason = "idle" | "resets" | "pings" | "auth_failures";
 
 export function http1ServerOptions(bounds: ConnectionBounds): http.ServerOptions {
   return {
@@ -82,6 +87,36 @@ export function boundSession(session: ServerHttp2Session, bounds: ConnectionBoun
     if (!pings.take()) end("pings", h2.NGHTTP2_ENHANCE_YOUR_CALM);
   });
   session.once("close", () => clearTimeout(idleTimer));
+}
+
+/** Where a failed authentication is counted: the request, and its answer's headers. */
+export type AuthFailed = (req: http.IncomingMessage | Http2ServerRequest, responseHeader: Headers) => void;
+
+/**
+ * Counts failed authentications per connection; the one after `max` is still answered, and
+ * its connection ends after the answer: HTTP/2 with GOAWAY ENHANCE_YOUR_CALM (streams already
+ * received finish), HTTP/1.1 with `connection: close`.
+ */
+export function authFailureLimit(max: number, ended: (reason: BoundReason) => void): AuthFailed {
+  const failures = new WeakMap<object, number>();
+  return (req, responseHeader) => {
+    const session = "stream" in req ? req.stream.session : undefined;
+    const connection = "stream" in req ? session : req.socket;
+    if (!connection) return; // the stream is gone already, and its session with it
+    const count = (failures.get(connection) ?? 0) + 1;
+    failures.set(connection, count);
+    if (count !== max + 1) return;
+    ended("auth_failures");
+    if (!session) return responseHeader.set("connection", "close");
+    // After the answer: clients (Node's among them) drop their open streams on a GOAWAY
+    // with an error code.
+    (req as Http2ServerRequest).stream.once("close", () => {
+      if (session.closed || session.destroyed) return;
+      // (0: the last stream received; close() lets those finish and sends its own GOAWAY.)
+      session.goaway(h2.NGHTTP2_ENHANCE_YOUR_CALM, 0);
+      session.close();
+    });
+  };
 }
 
 /** A token bucket: `perSecond` tokens a second, at most `perSecond` saved up. */

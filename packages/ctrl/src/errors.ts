@@ -55,7 +55,5 @@ export function invalidArgument(field: string, problem: string): ConnectError {
 
 /** An error with a machine-readable reason a client acts on (e.g. RESYNC_REQUIRED). */
 export function reasonError(code: Code, reason: string, message: string, metadata: Record<string, string> = {}): ConnectError {
-  return new ConnectError(message, code, undefined, [
-    { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN, metadata }) },
-  ]);
+  return new ConnectError(message, code, undefined, [{ desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN, metadata }) }]);
 }

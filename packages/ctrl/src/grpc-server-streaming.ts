@@ -192,7 +192,12 @@ class GrpcResponseWriter {
   }
 }
 
-async function readRequest<I extends DescMessage>(req: Http2ServerRequest, schema: I, compression: Compression | undefined, readMaxBytes: number): Promise<MessageShape<I>> {
+async function readRequest<I extends DescMessage>(
+  req: Http2ServerRequest,
+  schema: I,
+  compression: Compression | undefined,
+  readMaxBytes: number,
+): Promise<MessageShape<I>> {
   const tooLarge = (size: number) => new ConnectError(`message size ${size} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
   const chunks: Buffer[] = [];
   let length = 0;

@@ -5,7 +5,14 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import type tls from "node:tls";
-import { boundSession, DEFAULT_CONNECTION_BOUNDS, http1ServerOptions, http2ServerOptions, type BoundReason, type ConnectionBounds } from "./connection-bounds.ts";
+import {
+  boundSession,
+  DEFAULT_CONNECTION_BOUNDS,
+  http1ServerOptions,
+  http2ServerOptions,
+  type BoundReason,
+  type ConnectionBounds,
+} from "./connection-bounds.ts";
 
 // Every HTTP/2 connection starts with this preface; no HTTP/1 method starts with "PRI".
 const H2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");

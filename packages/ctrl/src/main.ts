@@ -60,7 +60,6 @@ try {
   const store = await Store.open(config["database-url"]);
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security, log });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
-  log.info(`serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -73,6 +72,8 @@ try {
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
+  // Announced only once the signal handlers are in place: whoever waits for this line may stop us at once.
+  log.info(`serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
 } catch (error) {
   log.error(error instanceof Error ? error.message : String(error));
   process.exit(1);

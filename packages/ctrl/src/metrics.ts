@@ -122,8 +122,10 @@ export class CtrlMetrics {
   /**
    * Counts and logs every RPC once it has finished, including streams and failures. `mapError`
    * turns what handlers throw into what the client gets; doing it all in one wrapper keeps
-   * the per-message cost of streams to a single generator layer. Log levels: writes info,
-   * failures warn, reads and streams that end as expected (ok, canceled, unavailable) debug.
+   * the per-message cost of streams to a single generator layer. Log levels: failures that want
+   * an operator's attention (ours, or a client we refused to serve) warn; writes and the
+   * mistakes of a client (bad input, unknown ids, bad credentials) info; reads and streams
+   * that end as expected (ok, canceled, unavailable) debug.
    */
   interceptor(mapError: (error: unknown) => unknown, log: Logger): Interceptor {
     return (next) => async (req) => {
@@ -137,7 +139,7 @@ export class CtrlMetrics {
         const seconds = (performance.now() - started) / 1000;
         this.requests.inc({ procedure, code });
         this.requestDuration.observe({ procedure }, seconds);
-        const level = !EXPECTED_ENDS.has(code) ? "warn" : code === "ok" && WRITE.test(req.method.name) ? "info" : "debug";
+        const level = OPERATOR_ATTENTION.has(code) ? "warn" : !EXPECTED_ENDS.has(code) || WRITE.test(req.method.name) ? "info" : "debug";
         const message = code === "ok" ? procedure : `${procedure}: ${ConnectError.from(error).rawMessage}`;
         const revision = resourceOf(response)?.revision;
         log[level](message, {
@@ -181,6 +183,8 @@ export class CtrlMetrics {
 }
 
 const EXPECTED_ENDS = new Set(["ok", "canceled", "unavailable"]);
+/** Server faults, exhausted bounds, and preconditions an operator acts on (a fenced agent, a resync). */
+const OPERATOR_ATTENTION = new Set(["internal", "unknown", "data_loss", "deadline_exceeded", "resource_exhausted", "failed_precondition"]);
 
 /** The resource a message names: its own `id` (and `revision`), else that of a field holding one (`deployment`, …). */
 function resourceOf(message: unknown): { id: string; revision?: unknown } | undefined {

@@ -26,7 +26,9 @@ export function nodeAdapter(options: NodeAdapterOptions): NodeHandler {
       .catch((reason: unknown) => {
         const clientGone = "stream" in res ? res.stream.destroyed : res.destroyed;
         if (clientGone) return;
-        options.logError(`${handler.service.typeName}/${handler.method.name}: writing the response failed: ${reason instanceof Error ? reason.message : String(reason)}`);
+        options.logError(
+          `${handler.service.typeName}/${handler.method.name}: writing the response failed: ${reason instanceof Error ? reason.message : String(reason)}`,
+        );
       });
   };
 }

@@ -42,8 +42,23 @@ export function initPki(dir: string, hosts: string[] = [], options: IssueOptions
   if (existsSync(files.caKey)) throw new Error(`${files.caKey} exists; refusing to replace the CA (use another --dir)`);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   newKey(files.caKey);
-  openssl(["req", "-x509", "-new", "-key", files.caKey, "-out", files.caCert, "-subj", "/CN=flotilla getting-started CA", "-days", String(options.days ?? 10 * DEFAULT_VALIDITY_DAYS),
-    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
+  openssl([
+    "req",
+    "-x509",
+    "-new",
+    "-key",
+    files.caKey,
+    "-out",
+    files.caCert,
+    "-subj",
+    "/CN=flotilla getting-started CA",
+    "-days",
+    String(options.days ?? 10 * DEFAULT_VALIDITY_DAYS),
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign",
+  ]);
   issueServer(dir, hosts, options);
   return files;
 }
@@ -76,8 +91,26 @@ function issue(dir: string, out: { cert: string; key: string }, subject: string,
     writeFileSync(ext, `${[...extensions, "basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature"].join("\n")}\n`);
     newKey(out.key);
     openssl(["req", "-new", "-key", out.key, "-out", csr, "-subj", subject]);
-    openssl(["x509", "-req", "-in", csr, "-CA", caCert, "-CAkey", caKey, "-set_serial", `0x${randomBytes(16).toString("hex").replace(/^[89a-f]/, "1")}`,
-      "-days", String(options.days ?? DEFAULT_VALIDITY_DAYS), "-extfile", ext, "-out", out.cert]);
+    openssl([
+      "x509",
+      "-req",
+      "-in",
+      csr,
+      "-CA",
+      caCert,
+      "-CAkey",
+      caKey,
+      "-set_serial",
+      `0x${randomBytes(16)
+        .toString("hex")
+        .replace(/^[89a-f]/, "1")}`,
+      "-days",
+      String(options.days ?? DEFAULT_VALIDITY_DAYS),
+      "-extfile",
+      ext,
+      "-out",
+      out.cert,
+    ]);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

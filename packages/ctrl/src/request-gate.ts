@@ -8,9 +8,15 @@ export type RequestGate = (ctx: HandlerContext) => Promise<void>;
 /**
  * A gate from interceptors that look only at headers and context values (authentication):
  * connect runs gates before it reads the body, interceptors after. Rejections are passed
- * to `rejected` (they never reach the metrics interceptor).
+ * to `rejected` (they never reach the metrics interceptor), and UNAUTHENTICATED ones to
+ * `unauthenticated` too (which counts them per connection).
  */
-export function requestGate(checks: Interceptor[], rejected: (ctx: HandlerContext, error: ConnectError) => void, acceptEncodings: string[]): RequestGate {
+export function requestGate(
+  checks: Interceptor[],
+  rejected: (ctx: HandlerContext, error: ConnectError) => void,
+  acceptEncodings: string[],
+  unauthenticated: (ctx: HandlerContext) => void = () => {},
+): RequestGate {
   const passed = async (): Promise<StreamResponse> => ({}) as StreamResponse;
   const check = checks.reduceRight<(req: never) => Promise<unknown>>((next, interceptor) => interceptor(next as never) as never, passed);
   return async (ctx) => {
@@ -33,6 +39,7 @@ export function requestGate(checks: Interceptor[], rejected: (ctx: HandlerContex
     } catch (error) {
       const connectError = ConnectError.from(error);
       rejected(ctx, connectError);
+      if (connectError.code === Code.Unauthenticated) unauthenticated(ctx);
       throw connectError;
     }
   };

@@ -19,7 +19,7 @@ import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS
 import { compressionGzipFast } from "./compression.ts";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { connectErrors } from "./errors.ts";
-import { DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
+import { authFailureLimit, DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
 import { listenDual, type DualListener } from "./listener.ts";
 import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
@@ -162,11 +162,18 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
   const interceptors = [metrics.interceptor(connectErrors(log), log)];
+  const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };
+  const onBound = (reason: string) => metrics.connectionBounds.inc({ reason });
+  const authFailed = authFailureLimit(bounds.maxAuthFailuresPerConnection, onBound);
   // Authentication runs before a request's body is read.
   const gate = requestGate(
     [auth.interceptor],
     (ctx, error) => metrics.rejected(ctx.service.typeName, ctx.method.name, error),
     acceptCompression.map((c) => c.name),
+    (ctx) => {
+      const req = ctx.values.get(nodeRequestKey);
+      if (req) authFailed(req, ctx.responseHeader);
+    },
   );
   // gRPC watch and sync streams skip connect's per-message pipeline (the watch fan-out's hot
   // path), and send their headers at once.
@@ -214,10 +221,10 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     if ("stream" in req && servedDirectly(req)) return;
     connectHandler(req as never, res as never);
   };
-  const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };
-  const secure = options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: bounds.firstRequestTimeoutMs, log });
+  const secure =
+    options.tls && tlsTransport({ ...options.tls, trustDomain: options.trustDomain ?? "flotilla", handshakeTimeoutMs: bounds.firstRequestTimeoutMs, log });
   const metricsListener = options.metricsListen ? await serveHealth(options.metricsListen, checks) : undefined;
-  const listener: DualListener = await listenDual(listenHost, options.port ?? 7070, handler, bounds, (reason) => metrics.connectionBounds.inc({ reason }), secure);
+  const listener: DualListener = await listenDual(listenHost, options.port ?? 7070, handler, bounds, onBound, secure);
   const { address, port } = listener.address;
   const host = address.includes(":") ? `[${address}]` : address;
   return {

@@ -42,9 +42,7 @@ const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 // After the distribution/reference grammar: [domain[:port]/]path[:tag][@digest].
 const DOMAIN = String.raw`(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?`;
 const PATH_COMPONENT = "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*";
-const IMAGE_REFERENCE = new RegExp(
-  String.raw`^(?:${DOMAIN}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`,
-);
+const IMAGE_REFERENCE = new RegExp(String.raw`^(?:${DOMAIN}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`);
 const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
 
 export function dnsLabel(field: string, value: string): void {
@@ -87,7 +85,8 @@ function env(field: string, vars: EnvVar[]): void {
   if (vars.length > LIMITS.envVars) throw invalidArgument(field, `at most ${LIMITS.envVars} variables`);
   const names = new Set<string>();
   vars.forEach((v, i) => {
-    if (!ENV_NAME.test(v.name) || v.name.length > 256) throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(v.name.slice(0, 80))} is not a valid variable name`);
+    if (!ENV_NAME.test(v.name) || v.name.length > 256)
+      throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(v.name.slice(0, 80))} is not a valid variable name`);
     if (names.has(v.name)) throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(v.name)} is set twice`);
     names.add(v.name);
     if (byteLength(v.value) > LIMITS.envValueBytes) throw invalidArgument(`${field}[${i}].value`, `longer than ${LIMITS.envValueBytes} bytes`);

@@ -14,7 +14,11 @@ const MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
 function runCtrl(cwd: string, args: string[]): Promise<string> {
   const env = { ...process.env };
   delete env.FLOTILLA_CTRL_ADMIN_TOKEN;
-  const child = spawn(process.execPath, [MAIN, "--database-url", "sqlite:db", "--listen", "127.0.0.1:0", ...args], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [MAIN, "--database-url", "sqlite:db", "--listen", "127.0.0.1:0", ...args], {
+    cwd,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let log = "";
   for (const stream of [child.stdout, child.stderr]) {
     stream.on("data", (chunk) => {

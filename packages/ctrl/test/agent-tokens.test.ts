@@ -22,10 +22,18 @@ import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctr
 const PROPAGATION_BOUND_MS = 1000;
 
 function cluster(url: string, token: string): Client<typeof ClusterService> {
-  return createClient(ClusterService, createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => {
-    req.header.set("authorization", `Bearer ${token}`);
-    return next(req);
-  }] }));
+  return createClient(
+    ClusterService,
+    createGrpcTransport({
+      baseUrl: url,
+      interceptors: [
+        (next) => (req) => {
+          req.header.set("authorization", `Bearer ${token}`);
+          return next(req);
+        },
+      ],
+    }),
+  );
 }
 
 /** A cheap agent call: the code it ends with (OK for success). */
@@ -81,7 +89,10 @@ for (const { db, skip } of await testDatabases()) {
     });
 
     test("an expiring token works until its expiry, then is UNAUTHENTICATED; expiries must lie ahead", async () => {
-      const { token, tokenId, expireTime } = await regions.createAgentToken({ region: "east", expiration: { case: "ttl", value: create(DurationSchema, { seconds: 1n }) } });
+      const { token, tokenId, expireTime } = await regions.createAgentToken({
+        region: "east",
+        expiration: { case: "ttl", value: create(DurationSchema, { seconds: 1n }) },
+      });
       assert.ok(expireTime);
       assert.equal(await report(a.url, token, "east"), "ok");
       const listed = (await regions.listAgentTokens({ region: "east" })).agentTokens.find((t) => t.id === tokenId);
@@ -128,7 +139,10 @@ for (const { db, skip } of await testDatabases()) {
       await regions.revokeAgentToken({ id: tokenId });
       const revokedAt = Date.now();
       await sleep(PROPAGATION_BOUND_MS);
-      assert.ok(revoked.ended.at > 0 && revoked.ended.at - revokedAt <= PROPAGATION_BOUND_MS, `ended ${revoked.ended.at ? revoked.ended.at - revokedAt : "never"} ms after`);
+      assert.ok(
+        revoked.ended.at > 0 && revoked.ended.at - revokedAt <= PROPAGATION_BOUND_MS,
+        `ended ${revoked.ended.at ? revoked.ended.at - revokedAt : "never"} ms after`,
+      );
       assert.notEqual(revoked.ended.code, undefined);
       assert.equal(kept.ended.at, 0, "another token's stream goes on");
       await b.shutdown();
@@ -171,7 +185,10 @@ test("open agent streams are tracked until they end, over HTTP/2 (gRPC) and HTTP
     const stop = new AbortController();
     const watches = (["grpc", "connect"] as const).map(async (protocol) => {
       try {
-        for await (const _ of t.client(ClusterService, { token, protocol }).watchDeploymentChanges({ region: "east", versionLastSeen: 0n }, { signal: stop.signal })) void _;
+        for await (const _ of t
+          .client(ClusterService, { token, protocol })
+          .watchDeploymentChanges({ region: "east", versionLastSeen: 0n }, { signal: stop.signal }))
+          void _;
       } catch {
         // cancelled below
       }

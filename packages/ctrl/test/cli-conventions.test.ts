@@ -28,7 +28,10 @@ test("former names (FLOTILLA_<FLAG>, --poll-interval-ms) work, each with a depre
     const exited = child.kill("SIGTERM");
     assert.equal(await exited, 0, child.log());
     assert.match(child.log(), / WARN flag --poll-interval-ms is deprecated and will be removed; use --poll-interval /);
-    const wrong = spawnSync(process.execPath, [MAIN, "--database-url", url, "--poll-interval", "150"], { encoding: "utf8", env: { ...process.env, FLOTILLA_CTRL_ADMIN_TOKEN: ADMIN_TOKEN } });
+    const wrong = spawnSync(process.execPath, [MAIN, "--database-url", url, "--poll-interval", "150"], {
+      encoding: "utf8",
+      env: { ...process.env, FLOTILLA_CTRL_ADMIN_TOKEN: ADMIN_TOKEN },
+    });
     assert.equal(wrong.status, 1);
     assert.match(wrong.stderr, /--poll-interval "150": expected a duration such as 250ms, 30s, 10m, 1h/);
     const old = spawnSync(process.execPath, [MAIN, "--poll-interval", "soon"], { encoding: "utf8", env: { ...process.env, FLOTILLA_TRUST_DOMAIN: "x" } });

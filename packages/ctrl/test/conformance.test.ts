@@ -104,7 +104,9 @@ for (const { db, skip } of await testDatabases()) {
       ] as const) {
         const res = await reflect(t.url, request);
         assert.equal(res.messageResponse.case, "fileDescriptorResponse", `${request.case} ${request.value}`);
-        const files = (res.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b).name);
+        const files = (res.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto.map(
+          (b) => fromBinary(FileDescriptorProtoSchema, b).name,
+        );
         assert.equal(files[0], "ctrl/v1/region.proto");
       }
       const missing = await reflect(t.url, { case: "fileByFilename", value: "ctrl/v1/nope.proto" });
@@ -119,7 +121,13 @@ for (const { db, skip } of await testDatabases()) {
       }
       const client = new grpc.Client(new URL(t.url).host, grpc.credentials.createInsecure());
       const code = await new Promise<number>((resolve) =>
-        client.makeUnaryRequest("/ctrl.v1.Nope/Call", (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(0), (error) => resolve(error?.code ?? 0)),
+        client.makeUnaryRequest(
+          "/ctrl.v1.Nope/Call",
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          Buffer.alloc(0),
+          (error) => resolve(error?.code ?? 0),
+        ),
       );
       client.close();
       assert.equal(code, grpc.status.UNIMPLEMENTED);
@@ -144,7 +152,12 @@ for (const { db, skip } of await testDatabases()) {
 
     test("an unsupported grpc-encoding is UNIMPLEMENTED with grpc-accept-encoding, on connect's path and the direct one", async () => {
       for (const method of ["DeploymentService/GetDeployment", "ClusterService/WatchDeploymentChanges", "ClusterService/SyncDesiredState"]) {
-        const seen = await rawGrpc(t.url, `/ctrl.v1.${method}`, { authorization: `Bearer ${ADMIN_TOKEN}`, "grpc-encoding": "snappy" }, Buffer.from([1, 0, 0, 0, 1, 0]));
+        const seen = await rawGrpc(
+          t.url,
+          `/ctrl.v1.${method}`,
+          { authorization: `Bearer ${ADMIN_TOKEN}`, "grpc-encoding": "snappy" },
+          Buffer.from([1, 0, 0, 0, 1, 0]),
+        );
         const all = Object.assign({}, ...seen) as http2.IncomingHttpHeaders;
         assert.equal(all["grpc-status"], "12", method);
         assert.match(String(all["grpc-accept-encoding"]), /gzip/, method);

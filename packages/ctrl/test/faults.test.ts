@@ -20,10 +20,15 @@ const databases = await testDatabases();
 const mysql = databases.find((d) => d.db.name === "mysql")!;
 
 function clients(url: string) {
-  const transport = createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => {
-    req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-    return next(req);
-  }] });
+  const transport = createGrpcTransport({
+    baseUrl: url,
+    interceptors: [
+      (next) => (req) => {
+        req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+        return next(req);
+      },
+    ],
+  });
   return { cluster: createClient(ClusterService, transport), deployments: createClient(DeploymentService, transport) };
 }
 
@@ -55,10 +60,13 @@ describe("database down and back (mysql, through a proxy)", { skip: mysql.skip }
     proxy.restore();
     let created = false;
     for (let i = 0; i < 50 && !created; i++) {
-      created = await create("after").then(() => true, async () => {
-        await sleep(100);
-        return false;
-      });
+      created = await create("after").then(
+        () => true,
+        async () => {
+          await sleep(100);
+          return false;
+        },
+      );
     }
     assert.ok(created, "writes work again once the database is back");
     const expected = await desiredInDatabase(store, "db");
@@ -78,7 +86,11 @@ for (const { db, skip } of databases) {
       const follower = new Follower(t.client(ClusterService, { protocol: "grpc" }), "s");
       await follower.snapshot();
       follower.watch();
-      await sleep(100);
+      // Shut down only once ctrl serves the stream: one still opening would be refused
+      // (REFUSED_STREAM, safe to retry) rather than ended.
+      const open = async () => (await t.ctrl.metrics.watchStreams.get()).values.reduce((n, v) => n + v.value, 0);
+      for (let i = 0; i < 200 && (await open()) < 1; i++) await sleep(25);
+      assert.equal(await open(), 1, "the watch stream is open");
       const started = Date.now();
       await t.close();
       await sleep(100);

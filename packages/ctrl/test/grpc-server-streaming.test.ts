@@ -6,11 +6,7 @@ import { connect as connectH2 } from "node:http2";
 import { setTimeout as sleep } from "node:timers/promises";
 import { gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
-import {
-  ClusterService,
-  WatchDeploymentChangesRequestSchema,
-  WatchDeploymentChangesResponseSchema,
-} from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ClusterService, WatchDeploymentChangesRequestSchema, WatchDeploymentChangesResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { compressedFlag, encodeEnvelope } from "@connectrpc/connect/protocol";
@@ -67,8 +63,7 @@ function frame(payload: Uint8Array, compressed = false): Uint8Array {
 }
 
 const protoBody = (req: WatchRequest) => frame(toBinary(WatchDeploymentChangesRequestSchema, create(WatchDeploymentChangesRequestSchema, req)));
-const jsonBody = (req: WatchRequest) =>
-  frame(Buffer.from(toJsonString(WatchDeploymentChangesRequestSchema, create(WatchDeploymentChangesRequestSchema, req))));
+const jsonBody = (req: WatchRequest) => frame(Buffer.from(toJsonString(WatchDeploymentChangesRequestSchema, create(WatchDeploymentChangesRequestSchema, req))));
 
 const [sqlite] = await testDatabases();
 
@@ -109,8 +104,15 @@ describe("gRPC watch streams served directly", () => {
 
   test("streams changes and bookmarks to an agent token of its own region", async () => {
     const head = (await t.store.regions.resolve("east")).headVersion;
-    const call = rawCall(t.url, { "content-type": "application/grpc+proto", authorization: `Bearer ${agentToken}` }, protoBody({ region: "east", versionLastSeen: BigInt(head) }), (m) => m.length >= 2);
-    await t.client(DeploymentService).createDeployment({ deployment: { id: "web", namespace: "demo", image: "web:1", port: 8080, regions: [{ region: "east", replicas: 1 }] } });
+    const call = rawCall(
+      t.url,
+      { "content-type": "application/grpc+proto", authorization: `Bearer ${agentToken}` },
+      protoBody({ region: "east", versionLastSeen: BigInt(head) }),
+      (m) => m.length >= 2,
+    );
+    await t
+      .client(DeploymentService)
+      .createDeployment({ deployment: { id: "web", namespace: "demo", image: "web:1", port: 8080, regions: [{ region: "east", replicas: 1 }] } });
     const result = await call;
     assert.equal(result.headers["content-type"], "application/grpc+proto");
     const responses = result.messages.map((m) => fromBinary(WatchDeploymentChangesResponseSchema, m));
@@ -123,7 +125,12 @@ describe("gRPC watch streams served directly", () => {
 
   test("reads a gzip-compressed request", async () => {
     const payload = gzipSync(toBinary(WatchDeploymentChangesRequestSchema, create(WatchDeploymentChangesRequestSchema, { region: "east" })));
-    const result = await rawCall(t.url, { "content-type": "application/grpc", "grpc-encoding": "gzip", authorization: `Bearer ${ADMIN_TOKEN}` }, frame(payload, true), (m) => m.length >= 1);
+    const result = await rawCall(
+      t.url,
+      { "content-type": "application/grpc", "grpc-encoding": "gzip", authorization: `Bearer ${ADMIN_TOKEN}` },
+      frame(payload, true),
+      (m) => m.length >= 1,
+    );
     assert.equal(result.messages.length, 1); // a bookmark
     assert.deepEqual(fromBinary(WatchDeploymentChangesResponseSchema, result.messages[0]!).events, []);
   });
@@ -143,7 +150,11 @@ describe("gRPC watch streams served directly", () => {
 
   test("honours grpc-timeout with DEADLINE_EXCEEDED", async () => {
     const started = Date.now();
-    const result = await rawCall(t.url, { "content-type": "application/grpc", "grpc-timeout": "300m", authorization: `Bearer ${ADMIN_TOKEN}` }, protoBody({ region: "east" }));
+    const result = await rawCall(
+      t.url,
+      { "content-type": "application/grpc", "grpc-timeout": "300m", authorization: `Bearer ${ADMIN_TOKEN}` },
+      protoBody({ region: "east" }),
+    );
     assert.equal(result.status, "4", JSON.stringify(result));
     assert.ok(Date.now() - started < 5000);
   });
@@ -162,7 +173,9 @@ describe("gRPC watch streams served directly", () => {
       const open = async () => (await fast.ctrl.metrics.watchStreams.get()).values.reduce((n, v) => n + v.value, 0);
       while ((await open()) < calls.length) await sleep(20);
       for (let i = 0; i < writes; i++) {
-        await fast.client(DeploymentService).createDeployment({ deployment: { id: `d${i}`, namespace: "demo", image: "web:1", port: 8080, env, regions: [{ region: "busy", replicas: 1 }] } });
+        await fast
+          .client(DeploymentService)
+          .createDeployment({ deployment: { id: `d${i}`, namespace: "demo", image: "web:1", port: 8080, env, regions: [{ region: "busy", replicas: 1 }] } });
       }
       for (const result of await Promise.all(calls)) {
         let cursor = 0n;
@@ -175,7 +188,10 @@ describe("gRPC watch streams served directly", () => {
           assert.ok(response.version >= cursor, `version went back from ${cursor} to ${response.version}`);
           cursor = response.version;
         }
-        assert.deepEqual(seen, Array.from({ length: writes }, (_, i) => BigInt(i + 1)));
+        assert.deepEqual(
+          seen,
+          Array.from({ length: writes }, (_, i) => BigInt(i + 1)),
+        );
       }
     } finally {
       await fast.close();

@@ -8,7 +8,6 @@ import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 import { AUTH, bufCurl, grpcJsUnary, jsonDocuments, BUF_PROTOCOLS as PROTOCOLS } from "@flotilla/testkit/interop";
 
-
 for (const { db, skip } of await testDatabases()) {
   describe(`operator API interop (${db.name})`, { skip }, () => {
     let t: TestCtrl;
@@ -63,7 +62,10 @@ for (const { db, skip } of await testDatabases()) {
       assert.equal(created.region?.name, "grpcjs");
       const listed = await grpcJsUnary(t.url, RegionService.method.listRegions, { pageSize: 1000 }, ADMIN_TOKEN);
       assert.ok(listed.regions.some((r) => r.name === "grpcjs"));
-      await assert.rejects(grpcJsUnary(t.url, RegionService.method.getRegion, { name: "nowhere" }, ADMIN_TOKEN), (e: { code: number }) => e.code === grpcStatus.NOT_FOUND);
+      await assert.rejects(
+        grpcJsUnary(t.url, RegionService.method.getRegion, { name: "nowhere" }, ADMIN_TOKEN),
+        (e: { code: number }) => e.code === grpcStatus.NOT_FOUND,
+      );
       await assert.rejects(grpcJsUnary(t.url, RegionService.method.listRegions, {}), (e: { code: number }) => e.code === grpcStatus.UNAUTHENTICATED);
       await assert.rejects(
         grpcJsUnary(t.url, RegionService.method.createRegion, { region: { name: "Bad" } }, ADMIN_TOKEN),

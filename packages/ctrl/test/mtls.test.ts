@@ -75,8 +75,20 @@ describe("mTLS", () => {
     const east = issueAgent(dir, "east");
     const call = async (certificate: string[]) => {
       const { stdout } = await promisify(execFile)("curl", [
-        "-sS", "--http1.1", "--cacert", join(dir, "ca.pem"), ...certificate, "-H", `authorization: Bearer ${eastToken}`,
-        "-H", "content-type: application/json", "-d", '{"region":"east"}', "-w", "\n%{http_version} %{http_code}", `${t.url}/ctrl.v1.ClusterService/ReportObservedState`,
+        "-sS",
+        "--http1.1",
+        "--cacert",
+        join(dir, "ca.pem"),
+        ...certificate,
+        "-H",
+        `authorization: Bearer ${eastToken}`,
+        "-H",
+        "content-type: application/json",
+        "-d",
+        '{"region":"east"}',
+        "-w",
+        "\n%{http_version} %{http_code}",
+        `${t.url}/ctrl.v1.ClusterService/ReportObservedState`,
       ]);
       return stdout;
     };
@@ -98,7 +110,15 @@ describe("mTLS", () => {
       assert.equal(await syncEast(credentials(files)), grpc.status.UNAVAILABLE);
       // At the TLS level: the connection is closed right after the handshake, before any answer.
       const { hostname, port } = new URL(t.url);
-      const socket = tls.connect({ host: hostname, servername: "localhost", port: Number(port), ca, cert: readFileSync(files.cert), key: readFileSync(files.key), ALPNProtocols: ["http/1.1"] });
+      const socket = tls.connect({
+        host: hostname,
+        servername: "localhost",
+        port: Number(port),
+        ca,
+        cert: readFileSync(files.cert),
+        key: readFileSync(files.key),
+        ALPNProtocols: ["http/1.1"],
+      });
       socket.on("secureConnect", () => socket.write("GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n"));
       let received = "";
       socket.on("data", (chunk) => (received += chunk));

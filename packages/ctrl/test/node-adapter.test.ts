@@ -13,7 +13,15 @@ import { nodeAdapter } from "../src/node-adapter.ts";
 /** A sync that never ends: 64 KiB batches for as long as the client reads. */
 const routes = (router: ConnectRouter) =>
   router.rpc(ClusterService.method.syncDesiredState, async function* () {
-    for (;;) yield { message: { case: "batch" as const, value: { resources: [{ id: "x".repeat(63), namespace: "n", state: { case: "deployment" as const, value: { workload: { image: "i".repeat(65_000) } } } }] } } };
+    for (;;)
+      yield {
+        message: {
+          case: "batch" as const,
+          value: {
+            resources: [{ id: "x".repeat(63), namespace: "n", state: { case: "deployment" as const, value: { workload: { image: "i".repeat(65_000) } } } }],
+          },
+        },
+      };
   });
 
 async function cancelMidStream(handler: ReturnType<typeof nodeAdapter>): Promise<void> {

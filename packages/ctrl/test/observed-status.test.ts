@@ -34,7 +34,15 @@ for (const { db, skip } of await testDatabases()) {
 
     test("status follows the observations, per region", async () => {
       await t.client(DeploymentService).createDeployment({
-        deployment: { id: "web", namespace: "demo", image: "nginx:1.27", regions: [{ region: "local", replicas: 2 }, { region: "other", replicas: 1 }] },
+        deployment: {
+          id: "web",
+          namespace: "demo",
+          image: "nginx:1.27",
+          regions: [
+            { region: "local", replicas: 2 },
+            { region: "other", replicas: 1 },
+          ],
+        },
       });
       assert.deepEqual(await phaseOf("web"), [
         { region: "local", phase: "PENDING", stale: true },
@@ -83,7 +91,13 @@ for (const { db, skip } of await testDatabases()) {
       );
       const rowsBefore = await t.store.database.db.selectFrom("observations").selectAll().execute();
       await assert.rejects(
-        (agent as any).reportObservedState({ region: "local", observations: [{ type: ResourceType.DEPLOYMENT, id: "ok" }, { type: ResourceType.DEPLOYMENT, id: "Bad_Id" }] }),
+        (agent as any).reportObservedState({
+          region: "local",
+          observations: [
+            { type: ResourceType.DEPLOYMENT, id: "ok" },
+            { type: ResourceType.DEPLOYMENT, id: "Bad_Id" },
+          ],
+        }),
         (e) => ConnectError.from(e).code === Code.InvalidArgument && ConnectError.from(e).message.includes("observations[1].id"),
       );
       await assert.rejects(

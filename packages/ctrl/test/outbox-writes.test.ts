@@ -44,8 +44,7 @@ for (const { db, skip } of await testDatabases()) {
         assert.equal(Number(event.version), Number(r.version));
         if (event.change.case === "upsert") {
           const spec = event.change.value.spec;
-          const detail =
-            spec.case === "deployment" || spec.case === "sentinel" ? `${spec.value.workload?.image} x${spec.value.replicas}` : "policy";
+          const detail = spec.case === "deployment" || spec.case === "sentinel" ? `${spec.value.workload?.image} x${spec.value.replicas}` : "policy";
           assert.equal(Number(event.change.value.version), Number(r.version));
           return { region: r.name, version: Number(r.version), op: "upsert", id: event.change.value.id, detail };
         }
@@ -62,7 +61,13 @@ for (const { db, skip } of await testDatabases()) {
       const deployments = t.client(DeploymentService);
       const base = { id: "web", namespace: "demo", image: "nginx:1.27", port: 80 };
       const created = await deployments.createDeployment({
-        deployment: { ...base, regions: [{ region: "eu", replicas: 2 }, { region: "us", replicas: 3 }] },
+        deployment: {
+          ...base,
+          regions: [
+            { region: "eu", replicas: 2 },
+            { region: "us", replicas: 3 },
+          ],
+        },
       });
       assert.equal(created.deployment?.revision, 1n);
       assert.deepEqual(await newRows(), [
@@ -72,21 +77,41 @@ for (const { db, skip } of await testDatabases()) {
 
       // Same id and body again: idempotent, nothing written.
       const again = await deployments.createDeployment({
-        deployment: { ...base, regions: [{ region: "eu", replicas: 2 }, { region: "us", replicas: 3 }] },
+        deployment: {
+          ...base,
+          regions: [
+            { region: "eu", replicas: 2 },
+            { region: "us", replicas: 3 },
+          ],
+        },
       });
       assert.equal(again.deployment?.revision, 1n);
       assert.deepEqual(await newRows(), []);
 
       // Only the region whose state changed gets a row.
       const scaled = await deployments.updateDeployment({
-        deployment: { ...base, regions: [{ region: "eu", replicas: 5 }, { region: "us", replicas: 3 }] },
+        deployment: {
+          ...base,
+          regions: [
+            { region: "eu", replicas: 5 },
+            { region: "us", replicas: 3 },
+          ],
+        },
         expectedRevision: 1n,
       });
       assert.equal(scaled.deployment?.revision, 2n);
       assert.deepEqual(await newRows(), [{ region: "eu", version: 2, op: "upsert", id: "web", detail: "nginx:1.27 x5" }]);
 
       // Moving out of us, into ap.
-      await deployments.updateDeployment({ deployment: { ...base, regions: [{ region: "eu", replicas: 5 }, { region: "ap", replicas: 1 }] } });
+      await deployments.updateDeployment({
+        deployment: {
+          ...base,
+          regions: [
+            { region: "eu", replicas: 5 },
+            { region: "ap", replicas: 1 },
+          ],
+        },
+      });
       assert.deepEqual(await newRows(), [
         { region: "ap", version: 1, op: "upsert", id: "web", detail: "nginx:1.27 x1" },
         { region: "us", version: 2, op: "delete", id: "web", detail: "demo/web" },
@@ -94,7 +119,14 @@ for (const { db, skip } of await testDatabases()) {
 
       // Stopped: tombstones everywhere, the deployment stays.
       await deployments.updateDeployment({
-        deployment: { ...base, regions: [{ region: "eu", replicas: 5 }, { region: "ap", replicas: 1 }], desiredStatus: DeploymentDesiredStatus.STOPPED },
+        deployment: {
+          ...base,
+          regions: [
+            { region: "eu", replicas: 5 },
+            { region: "ap", replicas: 1 },
+          ],
+          desiredStatus: DeploymentDesiredStatus.STOPPED,
+        },
         expectedRevision: 3n,
       });
       assert.deepEqual(await newRows(), [
@@ -151,8 +183,33 @@ for (const { db, skip } of await testDatabases()) {
         [() => deployments.deleteDeployment({ id: "cache", expectedRevision: 2n }), Code.Aborted],
         [() => deployments.createDeployment({ deployment: { ...good, image: "redis:8" } }), Code.AlreadyExists],
         [() => deployments.updateDeployment({ deployment: { ...good, namespace: "other" } }), Code.InvalidArgument],
-        [() => deployments.updateDeployment({ deployment: { ...good, regions: [{ region: "eu", replicas: 1 }, { region: "mars", replicas: 1 }] } }), Code.NotFound],
-        [() => deployments.createDeployment({ deployment: { ...good, id: "x", regions: [{ region: "eu", replicas: 1 }, { region: "mars", replicas: 1 }] } }), Code.NotFound],
+        [
+          () =>
+            deployments.updateDeployment({
+              deployment: {
+                ...good,
+                regions: [
+                  { region: "eu", replicas: 1 },
+                  { region: "mars", replicas: 1 },
+                ],
+              },
+            }),
+          Code.NotFound,
+        ],
+        [
+          () =>
+            deployments.createDeployment({
+              deployment: {
+                ...good,
+                id: "x",
+                regions: [
+                  { region: "eu", replicas: 1 },
+                  { region: "mars", replicas: 1 },
+                ],
+              },
+            }),
+          Code.NotFound,
+        ],
         [() => t.client(RegionService).deleteRegion({ name: "eu" }), Code.FailedPrecondition],
       ];
       for (const [call, code] of failures) {

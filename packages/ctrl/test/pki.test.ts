@@ -20,7 +20,14 @@ test("init, issue-agent: certificates that verify, with the right names; keys re
     assert.equal(pki("issue-agent", "--dir", dir, "--region", "eu-1").status, 0);
     execFileSync("openssl", ["verify", "-CAfile", join(dir, "ca.pem"), join(dir, "ctrl.pem"), join(dir, "agent-eu-1.pem")]);
     const server = x509(join(dir, "ctrl.pem"), "-ext", "subjectAltName,extendedKeyUsage");
-    for (const name of ["DNS:localhost", "IP Address:127.0.0.1", "IP Address:0:0:0:0:0:0:0:1", "DNS:ctrl.example.com", "IP Address:10.0.0.7", "TLS Web Server Authentication"]) {
+    for (const name of [
+      "DNS:localhost",
+      "IP Address:127.0.0.1",
+      "IP Address:0:0:0:0:0:0:0:1",
+      "DNS:ctrl.example.com",
+      "IP Address:10.0.0.7",
+      "TLS Web Server Authentication",
+    ]) {
       assert.ok(server.includes(name), `${name} in\n${server}`);
     }
     const agent = x509(join(dir, "agent-eu-1.pem"), "-ext", "subjectAltName,extendedKeyUsage");

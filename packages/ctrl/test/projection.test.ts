@@ -24,7 +24,7 @@ const observation = ({ applied = 0, deadline, ...rest }: Obs): ResourceObservati
     appliedVersion: BigInt(applied),
     conditions: deadline
       ? [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded", message: "deadline" }]
-      : rest.conditions ?? [{ type: "Progressing", status: "True", reason: "NewReplicaSetAvailable" }],
+      : (rest.conditions ?? [{ type: "Progressing", status: "True", reason: "NewReplicaSetAvailable" }]),
     ...rest,
   });
 
@@ -90,7 +90,12 @@ test("stopped, scaled to zero, and not desired in the region", () => {
 });
 
 test("network policies are RUNNING once applied", () => {
-  const policy = create(DesiredResourceSchema, { type: ResourceType.CILIUM_NETWORK_POLICY, id: "p", version: 5n, spec: { case: "ciliumNetworkPolicy", value: {} } });
+  const policy = create(DesiredResourceSchema, {
+    type: ResourceType.CILIUM_NETWORK_POLICY,
+    id: "p",
+    version: 5n,
+    spec: { case: "ciliumNetworkPolicy", value: {} },
+  });
   assert.equal(project({ desired: policy, observation: observation({ applied: 4 }), previous: undefined }).phase, Phase.PENDING);
   assert.equal(project({ desired: policy, observation: observation({ applied: 5 }), previous: undefined }).phase, Phase.RUNNING);
 });
@@ -125,7 +130,11 @@ describe("RUNNING only when the rollout is complete (kstatus)", () => {
 
   const notYet: [string, Obs, RegExp][] = [
     ["the controller has not seen the new generation", { ...complete, generation: 5n }, /^generation 5 not yet observed \(at 4\)/],
-    ["2/3 updated, one old replica terminating", { ...complete, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2, conditions: progressing }, /^2\/3 updated, 1 old replica terminating, 2\/3 available$/],
+    [
+      "2/3 updated, one old replica terminating",
+      { ...complete, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2, conditions: progressing },
+      /^2\/3 updated, 1 old replica terminating, 2\/3 available$/,
+    ],
     ["all updated, old replicas still terminating", { ...complete, replicas: 5 }, /^2 old replicas terminating$/],
     ["updated but not yet available", { ...complete, availableReplicas: 2 }, /^2\/3 available$/],
     ["available but not ready", { ...complete, readyReplicas: 1 }, /^1\/3 available$/],
@@ -142,7 +151,12 @@ describe("RUNNING only when the rollout is complete (kstatus)", () => {
   }
 
   test("FAILED with Kubernetes' message on ProgressDeadlineExceeded of the current generation only", () => {
-    const deadline = conditions({ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded", message: 'ReplicaSet "web-abc" has timed out progressing.' });
+    const deadline = conditions({
+      type: "Progressing",
+      status: "False",
+      reason: "ProgressDeadlineExceeded",
+      message: 'ReplicaSet "web-abc" has timed out progressing.',
+    });
     const failed = phase({ ...complete, updatedReplicas: 1, availableReplicas: 0, readyReplicas: 0, conditions: deadline });
     assert.deepEqual(failed, { phase: Phase.FAILED, reason: 'rollout deadline exceeded: ReplicaSet "web-abc" has timed out progressing.' });
     // A new spec the controller has not observed yet: the old deadline says nothing about it.
@@ -157,8 +171,26 @@ describe("RUNNING only when the rollout is complete (kstatus)", () => {
       { desired: v, obs: complete, want: Phase.RUNNING },
       { desired: v, obs: { ...complete, observedImage: "", conditions: [] }, want: Phase.RUNNING },
       { desired: v, obs: { ...complete, generation: 5n, updatedReplicas: 1, conditions: deadline }, want: Phase.PROGRESSING },
-      { desired: v, obs: { ...complete, generation: 5n, observedGeneration: 5n, updatedReplicas: 1, availableReplicas: 0, conditions: deadline }, want: Phase.FAILED },
-      { desired: v8, obs: { ...complete, applied: 8, observedImage: "nginx:8", generation: 6n, observedGeneration: 6n, replicas: 4, updatedReplicas: 2, availableReplicas: 2, conditions: progressing }, want: Phase.PROGRESSING },
+      {
+        desired: v,
+        obs: { ...complete, generation: 5n, observedGeneration: 5n, updatedReplicas: 1, availableReplicas: 0, conditions: deadline },
+        want: Phase.FAILED,
+      },
+      {
+        desired: v8,
+        obs: {
+          ...complete,
+          applied: 8,
+          observedImage: "nginx:8",
+          generation: 6n,
+          observedGeneration: 6n,
+          replicas: 4,
+          updatedReplicas: 2,
+          availableReplicas: 2,
+          conditions: progressing,
+        },
+        want: Phase.PROGRESSING,
+      },
       { desired: v8, obs: { ...complete, applied: 8, observedImage: "nginx:8", generation: 6n, observedGeneration: 6n }, want: Phase.RUNNING },
       { desired: v8, obs: { ...complete, applied: 8, observedImage: "nginx:8", generation: 6n, observedGeneration: 6n }, want: Phase.RUNNING },
     ];

@@ -49,7 +49,9 @@ for (const { db, skip } of databases) {
       const { db: kysely } = t.store.database;
       try {
         assert.deepEqual(await probe(t.url, "/readyz"), { status: 200, text: "ok\n" });
-        const [last] = await sql<{ name: string; timestamp: string }>`select name, timestamp from kysely_migration order by name desc limit 1`.execute(kysely).then((r) => r.rows);
+        const [last] = await sql<{ name: string; timestamp: string }>`select name, timestamp from kysely_migration order by name desc limit 1`
+          .execute(kysely)
+          .then((r) => r.rows);
         // As if a newer ctrl version were rolling out before its migrations ran.
         await sql`delete from kysely_migration where name = ${last!.name}`.execute(kysely);
         assert.deepEqual(await probe(t.url, "/readyz"), { status: 503, text: `database schema behind: migrations ${last!.name} not applied\n` });

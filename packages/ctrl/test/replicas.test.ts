@@ -12,10 +12,18 @@ import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctr
 import { spawnCtrl, type CtrlProcess } from "@flotilla/testkit/ctrl-process";
 
 function clientOf<S extends typeof ClusterService | typeof DeploymentService>(url: string, service: S) {
-  return createClient(service, createGrpcTransport({ baseUrl: url, interceptors: [(next) => (req) => {
-    req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-    return next(req);
-  }] }));
+  return createClient(
+    service,
+    createGrpcTransport({
+      baseUrl: url,
+      interceptors: [
+        (next) => (req) => {
+          req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+          return next(req);
+        },
+      ],
+    }),
+  );
 }
 
 const mysql = (await testDatabases()).find((d) => d.db.name === "mysql")!;

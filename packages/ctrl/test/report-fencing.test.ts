@@ -10,7 +10,7 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
-import { FENCED } from "@flotilla/runtime";
+import { FENCED, silentLogger } from "@flotilla/runtime";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
@@ -19,16 +19,23 @@ for (const { db, skip } of await testDatabases()) {
     let t: TestCtrl;
     let agent: ReturnType<TestCtrl["client"]>;
     before(async () => {
-      t = await startTestCtrl(db);
+      t = await startTestCtrl(db, { log: silentLogger }); // it refuses reports on purpose
       await t.store.regions.create("local");
       const { token } = await t.client(RegionService).createAgentToken({ region: "local" });
       agent = t.client(ClusterService, { token });
-      await t.client(DeploymentService).createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1", regions: [{ region: "local", replicas: 1 }] } });
+      await t
+        .client(DeploymentService)
+        .createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1", regions: [{ region: "local", replicas: 1 }] } });
     });
     after(() => t.close());
 
     const report = (image: string, leader?: { epoch: bigint; holderIdentity: string }) =>
-      (agent as any).reportObservedState({ region: "local", appliedVersion: 1n, observations: [{ type: ResourceType.DEPLOYMENT, id: "web", observedImage: image }], leader });
+      (agent as any).reportObservedState({
+        region: "local",
+        appliedVersion: 1n,
+        observations: [{ type: ResourceType.DEPLOYMENT, id: "web", observedImage: image }],
+        leader,
+      });
     const storedImage = async () => {
       const { stored } = (await t.store.observations.load(1, [{ type: ResourceType.DEPLOYMENT, id: "web" }])).get(`${ResourceType.DEPLOYMENT}/web`)!;
       return stored?.observation.observedImage;
@@ -61,8 +68,14 @@ for (const { db, skip } of await testDatabases()) {
     });
 
     test("bad leader fields are rejected", async () => {
-      await assert.rejects(report("x", { epoch: -1n, holderIdentity: "a" }), (e) => ConnectError.from(e).code === Code.InvalidArgument && /leader.epoch/.test(ConnectError.from(e).message));
-      await assert.rejects(report("x", { epoch: 9n, holderIdentity: "" }), (e) => ConnectError.from(e).code === Code.InvalidArgument && /leader.holder_identity/.test(ConnectError.from(e).message));
+      await assert.rejects(
+        report("x", { epoch: -1n, holderIdentity: "a" }),
+        (e) => ConnectError.from(e).code === Code.InvalidArgument && /leader.epoch/.test(ConnectError.from(e).message),
+      );
+      await assert.rejects(
+        report("x", { epoch: 9n, holderIdentity: "" }),
+        (e) => ConnectError.from(e).code === Code.InvalidArgument && /leader.holder_identity/.test(ConnectError.from(e).message),
+      );
     });
 
     test("concurrent reports of many epochs: the newest epoch's observation is what stays", async () => {

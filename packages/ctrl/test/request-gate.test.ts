@@ -69,16 +69,26 @@ function grpcCall(url: string, path: string, headers: Record<string, string>, bo
 }
 
 /** One HTTP/1.1 request; `declaredLength` without `body` sends headers only (the body never comes). */
-function h1Call(url: string, path: string, headers: Record<string, string>, body: Buffer | undefined, declaredLength?: number): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+function h1Call(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+  body: Buffer | undefined,
+  declaredLength?: number,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${url}${path}`, { method: "POST", headers: { ...headers, "content-length": String(declaredLength ?? body?.length ?? 0) }, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => {
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
-        req.destroy();
-      });
-    });
+    const req = http.request(
+      `${url}${path}`,
+      { method: "POST", headers: { ...headers, "content-length": String(declaredLength ?? body?.length ?? 0) }, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
+          req.destroy();
+        });
+      },
+    );
     req.on("error", reject);
     if (body) req.end(body);
     else req.flushHeaders();
@@ -114,14 +124,24 @@ for (const { db, skip } of await testDatabases()) {
       for (const body of malformedBodies()) {
         const unary = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": "application/proto" }, body);
         note("connect unary", `${unary.status} ${JSON.parse(unary.body.toString()).code}`);
-        const stream = await h1Call(t.url, "/ctrl.v1.ClusterService/SyncDesiredState", { ...auth, "content-type": "application/connect+proto" }, Buffer.from(encodeEnvelope(0, body)));
+        const stream = await h1Call(
+          t.url,
+          "/ctrl.v1.ClusterService/SyncDesiredState",
+          { ...auth, "content-type": "application/connect+proto" },
+          Buffer.from(encodeEnvelope(0, body)),
+        );
         const end = stream.body.subarray(5, 5 + stream.body.readUInt32BE(1));
         note("connect streaming", `${stream.status} ${JSON.parse(end.toString()).error?.code}`);
         for (const method of ["DeploymentService/GetDeployment", "ClusterService/SyncDesiredState", "ClusterService/WatchDeploymentChanges"]) {
           const grpc = await grpcCall(t.url, `/ctrl.v1.${method}`, auth, Buffer.from(encodeEnvelope(0, body)));
           note(`grpc ${method}`, `${grpc.httpStatus} ${grpc.code}`);
         }
-        const web = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": "application/grpc-web+proto" }, Buffer.from(encodeEnvelope(0, body)));
+        const web = await h1Call(
+          t.url,
+          "/ctrl.v1.DeploymentService/GetDeployment",
+          { ...auth, "content-type": "application/grpc-web+proto" },
+          Buffer.from(encodeEnvelope(0, body)),
+        );
         note("grpc-web unary", `${web.status} ${grpcWebStatus(web)}`);
       }
       assert.deepEqual(Object.fromEntries([...seen].map(([path, codes]) => [path, [...codes]])), {
@@ -144,7 +164,13 @@ for (const { db, skip } of await testDatabases()) {
         }
         const unary = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...headers, "content-type": "application/json" }, undefined, 1000);
         assert.deepEqual([unary.status, JSON.parse(unary.body.toString()).code], [401, "unauthenticated"]);
-        const web = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...headers, "content-type": "application/grpc-web+proto" }, undefined, 1000);
+        const web = await h1Call(
+          t.url,
+          "/ctrl.v1.DeploymentService/GetDeployment",
+          { ...headers, "content-type": "application/grpc-web+proto" },
+          undefined,
+          1000,
+        );
         assert.equal(grpcWebStatus(web), "16");
       }
     });
@@ -164,7 +190,12 @@ for (const { db, skip } of await testDatabases()) {
       try {
         const answers = await Promise.all(
           Array.from({ length: 40 }, () =>
-            grpcCall(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { authorization: `Bearer ${randomBytes(16).toString("hex")}` }, Buffer.from(encodeEnvelope(0, Buffer.alloc(0)))),
+            grpcCall(
+              t.url,
+              "/ctrl.v1.DeploymentService/GetDeployment",
+              { authorization: `Bearer ${randomBytes(16).toString("hex")}` },
+              Buffer.from(encodeEnvelope(0, Buffer.alloc(0))),
+            ),
           ),
         );
         assert.deepEqual(new Set(answers.map((a) => a.code)), new Set(["16"]));
@@ -177,7 +208,13 @@ for (const { db, skip } of await testDatabases()) {
 
     test("a request above --read-max-bytes is refused from its declared size, before its body is read", async () => {
       // HTTP/1.1 Connect: content-length says too much; the body never comes.
-      const unary = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": "application/json" }, undefined, READ_MAX_BYTES + 1);
+      const unary = await h1Call(
+        t.url,
+        "/ctrl.v1.DeploymentService/GetDeployment",
+        { ...auth, "content-type": "application/json" },
+        undefined,
+        READ_MAX_BYTES + 1,
+      );
       assert.deepEqual([unary.status, JSON.parse(unary.body.toString()).code], [429, "resource_exhausted"]);
       // gRPC: the envelope says too much; only its 5-byte prefix is sent, on a stream left open.
       for (const method of ["DeploymentService/GetDeployment", "ClusterService/WatchDeploymentChanges"]) {
@@ -204,7 +241,12 @@ for (const { db, skip } of await testDatabases()) {
     test("a too-large upload over HTTP/1.1 gets its answer, not a reset connection", async () => {
       const body = Buffer.alloc(READ_MAX_BYTES * 4, "x");
       for (const contentType of ["application/json", "application/grpc-web+proto"]) {
-        const res = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { ...auth, "content-type": contentType }, contentType === "application/json" ? body : Buffer.from(encodeEnvelope(0, body)));
+        const res = await h1Call(
+          t.url,
+          "/ctrl.v1.DeploymentService/GetDeployment",
+          { ...auth, "content-type": contentType },
+          contentType === "application/json" ? body : Buffer.from(encodeEnvelope(0, body)),
+        );
         if (contentType === "application/json") assert.deepEqual([res.status, JSON.parse(res.body.toString()).code], [429, "resource_exhausted"]);
         else assert.equal(grpcWebStatus(res), "8");
       }

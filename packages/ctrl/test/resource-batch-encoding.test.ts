@@ -11,7 +11,10 @@ import { withVerbatimField } from "../src/services/cluster/verbatim.ts";
 
 /** A stored body: a resource without its version. */
 function storedBody(id: string, namespace: string): Uint8Array {
-  return toBinary(DesiredResourceSchema, create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id, namespace, spec: { case: "deployment", value: { replicas: 2 } } }));
+  return toBinary(
+    DesiredResourceSchema,
+    create(DesiredResourceSchema, { type: ResourceType.DEPLOYMENT, id, namespace, spec: { case: "deployment", value: { replicas: 2 } } }),
+  );
 }
 
 test("resourceBatchFieldData decodes to the resources with their versions", () => {

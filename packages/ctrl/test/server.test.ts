@@ -27,7 +27,10 @@ describe("server surfaces", () => {
 
   test("/metrics counts requests by procedure and code", async () => {
     await t.client(RegionService).createRegion({ region: { name: "m" } });
-    await t.client(RegionService).getRegion({ name: "missing" }).catch(() => {});
+    await t
+      .client(RegionService)
+      .getRegion({ name: "missing" })
+      .catch(() => {});
     const text = await (await fetch(`${t.url}/metrics`)).text();
     assert.match(text, /flotilla_ctrl_requests_total\{procedure="ctrl.v1.RegionService\/CreateRegion",code="ok"\} 1/);
     assert.match(text, /flotilla_ctrl_requests_total\{procedure="ctrl.v1.RegionService\/GetRegion",code="not_found"\} 1/);

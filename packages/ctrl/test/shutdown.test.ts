@@ -18,7 +18,9 @@ import { Follower } from "@flotilla/testkit/follower";
 
 const mysql = (await testDatabases()).find((d) => d.db.name === "mysql")!;
 
-test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILABLE, exit 0; JSON logs without tokens (mysql)", { skip: mysql.skip }, async () => {
+test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILABLE, exit 0; JSON logs without tokens (mysql)", {
+  skip: mysql.skip,
+}, async () => {
   const { url, drop } = await mysql.db.create();
   const store = await Store.open(url);
   try {
@@ -47,7 +49,9 @@ test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILAB
         await release.promise;
       });
       await locked.promise;
-      const write = createClient(DeploymentService, transport).createDeployment({ deployment: { id: "late", namespace: "x", image: "x:1", regions: [{ region: "s", replicas: 1 }] } });
+      const write = createClient(DeploymentService, transport).createDeployment({
+        deployment: { id: "late", namespace: "x", image: "x:1", regions: [{ region: "s", replicas: 1 }] },
+      });
       await sleep(300);
       const exited = child.kill("SIGTERM");
       await sleep(300);
@@ -59,10 +63,27 @@ test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILAB
       assert.equal(ConnectError.from(follower.error).code, Code.Unavailable, String(follower.error));
       assert.ok(await store.deployments.get("late"), "and its write is in the database");
 
-      const lines = child.log().trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+      const lines = child
+        .log()
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
       for (const line of lines) assert.ok(["debug", "info", "warn", "error"].includes(line.level as string), JSON.stringify(line));
-      assert.ok(lines.some((line) => line.level === "info" && line.msg === "ctrl.v1.DeploymentService/CreateDeployment" && line.code === "ok" && line.resource === "late" && typeof line.version === "number"), child.log());
-      assert.ok(lines.some((line) => line.msg === "ctrl.v1.RegionService/CreateAgentToken" && line.region === "s"), child.log());
+      assert.ok(
+        lines.some(
+          (line) =>
+            line.level === "info" &&
+            line.msg === "ctrl.v1.DeploymentService/CreateDeployment" &&
+            line.code === "ok" &&
+            line.resource === "late" &&
+            typeof line.version === "number",
+        ),
+        child.log(),
+      );
+      assert.ok(
+        lines.some((line) => line.msg === "ctrl.v1.RegionService/CreateAgentToken" && line.region === "s"),
+        child.log(),
+      );
       assert.equal(lines.at(-1)!.msg, "stopped");
       assert.ok(!child.log().includes(ADMIN_TOKEN) && !child.log().includes(agentToken), "no token in the log");
     } finally {

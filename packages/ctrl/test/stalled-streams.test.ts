@@ -20,10 +20,12 @@ function prefaceOnly(port: number): { opened: Promise<void>; closed: Promise<voi
   const socket = net.connect({ port, host: "127.0.0.1" });
   socket.on("error", () => {});
   socket.on("data", () => {}); // ctrl's SETTINGS
-  const opened = new Promise<void>((resolve) => socket.once("connect", () => {
-    socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
-    resolve();
-  }));
+  const opened = new Promise<void>((resolve) =>
+    socket.once("connect", () => {
+      socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+      resolve();
+    }),
+  );
   const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
   return { opened, closed, socket };
 }
@@ -90,7 +92,10 @@ describe("snapshot bounds (sqlite)", () => {
     const [sqlite] = await testDatabases();
     // One snapshot at a time, 64 KB of read-ahead for all: a snapshot of 10 batches of 64 KB does not
     // fit, so a client that stops reading keeps the only slot until the send timeout.
-    t = await startTestCtrl(sqlite!.db, { streamSendTimeoutMs: SEND_TIMEOUT_MS, stream: { snapshotConcurrency: 1, snapshotReadAheadBytes: 64 * 1024, snapshotBatchSize: 2 } });
+    t = await startTestCtrl(sqlite!.db, {
+      streamSendTimeoutMs: SEND_TIMEOUT_MS,
+      stream: { snapshotConcurrency: 1, snapshotReadAheadBytes: 64 * 1024, snapshotBatchSize: 2 },
+    });
     await t.store.regions.create("wan");
     await createBulkyDeployments(t, "wan", 20);
   });

@@ -25,7 +25,10 @@ for (const { db, skip } of await testDatabases()) {
   describe(`streaming (${db.name})`, { skip }, () => {
     let t: TestCtrl;
     before(async () => {
-      t = await startTestCtrl(db, { stream: { snapshotBatchSize: 50, bookmarkIntervalMs: 300, watchBufferLimit: 200, overflowResetMs: 1500 }, pollIntervalMs: 50 });
+      t = await startTestCtrl(db, {
+        stream: { snapshotBatchSize: 50, bookmarkIntervalMs: 300, watchBufferLimit: 200, overflowResetMs: 1500 },
+        pollIntervalMs: 50,
+      });
       for (const name of REGIONS) await t.store.regions.create(name);
     });
     after(() => t.close());
@@ -142,7 +145,10 @@ for (const { db, skip } of await testDatabases()) {
       await watching;
       const firstEvents = messages.findIndex((m) => m.events > 0);
       assert.deepEqual(messages[firstEvents], { events: 1, version: head + 1 }, "only the live change, not history");
-      assert.ok(messages.slice(0, firstEvents).every((m) => m.events === 0 && m.version === head), "bookmarks before it are at the old head");
+      assert.ok(
+        messages.slice(0, firstEvents).every((m) => m.events === 0 && m.version === head),
+        "bookmarks before it are at the old head",
+      );
       assert.ok(bookmarkAfter() > firstEvents, `bookmarks: ${JSON.stringify(messages)}`);
     });
 
@@ -160,7 +166,10 @@ for (const { db, skip } of await testDatabases()) {
       await t.store.changes.prune({ maxAgeMs: 0, maxRows: 0 }, Date.now());
       await t.store.changes.prune({ maxAgeMs: 1, maxRows: 1 }, Date.now() + 10_000);
       const rows = await t.store.changes.read((await t.store.regions.resolve("r1")).id, 0, 100);
-      assert.deepEqual(rows.map((r) => Number(r.version)), [head]);
+      assert.deepEqual(
+        rows.map((r) => Number(r.version)),
+        [head],
+      );
       await drain(BigInt(head - 1));
     });
 
@@ -203,7 +212,10 @@ for (const { db, skip } of await testDatabases()) {
       const { head: last } = await desiredInDatabase(t.store, "r2");
       await healthy.reach(last, 30_000);
       await healthy.stop();
-      assert.deepEqual(healthy.versions, Array.from({ length: last - head }, (_, i) => head + 1 + i));
+      assert.deepEqual(
+        healthy.versions,
+        Array.from({ length: last - head }, (_, i) => head + 1 + i),
+      );
     });
 
     test("messages stay under the byte limit: big resources are split across batches", async () => {
@@ -233,7 +245,10 @@ for (const { db, skip } of await testDatabases()) {
       abort.abort();
       await watching;
       const limit = 1024 * 1024 + 64;
-      assert.ok(sizes.every((s) => s <= limit), `watch message sizes ${sizes}`);
+      assert.ok(
+        sizes.every((s) => s <= limit),
+        `watch message sizes ${sizes}`,
+      );
       const snapshotSizes: number[] = [];
       let total = 0;
       for await (const res of t.client(ClusterService).syncDesiredState({ region: "fat" })) {

@@ -63,7 +63,17 @@ describe("ctrl over TLS", () => {
     assert.equal(created.code, 0, created.stderr);
     assert.deepEqual((jsonDocuments(created.stdout)[0] as { region: { name: string } }).region.name, "tls-h2");
     // The gRPC protocol needs HTTP/2: this succeeding shows ALPN chose h2.
-    const grpc = await bufCurl(["--cacert", pki.caCert, "--protocol", "grpc", "-H", AUTH, `${t.url}/ctrl.v1.RegionService/GetRegion`, "-d", '{"name":"tls-h2"}']);
+    const grpc = await bufCurl([
+      "--cacert",
+      pki.caCert,
+      "--protocol",
+      "grpc",
+      "-H",
+      AUTH,
+      `${t.url}/ctrl.v1.RegionService/GetRegion`,
+      "-d",
+      '{"name":"tls-h2"}',
+    ]);
     assert.equal(grpc.code, 0, grpc.stderr);
     assert.match(grpc.stdout, /"tls-h2"/);
   });
@@ -76,8 +86,19 @@ describe("ctrl over TLS", () => {
 
   test("HTTP/1.1 over TLS: curl with Connect JSON, connect-node with gRPC-Web", async () => {
     const { stdout } = await promisify(execFile)("curl", [
-      "-sS", "--http1.1", "--cacert", pki.caCert, "-H", AUTH, "-H", "content-type: application/json",
-      "-d", '{"region":{"name":"tls-h1"}}', "-w", "\n%{http_version} %{http_code}", `${t.url}/ctrl.v1.RegionService/CreateRegion`,
+      "-sS",
+      "--http1.1",
+      "--cacert",
+      pki.caCert,
+      "-H",
+      AUTH,
+      "-H",
+      "content-type: application/json",
+      "-d",
+      '{"region":{"name":"tls-h1"}}',
+      "-w",
+      "\n%{http_version} %{http_code}",
+      `${t.url}/ctrl.v1.RegionService/CreateRegion`,
     ]);
     const [body, status] = stdout.split("\n");
     assert.equal(status, "1.1 200");
@@ -96,7 +117,10 @@ describe("ctrl over TLS", () => {
 
     writeFileSync(pki.serverCert, "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n");
     assert.equal(await servedSerial(t.url, ca), rotated);
-    assert.ok(logs.some((m) => /keeping the previous certificate/.test(m)), logs.join("\n"));
+    assert.ok(
+      logs.some((m) => /keeping the previous certificate/.test(m)),
+      logs.join("\n"),
+    );
     // Repairing the files is picked up again.
     issueServer(dir);
     assert.notEqual(await servedSerial(t.url, ca), rotated);
@@ -107,7 +131,14 @@ test("a connection that does not complete its TLS handshake is closed after the 
   const dir = mkdtempSync(join(tmpdir(), "flotilla-tls-"));
   const pki = initPki(dir);
   const secure = tlsTransport({ certFile: pki.serverCert, keyFile: pki.serverKey, trustDomain: "flotilla", handshakeTimeoutMs: 300, log: silentLogger });
-  const listener = await listenDual("127.0.0.1", 0, (_req, res) => res.end(), { ...DEFAULT_CONNECTION_BOUNDS, firstRequestTimeoutMs: 60_000 }, undefined, secure);
+  const listener = await listenDual(
+    "127.0.0.1",
+    0,
+    (_req, res) => res.end(),
+    { ...DEFAULT_CONNECTION_BOUNDS, firstRequestTimeoutMs: 60_000 },
+    undefined,
+    secure,
+  );
   try {
     const socket = net.connect(listener.address.port, "127.0.0.1");
     const started = Date.now();
@@ -130,7 +161,10 @@ describe("plaintext", () => {
   /** Runs `pnpm ctrl` with `args` until it prints its URL or exits; returns what it said. */
   function runCtrl(args: string[]): Promise<{ code: number | null; stderr: string }> {
     const dir = mkdtempSync(join(tmpdir(), "flotilla-plain-"));
-    const child = spawn(process.execPath, [MAIN, "--database-url", `sqlite:${join(dir, "db")}`, ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, FLOTILLA_CTRL_ADMIN_TOKEN: "x" } });
+    const child = spawn(process.execPath, [MAIN, "--database-url", `sqlite:${join(dir, "db")}`, ...args], {
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, FLOTILLA_CTRL_ADMIN_TOKEN: "x" },
+    });
     let stderr = "";
     child.stderr.on("data", (chunk) => {
       stderr += chunk;

@@ -60,11 +60,19 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   // Production dependencies only: no compiler, buf, gRPC interop client or test-only workspace packages.
   for (const target of ["ctrl", "agent", "k8s-emulator"]) {
     const installed = readdirSync(join(out, target, "node_modules/.pnpm"));
-    assert.deepEqual(installed.filter((name) => /^(typescript|@bufbuild\+buf|@grpc\+grpc-js|@flotilla\+(testkit|ctrl|k8s-emulator)@)/.test(name)), [], `${target}'s bundle has no development packages`);
+    assert.deepEqual(
+      installed.filter((name) => /^(typescript|@bufbuild\+buf|@grpc\+grpc-js|@flotilla\+(testkit|ctrl|k8s-emulator)@)/.test(name)),
+      [],
+      `${target}'s bundle has no development packages`,
+    );
   }
 
   const kubeconfig = join(root, "kubeconfig");
-  const emulator = await start("k8s-emulator", { FLOTILLA_EMULATOR_LISTEN: "127.0.0.1:0", FLOTILLA_EMULATOR_KUBECONFIG_OUT: kubeconfig }, /listening on (http:\/\/\S+)/);
+  const emulator = await start(
+    "k8s-emulator",
+    { FLOTILLA_EMULATOR_LISTEN: "127.0.0.1:0", FLOTILLA_EMULATOR_KUBECONFIG_OUT: kubeconfig },
+    /listening on (http:\/\/\S+)/,
+  );
   assert.ok(healthy(emulator.stage, { FLOTILLA_EMULATOR_LISTEN: hostPort(emulator.url) }), "the emulator's HEALTHCHECK passes");
 
   // ctrl on the image's default database URL (SQLite in the data directory).
@@ -75,7 +83,9 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   const { regions, deployments } = operatorClients(ctrl.url, ADMIN_TOKEN);
   await regions.createRegion({ region: { name: "local" } });
   const { token } = await regions.createAgentToken({ region: "local" });
-  await deployments.createDeployment({ deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: "local", replicas: 2 }] } });
+  await deployments.createDeployment({
+    deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: "local", replicas: 2 }] },
+  });
 
   // The agent on the kubernetes target, against the emulator: client-node loads from the bundle.
   const agent = await start(

@@ -62,7 +62,9 @@ function startOrder(services: Record<string, Service>): string[] {
 }
 
 test("docker-compose.yml's services run and the README's buf curl flow works against them", { skip: mysql.skip, timeout: 240_000 }, async (t) => {
-  const compose = parse(interpolate(readFileSync(join(REPO_ROOT, "docker-compose.yml"), "utf8"), { FLOTILLA_CTRL_ADMIN_TOKEN: ADMIN_TOKEN })) as { services: Record<string, Service> };
+  const compose = parse(interpolate(readFileSync(join(REPO_ROOT, "docker-compose.yml"), "utf8"), { FLOTILLA_CTRL_ADMIN_TOKEN: ADMIN_TOKEN })) as {
+    services: Record<string, Service>;
+  };
   const { services } = compose;
   assert.deepEqual(Object.keys(services).sort(), ["agent", "ctrl", "k8s-emulator", "mariadb"]);
   const stages = readDockerfile();
@@ -155,7 +157,10 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
   assert.deepEqual(ran, ["ListServices", "CreateRegion", "CreateAgentToken", "CreateDeployment", "GetDeployment", "UpdateDeployment", "DeleteDeployment"]);
 
   // The streams section's watch from versionLastSeen "0": the flow's changes, from the first.
-  const watch = /## The agent-facing streams[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)![1]!.split(/\n(?=\S)/).find((command) => command.includes('"versionLastSeen"'))!;
+  const watch = /## The agent-facing streams[\s\S]*?```sh\n([\s\S]*?)```/
+    .exec(readme)![1]!
+    .split(/\n(?=\S)/)
+    .find((command) => command.includes('"versionLastSeen"'))!;
   const child = execFile("sh", ["-c", `${prelude}\nexec ${watch}`], { cwd: REPO_ROOT, env: { ...process.env, ADMIN_TOKEN } });
   t.after(() => child.kill());
   let output = "";

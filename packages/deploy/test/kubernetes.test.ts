@@ -94,7 +94,8 @@ test("the agent's ClusterRole grants exactly what the agent uses", { skip }, () 
   const objects = render("agent");
   const role = objects.find((object) => object.kind === "ClusterRole" && object.metadata.name === "flotilla-agent")!;
   const granted = new Map<string, Set<string>>();
-  for (const rule of role.rules) for (const group of rule.apiGroups) for (const resource of rule.resources) granted.set(`${group}/${resource}`, new Set(rule.verbs));
+  for (const rule of role.rules)
+    for (const group of rule.apiGroups) for (const resource of rule.resources) granted.set(`${group}/${resource}`, new Set(rule.verbs));
   const expected = new Map<string, string[]>([["/namespaces", ["get", "create"]]]);
   for (const kind of APPLIED_KINDS) {
     const group = kind.apiVersion.includes("/") ? kind.apiVersion.split("/")[0]! : "";
@@ -126,7 +127,9 @@ test("ctrl runs two replicas with a PodDisruptionBudget and its secrets from a S
 });
 
 test("every flag the manifests pass exists in the program's --help", { skip }, () => {
-  const help = Object.fromEntries((["ctrl", "agent"] as const).map((name) => [name, execFileSync(process.execPath, [mainOf(name), "--help"], { encoding: "utf8" })]));
+  const help = Object.fromEntries(
+    (["ctrl", "agent"] as const).map((name) => [name, execFileSync(process.execPath, [mainOf(name), "--help"], { encoding: "utf8" })]),
+  );
   for (const overlay of OVERLAYS) {
     for (const { owner, spec } of podSpecs(render(overlay))) {
       for (const container of spec.containers) {
@@ -157,7 +160,10 @@ test("the all-in-one overlay applies to the emulator with kubectl (the kinds it 
   const stored = objects.filter((object) => kinds.get(object.apiVersion)!.has(object.kind));
   const unsupported = [...new Set(objects.filter((object) => !stored.includes(object)).map((object) => object.kind))];
   t.diagnostic(`not stored by the emulator (not applied): ${unsupported.join(", ")}`);
-  assert.ok(stored.some((object) => object.kind === "Deployment"), "the emulator stores Deployments");
+  assert.ok(
+    stored.some((object) => object.kind === "Deployment"),
+    "the emulator stores Deployments",
+  );
   const input = stored.map((object) => JSON.stringify(object)).join("\n");
   const cluster = ["--kubeconfig", kubeconfig, "--cache-dir", join(dir, "cache")];
   kubectl(["apply", "--server-side", "--field-manager", "flotilla-deploy-test", ...cluster, "-f", "-"], input);

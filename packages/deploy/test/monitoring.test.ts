@@ -44,16 +44,21 @@ function exposedNames(text: string): Set<string> {
 
 test("metricNames reads the names out of PromQL", () => {
   assert.deepEqual(
-    metricNames('histogram_quantile(0.99, sum by (le, procedure) (rate(a_seconds_bucket{procedure!~"x(y)"}[$__rate_interval]))) / on (job) group_left b_total offset 5m and time() - c > 60'),
+    metricNames(
+      'histogram_quantile(0.99, sum by (le, procedure) (rate(a_seconds_bucket{procedure!~"x(y)"}[$__rate_interval]))) / on (job) group_left b_total offset 5m and time() - c > 60',
+    ),
     ["a_seconds_bucket", "b_total", "c"],
   );
 });
 
 test("every metric the dashboard and the alerts use exists on ctrl's or the agent's /metrics", { timeout: 60_000 }, async (t) => {
-  const dashboard = JSON.parse(readFileSync(join(REPO_ROOT, "deploy/monitoring/dashboard.json"), "utf8")) as { panels: { title: string; targets?: { expr: string }[] }[] };
+  const dashboard = JSON.parse(readFileSync(join(REPO_ROOT, "deploy/monitoring/dashboard.json"), "utf8")) as {
+    panels: { title: string; targets?: { expr: string }[] }[];
+  };
   const rules = parse(readFileSync(join(REPO_ROOT, "deploy/monitoring/alerts.yaml"), "utf8")) as { groups: { rules: { alert: string; expr: string }[] }[] };
   const used = new Map<string, string>(); // metric name → where it is used
-  for (const panel of dashboard.panels) for (const target of panel.targets ?? []) for (const name of metricNames(target.expr)) used.set(name, `dashboard panel "${panel.title}"`);
+  for (const panel of dashboard.panels)
+    for (const target of panel.targets ?? []) for (const name of metricNames(target.expr)) used.set(name, `dashboard panel "${panel.title}"`);
   for (const group of rules.groups) for (const rule of group.rules) for (const name of metricNames(rule.expr)) used.set(name, `alert ${rule.alert}`);
   const alerts = rules.groups.flatMap((group) => group.rules.map((rule) => rule.alert));
   assert.deepEqual(alerts.sort(), ["FlotillaAgentStale", "FlotillaApplyErrors", "FlotillaChangeLag", "FlotillaQueueStalled"]);

@@ -43,7 +43,8 @@ export function startProcess(command: readonly string[], options: { env: Record<
       for (;;) {
         const match = pattern.exec(output);
         if (match) return match;
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${command.join(" ")} exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}:\n${output}`);
+        if (child.exitCode !== null || child.signalCode !== null)
+          throw new Error(`${command.join(" ")} exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}:\n${output}`);
         if (Date.now() > deadline) throw new Error(`${command.join(" ")} did not print ${pattern} within ${timeoutMs} ms:\n${output}`);
         await sleep(50);
       }
@@ -82,10 +83,12 @@ export function operatorClients(
   const transport = createConnectTransport({
     baseUrl: url,
     httpVersion: "1.1",
-    interceptors: [(next) => (request) => {
-    request.header.set("authorization", `Bearer ${adminToken}`);
-    return next(request);
-  }],
+    interceptors: [
+      (next) => (request) => {
+        request.header.set("authorization", `Bearer ${adminToken}`);
+        return next(request);
+      },
+    ],
   });
   return {
     regions: createClient(RegionService, transport),

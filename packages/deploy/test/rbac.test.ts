@@ -31,7 +31,29 @@ interface Rule {
 function serverCertificate(dir: string): { cert: string; key: string } {
   const cert = join(dir, "emulator.crt");
   const key = join(dir, "emulator.key");
-  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=emulator", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=emulator",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+    ],
+    { stdio: "ignore" },
+  );
   return { cert, key };
 }
 
@@ -76,7 +98,21 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   const tls = serverCertificate(dir);
   const adminKubeconfig = join(dir, "admin.kubeconfig");
   const emulator = startProcess(
-    ["node", mainOf("k8s-emulator"), "--listen", "127.0.0.1:0", "--kubeconfig-out", adminKubeconfig, "--rbac", "--tls-cert-file", tls.cert, "--tls-private-key-file", tls.key, "--rollout-delay-ms", "20"],
+    [
+      "node",
+      mainOf("k8s-emulator"),
+      "--listen",
+      "127.0.0.1:0",
+      "--kubeconfig-out",
+      adminKubeconfig,
+      "--rbac",
+      "--tls-cert-file",
+      tls.cert,
+      "--tls-private-key-file",
+      tls.key,
+      "--rollout-delay-ms",
+      "20",
+    ],
     { env: {}, cwd: dir },
   );
   t.after(() => emulator.stop());
@@ -88,7 +124,9 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   // The agent overlay as an operator installs it.
   const rendered = kubectl(["kustomize", join(REPO_ROOT, "deploy/kubernetes/overlays/agent")]);
   admin(["apply", "-f", "-"], rendered);
-  const documents = parseAllDocuments(rendered).map((document) => document.toJS() as { kind: string; metadata: { name: string; namespace?: string }; rules?: Rule[] });
+  const documents = parseAllDocuments(rendered).map(
+    (document) => document.toJS() as { kind: string; metadata: { name: string; namespace?: string }; rules?: Rule[] },
+  );
   const clusterRole = documents.find((object) => object.kind === "ClusterRole" && object.metadata.name === "flotilla-agent")!;
   const leaderElectionRole = documents.find((object) => object.kind === "Role" && object.metadata.name === "flotilla-agent-leader-election")!;
   const serviceAccount = documents.find((object) => object.kind === "ServiceAccount")!;
@@ -96,16 +134,29 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   const agentKubeconfig = join(dir, "agent.kubeconfig");
   writeFileSync(agentKubeconfig, tokenKubeconfig(server!, token), { mode: 0o600 });
   // What the token may not do, it may not do: the ServiceAccount cannot read Secrets.
-  assert.throws(() => kubectl(["get", "secrets", "--all-namespaces", "--kubeconfig", agentKubeconfig]), /secrets is forbidden: User "system:serviceaccount:flotilla-system:flotilla-agent" cannot list resource "secrets" in API group "" at the cluster scope/);
+  assert.throws(
+    () => kubectl(["get", "secrets", "--all-namespaces", "--kubeconfig", agentKubeconfig]),
+    /secrets is forbidden: User "system:serviceaccount:flotilla-system:flotilla-agent" cannot list resource "secrets" in API group "" at the cluster scope/,
+  );
 
   // A managed Deployment nothing desires: the agent's first full sync prunes it (then the only
   // managed object: --prune-max-fraction 1 lets the safety valve allow that).
-  admin(["apply", "-f", "-"], stringify({
-    apiVersion: "apps/v1",
-    kind: "Deployment",
-    metadata: { name: "orphan", namespace: "default", labels: { ...MANAGED, "flotilla.dev/resource-type": "deployment", "flotilla.dev/resource-id": "orphan" } },
-    spec: { selector: { matchLabels: { app: "orphan" } }, template: { metadata: { labels: { app: "orphan" } }, spec: { containers: [{ name: "app", image: "nginx:1.27" }] } } },
-  }));
+  admin(
+    ["apply", "-f", "-"],
+    stringify({
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: {
+        name: "orphan",
+        namespace: "default",
+        labels: { ...MANAGED, "flotilla.dev/resource-type": "deployment", "flotilla.dev/resource-id": "orphan" },
+      },
+      spec: {
+        selector: { matchLabels: { app: "orphan" } },
+        template: { metadata: { labels: { app: "orphan" } }, spec: { containers: [{ name: "app", image: "nginx:1.27" }] } },
+      },
+    }),
+  );
 
   const ctrl = await spawnCtrl(`sqlite:${join(dir, "ctrl.db")}`, ADMIN_TOKEN);
   t.after(() => ctrl.kill());
@@ -116,14 +167,35 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   await deployments.createDeployment({ deployment: web });
   await deployments.createDeployment({ deployment: { ...web, id: "api", port: 8080 } });
   for (const id of ["allow-lb", "deny-all"]) {
-    await networkPolicies.createNetworkPolicy({ networkPolicy: { id, region: REGION, namespace: "rbac-demo", spec: { endpointSelector: { matchLabels: { app: "web" } } } } });
+    await networkPolicies.createNetworkPolicy({
+      networkPolicy: { id, region: REGION, namespace: "rbac-demo", spec: { endpointSelector: { matchLabels: { app: "web" } } } },
+    });
   }
 
   const agent = startProcess(
-    ["node", mainOf("agent"), "--ctrl-url", ctrl.url, "--region", REGION, "--kubeconfig", agentKubeconfig, "--listen", "127.0.0.1:0", "--report-interval", "50ms", "--prune-max-fraction", "1",
-     // As the manifests run it: elected on a Lease in its namespace (the manifests' Role), with
-     // a short retry period so that a renew (update) happens well within the test.
-     "--leader-elect", "--leader-elect-resource-namespace", serviceAccount.metadata.namespace!, "--leader-elect-retry-period", "200ms"],
+    [
+      "node",
+      mainOf("agent"),
+      "--ctrl-url",
+      ctrl.url,
+      "--region",
+      REGION,
+      "--kubeconfig",
+      agentKubeconfig,
+      "--listen",
+      "127.0.0.1:0",
+      "--report-interval",
+      "50ms",
+      "--prune-max-fraction",
+      "1",
+      // As the manifests run it: elected on a Lease in its namespace (the manifests' Role), with
+      // a short retry period so that a renew (update) happens well within the test.
+      "--leader-elect",
+      "--leader-elect-resource-namespace",
+      serviceAccount.metadata.namespace!,
+      "--leader-elect-retry-period",
+      "200ms",
+    ],
     { env: { FLOTILLA_AGENT_TOKEN: agentToken }, cwd: dir },
   );
   t.after(() => agent.stop());
@@ -163,7 +235,9 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
     used.add(`${entry.group}/${entry.resource}:${entry.verb === "apply" ? "patch" : entry.verb}`);
     if (entry.verb === "apply" && entry.status === 201) used.add(`${entry.group}/${entry.resource}:create`);
   }
-  const granted = [clusterRole, leaderElectionRole].flatMap((role) => role.rules!).flatMap((rule) => rule.apiGroups.flatMap((group) => rule.resources.flatMap((resource) => rule.verbs.map((verb) => `${group}/${resource}:${verb}`))));
+  const granted = [clusterRole, leaderElectionRole]
+    .flatMap((role) => role.rules!)
+    .flatMap((rule) => rule.apiGroups.flatMap((group) => rule.resources.flatMap((resource) => rule.verbs.map((verb) => `${group}/${resource}:${verb}`))));
   assert.deepEqual([...used].sort(), granted.sort());
 
   // One verb less: patch on deployments (server-side apply is a PATCH).
@@ -181,11 +255,18 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   admin(["apply", "-f", "-"], stringify(without));
   assert.equal(canPatch(), "no");
   await deployments.updateDeployment({ deployment: { ...web, image: "nginx:1.28" } });
-  const failed = await eventually(async () => {
-    const status = await phaseOf("web");
-    return status?.phase === "FAILED" && status;
-  }, "web FAILED", 60_000);
-  assert.match(failed.reason, /forbidden: User "system:serviceaccount:flotilla-system:flotilla-agent" cannot patch resource "deployments" in API group "apps" in the namespace "rbac-demo"/);
+  const failed = await eventually(
+    async () => {
+      const status = await phaseOf("web");
+      return status?.phase === "FAILED" && status;
+    },
+    "web FAILED",
+    60_000,
+  );
+  assert.match(
+    failed.reason,
+    /forbidden: User "system:serviceaccount:flotilla-system:flotilla-agent" cannot patch resource "deployments" in API group "apps" in the namespace "rbac-demo"/,
+  );
   await agent.waitFor(/deployments\.apps "web" is forbidden: User "system:serviceaccount:flotilla-system:flotilla-agent" cannot patch/);
 
   // Keeps running, retrying with backoff rather than in a loop.
@@ -209,7 +290,8 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   await emulatorCall("POST", `${server}/_emulator/faults`, ca, { dropWatches: true });
   await agent.waitFor(/observer Service: watch \/api\/v1\/services: HTTP 403 Forbidden/);
   assert.equal(agent.child.exitCode, null, "the agent is still running");
-  const watching = (entries: RequestLogEntry[]) => entries.filter((entry) => entry.user === user && entry.resource === "services" && entry.verb === "watch" && entry.status === 200).length;
+  const watching = (entries: RequestLogEntry[]) =>
+    entries.filter((entry) => entry.user === user && entry.resource === "services" && entry.verb === "watch" && entry.status === 200).length;
   const before = watching(await requestLog());
   admin(["apply", "-f", "-"], stringify(clusterRole));
   await eventually(async () => watching(await requestLog()) > before, "services watched again", 60_000);

@@ -6,10 +6,10 @@
 // ownership), and removes fields the manager applied before but no longer
 // applies, if nobody else owns them. Non-apply writes (create, update, patch)
 // give the writer ownership of exactly the fields whose value changed.
-import { ApiError } from './errors.ts';
-import { fieldsOf, formatPath, fromFieldsV1, removeAt, toFieldsV1, valueAt, type FieldPath, type FieldSet, type Scope } from './fields.ts';
-import { overlayApplied } from './patch.ts';
-import { clone, deepEqual, nowRfc3339, type JsonObject, type KubeObject, type ManagedFieldsEntry } from './util.ts';
+import { ApiError } from "./errors.ts";
+import { fieldsOf, formatPath, fromFieldsV1, removeAt, toFieldsV1, valueAt, type FieldPath, type FieldSet, type Scope } from "./fields.ts";
+import { overlayApplied } from "./patch.ts";
+import { clone, deepEqual, nowRfc3339, type JsonObject, type KubeObject, type ManagedFieldsEntry } from "./util.ts";
 
 export interface ManagerContext {
   manager: string;
@@ -19,29 +19,29 @@ export interface ManagerContext {
 }
 
 function subresourceOf(scope: Scope): string {
-  return scope === 'status' ? 'status' : '';
+  return scope === "status" ? "status" : "";
 }
 
 function sameScope(e: ManagedFieldsEntry, scope: Scope): boolean {
-  return (e.subresource ?? '') === subresourceOf(scope);
+  return (e.subresource ?? "") === subresourceOf(scope);
 }
 
-function makeEntry(ctx: ManagerContext, operation: ManagedFieldsEntry['operation'], set: FieldSet): ManagedFieldsEntry {
+function makeEntry(ctx: ManagerContext, operation: ManagedFieldsEntry["operation"], set: FieldSet): ManagedFieldsEntry {
   const entry: ManagedFieldsEntry = {
     manager: ctx.manager,
     operation,
     apiVersion: ctx.apiVersion,
     time: nowRfc3339(),
-    fieldsType: 'FieldsV1',
+    fieldsType: "FieldsV1",
     fieldsV1: toFieldsV1(set),
   };
-  if (ctx.scope === 'status') entry.subresource = 'status';
+  if (ctx.scope === "status") entry.subresource = "status";
   return entry;
 }
 
 /** Puts `entry` in place of the entry with the same identity, or appends it; drops entries that own nothing. */
 function upsert(entries: ManagedFieldsEntry[], entry: ManagedFieldsEntry): ManagedFieldsEntry[] {
-  const id = (e: ManagedFieldsEntry) => `${e.manager}\0${e.operation}\0${e.subresource ?? ''}`;
+  const id = (e: ManagedFieldsEntry) => `${e.manager}\0${e.operation}\0${e.subresource ?? ""}`;
   const idx = entries.findIndex((e) => id(e) === id(entry));
   const out = [...entries];
   if (idx >= 0) out[idx] = entry;
@@ -60,12 +60,18 @@ function conflictError(conflicts: Conflict[]): ApiError {
   for (const c of conflicts) byManager.set(c.manager, [...(byManager.get(c.manager) ?? []), c]);
   const parts = [...byManager.values()].map((cs) => {
     const who = `"${cs[0].manager}" using ${cs[0].apiVersion}`;
-    return cs.length === 1 ? `conflict with ${who}: ${formatPath(cs[0].path)}` : `conflicts with ${who}:\n${cs.map((c) => `- ${formatPath(c.path)}`).join('\n')}`;
+    return cs.length === 1
+      ? `conflict with ${who}: ${formatPath(cs[0].path)}`
+      : `conflicts with ${who}:\n${cs.map((c) => `- ${formatPath(c.path)}`).join("\n")}`;
   });
   const n = conflicts.length;
-  return new ApiError(409, `Apply failed with ${n} conflict${n === 1 ? '' : 's'}: ${parts.join('\n')}`, {
+  return new ApiError(409, `Apply failed with ${n} conflict${n === 1 ? "" : "s"}: ${parts.join("\n")}`, {
     details: {
-      causes: conflicts.map((c) => ({ reason: 'FieldManagerConflict', message: `conflict with "${c.manager}" using ${c.apiVersion}`, field: formatPath(c.path) })),
+      causes: conflicts.map((c) => ({
+        reason: "FieldManagerConflict",
+        message: `conflict with "${c.manager}" using ${c.apiVersion}`,
+        field: formatPath(c.path),
+      })),
     },
   });
 }
@@ -83,12 +89,12 @@ export function serverSideApply(live: KubeObject | undefined, applied: JsonObjec
   const conflicts: Conflict[] = [];
   const otherSets = new Map<ManagedFieldsEntry, FieldSet>();
   for (const e of entries) {
-    if (!sameScope(e, ctx.scope) || (e.manager === ctx.manager && e.operation === 'Apply')) continue;
+    if (!sameScope(e, ctx.scope) || (e.manager === ctx.manager && e.operation === "Apply")) continue;
     const set = fromFieldsV1(e.fieldsV1);
     otherSets.set(e, set);
     if (e.manager === ctx.manager) continue; // a manager never conflicts with itself
     for (const [key, path] of set) {
-      if (!appliedSet.has(key) || path[path.length - 1] === '.') continue;
+      if (!appliedSet.has(key) || path[path.length - 1] === ".") continue;
       if (!deepEqual(valueAt(base, path).value, valueAt(applied, path).value)) {
         conflicts.push({ manager: e.manager, apiVersion: e.apiVersion, path });
         if (force) set.delete(key);
@@ -97,7 +103,7 @@ export function serverSideApply(live: KubeObject | undefined, applied: JsonObjec
   }
   if (conflicts.length > 0 && !force) throw conflictError(conflicts);
 
-  const previous = entries.find((e) => e.manager === ctx.manager && e.operation === 'Apply' && sameScope(e, ctx.scope));
+  const previous = entries.find((e) => e.manager === ctx.manager && e.operation === "Apply" && sameScope(e, ctx.scope));
   const merged = overlayApplied(base, applied) as KubeObject;
 
   // Fields this manager applied before but dropped now are removed, unless
@@ -115,7 +121,7 @@ export function serverSideApply(live: KubeObject | undefined, applied: JsonObjec
     const set = otherSets.get(e);
     return set && force ? { ...e, fieldsV1: toFieldsV1(set) } : e;
   });
-  const entry = makeEntry(ctx, 'Apply', appliedSet);
+  const entry = makeEntry(ctx, "Apply", appliedSet);
   // Keep the previous timestamp when ownership did not change, so that a no-op
   // apply leaves the object byte-for-byte identical.
   if (previous && deepEqual(previous.fieldsV1, entry.fieldsV1)) entry.time = previous.time;
@@ -140,11 +146,11 @@ export function trackUpdate(oldObj: KubeObject | undefined, newObj: KubeObject, 
   for (const [key, path] of newSet) {
     const before = oldObj ? valueAt(oldObj, path) : { found: false, value: undefined };
     const after = valueAt(newObj, path);
-    if (path[path.length - 1] === '.' ? !before.found : !before.found || !deepEqual(before.value, after.value)) {
+    if (path[path.length - 1] === "." ? !before.found : !before.found || !deepEqual(before.value, after.value)) {
       changed.set(key, path);
     }
   }
-  const isMine = (e: ManagedFieldsEntry) => e.manager === ctx.manager && e.operation === 'Update' && sameScope(e, ctx.scope);
+  const isMine = (e: ManagedFieldsEntry) => e.manager === ctx.manager && e.operation === "Update" && sameScope(e, ctx.scope);
   let out = entries.map((e) => {
     if (!sameScope(e, ctx.scope)) return e;
     const set = fromFieldsV1(e.fieldsV1);
@@ -162,7 +168,7 @@ export function trackUpdate(oldObj: KubeObject | undefined, newObj: KubeObject, 
     const mine = out.find(isMine);
     const set = mine ? fromFieldsV1(mine.fieldsV1) : new Map<string, FieldPath>();
     for (const [k, p] of changed) set.set(k, p);
-    out = upsert(out, makeEntry(ctx, 'Update', set));
+    out = upsert(out, makeEntry(ctx, "Update", set));
   }
   return out;
 }

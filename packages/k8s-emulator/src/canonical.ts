@@ -12,19 +12,19 @@
 //   the served types' fields of that kind are listed in ZERO_OMITTED.
 // Custom resources are stored as sent (apart from structural pruning, see
 // schema.ts), so none of this applies to them.
-import { badRequest } from './errors.ts';
-import { canonicalQuantity, QuantityError } from './quantity.ts';
-import type { ResourceType } from './resources.ts';
-import { isObject, type JsonObject, type KubeObject } from './util.ts';
+import { badRequest } from "./errors.ts";
+import { canonicalQuantity, QuantityError } from "./quantity.ts";
+import type { ResourceType } from "./resources.ts";
+import { isObject, type JsonObject, type KubeObject } from "./util.ts";
 
 /** Fields of Go map type: their entries are data, not struct fields. */
-const MAP_FIELDS = new Set(['labels', 'annotations', 'matchLabels', 'nodeSelector', 'limits', 'requests', 'overhead']);
+const MAP_FIELDS = new Set(["labels", "annotations", "matchLabels", "nodeSelector", "limits", "requests", "overhead"]);
 /** Map fields whose values are resource.Quantity. */
-const QUANTITY_MAPS = new Set(['limits', 'requests', 'overhead']);
+const QUANTITY_MAPS = new Set(["limits", "requests", "overhead"]);
 /** Quantity-typed struct fields (EmptyDirVolumeSource.sizeLimit). */
-const QUANTITY_FIELDS = new Set(['sizeLimit']);
+const QUANTITY_FIELDS = new Set(["sizeLimit"]);
 /** Fields whose `[]` survives (no omitempty): PodSpec.containers. */
-const KEEP_EMPTY_LIST = new Set(['containers']);
+const KEEP_EMPTY_LIST = new Set(["containers"]);
 
 /**
  * Non-pointer bool/int32 fields tagged omitempty in the served types (their
@@ -34,26 +34,36 @@ const KEEP_EMPTY_LIST = new Set(['containers']);
  * ServicePort nodePort; Probe initialDelaySeconds.
  */
 const ZERO_OMITTED = new Set([
-  'minReadySeconds', 'paused', 'hostNetwork', 'hostPID', 'hostIPC', 'stdin', 'stdinOnce', 'tty', 'hostPort', 'readOnly', 'nodePort',
-  'initialDelaySeconds',
+  "minReadySeconds",
+  "paused",
+  "hostNetwork",
+  "hostPID",
+  "hostIPC",
+  "stdin",
+  "stdinOnce",
+  "tty",
+  "hostPort",
+  "readOnly",
+  "nodePort",
+  "initialDelaySeconds",
 ]);
 
 /**
  * Pointer fields (`*string`, omitempty) keep "": a nil pointer is omitted, a pointer to "" is
  * not. LeaseSpec.holderIdentity (coordination/v1 types.go), which a leader's release sets to "".
  */
-const KEEP_EMPTY_STRING = new Set(['holderIdentity']);
+const KEEP_EMPTY_STRING = new Set(["holderIdentity"]);
 
 function isEmpty(key: string, value: unknown): boolean {
   if (ZERO_OMITTED.has(key) && (value === false || value === 0)) return true;
-  if (KEEP_EMPTY_STRING.has(key) && value === '') return false;
-  return value === null || value === '' || (Array.isArray(value) && value.length === 0);
+  if (KEEP_EMPTY_STRING.has(key) && value === "") return false;
+  return value === null || value === "" || (Array.isArray(value) && value.length === 0);
 }
 
 /** Applies the rules above to the struct `o`; `path` names it for error messages. */
 function canonicalStruct(o: JsonObject, path: string, mapFields: Set<string>): void {
   for (const [key, value] of Object.entries(o)) {
-    if (key === 'managedFields' || key === 'status') continue;
+    if (key === "managedFields" || key === "status") continue;
     const here = path ? `${path}.${key}` : key;
     if (mapFields.has(key) && isObject(value)) {
       if (QUANTITY_MAPS.has(key)) for (const [k, v] of Object.entries(value)) value[k] = quantityAt(`${here}.${k}`, v);
@@ -74,7 +84,7 @@ function canonicalStruct(o: JsonObject, path: string, mapFields: Set<string>): v
 }
 
 function quantityAt(path: string, value: unknown): string {
-  if (typeof value !== 'string' && typeof value !== 'number') throw new QuantityError(`${path}: quantity must be a string or a number`);
+  if (typeof value !== "string" && typeof value !== "number") throw new QuantityError(`${path}: quantity must be a string or a number`);
   return canonicalQuantity(value);
 }
 
@@ -85,9 +95,9 @@ function quantityAt(path: string, value: unknown): string {
  */
 export function canonicalize(rt: ResourceType, o: KubeObject): void {
   // Service.spec.selector is a map[string]string; Deployment's is a LabelSelector struct.
-  const mapFields = rt.kind === 'Service' ? new Set([...MAP_FIELDS, 'selector']) : MAP_FIELDS;
+  const mapFields = rt.kind === "Service" ? new Set([...MAP_FIELDS, "selector"]) : MAP_FIELDS;
   try {
-    canonicalStruct(o, '', mapFields);
+    canonicalStruct(o, "", mapFields);
   } catch (err) {
     if (!(err instanceof QuantityError)) throw err;
     throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: ${err.message}`);

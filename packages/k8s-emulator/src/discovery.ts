@@ -1,21 +1,21 @@
 // Legacy (non-aggregated) discovery documents. KubernetesObjectApi resolves a
 // kind to its plural resource name and scope through GET /api/v1 and
 // GET /apis/<group>/<version>, so these must list every served resource.
-import { createHash } from 'node:crypto';
-import { RESOURCE_TYPES, VERBS, groupVersion, subresourcesOf, type ResourceType } from './resources.ts';
-import type { JsonObject } from './util.ts';
+import { createHash } from "node:crypto";
+import { RESOURCE_TYPES, VERBS, groupVersion, subresourcesOf, type ResourceType } from "./resources.ts";
+import type { JsonObject } from "./util.ts";
 
 /** The version reported by GET /version. */
 export const SERVER_VERSION = {
-  major: '1',
-  minor: '31',
-  gitVersion: 'v1.31.0',
-  gitCommit: '0000000000000000000000000000000000000000',
-  gitTreeState: 'clean',
-  buildDate: '2024-08-13T07:28:49Z',
-  goVersion: 'go1.22.5',
-  compiler: 'gc',
-  platform: 'linux/amd64',
+  major: "1",
+  minor: "31",
+  gitVersion: "v1.31.0",
+  gitCommit: "0000000000000000000000000000000000000000",
+  gitTreeState: "clean",
+  buildDate: "2024-08-13T07:28:49Z",
+  goVersion: "go1.22.5",
+  compiler: "gc",
+  platform: "linux/amd64",
 };
 
 function groups(): Map<string, string[]> {
@@ -36,16 +36,16 @@ function apiGroup(name: string, versions: string[]): JsonObject {
 
 export function apiVersions(serverAddress: string): JsonObject {
   return {
-    kind: 'APIVersions',
-    versions: ['v1'],
-    serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress }],
+    kind: "APIVersions",
+    versions: ["v1"],
+    serverAddressByClientCIDRs: [{ clientCIDR: "0.0.0.0/0", serverAddress }],
   };
 }
 
 export function apiGroupList(): JsonObject {
   return {
-    kind: 'APIGroupList',
-    apiVersion: 'v1',
+    kind: "APIGroupList",
+    apiVersion: "v1",
     groups: [...groups()].map(([name, versions]) => apiGroup(name, versions)),
   };
 }
@@ -54,11 +54,14 @@ export function apiGroupList(): JsonObject {
 export function apiGroupDoc(group: string): JsonObject | undefined {
   const versions = groups().get(group);
   if (!versions) return undefined;
-  return { kind: 'APIGroup', apiVersion: 'v1', ...apiGroup(group, versions) };
+  return { kind: "APIGroup", apiVersion: "v1", ...apiGroup(group, versions) };
 }
 
 function storageVersionHash(rt: ResourceType): string {
-  return createHash('sha256').update(`${groupVersion(rt)}/${rt.kind}`).digest('base64').slice(0, 11);
+  return createHash("sha256")
+    .update(`${groupVersion(rt)}/${rt.kind}`)
+    .digest("base64")
+    .slice(0, 11);
 }
 
 /** GET /api/v1 or /apis/<group>/<version>: undefined when not served. */
@@ -74,16 +77,16 @@ export function apiResourceList(group: string, version: string): JsonObject | un
       singularName: rt.singular,
       namespaced: rt.namespaced,
       kind: rt.kind,
-      verbs: rt.namespaced || rt.resource !== 'namespaces' ? VERBS : VERBS.filter((v) => v !== 'deletecollection'),
+      verbs: rt.namespaced || rt.resource !== "namespaces" ? VERBS : VERBS.filter((v) => v !== "deletecollection"),
       ...(rt.shortNames.length ? { shortNames: rt.shortNames } : {}),
       ...(rt.categories.length ? { categories: rt.categories } : {}),
       storageVersionHash: storageVersionHash(rt),
     });
     for (const sub of subresourcesOf(rt)) {
-      const base = { name: `${rt.resource}/${sub}`, singularName: '', namespaced: rt.namespaced };
-      if (sub === 'status') resources.push({ ...base, kind: rt.kind, verbs: ['get', 'patch', 'update'] });
-      else resources.push({ ...base, group: 'authentication.k8s.io', version: 'v1', kind: 'TokenRequest', verbs: ['create'] });
+      const base = { name: `${rt.resource}/${sub}`, singularName: "", namespaced: rt.namespaced };
+      if (sub === "status") resources.push({ ...base, kind: rt.kind, verbs: ["get", "patch", "update"] });
+      else resources.push({ ...base, group: "authentication.k8s.io", version: "v1", kind: "TokenRequest", verbs: ["create"] });
     }
   }
-  return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: group ? `${group}/${version}` : version, resources };
+  return { kind: "APIResourceList", apiVersion: "v1", groupVersion: group ? `${group}/${version}` : version, resources };
 }

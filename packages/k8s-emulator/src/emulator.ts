@@ -1,23 +1,23 @@
 // KubernetesEmulator: wires the store, registry, watches, rollout controller,
 // fault injection and the HTTP server together, and offers direct state
 // access for tests.
-import { writeFile } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { Authenticator } from './auth.ts';
-import { badRequest } from './errors.ts';
-import { FaultInjector } from './faults.ts';
-import { createRequestHandler, type RequestLogEntry } from './http.ts';
-import { kubeconfigYaml } from './kubeconfig.ts';
-import { NamespaceController } from './namespaces.ts';
-import { BOOTSTRAP_POLICY, RbacAuthorizer } from './rbac.ts';
-import { Registry } from './registry.ts';
-import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
-import { RolloutController } from './rollout.ts';
-import { ObjectStore } from './store.ts';
-import { isObject, type KubeObject } from './util.ts';
-import { WatchHub } from './watch.ts';
+import { writeFile } from "node:fs/promises";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer, type Server as TlsServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import { Authenticator } from "./auth.ts";
+import { badRequest } from "./errors.ts";
+import { FaultInjector } from "./faults.ts";
+import { createRequestHandler, type RequestLogEntry } from "./http.ts";
+import { kubeconfigYaml } from "./kubeconfig.ts";
+import { NamespaceController } from "./namespaces.ts";
+import { BOOTSTRAP_POLICY, RbacAuthorizer } from "./rbac.ts";
+import { Registry } from "./registry.ts";
+import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from "./resources.ts";
+import { RolloutController } from "./rollout.ts";
+import { ObjectStore } from "./store.ts";
+import { isObject, type KubeObject } from "./util.ts";
+import { WatchHub } from "./watch.ts";
 
 export interface EmulatorOptions {
   host?: string;
@@ -56,17 +56,17 @@ export interface EmulatorOptions {
 }
 
 /** Namespaces every cluster starts with. */
-const INITIAL_NAMESPACES = ['default', 'kube-node-lease', 'kube-public', 'kube-system'];
+const INITIAL_NAMESPACES = ["default", "kube-node-lease", "kube-public", "kube-system"];
 
 /** Identifies a type for the direct API: a ResourceType, an object with apiVersion/kind, or (apiVersion, kind-or-resource). */
 export type TypeRef = ResourceType | { apiVersion: string; kind: string };
 
 function resolveType(ref: TypeRef | string, kindOrResource?: string): ResourceType {
   let rt: ResourceType | undefined;
-  if (typeof ref === 'string') rt = findType(ref, kindOrResource ?? '');
-  else if ('resource' in ref) rt = ref;
+  if (typeof ref === "string") rt = findType(ref, kindOrResource ?? "");
+  else if ("resource" in ref) rt = ref;
   else rt = findType(ref.apiVersion, ref.kind);
-  if (!rt) throw new TypeError(`unknown type: ${typeof ref === 'string' ? `${ref} ${kindOrResource}` : JSON.stringify(ref)}`);
+  if (!rt) throw new TypeError(`unknown type: ${typeof ref === "string" ? `${ref} ${kindOrResource}` : JSON.stringify(ref)}`);
   return rt;
 }
 
@@ -76,7 +76,7 @@ export class KubernetesEmulator {
   requestLog: RequestLogEntry[] = [];
   /** TCP connections accepted since start (a client that reuses connections opens few). */
   connectionCount = 0;
-  readonly options: Required<Omit<EmulatorOptions, 'host' | 'port' | 'tls'>>;
+  readonly options: Required<Omit<EmulatorOptions, "host" | "port" | "tls">>;
   private readonly server: Server | TlsServer;
   private readonly store: ObjectStore;
   private readonly registry: Registry;
@@ -86,7 +86,7 @@ export class KubernetesEmulator {
   private readonly authenticator: Authenticator;
   private stopped = false;
 
-  private constructor(server: Server | TlsServer, url: string, options: KubernetesEmulator['options']) {
+  private constructor(server: Server | TlsServer, url: string, options: KubernetesEmulator["options"]) {
     this.server = server;
     this.url = url;
     this.options = options;
@@ -108,24 +108,26 @@ export class KubernetesEmulator {
   }
 
   static async start(opts: EmulatorOptions = {}): Promise<KubernetesEmulator> {
-    const host = opts.host ?? '127.0.0.1';
+    const host = opts.host ?? "127.0.0.1";
     const { tls } = opts;
     // Client certificates are asked for, and checked against clientCa per request (auth.ts), not required.
-    const server = tls ? createTlsServer({ cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}) }) : createServer();
+    const server = tls
+      ? createTlsServer({ cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false } : {}) })
+      : createServer();
     // Watches are long-lived; don't let Node's request timeouts cut them.
     server.requestTimeout = 0;
     server.headersTimeout = 60_000;
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
+      server.once("error", reject);
       server.listen(opts.port ?? 0, host, () => {
-        server.off('error', reject);
+        server.off("error", reject);
         resolve();
       });
     });
     const { port } = server.address() as AddressInfo;
-    const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+    const urlHost = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
     const rolloutDelayMs = opts.rolloutDelayMs ?? 300;
-    const emulator = new KubernetesEmulator(server, `${tls ? 'https' : 'http'}://${urlHost}:${port}`, {
+    const emulator = new KubernetesEmulator(server, `${tls ? "https" : "http"}://${urlHost}:${port}`, {
       rolloutDelayMs,
       progressDeadlineSecondMs: opts.progressDeadlineSecondMs ?? rolloutDelayMs / 100,
       namespaceDeletionDelayMs: opts.namespaceDeletionDelayMs ?? 300,
@@ -135,22 +137,25 @@ export class KubernetesEmulator {
       requestLogLimit: opts.requestLogLimit ?? 10_000,
       rbac: opts.rbac ?? false,
     });
-    server.on('connection', () => emulator.connectionCount++);
-    server.on('request', createRequestHandler({
-      registry: emulator.registry,
-      watches: emulator.watches,
-      faults: emulator.faults,
-      authenticator: emulator.authenticator,
-      ...(emulator.options.rbac ? { authorizer: new RbacAuthorizer(emulator.registry) } : {}),
-      log: (entry) => emulator.record(entry),
-      admin: (req, res, path, body) => emulator.admin(req, res, path, body),
-      serverAddress: () => `${urlHost}:${port}`,
-    }));
+    server.on("connection", () => emulator.connectionCount++);
+    server.on(
+      "request",
+      createRequestHandler({
+        registry: emulator.registry,
+        watches: emulator.watches,
+        faults: emulator.faults,
+        authenticator: emulator.authenticator,
+        ...(emulator.options.rbac ? { authorizer: new RbacAuthorizer(emulator.registry) } : {}),
+        log: (entry) => emulator.record(entry),
+        admin: (req, res, path, body) => emulator.admin(req, res, path, body),
+        serverAddress: () => `${urlHost}:${port}`,
+      }),
+    );
     return emulator;
   }
 
   private seed(): void {
-    for (const name of INITIAL_NAMESPACES) this.registry.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    for (const name of INITIAL_NAMESPACES) this.registry.put({ apiVersion: "v1", kind: "Namespace", metadata: { name } });
     if (this.options.rbac) for (const object of BOOTSTRAP_POLICY) this.registry.put(object);
   }
 
@@ -209,10 +214,23 @@ export class KubernetesEmulator {
    * cluster-scoped types skip the namespace: (typeRef, name) / (apiVersion, kind, name).
    */
   private args(type: TypeRef | string, second: string | undefined, rest: (string | undefined)[]): [ResourceType, string | undefined, string | undefined] {
-    const rt = typeof type === 'string' ? resolveType(type, second) : resolveType(type);
-    const remaining = typeof type === 'string' ? rest : [second, ...rest];
+    const rt = typeof type === "string" ? resolveType(type, second) : resolveType(type);
+    const remaining = typeof type === "string" ? rest : [second, ...rest];
     if (!rt.namespaced) return [rt, undefined, remaining[0]];
     return [rt, remaining[0], remaining[1]];
+  }
+
+  /**
+   * Holds the namespace controller: Terminating namespaces stay, content included, until the
+   * returned function is called (then those whose deletion delay has passed go at once).
+   */
+  holdNamespaceDeletion(): () => void {
+    return this.namespaceController.hold();
+  }
+
+  /** Holds pod readiness and progress deadlines of rollouts until the returned function is called (RolloutController.hold). */
+  holdRollouts(): () => void {
+    return this.rollout.hold();
   }
 
   /** Resets faults, the request log, issued tokens and all objects (back to the initial namespaces and, with RBAC, the bootstrap policy); open watches are closed. */
@@ -245,10 +263,10 @@ export class KubernetesEmulator {
   // --- /_emulator endpoints ---
 
   private admin(req: IncomingMessage, res: ServerResponse, path: string, body: string): void {
-    const method = req.method ?? 'GET';
+    const method = req.method ?? "GET";
     const json = (status: number, payload: unknown) => {
       const text = JSON.stringify(payload);
-      res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
+      res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
       res.end(text);
     };
     const parse = (): Record<string, unknown> => {
@@ -259,36 +277,36 @@ export class KubernetesEmulator {
       } catch (err) {
         throw badRequest(`invalid JSON: ${(err as Error).message}`);
       }
-      if (!isObject(v)) throw badRequest('expected a JSON object');
+      if (!isObject(v)) throw badRequest("expected a JSON object");
       return v;
     };
     const notAllowed = () => json(405, { error: `${method} not allowed on ${path}` });
     switch (path) {
-      case '/_emulator/faults':
-        if (method === 'GET') return json(200, this.faults.snapshot());
-        if (method === 'PUT' || method === 'POST') {
-          this.faults.configure(parse(), method === 'PUT');
+      case "/_emulator/faults":
+        if (method === "GET") return json(200, this.faults.snapshot());
+        if (method === "PUT" || method === "POST") {
+          this.faults.configure(parse(), method === "PUT");
           return json(200, this.faults.snapshot());
         }
-        if (method === 'DELETE') {
+        if (method === "DELETE") {
           this.faults.clear();
           return json(200, this.faults.snapshot());
         }
         return notAllowed();
-      case '/_emulator/requests':
-        if (method === 'GET') return json(200, this.requestLog);
-        if (method === 'DELETE') {
+      case "/_emulator/requests":
+        if (method === "GET") return json(200, this.requestLog);
+        if (method === "DELETE") {
           this.clearRequestLog();
           return json(200, []);
         }
         return notAllowed();
-      case '/_emulator/reset':
-        if (method !== 'POST' && method !== 'PUT') return notAllowed();
+      case "/_emulator/reset":
+        if (method !== "POST" && method !== "PUT") return notAllowed();
         this.reset();
         return json(200, { ok: true });
-      case '/_emulator/objects': {
+      case "/_emulator/objects": {
         // A dump of everything stored, handy when debugging the local stack.
-        if (method !== 'GET') return notAllowed();
+        if (method !== "GET") return notAllowed();
         const out: Record<string, KubeObject[]> = {};
         for (const rt of RESOURCE_TYPES) out[`${groupVersion(rt)}/${rt.resource}`] = this.store.list(rt);
         return json(200, out);

@@ -11,10 +11,10 @@ export interface StatusDetails {
 }
 
 export interface Status {
-  kind: 'Status';
-  apiVersion: 'v1';
+  kind: "Status";
+  apiVersion: "v1";
   metadata: Record<string, never>;
-  status: 'Failure' | 'Success';
+  status: "Failure" | "Success";
   message?: string;
   reason?: string;
   details?: StatusDetails;
@@ -22,25 +22,25 @@ export interface Status {
 }
 
 const REASONS: Record<number, string> = {
-  400: 'BadRequest',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'NotFound',
-  405: 'MethodNotAllowed',
-  406: 'NotAcceptable',
-  409: 'Conflict',
-  410: 'Expired',
-  413: 'RequestEntityTooLarge',
-  415: 'UnsupportedMediaType',
-  422: 'Invalid',
-  429: 'TooManyRequests',
-  500: 'InternalError',
-  503: 'ServiceUnavailable',
-  504: 'Timeout',
+  400: "BadRequest",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "NotFound",
+  405: "MethodNotAllowed",
+  406: "NotAcceptable",
+  409: "Conflict",
+  410: "Expired",
+  413: "RequestEntityTooLarge",
+  415: "UnsupportedMediaType",
+  422: "Invalid",
+  429: "TooManyRequests",
+  500: "InternalError",
+  503: "ServiceUnavailable",
+  504: "Timeout",
 };
 
 export function reasonForCode(code: number): string {
-  return REASONS[code] ?? (code >= 500 ? 'InternalError' : 'BadRequest');
+  return REASONS[code] ?? (code >= 500 ? "InternalError" : "BadRequest");
 }
 
 /** An error that the HTTP layer turns into a Status response. */
@@ -61,10 +61,10 @@ export class ApiError extends Error {
 
   toStatus(): Status {
     const status: Status = {
-      kind: 'Status',
-      apiVersion: 'v1',
+      kind: "Status",
+      apiVersion: "v1",
       metadata: {},
-      status: 'Failure',
+      status: "Failure",
       message: this.message,
       reason: this.reason,
       // The real server omits `details` for errors without a subject (e.g. bad selectors).
@@ -95,7 +95,7 @@ export function notFound(s: Subject): ApiError {
 }
 
 export function alreadyExists(s: Subject): ApiError {
-  return new ApiError(409, `${qualified(s)} "${s.name}" already exists`, { reason: 'AlreadyExists', details: details(s) });
+  return new ApiError(409, `${qualified(s)} "${s.name}" already exists`, { reason: "AlreadyExists", details: details(s) });
 }
 
 export function conflict(s: Subject, why: string): ApiError {
@@ -103,38 +103,38 @@ export function conflict(s: Subject, why: string): ApiError {
 }
 
 /** 403, e.g. admission: `namespaces "default" is forbidden: this namespace may not be deleted` (apierrors.NewForbidden). */
-export function forbidden(s: Subject, why: string, causes?: StatusDetails['causes']): ApiError {
+export function forbidden(s: Subject, why: string, causes?: StatusDetails["causes"]): ApiError {
   return new ApiError(403, `${qualified(s)} "${s.name}" is forbidden: ${why}`, { details: details(s, causes ? { causes } : {}) });
 }
 
-export const STALE_OBJECT = 'the object has been modified; please apply your changes to the latest version and try again';
+export const STALE_OBJECT = "the object has been modified; please apply your changes to the latest version and try again";
 
 export interface FieldError {
   field: string;
-  type: 'Required value' | 'Invalid value' | 'Unsupported value' | 'Forbidden';
+  type: "Required value" | "Invalid value" | "Unsupported value" | "Forbidden";
   value?: unknown;
   detail: string;
 }
 
-const CAUSE_REASONS: Record<FieldError['type'], string> = {
-  'Required value': 'FieldValueRequired',
-  'Invalid value': 'FieldValueInvalid',
-  'Unsupported value': 'FieldValueNotSupported',
-  Forbidden: 'FieldValueForbidden',
+const CAUSE_REASONS: Record<FieldError["type"], string> = {
+  "Required value": "FieldValueRequired",
+  "Invalid value": "FieldValueInvalid",
+  "Unsupported value": "FieldValueNotSupported",
+  Forbidden: "FieldValueForbidden",
 };
 
 function formatFieldError(e: FieldError): string {
-  if (e.type === 'Invalid value' || e.type === 'Unsupported value') {
+  if (e.type === "Invalid value" || e.type === "Unsupported value") {
     return `${e.field}: ${e.type}: ${JSON.stringify(e.value)}: ${e.detail}`;
   }
-  return `${e.field}: ${e.type}${e.detail ? `: ${e.detail}` : ''}`;
+  return `${e.field}: ${e.type}${e.detail ? `: ${e.detail}` : ""}`;
 }
 
 /** 422 Invalid, e.g. `Deployment.apps "Bad" is invalid: metadata.name: Invalid value: ...`. */
 export function invalid(kind: string, group: string, name: string, errors: FieldError[]): ApiError {
   const qualifiedKind = group ? `${kind}.${group}` : kind;
   const messages = errors.map(formatFieldError);
-  const summary = messages.length === 1 ? messages[0] : `[${messages.join(', ')}]`;
+  const summary = messages.length === 1 ? messages[0] : `[${messages.join(", ")}]`;
   return new ApiError(422, `${qualifiedKind} "${name}" is invalid: ${summary}`, {
     details: {
       name,

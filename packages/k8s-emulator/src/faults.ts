@@ -2,13 +2,13 @@
 // with Retry-After, added latency, and watch disruption. Faults apply to
 // resource requests only (not discovery, /version or /_emulator), so that a
 // test's "fail the next get" hits the request it means.
-import { ApiError } from './errors.ts';
-import type { WatchHub } from './watch.ts';
+import { ApiError } from "./errors.ts";
+import type { WatchHub } from "./watch.ts";
 
-export type Verb = 'get' | 'list' | 'watch' | 'create' | 'apply' | 'update' | 'patch' | 'delete';
-export type VerbPattern = Verb | '*';
+export type Verb = "get" | "list" | "watch" | "create" | "apply" | "update" | "patch" | "delete";
+export type VerbPattern = Verb | "*";
 
-export const ALL_VERBS: readonly Verb[] = ['get', 'list', 'watch', 'create', 'apply', 'update', 'patch', 'delete'];
+export const ALL_VERBS: readonly Verb[] = ["get", "list", "watch", "create", "apply", "update", "patch", "delete"];
 
 export interface ErrorRateRule {
   verb: VerbPattern;
@@ -21,6 +21,12 @@ export interface FailNextRule {
   count: number;
   status: number;
   retryAfterSeconds?: number;
+}
+
+/** Requests with `verb` wait until `released` resolves. */
+interface Hold {
+  verb: VerbPattern;
+  released: Promise<void>;
 }
 
 export interface LatencyRule {
@@ -39,14 +45,14 @@ export interface FaultConfig {
 }
 
 const MESSAGES: Record<number, string> = {
-  429: 'Too many requests, please try again later.',
-  500: 'Internal error occurred: injected fault',
-  503: 'the server is currently unable to handle the request',
-  504: 'the server was unable to return a response in the time allotted, but may still be processing the request',
+  429: "Too many requests, please try again later.",
+  500: "Internal error occurred: injected fault",
+  503: "the server is currently unable to handle the request",
+  504: "the server was unable to return a response in the time allotted, but may still be processing the request",
 };
 
 function checkVerb(verb: string): VerbPattern {
-  if (verb !== '*' && !ALL_VERBS.includes(verb as Verb)) throw new TypeError(`unknown verb ${JSON.stringify(verb)}`);
+  if (verb !== "*" && !ALL_VERBS.includes(verb as Verb)) throw new TypeError(`unknown verb ${JSON.stringify(verb)}`);
   return verb as VerbPattern;
 }
 
@@ -62,6 +68,7 @@ export class FaultInjector {
   private errorRates: ErrorRateRule[] = [];
   private failNextRules: FailNextRule[] = [];
   private latency: LatencyRule[] = [];
+  private holds: { hold: Hold; release: () => void }[] = [];
   private dropIntervalMs = 0;
 
   constructor(watches: WatchHub) {
@@ -96,6 +103,33 @@ export class FaultInjector {
     if (ms > 0) this.latency.push({ verb, ms });
   }
 
+  /**
+   * Keeps requests with this verb waiting, unanswered, until the returned release (or clear()) is
+   * called: a test can observe the state before them however slowly it runs.
+   */
+  hold(verb: VerbPattern): () => void {
+    checkVerb(verb);
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const entry = {
+      hold: { verb, released: promise },
+      release: () => {
+        this.holds = this.holds.filter((h) => h !== entry);
+        resolve();
+      },
+    };
+    this.holds.push(entry);
+    return entry.release;
+  }
+
+  /** Resolves once no hold applies to requests with this verb. */
+  async released(verb: Verb): Promise<void> {
+    for (let h = this.holdFor(verb); h; h = this.holdFor(verb)) await h.released;
+  }
+
+  private holdFor(verb: Verb): Hold | undefined {
+    return this.holds.find(({ hold }) => hold.verb === verb || hold.verb === "*")?.hold;
+  }
+
   /** Closes all open watch connections now; returns how many were closed. */
   dropWatches(): number {
     return this.watches.dropAll();
@@ -116,6 +150,7 @@ export class FaultInjector {
     this.errorRates = [];
     this.failNextRules = [];
     this.latency = [];
+    for (const { release } of this.holds) release();
     this.setWatchDropIntervalMs(0);
     this.suppressWatchEvents(false);
   }
@@ -148,17 +183,17 @@ export class FaultInjector {
 
   /** Added latency for a request with this verb. */
   latencyFor(verb: Verb): number {
-    return (this.latency.find((l) => l.verb === verb) ?? this.latency.find((l) => l.verb === '*'))?.ms ?? 0;
+    return (this.latency.find((l) => l.verb === verb) ?? this.latency.find((l) => l.verb === "*"))?.ms ?? 0;
   }
 
   /** The injected failure for a request with this verb, if any (consumes failNext budget). */
   pick(verb: Verb): ApiError | undefined {
-    const next = this.failNextRules.find((r) => r.verb === verb || r.verb === '*');
+    const next = this.failNextRules.find((r) => r.verb === verb || r.verb === "*");
     if (next) {
       if (--next.count <= 0) this.failNextRules.splice(this.failNextRules.indexOf(next), 1);
       return faultError(next.status, next.retryAfterSeconds);
     }
-    const rate = this.errorRates.find((r) => r.verb === verb) ?? this.errorRates.find((r) => r.verb === '*');
+    const rate = this.errorRates.find((r) => r.verb === verb) ?? this.errorRates.find((r) => r.verb === "*");
     if (rate && this.random() < rate.rate) return faultError(rate.status);
     return undefined;
   }
@@ -167,6 +202,6 @@ export class FaultInjector {
 function faultError(status: number, retryAfterSeconds?: number): ApiError {
   const retry = retryAfterSeconds ?? (status === 429 ? 1 : undefined);
   return new ApiError(status, MESSAGES[status] ?? `injected fault (HTTP ${status})`, {
-    ...(retry !== undefined ? { details: { retryAfterSeconds: retry }, headers: { 'Retry-After': String(retry) } } : {}),
+    ...(retry !== undefined ? { details: { retryAfterSeconds: retry }, headers: { "Retry-After": String(retry) } } : {}),
   });
 }

@@ -8,32 +8,41 @@
 // usual key fields (containerPort / port for ports, name for containers, env
 // and volumes, mountPath, type for conditions). Everything else (other lists,
 // scalars, empty maps) is an atomic leaf.
-import { isObject, type JsonObject } from './util.ts';
+import { isObject, type JsonObject } from "./util.ts";
 
 export type FieldPath = readonly string[];
 export type FieldSet = Map<string, FieldPath>;
 
 /** Which part of an object a request may write. */
-export type Scope = 'main' | 'status';
+export type Scope = "main" | "status";
 
 // Fields the server owns; they never appear in managedFields.
 const IGNORED_METADATA = new Set([
-  'name', 'namespace', 'generateName', 'uid', 'resourceVersion', 'generation', 'creationTimestamp',
-  'deletionTimestamp', 'deletionGracePeriodSeconds', 'managedFields', 'selfLink',
+  "name",
+  "namespace",
+  "generateName",
+  "uid",
+  "resourceVersion",
+  "generation",
+  "creationTimestamp",
+  "deletionTimestamp",
+  "deletionGracePeriodSeconds",
+  "managedFields",
+  "selfLink",
 ]);
 
 export function pathKey(path: FieldPath): string {
   return JSON.stringify(path);
 }
 
-const KEY_FIELDS = ['containerPort', 'port', 'name', 'mountPath', 'type'];
+const KEY_FIELDS = ["containerPort", "port", "name", "mountPath", "type"];
 
 /** The key field of an associative list, or undefined for an atomic list. */
 export function listKeyField(value: unknown): string | undefined {
   if (!Array.isArray(value) || value.length === 0 || !value.every(isObject)) return undefined;
   for (const field of KEY_FIELDS) {
     const keys = value.map((item) => (item as JsonObject)[field]);
-    if (keys.every((k) => typeof k === 'string' || typeof k === 'number') && new Set(keys).size === keys.length) return field;
+    if (keys.every((k) => typeof k === "string" || typeof k === "number") && new Set(keys).size === keys.length) return field;
   }
   return undefined;
 }
@@ -66,7 +75,7 @@ function collect(value: unknown, prefix: string[], out: FieldSet): void {
     const field = listKeyField(value)!;
     for (const item of value as JsonObject[]) {
       const p = [...prefix, itemKey(item, field)];
-      add(out, [...p, '.']);
+      add(out, [...p, "."]);
       for (const k of Object.keys(item)) collect(item[k], [...p, `f:${k}`], out);
     }
   } else {
@@ -78,11 +87,11 @@ function collect(value: unknown, prefix: string[], out: FieldSet): void {
 export function fieldsOf(obj: JsonObject, scope: Scope, hasStatusSubresource: boolean): FieldSet {
   const out: FieldSet = new Map();
   for (const [k, v] of Object.entries(obj)) {
-    if (v === undefined || k === 'apiVersion' || k === 'kind') continue;
-    if (hasStatusSubresource && (scope === 'status') !== (k === 'status')) continue;
-    if (k === 'metadata' && isObject(v)) {
+    if (v === undefined || k === "apiVersion" || k === "kind") continue;
+    if (hasStatusSubresource && (scope === "status") !== (k === "status")) continue;
+    if (k === "metadata" && isObject(v)) {
       for (const [mk, mv] of Object.entries(v)) {
-        if (mv !== undefined && !IGNORED_METADATA.has(mk)) collect(mv, ['f:metadata', `f:${mk}`], out);
+        if (mv !== undefined && !IGNORED_METADATA.has(mk)) collect(mv, ["f:metadata", `f:${mk}`], out);
       }
       continue;
     }
@@ -122,12 +131,12 @@ export function fromFieldsV1(tree: unknown): FieldSet {
 export function valueAt(obj: unknown, path: FieldPath): { found: boolean; value: unknown } {
   let cur: unknown = obj;
   for (const el of path) {
-    if (el === '.') continue;
-    if (el.startsWith('f:')) {
+    if (el === ".") continue;
+    if (el.startsWith("f:")) {
       const k = el.slice(2);
       if (!isObject(cur) || !Object.hasOwn(cur, k)) return { found: false, value: undefined };
       cur = cur[k];
-    } else if (el.startsWith('k:')) {
+    } else if (el.startsWith("k:")) {
       if (!Array.isArray(cur)) return { found: false, value: undefined };
       const item = cur.find((i) => isItem(i, el));
       if (item === undefined) return { found: false, value: undefined };
@@ -141,13 +150,13 @@ export function valueAt(obj: unknown, path: FieldPath): { found: boolean; value:
 
 /** Removes the field (or list item, for paths ending in `.`) at `path`. */
 export function removeAt(obj: JsonObject, path: FieldPath): void {
-  const target = path[path.length - 1] === '.' ? path.slice(0, -1) : path;
+  const target = path[path.length - 1] === "." ? path.slice(0, -1) : path;
   const parent = valueAt(obj, target.slice(0, -1));
   if (!parent.found) return;
   const last = target[target.length - 1];
-  if (last.startsWith('f:') && isObject(parent.value)) {
+  if (last.startsWith("f:") && isObject(parent.value)) {
     delete parent.value[last.slice(2)];
-  } else if (last.startsWith('k:') && Array.isArray(parent.value)) {
+  } else if (last.startsWith("k:") && Array.isArray(parent.value)) {
     const idx = parent.value.findIndex((i) => isItem(i, last));
     if (idx >= 0) parent.value.splice(idx, 1);
   }
@@ -155,13 +164,15 @@ export function removeAt(obj: JsonObject, path: FieldPath): void {
 
 /** `.spec.template.spec.containers[name="app"].image`, as in apply conflict messages. */
 export function formatPath(path: FieldPath): string {
-  let out = '';
+  let out = "";
   for (const el of path) {
-    if (el === '.') continue;
-    if (el.startsWith('f:')) out += `.${el.slice(2)}`;
-    else if (el.startsWith('k:')) {
+    if (el === ".") continue;
+    if (el.startsWith("f:")) out += `.${el.slice(2)}`;
+    else if (el.startsWith("k:")) {
       const key = JSON.parse(el.slice(2)) as Record<string, unknown>;
-      out += `[${Object.entries(key).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(',')}]`;
+      out += `[${Object.entries(key)
+        .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+        .join(",")}]`;
     }
   }
   return out;

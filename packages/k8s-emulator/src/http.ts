@@ -1,22 +1,28 @@
 // HTTP routing: maps API paths to verbs on the registry, the way the real
 // server's RequestInfoFactory does, and renders results and errors (always a
 // metav1.Status) as JSON.
-import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ADMIN, unauthorized, type Authenticator, type UserInfo } from './auth.ts';
-import { apiGroupDoc, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from './discovery.ts';
-import { ApiError, badRequest, internalError, invalid, type FieldError } from './errors.ts';
-import type { FaultInjector, Verb } from './faults.ts';
-import { isBuiltIn, type FieldValidation, type PatchType, type Registry, type WriteOptions } from './registry.ts';
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { ADMIN, unauthorized, type Authenticator, type UserInfo } from "./auth.ts";
+import { apiGroupDoc, apiGroupList, apiResourceList, apiVersions, SERVER_VERSION } from "./discovery.ts";
+import { ApiError, badRequest, internalError, invalid, type FieldError } from "./errors.ts";
+import type { FaultInjector, Verb } from "./faults.ts";
+import { isBuiltIn, type FieldValidation, type PatchType, type Registry, type WriteOptions } from "./registry.ts";
 import {
-  forbiddenError, forbiddenRequest, requestAttributes, SELF_SUBJECT_ACCESS_REVIEWS, selfSubjectAccessReview, type RbacAuthorizer, type RequestAttributes,
-} from './rbac.ts';
-import { findByPath, groupVersion, subresourcesOf, type ResourceType } from './resources.ts';
-import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
-import { isObject, type JsonObject, type KubeObject } from './util.ts';
-import type { WatchHub } from './watch.ts';
-import { OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_TYPES, openApiV2, openApiV2Protobuf, openApiV3, openApiV3Root } from './openapi.ts';
-import { DecodeError, decodeBody } from './yaml.ts';
+  forbiddenError,
+  forbiddenRequest,
+  requestAttributes,
+  SELF_SUBJECT_ACCESS_REVIEWS,
+  selfSubjectAccessReview,
+  type RbacAuthorizer,
+  type RequestAttributes,
+} from "./rbac.ts";
+import { findByPath, groupVersion, subresourcesOf, type ResourceType } from "./resources.ts";
+import { parseFieldSelector, parseLabelSelector, type Selector } from "./selectors.ts";
+import { isObject, type JsonObject, type KubeObject } from "./util.ts";
+import type { WatchHub } from "./watch.ts";
+import { OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_TYPES, openApiV2, openApiV2Protobuf, openApiV3, openApiV3Root } from "./openapi.ts";
+import { DecodeError, decodeBody } from "./yaml.ts";
 
 /** Largest request body accepted, as the real server's limit. */
 export const MAX_BODY_BYTES = 3 * 1024 * 1024;
@@ -65,21 +71,21 @@ interface ResourceRoute {
 }
 
 const PATCH_TYPES: Record<string, PatchType> = {
-  'application/apply-patch+yaml': 'apply',
-  'application/merge-patch+json': 'merge',
-  'application/strategic-merge-patch+json': 'strategic',
-  'application/json-patch+json': 'json',
+  "application/apply-patch+yaml": "apply",
+  "application/merge-patch+json": "merge",
+  "application/strategic-merge-patch+json": "strategic",
+  "application/json-patch+json": "json",
 };
 
-const NOT_FOUND_MESSAGE = 'the server could not find the requested resource';
+const NOT_FOUND_MESSAGE = "the server could not find the requested resource";
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string | string[]> = {}): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
-    'Content-Type': 'application/json',
-    'Content-Length': Buffer.byteLength(text),
-    'Cache-Control': 'no-cache, private',
-    'Audit-Id': randomUUID(),
+    "Content-Type": "application/json",
+    "Content-Length": Buffer.byteLength(text),
+    "Cache-Control": "no-cache, private",
+    "Audit-Id": randomUUID(),
     ...headers,
   });
   res.end(text);
@@ -101,7 +107,7 @@ function readBody(req: IncomingMessage): Promise<string> {
     const chunks: Buffer[] = [];
     let size = 0;
     let tooLarge = false;
-    req.on('data', (chunk: Buffer) => {
+    req.on("data", (chunk: Buffer) => {
       if (tooLarge) return;
       size += chunk.length;
       if (size > MAX_BODY_BYTES) {
@@ -112,28 +118,28 @@ function readBody(req: IncomingMessage): Promise<string> {
       }
       chunks.push(chunk);
     });
-    req.on('end', () => {
-      if (!tooLarge) resolve(Buffer.concat(chunks).toString('utf8'));
+    req.on("end", () => {
+      if (!tooLarge) resolve(Buffer.concat(chunks).toString("utf8"));
     });
-    req.on('error', reject);
+    req.on("error", reject);
   });
 }
 
 function mediaType(req: IncomingMessage): string {
-  return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  return (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
 }
 
 /** Splits /api/v1/... and /apis/<g>/<v>/... into group, version and the rest. */
 function splitApiPath(segs: string[]): { group: string; version: string; rest: string[] } | undefined {
-  if (segs[0] === 'api' && segs.length >= 2) return { group: '', version: segs[1], rest: segs.slice(2) };
-  if (segs[0] === 'apis' && segs.length >= 3) return { group: segs[1], version: segs[2], rest: segs.slice(3) };
+  if (segs[0] === "api" && segs.length >= 2) return { group: "", version: segs[1], rest: segs.slice(2) };
+  if (segs[0] === "apis" && segs.length >= 3) return { group: segs[1], version: segs[2], rest: segs.slice(3) };
   return undefined;
 }
 
 function resolveRoute(group: string, version: string, rest: string[]): ResourceRoute | undefined {
   let parts = rest;
   let legacyWatch = false;
-  if (parts[0] === 'watch') {
+  if (parts[0] === "watch") {
     legacyWatch = true;
     parts = parts.slice(1);
   }
@@ -143,7 +149,7 @@ function resolveRoute(group: string, version: string, rest: string[]): ResourceR
   let subresource: string | undefined;
   // Same disambiguation as upstream: /namespaces/x/status is the namespace's
   // status subresource, /namespaces/x/<resource> a namespaced collection.
-  if (parts[0] === 'namespaces' && parts.length > 1 && !(parts.length >= 3 && ['status', 'finalize'].includes(parts[2]))) {
+  if (parts[0] === "namespaces" && parts.length > 1 && !(parts.length >= 3 && ["status", "finalize"].includes(parts[2]))) {
     if (parts.length === 2) {
       [resource, name] = parts;
     } else {
@@ -171,43 +177,43 @@ function queryOf(url: URL): Record<string, string> {
 }
 
 function verbOf(method: string, route: ResourceRoute, query: Record<string, string>, contentType: string): Verb | undefined {
-  const watch = route.legacyWatch || query.watch === 'true' || query.watch === '1';
+  const watch = route.legacyWatch || query.watch === "true" || query.watch === "1";
   // TokenRequest is create-only.
-  if (route.subresource === 'token') return method === 'POST' ? 'create' : undefined;
+  if (route.subresource === "token") return method === "POST" ? "create" : undefined;
   switch (method) {
-    case 'GET':
-      if (watch) return route.subresource ? undefined : 'watch';
-      return route.name !== undefined ? 'get' : 'list';
-    case 'POST':
-      return route.name === undefined ? 'create' : undefined;
-    case 'PUT':
-      return route.name !== undefined ? 'update' : undefined;
-    case 'PATCH':
+    case "GET":
+      if (watch) return route.subresource ? undefined : "watch";
+      return route.name !== undefined ? "get" : "list";
+    case "POST":
+      return route.name === undefined ? "create" : undefined;
+    case "PUT":
+      return route.name !== undefined ? "update" : undefined;
+    case "PATCH":
       if (route.name === undefined) return undefined;
-      return contentType === 'application/apply-patch+yaml' ? 'apply' : 'patch';
-    case 'DELETE':
-      return route.subresource ? undefined : 'delete';
+      return contentType === "application/apply-patch+yaml" ? "apply" : "patch";
+    case "DELETE":
+      return route.subresource ? undefined : "delete";
     default:
       return undefined;
   }
 }
 
 function optionsInvalid(kind: string, errors: FieldError[]): ApiError {
-  return invalid(kind, 'meta.k8s.io', '', errors);
+  return invalid(kind, "meta.k8s.io", "", errors);
 }
 
 function parseDryRun(query: Record<string, string>, kind: string): boolean {
   const v = query.dryRun;
-  if (v === undefined || v === '') return false;
-  if (v !== 'All') throw optionsInvalid(kind, [{ field: 'dryRun', type: 'Unsupported value', value: [v], detail: 'supported values: "All"' }]);
+  if (v === undefined || v === "") return false;
+  if (v !== "All") throw optionsInvalid(kind, [{ field: "dryRun", type: "Unsupported value", value: [v], detail: 'supported values: "All"' }]);
   return true;
 }
 
 function parseFieldValidation(query: Record<string, string>, kind: string): FieldValidation | undefined {
   const v = query.fieldValidation;
-  if (v === undefined || v === '') return undefined;
-  if (v !== 'Strict' && v !== 'Warn' && v !== 'Ignore') {
-    throw optionsInvalid(kind, [{ field: 'fieldValidation', type: 'Unsupported value', value: v, detail: 'supported values: "", "Ignore", "Strict", "Warn"' }]);
+  if (v === undefined || v === "") return undefined;
+  if (v !== "Strict" && v !== "Warn" && v !== "Ignore") {
+    throw optionsInvalid(kind, [{ field: "fieldValidation", type: "Unsupported value", value: v, detail: 'supported values: "", "Ignore", "Strict", "Warn"' }]);
   }
   return v;
 }
@@ -219,7 +225,7 @@ function warningHeaders(warnings: string[]): Record<string, string[]> {
 
 function parseIntParam(query: Record<string, string>, name: string): number | undefined {
   const v = query[name];
-  if (v === undefined || v === '') return undefined;
+  if (v === undefined || v === "") return undefined;
   if (!/^\d+$/.test(v)) throw badRequest(`invalid ${name} parameter: ${JSON.stringify(v)}`);
   return Number(v);
 }
@@ -227,8 +233,8 @@ function parseIntParam(query: Record<string, string>, name: string): number | un
 /** fieldManager, or the User-Agent's product token as upstream derives it. */
 function managerName(req: IncomingMessage, query: Record<string, string>): string {
   if (query.fieldManager) return query.fieldManager;
-  const ua = req.headers['user-agent'] ?? '';
-  return ua.split('/')[0].trim() || 'unknown';
+  const ua = req.headers["user-agent"] ?? "";
+  return ua.split("/")[0].trim() || "unknown";
 }
 
 function decodeJson(text: string): unknown {
@@ -245,9 +251,7 @@ function combine(a: Selector, b: Selector): Selector {
 
 /** List responses: built-in types carry no per-item apiVersion/kind, like the real server's typed lists. */
 function listBody(rt: ResourceType, items: KubeObject[], metadata: JsonObject): JsonObject {
-  const shaped = isBuiltIn(rt)
-    ? items.map(({ apiVersion: _a, kind: _k, ...rest }) => rest)
-    : items;
+  const shaped = isBuiltIn(rt) ? items.map(({ apiVersion: _a, kind: _k, ...rest }) => rest) : items;
   return { kind: rt.listKind, apiVersion: groupVersion(rt), metadata, items: shaped };
 }
 
@@ -264,13 +268,13 @@ export function createRequestHandler(ctx: HttpContext): (req: IncomingMessage, r
 }
 
 async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const url = new URL(req.url ?? '/', 'http://emulator');
-  const path = url.pathname.replace(/\/+$/, '') || '/';
-  const method = req.method ?? 'GET';
+  const url = new URL(req.url ?? "/", "http://emulator");
+  const path = url.pathname.replace(/\/+$/, "") || "/";
+  const method = req.method ?? "GET";
   const query = queryOf(url);
-  const segs = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const segs = path.split("/").filter(Boolean).map(decodeURIComponent);
 
-  let body = '';
+  let body = "";
   let bodyError: ApiError | undefined;
   try {
     body = await readBody(req);
@@ -278,7 +282,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     bodyError = toApiError(err);
   }
 
-  if (segs[0] === '_emulator') {
+  if (segs[0] === "_emulator") {
     if (bodyError) return sendError(res, bodyError);
     try {
       await ctx.admin(req, res, path, body);
@@ -298,7 +302,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     const e = toApiError(err);
     entry.status = e.code;
     ctx.log(entry);
-    if (e.code === 413) res.setHeader('Connection', 'close');
+    if (e.code === 413) res.setHeader("Connection", "close");
     sendError(res, e);
   };
 
@@ -314,24 +318,24 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     if (!decision.allowed) return fail(forbiddenRequest(user, access.attributes, decision.reason));
   }
 
-  if (method === 'GET' && segs[0] === 'openapi') {
-    const doc = openApiGet(segs, String(req.headers.accept ?? ''));
+  if (method === "GET" && segs[0] === "openapi") {
+    const doc = openApiGet(segs, String(req.headers.accept ?? ""));
     if (!doc) return fail(new ApiError(404, NOT_FOUND_MESSAGE, { details: {} }));
     entry.status = 200;
     ctx.log(entry);
-    res.writeHead(200, { 'Content-Type': doc.type, 'Content-Length': doc.body.length });
+    res.writeHead(200, { "Content-Type": doc.type, "Content-Length": doc.body.length });
     res.end(doc.body);
     return;
   }
 
   // Non-resource endpoints.
-  if (method === 'GET') {
+  if (method === "GET") {
     const nonResource = nonResourceGet(ctx, segs);
     if (nonResource !== undefined) {
-      if (typeof nonResource === 'string') {
+      if (typeof nonResource === "string") {
         entry.status = 200;
         ctx.log(entry);
-        res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' });
+        res.writeHead(200, { "Content-Type": "text/plain; charset=utf-8" });
         res.end(nonResource);
       } else {
         respond(200, nonResource);
@@ -340,7 +344,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     }
   }
 
-  if (method === 'POST' && path === SELF_SUBJECT_ACCESS_REVIEWS) {
+  if (method === "POST" && path === SELF_SUBJECT_ACCESS_REVIEWS) {
     if (bodyError) return fail(bodyError);
     try {
       return respond(201, selfSubjectAccessReview(access?.user ?? ADMIN, ctx.authorizer, decodeWriteBody(body, mediaType(req))));
@@ -372,6 +376,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
   entry.verb = verb;
 
+  await ctx.faults.released(verb);
   const latency = ctx.faults.latencyFor(verb);
   if (latency > 0) await sleep(latency);
   const fault = ctx.faults.pick(verb);
@@ -397,7 +402,7 @@ interface RequestAccess {
  * the 403 carries the authorizer's reason only, as there.
  */
 function authorizeCreate({ user, attributes, authorizer }: RequestAccess): void {
-  const create = { ...attributes, verb: 'create' };
+  const create = { ...attributes, verb: "create" };
   const decision = authorizer.authorize(user, create);
   if (!decision.allowed) throw forbiddenError(create, decision.reason);
 }
@@ -416,27 +421,27 @@ function cachedDoc(key: string, build: () => Buffer | JsonObject | undefined): B
 
 /** /openapi/v2 (JSON, or protobuf when asked for) and /openapi/v3[/api/v1 | /apis/<g>/<v>]. */
 function openApiGet(segs: string[], accept: string): { type: string; body: Buffer } | undefined {
-  const json = (body: Buffer | undefined) => body && { type: 'application/json', body };
-  if (segs[1] === 'v2' && segs.length === 2) {
-    if (OPENAPI_V2_PROTOBUF_TYPES.some((t) => accept.includes(t))) return { type: OPENAPI_V2_PROTOBUF, body: cachedDoc('v2.pb', openApiV2Protobuf)! };
-    return json(cachedDoc('v2', openApiV2));
+  const json = (body: Buffer | undefined) => body && { type: "application/json", body };
+  if (segs[1] === "v2" && segs.length === 2) {
+    if (OPENAPI_V2_PROTOBUF_TYPES.some((t) => accept.includes(t))) return { type: OPENAPI_V2_PROTOBUF, body: cachedDoc("v2.pb", openApiV2Protobuf)! };
+    return json(cachedDoc("v2", openApiV2));
   }
-  if (segs[1] !== 'v3') return undefined;
-  if (segs.length === 2) return json(cachedDoc('v3', openApiV3Root));
+  if (segs[1] !== "v3") return undefined;
+  if (segs.length === 2) return json(cachedDoc("v3", openApiV3Root));
   const api = splitApiPath(segs.slice(2));
   if (!api || api.rest.length > 0) return undefined;
   return json(cachedDoc(`v3/${api.group}/${api.version}`, () => openApiV3(api.group, api.version)));
 }
 
 function nonResourceGet(ctx: HttpContext, segs: string[]): JsonObject | string | undefined {
-  const p = segs.join('/');
-  if (p === 'version') return { ...SERVER_VERSION };
-  if (p === 'healthz' || p === 'livez' || p === 'readyz') return 'ok';
-  if (p === 'api') return apiVersions(ctx.serverAddress());
-  if (p === 'apis') return apiGroupList();
-  if (segs[0] === 'apis' && segs.length === 2) return apiGroupDoc(segs[1]);
-  if (segs[0] === 'api' && segs.length === 2) return apiResourceList('', segs[1]);
-  if (segs[0] === 'apis' && segs.length === 3) return apiResourceList(segs[1], segs[2]);
+  const p = segs.join("/");
+  if (p === "version") return { ...SERVER_VERSION };
+  if (p === "healthz" || p === "livez" || p === "readyz") return "ok";
+  if (p === "api") return apiVersions(ctx.serverAddress());
+  if (p === "apis") return apiGroupList();
+  if (segs[0] === "apis" && segs.length === 2) return apiGroupDoc(segs[1]);
+  if (segs[0] === "api" && segs.length === 2) return apiResourceList("", segs[1]);
+  if (segs[0] === "apis" && segs.length === 3) return apiResourceList(segs[1], segs[2]);
   return undefined;
 }
 
@@ -455,7 +460,7 @@ async function serve(
 ): Promise<void> {
   const { rt, namespace, name } = route;
   const { registry } = ctx;
-  const scope = route.subresource === 'status' ? 'status' : 'main';
+  const scope = route.subresource === "status" ? "status" : "main";
   const warnings: string[] = [];
   const write = (kind: string): WriteOptions => ({
     manager: managerName(req, query),
@@ -467,14 +472,14 @@ async function serve(
   });
 
   switch (verb) {
-    case 'get':
+    case "get":
       return respond(200, registry.get(rt, namespace, name!));
-    case 'list': {
+    case "list": {
       const result = registry.list(rt, {
         namespace,
         labelSelector: parseLabelSelector(query.labelSelector),
         fieldSelector: parseFieldSelector(query.fieldSelector),
-        limit: parseIntParam(query, 'limit'),
+        limit: parseIntParam(query, "limit"),
         continueToken: query.continue || undefined,
       });
       const metadata: JsonObject = { resourceVersion: result.resourceVersion };
@@ -482,12 +487,12 @@ async function serve(
       if (result.remainingItemCount !== undefined) metadata.remainingItemCount = result.remainingItemCount;
       return respond(200, listBody(rt, result.items, metadata));
     }
-    case 'watch': {
+    case "watch": {
       let selector = combine(parseLabelSelector(query.labelSelector), parseFieldSelector(query.fieldSelector));
       if (name !== undefined) selector = combine(selector, (o) => o.metadata.name === name);
-      const rvText = query.resourceVersion ?? '';
-      if (rvText !== '' && !/^\d+$/.test(rvText)) throw badRequest(`invalid resource version: ${JSON.stringify(rvText)}`);
-      const timeoutSeconds = parseIntParam(query, 'timeoutSeconds');
+      const rvText = query.resourceVersion ?? "";
+      if (rvText !== "" && !/^\d+$/.test(rvText)) throw badRequest(`invalid resource version: ${JSON.stringify(rvText)}`);
+      const timeoutSeconds = parseIntParam(query, "timeoutSeconds");
       entry.status = 200;
       ctx.log(entry);
       ctx.watches.open(
@@ -495,57 +500,57 @@ async function serve(
           rt,
           namespace,
           selector,
-          resourceVersion: rvText === '' ? undefined : Number(rvText),
-          allowBookmarks: query.allowWatchBookmarks === 'true',
+          resourceVersion: rvText === "" ? undefined : Number(rvText),
+          allowBookmarks: query.allowWatchBookmarks === "true",
           timeoutSeconds,
         },
         res,
       );
       return;
     }
-    case 'create': {
-      if (route.subresource === 'token') {
+    case "create": {
+      if (route.subresource === "token") {
         const serviceAccount = registry.get(rt, namespace, name!);
         return respond(201, ctx.authenticator.tokenRequest(serviceAccount, decodeWriteBody(body, contentType)));
       }
-      const opts = write('CreateOptions');
+      const opts = write("CreateOptions");
       const obj = registry.create(rt, namespace, decodeWriteBody(body, contentType), opts);
       return respond(201, obj, warningHeaders(warnings));
     }
-    case 'update': {
-      const opts = write('UpdateOptions');
+    case "update": {
+      const opts = write("UpdateOptions");
       return respond(200, registry.update(rt, namespace, name!, decodeWriteBody(body, contentType), opts), warningHeaders(warnings));
     }
-    case 'apply':
-    case 'patch': {
+    case "apply":
+    case "patch": {
       const type = PATCH_TYPES[contentType];
       // Custom resources have no strategic merge patch upstream (no Go struct tags).
-      if (!type || (type === 'strategic' && !isBuiltIn(rt))) {
-        const accepted = ['application/json-patch+json', 'application/merge-patch+json', 'application/apply-patch+yaml'];
-        if (isBuiltIn(rt)) accepted.push('application/strategic-merge-patch+json');
-        throw new ApiError(415, `the body of the request was in an unknown format - accepted media types include: ${accepted.join(', ')}`, { details: {} });
+      if (!type || (type === "strategic" && !isBuiltIn(rt))) {
+        const accepted = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+        if (isBuiltIn(rt)) accepted.push("application/strategic-merge-patch+json");
+        throw new ApiError(415, `the body of the request was in an unknown format - accepted media types include: ${accepted.join(", ")}`, { details: {} });
       }
       const errors: FieldError[] = [];
-      if (type === 'apply' && !query.fieldManager) errors.push({ field: 'fieldManager', type: 'Required value', detail: 'is required for apply patch' });
-      if (type !== 'apply' && query.force !== undefined) errors.push({ field: 'force', type: 'Forbidden', detail: 'may not be specified for non-apply patch' });
-      if (errors.length) throw optionsInvalid('PatchOptions', errors);
-      const opts = write('PatchOptions');
-      if (!body.trim()) throw badRequest('the body of the request was empty');
-      const patch = type === 'apply' ? decodeBody(body) : decodeJson(body);
-      const { object, created } = registry.patch(rt, namespace, name!, type, patch, opts, query.force === 'true');
+      if (type === "apply" && !query.fieldManager) errors.push({ field: "fieldManager", type: "Required value", detail: "is required for apply patch" });
+      if (type !== "apply" && query.force !== undefined) errors.push({ field: "force", type: "Forbidden", detail: "may not be specified for non-apply patch" });
+      if (errors.length) throw optionsInvalid("PatchOptions", errors);
+      const opts = write("PatchOptions");
+      if (!body.trim()) throw badRequest("the body of the request was empty");
+      const patch = type === "apply" ? decodeBody(body) : decodeJson(body);
+      const { object, created } = registry.patch(rt, namespace, name!, type, patch, opts, query.force === "true");
       return respond(created ? 201 : 200, object, warningHeaders(warnings));
     }
-    case 'delete': {
+    case "delete": {
       let options: JsonObject = {};
       if (body.trim()) {
         const parsed = decodeJson(body);
-        if (!isObject(parsed)) throw badRequest('DeleteOptions must be an object');
+        if (!isObject(parsed)) throw badRequest("DeleteOptions must be an object");
         options = parsed;
       }
-      const dryRun = parseDryRun(query, 'DeleteOptions') || (Array.isArray(options.dryRun) && options.dryRun.includes('All'));
+      const dryRun = parseDryRun(query, "DeleteOptions") || (Array.isArray(options.dryRun) && options.dryRun.includes("All"));
       let propagationPolicy = query.propagationPolicy ?? (options.propagationPolicy as string | undefined);
       const orphan = query.orphanDependents ?? options.orphanDependents;
-      if (propagationPolicy === undefined && orphan !== undefined) propagationPolicy = String(orphan) === 'true' ? 'Orphan' : 'Background';
+      if (propagationPolicy === undefined && orphan !== undefined) propagationPolicy = String(orphan) === "true" ? "Orphan" : "Background";
       const preconditions = isObject(options.preconditions) ? (options.preconditions as { uid?: string; resourceVersion?: string }) : undefined;
       if (name === undefined) {
         const deleted = registry.deleteCollection(rt, {
@@ -562,8 +567,10 @@ async function serve(
 }
 
 function decodeWriteBody(body: string, contentType: string): unknown {
-  if (!body.trim()) throw badRequest('the body of the request was empty');
-  if (contentType === '' || contentType === 'application/json' || contentType === '*/*') return decodeJson(body);
-  if (contentType === 'application/yaml') return decodeBody(body);
-  throw new ApiError(415, `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`, { details: {} });
+  if (!body.trim()) throw badRequest("the body of the request was empty");
+  if (contentType === "" || contentType === "application/json" || contentType === "*/*") return decodeJson(body);
+  if (contentType === "application/yaml") return decodeBody(body);
+  throw new ApiError(415, `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`, {
+    details: {},
+  });
 }

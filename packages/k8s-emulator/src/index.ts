@@ -1,5 +1,5 @@
-export { KubernetesEmulator, type EmulatorOptions, type TypeRef } from './emulator.ts';
-export { FaultInjector, type Verb, type VerbPattern, type FaultConfig } from './faults.ts';
-export type { RequestLogEntry } from './http.ts';
-export type { KubeObject } from './util.ts';
-export { kubeconfigYaml } from './kubeconfig.ts';
+export { KubernetesEmulator, type EmulatorOptions, type TypeRef } from "./emulator.ts";
+export { FaultInjector, type Verb, type VerbPattern, type FaultConfig } from "./faults.ts";
+export type { RequestLogEntry } from "./http.ts";
+export type { KubeObject } from "./util.ts";
+export { kubeconfigYaml } from "./kubeconfig.ts";

@@ -1,29 +1,29 @@
 // A kubeconfig for the emulator. The client refuses plain http unless the
 // cluster has insecure-skip-tls-verify set, hence that flag. Its token is the admin's
 // (system:masters), which RBAC, when on, allows everything.
-import { ADMIN_TOKEN } from './auth.ts';
+import { ADMIN_TOKEN } from "./auth.ts";
 
 export function kubeconfigYaml(server: string): string {
   return [
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters:',
-    '- name: emulator',
-    '  cluster:',
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "- name: emulator",
+    "  cluster:",
     `    server: ${JSON.stringify(server)}`,
-    '    insecure-skip-tls-verify: true',
-    'users:',
-    '- name: emulator',
-    '  user:',
+    "    insecure-skip-tls-verify: true",
+    "users:",
+    "- name: emulator",
+    "  user:",
     `    token: ${ADMIN_TOKEN}`,
-    'contexts:',
-    '- name: emulator',
-    '  context:',
-    '    cluster: emulator',
-    '    user: emulator',
-    '    namespace: default',
-    'current-context: emulator',
-    'preferences: {}',
-    '',
-  ].join('\n');
+    "contexts:",
+    "- name: emulator",
+    "  context:",
+    "    cluster: emulator",
+    "    user: emulator",
+    "    namespace: default",
+    "current-context: emulator",
+    "preferences: {}",
+    "",
+  ].join("\n");
 }

@@ -5,11 +5,24 @@
 //     [--tls-cert-file path --tls-private-key-file path [--client-ca-file path]]
 // Every flag can also be given as an environment variable: FLOTILLA_EMULATOR_<FLAG>,
 // e.g. FLOTILLA_EMULATOR_LISTEN, FLOTILLA_EMULATOR_KUBECONFIG_OUT.
-import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
-import { KubernetesEmulator } from './emulator.ts';
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { KubernetesEmulator } from "./emulator.ts";
 
-const FLAGS = ['listen', 'kubeconfig-out', 'rollout-delay-ms', 'progress-deadline-second-ms', 'namespace-deletion-delay-ms', 'failing-image-pattern', 'watch-history', 'bookmark-interval-ms', 'rbac', 'tls-cert-file', 'tls-private-key-file', 'client-ca-file'] as const;
+const FLAGS = [
+  "listen",
+  "kubeconfig-out",
+  "rollout-delay-ms",
+  "progress-deadline-second-ms",
+  "namespace-deletion-delay-ms",
+  "failing-image-pattern",
+  "watch-history",
+  "bookmark-interval-ms",
+  "rbac",
+  "tls-cert-file",
+  "tls-private-key-file",
+  "client-ca-file",
+] as const;
 
 const USAGE = `Usage: node packages/k8s-emulator/src/main.ts [options]
 
@@ -53,19 +66,19 @@ async function main(): Promise<void> {
   try {
     parsed = parseArgs({
       options: {
-        listen: { type: 'string' },
-        'kubeconfig-out': { type: 'string' },
-        'rollout-delay-ms': { type: 'string' },
-        'progress-deadline-second-ms': { type: 'string' },
-        'namespace-deletion-delay-ms': { type: 'string' },
-        'failing-image-pattern': { type: 'string' },
-        'watch-history': { type: 'string' },
-        'bookmark-interval-ms': { type: 'string' },
-        rbac: { type: 'boolean' },
-        'tls-cert-file': { type: 'string' },
-        'tls-private-key-file': { type: 'string' },
-        'client-ca-file': { type: 'string' },
-        help: { type: 'boolean' },
+        listen: { type: "string" },
+        "kubeconfig-out": { type: "string" },
+        "rollout-delay-ms": { type: "string" },
+        "progress-deadline-second-ms": { type: "string" },
+        "namespace-deletion-delay-ms": { type: "string" },
+        "failing-image-pattern": { type: "string" },
+        "watch-history": { type: "string" },
+        "bookmark-interval-ms": { type: "string" },
+        rbac: { type: "boolean" },
+        "tls-cert-file": { type: "string" },
+        "tls-private-key-file": { type: "string" },
+        "client-ca-file": { type: "string" },
+        help: { type: "boolean" },
       },
       strict: true,
     });
@@ -78,17 +91,17 @@ async function main(): Promise<void> {
   }
   const flag = (name: (typeof FLAGS)[number]): string | undefined => {
     const value = parsed.values[name];
-    return typeof value === 'boolean' ? String(value) : (value ?? process.env[`FLOTILLA_EMULATOR_${name.toUpperCase().replaceAll('-', '_')}`]);
+    return typeof value === "boolean" ? String(value) : (value ?? process.env[`FLOTILLA_EMULATOR_${name.toUpperCase().replaceAll("-", "_")}`]);
   };
-  const rbac = flag('rbac');
-  if (rbac !== undefined && rbac !== 'true' && rbac !== 'false') fail(`--rbac (FLOTILLA_EMULATOR_RBAC) must be true or false, got ${JSON.stringify(rbac)}`);
+  const rbac = flag("rbac");
+  if (rbac !== undefined && rbac !== "true" && rbac !== "false") fail(`--rbac (FLOTILLA_EMULATOR_RBAC) must be true or false, got ${JSON.stringify(rbac)}`);
 
-  const listen = flag('listen') ?? '127.0.0.1:7072';
+  const listen = flag("listen") ?? "127.0.0.1:7072";
   const m = /^(.*):(\d+)$/.exec(listen);
   if (!m) fail(`--listen must be host:port, got ${JSON.stringify(listen)}`);
-  const host = m[1].replace(/^\[(.*)\]$/, '$1') || '127.0.0.1';
+  const host = m[1].replace(/^\[(.*)\]$/, "$1") || "127.0.0.1";
   let failingImagePattern: RegExp | undefined;
-  const pattern = flag('failing-image-pattern');
+  const pattern = flag("failing-image-pattern");
   if (pattern !== undefined) {
     try {
       failingImagePattern = new RegExp(pattern);
@@ -97,9 +110,9 @@ async function main(): Promise<void> {
     }
   }
 
-  const [certFile, keyFile, clientCaFile] = (['tls-cert-file', 'tls-private-key-file', 'client-ca-file'] as const).map(flag);
-  if (!certFile !== !keyFile) fail('--tls-cert-file and --tls-private-key-file go together');
-  if (clientCaFile && !certFile) fail('--client-ca-file needs --tls-cert-file and --tls-private-key-file');
+  const [certFile, keyFile, clientCaFile] = (["tls-cert-file", "tls-private-key-file", "client-ca-file"] as const).map(flag);
+  if (!certFile !== !keyFile) fail("--tls-cert-file and --tls-private-key-file go together");
+  if (clientCaFile && !certFile) fail("--client-ca-file needs --tls-cert-file and --tls-private-key-file");
   const read = (path: string) => {
     try {
       return readFileSync(path);
@@ -113,17 +126,16 @@ async function main(): Promise<void> {
     ...(tls ? { tls } : {}),
     host,
     port: Number(m[2]),
-    rolloutDelayMs: intFlag('rollout-delay-ms', flag('rollout-delay-ms')),
-    progressDeadlineSecondMs: intFlag('progress-deadline-second-ms', flag('progress-deadline-second-ms')),
-    namespaceDeletionDelayMs: intFlag('namespace-deletion-delay-ms', flag('namespace-deletion-delay-ms')),
+    rolloutDelayMs: intFlag("rollout-delay-ms", flag("rollout-delay-ms")),
+    progressDeadlineSecondMs: intFlag("progress-deadline-second-ms", flag("progress-deadline-second-ms")),
+    namespaceDeletionDelayMs: intFlag("namespace-deletion-delay-ms", flag("namespace-deletion-delay-ms")),
     failingImagePattern,
-    watchHistory: intFlag('watch-history', flag('watch-history')),
-    bookmarkIntervalMs: intFlag('bookmark-interval-ms', flag('bookmark-interval-ms')),
-    rbac: rbac === 'true',
+    watchHistory: intFlag("watch-history", flag("watch-history")),
+    bookmarkIntervalMs: intFlag("bookmark-interval-ms", flag("bookmark-interval-ms")),
+    rbac: rbac === "true",
   });
-  const kubeconfigOut = flag('kubeconfig-out');
+  const kubeconfigOut = flag("kubeconfig-out");
   if (kubeconfigOut) await emulator.writeKubeconfig(kubeconfigOut);
-  process.stdout.write(`k8s-emulator listening on ${emulator.url}${kubeconfigOut ? ` (kubeconfig: ${kubeconfigOut})` : ''}${emulator.options.rbac ? ', RBAC on' : ''}\n`);
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -138,8 +150,12 @@ async function main(): Promise<void> {
       },
     );
   };
-  process.on('SIGINT', () => shutdown('SIGINT'));
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  // Announced only once the signal handlers are in place: whoever waits for this line may stop us at once.
+  process.stdout.write(
+    `k8s-emulator listening on ${emulator.url}${kubeconfigOut ? ` (kubeconfig: ${kubeconfigOut})` : ""}${emulator.options.rbac ? ", RBAC on" : ""}\n`,
+  );
 }
 
 main().catch((err: unknown) => {

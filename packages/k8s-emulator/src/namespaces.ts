@@ -4,17 +4,20 @@
 // (the /finalize subresource upstream) and, with no finalizers left, the
 // namespace itself. Conditions and messages follow
 // namespaced_resources_deleter.go.
-import { NAMESPACES, type Registry } from './registry.ts';
-import { RESOURCE_TYPES, resourceKey } from './resources.ts';
-import type { StoreEvent } from './store.ts';
-import { isObject, nowRfc3339, type KubeObject } from './util.ts';
+import { NAMESPACES, type Registry } from "./registry.ts";
+import { RESOURCE_TYPES, resourceKey } from "./resources.ts";
+import type { StoreEvent } from "./store.ts";
+import { isObject, nowRfc3339, type KubeObject } from "./util.ts";
 
-const FINALIZER = 'kubernetes';
+const FINALIZER = "kubernetes";
 
 export class NamespaceController {
   private readonly registry: Registry;
   private readonly delayMs: number;
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Namespaces whose delay passed while held: finalized on release. */
+  private readonly due = new Set<string>();
+  private held = false;
   private unsubscribe: (() => void) | undefined;
 
   constructor(registry: Registry, delayMs: number) {
@@ -30,16 +33,33 @@ export class NamespaceController {
     this.unsubscribe?.();
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
+    this.due.clear();
+    this.held = false;
+  }
+
+  /**
+   * Keeps Terminating namespaces (and their content) as they are until the returned release is
+   * called, which finalizes those whose delay has passed: a test can then observe the
+   * Terminating phase however slowly it runs.
+   */
+  hold(): () => void {
+    this.held = true;
+    return () => {
+      this.held = false;
+      for (const name of this.due) this.finalize(name);
+      this.due.clear();
+    };
   }
 
   private onEvent(e: StoreEvent): void {
-    if (e.rt !== NAMESPACES || e.type === 'DELETED' || !e.object.metadata.deletionTimestamp) return;
-    const name = e.object.metadata.name ?? '';
+    if (e.rt !== NAMESPACES || e.type === "DELETED" || !e.object.metadata.deletionTimestamp) return;
+    const name = e.object.metadata.name ?? "";
     if (this.timers.has(name)) return;
     // Asynchronous, like a controller: the DELETE is answered first.
     const timer = setTimeout(() => {
       this.timers.delete(name);
-      this.finalize(name);
+      if (this.held) this.due.add(name);
+      else this.finalize(name);
     }, this.delayMs);
     timer.unref();
     this.timers.set(name, timer);
@@ -61,22 +81,22 @@ export class NamespaceController {
     const now = nowRfc3339();
     const condition = (type: string, status: string, reason: string, message: string) => ({ type, status, lastTransitionTime: now, reason, message });
     const conditions = [
-      condition('NamespaceDeletionDiscoveryFailure', 'False', 'ResourcesDiscovered', 'All resources successfully discovered'),
-      condition('NamespaceDeletionGroupVersionParsingFailure', 'False', 'ParsedGroupVersions', 'All legacy kube types successfully parsed'),
-      condition('NamespaceDeletionContentFailure', 'False', 'ContentDeleted', 'All content successfully deleted, may be waiting on finalization'),
+      condition("NamespaceDeletionDiscoveryFailure", "False", "ResourcesDiscovered", "All resources successfully discovered"),
+      condition("NamespaceDeletionGroupVersionParsingFailure", "False", "ParsedGroupVersions", "All legacy kube types successfully parsed"),
+      condition("NamespaceDeletionContentFailure", "False", "ContentDeleted", "All content successfully deleted, may be waiting on finalization"),
       remaining.length > 0
-        ? condition('NamespaceContentRemaining', 'True', 'SomeResourcesRemain', `Some resources are remaining: ${remaining.join(', ')}`)
-        : condition('NamespaceContentRemaining', 'False', 'ContentRemoved', 'All content successfully removed'),
-      condition('NamespaceFinalizersRemaining', 'False', 'ContentHasNoFinalizers', 'All content-preserving finalizers have been removed'),
+        ? condition("NamespaceContentRemaining", "True", "SomeResourcesRemain", `Some resources are remaining: ${remaining.join(", ")}`)
+        : condition("NamespaceContentRemaining", "False", "ContentRemoved", "All content successfully removed"),
+      condition("NamespaceFinalizersRemaining", "False", "ContentHasNoFinalizers", "All content-preserving finalizers have been removed"),
     ];
     const status = isObject(ns.status) ? ns.status : {};
-    this.registry.writeStatus(NAMESPACES, ns, { ...status, phase: 'Terminating', conditions });
+    this.registry.writeStatus(NAMESPACES, ns, { ...status, phase: "Terminating", conditions });
   }
 
   private finalize(name: string): void {
     for (const rt of RESOURCE_TYPES) {
       if (!rt.namespaced) continue;
-      for (const o of this.registry.store.list(rt, name)) this.registry.store.remove(rt, name, o.metadata.name ?? '');
+      for (const o of this.registry.store.list(rt, name)) this.registry.store.remove(rt, name, o.metadata.name ?? "");
     }
     const ns = this.current(name);
     if (!ns?.metadata.deletionTimestamp) return;

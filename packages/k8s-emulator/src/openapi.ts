@@ -6,21 +6,24 @@
 // application/com.github.proto-openapi.spec.v2@v1.0+protobuf); `kubectl
 // explain` reads the v3 schemas. The v2 document has the definitions but no
 // paths (kubectl uses v2 paths only when the v3 document is unavailable).
-import { createHash } from 'node:crypto';
-import { stringify } from 'yaml';
-import { SERVER_VERSION } from './discovery.ts';
-import { DEFINITIONS, OBJECT_META, definitionName } from './openapi-schemas.ts';
-import { isBuiltIn } from './registry.ts';
-import { RESOURCE_TYPES, groupVersion, type ResourceType } from './resources.ts';
-import type { Schema } from './schema.ts';
-import { isObject, type JsonObject } from './util.ts';
+import { createHash } from "node:crypto";
+import { stringify } from "yaml";
+import { SERVER_VERSION } from "./discovery.ts";
+import { DEFINITIONS, OBJECT_META, definitionName } from "./openapi-schemas.ts";
+import { isBuiltIn } from "./registry.ts";
+import { RESOURCE_TYPES, groupVersion, type ResourceType } from "./resources.ts";
+import type { Schema } from "./schema.ts";
+import { isObject, type JsonObject } from "./util.ts";
 
 /** Media types of the v2 protobuf document: client-go asks for the deprecated one. */
-export const OPENAPI_V2_PROTOBUF_TYPES = ['application/com.github.proto-openapi.spec.v2@v1.0+protobuf', 'application/com.github.proto-openapi.spec.v2.v1.0+protobuf'];
+export const OPENAPI_V2_PROTOBUF_TYPES = [
+  "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+  "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
 /** What kube-openapi's handler answers for both (the '@' form does not parse as a media type). */
 export const OPENAPI_V2_PROTOBUF = OPENAPI_V2_PROTOBUF_TYPES[1];
 
-type Flavor = 'v2' | 'v3';
+type Flavor = "v2" | "v3";
 
 function gvk(rt: ResourceType): JsonObject {
   return { group: rt.group, version: rt.version, kind: rt.kind };
@@ -29,13 +32,13 @@ function gvk(rt: ResourceType): JsonObject {
 /** Definition name of a served type; custom resources are named like upstream (reversed group). */
 function typeName(rt: ResourceType): string {
   if (isBuiltIn(rt)) return definitionName(rt.group, rt.version, rt.kind);
-  return `${rt.group.split('.').reverse().join('.')}.${rt.version}.${rt.kind}`;
+  return `${rt.group.split(".").reverse().join(".")}.${rt.version}.${rt.kind}`;
 }
 
 /** The schema of a served type, marked with its group-version-kind. */
 function typeSchema(rt: ResourceType): Schema {
   const base = isBuiltIn(rt) ? DEFINITIONS[typeName(rt)] : customResourceSchema(rt.schema!);
-  return { ...base, 'x-kubernetes-group-version-kind': [gvk(rt)] };
+  return { ...base, "x-kubernetes-group-version-kind": [gvk(rt)] };
 }
 
 /** A CRD's schema as the server publishes it: metadata refers to ObjectMeta. */
@@ -49,7 +52,7 @@ function closure(roots: Record<string, Schema>): Record<string, Schema> {
   const visit = (s: unknown): void => {
     if (Array.isArray(s)) return s.forEach(visit);
     if (!isObject(s)) return;
-    if (typeof s.$ref === 'string' && !(s.$ref in out)) {
+    if (typeof s.$ref === "string" && !(s.$ref in out)) {
       out[s.$ref] = DEFINITIONS[s.$ref];
       visit(out[s.$ref]);
     }
@@ -64,52 +67,52 @@ function render(s: unknown, flavor: Flavor): unknown {
   if (Array.isArray(s)) return s.map((x) => render(x, flavor));
   if (!isObject(s)) return s;
   const out: JsonObject = {};
-  for (const [k, v] of Object.entries(s)) if (k !== '$ref') out[k] = render(v, flavor);
-  if (typeof s.$ref !== 'string') return out;
-  if (flavor === 'v2') return { $ref: `#/definitions/${s.$ref}`, ...out };
+  for (const [k, v] of Object.entries(s)) if (k !== "$ref") out[k] = render(v, flavor);
+  if (typeof s.$ref !== "string") return out;
+  if (flavor === "v2") return { $ref: `#/definitions/${s.$ref}`, ...out };
   const target = { $ref: `#/components/schemas/${s.$ref}` };
   // v3 puts siblings of a reference next to an allOf, as kube-openapi does.
   return Object.keys(out).length ? { ...out, allOf: [target] } : target;
 }
 
-function param(name: string, description: string, type = 'string'): JsonObject {
-  return { name, in: 'query', description, schema: { type, uniqueItems: true } };
+function param(name: string, description: string, type = "string"): JsonObject {
+  return { name, in: "query", description, schema: { type, uniqueItems: true } };
 }
 
 const WRITE_PARAMS = [
-  param('dryRun', 'When present, modifications are not persisted. Valid value: All.'),
-  param('fieldManager', 'A name associated with the actor or entity that is making these changes.'),
-  param('fieldValidation', 'How to handle unknown or duplicate fields: Ignore, Warn (default) or Strict.'),
+  param("dryRun", "When present, modifications are not persisted. Valid value: All."),
+  param("fieldManager", "A name associated with the actor or entity that is making these changes."),
+  param("fieldValidation", "How to handle unknown or duplicate fields: Ignore, Warn (default) or Strict."),
 ];
 
 function operations(rt: ResourceType): Record<string, JsonObject> {
-  const ns = rt.namespaced ? '/namespaces/{namespace}' : '';
-  const base = `/${rt.group ? `apis/${groupVersion(rt)}` : 'api/v1'}${ns}/${rt.resource}`;
+  const ns = rt.namespaced ? "/namespaces/{namespace}" : "";
+  const base = `/${rt.group ? `apis/${groupVersion(rt)}` : "api/v1"}${ns}/${rt.resource}`;
   const ref = { $ref: `#/components/schemas/${typeName(rt)}` };
-  const body = { content: { 'application/json': { schema: ref } }, required: true };
-  const ok = { responses: { '200': { description: 'OK', content: { 'application/json': { schema: ref } } } } };
+  const body = { content: { "application/json": { schema: ref } }, required: true };
+  const ok = { responses: { "200": { description: "OK", content: { "application/json": { schema: ref } } } } };
   const op = (action: string, extra: JsonObject = {}): JsonObject => ({
     operationId: `${action}${rt.kind}`,
-    'x-kubernetes-action': action,
-    'x-kubernetes-group-version-kind': gvk(rt),
+    "x-kubernetes-action": action,
+    "x-kubernetes-group-version-kind": gvk(rt),
     ...ok,
     ...extra,
   });
   // Custom resources take no strategic merge patch; kubectl picks its patch type from this list.
-  const patchTypes = ['application/apply-patch+yaml', 'application/json-patch+json', 'application/merge-patch+json'];
-  if (isBuiltIn(rt)) patchTypes.push('application/strategic-merge-patch+json');
-  const patchBody = { content: Object.fromEntries(patchTypes.map((t) => [t, { schema: { type: 'object' } }])), required: true };
+  const patchTypes = ["application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json"];
+  if (isBuiltIn(rt)) patchTypes.push("application/strategic-merge-patch+json");
+  const patchBody = { content: Object.fromEntries(patchTypes.map((t) => [t, { schema: { type: "object" } }])), required: true };
   const item = {
-    get: op('get'),
-    put: op('put', { parameters: WRITE_PARAMS, requestBody: body }),
-    patch: op('patch', { parameters: [...WRITE_PARAMS, param('force', 'Force is going to "force" Apply requests.', 'boolean')], requestBody: patchBody }),
-    delete: op('delete', { parameters: [WRITE_PARAMS[0]] }),
+    get: op("get"),
+    put: op("put", { parameters: WRITE_PARAMS, requestBody: body }),
+    patch: op("patch", { parameters: [...WRITE_PARAMS, param("force", 'Force is going to "force" Apply requests.', "boolean")], requestBody: patchBody }),
+    delete: op("delete", { parameters: [WRITE_PARAMS[0]] }),
   };
   const paths: Record<string, JsonObject> = {
-    [base]: { get: op('list'), post: op('post', { parameters: WRITE_PARAMS, requestBody: body }) },
+    [base]: { get: op("list"), post: op("post", { parameters: WRITE_PARAMS, requestBody: body }) },
     [`${base}/{name}`]: item,
   };
-  if (rt.statusSubresource) paths[`${base}/{name}/status`] = { get: op('get'), put: item.put, patch: item.patch };
+  if (rt.statusSubresource) paths[`${base}/{name}/status`] = { get: op("get"), put: item.put, patch: item.patch };
   return paths;
 }
 
@@ -118,7 +121,7 @@ function typesOf(group: string, version: string): ResourceType[] {
 }
 
 function v3Path(rt: ResourceType): string {
-  return rt.group ? `apis/${groupVersion(rt)}` : 'api/v1';
+  return rt.group ? `apis/${groupVersion(rt)}` : "api/v1";
 }
 
 /** GET /openapi/v3/<api/v1 | apis/g/v>: undefined when the group-version is not served. */
@@ -127,10 +130,10 @@ export function openApiV3(group: string, version: string): JsonObject | undefine
   if (types.length === 0) return undefined;
   const schemas = closure(Object.fromEntries(types.map((rt) => [typeName(rt), typeSchema(rt)])));
   return {
-    openapi: '3.0.0',
-    info: { title: 'Kubernetes', version: SERVER_VERSION.gitVersion },
+    openapi: "3.0.0",
+    info: { title: "Kubernetes", version: SERVER_VERSION.gitVersion },
     paths: Object.assign({}, ...types.map(operations)),
-    components: { schemas: render(schemas, 'v3') },
+    components: { schemas: render(schemas, "v3") },
   };
 }
 
@@ -140,7 +143,10 @@ export function openApiV3Root(): JsonObject {
   for (const rt of RESOURCE_TYPES) {
     const path = v3Path(rt);
     if (path in paths) continue;
-    const hash = createHash('sha512').update(JSON.stringify(openApiV3(rt.group, rt.version))).digest('hex').toUpperCase();
+    const hash = createHash("sha512")
+      .update(JSON.stringify(openApiV3(rt.group, rt.version)))
+      .digest("hex")
+      .toUpperCase();
     paths[path] = { serverRelativeURL: `/openapi/v3/${path}?hash=${hash}` };
   }
   return { paths };
@@ -150,10 +156,10 @@ export function openApiV3Root(): JsonObject {
 export function openApiV2(): JsonObject {
   const definitions = closure(Object.fromEntries(RESOURCE_TYPES.map((rt) => [typeName(rt), typeSchema(rt)])));
   return {
-    swagger: '2.0',
-    info: { title: 'Kubernetes', version: SERVER_VERSION.gitVersion },
+    swagger: "2.0",
+    info: { title: "Kubernetes", version: SERVER_VERSION.gitVersion },
     paths: {},
-    definitions: render(definitions, 'v2'),
+    definitions: render(definitions, "v2"),
   };
 }
 
@@ -177,7 +183,7 @@ function bytesField(field: number, ...parts: Buffer[]): Buffer {
   return Buffer.concat([key(field, 2), varint(body.length), body]);
 }
 
-const stringField = (field: number, s: string) => bytesField(field, Buffer.from(s, 'utf8'));
+const stringField = (field: number, s: string) => bytesField(field, Buffer.from(s, "utf8"));
 
 function doubleField(field: number, d: number): Buffer {
   const b = Buffer.alloc(8);
@@ -194,22 +200,22 @@ const named = (name: string, value: Buffer) => Buffer.concat([stringField(1, nam
 /** openapi_v2.Schema; field numbers from gnostic's OpenAPIv2.proto. */
 function encodeSchema(s: JsonObject): Buffer {
   const out: Buffer[] = [];
-  if (typeof s.$ref === 'string') out.push(stringField(1, s.$ref));
-  if (typeof s.format === 'string') out.push(stringField(2, s.format));
-  if (typeof s.description === 'string') out.push(stringField(4, s.description));
-  if (typeof s.maximum === 'number') out.push(doubleField(7, s.maximum));
-  if (typeof s.minimum === 'number') out.push(doubleField(9, s.minimum));
-  if (typeof s.pattern === 'string') out.push(stringField(13, s.pattern));
+  if (typeof s.$ref === "string") out.push(stringField(1, s.$ref));
+  if (typeof s.format === "string") out.push(stringField(2, s.format));
+  if (typeof s.description === "string") out.push(stringField(4, s.description));
+  if (typeof s.maximum === "number") out.push(doubleField(7, s.maximum));
+  if (typeof s.minimum === "number") out.push(doubleField(9, s.minimum));
+  if (typeof s.pattern === "string") out.push(stringField(13, s.pattern));
   for (const r of (s.required as string[] | undefined) ?? []) out.push(stringField(19, r));
   for (const e of (s.enum as unknown[] | undefined) ?? []) out.push(bytesField(20, anyYaml(e)));
   if (isObject(s.additionalProperties)) out.push(bytesField(21, bytesField(1, encodeSchema(s.additionalProperties))));
-  else if (typeof s.additionalProperties === 'boolean') out.push(bytesField(21, key(2, 0), Buffer.from([s.additionalProperties ? 1 : 0])));
-  if (typeof s.type === 'string') out.push(bytesField(22, stringField(1, s.type)));
+  else if (typeof s.additionalProperties === "boolean") out.push(bytesField(21, key(2, 0), Buffer.from([s.additionalProperties ? 1 : 0])));
+  if (typeof s.type === "string") out.push(bytesField(22, stringField(1, s.type)));
   if (isObject(s.items)) out.push(bytesField(23, bytesField(1, encodeSchema(s.items))));
   if (isObject(s.properties)) {
     out.push(bytesField(25, ...Object.entries(s.properties).map(([name, v]) => bytesField(1, named(name, encodeSchema(v as JsonObject))))));
   }
-  for (const [name, v] of Object.entries(s)) if (name.startsWith('x-')) out.push(bytesField(31, named(name, anyYaml(v))));
+  for (const [name, v] of Object.entries(s)) if (name.startsWith("x-")) out.push(bytesField(31, named(name, anyYaml(v))));
   return Buffer.concat(out);
 }
 
@@ -218,8 +224,8 @@ export function openApiV2Protobuf(): Buffer {
   const doc = openApiV2();
   const definitions = Object.entries(doc.definitions as Record<string, JsonObject>).map(([name, s]) => bytesField(1, named(name, encodeSchema(s))));
   return Buffer.concat([
-    stringField(1, '2.0'),
-    bytesField(2, stringField(1, 'Kubernetes'), stringField(2, SERVER_VERSION.gitVersion)),
+    stringField(1, "2.0"),
+    bytesField(2, stringField(1, "Kubernetes"), stringField(2, SERVER_VERSION.gitVersion)),
     bytesField(8),
     bytesField(9, ...definitions),
   ]);

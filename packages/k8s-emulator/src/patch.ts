@@ -1,8 +1,8 @@
 // Patch formats: JSON merge patch (RFC 7386), a simplified strategic merge
 // patch, JSON patch (RFC 6902), and the overlay used by server-side apply.
-import { ApiError } from './errors.ts';
-import { listKeyField } from './fields.ts';
-import { clone, deepEqual, isObject, type JsonObject } from './util.ts';
+import { ApiError } from "./errors.ts";
+import { listKeyField } from "./fields.ts";
+import { clone, deepEqual, isObject, type JsonObject } from "./util.ts";
 
 /** RFC 7386: objects merge recursively, null deletes, anything else replaces. */
 export function mergePatch(target: unknown, patch: unknown): unknown {
@@ -28,7 +28,7 @@ export function strategicMergePatch(target: unknown, patch: unknown): unknown {
     const out = (target as JsonObject[]).map((i) => clone(i));
     for (const item of patch as JsonObject[]) {
       const idx = out.findIndex((i) => i[field] === item[field]);
-      if (item.$patch === 'delete') {
+      if (item.$patch === "delete") {
         if (idx >= 0) out.splice(idx, 1);
       } else if (idx >= 0) {
         out[idx] = strategicMergePatch(out[idx], item) as JsonObject;
@@ -41,7 +41,7 @@ export function strategicMergePatch(target: unknown, patch: unknown): unknown {
   if (!isObject(patch)) return clone(patch);
   const out: JsonObject = isObject(target) ? { ...target } : {};
   for (const [k, v] of Object.entries(patch)) {
-    if (k.startsWith('$')) continue;
+    if (k.startsWith("$")) continue;
     if (v === null) delete out[k];
     else out[k] = strategicMergePatch(out[k], v);
   }
@@ -61,7 +61,12 @@ export function overlayApplied(live: unknown, applied: unknown): unknown {
     // set are kept after them.
     const appliedItems = applied as JsonObject[];
     const liveItems = Array.isArray(live) ? live.filter(isObject) : [];
-    const merged = appliedItems.map((item) => overlayApplied(liveItems.find((l) => l[field] === item[field]), item));
+    const merged = appliedItems.map((item) =>
+      overlayApplied(
+        liveItems.find((l) => l[field] === item[field]),
+        item,
+      ),
+    );
     const rest = liveItems.filter((l) => l[field] !== undefined && !appliedItems.some((a) => a[field] === l[field])).map((l) => clone(l));
     return [...merged, ...rest];
   }
@@ -78,13 +83,16 @@ interface JsonPatchOp {
 }
 
 function patchError(message: string): ApiError {
-  return new ApiError(422, message, { reason: 'Invalid' });
+  return new ApiError(422, message, { reason: "Invalid" });
 }
 
 function parsePointer(pointer: string): string[] {
-  if (pointer === '') return [];
-  if (!pointer.startsWith('/')) throw patchError(`invalid JSON pointer ${JSON.stringify(pointer)}`);
-  return pointer.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (pointer === "") return [];
+  if (!pointer.startsWith("/")) throw patchError(`invalid JSON pointer ${JSON.stringify(pointer)}`);
+  return pointer
+    .slice(1)
+    .split("/")
+    .map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
 }
 
 function resolveParent(doc: unknown, tokens: string[], op: string): unknown {
@@ -92,12 +100,12 @@ function resolveParent(doc: unknown, tokens: string[], op: string): unknown {
   for (const t of tokens.slice(0, -1)) {
     if (Array.isArray(cur)) {
       const i = Number(t);
-      if (!/^\d+$/.test(t) || i >= cur.length) throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join('/')}"`);
+      if (!/^\d+$/.test(t) || i >= cur.length) throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join("/")}"`);
       cur = cur[i];
     } else if (isObject(cur) && Object.hasOwn(cur, t)) {
       cur = cur[t];
     } else {
-      throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join('/')}"`);
+      throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join("/")}"`);
     }
   }
   return cur;
@@ -109,7 +117,7 @@ function getAt(doc: unknown, tokens: string[], op: string): unknown {
   const last = tokens[tokens.length - 1];
   if (Array.isArray(parent) && /^\d+$/.test(last) && Number(last) < parent.length) return parent[Number(last)];
   if (isObject(parent) && Object.hasOwn(parent, last)) return parent[last];
-  throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join('/')}"`);
+  throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join("/")}"`);
 }
 
 function removeAtPointer(doc: unknown, tokens: string[], op: string): unknown {
@@ -121,7 +129,7 @@ function removeAtPointer(doc: unknown, tokens: string[], op: string): unknown {
     delete parent[last];
     return v;
   }
-  throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join('/')}"`);
+  throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join("/")}"`);
 }
 
 function addAt(doc: unknown, tokens: string[], value: unknown, op: string): unknown {
@@ -129,49 +137,50 @@ function addAt(doc: unknown, tokens: string[], value: unknown, op: string): unkn
   const parent = resolveParent(doc, tokens, op);
   const last = tokens[tokens.length - 1];
   if (Array.isArray(parent)) {
-    const i = last === '-' ? parent.length : Number(last);
-    if (!(last === '-' || /^\d+$/.test(last)) || i > parent.length) throw patchError(`${op} operation does not apply: index out of range: "/${tokens.join('/')}"`);
+    const i = last === "-" ? parent.length : Number(last);
+    if (!(last === "-" || /^\d+$/.test(last)) || i > parent.length)
+      throw patchError(`${op} operation does not apply: index out of range: "/${tokens.join("/")}"`);
     parent.splice(i, 0, value);
   } else if (isObject(parent)) {
     parent[last] = value;
   } else {
-    throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join('/')}"`);
+    throw patchError(`${op} operation does not apply: doc is missing path: "/${tokens.join("/")}"`);
   }
   return doc;
 }
 
 export function jsonPatch(target: unknown, ops: unknown): unknown {
-  if (!Array.isArray(ops)) throw new ApiError(400, 'json: cannot unmarshal object into Go value of type jsonpatch.Patch');
+  if (!Array.isArray(ops)) throw new ApiError(400, "json: cannot unmarshal object into Go value of type jsonpatch.Patch");
   let doc = clone(target);
   for (const raw of ops) {
-    if (!isObject(raw) || typeof raw.op !== 'string' || typeof raw.path !== 'string') throw patchError('invalid JSON patch operation');
+    if (!isObject(raw) || typeof raw.op !== "string" || typeof raw.path !== "string") throw patchError("invalid JSON patch operation");
     const op = raw as unknown as JsonPatchOp;
     const tokens = parsePointer(op.path);
     switch (op.op) {
-      case 'add':
-        doc = addAt(doc, tokens, clone(op.value), 'add');
+      case "add":
+        doc = addAt(doc, tokens, clone(op.value), "add");
         break;
-      case 'remove':
-        removeAtPointer(doc, tokens, 'remove');
+      case "remove":
+        removeAtPointer(doc, tokens, "remove");
         break;
-      case 'replace':
+      case "replace":
         if (tokens.length === 0) {
           doc = clone(op.value);
         } else {
-          removeAtPointer(doc, tokens, 'replace');
-          doc = addAt(doc, tokens, clone(op.value), 'replace');
+          removeAtPointer(doc, tokens, "replace");
+          doc = addAt(doc, tokens, clone(op.value), "replace");
         }
         break;
-      case 'move': {
-        const v = removeAtPointer(doc, parsePointer(op.from ?? ''), 'move');
-        doc = addAt(doc, tokens, v, 'move');
+      case "move": {
+        const v = removeAtPointer(doc, parsePointer(op.from ?? ""), "move");
+        doc = addAt(doc, tokens, v, "move");
         break;
       }
-      case 'copy':
-        doc = addAt(doc, tokens, clone(getAt(doc, parsePointer(op.from ?? ''), 'copy')), 'copy');
+      case "copy":
+        doc = addAt(doc, tokens, clone(getAt(doc, parsePointer(op.from ?? ""), "copy")), "copy");
         break;
-      case 'test':
-        if (!deepEqual(getAt(doc, tokens, 'test'), op.value)) throw patchError(`testing value /${tokens.join('/')} failed: test failed`);
+      case "test":
+        if (!deepEqual(getAt(doc, tokens, "test"), op.value)) throw patchError(`testing value /${tokens.join("/")} failed: test failed`);
         break;
       default:
         throw patchError(`Unexpected kind: ${op.op}`);

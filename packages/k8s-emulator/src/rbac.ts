@@ -3,11 +3,11 @@
 // (the privileged-group authorizer before RBAC), then the RBAC authorizer
 // (plugin/pkg/auth/authorizer/rbac/rbac.go, rbac/v1 helpers' RuleAllows), and the 403 that
 // responsewriters.Forbidden writes.
-import type { UserInfo } from './auth.ts';
-import { ApiError, invalid } from './errors.ts';
-import type { Registry } from './registry.ts';
-import { findByPath } from './resources.ts';
-import { isObject, type JsonObject, type KubeObject } from './util.ts';
+import type { UserInfo } from "./auth.ts";
+import { ApiError, invalid } from "./errors.ts";
+import type { Registry } from "./registry.ts";
+import { findByPath } from "./resources.ts";
+import { isObject, type JsonObject, type KubeObject } from "./util.ts";
 
 /** authorizer.Attributes: a resource request, or a non-resource one (then only verb and path). */
 export interface RequestAttributes {
@@ -42,56 +42,64 @@ interface Subject {
   namespace?: string;
 }
 
-const RBAC_GROUP = 'rbac.authorization.k8s.io';
-const [ROLES, CLUSTER_ROLES, ROLE_BINDINGS, CLUSTER_ROLE_BINDINGS] = ['roles', 'clusterroles', 'rolebindings', 'clusterrolebindings'].map(
-  (resource) => findByPath(RBAC_GROUP, 'v1', resource)!,
+const RBAC_GROUP = "rbac.authorization.k8s.io";
+const [ROLES, CLUSTER_ROLES, ROLE_BINDINGS, CLUSTER_ROLE_BINDINGS] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"].map(
+  (resource) => findByPath(RBAC_GROUP, "v1", resource)!,
 );
 
 /** Namespace subresources: /namespaces/<ns>/status is not a collection named "status". */
-const NAMESPACE_SUBRESOURCES = ['status', 'finalize'];
+const NAMESPACE_SUBRESOURCES = ["status", "finalize"];
 
-const METHOD_VERBS: Record<string, string> = { POST: 'create', GET: 'get', HEAD: 'get', PUT: 'update', PATCH: 'patch', DELETE: 'delete' };
+const METHOD_VERBS: Record<string, string> = { POST: "create", GET: "get", HEAD: "get", PUT: "update", PATCH: "patch", DELETE: "delete" };
 
 /** RequestInfoFactory.NewRequestInfo on a path split into segments. */
 export function requestAttributes(method: string, path: string, segs: string[], query: Record<string, string>): RequestAttributes {
   const attributes: RequestAttributes = {
-    verb: method.toLowerCase(), path, resourceRequest: false, group: '', version: '', resource: '', subresource: '', namespace: '', name: '',
+    verb: method.toLowerCase(),
+    path,
+    resourceRequest: false,
+    group: "",
+    version: "",
+    resource: "",
+    subresource: "",
+    namespace: "",
+    name: "",
   };
   // /api/<version>/<rest> or /apis/<group>/<version>/<rest>, with something after the version.
-  const grouped = segs[0] === 'apis';
-  if ((segs[0] !== 'api' && !grouped) || segs.length < (grouped ? 4 : 3)) return attributes;
+  const grouped = segs[0] === "apis";
+  if ((segs[0] !== "api" && !grouped) || segs.length < (grouped ? 4 : 3)) return attributes;
   let parts = segs.slice(grouped ? 3 : 2);
-  Object.assign(attributes, { resourceRequest: true, group: grouped ? segs[1] : '', version: grouped ? segs[2] : segs[1] });
-  if (parts[0] === 'watch' && parts.length >= 2) {
-    attributes.verb = 'watch';
+  Object.assign(attributes, { resourceRequest: true, group: grouped ? segs[1] : "", version: grouped ? segs[2] : segs[1] });
+  if (parts[0] === "watch" && parts.length >= 2) {
+    attributes.verb = "watch";
     parts = parts.slice(1);
   } else {
-    attributes.verb = METHOD_VERBS[method] ?? '';
+    attributes.verb = METHOD_VERBS[method] ?? "";
   }
-  if (parts[0] === 'namespaces' && parts.length > 1) {
+  if (parts[0] === "namespaces" && parts.length > 1) {
     attributes.namespace = parts[1];
     if (parts.length > 2 && !NAMESPACE_SUBRESOURCES.includes(parts[2])) parts = parts.slice(2);
   }
-  [attributes.resource = '', attributes.name = '', attributes.subresource = ''] = parts;
-  if (!attributes.name && attributes.verb === 'get') {
-    attributes.verb = query.watch === 'true' || query.watch === '1' ? 'watch' : 'list';
+  [attributes.resource = "", attributes.name = "", attributes.subresource = ""] = parts;
+  if (!attributes.name && attributes.verb === "get") {
+    attributes.verb = query.watch === "true" || query.watch === "1" ? "watch" : "list";
     // A list or watch of one object by field selector is authorized by that name.
-    const byName = /^metadata\.name==?([^,]+)$/.exec(query.fieldSelector ?? '');
-    if (byName && !byName[1].includes('/') && !byName[1].includes('%')) attributes.name = byName[1];
+    const byName = /^metadata\.name==?([^,]+)$/.exec(query.fieldSelector ?? "");
+    if (byName && !byName[1].includes("/") && !byName[1].includes("%")) attributes.name = byName[1];
   }
-  if (!attributes.name && attributes.verb === 'delete') attributes.verb = 'deletecollection';
+  if (!attributes.name && attributes.verb === "delete") attributes.verb = "deletecollection";
   return attributes;
 }
 
 /** `*` or the value itself (rbac/v1 helpers VerbMatches, APIGroupMatches). */
-const matches = (values: string[] | undefined, value: string) => (values ?? []).some((v) => v === '*' || v === value);
+const matches = (values: string[] | undefined, value: string) => (values ?? []).some((v) => v === "*" || v === value);
 
 function resourceMatches(rule: PolicyRule, combined: string, subresource: string): boolean {
-  return (rule.resources ?? []).some((r) => r === '*' || r === combined || (subresource !== '' && r === `*/${subresource}`));
+  return (rule.resources ?? []).some((r) => r === "*" || r === combined || (subresource !== "" && r === `*/${subresource}`));
 }
 
 function nonResourceURLMatches(rule: PolicyRule, path: string): boolean {
-  return (rule.nonResourceURLs ?? []).some((url) => url === '*' || url === path || (url.endsWith('*') && path.startsWith(url.slice(0, -1))));
+  return (rule.nonResourceURLs ?? []).some((url) => url === "*" || url === path || (url.endsWith("*") && path.startsWith(url.slice(0, -1))));
 }
 
 /** rbac/v1 helpers RuleAllows. */
@@ -109,11 +117,11 @@ export function ruleAllows(attributes: RequestAttributes, rule: PolicyRule): boo
 /** Whether a binding's subject is this user (rbac.go appliesToUser); a ServiceAccount's namespace defaults to the binding's. */
 function appliesTo(user: UserInfo, subject: Subject, bindingNamespace: string): boolean {
   switch (subject.kind) {
-    case 'User':
+    case "User":
       return user.name === subject.name;
-    case 'Group':
-      return user.groups.includes(subject.name ?? '');
-    case 'ServiceAccount':
+    case "Group":
+      return user.groups.includes(subject.name ?? "");
+    case "ServiceAccount":
       return user.name === `system:serviceaccount:${subject.namespace || bindingNamespace}:${subject.name}`;
     default:
       return false;
@@ -133,30 +141,33 @@ export class RbacAuthorizer {
    * the request's namespace, grants them a role with a rule that allows the request.
    */
   authorize(user: UserInfo, attributes: RequestAttributes): Decision {
-    if (user.groups.includes('system:masters')) return { allowed: true, reason: '' };
+    if (user.groups.includes("system:masters")) return { allowed: true, reason: "" };
     const errors: string[] = [];
     const store = this.#registry.store;
     const bindings: KubeObject[] = store.list(CLUSTER_ROLE_BINDINGS);
     if (attributes.namespace) bindings.push(...store.list(ROLE_BINDINGS, attributes.namespace));
     for (const binding of bindings) {
-      const namespace = binding.metadata.namespace ?? '';
+      const namespace = binding.metadata.namespace ?? "";
       const subjects = Array.isArray(binding.subjects) ? (binding.subjects as Subject[]) : [];
       if (!subjects.some((subject) => isObject(subject) && appliesTo(user, subject, namespace))) continue;
       const roleRef = isObject(binding.roleRef) ? binding.roleRef : {};
-      const roleName = String(roleRef.name ?? '');
+      const roleName = String(roleRef.name ?? "");
       // A ClusterRoleBinding may only refer to a ClusterRole; a RoleBinding to either.
-      const role = roleRef.kind === 'Role' && namespace
-        ? store.get(ROLES, namespace, roleName)
-        : roleRef.kind === 'ClusterRole' ? store.get(CLUSTER_ROLES, undefined, roleName) : undefined;
+      const role =
+        roleRef.kind === "Role" && namespace
+          ? store.get(ROLES, namespace, roleName)
+          : roleRef.kind === "ClusterRole"
+            ? store.get(CLUSTER_ROLES, undefined, roleName)
+            : undefined;
       if (!role) {
-        errors.push(`${roleRef.kind === 'Role' ? 'role' : 'clusterrole'}.${RBAC_GROUP} "${roleName}" not found`);
+        errors.push(`${roleRef.kind === "Role" ? "role" : "clusterrole"}.${RBAC_GROUP} "${roleName}" not found`);
         continue;
       }
       const rules = Array.isArray(role.rules) ? (role.rules as PolicyRule[]) : [];
-      if (rules.some((rule) => isObject(rule) && ruleAllows(attributes, rule))) return { allowed: true, reason: '' };
+      if (rules.some((rule) => isObject(rule) && ruleAllows(attributes, rule))) return { allowed: true, reason: "" };
     }
     // utilerrors.NewAggregate prints one error as is, several as [a, b].
-    const reason = errors.length === 0 ? '' : `RBAC: ${errors.length === 1 ? errors[0] : `[${errors.join(', ')}]`}`;
+    const reason = errors.length === 0 ? "" : `RBAC: ${errors.length === 1 ? errors[0] : `[${errors.join(", ")}]`}`;
     return { allowed: false, reason };
   }
 }
@@ -171,7 +182,7 @@ export function forbiddenRequest(user: UserInfo, attributes: RequestAttributes, 
     message = `User "${user.name}" cannot ${attributes.verb} path "${attributes.path}"`;
   } else {
     const resource = attributes.subresource ? `${attributes.resource}/${attributes.subresource}` : attributes.resource;
-    const scope = attributes.namespace ? `in the namespace "${attributes.namespace}"` : 'at the cluster scope';
+    const scope = attributes.namespace ? `in the namespace "${attributes.namespace}"` : "at the cluster scope";
     message = `User "${user.name}" cannot ${attributes.verb} resource "${resource}" in API group "${attributes.group}" ${scope}`;
   }
   return forbiddenError(attributes, reason ? `${message}: ${reason}` : message);
@@ -187,9 +198,9 @@ export function forbiddenError(attributes: RequestAttributes, why: string): ApiE
 }
 
 /** The path of SelfSubjectAccessReview, the question `kubectl auth can-i` asks. */
-export const SELF_SUBJECT_ACCESS_REVIEWS = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews';
+export const SELF_SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
 
-const text = (value: unknown) => (typeof value === 'string' ? value : '');
+const text = (value: unknown) => (typeof value === "string" ? value : "");
 
 /**
  * POST selfsubjectaccessreviews (pkg/registry/authorization/selfsubjectaccessreview): may the
@@ -200,38 +211,62 @@ export function selfSubjectAccessReview(user: UserInfo, authorizer: RbacAuthoriz
   const resource = isObject(spec.resourceAttributes) ? spec.resourceAttributes : undefined;
   const nonResource = isObject(spec.nonResourceAttributes) ? spec.nonResourceAttributes : undefined;
   if (!resource === !nonResource) {
-    throw invalid('SelfSubjectAccessReview', 'authorization.k8s.io', '', [
-      { field: 'spec.resourceAttributes', type: 'Invalid value', value: 'null', detail: 'exactly one of nonResourceAttributes or resourceAttributes must be specified' },
+    throw invalid("SelfSubjectAccessReview", "authorization.k8s.io", "", [
+      {
+        field: "spec.resourceAttributes",
+        type: "Invalid value",
+        value: "null",
+        detail: "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+      },
     ]);
   }
   const attributes: RequestAttributes = resource
     ? {
-        verb: text(resource.verb), path: '', resourceRequest: true, group: text(resource.group), version: text(resource.version),
-        resource: text(resource.resource), subresource: text(resource.subresource), namespace: text(resource.namespace), name: text(resource.name),
+        verb: text(resource.verb),
+        path: "",
+        resourceRequest: true,
+        group: text(resource.group),
+        version: text(resource.version),
+        resource: text(resource.resource),
+        subresource: text(resource.subresource),
+        namespace: text(resource.namespace),
+        name: text(resource.name),
       }
-    : { verb: text(nonResource!.verb), path: text(nonResource!.path), resourceRequest: false, group: '', version: '', resource: '', subresource: '', namespace: '', name: '' };
-  const decision = authorizer ? authorizer.authorize(user, attributes) : { allowed: true, reason: '' };
+    : {
+        verb: text(nonResource!.verb),
+        path: text(nonResource!.path),
+        resourceRequest: false,
+        group: "",
+        version: "",
+        resource: "",
+        subresource: "",
+        namespace: "",
+        name: "",
+      };
+  const decision = authorizer ? authorizer.authorize(user, attributes) : { allowed: true, reason: "" };
   return {
-    kind: 'SelfSubjectAccessReview',
-    apiVersion: 'authorization.k8s.io/v1',
+    kind: "SelfSubjectAccessReview",
+    apiVersion: "authorization.k8s.io/v1",
     metadata: { creationTimestamp: null },
     spec,
     status: { allowed: decision.allowed, ...(decision.reason ? { reason: decision.reason } : {}) },
   };
 }
 
-const BOOTSTRAP = { 'kubernetes.io/bootstrapping': 'rbac-defaults' };
-const AUTOUPDATE = { 'rbac.authorization.kubernetes.io/autoupdate': 'true' };
+const BOOTSTRAP = { "kubernetes.io/bootstrapping": "rbac-defaults" };
+const AUTOUPDATE = { "rbac.authorization.kubernetes.io/autoupdate": "true" };
 
 function clusterRole(name: string, rules: PolicyRule[]): object {
-  return { apiVersion: `${RBAC_GROUP}/v1`, kind: 'ClusterRole', metadata: { name, labels: BOOTSTRAP, annotations: AUTOUPDATE }, rules };
+  return { apiVersion: `${RBAC_GROUP}/v1`, kind: "ClusterRole", metadata: { name, labels: BOOTSTRAP, annotations: AUTOUPDATE }, rules };
 }
 
 function clusterRoleBinding(name: string, groups: string[]): object {
   return {
-    apiVersion: `${RBAC_GROUP}/v1`, kind: 'ClusterRoleBinding', metadata: { name, labels: BOOTSTRAP, annotations: AUTOUPDATE },
-    roleRef: { apiGroup: RBAC_GROUP, kind: 'ClusterRole', name },
-    subjects: groups.map((group) => ({ apiGroup: RBAC_GROUP, kind: 'Group', name: group })),
+    apiVersion: `${RBAC_GROUP}/v1`,
+    kind: "ClusterRoleBinding",
+    metadata: { name, labels: BOOTSTRAP, annotations: AUTOUPDATE },
+    roleRef: { apiGroup: RBAC_GROUP, kind: "ClusterRole", name },
+    subjects: groups.map((group) => ({ apiGroup: RBAC_GROUP, kind: "Group", name: group })),
   };
 }
 
@@ -241,12 +276,19 @@ function clusterRoleBinding(name: string, groups: string[]): object {
  * for everyone.
  */
 export const BOOTSTRAP_POLICY: readonly object[] = [
-  clusterRole('cluster-admin', [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }, { nonResourceURLs: ['*'], verbs: ['*'] }]),
-  clusterRoleBinding('cluster-admin', ['system:masters']),
-  clusterRole('system:discovery', [{ nonResourceURLs: ['/api', '/api/*', '/apis', '/apis/*', '/openapi', '/openapi/*', '/version', '/version/'], verbs: ['get'] }]),
-  clusterRoleBinding('system:discovery', ['system:authenticated']),
-  clusterRole('system:public-info-viewer', [{ nonResourceURLs: ['/healthz', '/livez', '/readyz', '/version', '/version/'], verbs: ['get'] }]),
-  clusterRoleBinding('system:public-info-viewer', ['system:authenticated', 'system:unauthenticated']),
-  clusterRole('system:basic-user', [{ apiGroups: ['authorization.k8s.io'], resources: ['selfsubjectaccessreviews', 'selfsubjectrulesreviews'], verbs: ['create'] }]),
-  clusterRoleBinding('system:basic-user', ['system:authenticated']),
+  clusterRole("cluster-admin", [
+    { apiGroups: ["*"], resources: ["*"], verbs: ["*"] },
+    { nonResourceURLs: ["*"], verbs: ["*"] },
+  ]),
+  clusterRoleBinding("cluster-admin", ["system:masters"]),
+  clusterRole("system:discovery", [
+    { nonResourceURLs: ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version", "/version/"], verbs: ["get"] },
+  ]),
+  clusterRoleBinding("system:discovery", ["system:authenticated"]),
+  clusterRole("system:public-info-viewer", [{ nonResourceURLs: ["/healthz", "/livez", "/readyz", "/version", "/version/"], verbs: ["get"] }]),
+  clusterRoleBinding("system:public-info-viewer", ["system:authenticated", "system:unauthenticated"]),
+  clusterRole("system:basic-user", [
+    { apiGroups: ["authorization.k8s.io"], resources: ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], verbs: ["create"] },
+  ]),
+  clusterRoleBinding("system:basic-user", ["system:authenticated"]),
 ];

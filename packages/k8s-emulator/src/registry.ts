@@ -2,26 +2,26 @@
 // real API server: server-owned metadata, the status subresource, defaulting,
 // validation, generation, optimistic concurrency, managedFields, dry-run and
 // namespace lifecycle. Used by the HTTP layer and by the direct test API.
-import { randomUUID } from 'node:crypto';
-import { serverSideApply, trackUpdate } from './apply.ts';
-import { canonicalize } from './canonical.ts';
-import { applyDefaults, type Allocators } from './defaults.ts';
-import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden, invalid, notFound, type FieldError, type Subject } from './errors.ts';
-import type { Scope } from './fields.ts';
-import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts';
-import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from './resources.ts';
-import { pruneUnknown, validateSchema, type Schema } from './schema.ts';
-import type { Selector } from './selectors.ts';
-import type { ObjectStore } from './store.ts';
-import { clone, deepEqual, isObject, nowRfc3339, type JsonObject, type KubeObject } from './util.ts';
-import { validateObject, validateUpdate } from './validation.ts';
+import { randomUUID } from "node:crypto";
+import { serverSideApply, trackUpdate } from "./apply.ts";
+import { canonicalize } from "./canonical.ts";
+import { applyDefaults, type Allocators } from "./defaults.ts";
+import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden, invalid, notFound, type FieldError, type Subject } from "./errors.ts";
+import type { Scope } from "./fields.ts";
+import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.ts";
+import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from "./resources.ts";
+import { pruneUnknown, validateSchema, type Schema } from "./schema.ts";
+import type { Selector } from "./selectors.ts";
+import type { ObjectStore } from "./store.ts";
+import { clone, deepEqual, isObject, nowRfc3339, type JsonObject, type KubeObject } from "./util.ts";
+import { validateObject, validateUpdate } from "./validation.ts";
 
-export const NAMESPACES = RESOURCE_TYPES.find((rt) => rt.kind === 'Namespace')!;
+export const NAMESPACES = RESOURCE_TYPES.find((rt) => rt.kind === "Namespace")!;
 
 /** Namespaces the NamespaceLifecycle admission plugin refuses to delete. */
-const IMMORTAL_NAMESPACES = ['default', 'kube-public', 'kube-system'];
+const IMMORTAL_NAMESPACES = ["default", "kube-public", "kube-system"];
 
-export type FieldValidation = 'Strict' | 'Warn' | 'Ignore';
+export type FieldValidation = "Strict" | "Warn" | "Ignore";
 
 export interface WriteOptions {
   /** fieldManager query parameter, or the name derived from the User-Agent. */
@@ -36,7 +36,7 @@ export interface WriteOptions {
   authorizeCreate?: () => void;
 }
 
-export type PatchType = 'apply' | 'merge' | 'strategic' | 'json';
+export type PatchType = "apply" | "merge" | "strategic" | "json";
 
 export interface DeleteOptions {
   dryRun?: boolean;
@@ -75,13 +75,13 @@ interface ContinueToken {
 }
 
 function itemKey(o: KubeObject): string {
-  return `${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`;
+  return `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
 }
 
-const RANDOM_CHARS = 'bcdfghjklmnpqrstvwxz2456789';
+const RANDOM_CHARS = "bcdfghjklmnpqrstvwxz2456789";
 
 function randomSuffix(n: number): string {
-  let s = '';
+  let s = "";
   for (let i = 0; i < n; i++) s += RANDOM_CHARS[Math.floor(Math.random() * RANDOM_CHARS.length)];
   return s;
 }
@@ -114,20 +114,20 @@ export class Registry {
 
   list(rt: ResourceType, opts: ListOptions): ListResult {
     let rv = String(this.store.resourceVersion);
-    let start = '';
+    let start = "";
     if (opts.continueToken) {
       try {
-        const token = JSON.parse(Buffer.from(opts.continueToken, 'base64url').toString()) as ContinueToken;
-        if (typeof token.rv !== 'string' || typeof token.start !== 'string') throw new Error('bad token');
+        const token = JSON.parse(Buffer.from(opts.continueToken, "base64url").toString()) as ContinueToken;
+        if (typeof token.rv !== "string" || typeof token.start !== "string") throw new Error("bad token");
         rv = token.rv;
         start = token.start;
       } catch {
-        throw badRequest('continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)');
+        throw badRequest("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
       }
     }
     const items = this.store
       .list(rt, rt.namespaced ? opts.namespace : undefined)
-      .filter((o) => itemKey(o) > start || start === '')
+      .filter((o) => itemKey(o) > start || start === "")
       .filter((o) => (opts.labelSelector?.(o) ?? true) && (opts.fieldSelector?.(o) ?? true));
     if (opts.limit && opts.limit > 0 && items.length > opts.limit) {
       const page = items.slice(0, opts.limit);
@@ -135,7 +135,7 @@ export class Registry {
       return {
         items: page,
         resourceVersion: rv,
-        continueToken: Buffer.from(JSON.stringify(token)).toString('base64url'),
+        continueToken: Buffer.from(JSON.stringify(token)).toString("base64url"),
         remainingItemCount: items.length - page.length,
       };
     }
@@ -150,19 +150,19 @@ export class Registry {
    */
   private requireNamespace(rt: ResourceType, namespace: string | undefined, name: string): void {
     if (!rt.namespaced) return;
-    if (!namespace) throw badRequest('the server could not find the requested resource');
+    if (!namespace) throw badRequest("the server could not find the requested resource");
     const ns = this.store.get(NAMESPACES, undefined, namespace);
     if (!ns) throw notFound(subjectOf(NAMESPACES, namespace));
-    if (isObject(ns.status) && ns.status.phase === 'Terminating') {
+    if (isObject(ns.status) && ns.status.phase === "Terminating") {
       throw forbidden(subjectOf(rt, name), `unable to create new content in namespace ${namespace} because it is being terminated`, [
-        { reason: 'NamespaceTerminating', message: `namespace ${namespace} is being terminated`, field: 'metadata.namespace' },
+        { reason: "NamespaceTerminating", message: `namespace ${namespace} is being terminated`, field: "metadata.namespace" },
       ]);
     }
   }
 
   /** Checks apiVersion/kind/namespace/name of a request body against the URL. */
   private checkBody(rt: ResourceType, body: unknown, namespace: string | undefined, name: string | undefined, requireTypeMeta: boolean): KubeObject {
-    if (!isObject(body)) throw badRequest('the body of the request must be a JSON or YAML object');
+    if (!isObject(body)) throw badRequest("the body of the request must be a JSON or YAML object");
     const o = clone(body) as KubeObject;
     if (requireTypeMeta && (!o.apiVersion || !o.kind)) {
       throw badRequest(`${!o.kind ? "Object 'Kind'" : "Object 'apiVersion'"} is missing in '${JSON.stringify(body).slice(0, 200)}'`);
@@ -175,11 +175,11 @@ export class Registry {
     }
     o.apiVersion = groupVersion(rt);
     o.kind = rt.kind;
-    if (o.metadata !== undefined && !isObject(o.metadata)) throw badRequest('metadata must be an object');
-    o.metadata = (o.metadata ?? {}) as KubeObject['metadata'];
+    if (o.metadata !== undefined && !isObject(o.metadata)) throw badRequest("metadata must be an object");
+    o.metadata = (o.metadata ?? {}) as KubeObject["metadata"];
     if (rt.namespaced) {
       if (o.metadata.namespace && o.metadata.namespace !== namespace) {
-        throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
+        throw badRequest("the namespace of the provided object does not match the namespace sent on the request");
       }
       o.metadata.namespace = namespace;
     } else {
@@ -196,9 +196,9 @@ export class Registry {
 
   create(rt: ResourceType, namespace: string | undefined, body: unknown, opts: WriteOptions): KubeObject {
     const o = this.checkBody(rt, body, namespace, undefined, false);
-    if (o.metadata.resourceVersion) throw badRequest('resourceVersion should not be set on objects to be created');
+    if (o.metadata.resourceVersion) throw badRequest("resourceVersion should not be set on objects to be created");
     if (!o.metadata.name && o.metadata.generateName) o.metadata.name = `${o.metadata.generateName}${randomSuffix(5)}`;
-    this.requireNamespace(rt, namespace, o.metadata.name ?? '');
+    this.requireNamespace(rt, namespace, o.metadata.name ?? "");
     if (o.metadata.name && this.store.get(rt, namespace, o.metadata.name)) throw alreadyExists(subjectOf(rt, o.metadata.name));
     return this.commit(rt, undefined, o, opts, false);
   }
@@ -209,21 +209,29 @@ export class Registry {
     const rv = o.metadata.resourceVersion;
     if (rv) this.checkResourceVersion(rt, old, rv);
     else if (!rt.allowUnconditionalUpdate) {
-      throw invalid(rt.kind, rt.group, name, [{ field: 'metadata.resourceVersion', type: 'Invalid value', value: 0, detail: 'must be specified for an update' }]);
+      throw invalid(rt.kind, rt.group, name, [
+        { field: "metadata.resourceVersion", type: "Invalid value", value: 0, detail: "must be specified for an update" },
+      ]);
     }
     return this.commit(rt, old, o, opts, false);
   }
 
   /** Returns the object and whether it was created (apply creates missing objects). */
   patch(
-    rt: ResourceType, namespace: string | undefined, name: string, type: PatchType, body: unknown, opts: WriteOptions, force: boolean,
+    rt: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    type: PatchType,
+    body: unknown,
+    opts: WriteOptions,
+    force: boolean,
   ): { object: KubeObject; created: boolean } {
-    const scope = opts.scope ?? 'main';
-    if (type === 'apply') {
+    const scope = opts.scope ?? "main";
+    if (type === "apply") {
       const applied = this.checkBody(rt, body, namespace, name, true);
       const old = this.store.get(rt, namespace, name);
       if (!old) {
-        if (scope === 'status') throw notFound(subjectOf(rt, name));
+        if (scope === "status") throw notFound(subjectOf(rt, name));
         opts.authorizeCreate?.();
         this.requireNamespace(rt, namespace, name);
       }
@@ -235,19 +243,19 @@ export class Registry {
     }
     const old = this.get(rt, namespace, name);
     let patched: unknown;
-    if (type === 'json') patched = jsonPatch(old, body);
-    else if (!isObject(body)) throw badRequest('the body of the request must be a JSON object for a merge patch');
-    else patched = type === 'merge' ? mergePatch(old, body) : strategicMergePatch(old, body);
+    if (type === "json") patched = jsonPatch(old, body);
+    else if (!isObject(body)) throw badRequest("the body of the request must be a JSON object for a merge patch");
+    else patched = type === "merge" ? mergePatch(old, body) : strategicMergePatch(old, body);
     const o = this.checkBody(rt, patched, namespace, name, false);
     if (o.metadata.resourceVersion !== old.metadata.resourceVersion) {
-      this.checkResourceVersion(rt, old, o.metadata.resourceVersion ?? '');
+      this.checkResourceVersion(rt, old, o.metadata.resourceVersion ?? "");
     }
     return { object: this.commit(rt, old, o, opts, false), created: false };
   }
 
   private checkResourceVersion(rt: ResourceType, old: KubeObject, rv: string): void {
     if (!/^\d+$/.test(rv)) throw badRequest(`invalid resource version: ${JSON.stringify(rv)}`);
-    if (rv !== old.metadata.resourceVersion) throw conflict(subjectOf(rt, old.metadata.name ?? ''), STALE_OBJECT);
+    if (rv !== old.metadata.resourceVersion) throw conflict(subjectOf(rt, old.metadata.name ?? ""), STALE_OBJECT);
   }
 
   /**
@@ -257,10 +265,10 @@ export class Registry {
    * emits no watch event, like the real server).
    */
   private commit(rt: ResourceType, old: KubeObject | undefined, candidate: KubeObject, opts: WriteOptions, applied: boolean): KubeObject {
-    const scope = opts.scope ?? 'main';
+    const scope = opts.scope ?? "main";
     let o = candidate;
     if (rt.statusSubresource) {
-      if (scope === 'status' && old) {
+      if (scope === "status" && old) {
         o = { ...clone(old), status: candidate.status };
         o.metadata.managedFields = candidate.metadata.managedFields ?? old.metadata.managedFields;
       } else if (old) {
@@ -277,16 +285,16 @@ export class Registry {
     else delete meta.deletionTimestamp;
     meta.resourceVersion = old?.metadata.resourceVersion;
     if (!meta.resourceVersion) delete meta.resourceVersion;
-    if (scope === 'main') {
+    if (scope === "main") {
       if (isBuiltIn(rt)) canonicalize(rt, o);
       applyDefaults(rt, o, old, this.allocate);
     }
-    if (rt.kind === 'Deployment' && !isObject(o.status)) o.status = {};
+    if (rt.kind === "Deployment" && !isObject(o.status)) o.status = {};
 
     if (rt.schema) this.checkSchema(rt, rt.schema, o, opts);
     const errors: FieldError[] = validateObject(rt, o);
     if (old) errors.push(...validateUpdate(rt, old, o));
-    if (errors.length) throw invalid(rt.kind, rt.group, meta.name ?? '', errors);
+    if (errors.length) throw invalid(rt.kind, rt.group, meta.name ?? "", errors);
 
     meta.generation = this.nextGeneration(rt, old, o);
     if (meta.generation === undefined) delete meta.generation;
@@ -313,20 +321,20 @@ export class Registry {
    */
   private checkSchema(rt: ResourceType, schema: Schema, o: KubeObject, opts: WriteOptions): void {
     const unknown = pruneUnknown(schema, o).map((path) => `unknown field "${path}"`);
-    if (unknown.length > 0 && opts.fieldValidation === 'Strict') {
-      throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: strict decoding error: ${unknown.join(', ')}`);
+    if (unknown.length > 0 && opts.fieldValidation === "Strict") {
+      throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: strict decoding error: ${unknown.join(", ")}`);
     }
-    if ((opts.fieldValidation ?? 'Warn') === 'Warn') opts.warnings?.push(...unknown);
+    if ((opts.fieldValidation ?? "Warn") === "Warn") opts.warnings?.push(...unknown);
     const errors: FieldError[] = [];
-    validateSchema(schema, o, '', errors);
-    if (errors.length) throw invalid(rt.kind, rt.group, o.metadata.name ?? '', errors);
+    validateSchema(schema, o, "", errors);
+    if (errors.length) throw invalid(rt.kind, rt.group, o.metadata.name ?? "", errors);
   }
 
   private nextGeneration(rt: ResourceType, old: KubeObject | undefined, o: KubeObject): number | undefined {
-    if (rt.generation === 'none') return undefined;
+    if (rt.generation === "none") return undefined;
     if (!old) return 1;
     const relevant = (x: KubeObject): unknown => {
-      if (rt.generation === 'spec') return x.spec;
+      if (rt.generation === "spec") return x.spec;
       const { metadata: _m, status: _s, ...rest } = x;
       return rest;
     };
@@ -336,8 +344,11 @@ export class Registry {
 
   delete(rt: ResourceType, namespace: string | undefined, name: string, opts: DeleteOptions): JsonObject {
     const policy = opts.propagationPolicy;
-    if (policy !== undefined && !['Orphan', 'Background', 'Foreground'].includes(policy)) {
-      throw new ApiError(422, `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan"`);
+    if (policy !== undefined && !["Orphan", "Background", "Foreground"].includes(policy)) {
+      throw new ApiError(
+        422,
+        `DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "${policy}": supported values: "Foreground", "Background", "Orphan"`,
+      );
     }
     const old = this.get(rt, namespace, name);
     const pre = opts.preconditions ?? {};
@@ -345,24 +356,27 @@ export class Registry {
       throw conflict(subjectOf(rt, name), `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${old.metadata.uid}`);
     }
     if (pre.resourceVersion && pre.resourceVersion !== old.metadata.resourceVersion) {
-      throw conflict(subjectOf(rt, name), `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`);
+      throw conflict(
+        subjectOf(rt, name),
+        `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`,
+      );
     }
     if (rt === NAMESPACES) return this.deleteNamespace(old, opts);
     const terminating = clone(old);
     terminating.metadata.deletionTimestamp = nowRfc3339();
     terminating.metadata.deletionGracePeriodSeconds = 0;
     if (!opts.dryRun) this.remove(rt, namespace, name);
-    if (policy === 'Foreground' || policy === 'Orphan') {
+    if (policy === "Foreground" || policy === "Orphan") {
       // Upstream these add a finalizer and return the object; there are no
       // dependents here, so the object goes away right after.
-      terminating.metadata.finalizers = [...(terminating.metadata.finalizers ?? []), policy === 'Orphan' ? 'orphan' : 'foregroundDeletion'];
+      terminating.metadata.finalizers = [...(terminating.metadata.finalizers ?? []), policy === "Orphan" ? "orphan" : "foregroundDeletion"];
       return terminating;
     }
     return {
-      kind: 'Status',
-      apiVersion: 'v1',
+      kind: "Status",
+      apiVersion: "v1",
       metadata: {},
-      status: 'Success',
+      status: "Success",
       details: { name, group: rt.group, kind: rt.resource, uid: old.metadata.uid },
     };
   }
@@ -376,17 +390,20 @@ export class Registry {
    * deleted (NamespaceLifecycle admission).
    */
   private deleteNamespace(ns: KubeObject, opts: DeleteOptions): KubeObject {
-    const name = ns.metadata.name ?? '';
-    if (IMMORTAL_NAMESPACES.includes(name)) throw forbidden(subjectOf(NAMESPACES, name), 'this namespace may not be deleted');
+    const name = ns.metadata.name ?? "";
+    if (IMMORTAL_NAMESPACES.includes(name)) throw forbidden(subjectOf(NAMESPACES, name), "this namespace may not be deleted");
     if (!ns.metadata.deletionTimestamp) {
       const terminating = clone(ns);
       terminating.metadata.deletionTimestamp = nowRfc3339();
-      terminating.status = { ...(isObject(ns.status) ? ns.status : {}), phase: 'Terminating' };
+      terminating.status = { ...(isObject(ns.status) ? ns.status : {}), phase: "Terminating" };
       return opts.dryRun ? terminating : this.store.write(NAMESPACES, terminating);
     }
     const finalizers = isObject(ns.spec) && Array.isArray(ns.spec.finalizers) ? ns.spec.finalizers : [];
     if (finalizers.length > 0) {
-      throw conflict(subjectOf(NAMESPACES, name), 'The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.');
+      throw conflict(
+        subjectOf(NAMESPACES, name),
+        "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
+      );
     }
     if (!opts.dryRun) this.store.remove(NAMESPACES, undefined, name);
     return ns;
@@ -395,7 +412,7 @@ export class Registry {
   /** DELETE on a collection: removes the matching objects and returns them. */
   deleteCollection(rt: ResourceType, opts: ListOptions & DeleteOptions): KubeObject[] {
     const { items } = this.list(rt, { ...opts, limit: undefined, continueToken: undefined });
-    if (!opts.dryRun) for (const o of items) this.remove(rt, o.metadata.namespace, o.metadata.name ?? '');
+    if (!opts.dryRun) for (const o of items) this.remove(rt, o.metadata.namespace, o.metadata.name ?? "");
     return items;
   }
 
@@ -404,7 +421,7 @@ export class Registry {
     if (rt === NAMESPACES) {
       for (const t of RESOURCE_TYPES) {
         if (!t.namespaced) continue;
-        for (const o of this.store.list(t, name)) this.store.remove(t, name, o.metadata.name ?? '');
+        for (const o of this.store.list(t, name)) this.store.remove(t, name, o.metadata.name ?? "");
       }
     }
     return this.store.remove(rt, namespace, name) !== undefined;
@@ -416,16 +433,16 @@ export class Registry {
    * validation, no namespace check.
    */
   put(input: unknown): KubeObject {
-    if (!isObject(input) || typeof input.apiVersion !== 'string' || typeof input.kind !== 'string') {
-      throw new TypeError('put() needs an object with apiVersion and kind');
+    if (!isObject(input) || typeof input.apiVersion !== "string" || typeof input.kind !== "string") {
+      throw new TypeError("put() needs an object with apiVersion and kind");
     }
     const rt = findType(input.apiVersion, input.kind);
     if (!rt) throw new TypeError(`unknown type ${input.apiVersion} ${input.kind}`);
     const o = clone(input) as KubeObject;
     o.metadata = { ...(o.metadata ?? {}) };
-    if (!o.metadata.name) throw new TypeError('put() needs metadata.name');
+    if (!o.metadata.name) throw new TypeError("put() needs metadata.name");
     if (!rt.namespaced) delete o.metadata.namespace;
-    else o.metadata.namespace ??= 'default';
+    else o.metadata.namespace ??= "default";
     const old = this.store.get(rt, o.metadata.namespace, o.metadata.name);
     o.metadata.uid ??= old?.metadata.uid ?? randomUUID();
     o.metadata.creationTimestamp ??= old?.metadata.creationTimestamp ?? nowRfc3339();
@@ -445,11 +462,11 @@ export class Registry {
     next.status = status;
     if (annotations) next.metadata.annotations = { ...(next.metadata.annotations ?? {}), ...annotations };
     if (deepEqual(next, current)) return undefined;
-    const ctx = { manager: 'kube-controller-manager', apiVersion: groupVersion(rt), hasStatusSubresource: rt.statusSubresource };
-    next.metadata.managedFields = trackUpdate(current, next, { ...ctx, scope: 'status' });
+    const ctx = { manager: "kube-controller-manager", apiVersion: groupVersion(rt), hasStatusSubresource: rt.statusSubresource };
+    next.metadata.managedFields = trackUpdate(current, next, { ...ctx, scope: "status" });
     if (annotations) {
       const base = { ...current, metadata: { ...current.metadata, managedFields: next.metadata.managedFields } };
-      next.metadata.managedFields = trackUpdate(base, next, { ...ctx, scope: 'main' });
+      next.metadata.managedFields = trackUpdate(base, next, { ...ctx, scope: "main" });
     }
     return this.store.write(rt, next);
   }

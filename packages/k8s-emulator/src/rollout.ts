@@ -22,14 +22,14 @@
 // minReadySeconds are not modelled (available = ready).
 // Status goes through the status subresource, so each change bumps the
 // resourceVersion and reaches watches as MODIFIED.
-import { createHash } from 'node:crypto';
-import type { Registry } from './registry.ts';
-import { RESOURCE_TYPES } from './resources.ts';
-import type { StoreEvent } from './store.ts';
-import { isObject, nowRfc3339, type JsonObject, type KubeObject } from './util.ts';
+import { createHash } from "node:crypto";
+import type { Registry } from "./registry.ts";
+import { RESOURCE_TYPES } from "./resources.ts";
+import type { StoreEvent } from "./store.ts";
+import { isObject, nowRfc3339, type JsonObject, type KubeObject } from "./util.ts";
 
-const DEPLOYMENTS = RESOURCE_TYPES.find((rt) => rt.kind === 'Deployment')!;
-const REVISION = 'deployment.kubernetes.io/revision';
+const DEPLOYMENTS = RESOURCE_TYPES.find((rt) => rt.kind === "Deployment")!;
+const REVISION = "deployment.kubernetes.io/revision";
 /** Bound on scale steps per reconcile (each step changes at least one ReplicaSet). */
 const MAX_STEPS = 1000;
 
@@ -43,7 +43,7 @@ export interface RolloutOptions {
 
 interface Condition {
   type: string;
-  status: 'True' | 'False';
+  status: "True" | "False";
   reason: string;
   message: string;
   lastUpdateTime: string;
@@ -51,8 +51,10 @@ interface Condition {
 }
 
 interface Pod {
-  /** performance.now() at which the pod is ready (Infinity: never). */
+  /** performance.now() at which the pod is ready (Infinity: never, or not before release when held). */
   readyAt: number;
+  /** Created while readiness was held: its delay starts on release. */
+  held?: boolean;
 }
 
 interface ReplicaSet {
@@ -83,22 +85,25 @@ function images(d: KubeObject): string[] {
   const template = isObject(spec(d).template) ? (spec(d).template as JsonObject) : {};
   const pod = isObject(template.spec) ? template.spec : {};
   const out: string[] = [];
-  for (const list of ['initContainers', 'containers']) {
+  for (const list of ["initContainers", "containers"]) {
     const cs = pod[list];
-    if (Array.isArray(cs)) for (const c of cs) if (isObject(c) && typeof c.image === 'string') out.push(c.image);
+    if (Array.isArray(cs)) for (const c of cs) if (isObject(c) && typeof c.image === "string") out.push(c.image);
   }
   return out;
 }
 
 /** pod-template-hash style suffix of the ReplicaSet for the current template. */
 function templateHash(d: KubeObject): string {
-  return createHash('sha256').update(JSON.stringify(spec(d).template ?? {})).digest('hex').slice(0, 10);
+  return createHash("sha256")
+    .update(JSON.stringify(spec(d).template ?? {}))
+    .digest("hex")
+    .slice(0, 10);
 }
 
 /** intstr.GetScaledValueFromIntOrPercent. */
 function scaled(value: unknown, total: number, roundUp: boolean): number {
-  if (typeof value === 'number') return value;
-  if (typeof value === 'string' && value.endsWith('%')) {
+  if (typeof value === "number") return value;
+  if (typeof value === "string" && value.endsWith("%")) {
     const exact = (Number(value.slice(0, -1)) * total) / 100;
     return roundUp ? Math.ceil(exact) : Math.floor(exact);
   }
@@ -109,14 +114,14 @@ function scaled(value: unknown, total: number, roundUp: boolean): number {
 function fenceposts(d: KubeObject, replicas: number): { surge: number; unavailable: number } {
   const strategy = isObject(spec(d).strategy) ? (spec(d).strategy as JsonObject) : {};
   const ru = isObject(strategy.rollingUpdate) ? strategy.rollingUpdate : {};
-  const surge = scaled(ru.maxSurge ?? '25%', replicas, true);
-  const unavailable = scaled(ru.maxUnavailable ?? '25%', replicas, false);
+  const surge = scaled(ru.maxSurge ?? "25%", replicas, true);
+  const unavailable = scaled(ru.maxUnavailable ?? "25%", replicas, false);
   return { surge, unavailable: surge === 0 && unavailable === 0 ? 1 : unavailable };
 }
 
 function isRecreate(d: KubeObject): boolean {
   const strategy = spec(d).strategy;
-  return isObject(strategy) && strategy.type === 'Recreate';
+  return isObject(strategy) && strategy.type === "Recreate";
 }
 
 /** deployment/util MaxUnavailable. */
@@ -132,6 +137,7 @@ export class RolloutController {
   private readonly opts: RolloutOptions;
   private readonly states = new Map<string, DeploymentState>();
   private readonly pending = new Set<string>();
+  private held = false;
   private unsubscribe: (() => void) | undefined;
 
   constructor(registry: Registry, opts: RolloutOptions) {
@@ -148,12 +154,36 @@ export class RolloutController {
     for (const s of this.states.values()) clearTimeout(s.timer);
     this.states.clear();
     this.pending.clear();
+    this.held = false;
+  }
+
+  /**
+   * Pods created until the returned release is called stay unready, and no progress deadline
+   * passes meanwhile (as if the kubelets and the controller's clock were paused): a test can
+   * then observe a rollout in progress however slowly it runs. On release, held pods become
+   * ready after the usual delay and the deadlines start anew.
+   */
+  hold(): () => void {
+    this.held = true;
+    return () => {
+      this.held = false;
+      const now = performance.now();
+      for (const [key, state] of this.states) {
+        state.lastProgressAt = now;
+        for (const pod of state.sets.flatMap((rs) => rs.pods)) {
+          if (!pod.held) continue;
+          pod.readyAt = now + this.opts.podReadyDelayMs;
+          delete pod.held;
+        }
+        this.schedule(key);
+      }
+    };
   }
 
   private onEvent(e: StoreEvent): void {
     if (e.rt !== DEPLOYMENTS) return;
     const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
-    if (e.type === 'DELETED') {
+    if (e.type === "DELETED") {
       clearTimeout(this.states.get(key)?.timer);
       this.states.delete(key);
       return;
@@ -172,7 +202,7 @@ export class RolloutController {
   }
 
   private reconcile(key: string): void {
-    const [ns, name] = key.split('/');
+    const [ns, name] = key.split("/");
     const d = this.registry.store.get(DEPLOYMENTS, ns, name);
     if (!d) return;
     const now = performance.now();
@@ -182,7 +212,7 @@ export class RolloutController {
       this.states.set(key, state);
     }
     clearTimeout(state.timer);
-    const conditions = (Array.isArray(statusOf(d).conditions) ? statusOf(d).conditions as Condition[] : []).map((c) => ({ ...c }));
+    const conditions = (Array.isArray(statusOf(d).conditions) ? (statusOf(d).conditions as Condition[]) : []).map((c) => ({ ...c }));
     const newRS = this.newReplicaSet(d, state, conditions, now);
     const replicas = Number(spec(d).replicas ?? 1);
     const failing = images(d).some((i) => this.opts.failingImage.test(i));
@@ -208,7 +238,7 @@ export class RolloutController {
     }
     rs = { hash, name: `${d.metadata.name}-${hash}`, revision: maxRevision + 1, replicas: 0, pods: [] };
     state.sets.push(rs);
-    setCondition(conditions, { type: 'Progressing', status: 'True', reason: 'NewReplicaSetCreated', message: `Created new replica set "${rs.name}"` });
+    setCondition(conditions, { type: "Progressing", status: "True", reason: "NewReplicaSetCreated", message: `Created new replica set "${rs.name}"` });
     state.lastProgressAt = now;
     return rs;
   }
@@ -274,7 +304,9 @@ export class RolloutController {
 
   /** The ReplicaSet controller: creates or deletes pods to match replicas, deleting unready pods first. */
   private syncPods(rs: ReplicaSet, failing: boolean, now: number): void {
-    while (rs.pods.length < rs.replicas) rs.pods.push({ readyAt: failing ? Infinity : now + this.opts.podReadyDelayMs });
+    while (rs.pods.length < rs.replicas) {
+      rs.pods.push(failing ? { readyAt: Infinity } : this.held ? { readyAt: Infinity, held: true } : { readyAt: now + this.opts.podReadyDelayMs });
+    }
     if (rs.pods.length > rs.replicas) {
       rs.pods.sort((a, b) => b.readyAt - a.readyAt);
       rs.pods.splice(0, rs.pods.length - rs.replicas);
@@ -290,31 +322,49 @@ export class RolloutController {
     };
     const availableReplicas = counts.readyReplicas;
     const unavailableReplicas = Math.max(0, replicas - availableReplicas);
-    setCondition(conditions, availableReplicas >= replicas - maxUnavailable(d, replicas)
-      ? { type: 'Available', status: 'True', reason: 'MinimumReplicasAvailable', message: 'Deployment has minimum availability.' }
-      : { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable', message: 'Deployment does not have minimum availability.' });
+    setCondition(
+      conditions,
+      availableReplicas >= replicas - maxUnavailable(d, replicas)
+        ? { type: "Available", status: "True", reason: "MinimumReplicasAvailable", message: "Deployment has minimum availability." }
+        : { type: "Available", status: "False", reason: "MinimumReplicasUnavailable", message: "Deployment does not have minimum availability." },
+    );
 
-    const progressing = conditions.find((c) => c.type === 'Progressing');
+    const progressing = conditions.find((c) => c.type === "Progressing");
     const complete = counts.updatedReplicas === replicas && counts.replicas === replicas && availableReplicas === replicas;
     const oldReplicas = (s: { replicas?: unknown; updatedReplicas?: unknown }) => Number(s.replicas ?? 0) - Number(s.updatedReplicas ?? 0);
-    const progressed = counts.updatedReplicas > Number(previous.updatedReplicas ?? 0)
-      || oldReplicas(counts) < oldReplicas(previous)
-      || counts.readyReplicas > Number(previous.readyReplicas ?? 0)
-      || availableReplicas > Number(previous.availableReplicas ?? 0);
+    const progressed =
+      counts.updatedReplicas > Number(previous.updatedReplicas ?? 0) ||
+      oldReplicas(counts) < oldReplicas(previous) ||
+      counts.readyReplicas > Number(previous.readyReplicas ?? 0) ||
+      availableReplicas > Number(previous.availableReplicas ?? 0);
     if (complete) {
-      setCondition(conditions, { type: 'Progressing', status: 'True', reason: 'NewReplicaSetAvailable', message: `ReplicaSet "${newRS.name}" has successfully progressed.` });
+      setCondition(conditions, {
+        type: "Progressing",
+        status: "True",
+        reason: "NewReplicaSetAvailable",
+        message: `ReplicaSet "${newRS.name}" has successfully progressed.`,
+      });
     } else if (progressed) {
       // Progress refreshes lastUpdateTime even with an unchanged reason (progress.go).
       const stamp = nowRfc3339();
-      const keepTransition = progressing?.status === 'True' ? progressing.lastTransitionTime : stamp;
-      removeCondition(conditions, 'Progressing');
+      const keepTransition = progressing?.status === "True" ? progressing.lastTransitionTime : stamp;
+      removeCondition(conditions, "Progressing");
       conditions.push({
-        type: 'Progressing', status: 'True', reason: 'ReplicaSetUpdated', message: `ReplicaSet "${newRS.name}" is progressing.`,
-        lastUpdateTime: stamp, lastTransitionTime: keepTransition,
+        type: "Progressing",
+        status: "True",
+        reason: "ReplicaSetUpdated",
+        message: `ReplicaSet "${newRS.name}" is progressing.`,
+        lastUpdateTime: stamp,
+        lastTransitionTime: keepTransition,
       });
       state.lastProgressAt = now;
-    } else if (progressing?.reason !== 'ProgressDeadlineExceeded' && now - state.lastProgressAt >= this.deadlineMs(d)) {
-      setCondition(conditions, { type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${newRS.name}" has timed out progressing.` });
+    } else if (!this.held && progressing?.reason !== "ProgressDeadlineExceeded" && now - state.lastProgressAt >= this.deadlineMs(d)) {
+      setCondition(conditions, {
+        type: "Progressing",
+        status: "False",
+        reason: "ProgressDeadlineExceeded",
+        message: `ReplicaSet "${newRS.name}" has timed out progressing.`,
+      });
     }
     const status: JsonObject = { observedGeneration: d.metadata.generation ?? 1 };
     // DeploymentStatus counts are omitempty: zeros are not stored.
@@ -330,8 +380,8 @@ export class RolloutController {
   /** Wakes up when the next pod becomes ready or the progress deadline passes. */
   private scheduleNext(key: string, d: KubeObject, state: DeploymentState, status: JsonObject, now: number): void {
     const times = state.sets.flatMap((s) => s.pods.map((p) => p.readyAt)).filter((t) => t > now && Number.isFinite(t));
-    const progressing = (status.conditions as Condition[]).find((c) => c.type === 'Progressing');
-    if (progressing && progressing.reason !== 'NewReplicaSetAvailable' && progressing.reason !== 'ProgressDeadlineExceeded') {
+    const progressing = (status.conditions as Condition[]).find((c) => c.type === "Progressing");
+    if (!this.held && progressing && progressing.reason !== "NewReplicaSetAvailable" && progressing.reason !== "ProgressDeadlineExceeded") {
       times.push(state.lastProgressAt + this.deadlineMs(d));
     }
     if (times.length === 0) return;
@@ -355,7 +405,7 @@ function removeCondition(conditions: Condition[], type: string): void {
  * reason are the same; otherwise the condition moves to the end, keeping
  * lastTransitionTime when only the reason changed.
  */
-function setCondition(conditions: Condition[], next: Omit<Condition, 'lastUpdateTime' | 'lastTransitionTime'>): void {
+function setCondition(conditions: Condition[], next: Omit<Condition, "lastUpdateTime" | "lastTransitionTime">): void {
   const current = conditions.find((c) => c.type === next.type);
   if (current && current.status === next.status && current.reason === next.reason) return;
   const stamp = nowRfc3339();

@@ -1,9 +1,9 @@
 // Label and field selectors with the grammar and semantics of
 // k8s.io/apimachinery/pkg/labels and pkg/fields.
-import { badRequest } from './errors.ts';
-import type { KubeObject } from './util.ts';
+import { badRequest } from "./errors.ts";
+import type { KubeObject } from "./util.ts";
 
-type Op = 'exists' | '!' | '=' | '!=' | 'in' | 'notin' | 'gt' | 'lt';
+type Op = "exists" | "!" | "=" | "!=" | "in" | "notin" | "gt" | "lt";
 
 interface Requirement {
   key: string;
@@ -24,23 +24,23 @@ function tokenize(input: string): string[] {
   let i = 0;
   while (i < input.length) {
     const c = input[i];
-    if (c === ' ' || c === '\t') {
+    if (c === " " || c === "\t") {
       i++;
-    } else if (c === '!' || c === '=') {
+    } else if (c === "!" || c === "=") {
       const two = input.slice(i, i + 2);
-      if (two === '!=' || two === '==') {
+      if (two === "!=" || two === "==") {
         tokens.push(two);
         i += 2;
       } else {
         tokens.push(c);
         i++;
       }
-    } else if ('(),<>'.includes(c)) {
+    } else if ("(),<>".includes(c)) {
       tokens.push(c);
       i++;
     } else {
       let j = i;
-      while (j < input.length && !' \t!=(),<>'.includes(input[j])) j++;
+      while (j < input.length && !" \t!=(),<>".includes(input[j])) j++;
       tokens.push(input.slice(i, j));
       i = j;
     }
@@ -53,7 +53,7 @@ function parseError(selector: string, detail: string): Error {
 }
 
 function isWord(tok: string | undefined): tok is string {
-  return tok !== undefined && !['!', '=', '==', '!=', '(', ')', ',', '<', '>'].includes(tok);
+  return tok !== undefined && !["!", "=", "==", "!=", "(", ")", ",", "<", ">"].includes(tok);
 }
 
 function parseRequirements(selector: string): Requirement[] {
@@ -68,48 +68,48 @@ function parseRequirements(selector: string): Requirement[] {
   };
   while (pos < tokens.length) {
     let negated = false;
-    if (peek() === '!') {
+    if (peek() === "!") {
       negated = true;
       next();
     }
     const key = next();
-    if (!isWord(key)) throw parseError(selector, `found '${key ?? ''}', expected: identifier`);
+    if (!isWord(key)) throw parseError(selector, `found '${key ?? ""}', expected: identifier`);
     if (!KEY_RE.test(key) || key.length > 316) throw parseError(selector, `invalid label key ${JSON.stringify(key)}`);
     const opTok = peek();
     if (negated) {
-      if (opTok !== undefined && opTok !== ',') throw parseError(selector, `found '${opTok}', expected: ',' or 'end of string'`);
-      reqs.push({ key, op: '!', values: [] });
-    } else if (opTok === undefined || opTok === ',') {
-      reqs.push({ key, op: 'exists', values: [] });
-    } else if (opTok === '=' || opTok === '==' || opTok === '!=') {
+      if (opTok !== undefined && opTok !== ",") throw parseError(selector, `found '${opTok}', expected: ',' or 'end of string'`);
+      reqs.push({ key, op: "!", values: [] });
+    } else if (opTok === undefined || opTok === ",") {
+      reqs.push({ key, op: "exists", values: [] });
+    } else if (opTok === "=" || opTok === "==" || opTok === "!=") {
       next();
       // An empty value is allowed: `a=` selects a label whose value is "".
-      const value = isWord(peek()) ? next() : '';
-      reqs.push({ key, op: opTok === '!=' ? '!=' : '=', values: [checkValue(value)] });
-    } else if (opTok === '>' || opTok === '<') {
+      const value = isWord(peek()) ? next() : "";
+      reqs.push({ key, op: opTok === "!=" ? "!=" : "=", values: [checkValue(value)] });
+    } else if (opTok === ">" || opTok === "<") {
       next();
       const value = next();
       if (!isWord(value) || !/^-?\d+$/.test(value)) throw parseError(selector, `for 'Gt', 'Lt' operators, the value must be an integer`);
-      reqs.push({ key, op: opTok === '>' ? 'gt' : 'lt', values: [value] });
-    } else if (opTok === 'in' || opTok === 'notin') {
+      reqs.push({ key, op: opTok === ">" ? "gt" : "lt", values: [value] });
+    } else if (opTok === "in" || opTok === "notin") {
       next();
-      if (next() !== '(') throw parseError(selector, `found '${tokens[pos - 1] ?? ''}', expected: '('`);
+      if (next() !== "(") throw parseError(selector, `found '${tokens[pos - 1] ?? ""}', expected: '('`);
       const values: string[] = [];
       for (;;) {
         const tok = peek();
-        if (tok === ')') {
+        if (tok === ")") {
           next();
           break;
         }
-        if (tok === ',') {
+        if (tok === ",") {
           next();
           // `in (a,,b)` or a leading comma means an empty value, as upstream.
-          values.push('');
+          values.push("");
           continue;
         }
-        if (!isWord(tok)) throw parseError(selector, `found '${tok ?? ''}', expected: ',', ')' or identifier`);
+        if (!isWord(tok)) throw parseError(selector, `found '${tok ?? ""}', expected: ',', ')' or identifier`);
         values.push(checkValue(next()));
-        if (peek() === ',') next();
+        if (peek() === ",") next();
       }
       if (values.length === 0) throw parseError(selector, `for 'in', 'notin' operators, values set can't be empty`);
       reqs.push({ key, op: opTok, values });
@@ -117,8 +117,8 @@ function parseRequirements(selector: string): Requirement[] {
       throw parseError(selector, `found '${opTok}', expected: in, notin, =, ==, !=, gt, lt`);
     }
     const sep = next();
-    if (sep !== undefined && sep !== ',') throw parseError(selector, `found '${sep}', expected: ',' or 'end of string'`);
-    if (sep === ',' && pos >= tokens.length) throw parseError(selector, `found '', expected: identifier`);
+    if (sep !== undefined && sep !== ",") throw parseError(selector, `found '${sep}', expected: ',' or 'end of string'`);
+    if (sep === "," && pos >= tokens.length) throw parseError(selector, `found '', expected: identifier`);
   }
   return reqs;
 }
@@ -127,24 +127,24 @@ function matches(req: Requirement, labels: Record<string, string>): boolean {
   const has = Object.hasOwn(labels, req.key);
   const value = labels[req.key];
   switch (req.op) {
-    case 'exists':
+    case "exists":
       return has;
-    case '!':
+    case "!":
       return !has;
-    case '=':
+    case "=":
       return has && value === req.values[0];
-    case '!=':
+    case "!=":
       return !has || value !== req.values[0];
-    case 'in':
+    case "in":
       return has && req.values.includes(value);
-    case 'notin':
+    case "notin":
       return !has || !req.values.includes(value);
-    case 'gt':
-    case 'lt': {
+    case "gt":
+    case "lt": {
       if (!has || !/^-?\d+$/.test(value)) return false;
       const n = Number(value);
       const bound = Number(req.values[0]);
-      return req.op === 'gt' ? n > bound : n < bound;
+      return req.op === "gt" ? n > bound : n < bound;
     }
   }
 }
@@ -160,31 +160,34 @@ export function parseLabelSelector(selector: string | undefined): Selector {
 }
 
 const FIELD_GETTERS: Record<string, (obj: KubeObject) => string> = {
-  'metadata.name': (obj) => obj.metadata.name ?? '',
-  'metadata.namespace': (obj) => obj.metadata.namespace ?? '',
+  "metadata.name": (obj) => obj.metadata.name ?? "",
+  "metadata.namespace": (obj) => obj.metadata.namespace ?? "",
 };
 
 /** Parses a fieldSelector query parameter (metadata.name / metadata.namespace). */
 export function parseFieldSelector(selector: string | undefined): Selector {
   if (!selector?.trim()) return everything;
   const tests: Selector[] = [];
-  for (const part of selector.split(',')) {
+  for (const part of selector.split(",")) {
     const m = /^\s*([^!=\s]+)\s*(==|=|!=)\s*(.*?)\s*$/.exec(part);
     if (!m) throw badRequest(`invalid selector: '${selector}'; can't understand '${part}'`);
     const [, field, op, value] = m;
     const get = FIELD_GETTERS[field];
     if (!get) throw badRequest(`field label not supported: ${field}`);
-    tests.push(op === '!=' ? (obj) => get(obj) !== value : (obj) => get(obj) === value);
+    tests.push(op === "!=" ? (obj) => get(obj) !== value : (obj) => get(obj) === value);
   }
   return (obj) => tests.every((t) => t(obj));
 }
 
 /** A label selector from a LabelSelector object (matchLabels + matchExpressions), as in Deployment.spec.selector. */
-export function labelSelectorFromObject(sel: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] }): (labels: Record<string, string>) => boolean {
+export function labelSelectorFromObject(sel: {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: string; values?: string[] }[];
+}): (labels: Record<string, string>) => boolean {
   const reqs: Requirement[] = [];
-  for (const [key, value] of Object.entries(sel.matchLabels ?? {})) reqs.push({ key, op: '=', values: [value] });
+  for (const [key, value] of Object.entries(sel.matchLabels ?? {})) reqs.push({ key, op: "=", values: [value] });
   for (const e of sel.matchExpressions ?? []) {
-    const op: Op = e.operator === 'In' ? 'in' : e.operator === 'NotIn' ? 'notin' : e.operator === 'Exists' ? 'exists' : '!';
+    const op: Op = e.operator === "In" ? "in" : e.operator === "NotIn" ? "notin" : e.operator === "Exists" ? "exists" : "!";
     reqs.push({ key: e.key, op, values: e.values ?? [] });
   }
   return (labels) => reqs.every((r) => matches(r, labels));

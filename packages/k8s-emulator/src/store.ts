@@ -2,10 +2,10 @@
 // resourceVersion counter (bumped on every write, shared by all resources, as
 // etcd's revision is) and a bounded history of events that watches can resume
 // from.
-import type { ResourceType } from './resources.ts';
-import { clone, type KubeObject } from './util.ts';
+import type { ResourceType } from "./resources.ts";
+import { clone, type KubeObject } from "./util.ts";
 
-export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
+export type EventType = "ADDED" | "MODIFIED" | "DELETED";
 
 export interface StoreEvent {
   type: EventType;
@@ -20,8 +20,20 @@ export interface StoreEvent {
 export type Listener = (event: StoreEvent) => void;
 
 const METADATA_ORDER = [
-  'name', 'generateName', 'namespace', 'uid', 'resourceVersion', 'generation', 'creationTimestamp', 'deletionTimestamp',
-  'deletionGracePeriodSeconds', 'labels', 'annotations', 'ownerReferences', 'finalizers', 'managedFields',
+  "name",
+  "generateName",
+  "namespace",
+  "uid",
+  "resourceVersion",
+  "generation",
+  "creationTimestamp",
+  "deletionTimestamp",
+  "deletionGracePeriodSeconds",
+  "labels",
+  "annotations",
+  "ownerReferences",
+  "finalizers",
+  "managedFields",
 ];
 
 /**
@@ -34,11 +46,11 @@ function normalize(obj: KubeObject): KubeObject {
   for (const k of METADATA_ORDER) if (obj.metadata[k] !== undefined) meta[k] = obj.metadata[k];
   for (const [k, v] of Object.entries(obj.metadata)) if (!(k in meta) && v !== undefined) meta[k] = v;
   const { apiVersion, kind, metadata: _m, ...rest } = obj;
-  return { apiVersion, kind, metadata: meta as KubeObject['metadata'], ...rest };
+  return { apiVersion, kind, metadata: meta as KubeObject["metadata"], ...rest };
 }
 
 function key(namespace: string | undefined, name: string): string {
-  return `${namespace ?? ''}/${name}`;
+  return `${namespace ?? ""}/${name}`;
 }
 
 export class ObjectStore {
@@ -85,13 +97,13 @@ export class ObjectStore {
 
   /** Creates or replaces an object, assigning the next resourceVersion. */
   write(rt: ResourceType, obj: KubeObject): KubeObject {
-    const k = key(obj.metadata.namespace, obj.metadata.name ?? '');
+    const k = key(obj.metadata.namespace, obj.metadata.name ?? "");
     const previous = this.bucket(rt).get(k);
     const copy = clone(obj);
     copy.metadata.resourceVersion = String(++this.rv);
     const stored = normalize(copy);
     this.bucket(rt).set(k, stored);
-    this.emit({ type: previous ? 'MODIFIED' : 'ADDED', rt, object: stored, previous, rv: this.rv });
+    this.emit({ type: previous ? "MODIFIED" : "ADDED", rt, object: stored, previous, rv: this.rv });
     return clone(stored);
   }
 
@@ -103,13 +115,13 @@ export class ObjectStore {
     this.bucket(rt).delete(k);
     const last = clone(previous);
     last.metadata.resourceVersion = String(++this.rv);
-    this.emit({ type: 'DELETED', rt, object: last, previous, rv: this.rv });
+    this.emit({ type: "DELETED", rt, object: last, previous, rv: this.rv });
     return clone(last);
   }
 
   /** Events after `rv`, or 'expired' when some of them have been dropped from the history. */
-  eventsSince(rv: number): StoreEvent[] | 'expired' {
-    if (rv < this.compactedRv) return 'expired';
+  eventsSince(rv: number): StoreEvent[] | "expired" {
+    if (rv < this.compactedRv) return "expired";
     return this.history.filter((e) => e.rv > rv);
   }
 

@@ -21,10 +21,10 @@ export interface ObjectMeta {
 
 export interface ManagedFieldsEntry {
   manager: string;
-  operation: 'Apply' | 'Update';
+  operation: "Apply" | "Update";
   apiVersion: string;
   time: string;
-  fieldsType: 'FieldsV1';
+  fieldsType: "FieldsV1";
   fieldsV1: JsonObject;
   subresource?: string;
 }
@@ -37,7 +37,7 @@ export interface KubeObject {
 }
 
 export function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 export function clone<T>(value: T): T {
@@ -60,5 +60,5 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 
 /** RFC 3339 with second precision, like metav1.Time serializes. */
 export function nowRfc3339(): string {
-  return new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
 }

@@ -3,12 +3,12 @@
 // resourceVersion out of the bounded history (410 Expired when too old),
 // synthetic ADDED events when starting without one, selector transitions
 // turned into ADDED/DELETED, optional BOOKMARKs and server-side timeouts.
-import type { ServerResponse } from 'node:http';
-import type { ResourceType } from './resources.ts';
-import type { Selector } from './selectors.ts';
-import type { ObjectStore, StoreEvent } from './store.ts';
-import type { KubeObject } from './util.ts';
-import { groupVersion } from './resources.ts';
+import type { ServerResponse } from "node:http";
+import type { ResourceType } from "./resources.ts";
+import type { Selector } from "./selectors.ts";
+import type { ObjectStore, StoreEvent } from "./store.ts";
+import type { KubeObject } from "./util.ts";
+import { groupVersion } from "./resources.ts";
 
 export interface WatchRequest {
   rt: ResourceType;
@@ -20,7 +20,7 @@ export interface WatchRequest {
   timeoutSeconds?: number;
 }
 
-type WireEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+type WireEventType = "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
 
 class WatchStream {
   private readonly hub: WatchHub;
@@ -37,21 +37,30 @@ class WatchStream {
   }
 
   start(store: ObjectStore, bookmarkIntervalMs: number): void {
-    this.res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
+    this.res.writeHead(200, { "Content-Type": "application/json", "Cache-Control": "no-cache, private" });
     this.res.flushHeaders();
-    this.res.on('close', () => this.close());
+    this.res.on("close", () => this.close());
     const { resourceVersion } = this.req;
     if (resourceVersion === undefined || resourceVersion === 0) {
       for (const obj of store.list(this.req.rt, this.req.namespace)) {
-        if (this.req.selector(obj)) this.send('ADDED', obj);
+        if (this.req.selector(obj)) this.send("ADDED", obj);
       }
     } else {
       const backlog = store.eventsSince(resourceVersion);
-      if (backlog === 'expired') {
-        this.send('ERROR', {
-          kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure',
-          message: `too old resource version: ${resourceVersion} (${store.resourceVersion})`, reason: 'Expired', code: 410,
-        }, true);
+      if (backlog === "expired") {
+        this.send(
+          "ERROR",
+          {
+            kind: "Status",
+            apiVersion: "v1",
+            metadata: {},
+            status: "Failure",
+            message: `too old resource version: ${resourceVersion} (${store.resourceVersion})`,
+            reason: "Expired",
+            code: 410,
+          },
+          true,
+        );
         this.end();
         return;
       }
@@ -61,9 +70,15 @@ class WatchStream {
     // events are delivered synchronously.
     this.unsubscribe = store.subscribe((e) => this.onEvent(e));
     if (this.req.allowBookmarks && bookmarkIntervalMs > 0) {
-      this.timers.push(setInterval(() => {
-        this.send('BOOKMARK', { kind: this.req.rt.kind, apiVersion: groupVersion(this.req.rt), metadata: { resourceVersion: String(store.resourceVersion) } });
-      }, bookmarkIntervalMs));
+      this.timers.push(
+        setInterval(() => {
+          this.send("BOOKMARK", {
+            kind: this.req.rt.kind,
+            apiVersion: groupVersion(this.req.rt),
+            metadata: { resourceVersion: String(store.resourceVersion) },
+          });
+        }, bookmarkIntervalMs),
+      );
     }
     if (this.req.timeoutSeconds !== undefined && this.req.timeoutSeconds > 0) {
       this.timers.push(setTimeout(() => this.end(), this.req.timeoutSeconds * 1000));
@@ -73,15 +88,15 @@ class WatchStream {
   private onEvent(e: StoreEvent): void {
     if (e.rt !== this.req.rt) return;
     if (this.req.namespace !== undefined && e.object.metadata.namespace !== this.req.namespace) return;
-    const now = e.type !== 'DELETED' && this.req.selector(e.object);
+    const now = e.type !== "DELETED" && this.req.selector(e.object);
     const before = e.previous !== undefined && this.req.selector(e.previous);
-    if (e.type === 'ADDED' && now) this.send('ADDED', e.object);
-    else if (e.type === 'MODIFIED' && now) this.send(before ? 'MODIFIED' : 'ADDED', e.object);
-    else if (e.type === 'MODIFIED' && before) {
+    if (e.type === "ADDED" && now) this.send("ADDED", e.object);
+    else if (e.type === "MODIFIED" && now) this.send(before ? "MODIFIED" : "ADDED", e.object);
+    else if (e.type === "MODIFIED" && before) {
       // The object left the selection: the watch cache reports the previous
       // state as DELETED, stamped with the event's resourceVersion.
-      this.send('DELETED', { ...e.previous!, metadata: { ...e.previous!.metadata, resourceVersion: String(e.rv) } });
-    } else if (e.type === 'DELETED' && before) this.send('DELETED', e.object);
+      this.send("DELETED", { ...e.previous!, metadata: { ...e.previous!.metadata, resourceVersion: String(e.rv) } });
+    } else if (e.type === "DELETED" && before) this.send("DELETED", e.object);
   }
 
   private send(type: WireEventType, object: KubeObject | Record<string, unknown>, force = false): void {

@@ -2,25 +2,25 @@
 // writes (never the user's): client-side and server-side apply, canonical
 // values in `get -o yaml`, `rollout status` through a multi-step rollout,
 // namespace deletion through Terminating, `explain`, CRD validation, and Leases.
-import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import { KubernetesEmulator } from '../src/index.ts';
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { KubernetesEmulator } from "../src/index.ts";
 
 function findKubectl(): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    const candidate = join(dir, 'kubectl');
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    const candidate = join(dir, "kubectl");
     if (dir && existsSync(candidate)) return candidate;
   }
   return undefined;
 }
 
 const KUBECTL = findKubectl();
-const skip = KUBECTL === undefined && process.env.CI !== 'true' ? 'kubectl not found on PATH (required when CI=true)' : false;
+const skip = KUBECTL === undefined && process.env.CI !== "true" ? "kubectl not found on PATH (required when CI=true)" : false;
 
 interface Result {
   code: number;
@@ -28,34 +28,39 @@ interface Result {
   stderr: string;
 }
 
-describe('kubectl against the emulator', { skip }, () => {
+describe("kubectl against the emulator", { skip }, () => {
   let emu: KubernetesEmulator;
   let dir: string;
 
-  /** Runs kubectl with the emulator's kubeconfig, its own cache and HOME, and `input` on stdin. */
-  function kubectl(args: string[], input?: string): Promise<Result> {
-    assert.ok(KUBECTL, 'kubectl is required when CI=true');
+  /**
+   * Runs kubectl with the emulator's kubeconfig, its own cache and HOME, and `input` on stdin;
+   * `onOutput` sees its standard output so far whenever more arrives.
+   */
+  function kubectl(args: string[], input?: string, onOutput?: (stdout: string) => void): Promise<Result> {
+    assert.ok(KUBECTL, "kubectl is required when CI=true");
     return new Promise((resolve) => {
       const child = execFile(
         KUBECTL,
-        ['--kubeconfig', join(dir, 'kubeconfig'), '--cache-dir', join(dir, 'cache'), ...args],
+        ["--kubeconfig", join(dir, "kubeconfig"), "--cache-dir", join(dir, "cache"), ...args],
         { env: { PATH: process.env.PATH, HOME: dir }, timeout: 60_000 },
-        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
       );
+      let output = "";
+      if (onOutput) child.stdout?.on("data", (chunk: string) => onOutput((output += chunk)));
       if (input !== undefined) child.stdin?.end(input);
     });
   }
 
   async function ok(args: string[], input?: string): Promise<string> {
     const r = await kubectl(args, input);
-    assert.equal(r.code, 0, `kubectl ${args.join(' ')} failed: ${r.stderr}`);
+    assert.equal(r.code, 0, `kubectl ${args.join(" ")} failed: ${r.stderr}`);
     return r.stdout;
   }
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'kubectl-emu-'));
+    dir = await mkdtemp(join(tmpdir(), "kubectl-emu-"));
     emu = await KubernetesEmulator.start({ rolloutDelayMs: 150, progressDeadlineSecondMs: 5, namespaceDeletionDelayMs: 1000 });
-    await emu.writeKubeconfig(join(dir, 'kubeconfig'));
+    await emu.writeKubeconfig(join(dir, "kubeconfig"));
   });
   after(async () => {
     await emu?.stop();
@@ -81,109 +86,131 @@ spec:
           limits: {cpu: "0.5"}
 `;
 
-  it('apply (client-side): creates, then patches with a three-way strategic merge from last-applied-configuration', async () => {
-    assert.match(await ok(['apply', '-f', '-'], web(2, '{name: EMPTY, value: ""}, {name: GONE, value: x}')), /deployment\.apps\/web created/);
-    const created: any = emu.get('apps/v1', 'Deployment', 'default', 'web');
-    assert.ok(created.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']);
+  it("apply (client-side): creates, then patches with a three-way strategic merge from last-applied-configuration", async () => {
+    assert.match(await ok(["apply", "-f", "-"], web(2, '{name: EMPTY, value: ""}, {name: GONE, value: x}')), /deployment\.apps\/web created/);
+    const created: any = emu.get("apps/v1", "Deployment", "default", "web");
+    assert.ok(created.metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]);
     emu.clearRequestLog();
-    assert.match(await ok(['apply', '-f', '-'], web(3, '{name: EMPTY, value: ""}')), /deployment\.apps\/web configured/);
-    const patch = emu.requestLog.find((e) => e.verb === 'patch');
-    assert.equal(patch?.query.fieldManager, 'kubectl-client-side-apply');
-    assert.equal(patch?.query.fieldValidation, 'Strict', 'kubectl found fieldValidation in /openapi/v3 and left validation to the server');
-    const patched: any = emu.get('apps/v1', 'Deployment', 'default', 'web');
+    assert.match(await ok(["apply", "-f", "-"], web(3, '{name: EMPTY, value: ""}')), /deployment\.apps\/web configured/);
+    const patch = emu.requestLog.find((e) => e.verb === "patch");
+    assert.equal(patch?.query.fieldManager, "kubectl-client-side-apply");
+    assert.equal(patch?.query.fieldValidation, "Strict", "kubectl found fieldValidation in /openapi/v3 and left validation to the server");
+    const patched: any = emu.get("apps/v1", "Deployment", "default", "web");
     assert.equal(patched.spec.replicas, 3);
     assert.equal(patched.metadata.generation, 2);
-    assert.deepEqual(patched.spec.template.spec.containers[0].env, [{ name: 'EMPTY' }], 'GONE removed: it was in last-applied but not in the new manifest');
+    assert.deepEqual(patched.spec.template.spec.containers[0].env, [{ name: "EMPTY" }], "GONE removed: it was in last-applied but not in the new manifest");
   });
 
-  it('get -o yaml shows the canonical, defaulted object', async () => {
-    const yaml = await ok(['get', 'deployment', 'web', '-o', 'yaml']);
+  it("get -o yaml shows the canonical, defaulted object", async () => {
+    const yaml = await ok(["get", "deployment", "web", "-o", "yaml"]);
     assert.match(yaml, /requests:\n\s+cpu: "1"\n\s+memory: 1Gi/);
     assert.match(yaml, /limits:\n\s+cpu: 500m/);
     assert.match(yaml, /- name: EMPTY\n/);
     assert.doesNotMatch(yaml, /value: ""/);
-    for (const line of ['imagePullPolicy: IfNotPresent', 'terminationMessagePath: /dev/termination-log', 'restartPolicy: Always',
-      'schedulerName: default-scheduler', 'progressDeadlineSeconds: 600', 'maxSurge: 25%']) {
+    for (const line of [
+      "imagePullPolicy: IfNotPresent",
+      "terminationMessagePath: /dev/termination-log",
+      "restartPolicy: Always",
+      "schedulerName: default-scheduler",
+      "progressDeadlineSeconds: 600",
+      "maxSurge: 25%",
+    ]) {
       assert.ok(yaml.includes(line), `${line} in:\n${yaml}`);
     }
   });
 
-  it('apply --server-side: creates, re-applies as a no-op, owns the fields as manager kubectl', async () => {
-    const svc = 'apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: default}\nspec:\n  selector: {app: api}\n  ports: [{port: 80, targetPort: http}]\n';
-    assert.match(await ok(['apply', '--server-side', '-f', '-'], svc), /service\/api serverside-applied/);
-    const first: any = emu.get('v1', 'Service', 'default', 'api');
-    await ok(['apply', '--server-side', '-f', '-'], svc);
-    const second: any = emu.get('v1', 'Service', 'default', 'api');
+  it("apply --server-side: creates, re-applies as a no-op, owns the fields as manager kubectl", async () => {
+    const svc =
+      "apiVersion: v1\nkind: Service\nmetadata: {name: api, namespace: default}\nspec:\n  selector: {app: api}\n  ports: [{port: 80, targetPort: http}]\n";
+    assert.match(await ok(["apply", "--server-side", "-f", "-"], svc), /service\/api serverside-applied/);
+    const first: any = emu.get("v1", "Service", "default", "api");
+    await ok(["apply", "--server-side", "-f", "-"], svc);
+    const second: any = emu.get("v1", "Service", "default", "api");
     assert.equal(second.metadata.resourceVersion, first.metadata.resourceVersion);
-    assert.ok(second.metadata.managedFields.some((m: any) => m.manager === 'kubectl' && m.operation === 'Apply'));
-    assert.equal(second.spec.ports[0].targetPort, 'http');
+    assert.ok(second.metadata.managedFields.some((m: any) => m.manager === "kubectl" && m.operation === "Apply"));
+    assert.equal(second.spec.ports[0].targetPort, "http");
   });
 
-  it('apply --server-side after client-side apply migrates the ownership to kubectl', async () => {
-    const cm = 'apiVersion: v1\nkind: Service\nmetadata: {name: moved, namespace: default, labels: {tier: web}}\nspec:\n  ports: [{port: 80}]\n';
-    await ok(['apply', '-f', '-'], cm);
-    assert.match(await ok(['apply', '--server-side', '-f', '-'], cm), /service\/moved serverside-applied/);
-    const managers = (emu.get('v1', 'Service', 'default', 'moved') as any).metadata.managedFields.map((m: any) => `${m.manager}/${m.operation}`);
-    assert.ok(managers.includes('kubectl/Apply'), managers.join(', '));
-    assert.ok(!managers.includes('kubectl-client-side-apply/Update'), `client-side ownership migrated: ${managers.join(', ')}`);
+  it("apply --server-side after client-side apply migrates the ownership to kubectl", async () => {
+    const cm = "apiVersion: v1\nkind: Service\nmetadata: {name: moved, namespace: default, labels: {tier: web}}\nspec:\n  ports: [{port: 80}]\n";
+    await ok(["apply", "-f", "-"], cm);
+    assert.match(await ok(["apply", "--server-side", "-f", "-"], cm), /service\/moved serverside-applied/);
+    const managers = (emu.get("v1", "Service", "default", "moved") as any).metadata.managedFields.map((m: any) => `${m.manager}/${m.operation}`);
+    assert.ok(managers.includes("kubectl/Apply"), managers.join(", "));
+    assert.ok(!managers.includes("kubectl-client-side-apply/Update"), `client-side ownership migrated: ${managers.join(", ")}`);
   });
 
-  it('rollout status waits through a multi-step rollout, and fails on the progress deadline', async () => {
-    const manifest = (image: string) => `
+  it("rollout status waits through a multi-step rollout, and fails on the progress deadline", async () => {
+    const manifest = (image: string, progressDeadlineSeconds = 600) => `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: steps, namespace: default}
 spec:
   replicas: 4
+  progressDeadlineSeconds: ${progressDeadlineSeconds}
   strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
   selector: {matchLabels: {app: steps}}
   template:
     metadata: {labels: {app: steps}}
     spec: {containers: [{name: app, image: ${image}}]}
 `;
-    await ok(['apply', '-f', '-'], manifest('registry.example/steps:1'));
-    await ok(['rollout', 'status', 'deployment/steps', '--timeout=60s']);
-    await ok(['apply', '-f', '-'], manifest('registry.example/steps:2'));
-    const out = await ok(['rollout', 'status', 'deployment/steps', '--timeout=60s']);
-    assert.match(out, /out of 4 new replicas have been updated/);
+    await ok(["apply", "-f", "-"], manifest("registry.example/steps:1"));
+    await ok(["rollout", "status", "deployment/steps", "--timeout=60s"]);
+    // A rollout stuck at its first step (its new pod never gets ready, no deadline within the
+    // test) holds still until kubectl has reported it; only then does a good image let it go on.
+    // However slowly kubectl starts, it sees the rollout in progress and waits through it.
+    await ok(["apply", "-f", "-"], manifest("registry.example/steps:fail-1", 100_000));
+    const reported = Promise.withResolvers<void>();
+    const status = kubectl(["rollout", "status", "deployment/steps", "--timeout=60s"], undefined, (stdout) => {
+      if (/1 out of 4 new replicas have been updated/.test(stdout)) reported.resolve();
+    });
+    await Promise.race([reported.promise, status]);
+    await ok(["apply", "-f", "-"], manifest("registry.example/steps:2"));
+    const { code, stdout: out, stderr } = await status;
+    assert.equal(code, 0, stderr);
+    assert.match(out, /Waiting for deployment "steps" rollout to finish: 1 out of 4 new replicas have been updated/);
     assert.match(out, /deployment "steps" successfully rolled out/);
-    const done: any = emu.get('apps/v1', 'Deployment', 'default', 'steps');
-    assert.equal(done.metadata.annotations['deployment.kubernetes.io/revision'], '2');
+    const done: any = emu.get("apps/v1", "Deployment", "default", "steps");
+    assert.equal(done.metadata.annotations["deployment.kubernetes.io/revision"], "3");
+    assert.equal(done.status.updatedReplicas, 4);
 
-    await ok(['set', 'image', 'deployment/steps', 'app=registry.example/steps:fail']);
-    const failed = await kubectl(['rollout', 'status', 'deployment/steps', '--timeout=60s']);
+    await ok(["set", "image", "deployment/steps", "app=registry.example/steps:fail"]);
+    const failed = await kubectl(["rollout", "status", "deployment/steps", "--timeout=60s"]);
     assert.notEqual(failed.code, 0);
     assert.match(failed.stderr, /deployment "steps" exceeded its progress deadline/);
   });
 
-  it('delete namespace goes through Terminating; new content is refused meanwhile', async () => {
-    await ok(['create', 'namespace', 'doomed']);
-    await ok(['-n', 'doomed', 'create', 'deployment', 'x', '--image=registry.example/x:1']);
-    assert.match(await ok(['delete', 'namespace', 'doomed', '--wait=false']), /namespace "doomed" deleted/);
-    assert.equal(await ok(['get', 'namespace', 'doomed', '-o', 'jsonpath={.status.phase}']), 'Terminating');
-    const refused = await kubectl(['-n', 'doomed', 'create', 'deployment', 'y', '--image=registry.example/y:1']);
+  it("delete namespace goes through Terminating; new content is refused meanwhile", async () => {
+    await ok(["create", "namespace", "doomed"]);
+    await ok(["-n", "doomed", "create", "deployment", "x", "--image=registry.example/x:1"]);
+    // Held in Terminating while kubectl looks, however slowly it starts.
+    const release = emu.holdNamespaceDeletion();
+    assert.match(await ok(["delete", "namespace", "doomed", "--wait=false"]), /namespace "doomed" deleted/);
+    assert.equal(await ok(["get", "namespace", "doomed", "-o", "jsonpath={.status.phase}"]), "Terminating");
+    const refused = await kubectl(["-n", "doomed", "create", "deployment", "y", "--image=registry.example/y:1"]);
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /deployments\.apps "y" is forbidden: unable to create new content in namespace doomed because it is being terminated/);
-    await ok(['wait', '--for=delete', 'namespace/doomed', '--timeout=30s']);
-    const gone = await kubectl(['get', 'namespace', 'doomed']);
+    release();
+    await ok(["wait", "--for=delete", "namespace/doomed", "--timeout=30s"]);
+    const gone = await kubectl(["get", "namespace", "doomed"]);
     assert.match(gone.stderr, /NotFound/);
-    assert.equal(emu.list('apps/v1', 'deployments', 'doomed').length, 0);
+    assert.equal(emu.list("apps/v1", "deployments", "doomed").length, 0);
   });
 
-  it('explain deployment.spec (OpenAPI v3, and v2 in protobuf)', async () => {
-    const v3 = await ok(['explain', 'deployment.spec']);
+  it("explain deployment.spec (OpenAPI v3, and v2 in protobuf)", async () => {
+    const v3 = await ok(["explain", "deployment.spec"]);
     assert.match(v3, /KIND:\s+Deployment/);
     assert.match(v3, /FIELD: spec <DeploymentSpec>/);
     assert.match(v3, /progressDeadlineSeconds\t<integer>/);
     assert.match(v3, /strategy\t<DeploymentStrategy>/);
     assert.match(v3, /template\t<PodTemplateSpec> -required-/);
-    const v2 = await ok(['explain', 'deployment.spec.strategy', '--output', 'plaintext-openapiv2']);
+    const v2 = await ok(["explain", "deployment.spec.strategy", "--output", "plaintext-openapiv2"]);
     assert.match(v2, /rollingUpdate\t<Object>/);
-    const crd = await ok(['explain', 'ciliumnetworkpolicy.spec.ingress.toPorts.ports']);
+    const crd = await ok(["explain", "ciliumnetworkpolicy.spec.ingress.toPorts.ports"]);
     assert.match(crd, /protocol\t<string>/);
   });
 
-  it('apply of a CiliumNetworkPolicy: merge patch (no strategic merge for CRDs) and schema errors', async () => {
+  it("apply of a CiliumNetworkPolicy: merge patch (no strategic merge for CRDs) and schema errors", async () => {
     const cnp = (port: string, protocol: string) => `
 apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -192,13 +219,13 @@ spec:
   endpointSelector: {matchLabels: {app: web}}
   ingress: [{toPorts: [{ports: [{port: "${port}", protocol: ${protocol}}]}]}]
 `;
-    await ok(['apply', '-f', '-'], cnp('80', 'TCP'));
-    assert.match(await ok(['apply', '-f', '-'], cnp('81', 'TCP')), /configured/);
-    const invalid = await kubectl(['apply', '-f', '-'], cnp('82', 'FOO'));
+    await ok(["apply", "-f", "-"], cnp("80", "TCP"));
+    assert.match(await ok(["apply", "-f", "-"], cnp("81", "TCP")), /configured/);
+    const invalid = await kubectl(["apply", "-f", "-"], cnp("82", "FOO"));
     assert.notEqual(invalid.code, 0);
     assert.match(invalid.stderr, /spec\.ingress\[0\]\.toPorts\[0\]\.ports\[0\]\.protocol: Unsupported value: "FOO"/);
-    const stored: any = emu.get('cilium.io/v2', 'CiliumNetworkPolicy', 'default', 'allow');
-    assert.equal(stored.spec.ingress[0].toPorts[0].ports[0].port, '81');
+    const stored: any = emu.get("cilium.io/v2", "CiliumNetworkPolicy", "default", "allow");
+    assert.equal(stored.spec.ingress[0].toPorts[0].ports[0].port, "81");
   });
 
   it('a coordination.k8s.io/v1 Lease: apply, get, explain; a released holder stays ""', async () => {
@@ -208,11 +235,11 @@ kind: Lease
 metadata: {name: agents, namespace: default}
 spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 2, renewTime: "2026-01-02T03:04:05.123456Z"}
 `;
-    await ok(['apply', '--server-side', '-f', '-'], lease('a'));
-    assert.equal(await ok(['get', 'lease', 'agents', '-o', 'jsonpath={.spec.holderIdentity}/{.spec.renewTime}']), 'a/2026-01-02T03:04:05.123456Z');
-    await ok(['apply', '--server-side', '-f', '-'], lease(''));
-    const stored: any = emu.get('coordination.k8s.io/v1', 'Lease', 'default', 'agents');
-    assert.equal(stored.spec.holderIdentity, '', 'a pointer to "" is not omitted');
-    assert.match(await ok(['explain', 'lease.spec']), /leaseTransitions/);
+    await ok(["apply", "--server-side", "-f", "-"], lease("a"));
+    assert.equal(await ok(["get", "lease", "agents", "-o", "jsonpath={.spec.holderIdentity}/{.spec.renewTime}"]), "a/2026-01-02T03:04:05.123456Z");
+    await ok(["apply", "--server-side", "-f", "-"], lease(""));
+    const stored: any = emu.get("coordination.k8s.io/v1", "Lease", "default", "agents");
+    assert.equal(stored.spec.holderIdentity, "", 'a pointer to "" is not omitted');
+    assert.match(await ok(["explain", "lease.spec"]), /leaseTransitions/);
   });
 });

@@ -1,6 +1,6 @@
-import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { collectWatch, deployment, startCluster, waitFor, type Cluster } from '@flotilla/testkit/emulator';
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { collectWatch, deployment, startCluster, waitFor, type Cluster } from "@flotilla/testkit/emulator";
 
 function condition(d: any, type: string) {
   return d?.status?.conditions?.find((c: any) => c.type === type);
@@ -11,7 +11,7 @@ const counts = (d: any) => {
   return rest;
 };
 
-describe('rollout controller', () => {
+describe("rollout controller", () => {
   let c: Cluster;
   // A 600 s progress deadline lasts 600 ms here; pods are ready 100 ms after creation.
   before(async () => {
@@ -19,118 +19,159 @@ describe('rollout controller', () => {
   });
   after(() => c.emu.stop());
 
-  const get = (name: string) => c.emu.get('apps/v1', 'Deployment', 'default', name) as any;
+  const get = (name: string) => c.emu.get("apps/v1", "Deployment", "default", name) as any;
   const waitReason = (name: string, reason: string, ms = 5000) =>
-    waitFor(() => condition(get(name), 'Progressing')?.reason === reason && get(name), ms, `${name}: ${reason}`);
+    waitFor(() => condition(get(name), "Progressing")?.reason === reason && get(name), ms, `${name}: ${reason}`);
 
-  it('reports progress, then availability, through MODIFIED events', async () => {
-    const w = await collectWatch(c, '/apis/apps/v1/namespaces/default/deployments', { fieldSelector: 'metadata.name=ok', resourceVersion: c.emu.resourceVersion });
-    const created = await c.apply(deployment('ok', { replicas: 3 }));
-    const progressing = await waitReason('ok', 'ReplicaSetUpdated');
-    assert.deepEqual(counts(progressing), { observedGeneration: 1, replicas: 3, updatedReplicas: 3, unavailableReplicas: 3 }, 'zero counts are omitted');
-    assert.match(condition(progressing, 'Progressing').message, /^ReplicaSet "ok-[0-9a-f]{10}" is progressing\.$/);
-    assert.equal(condition(progressing, 'Available').reason, 'MinimumReplicasUnavailable');
+  it("reports progress, then availability, through MODIFIED events", async () => {
+    const w = await collectWatch(c, "/apis/apps/v1/namespaces/default/deployments", {
+      fieldSelector: "metadata.name=ok",
+      resourceVersion: c.emu.resourceVersion,
+    });
+    const created = await c.apply(deployment("ok", { replicas: 3 }));
+    const progressing = await waitReason("ok", "ReplicaSetUpdated");
+    assert.deepEqual(counts(progressing), { observedGeneration: 1, replicas: 3, updatedReplicas: 3, unavailableReplicas: 3 }, "zero counts are omitted");
+    assert.match(condition(progressing, "Progressing").message, /^ReplicaSet "ok-[0-9a-f]{10}" is progressing\.$/);
+    assert.equal(condition(progressing, "Available").reason, "MinimumReplicasUnavailable");
 
-    const done = await waitReason('ok', 'NewReplicaSetAvailable');
+    const done = await waitReason("ok", "NewReplicaSetAvailable");
     assert.deepEqual(counts(done), { observedGeneration: 1, replicas: 3, updatedReplicas: 3, readyReplicas: 3, availableReplicas: 3 });
-    assert.match(condition(done, 'Progressing').message, /^ReplicaSet "ok-[0-9a-f]{10}" has successfully progressed\.$/);
-    assert.equal(condition(done, 'Available').status, 'True');
-    assert.equal(condition(done, 'Available').reason, 'MinimumReplicasAvailable');
-    assert.equal(done.metadata.annotations['deployment.kubernetes.io/revision'], '1');
-    assert.equal(done.metadata.generation, created.metadata?.generation, 'status writes do not bump generation');
+    assert.match(condition(done, "Progressing").message, /^ReplicaSet "ok-[0-9a-f]{10}" has successfully progressed\.$/);
+    assert.equal(condition(done, "Available").status, "True");
+    assert.equal(condition(done, "Available").reason, "MinimumReplicasAvailable");
+    assert.equal(done.metadata.annotations["deployment.kubernetes.io/revision"], "1");
+    assert.equal(done.metadata.generation, created.metadata?.generation, "status writes do not bump generation");
 
-    const typed = await c.apps.readNamespacedDeploymentStatus({ name: 'ok', namespace: 'default' });
+    const typed = await c.apps.readNamespacedDeploymentStatus({ name: "ok", namespace: "default" });
     assert.equal(typed.status?.availableReplicas, 3);
-    await waitFor(() => w.events.filter((e) => e.type === 'MODIFIED').length >= 2, 1000, 'MODIFIED events');
+    await waitFor(() => w.events.filter((e) => e.type === "MODIFIED").length >= 2, 1000, "MODIFIED events");
     w.abort();
   });
 
-  for (const [surge, unavailable] of [[1, 0], [0, 2], ['50%', '25%']] as const) {
+  for (const [surge, unavailable] of [
+    [1, 0],
+    [0, 2],
+    ["50%", "25%"],
+  ] as const) {
     it(`rolls out in steps within maxSurge ${surge} / maxUnavailable ${unavailable}, counting old pods`, async () => {
-      const name = `steps-${String(surge).replace('%', 'p')}-${String(unavailable).replace('%', 'p')}`;
+      const name = `steps-${String(surge).replace("%", "p")}-${String(unavailable).replace("%", "p")}`;
       const make = (image: string) => {
         const d: any = deployment(name, { replicas: 4, image });
-        d.spec.strategy = { type: 'RollingUpdate', rollingUpdate: { maxSurge: surge, maxUnavailable: unavailable } };
+        d.spec.strategy = { type: "RollingUpdate", rollingUpdate: { maxSurge: surge, maxUnavailable: unavailable } };
         return d;
       };
-      await c.apply(make('registry.example/app:1'));
-      await waitReason(name, 'NewReplicaSetAvailable');
-      const w = await collectWatch(c, '/apis/apps/v1/namespaces/default/deployments', { fieldSelector: `metadata.name=${name}`, resourceVersion: c.emu.resourceVersion });
-      await c.apply(make('registry.example/app:2'));
-      const done = await waitFor(() => {
-        const d = get(name);
-        return d.status.observedGeneration === 2 && condition(d, 'Progressing')?.reason === 'NewReplicaSetAvailable' && d;
-      }, 5000, 'rollout of generation 2');
-      await waitFor(() => w.events.some((e) => e.object.metadata.resourceVersion === done.metadata.resourceVersion), 1000, 'last event');
+      await c.apply(make("registry.example/app:1"));
+      await waitReason(name, "NewReplicaSetAvailable");
+      const w = await collectWatch(c, "/apis/apps/v1/namespaces/default/deployments", {
+        fieldSelector: `metadata.name=${name}`,
+        resourceVersion: c.emu.resourceVersion,
+      });
+      await c.apply(make("registry.example/app:2"));
+      const done = await waitFor(
+        () => {
+          const d = get(name);
+          return d.status.observedGeneration === 2 && condition(d, "Progressing")?.reason === "NewReplicaSetAvailable" && d;
+        },
+        5000,
+        "rollout of generation 2",
+      );
+      await waitFor(() => w.events.some((e) => e.object.metadata.resourceVersion === done.metadata.resourceVersion), 1000, "last event");
       w.abort();
       // Fenceposts for 4 replicas: surge rounds up, unavailable rounds down.
-      const maxSurge = typeof surge === 'number' ? surge : 2;
-      const maxUnavailable = typeof unavailable === 'number' ? unavailable : 1;
+      const maxSurge = typeof surge === "number" ? surge : 2;
+      const maxUnavailable = typeof unavailable === "number" ? unavailable : 1;
       const statuses = w.events.map((e) => e.object.status).filter((s) => s.observedGeneration === 2);
       for (const s of statuses) {
         assert.ok((s.replicas ?? 0) <= 4 + maxSurge, `at most ${4 + maxSurge} pods: ${JSON.stringify(s)}`);
         assert.ok((s.availableReplicas ?? 0) >= 4 - maxUnavailable, `at least ${4 - maxUnavailable} available: ${JSON.stringify(s)}`);
       }
       const midway = statuses.filter((s) => (s.updatedReplicas ?? 0) > 0 && (s.updatedReplicas ?? 0) < 4);
-      assert.ok(midway.length > 0, 'intermediate steps were observed');
-      assert.ok(midway.some((s) => s.replicas > s.updatedReplicas), 'old pods count in status.replicas during the rollout');
+      assert.ok(midway.length > 0, "intermediate steps were observed");
+      assert.ok(
+        midway.some((s) => s.replicas > s.updatedReplicas),
+        "old pods count in status.replicas during the rollout",
+      );
       assert.deepEqual(counts(done), { observedGeneration: 2, replicas: 4, updatedReplicas: 4, readyReplicas: 4, availableReplicas: 4 });
-      assert.equal(done.metadata.annotations['deployment.kubernetes.io/revision'], '2');
+      assert.equal(done.metadata.annotations["deployment.kubernetes.io/revision"], "2");
     });
   }
 
-  it('never makes a failing image available and ends in ProgressDeadlineExceeded', async () => {
-    await c.apply(deployment('bad', { image: 'registry.example/app:fail-1' }));
-    const d = await waitFor(() => condition(get('bad'), 'Progressing')?.status === 'False' && get('bad'), 5000, 'deadline exceeded');
-    assert.equal(condition(d, 'Progressing').reason, 'ProgressDeadlineExceeded');
-    assert.match(condition(d, 'Progressing').message, /^ReplicaSet "bad-[0-9a-f]{10}" has timed out progressing\.$/);
-    assert.equal(condition(d, 'Available').status, 'False');
+  it("held: pods stay unready and no deadline passes until release, then the rollout completes", async () => {
+    const release = c.emu.holdRollouts();
+    try {
+      await c.apply(deployment("held", { replicas: 2 }));
+      await waitReason("held", "ReplicaSetUpdated");
+      // Longer than the 600 ms deadline and many times the 100 ms readiness delay.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const held = get("held");
+      assert.equal(condition(held, "Progressing").reason, "ReplicaSetUpdated");
+      assert.deepEqual(counts(held), { observedGeneration: 1, replicas: 2, updatedReplicas: 2, unavailableReplicas: 2 });
+    } finally {
+      release();
+    }
+    const done = await waitReason("held", "NewReplicaSetAvailable");
+    assert.equal(done.status.readyReplicas, 2);
+  });
+
+  it("never makes a failing image available and ends in ProgressDeadlineExceeded", async () => {
+    await c.apply(deployment("bad", { image: "registry.example/app:fail-1" }));
+    const d = await waitFor(() => condition(get("bad"), "Progressing")?.status === "False" && get("bad"), 5000, "deadline exceeded");
+    assert.equal(condition(d, "Progressing").reason, "ProgressDeadlineExceeded");
+    assert.match(condition(d, "Progressing").message, /^ReplicaSet "bad-[0-9a-f]{10}" has timed out progressing\.$/);
+    assert.equal(condition(d, "Available").status, "False");
     assert.deepEqual(counts(d), { observedGeneration: 1, replicas: 2, updatedReplicas: 2, unavailableReplicas: 2 });
 
     // Fixing the image rolls out a new revision that succeeds.
-    await c.apply(deployment('bad', { image: 'registry.example/app:2.0' }));
-    const fixed = await waitReason('bad', 'NewReplicaSetAvailable');
+    await c.apply(deployment("bad", { image: "registry.example/app:2.0" }));
+    const fixed = await waitReason("bad", "NewReplicaSetAvailable");
     assert.equal(fixed.status.observedGeneration, 2);
-    assert.equal(fixed.metadata.annotations['deployment.kubernetes.io/revision'], '2');
+    assert.equal(fixed.metadata.annotations["deployment.kubernetes.io/revision"], "2");
   });
 
-  it('an update to a failing image keeps the old pods serving until the deadline', async () => {
-    await c.apply(deployment('upd', { image: 'registry.example/app:1' }));
-    await waitReason('upd', 'NewReplicaSetAvailable');
-    await c.apply(deployment('upd', { image: 'registry.example/app:fail-2' }));
-    const d = await waitReason('upd', 'ProgressDeadlineExceeded');
+  it("an update to a failing image keeps the old pods serving until the deadline", async () => {
+    await c.apply(deployment("upd", { image: "registry.example/app:1" }));
+    await waitReason("upd", "NewReplicaSetAvailable");
+    await c.apply(deployment("upd", { image: "registry.example/app:fail-2" }));
+    const d = await waitReason("upd", "ProgressDeadlineExceeded");
     // 2 replicas: surge 1, unavailable 0: one new pod that never gets ready, both old pods stay.
     assert.deepEqual(counts(d), { observedGeneration: 2, replicas: 3, updatedReplicas: 1, readyReplicas: 2, availableReplicas: 2 });
-    assert.equal(condition(d, 'Available').status, 'True');
+    assert.equal(condition(d, "Available").status, "True");
     // Rolling back to the first template reuses its ReplicaSet with the next revision.
-    await c.apply(deployment('upd', { image: 'registry.example/app:1' }));
-    const back = await waitReason('upd', 'NewReplicaSetAvailable');
-    assert.equal(back.metadata.annotations['deployment.kubernetes.io/revision'], '3');
+    await c.apply(deployment("upd", { image: "registry.example/app:1" }));
+    const back = await waitReason("upd", "NewReplicaSetAvailable");
+    assert.equal(back.metadata.annotations["deployment.kubernetes.io/revision"], "3");
     assert.deepEqual(counts(back), { observedGeneration: 3, replicas: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2 });
   });
 
-  it('Recreate: old pods go before new ones come', async () => {
+  it("Recreate: old pods go before new ones come", async () => {
     const make = (image: string) => {
-      const d: any = deployment('rec', { replicas: 3, image });
-      d.spec.strategy = { type: 'Recreate' };
+      const d: any = deployment("rec", { replicas: 3, image });
+      d.spec.strategy = { type: "Recreate" };
       return d;
     };
-    await c.apply(make('registry.example/app:1'));
-    await waitReason('rec', 'NewReplicaSetAvailable');
-    const w = await collectWatch(c, '/apis/apps/v1/namespaces/default/deployments', { fieldSelector: 'metadata.name=rec', resourceVersion: c.emu.resourceVersion });
-    await c.apply(make('registry.example/app:2'));
-    await waitFor(() => get('rec').status.observedGeneration === 2 && condition(get('rec'), 'Progressing')?.reason === 'NewReplicaSetAvailable', 5000, 'recreated');
+    await c.apply(make("registry.example/app:1"));
+    await waitReason("rec", "NewReplicaSetAvailable");
+    const w = await collectWatch(c, "/apis/apps/v1/namespaces/default/deployments", {
+      fieldSelector: "metadata.name=rec",
+      resourceVersion: c.emu.resourceVersion,
+    });
+    await c.apply(make("registry.example/app:2"));
+    await waitFor(
+      () => get("rec").status.observedGeneration === 2 && condition(get("rec"), "Progressing")?.reason === "NewReplicaSetAvailable",
+      5000,
+      "recreated",
+    );
     w.abort();
     for (const e of w.events) {
       const s = e.object.status;
-      if (s.observedGeneration === 2) assert.ok((s.replicas ?? 0) <= 3 && ((s.updatedReplicas ?? 0) === (s.replicas ?? 0)), JSON.stringify(s));
+      if (s.observedGeneration === 2) assert.ok((s.replicas ?? 0) <= 3 && (s.updatedReplicas ?? 0) === (s.replicas ?? 0), JSON.stringify(s));
     }
   });
 
-  it('scaled to zero: no counts and Available', async () => {
-    await c.apply(deployment('zero', { replicas: 0 }));
-    const d = await waitReason('zero', 'NewReplicaSetAvailable');
+  it("scaled to zero: no counts and Available", async () => {
+    await c.apply(deployment("zero", { replicas: 0 }));
+    const d = await waitReason("zero", "NewReplicaSetAvailable");
     assert.deepEqual(counts(d), { observedGeneration: 1 });
-    assert.equal(condition(d, 'Available').status, 'True');
+    assert.equal(condition(d, "Available").status, "True");
   });
 });

@@ -58,14 +58,19 @@ export function parseFlags(specs: readonly OptionSpec[], prefix: string, argv: s
     const fromFlag = given[spec.flag] ?? legacy(`--${spec.was?.flag}`, spec.was?.flag ? given[spec.was.flag] : undefined, "flag", `--${spec.flag}`);
     const fromEnv = env[env_] ?? legacy(spec.was?.env ?? "", spec.was?.env ? env[spec.was.env] : undefined, "environment variable", env_);
     const value = fromFlag ?? fromEnv;
-    values[spec.flag] = spec.boolean ? String(value === true || (typeof value === "string" && ["1", "true"].includes(value.toLowerCase()))) : ((value as string | undefined) ?? spec.default);
+    values[spec.flag] = spec.boolean
+      ? String(value === true || (typeof value === "string" && ["1", "true"].includes(value.toLowerCase())))
+      : ((value as string | undefined) ?? spec.default);
   }
   return { values, help: given.help === true, deprecations };
 }
 
 /** --help text: each flag, its variable and default. */
 export function usage(synopsis: string, specs: readonly OptionSpec[], prefix: string): string {
-  const rows = specs.map((s) => `  --${s.flag}${s.boolean ? "" : " <value>"}\n      ${s.description}\n      env ${envName(prefix, s.flag)}${s.default ? `, default ${s.default}` : ""}`);
+  const rows = specs.map(
+    (s) =>
+      `  --${s.flag}${s.boolean ? "" : " <value>"}\n      ${s.description}\n      env ${envName(prefix, s.flag)}${s.default ? `, default ${s.default}` : ""}`,
+  );
   return `usage: ${synopsis}\n\n${rows.join("\n")}\n  --help\n      show this help\n`;
 }
 

@@ -12,7 +12,11 @@ const SPECS = [
 
 test("a flag wins over its variable, the variable over the default; switches read 1/true", () => {
   const env = { X_POLL_INTERVAL: "1s", X_LISTEN: "0.0.0.0:2", X_INSECURE: "1" };
-  assert.deepEqual(parseFlags(SPECS, "X_", ["--poll-interval", "5s"], env), { values: { "poll-interval": "5s", listen: "0.0.0.0:2", insecure: "true" }, help: false, deprecations: [] });
+  assert.deepEqual(parseFlags(SPECS, "X_", ["--poll-interval", "5s"], env), {
+    values: { "poll-interval": "5s", listen: "0.0.0.0:2", insecure: "true" },
+    help: false,
+    deprecations: [],
+  });
   assert.deepEqual(parseFlags(SPECS, "X_", [], {}).values, { "poll-interval": "200ms", listen: "127.0.0.1:1", insecure: "false" });
   assert.equal(parseFlags(SPECS, "X_", ["--help"], {}).help, true);
   assert.throws(() => parseFlags(SPECS, "X_", ["--nope"], {}), /nope/);
@@ -29,7 +33,10 @@ test("former names still work, in their old unit, each with a deprecation", () =
 });
 
 test("durations: 250ms, 30s, 10m, 1h and 0; anything else names its flag", () => {
-  assert.deepEqual(["250ms", "30s", "10m", "1h", "0", "1.5s"].map((text) => parseDuration(text)), [250, 30_000, 600_000, 3_600_000, 0, 1500]);
+  assert.deepEqual(
+    ["250ms", "30s", "10m", "1h", "0", "1.5s"].map((text) => parseDuration(text)),
+    [250, 30_000, 600_000, 3_600_000, 0, 1500],
+  );
   assert.throws(() => parseDuration("200", "poll-interval"), /--poll-interval "200": expected a duration such as 250ms, 30s, 10m, 1h/);
   assert.throws(() => parseDuration("soon", "x"), /--x "soon"/);
   assert.deepEqual([250, 30_000, 600_000, 7 * 24 * 3_600_000, 0].map(formatDuration), ["250ms", "30s", "10m", "168h", "0"]);

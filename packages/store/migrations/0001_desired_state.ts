@@ -44,11 +44,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addPrimaryKeyConstraint("desired_resources_pk", ["region_id", "resource_type", "resource_id"])
     .execute();
   // A write reads a resource's rows in every region.
-  await db.schema
-    .createIndex("desired_resources_by_resource")
-    .on("desired_resources")
-    .columns(["resource_type", "resource_id"])
-    .execute();
+  await db.schema.createIndex("desired_resources_by_resource").on("desired_resources").columns(["resource_type", "resource_id"]).execute();
 
   await db.schema
     .createTable("deployment_changes")
@@ -62,11 +58,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addPrimaryKeyConstraint("deployment_changes_pk", ["region_id", "version"])
     .execute();
   // Retention finds the newest version older than the window.
-  await db.schema
-    .createIndex("deployment_changes_by_time")
-    .on("deployment_changes")
-    .columns(["region_id", "create_time"])
-    .execute();
+  await db.schema.createIndex("deployment_changes_by_time").on("deployment_changes").columns(["region_id", "create_time"]).execute();
 
   await db.schema
     .createTable("agent_tokens")
@@ -79,16 +71,7 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  for (const table of [
-    "agent_tokens",
-    "deployment_changes",
-    "desired_resources",
-    "placements",
-    "network_policies",
-    "sentinels",
-    "deployments",
-    "regions",
-  ]) {
+  for (const table of ["agent_tokens", "deployment_changes", "desired_resources", "placements", "network_policies", "sentinels", "deployments", "regions"]) {
     await db.schema.dropTable(table).execute();
   }
 }

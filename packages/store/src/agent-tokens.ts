@@ -62,7 +62,12 @@ export class AgentTokenRepository {
     if (!row || (expireTime !== undefined && expireTime <= now)) return undefined;
     if (row.last_use_time == null || now - Number(row.last_use_time) >= LAST_USE_RESOLUTION_MS) {
       // Best effort and off the call's path: a lost update only makes "last used" older.
-      this.#db.updateTable("agent_tokens").set({ last_use_time: now }).where("id", "=", row.id).execute().catch(() => {});
+      this.#db
+        .updateTable("agent_tokens")
+        .set({ last_use_time: now })
+        .where("id", "=", row.id)
+        .execute()
+        .catch(() => {});
     }
     return { tokenId: row.id, regionId: row.region_id, region: row.name, expireTime };
   }
@@ -96,14 +101,18 @@ export class AgentTokenRepository {
       .limit(size + 1);
     if (regionName !== "") query = query.where("agent_tokens.region_id", "=", (await this.#regions.resolve(regionName)).id);
     if (after !== undefined) query = query.where("agent_tokens.id", ">", after);
-    return toPage(await query.execute(), size, (r) => r.id, (r) =>
-      create(AgentTokenSchema, {
-        id: r.id,
-        region: r.name,
-        createTime: timestampFromMs(Number(r.create_time)),
-        expireTime: r.expire_time == null ? undefined : timestampFromMs(Number(r.expire_time)),
-        lastUseTime: r.last_use_time == null ? undefined : timestampFromMs(Number(r.last_use_time)),
-      }),
+    return toPage(
+      await query.execute(),
+      size,
+      (r) => r.id,
+      (r) =>
+        create(AgentTokenSchema, {
+          id: r.id,
+          region: r.name,
+          createTime: timestampFromMs(Number(r.create_time)),
+          expireTime: r.expire_time == null ? undefined : timestampFromMs(Number(r.expire_time)),
+          lastUseTime: r.last_use_time == null ? undefined : timestampFromMs(Number(r.last_use_time)),
+        }),
     );
   }
 

@@ -182,15 +182,23 @@ async function saveStatuses(tx: Kysely<Database>, regionId: number, writes: Stat
       .where("resource_id", "=", w.id)
       .executeTakeFirst();
     if (Number(updated.numUpdatedRows) === 0) {
-      await tx.insertInto("observations").values({ region_id: regionId, resource_type: w.type, resource_id: w.id, ...row }).execute();
+      await tx
+        .insertInto("observations")
+        .values({ region_id: regionId, resource_type: w.type, resource_id: w.id, ...row })
+        .execute();
     }
   }
 }
 
 /** Records the agent's heartbeat. */
 async function touchAgent(tx: Kysely<Database>, regionId: number, lastSeen: number, appliedVersion: number): Promise<void> {
-  const updated = await tx.updateTable("agents").set({ last_seen: lastSeen, applied_version: appliedVersion }).where("region_id", "=", regionId).executeTakeFirst();
-  if (Number(updated.numUpdatedRows) === 0) await tx.insertInto("agents").values({ region_id: regionId, last_seen: lastSeen, applied_version: appliedVersion }).execute();
+  const updated = await tx
+    .updateTable("agents")
+    .set({ last_seen: lastSeen, applied_version: appliedVersion })
+    .where("region_id", "=", regionId)
+    .executeTakeFirst();
+  if (Number(updated.numUpdatedRows) === 0)
+    await tx.insertInto("agents").values({ region_id: regionId, last_seen: lastSeen, applied_version: appliedVersion }).execute();
 }
 
 function toStored(row: { body: Uint8Array; observed_at: number; phase: number; reason: string }): StoredStatus {

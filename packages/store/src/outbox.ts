@@ -1,13 +1,7 @@
 // The heart of ARCHITECTURE §2: region versions taken under a row lock held until commit,
 // and one outbox row per changed resource per region carrying its full state or a tombstone.
 import { clone, create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
-import {
-  ChangeEventSchema,
-  DesiredResourceSchema,
-  type ChangeEvent,
-  type DesiredResource,
-  type ResourceType,
-} from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ChangeEventSchema, DesiredResourceSchema, type ChangeEvent, type DesiredResource, type ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Transaction } from "kysely";
 import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
@@ -92,7 +86,10 @@ export async function writeDesired(
   }
   if (changes.length === 0) return [];
 
-  const versions = await takeVersions(tx, changes.map((c) => c.regionId));
+  const versions = await takeVersions(
+    tx,
+    changes.map((c) => c.regionId),
+  );
   for (const change of changes) {
     const version = versions.get(change.regionId)!;
     let event: ChangeEvent;

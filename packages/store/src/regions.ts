@@ -56,7 +56,11 @@ export class RegionRepository {
   async list(requestedPageSize: number, pageToken: string): Promise<Page<Region>> {
     const size = pageSize(requestedPageSize);
     const after = decodePageToken(pageToken);
-    let query = this.#db.selectFrom("regions").selectAll().orderBy("name").limit(size + 1);
+    let query = this.#db
+      .selectFrom("regions")
+      .selectAll()
+      .orderBy("name")
+      .limit(size + 1);
     if (after !== undefined) query = query.where("name", ">", after);
     return toPage(await query.execute(), size, (r) => r.name, toRegion);
   }

@@ -56,9 +56,18 @@ export class ResourceRepository<Desc extends DescMessage> {
   async list(requestedPageSize: number, pageToken: string): Promise<Page<MessageShape<Desc>>> {
     const size = pageSize(requestedPageSize);
     const after = decodePageToken(pageToken);
-    let query = this.#db.selectFrom(this.kind.table).selectAll().orderBy("id").limit(size + 1);
+    let query = this.#db
+      .selectFrom(this.kind.table)
+      .selectAll()
+      .orderBy("id")
+      .limit(size + 1);
     if (after !== undefined) query = query.where("id", ">", after);
-    return toPage(await query.execute(), size, (r) => r.id, (r) => this.#fromRow(r));
+    return toPage(
+      await query.execute(),
+      size,
+      (r) => r.id,
+      (r) => this.#fromRow(r),
+    );
   }
 
   /**

@@ -80,7 +80,11 @@ for (const { db, skip } of await testDatabases()) {
       for (const regionId of regionIds) {
         const versions = seen.get(regionId)!;
         total += versions.length;
-        assert.deepEqual(versions, Array.from({ length: versions.length }, (_, i) => i + 1), `region ${regionId}: gap, duplicate or reorder`);
+        assert.deepEqual(
+          versions,
+          Array.from({ length: versions.length }, (_, i) => i + 1),
+          `region ${regionId}: gap, duplicate or reorder`,
+        );
       }
       assert.equal(total, WRITES);
     });

@@ -10,5 +10,11 @@ export type CtrlProcess = NodeProcess;
 
 export async function spawnCtrl(databaseUrl: string, adminToken: string, extraArgs: string[] = []): Promise<CtrlProcess> {
   // The token by environment, as documented: a flag would show it in the process list.
-  return spawnNode("ctrl", MAIN, ["--database-url", databaseUrl, "--listen", "127.0.0.1:0", ...extraArgs], { FLOTILLA_CTRL_ADMIN_TOKEN: adminToken }, /serving on (http:\/\/\S+)/);
+  return spawnNode(
+    "ctrl",
+    MAIN,
+    ["--database-url", databaseUrl, "--listen", "127.0.0.1:0", ...extraArgs],
+    { FLOTILLA_CTRL_ADMIN_TOKEN: adminToken },
+    /serving on (http:\/\/\S+)/,
+  );
 }

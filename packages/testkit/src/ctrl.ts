@@ -6,9 +6,18 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import type { Store } from "@flotilla/store";
 import { startCtrl, type Ctrl, type CtrlOptions } from "@flotilla/ctrl";
+import { createLogger, type Logger, type LogLevel } from "@flotilla/runtime";
 import { freshStore, type TestDatabase } from "./databases.ts";
 
 export const ADMIN_TOKEN = "test-admin-token";
+
+/**
+ * ctrl's logger in tests: warnings and errors only, so that a real failure stands out of the
+ * output; FLOTILLA_TEST_LOG_LEVEL=debug (or info) shows every call when debugging a test.
+ */
+export function testLogger(): Logger {
+  return createLogger({ level: (process.env.FLOTILLA_TEST_LOG_LEVEL as LogLevel | undefined) ?? "warn", fields: { process: "ctrl" } });
+}
 
 export type Protocol = "connect" | "grpc" | "grpcweb";
 
@@ -27,7 +36,7 @@ export interface TestCtrl {
 
 export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptions> = {}): Promise<TestCtrl> {
   const { store, url: databaseUrl, cleanup } = await freshStore(db);
-  const ctrl = await startCtrl({ store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, ...options });
+  const ctrl = await startCtrl({ store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, log: testLogger(), ...options });
   const transports: Transport[] = [];
   const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect", ca } = {}) => {
     const auth: Interceptor = (next) => (req) => {
@@ -71,7 +80,10 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
     "deployment_changes",
     "agent_tokens",
   ] as const) {
-    const row = await store.database.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow();
+    const row = await store.database.db
+      .selectFrom(table)
+      .select((eb) => eb.fn.countAll<number>().as("n"))
+      .executeTakeFirstOrThrow();
     counts[table] = Number(row.n);
   }
   const heads = await store.database.db.selectFrom("regions").select(["name", "head_version"]).orderBy("name").execute();

@@ -1,10 +1,18 @@
 // Shared setup: an emulator plus real @kubernetes/client-node clients for it.
-import assert from 'node:assert/strict';
+import assert from "node:assert/strict";
 import {
-  ApiException, AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi, PatchStrategy, Watch,
-  type KubernetesObject, type V1Deployment,
-} from '@kubernetes/client-node';
-import { KubernetesEmulator, type EmulatorOptions } from '@flotilla/k8s-emulator';
+  ApiException,
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  Watch,
+  type KubernetesObject,
+  type V1Deployment,
+} from "@kubernetes/client-node";
+import { KubernetesEmulator, type EmulatorOptions } from "@flotilla/k8s-emulator";
 
 export interface Cluster {
   emu: KubernetesEmulator;
@@ -31,8 +39,7 @@ export async function startCluster(opts: EmulatorOptions = {}): Promise<Cluster>
     core: kc.makeApiClient(CoreV1Api),
     custom: kc.makeApiClient(CustomObjectsApi),
     watch: new Watch(kc),
-    apply: (obj, manager = 'flotilla-agent', force) =>
-      objects.patch(obj, undefined, undefined, manager, force, PatchStrategy.ServerSideApply),
+    apply: (obj, manager = "flotilla-agent", force) => objects.patch(obj, undefined, undefined, manager, force, PatchStrategy.ServerSideApply),
   };
 }
 
@@ -45,15 +52,15 @@ export interface DeploymentOptions {
 
 export function deployment(name: string, o: DeploymentOptions = {}): V1Deployment & KubernetesObject {
   return {
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name, namespace: o.namespace ?? 'default', labels: { app: name, ...(o.labels ?? {}) } },
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, namespace: o.namespace ?? "default", labels: { app: name, ...(o.labels ?? {}) } },
     spec: {
       replicas: o.replicas ?? 2,
       selector: { matchLabels: { app: name } },
       template: {
         metadata: { labels: { app: name } },
-        spec: { containers: [{ name: 'app', image: o.image ?? 'registry.example/app:1.0', ports: [{ containerPort: 8080 }] }] },
+        spec: { containers: [{ name: "app", image: o.image ?? "registry.example/app:1.0", ports: [{ containerPort: 8080 }] }] },
       },
     },
   };
@@ -66,15 +73,15 @@ export async function expectApiError(promise: Promise<unknown>, code: number): P
   } catch (err) {
     assert.ok(err instanceof ApiException, `expected ApiException, got ${String(err)}`);
     assert.equal(err.code, code, `expected HTTP ${code}, got ${err.code}: ${String(err.body)}`);
-    const body = typeof err.body === 'string' ? JSON.parse(err.body) : err.body;
-    assert.equal(body.kind, 'Status');
+    const body = typeof err.body === "string" ? JSON.parse(err.body) : err.body;
+    assert.equal(body.kind, "Status");
     assert.equal(body.code, code);
     return Object.assign(body, { headers: err.headers });
   }
   assert.fail(`expected HTTP ${code}, but the request succeeded`);
 }
 
-export async function waitFor<T>(fn: () => T | undefined | false, timeoutMs = 1500, what = 'condition'): Promise<T> {
+export async function waitFor<T>(fn: () => T | undefined | false, timeoutMs = 1500, what = "condition"): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = fn();
@@ -92,14 +99,19 @@ export interface WatchEvent {
 /** Starts a client Watch and collects its events. */
 export async function collectWatch(cluster: Cluster, path: string, query: Record<string, string | number | boolean | undefined> = {}) {
   const events: WatchEvent[] = [];
-  let doneErr: unknown = 'not done';
-  const controller = await cluster.watch.watch(path, query, (type, object) => events.push({ type, object }), (err) => {
-    doneErr = err;
-  });
+  let doneErr: unknown = "not done";
+  const controller = await cluster.watch.watch(
+    path,
+    query,
+    (type, object) => events.push({ type, object }),
+    (err) => {
+      doneErr = err;
+    },
+  );
   return {
     events,
     get done() {
-      return doneErr !== 'not done';
+      return doneErr !== "not done";
     },
     get error() {
       return doneErr;

@@ -114,7 +114,10 @@ export async function assertCaughtUp(follower: Follower, store: Store): Promise<
   await follower.stop();
   assert.equal(stateDiff(follower.state, expected.state), "");
   const first = follower.versions[0]!;
-  assert.deepEqual(follower.versions, Array.from({ length: expected.head - first + 1 }, (_, i) => first + i));
+  assert.deepEqual(
+    follower.versions,
+    Array.from({ length: expected.head - first + 1 }, (_, i) => first + i),
+  );
 }
 
 /** Describes how two states differ ("" when equal). */

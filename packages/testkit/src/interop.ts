@@ -3,7 +3,16 @@ import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { fromBinary, toBinary, type DescMessage, type DescMethodStreaming, type DescMethodUnary, type MessageInitShape, type MessageShape, create } from "@bufbuild/protobuf";
+import {
+  fromBinary,
+  toBinary,
+  type DescMessage,
+  type DescMethodStreaming,
+  type DescMethodUnary,
+  type MessageInitShape,
+  type MessageShape,
+  create,
+} from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { ADMIN_TOKEN } from "./ctrl.ts";
 import { connect as connectH2 } from "node:http2";
@@ -26,10 +35,17 @@ export interface BufCurlResult {
   stderr: string;
 }
 
-/** Runs `buf curl` with the given arguments (no schema: it uses ctrl's reflection). */
-export async function bufCurl(args: string[], timeoutMs = 20_000): Promise<BufCurlResult> {
+/**
+ * Runs `buf curl` with the given arguments (no schema: it uses ctrl's reflection). A stream ends
+ * when `until` holds for the output so far (buf curl is stopped), or after `timeoutMs`.
+ */
+export async function bufCurl(args: string[], timeoutMs = 20_000, until?: (stdout: string) => boolean): Promise<BufCurlResult> {
+  const stop = new AbortController();
+  const run = promisify(execFile)(BUF, ["curl", ...args], { timeout: timeoutMs, signal: stop.signal });
+  let output = "";
+  if (until) run.child.stdout?.on("data", (chunk: string) => until((output += chunk)) && stop.abort());
   try {
-    const { stdout, stderr } = await promisify(execFile)(BUF, ["curl", ...args], { timeout: timeoutMs });
+    const { stdout, stderr } = await run;
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code?: number; stdout?: string; stderr?: string };
@@ -62,8 +78,14 @@ function grpcTarget(url: string): string {
   return new URL(url).host;
 }
 
-const serializer = <D extends DescMessage>(desc: D) => (m: MessageShape<D>) => Buffer.from(toBinary(desc, m));
-const deserializer = <D extends DescMessage>(desc: D) => (b: Buffer) => fromBinary(desc, b);
+const serializer =
+  <D extends DescMessage>(desc: D) =>
+  (m: MessageShape<D>) =>
+    Buffer.from(toBinary(desc, m));
+const deserializer =
+  <D extends DescMessage>(desc: D) =>
+  (b: Buffer) =>
+    fromBinary(desc, b);
 
 /** A unary call through @grpc/grpc-js with protobuf-es messages. */
 export function grpcJsUnary<I extends DescMessage, O extends DescMessage>(

@@ -7,7 +7,16 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Phase } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { KubernetesEmulator, type EmulatorOptions } from "@flotilla/k8s-emulator";
-import { buildManifests, DESIRED_VERSION_ANNOTATION, silentLogger, startAgent, tracksDesiredVersion, type Agent, type AgentConfig, type KubeObject } from "@flotilla/agent";
+import {
+  buildManifests,
+  DESIRED_VERSION_ANNOTATION,
+  silentLogger,
+  startAgent,
+  tracksDesiredVersion,
+  type Agent,
+  type AgentConfig,
+  type KubeObject,
+} from "@flotilla/agent";
 import { KubernetesTarget, PooledKubeConfig } from "@flotilla/agent/kubernetes";
 import type { CtrlOptions } from "@flotilla/ctrl";
 import { startTestCtrl, type TestCtrl } from "./ctrl.ts";
@@ -71,7 +80,12 @@ export async function startStack(db: TestDatabase, options: { ctrl?: Partial<Ctr
 }
 
 /** Polls `check` until it returns a truthy value (returned) or fails after `timeoutMs`, showing `describe()`. */
-export async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 20_000, describe?: () => unknown): Promise<Exclude<T, false | null | undefined | "" | 0>> {
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  what: string,
+  timeoutMs = 20_000,
+  describe?: () => unknown,
+): Promise<Exclude<T, false | null | undefined | "" | 0>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
@@ -157,7 +171,12 @@ export async function convergenceDiff(stack: Stack, region = REGION): Promise<st
 
 export async function waitConverged(stack: Stack, timeoutMs = 30_000): Promise<void> {
   let diff = "";
-  await waitFor(async () => (diff = await convergenceDiff(stack)) === "", "convergence", timeoutMs, () => diff);
+  await waitFor(
+    async () => (diff = await convergenceDiff(stack)) === "",
+    "convergence",
+    timeoutMs,
+    () => diff,
+  );
 }
 
 /** A deployment's status in region east as GetDeployment shows it. */

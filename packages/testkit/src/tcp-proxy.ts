@@ -36,7 +36,10 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     links.add(link);
     client.on("data", (chunk: Buffer) => (holding ? link.held.push(chunk) : upstream.write(chunk)));
     upstream.pipe(client);
-    client.once("close", () => (upstream.destroy(), links.delete(link)));
+    client.once("close", () => {
+      upstream.destroy();
+      links.delete(link);
+    });
     upstream.once("close", () => client.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

@@ -6,7 +6,15 @@
 import { createHash } from "node:crypto";
 import type { AgentOptions } from "node:https";
 import { Agent, type Dispatcher as UndiciDispatcher } from "undici";
-import { ApiException, KubeConfig, KubernetesObjectApi, PatchStrategy, type Cluster, type KubernetesObject, type RequestContext } from "@kubernetes/client-node";
+import {
+  ApiException,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  type Cluster,
+  type KubernetesObject,
+  type RequestContext,
+} from "@kubernetes/client-node";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import {
   buildManifests,
@@ -210,7 +218,18 @@ export class KubernetesTarget implements Target {
       do {
         let page;
         try {
-          page = await this.#api.list(apiVersion, kind, undefined, undefined, undefined, undefined, undefined, managedSelector(this.#region), LIST_PAGE_SIZE, continueToken);
+          page = await this.#api.list(
+            apiVersion,
+            kind,
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+            managedSelector(this.#region),
+            LIST_PAGE_SIZE,
+            continueToken,
+          );
         } catch (error) {
           // A cluster without the Cilium CRDs has no policies to prune.
           if (isNotFound(error) || isUnknownKind(error)) break;
@@ -258,7 +277,14 @@ export class KubernetesTarget implements Target {
       const resourceVersion = current ? current.metadata?.resourceVersion : attempt === 1 ? cachedVersion : undefined;
       const body = resourceVersion ? { ...object, metadata: { ...object.metadata, resourceVersion } } : object;
       try {
-        return await this.#api.patch(body as KubernetesObject, undefined, undefined, FIELD_MANAGER, resourceVersion !== undefined, PatchStrategy.ServerSideApply);
+        return await this.#api.patch(
+          body as KubernetesObject,
+          undefined,
+          undefined,
+          FIELD_MANAGER,
+          resourceVersion !== undefined,
+          PatchStrategy.ServerSideApply,
+        );
       } catch (error) {
         if (isConflict(error) && attempt < WRITE_ATTEMPTS) continue;
         throw targetError(error, `apply ${describe(object)}`);
@@ -313,7 +339,9 @@ export class KubernetesTarget implements Target {
     const live = await this.#read(header);
     if (!live || !isOwnedBy(live, owner)) return;
     try {
-      await this.#api.delete(header, undefined, undefined, undefined, undefined, "Background", { preconditions: { uid: live.metadata?.uid, resourceVersion: live.metadata?.resourceVersion } });
+      await this.#api.delete(header, undefined, undefined, undefined, undefined, "Background", {
+        preconditions: { uid: live.metadata?.uid, resourceVersion: live.metadata?.resourceVersion },
+      });
     } catch (error) {
       if (isNotFound(error)) return;
       throw targetError(error, `delete ${describe(header)}`);
@@ -323,7 +351,9 @@ export class KubernetesTarget implements Target {
 
 /** Digest of what an apply of `object` would make of it, apart from the desired version. */
 function contentDigest(object: KubeObject): string {
-  return createHash("sha1").update(JSON.stringify(withoutDesiredVersion(object))).digest("base64");
+  return createHash("sha1")
+    .update(JSON.stringify(withoutDesiredVersion(object)))
+    .digest("base64");
 }
 
 function isConflict(error: unknown): boolean {

@@ -10,7 +10,12 @@ import { resourceCrud } from "./resource-crud.ts";
 export function deploymentService(store: Store, statusOptions: StatusOptions, validation: validate.ValidationOptions): ServiceImpl<typeof DeploymentService> {
   const crud = resourceCrud(store.deployments, (resource) => validate.deployment(resource, validation));
   const withStatus = async (deployments: Deployment[]) => {
-    const statuses = await statusesOf(store, ResourceType.DEPLOYMENT, deployments.map((d) => d.id), statusOptions);
+    const statuses = await statusesOf(
+      store,
+      ResourceType.DEPLOYMENT,
+      deployments.map((d) => d.id),
+      statusOptions,
+    );
     for (const d of deployments) d.status = statuses.get(d.id) ?? [];
     return deployments;
   };

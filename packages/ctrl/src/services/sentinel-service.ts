@@ -10,7 +10,12 @@ import { resourceCrud } from "./resource-crud.ts";
 export function sentinelService(store: Store, statusOptions: StatusOptions, validation: validate.ValidationOptions): ServiceImpl<typeof SentinelService> {
   const crud = resourceCrud(store.sentinels, (resource) => validate.sentinel(resource, validation));
   const withStatus = async (sentinels: Sentinel[]) => {
-    const statuses = await statusesOf(store, ResourceType.SENTINEL, sentinels.map((s) => s.id), statusOptions);
+    const statuses = await statusesOf(
+      store,
+      ResourceType.SENTINEL,
+      sentinels.map((s) => s.id),
+      statusOptions,
+    );
     for (const s of sentinels) s.status = statuses.get(s.id)?.[0];
     return sentinels;
   };

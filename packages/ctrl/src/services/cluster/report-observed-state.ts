@@ -41,7 +41,8 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
     if (req.appliedVersion < 0n) throw invalidArgument("applied_version", "must not be negative");
     const leader = req.leader && { epoch: Number(req.leader.epoch), holderIdentity: req.leader.holderIdentity };
     if (leader && !(leader.epoch >= 0 && Number.isSafeInteger(leader.epoch))) throw invalidArgument("leader.epoch", "must be a non-negative integer");
-    if (leader && !(leader.holderIdentity.length > 0 && leader.holderIdentity.length <= 253)) throw invalidArgument("leader.holder_identity", "must be 1 to 253 characters");
+    if (leader && !(leader.holderIdentity.length > 0 && leader.holderIdentity.length <= 253))
+      throw invalidArgument("leader.holder_identity", "must be 1 to 253 characters");
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const now = Date.now();
 

@@ -63,7 +63,12 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       metrics.watchEvents.inc(changes.length);
       // Binary codecs (gRPC on the direct path, Connect and gRPC-Web under connect) send the
       // changes' framed bytes as they are; JSON encodes the decoded events.
-      if (binary) return withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: BigInt(cursor) }), 1, changes.map((c) => c.bytes));
+      if (binary)
+        return withVerbatimField(
+          create(WatchDeploymentChangesResponseSchema, { version: BigInt(cursor) }),
+          1,
+          changes.map((c) => c.bytes),
+        );
       return { events: changes.map((c) => c.event), version: BigInt(cursor) };
     };
     try {
