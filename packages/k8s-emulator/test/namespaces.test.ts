@@ -77,6 +77,21 @@ describe("namespace lifecycle", () => {
     await c.core.createNamespace({ body: { metadata: { name: "doomed" } } });
   });
 
+  it("a namespace created anew after a held deletion keeps its content (the controller empties only a Terminating one)", async () => {
+    // Someone else's finalizer keeps it Terminating: the controller looks at it again and again.
+    await c.core.createNamespace({ body: { metadata: { name: "reborn", finalizers: ["example.com/hold"] } } });
+    await fetch(`${c.emu.url}/api/v1/namespaces/reborn`, { method: "DELETE" });
+    await waitFor(() => !(c.emu.get("v1", "Namespace", "reborn") as any)?.spec?.finalizers?.length, 10_000, "kubernetes finalizer removed");
+    // The finalizer's owner lets go (the namespace goes at once) and the namespace is created anew,
+    // with content, while the controller's next look at the old one is still due.
+    assert.ok(c.emu.delete("v1", "Namespace", "reborn"));
+    await c.core.createNamespace({ body: { metadata: { name: "reborn" } } });
+    await c.apply(deployment("web", { namespace: "reborn" }));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    assert.equal((c.emu.get("v1", "Namespace", "reborn") as any)?.status.phase, "Active");
+    assert.ok(c.emu.get("apps/v1", "Deployment", "reborn", "web"), "the new namespace's content stays");
+  });
+
   it("the immortal namespaces cannot be deleted", async () => {
     for (const name of ["default", "kube-system", "kube-public"]) {
       const err = await expectApiError(c.core.deleteNamespace({ name }), 403);
