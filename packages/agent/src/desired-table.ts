@@ -51,6 +51,12 @@ export interface DesiredEntry {
   appliedAt?: number;
   /** Set by requestReapply(): the next run applies even though this version was applied. */
   reapply?: ReapplyReason;
+  /**
+   * Set by noteDeleted(): an object of the resource was deleted while a run was due or in flight.
+   * The reconciler clears it as a run starts; a run that succeeds with it set again applies once
+   * more, as it may have written the object before the delete.
+   */
+  deletedDuringRun?: boolean;
 }
 
 export class DesiredTable {
@@ -133,6 +139,12 @@ export class DesiredTable {
     entry.status = "pending";
     this.#onChange(key);
     return true;
+  }
+
+  /** An object of a resource that is not settled (a run due or in flight) was deleted: see DesiredEntry.deletedDuringRun. */
+  noteDeleted(key: string): void {
+    const entry = this.#entries.get(key);
+    if (entry?.desired.kind === "upsert" && entry.status !== "done") entry.deletedDuringRun = true;
   }
 
   /** Runs a failed entry now rather than after its backoff, e.g. because the object in its way changed. */

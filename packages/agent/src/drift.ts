@@ -43,12 +43,17 @@ export class DriftCorrector {
       table.retryNow(entry.key);
       return;
     }
-    if (entry?.desired.kind !== "upsert" || entry.status !== "done" || entry.appliedVersion !== entry.version) return;
+    if (entry?.desired.kind !== "upsert") return;
+    // A run is due or in flight: it applies anyway, but one in flight may have written the object
+    // before this delete, so a delete is noted for it (edits are caught by the run's own check).
+    const unsettled = entry.status !== "done";
+    if (unsettled ? object !== undefined : entry.appliedVersion !== entry.version) return;
     const live = object ?? previous!;
     const wanted = buildManifests(desiredResource(entry.desired), region).apply.find((m) => describeObject(m) === describeObject(live));
     if (!wanted) return;
     if (!object) {
-      table.requestReapply(entry.key, "deleted");
+      if (unsettled) table.noteDeleted(entry.key);
+      else table.requestReapply(entry.key, "deleted");
       return;
     }
     if (previous && onlyStatusChanged(previous, object)) return;

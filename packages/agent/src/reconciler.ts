@@ -78,6 +78,8 @@ export function reconciler({
     try {
       const refused = desired.kind === "upsert" ? namespaceRefusal(desiredResource(desired).namespace, namespaces) : undefined;
       if (refused) throw new TargetError(refused, undefined, undefined, "namespace");
+      // Deletes noted before this run are undone by it; those noted from here on may not be.
+      entry.deletedDuringRun = false;
       const before = liveVersions?.(key);
       // A re-apply must restore every object: no object may be skipped as unchanged.
       const applied =
@@ -85,7 +87,9 @@ export function reconciler({
       timer();
       // Drift correction ignores events while a run is in flight; an object this run left
       // alone (skipped or a no-op) that changed meanwhile would go uncorrected otherwise.
-      const drifted = !reapply && before && applied ? changedMeanwhile(before, applied, liveVersions!(key)) : undefined;
+      // An object this run wrote and someone deleted before the run ended shows only as a noted delete.
+      const drifted =
+        (!reapply && before && applied ? changedMeanwhile(before, applied, liveVersions!(key)) : undefined) ?? (entry.deletedDuringRun ? "deleted" : undefined);
       table.markDone(key, version);
       if (drifted) table.requestReapply(key, drifted);
       if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });

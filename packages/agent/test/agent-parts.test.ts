@@ -17,7 +17,7 @@ import { DriftCorrector } from "../src/drift.ts";
 import { startInOrder, type Runnable } from "../src/lifecycle.ts";
 import { Listeners } from "../src/listeners.ts";
 import { agentConfig } from "../src/main.ts";
-import { buildManifests, type KubeObject } from "../src/manifests.ts";
+import { buildManifests, describeObject, type KubeObject } from "../src/manifests.ts";
 import { AgentMetrics } from "../src/metrics.ts";
 import { Observer, type ObjectChange } from "../src/observer.ts";
 import { KeyQueue } from "../src/queue/key-queue.ts";
@@ -229,6 +229,30 @@ describe("Reconciler", () => {
     assert.equal(table.get("deployment/web")?.status, "error");
     assert.equal(queue.failures("deployment/web"), 1);
     assert.equal(queue.delayed, 1, "retried after its backoff");
+    queue.shutDown();
+  });
+
+  test("reconcile(): an object the run wrote and someone deleted before the run ended is applied again, not lost", async () => {
+    // The observer reports the delete while the apply is in flight (the entry is not done yet).
+    let drift: DriftCorrector | undefined;
+    const deployment = buildManifests(resource("web", 2), "east").apply.find((object) => object.kind === "Deployment")!;
+    const target: Target = {
+      async apply() {
+        drift!.onChange({ kind: APPLIED_KINDS.find((k) => k.kind === "Deployment")!, key: "deployment/web", object: undefined, previous: deployment });
+        return new Map([[describeObject(deployment), "7"]]);
+      },
+      async delete() {},
+      async listManaged() {
+        return [];
+      },
+    };
+    const { table, queue, reconciler } = build(target);
+    drift = new DriftCorrector({ table, region: "east", metrics: new AgentMetrics(), refreshIntervalMs: 60_000, refreshPerSecond: 1 });
+    table.upsert(resource("web", 2), 2);
+    await reconciler.reconcile("deployment/web");
+    assert.equal(table.get("deployment/web")?.appliedVersion, 2);
+    assert.equal(table.get("deployment/web")?.status, "pending", "a run is due again");
+    assert.equal(table.get("deployment/web")?.reapply, "deleted");
     queue.shutDown();
   });
 
