@@ -85,7 +85,7 @@ export function reconciler({
       const applied =
         desired.kind === "upsert" ? await target.apply(desiredResource(desired), reapply ? undefined : before) : await target.delete(desired.tombstone);
       timer();
-      // Drift correction ignores events while a run is in flight; an object this run left
+      // Drift correction ignores edits while a run is in flight; an object this run left
       // alone (skipped or a no-op) that changed meanwhile would go uncorrected otherwise.
       // An object this run wrote and someone deleted before the run ended shows only as a noted delete.
       const drifted =
