@@ -194,6 +194,15 @@ export function ctrlFlagTable(): string {
 }
 
 /** A duration flag's value in milliseconds, at least 1 ms. */
+/** The checked readers of one configuration, each naming its flag once (the message names it too). */
+export function flagReader(config: CtrlConfig) {
+  return {
+    positiveDuration: (flag: keyof CtrlConfig) => positiveDuration(flag, config[flag]),
+    positiveInt: (flag: keyof CtrlConfig) => positiveInt(flag, config[flag]),
+    nonNegativeInt: (flag: keyof CtrlConfig) => nonNegativeInt(flag, config[flag]),
+  };
+}
+
 export function positiveDuration(flag: string, value: string): number {
   const ms = parseDuration(value, flag);
   if (!(ms >= 1)) throw new Error(`--${flag} ${JSON.stringify(value)}: expected a positive duration such as 250ms, 30s`);

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { Store } from "@flotilla/store";
 import { createLogger, logOptions, parseDuration, parseListen, type Logger } from "@flotilla/runtime";
 import { connectionBounds } from "./bounds-config.ts";
-import { ctrlUsage, nonNegativeInt, parseConfig, positiveDuration, positiveInt, systemNamespaceList } from "./config.ts";
+import { ctrlUsage, flagReader, parseConfig, systemNamespaceList } from "./config.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
 
@@ -22,23 +22,24 @@ try {
   log = createLogger({ ...logOptions(config["log-format"], config["log-level"]), fields: { process: "ctrl" } });
   for (const deprecation of deprecations) log.warn(deprecation);
   const { host, port } = parseListen(config.listen);
+  const read = flagReader(config);
   const options = {
-    readMaxBytes: positiveInt("read-max-bytes", config["read-max-bytes"]),
-    pollIntervalMs: positiveDuration("poll-interval", config["poll-interval"]),
+    readMaxBytes: read.positiveInt("read-max-bytes"),
+    pollIntervalMs: read.positiveDuration("poll-interval"),
     stream: {
-      bookmarkIntervalMs: positiveDuration("bookmark-interval", config["bookmark-interval"]),
-      watchBufferLimit: positiveInt("watch-buffer-events", config["watch-buffer-events"]),
-      snapshotConcurrency: positiveInt("snapshot-concurrency", config["snapshot-concurrency"]),
-      snapshotReadAheadBytes: positiveInt("snapshot-read-ahead-bytes", config["snapshot-read-ahead-bytes"]),
+      bookmarkIntervalMs: read.positiveDuration("bookmark-interval"),
+      watchBufferLimit: read.positiveInt("watch-buffer-events"),
+      snapshotConcurrency: read.positiveInt("snapshot-concurrency"),
+      snapshotReadAheadBytes: read.positiveInt("snapshot-read-ahead-bytes"),
     },
-    streamSendTimeoutMs: positiveDuration("stream-send-timeout", config["stream-send-timeout"]),
-    tokenLookupConcurrency: positiveInt("token-lookup-concurrency", config["token-lookup-concurrency"]),
+    streamSendTimeoutMs: read.positiveDuration("stream-send-timeout"),
+    tokenLookupConcurrency: read.positiveInt("token-lookup-concurrency"),
     bounds: connectionBounds(config),
-    status: { staleAfterMs: positiveDuration("status-stale-after", config["status-stale-after"]) },
+    status: { staleAfterMs: read.positiveDuration("status-stale-after") },
     allowedSystemNamespaces: systemNamespaceList("allowed-system-namespaces", config["allowed-system-namespaces"]),
     retention: {
       maxAgeMs: parseDuration(config["retention-max-age"], "retention-max-age"),
-      maxRows: nonNegativeInt("retention-max-rows", config["retention-max-rows"]),
+      maxRows: read.nonNegativeInt("retention-max-rows"),
     },
   };
   // Checked here so that a mistake names its flag.
@@ -48,10 +49,10 @@ try {
     tls,
     trustDomain: config["trust-domain"],
     insecure: config.insecure === "true",
-    tokenCacheSize: positiveInt("token-cache-size", config["token-cache-size"]),
-    tokenRecheckMs: positiveDuration("token-recheck-interval", config["token-recheck-interval"]),
+    tokenCacheSize: read.positiveInt("token-cache-size"),
+    tokenRecheckMs: read.positiveDuration("token-recheck-interval"),
     metricsListen: config["metrics-listen"] || undefined,
-    readinessTimeoutMs: positiveDuration("readiness-timeout", config["readiness-timeout"]),
+    readinessTimeoutMs: read.positiveDuration("readiness-timeout"),
   };
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
     log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_CTRL_ADMIN_TOKEN");

@@ -52,19 +52,14 @@ const NAMESPACE_SUBRESOURCES = ["status", "finalize"];
 
 const METHOD_VERBS: Record<string, string> = { POST: "create", GET: "get", HEAD: "get", PUT: "update", PATCH: "patch", DELETE: "delete" };
 
+/** The attributes of a request that names no resource (discovery, /healthz, /openapi/v3). */
+function nonResourceAttributes(verb: string, path: string): RequestAttributes {
+  return { verb, path, resourceRequest: false, group: "", version: "", resource: "", subresource: "", namespace: "", name: "" };
+}
+
 /** RequestInfoFactory.NewRequestInfo on a path split into segments. */
 export function requestAttributes(method: string, path: string, segs: string[], query: Record<string, string>): RequestAttributes {
-  const attributes: RequestAttributes = {
-    verb: method.toLowerCase(),
-    path,
-    resourceRequest: false,
-    group: "",
-    version: "",
-    resource: "",
-    subresource: "",
-    namespace: "",
-    name: "",
-  };
+  const attributes = nonResourceAttributes(method.toLowerCase(), path);
   // /api/<version>/<rest> or /apis/<group>/<version>/<rest>, with something after the version.
   const grouped = segs[0] === "apis";
   if ((segs[0] !== "api" && !grouped) || segs.length < (grouped ? 4 : 3)) return attributes;
@@ -232,17 +227,7 @@ export function selfSubjectAccessReview(user: UserInfo, authorizer: RbacAuthoriz
         namespace: text(resource.namespace),
         name: text(resource.name),
       }
-    : {
-        verb: text(nonResource!.verb),
-        path: text(nonResource!.path),
-        resourceRequest: false,
-        group: "",
-        version: "",
-        resource: "",
-        subresource: "",
-        namespace: "",
-        name: "",
-      };
+    : nonResourceAttributes(text(nonResource!.verb), text(nonResource!.path));
   const decision = authorizer ? authorizer.authorize(user, attributes) : { allowed: true, reason: "" };
   return {
     kind: "SelfSubjectAccessReview",
