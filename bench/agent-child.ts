@@ -66,11 +66,11 @@ async function memory(): Promise<AgentChildMemory> {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const since = () => performance.now();
 
-/** The agent's target, loading @kubernetes/client-node only for the kubernetes target (as the CLI does). */
+/** The agent's target, loading the Kubernetes client only for the kubernetes target (as the CLI does). */
 async function target(): Promise<Target> {
   if (config.kubeconfig === undefined) return new RenderTarget({ dir: config.renderDir, region: config.region });
-  const { KubernetesTarget, loadKubeConfig } = await import("@flotilla/agent/kubernetes");
-  return new KubernetesTarget({ kubeConfig: loadKubeConfig(config.kubeconfig), region: config.region });
+  const { KubernetesTarget, KubeClient, loadKubeConnection } = await import("@flotilla/agent/kubernetes");
+  return new KubernetesTarget({ kubeClient: new KubeClient(await loadKubeConnection(config.kubeconfig)), region: config.region });
 }
 
 const logLines: string[] = [];

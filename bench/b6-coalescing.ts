@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { Store } from "@flotilla/store";
 import { createConnection } from "mysql2/promise";
 import { createLogger, DESIRED_VERSION_ANNOTATION, startAgent, type Agent } from "@flotilla/agent";
-import { KubernetesTarget, loadKubeConfig } from "@flotilla/agent/kubernetes";
+import { KubeClient, KubernetesTarget, loadKubeConnection } from "@flotilla/agent/kubernetes";
 import { KubernetesEmulator, type RequestLogEntry } from "@flotilla/k8s-emulator";
 import { CtrlProcess, type BurstSpec } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
@@ -85,7 +85,7 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     // Through a file: the bench package has no dependency on the Kubernetes client itself.
     tmp = await mkdtemp(join(tmpdir(), "flotilla-b6-"));
     await emulator.writeKubeconfig(join(tmp, "kubeconfig"));
-    const kubeConfig = loadKubeConfig(join(tmp, "kubeconfig"));
+    const kubeClient = new KubeClient(await loadKubeConnection(join(tmp, "kubeconfig")));
     const emu = emulator;
     const deploymentsApplied = (entries: readonly RequestLogEntry[]) => entries.filter((e) => e.verb === "apply" && e.resource === "deployments");
     // Only objects the emulator has received an apply for since the last check are read again
@@ -117,7 +117,7 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
       ctrlUrl: ctrl.url,
       region: REGION,
       token,
-      target: new KubernetesTarget({ kubeConfig, region: REGION }),
+      target: new KubernetesTarget({ kubeClient, region: REGION }),
       concurrency: CONCURRENCY,
       log: createLogger({ write: (line) => agentLog.push(`${((now() - started) / 1000).toFixed(1)} s ${line}`) }),
     });

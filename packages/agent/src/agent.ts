@@ -28,7 +28,6 @@ import { WorkQueue } from "./queue.ts";
 import { newReconciler } from "./reconciler.ts";
 import { Readiness } from "./readiness.ts";
 import { Reporter } from "./reporter.ts";
-import type { PooledKubeConfig } from "./targets/kubernetes.ts";
 import { APPLIED_KINDS } from "./watched-kinds.ts";
 
 export interface Agent {
@@ -67,7 +66,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
   const client = ctrlClient(config);
   // With a cluster target, the observer watches what the cluster really runs (for status and
   // drift correction); a render target has nothing to watch.
-  const observing = target.kubeConfig ? await observe(config, table, metrics, statusChanged, readiness) : undefined;
+  const observing = target.kubeClient ? await observe(config, table, metrics, statusChanged, readiness) : undefined;
   const observer = observing?.observer;
   const reconciler = newReconciler({
     table,
@@ -183,14 +182,14 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
  */
 async function leadershipOf(config: ResolvedAgentConfig, metrics: AgentMetrics): Promise<Leadership> {
   if (!config.leaderElect) return new Leadership(metrics);
-  const kubeConfig = config.target.kubeConfig;
-  if (!kubeConfig) throw new Error("leader election needs the kubernetes target: its Lease lives in the cluster the agent applies to");
+  const kubeClient = config.target.kubeClient;
+  if (!kubeClient) throw new Error("leader election needs the kubernetes target: its Lease lives in the cluster the agent applies to");
   const { LeaderElector, defaultIdentity, podNamespace } = await import("./leader-election.ts");
   const options = config.leaderElection;
   const name = options.name ?? `flotilla-agent-${config.region}`;
   const namespace = options.namespace ?? podNamespace() ?? "default";
   const identity = options.identity ?? defaultIdentity();
-  return new Leadership(metrics, (callbacks) => new LeaderElector({ ...options, ...callbacks, kubeConfig, name, namespace, identity, log: config.log }), name);
+  return new Leadership(metrics, (callbacks) => new LeaderElector({ ...options, ...callbacks, kubeClient, name, namespace, identity, log: config.log }), name);
 }
 
 /** ctrl's ClusterService over gRPC, authenticated with the agent token. */
@@ -202,10 +201,7 @@ function ctrlClient({ ctrlUrl, token, tls, log }: ResolvedAgentConfig): Client<t
   return createClient(ClusterService, ctrlTransport({ baseUrl: ctrlUrl, interceptors: [auth], tls, log }));
 }
 
-/**
- * The observer and the drift corrector it feeds. The observer module (and with it
- * @kubernetes/client-node, some 80 MB of RSS) is loaded only here.
- */
+/** The observer and the drift corrector it feeds. The observer module is loaded only here. */
 async function observe(
   config: ResolvedAgentConfig,
   table: DesiredTable,
@@ -214,16 +210,14 @@ async function observe(
   readiness: Readiness,
 ): Promise<{ observer: Observer; drift: DriftCorrector }> {
   const { Observer } = await import("./observer.ts");
-  // A PooledKubeConfig (the CLI's) reports every request: counted, and the last one says whether the cluster answers.
-  const requests = (config.target.kubeConfig as Partial<PooledKubeConfig>).requests;
-  if (requests) {
-    let unreachable: string | undefined = "no answer from the Kubernetes API yet";
-    requests.add(({ method, code, host, broken }) => {
-      if (!broken) metrics.restClientRequests.inc({ code, method, host });
-      unreachable = code === "<error>" ? `the Kubernetes API at ${host} does not answer` : undefined;
-    });
-    readiness.add("cluster", () => unreachable);
-  }
+  // Every request is counted, and the last one says whether the cluster answers.
+  const kubeClient = config.target.kubeClient!;
+  let unreachable: string | undefined = "no answer from the Kubernetes API yet";
+  kubeClient.requests.add(({ method, code, host, broken }) => {
+    if (!broken) metrics.restClientRequests.inc({ code, method, host });
+    unreachable = code === "<error>" ? `the Kubernetes API at ${host} does not answer` : undefined;
+  });
+  readiness.add("cluster", () => unreachable);
   const drift = new DriftCorrector({
     table,
     region: config.region,
@@ -232,7 +226,7 @@ async function observe(
     refreshPerSecond: config.refreshPerSecond,
   });
   const observer = new Observer({
-    kubeConfig: config.target.kubeConfig!,
+    kubeClient,
     region: config.region,
     kinds: APPLIED_KINDS,
     bookmarkIntervalMs: config.observerBookmarkIntervalMs,

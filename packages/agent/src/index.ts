@@ -1,5 +1,5 @@
-// @flotilla/agent: the agent without @kubernetes/client-node (the render target needs none of
-// it); the Kubernetes target and the observer are in @flotilla/agent/kubernetes.
+// @flotilla/agent: the agent without the Kubernetes client (the render target needs none of
+// it); the Kubernetes target, the observer and the client are in @flotilla/agent/kubernetes.
 export { startAgent, type Agent } from "./agent.ts";
 // The logger an AgentConfig takes (callers need not depend on @flotilla/runtime for it).
 export { createLogger, silentLogger, type Logger } from "@flotilla/runtime";

@@ -19,7 +19,7 @@ import type { Logger } from "@flotilla/runtime";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
-import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
+import { resourcePath, statusCodeOf, type ApiObject, type KubeClient } from "./kube-api.ts";
 import { sleep } from "./backoff.ts";
 
 /** Leader election timing and the Lease's place, with client-go's (and controller-runtime's) defaults. */
@@ -78,7 +78,7 @@ export interface LeaseRecord {
 }
 
 export interface LeaderElectorOptions {
-  kubeConfig: KubeConfig;
+  kubeClient: KubeClient;
   namespace: string;
   name: string;
   identity: string;
@@ -96,7 +96,7 @@ export interface LeaderElectorOptions {
 
 export class LeaderElector {
   readonly #options: LeaderElectorOptions;
-  readonly #api: CoordinationV1Api;
+  readonly #api: KubeClient;
   readonly #monotonic: () => number;
   /** The record last seen (read or written) and when it was first seen as such (monotonic). */
   #observed: { record: LeaseRecord; resourceVersion: string | undefined; at: number } | undefined;
@@ -110,7 +110,7 @@ export class LeaderElector {
   constructor(options: LeaderElectorOptions) {
     validateTimings(options);
     this.#options = options;
-    this.#api = options.kubeConfig.makeApiClient(CoordinationV1Api);
+    this.#api = options.kubeClient;
     this.#monotonic = options.monotonic ?? (() => performance.now());
   }
 
@@ -186,14 +186,15 @@ export class LeaderElector {
     const { namespace, name, identity, leaseDurationMs, log } = this.#options;
     const started = this.#monotonic();
     const now = Date.now();
+    const path = leasePath(namespace, name);
     const ours: LeaseRecord = { holderIdentity: identity, leaseDurationSeconds: leaseDurationMs / 1000, acquireTime: now, renewTime: now, leaseTransitions: 0 };
     try {
-      let lease: V1Lease;
+      let lease: Lease;
       try {
-        lease = await this.#bounded(this.#api.readNamespacedLease({ name, namespace }));
+        lease = await this.#bounded(this.#api.get<Lease>(path));
       } catch (error) {
-        if (!(error instanceof ApiException && error.code === 404)) throw error;
-        const created = await this.#bounded(this.#api.createNamespacedLease({ namespace, body: toLease(name, ours, undefined) }));
+        if (statusCodeOf(error) !== 404) throw error;
+        const created = await this.#bounded(this.#api.create(leasePath(namespace), toLease(name, ours, undefined)));
         this.#observe(ours, created.metadata?.resourceVersion, started);
         this.#failures = 0;
         return { epoch: 0, started };
@@ -211,12 +212,12 @@ export class LeaderElector {
           ? { ...ours, acquireTime: old.acquireTime, leaseTransitions: old.leaseTransitions }
           : { ...ours, leaseTransitions: old.leaseTransitions + 1 };
       if (signal.aborted) return undefined;
-      const updated = await this.#bounded(this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, next, lease.metadata?.resourceVersion) }));
+      const updated = await this.#bounded(this.#api.replace(path, toLease(name, next, lease.metadata?.resourceVersion)));
       this.#observe(next, updated.metadata?.resourceVersion, started);
       this.#failures = 0;
       return { epoch: next.leaseTransitions, started };
     } catch (error) {
-      if (error instanceof ApiException && error.code === 409) return undefined; // another candidate wrote first
+      if (statusCodeOf(error) === 409) return undefined; // another candidate wrote first
       // Logged at first and then every tenth time: a standby without access retries for ever.
       if (++this.#failures <= 3 || this.#failures % 10 === 0) {
         log.warn(
@@ -240,7 +241,7 @@ export class LeaderElector {
       renewTime: now,
       leaseTransitions: observed.record.leaseTransitions,
     };
-    await this.#bounded(this.#api.replaceNamespacedLease({ name, namespace, body: toLease(name, released, observed.resourceVersion) }));
+    await this.#bounded(this.#api.replace(leasePath(namespace, name), toLease(name, released, observed.resourceVersion)));
     this.#observed = { record: released, resourceVersion: undefined, at: this.#monotonic() };
     log.info(`leader election: released lease ${namespace}/${name}`);
   }
@@ -303,8 +304,24 @@ interface Acquired {
   started: number;
 }
 
-function toLease(name: string, record: LeaseRecord, resourceVersion: string | undefined): V1Lease {
-  const time = (ms: number | undefined) => (ms === undefined ? undefined : new V1MicroTime(ms));
+/** A coordination.k8s.io/v1 Lease; times are MicroTime strings (RFC 3339 with microseconds). */
+interface Lease extends ApiObject {
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+  };
+}
+
+function leasePath(namespace: string, name?: string): string {
+  return resourcePath({ apiVersion: "coordination.k8s.io/v1", kind: "Lease", namespace, name });
+}
+
+function toLease(name: string, record: LeaseRecord, resourceVersion: string | undefined): Lease {
+  // metav1.MicroTime: 2006-01-02T15:04:05.000000Z07:00 (milliseconds are all a Date has).
+  const time = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString().replace(/Z$/, "000Z"));
   return {
     apiVersion: "coordination.k8s.io/v1",
     kind: "Lease",
@@ -320,7 +337,7 @@ function toLease(name: string, record: LeaseRecord, resourceVersion: string | un
 }
 
 /** client-go's LeaseSpecToLeaderElectionRecord: absent fields are "" and 0. */
-export function fromLease(lease: V1Lease): LeaseRecord {
+export function fromLease(lease: Lease): LeaseRecord {
   const spec = lease.spec ?? {};
   const time = (value: Date | string | undefined) => (value === undefined ? undefined : new Date(value).getTime());
   return {

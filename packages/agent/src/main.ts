@@ -57,9 +57,9 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
 
   let target: Target;
   if (text("target") === "kubernetes") {
-    // Loaded only for this target: @kubernetes/client-node costs some 80 MB of RSS.
-    const { KubernetesTarget, loadKubeConfig } = await import("./targets/kubernetes.ts");
-    target = new KubernetesTarget({ kubeConfig: loadKubeConfig(text("kubeconfig")), region });
+    // Loaded only for this target.
+    const { KubernetesTarget, KubeClient, loadKubeConnection } = await import("./kubernetes.ts");
+    target = new KubernetesTarget({ kubeClient: new KubeClient(await loadKubeConnection(text("kubeconfig"))), region });
   } else if (text("target") === "render") {
     target = new RenderTarget({ dir: text("render-dir") ?? required("--render-dir (with --target render)"), region });
   } else {

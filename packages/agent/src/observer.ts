@@ -10,13 +10,12 @@
 // * Errors back off exponentially with jitter; a watch without any event or bookmark for 3× the
 //   expected bookmark interval is restarted (the inactivity watchdog).
 import type { Logger } from "@flotilla/runtime";
-import { ApiException, KubernetesObjectApi, Watch, type KubeConfig } from "@kubernetes/client-node";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
 import { CachedObject } from "./cached-object.ts";
 import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
 import { resourceKey } from "./keys.ts";
-import { statusMessage } from "./targets/kubernetes.ts";
+import { statusCodeOf, type KubeClient, type WatchEvent } from "./kube-api.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
 
 /** Why a watch was restarted (the `reason` label of flotilla_agent_observer_restarts_total). */
@@ -34,7 +33,7 @@ export interface ObjectChange {
 }
 
 export interface ObserverOptions {
-  kubeConfig: KubeConfig;
+  kubeClient: KubeClient;
   region: string;
   kinds: readonly WatchedKind[];
   /** The API server's bookmark interval; 3× without any event or bookmark restarts the watch. */
@@ -104,8 +103,6 @@ class KindWatcher {
   readonly kind: WatchedKind;
   isSynced = false;
   readonly #options: ObserverOptions;
-  readonly #api: KubernetesObjectApi;
-  readonly #watch: Watch;
   readonly #selector: string;
   readonly #objects = new Map<string, CachedObject>();
   /** Locations of each key's objects: nearly always one, kept as a plain string then (a Set costs ~130 B). */
@@ -115,8 +112,6 @@ class KindWatcher {
   constructor(options: ObserverOptions, kind: WatchedKind) {
     this.kind = kind;
     this.#options = options;
-    this.#api = KubernetesObjectApi.makeApiClient(options.kubeConfig);
-    this.#watch = new Watch(options.kubeConfig);
     this.#selector = managedSelector(options.region);
   }
 
@@ -151,7 +146,7 @@ class KindWatcher {
       if (end.reason === "error") {
         const delay = backoffDelay(failures++, backoff);
         if (failures <= 3 || failures % 10 === 0)
-          log.warn(`observer ${this.kind.kind}: ${describeError(end.error, this.kind)} (retry in ${Math.round(delay)} ms)`);
+          log.warn(`observer ${this.kind.kind}: ${describeError(end.error)} (retry in ${Math.round(delay)} ms)`);
         await sleep(delay, signal);
       } else {
         failures = 0;
@@ -170,14 +165,14 @@ class KindWatcher {
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
-      const page = await this.#api.list(apiVersion, kind, undefined, undefined, undefined, undefined, undefined, this.#selector, LIST_PAGE_SIZE, continueToken);
+      const page = await this.#options.kubeClient.list(this.kind.path, { labelSelector: this.#selector, limit: LIST_PAGE_SIZE, continue: continueToken });
       for (const item of page.items) {
         // List items of built-in types come without apiVersion and kind.
         const object = { ...item, apiVersion, kind } as KubeObject;
         listed.add(this.#store(object));
       }
       resourceVersion = page.metadata?.resourceVersion;
-      continueToken = page.metadata?._continue || undefined;
+      continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
     for (const [at, previous] of [...this.#objects]) if (!listed.has(at)) this.#remove(previous.toObject());
     this.#resourceVersion = resourceVersion;
@@ -185,46 +180,44 @@ class KindWatcher {
   }
 
   /** One watch request from the current resourceVersion, until it ends. */
-  #watchOnce(signal: AbortSignal): Promise<WatchEnd> {
-    const { bookmarkIntervalMs, watchTimeoutSeconds } = this.#options;
-    return new Promise<WatchEnd>((resolve) => {
-      let outcome: WatchEnd | undefined;
-      let controller: AbortController | undefined;
-      const finish = (end: WatchEnd) => {
-        outcome ??= end;
-        controller?.abort();
-      };
-      const watchdog = new Watchdog(3 * bookmarkIntervalMs, () => finish({ reason: "inactive" }));
-      const onAbort = () => finish({ reason: "closed" });
-      signal.addEventListener("abort", onAbort, { once: true });
-      const done = (error: unknown) => {
-        watchdog.stop();
-        signal.removeEventListener("abort", onAbort);
-        if (!outcome) outcome = error ? (statusOf(error) === 410 ? { reason: "gone" } : { reason: "error", error }) : { reason: "closed" };
-        resolve(outcome);
-      };
-      const onEvent = (type: string, object: KubeObject & { code?: number; message?: string }) => {
-        watchdog.reset();
-        if (type === "ERROR") {
-          finish(object.code === 410 ? { reason: "gone" } : { reason: "error", error: new Error(`watch error ${object.code}: ${object.message}`) });
-          return;
-        }
-        if (type === "ADDED" || type === "MODIFIED") this.#store({ ...object, apiVersion: this.kind.apiVersion, kind: this.kind.kind });
-        else if (type === "DELETED") this.#remove(object);
-        const version = object.metadata?.resourceVersion;
-        if (typeof version === "string" && version !== "") this.#resourceVersion = version;
-      };
-      const query = {
-        labelSelector: this.#selector,
-        resourceVersion: this.#resourceVersion,
-        allowWatchBookmarks: true,
-        timeoutSeconds: watchTimeoutSeconds,
-      };
-      this.#watch.watch(this.kind.path, query, onEvent, done).then((started) => {
-        controller = started;
-        if (outcome) started.abort();
-      }, done);
-    });
+  async #watchOnce(signal: AbortSignal): Promise<WatchEnd> {
+    const { bookmarkIntervalMs, watchTimeoutSeconds, kubeClient } = this.#options;
+    const stop = new AbortController();
+    let outcome: WatchEnd | undefined;
+    const finish = (end: WatchEnd) => {
+      outcome ??= end;
+      stop.abort();
+    };
+    const watchdog = new Watchdog(3 * bookmarkIntervalMs, () => finish({ reason: "inactive" }));
+    const onAbort = () => finish({ reason: "closed" });
+    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    const onEvent = ({ type, object }: WatchEvent) => {
+      watchdog.reset();
+      if (type === "ERROR") {
+        finish(object.code === 410 ? { reason: "gone" } : { reason: "error", error: new Error(`watch error ${object.code}: ${object.message}`) });
+        return;
+      }
+      if (type === "ADDED" || type === "MODIFIED") this.#store({ ...object, apiVersion: this.kind.apiVersion, kind: this.kind.kind } as KubeObject);
+      else if (type === "DELETED") this.#remove(object as KubeObject);
+      const version = object.metadata?.resourceVersion;
+      if (typeof version === "string" && version !== "") this.#resourceVersion = version;
+    };
+    const query = {
+      labelSelector: this.#selector,
+      resourceVersion: this.#resourceVersion,
+      allowWatchBookmarks: true,
+      timeoutSeconds: watchTimeoutSeconds,
+    };
+    try {
+      await kubeClient.watch(this.kind.path, query, onEvent, stop.signal);
+      return outcome ?? { reason: "closed" };
+    } catch (error) {
+      return outcome ?? (statusCodeOf(error) === 410 ? { reason: "gone" } : { reason: "error", error });
+    } finally {
+      watchdog.stop();
+      signal.removeEventListener("abort", onAbort);
+    }
   }
 
   /** Caches the reduced `object` and reports the change; returns its location. */
@@ -278,19 +271,7 @@ function keyOf(object: KubeObject | undefined): string | undefined {
   return resource && resourceKey(resource.type, resource.id);
 }
 
-function statusOf(error: unknown): number | undefined {
-  if (error instanceof ApiException) return error.code;
-  const code = (error as { statusCode?: unknown } | undefined)?.statusCode;
-  return typeof code === "number" ? code : undefined;
-}
-
-/**
- * A failed list shows the server's Status message (a 403 names the missing verb); a failed watch
- * only has the HTTP status (client-node's Watch does not read the body), so name the request.
- */
-function describeError(error: unknown, kind: WatchedKind): string {
-  if (error instanceof ApiException) return `list ${kind.path}: ${statusMessage(error)}`;
-  const code = statusOf(error);
-  if (code !== undefined) return `watch ${kind.path}: HTTP ${code} ${error instanceof Error ? error.message : ""}`.trimEnd();
+/** The server's Status message with the request (a 403 names the missing verb), else the socket's error. */
+function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }

@@ -1,6 +1,6 @@
 // Where desired state goes: a Kubernetes cluster, or a directory of manifests. Every method is
 // idempotent, so the work queue may retry any call after any failure.
-import type { KubeConfig } from "@kubernetes/client-node";
+import type { KubeClient } from "./kube-api.ts";
 import type { DesiredResource, ResourceTombstone, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { resourceKey } from "./keys.ts";
 import { isManagedBy, resourceOfLabels } from "./manifests.ts";
@@ -38,7 +38,7 @@ export interface Target {
    * The cluster's access, for a target that applies to a cluster: the agent then also watches
    * the cluster (observer) and corrects drift. Absent for a target with nothing to watch.
    */
-  readonly kubeConfig?: KubeConfig;
+  readonly kubeClient?: KubeClient;
   /**
    * Makes the target hold exactly the objects `buildManifests(resource)` describes: ensures the
    * Namespace, applies the objects (labels and desired-version annotation included) and removes

@@ -1,5 +1,5 @@
 // The kinds of objects the observer watches. Kept apart from the observer so that code reading
-// its cache (observation.ts) does not load @kubernetes/client-node, which only the kubernetes
+// its cache (observation.ts) does not load the Kubernetes client, which only the kubernetes
 // target needs.
 
 /** A kind the observer watches, and its collection path across all namespaces. */

@@ -317,7 +317,7 @@ describe("Observer", () => {
     const stopping = new AbortController();
     const changes: (string | undefined)[] = [];
     const observer = new Observer({
-      kubeConfig: cluster.kc,
+      kubeClient: cluster.kube,
       region: "east",
       kinds: APPLIED_KINDS,
       bookmarkIntervalMs: 1000,

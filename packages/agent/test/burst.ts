@@ -76,7 +76,7 @@ export async function burstSuite(database: "sqlite" | "mysql"): Promise<void> {
     after(() => stack?.close());
 
     test(`${DEPLOYMENTS * UPDATES_EACH} updates to ${DEPLOYMENTS} deployments: coalesced, one apply at a time per object`, async () => {
-      const target = new InstrumentedTarget(new KubernetesTarget({ kubeConfig: stack.kubeConfig, region: REGION }));
+      const target = new InstrumentedTarget(new KubernetesTarget({ kubeClient: stack.kubeClient, region: REGION }));
       const agent = await stack.agent({ target, concurrency: CONCURRENCY });
       await agent.ready;
       const deployments = stack.t.client(DeploymentService);

@@ -1,12 +1,17 @@
-// Connection reuse: the kubernetes target's requests share a few connections to the API server,
-// though the kubeconfig has TLS settings (insecure-skip-tls-verify), for which client-node builds
-// a new connection pool per request.
+// Connection reuse: the kubernetes target's requests share a few connections to the API server
+// (one keep-alive pool per cluster), and a rotated client certificate gets a pool of its own.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
-import { KubernetesTarget, PooledKubeConfig } from "../src/targets/kubernetes.ts";
+import { initPki, issueAgent } from "@flotilla/ctrl/pki";
+import { KubeClient } from "../src/kube-api.ts";
+import { kubeconfigConnection, kubeconfigConnectionFromString } from "../src/kube-connection.ts";
+import { KubernetesTarget } from "../src/targets/kubernetes.ts";
 import { REGION } from "@flotilla/testkit/stack";
 
 const APPLIES = 50;
@@ -14,25 +19,34 @@ const APPLIES = 50;
 const WORKERS = 8;
 
 let emulator: KubernetesEmulator;
+let tlsEmulator: KubernetesEmulator;
+let dir: string;
 before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "flotilla-kube-connections-"));
+  const pki = initPki(join(dir, "pki"));
   emulator = await KubernetesEmulator.start({ rolloutDelayMs: 20 });
+  tlsEmulator = await KubernetesEmulator.start({ rolloutDelayMs: 20, rbac: true, tls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), clientCa: readFileSync(pki.caCert) } });
 });
-after(() => emulator?.stop());
+after(async () => {
+  await emulator?.stop();
+  await tlsEmulator?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const deployment = (id: string, namespace: string) =>
+  create(DesiredResourceSchema, {
+    type: ResourceType.DEPLOYMENT,
+    id,
+    version: 1n,
+    namespace,
+    spec: { case: "deployment", value: { workload: { image: "app:1", port: 80 }, replicas: 1 } },
+  });
 
 test(`${APPLIES} applies by ${WORKERS} workers use a few connections, not one per request`, async () => {
-  const kubeConfig = new PooledKubeConfig();
-  kubeConfig.loadFromString(emulator.kubeconfigYaml());
-  assert.equal(kubeConfig.getCurrentCluster()?.skipTLSVerify, true, "the kubeconfig has a TLS setting");
-  const target = new KubernetesTarget({ kubeConfig, region: REGION });
-  const resources = Array.from({ length: APPLIES }, (_, i) =>
-    create(DesiredResourceSchema, {
-      type: ResourceType.DEPLOYMENT,
-      id: `app-${i}`,
-      version: 1n,
-      namespace: `ns-${i % 5}`,
-      spec: { case: "deployment", value: { workload: { image: "app:1", port: 80 }, replicas: 1 } },
-    }),
-  );
+  const kubeClient = new KubeClient(await kubeconfigConnectionFromString(emulator.kubeconfigYaml()));
+  assert.match(emulator.kubeconfigYaml(), /insecure-skip-tls-verify: true/, "the kubeconfig has a TLS setting");
+  const target = new KubernetesTarget({ kubeClient, region: REGION });
+  const resources = Array.from({ length: APPLIES }, (_, i) => deployment(`app-${i}`, `ns-${i % 5}`));
   const connectionsBefore = emulator.connectionCount;
   emulator.clearRequestLog();
   await Promise.all(
@@ -43,36 +57,52 @@ test(`${APPLIES} applies by ${WORKERS} workers use a few connections, not one pe
   const requests = emulator.requestLog.length;
   const connections = emulator.connectionCount - connectionsBefore;
   assert.ok(requests >= 2 * APPLIES, `each apply writes a Deployment and a Service (${requests} requests)`);
-  // A worker has one request in flight at a time; the first ones (which also fetch API discovery) open
-  // a few more. Without reuse, every request opens a connection of its own.
+  // A worker has one request in flight at a time. Without reuse, every request opens a connection of its own.
   assert.ok(connections <= 2 * WORKERS, `${requests} requests used ${connections} connections`);
 });
 
-test("a changed TLS setting (a rotated client certificate) gets a connection pool of its own", async () => {
-  const kubeConfig = new PooledKubeConfig();
-  kubeConfig.loadFromString(emulator.kubeconfigYaml());
-  const target = new KubernetesTarget({ kubeConfig, region: REGION });
-  const apply = (i: number) =>
-    target.apply(
-      create(DesiredResourceSchema, {
-        type: ResourceType.DEPLOYMENT,
-        id: `rotated-${i}`,
-        version: 1n,
-        namespace: "rotation",
-        spec: { case: "deployment", value: { workload: { image: "app:1", port: 80 }, replicas: 1 } },
-      }),
-    );
+test("a rotated client certificate file gets a connection pool of its own, over TLS with the client certificate's user", async () => {
+  const pkiDir = join(dir, "pki");
+  const users = ["east", "west"].map((region) => ({ region, user: `flotilla-agent ${region}`, ...issueAgent(pkiDir, region) }));
+  tlsEmulator.put({
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: "agents" },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+    subjects: users.map(({ user }) => ({ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: user })),
+  });
+  const rotate = (index: number) => {
+    copyFileSync(users[index]!.cert, join(dir, "client.pem"));
+    copyFileSync(users[index]!.key, join(dir, "client.key"));
+  };
+  rotate(0);
+  // Paths relative to the kubeconfig's directory, as client-go resolves them.
+  const kubeconfig = join(dir, "kubeconfig");
+  writeFileSync(
+    kubeconfig,
+    [
+      "apiVersion: v1",
+      "kind: Config",
+      "clusters: [{ name: c, cluster: { server: " + JSON.stringify(tlsEmulator.url) + ", certificate-authority: pki/ca.pem } }]",
+      "users: [{ name: u, user: { client-certificate: client.pem, client-key: client.key } }]",
+      "contexts: [{ name: x, context: { cluster: c, user: u } }]",
+      "current-context: x",
+    ].join("\n"),
+  );
+  const target = new KubernetesTarget({ kubeClient: new KubeClient(await kubeconfigConnection([kubeconfig])), region: REGION });
+  const apply = (i: number) => target.apply(deployment(`rotated-${i}`, "rotation"));
+  const lastUser = () => tlsEmulator.requestLog.at(-1)?.user;
   await apply(0);
-  const settled = emulator.connectionCount;
+  const settled = tlsEmulator.connectionCount;
   await apply(1);
-  assert.equal(emulator.connectionCount, settled, "same settings: the pool's connection is reused");
-  // Over plain http the certificate is never presented, but it is part of the TLS options.
-  const user = kubeConfig.getCurrentUser() as { certData?: string };
-  user.certData = Buffer.from("-----BEGIN CERTIFICATE-----\nrotated\n-----END CERTIFICATE-----\n").toString("base64");
+  assert.equal(tlsEmulator.connectionCount, settled, "same settings: the pool's connection is reused");
+  assert.equal(lastUser(), users[0]!.user);
+  rotate(1);
   await apply(2);
-  assert.ok(emulator.connectionCount > settled, "new settings: a new pool, hence a new connection");
+  assert.ok(tlsEmulator.connectionCount > settled, "new settings: a new pool, hence a new connection");
+  assert.equal(lastUser(), users[1]!.user, "the rotated certificate is presented");
   await apply(3);
-  const rotated = emulator.connectionCount;
+  const rotated = tlsEmulator.connectionCount;
   await apply(4);
-  assert.equal(emulator.connectionCount, rotated, "the new pool is reused in turn");
+  assert.equal(tlsEmulator.connectionCount, rotated, "the new pool is reused in turn");
 });

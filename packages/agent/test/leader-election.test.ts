@@ -32,7 +32,7 @@ describe("leader election", () => {
   function candidate(name: string, identity: string, options: Partial<LeaderElectorOptions> = {}) {
     const events: string[] = [];
     const elector = new LeaderElector({
-      kubeConfig: cluster.kc,
+      kubeClient: cluster.kube,
       namespace: NAMESPACE,
       name,
       identity,

@@ -7,7 +7,9 @@ import { testDatabases } from "@flotilla/testkit/databases";
 import { startTcpProxy, type TcpProxy } from "@flotilla/testkit/tcp-proxy";
 import { deploymentOf, REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
 import type { Agent } from "../src/agent.ts";
-import { KubernetesTarget, PooledKubeConfig } from "../src/targets/kubernetes.ts";
+import { KubeClient } from "../src/kube-api.ts";
+import { kubeconfigConnectionFromString } from "../src/kube-connection.ts";
+import { KubernetesTarget } from "../src/targets/kubernetes.ts";
 
 const [{ db }] = await testDatabases();
 
@@ -23,12 +25,11 @@ describe("agent operations: readiness and metrics", () => {
     const clusterUrl = new URL(stack.emulator.url);
     toCluster = await startTcpProxy(clusterUrl.hostname, Number(clusterUrl.port));
     // The agent reaches ctrl and the cluster through proxies the test can cut.
-    const kubeConfig = new PooledKubeConfig();
-    kubeConfig.loadFromString(stack.emulator.kubeconfigYaml().replace(clusterUrl.host, `127.0.0.1:${toCluster.port}`));
+    const kubeClient = new KubeClient(await kubeconfigConnectionFromString(stack.emulator.kubeconfigYaml().replace(clusterUrl.host, `127.0.0.1:${toCluster.port}`)));
     agent = await stack.agent({
       listen: "127.0.0.1:0",
       ctrlUrl: `http://127.0.0.1:${toCtrl.port}`,
-      target: new KubernetesTarget({ kubeConfig, region: REGION }),
+      target: new KubernetesTarget({ kubeClient, region: REGION }),
     });
     await agent.ready;
   });

@@ -1,4 +1,4 @@
-// Shared setup: an emulator plus real @kubernetes/client-node clients for it.
+// Shared setup: an emulator plus real @kubernetes/client-node clients for it, and the agent's own.
 import assert from "node:assert/strict";
 import {
   ApiException,
@@ -13,10 +13,13 @@ import {
   type V1Deployment,
 } from "@kubernetes/client-node";
 import { KubernetesEmulator, type EmulatorOptions } from "@flotilla/k8s-emulator";
+import { KubeClient, kubeconfigConnectionFromString } from "@flotilla/agent/kubernetes";
 
 export interface Cluster {
   emu: KubernetesEmulator;
   kc: KubeConfig;
+  /** The agent's own client of the emulator. */
+  kube: KubeClient;
   objects: KubernetesObjectApi;
   apps: AppsV1Api;
   core: CoreV1Api;
@@ -34,6 +37,7 @@ export async function startCluster(opts: EmulatorOptions = {}): Promise<Cluster>
   return {
     emu,
     kc,
+    kube: new KubeClient(await kubeconfigConnectionFromString(emu.kubeconfigYaml())),
     objects,
     apps: kc.makeApiClient(AppsV1Api),
     core: kc.makeApiClient(CoreV1Api),

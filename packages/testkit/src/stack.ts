@@ -2,7 +2,7 @@
 // emulator, and agents of region east against both.
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { KubeConfig } from "@kubernetes/client-node";
+import { KubeConfig } from "@kubernetes/client-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Phase } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -17,7 +17,7 @@ import {
   type AgentConfig,
   type KubeObject,
 } from "@flotilla/agent";
-import { KubernetesTarget, PooledKubeConfig } from "@flotilla/agent/kubernetes";
+import { KubeClient, kubeconfigConnectionFromString, KubernetesTarget } from "@flotilla/agent/kubernetes";
 import type { CtrlOptions } from "@flotilla/ctrl";
 import { startTestCtrl, type TestCtrl } from "./ctrl.ts";
 import type { TestDatabase } from "./databases.ts";
@@ -32,7 +32,10 @@ export interface Stack {
   t: TestCtrl;
   emulator: KubernetesEmulator;
   token: string;
+  /** A client-node KubeConfig of the emulator, for tests that act on the cluster as others would. */
   kubeConfig: KubeConfig;
+  /** The agents' client of the emulator. */
+  kubeClient: KubeClient;
   /** Starts an agent of region east with test-friendly timings; stopped by close(). */
   agent(overrides?: Partial<AgentConfig>): Promise<Agent>;
   close(): Promise<void>;
@@ -44,20 +47,22 @@ export async function startStack(db: TestDatabase, options: { ctrl?: Partial<Ctr
   await t.store.regions.create(OTHER_REGION);
   const { token } = await t.client(RegionService).createAgentToken({ region: REGION });
   const emulator = await KubernetesEmulator.start({ rolloutDelayMs: 20, ...options.emulator });
-  const kubeConfig = new PooledKubeConfig();
+  const kubeConfig = new KubeConfig();
   kubeConfig.loadFromString(emulator.kubeconfigYaml());
+  const kubeClient = new KubeClient(await kubeconfigConnectionFromString(emulator.kubeconfigYaml()));
   const agents: Agent[] = [];
   return {
     t,
     emulator,
     token,
     kubeConfig,
+    kubeClient,
     async agent(overrides = {}) {
       const agent = await startAgent({
         ctrlUrl: t.url,
         region: REGION,
         token,
-        target: new KubernetesTarget({ kubeConfig, region: REGION }),
+        target: new KubernetesTarget({ kubeClient, region: REGION }),
         bookmarkIntervalMs: BOOKMARK_MS,
         reconnectBackoff: { minMs: 50, maxMs: 500 },
         retryBackoff: { minMs: 20, maxMs: 500 },

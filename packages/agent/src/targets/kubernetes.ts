@@ -4,17 +4,6 @@
 // An object that does not track the desired version (a Service) is not applied again while its
 // content is what this process last applied and the live object is still the one that apply wrote.
 import { createHash } from "node:crypto";
-import type { AgentOptions } from "node:https";
-import { Agent, type Dispatcher as UndiciDispatcher } from "undici";
-import {
-  ApiException,
-  KubeConfig,
-  KubernetesObjectApi,
-  PatchStrategy,
-  type Cluster,
-  type KubernetesObject,
-  type RequestContext,
-} from "@kubernetes/client-node";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import {
   buildManifests,
@@ -29,8 +18,8 @@ import {
 } from "../manifests.ts";
 import { containsCanonical } from "../compare.ts";
 import { typeName } from "../keys.ts";
+import { KubeApiError, objectPath, resourcePath, statusCodeOf, type ApiObject, type KubeClient } from "../kube-api.ts";
 import { isOwnedBy, ownershipConflict, type Owner } from "../ownership.ts";
-import { Listeners } from "../listeners.ts";
 import { managedObject, TargetError, type AppliedVersions, type ManagedObject, type Target } from "../target.ts";
 
 /** Kinds that listManaged() looks at (Namespaces are never pruned). */
@@ -45,110 +34,8 @@ const LIST_PAGE_SIZE = 500;
 /** Read-check-write rounds of one object that may each lose a race (409) before the work queue retries. */
 const WRITE_ATTEMPTS = 3;
 
-type Dispatcher = NonNullable<ReturnType<RequestContext["getDispatcher"]>>;
-
-/** KubeConfig's per-request dispatcher factory: private in client-node 2.0.1, hence this declaration. */
-interface DispatcherFactory {
-  createDispatcher(cluster: Cluster | null, agentOptions: AgentOptions): Dispatcher | undefined;
-}
-
-/**
- * A KubeConfig whose requests share one connection pool. For every request (API call or watch),
- * client-node 2.0.1 builds the TLS options afresh (CA, client certificate, also from exec credentials,
- * insecure-skip-tls-verify) and, if there are any, a new undici Agent: a new connection per request.
- * The only place that builds that Agent is the private createDispatcher(), so this replaces it on
- * the instance: the options are still the client's own, computed per request by its public
- * createDispatcherOptions(); the Agent is reused while they stay the same, and replaced (the old one
- * closing once its requests end) when they change, e.g. a rotated client certificate.
- */
-export class PooledKubeConfig extends KubeConfig {
-  /** Every request's outcome, seen where all requests pass (the dispatcher): for metrics and the cluster's reachability. */
-  readonly requests = new Listeners<RestRequest>();
-  #current?: { key: string; dispatcher: Dispatcher | undefined };
-
-  constructor() {
-    super();
-    const factory = this as unknown as DispatcherFactory;
-    const create = factory.createDispatcher.bind(this);
-    factory.createDispatcher = (cluster, agentOptions) => {
-      const key = JSON.stringify(this.createDispatcherOptions(cluster, agentOptions), base64Buffers);
-      if (this.#current?.key !== key) {
-        void this.#current?.dispatcher?.close();
-        // Without TLS options client-node uses fetch's global dispatcher; ours counts the requests.
-        const dispatcher = (create(cluster, agentOptions) ?? new Agent()) as unknown as UndiciDispatcher;
-        this.#current = { key, dispatcher: dispatcher.compose(observeRequests(this.requests.emit)) as unknown as Dispatcher };
-      }
-      return this.#current.dispatcher;
-    };
-  }
-}
-
-/** One request to the Kubernetes API, as client-go's rest_client_requests_total labels it. */
-export interface RestRequest {
-  method: string;
-  /** The response's status code, or "<error>" when none arrived (client-go's label). */
-  code: string;
-  host: string;
-  /** An error after the response had begun (a watch broken midway): no new request, but the API server stopped answering. */
-  broken?: boolean;
-}
-
-/**
- * An undici interceptor that reports each request once its response starts (or fails first), and
- * a response that fails midway. Our own aborts (a watch restarted, shutdown) are not failures.
- * Handlers come in undici's two shapes (onHeaders/onError and onResponseStart/onResponseError):
- * the Proxy passes everything through and looks at both.
- */
-function observeRequests(report: (request: RestRequest) => void): UndiciDispatcher.DispatcherComposeInterceptor {
-  return (dispatch) => (options, handler) => {
-    const method = options.method;
-    const host = new URL(String(options.origin)).host;
-    let started = false;
-    const observed = new Proxy(handler, {
-      get(target, property) {
-        const value = Reflect.get(target, property);
-        if (typeof value !== "function") return value;
-        if (property === "onResponseStart" || property === "onHeaders") {
-          return (...args: unknown[]) => {
-            if (!started) report({ method, host, code: String(args[property === "onHeaders" ? 0 : 1]) });
-            started = true;
-            return value.apply(target, args);
-          };
-        }
-        if (property === "onResponseError" || property === "onError") {
-          return (...args: unknown[]) => {
-            const error = args[property === "onError" ? 0 : 1] as { name?: string; code?: string } | undefined;
-            const aborted = error?.name === "AbortError" || error?.code === "UND_ERR_ABORTED";
-            if (!aborted) report({ method, host, code: "<error>", broken: started });
-            started = true;
-            return value.apply(target, args);
-          };
-        }
-        return value.bind(target);
-      },
-    });
-    return dispatch(options, observed);
-  };
-}
-
-/** JSON.stringify replacer: Buffers (certificates, keys) as base64 rather than arrays of numbers. */
-function base64Buffers(this: Record<string, unknown>, key: string, value: unknown): unknown {
-  const raw = this[key];
-  return Buffer.isBuffer(raw) ? raw.toString("base64") : value;
-}
-
-/** The kubeconfig at `path` if given, else the in-cluster service account, else the default (~/.kube/config, $KUBECONFIG). */
-export function loadKubeConfig(path?: string): PooledKubeConfig {
-  const kc = new PooledKubeConfig();
-  if (path) kc.loadFromFile(path);
-  // Kubernetes sets these in every pod, as client-go's InClusterConfig checks.
-  else if (process.env.KUBERNETES_SERVICE_HOST && process.env.KUBERNETES_SERVICE_PORT) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  return kc;
-}
-
 export interface KubernetesTargetOptions {
-  kubeConfig: KubeConfig;
+  kubeClient: KubeClient;
   region: string;
 }
 
@@ -160,17 +47,15 @@ interface LastApply {
 
 export class KubernetesTarget implements Target {
   /** The cluster's access, also used by the agent's observer. */
-  readonly kubeConfig: KubeConfig;
-  readonly #api: KubernetesObjectApi;
+  readonly kubeClient: KubeClient;
   readonly #region: string;
   /** Namespaces applied by this process; forgotten when an apply into one finds it missing. */
   readonly #ensuredNamespaces = new Set<string>();
   /** By describeObject() name, for objects that do not track the desired version. */
   readonly #lastApplied = new Map<string, LastApply>();
 
-  constructor({ kubeConfig, region }: KubernetesTargetOptions) {
-    this.kubeConfig = kubeConfig;
-    this.#api = KubernetesObjectApi.makeApiClient(kubeConfig);
+  constructor({ kubeClient, region }: KubernetesTargetOptions) {
+    this.kubeClient = kubeClient;
     this.#region = region;
   }
 
@@ -218,21 +103,14 @@ export class KubernetesTarget implements Target {
       do {
         let page;
         try {
-          page = await this.#api.list(
-            apiVersion,
-            kind,
-            undefined,
-            undefined,
-            undefined,
-            undefined,
-            undefined,
-            managedSelector(this.#region),
-            LIST_PAGE_SIZE,
-            continueToken,
-          );
+          page = await this.kubeClient.list(resourcePath({ apiVersion, kind }), {
+            labelSelector: managedSelector(this.#region),
+            limit: LIST_PAGE_SIZE,
+            continue: continueToken,
+          });
         } catch (error) {
           // A cluster without the Cilium CRDs has no policies to prune.
-          if (isNotFound(error) || isUnknownKind(error)) break;
+          if (isNotFound(error)) break;
           throw targetError(error, `list ${kind}`);
         }
         for (const item of page.items) {
@@ -240,7 +118,7 @@ export class KubernetesTarget implements Target {
           const object = managedObject({ ...item, apiVersion, kind }, this.#region);
           if (object) managed.push(object);
         }
-        continueToken = page.metadata?._continue || undefined;
+        continueToken = page.metadata?.continue || undefined;
       } while (continueToken);
     }
     return managed;
@@ -264,7 +142,7 @@ export class KubernetesTarget implements Target {
    *   a 409 field conflict wherever their values differ from ours (a Helm object's
    *   app.kubernetes.io/managed-by at least), so it is not taken over.
    */
-  async #applyOwned(object: KubeObject, owner: Owner, cachedVersion: string | undefined): Promise<KubernetesObject> {
+  async #applyOwned(object: KubeObject, owner: Owner, cachedVersion: string | undefined): Promise<ApiObject> {
     const wanted = tracksDesiredVersion(object) ? object : withoutDesiredVersion(object);
     for (let attempt = 1; ; attempt++) {
       // The observer's cache holds only objects labelled as this resource's in this region: at
@@ -277,14 +155,7 @@ export class KubernetesTarget implements Target {
       const resourceVersion = current ? current.metadata?.resourceVersion : attempt === 1 ? cachedVersion : undefined;
       const body = resourceVersion ? { ...object, metadata: { ...object.metadata, resourceVersion } } : object;
       try {
-        return await this.#api.patch(
-          body as KubernetesObject,
-          undefined,
-          undefined,
-          FIELD_MANAGER,
-          resourceVersion !== undefined,
-          PatchStrategy.ServerSideApply,
-        );
+        return await this.kubeClient.apply(objectPath(object), body, { fieldManager: FIELD_MANAGER, force: resourceVersion !== undefined });
       } catch (error) {
         if (isConflict(error) && attempt < WRITE_ATTEMPTS) continue;
         throw targetError(error, `apply ${describe(object)}`);
@@ -303,7 +174,7 @@ export class KubernetesTarget implements Target {
     let current = await this.#read(object);
     if (!current) {
       try {
-        current = await this.#api.create(object as KubernetesObject, undefined, undefined, FIELD_MANAGER);
+        current = await this.kubeClient.create(resourcePath({ apiVersion: object.apiVersion, kind: object.kind }), object, { fieldManager: FIELD_MANAGER });
       } catch (error) {
         if (!isConflict(error)) throw targetError(error, `create namespace ${name}`);
         current = await this.#read(object);
@@ -318,13 +189,12 @@ export class KubernetesTarget implements Target {
   }
 
   /** The live object, or undefined if it does not exist (or its kind is unknown to the cluster). */
-  async #read(ref: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }): Promise<KubernetesObject | undefined> {
-    const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.metadata.name, namespace: ref.metadata.namespace } };
+  async #read(ref: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } }): Promise<ApiObject | undefined> {
     try {
-      return await this.#api.read(header);
+      return await this.kubeClient.get(objectPath(ref));
     } catch (error) {
-      if (isNotFound(error) || isUnknownKind(error)) return undefined;
-      throw targetError(error, `read ${describe(header)}`);
+      if (isNotFound(error)) return undefined;
+      throw targetError(error, `read ${describe(ref)}`);
     }
   }
 
@@ -339,7 +209,8 @@ export class KubernetesTarget implements Target {
     const live = await this.#read(header);
     if (!live || !isOwnedBy(live, owner)) return;
     try {
-      await this.#api.delete(header, undefined, undefined, undefined, undefined, "Background", {
+      await this.kubeClient.delete(objectPath(header), {
+        propagationPolicy: "Background",
         preconditions: { uid: live.metadata?.uid, resourceVersion: live.metadata?.resourceVersion },
       });
     } catch (error) {
@@ -357,36 +228,18 @@ function contentDigest(object: KubeObject): string {
 }
 
 function isConflict(error: unknown): boolean {
-  return error instanceof ApiException && error.code === 409;
+  return statusCodeOf(error) === 409;
 }
 
+/** Not found; also a kind the cluster does not serve (no Cilium CRDs installed): its path is not found. */
 function isNotFound(error: unknown): boolean {
-  return error instanceof ApiException && error.code === 404;
-}
-
-/** KubernetesObjectApi's discovery did not find the kind (e.g. no Cilium CRDs installed). */
-function isUnknownKind(error: unknown): boolean {
-  return error instanceof Error && !(error instanceof ApiException) && error.message.startsWith("Unrecognized API version and kind");
+  return statusCodeOf(error) === 404;
 }
 
 /** Carries the HTTP status, the server's message and Retry-After to the work queue. */
 function targetError(error: unknown, what: string): TargetError {
-  if (!(error instanceof ApiException)) return new TargetError(`${what}: ${error instanceof Error ? error.message : String(error)}`);
-  return new TargetError(`${what}: ${statusMessage(error)}`, error.code, retryAfterMs(error.headers["retry-after"]));
-}
-
-/** The message of the server's Status (e.g. `... is forbidden: User ... cannot patch ...`), else the HTTP code. */
-export function statusMessage(error: ApiException<unknown>): string {
-  const body: unknown = typeof error.body === "string" ? safeJson(error.body) : error.body;
-  return body && typeof body === "object" && "message" in body ? String(body.message) : `HTTP ${error.code}`;
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
+  if (!(error instanceof KubeApiError)) return new TargetError(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+  return new TargetError(`${what}: ${error.statusMessage}`, error.statusCode, retryAfterMs(error.retryAfter));
 }
 
 /** Retry-After in seconds (what the API server sends) or as an HTTP date. */

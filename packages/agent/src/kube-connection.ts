@@ -1,0 +1,442 @@
+// How the agent reaches a cluster: the API server's URL, a pooled connection, and the
+// credentials of each request, from the in-cluster service account or a kubeconfig.
+//
+// * In-cluster (client-go's rest.InClusterConfig): https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT,
+//   the service account's CA, and its token file, re-read when it changes and at least every
+//   minute (client-go's cached file token source): the kubelet rotates projected tokens.
+// * Kubeconfig files (client-go's clientcmd): $KUBECONFIG as a path list (the first file that
+//   names a cluster, user or context wins; the first current-context set wins), or ~/.kube/config.
+//   Relative file paths are taken from the directory of the file that names them. What this
+//   module implements: server, certificate-authority(-data), insecure-skip-tls-verify,
+//   tls-server-name; token, tokenFile, client-certificate(-data), client-key(-data),
+//   username/password. Files are re-read when they change, so rotated certificates and tokens
+//   are used by the next request.
+// * Anything else (exec credential plugins — how EKS, GKE and AKS authenticate —, auth-provider,
+//   proxy-url, impersonation) loads @kubernetes/client-node (some 40 MB of RSS) on demand and asks
+//   its public KubeConfig.applyToHTTPSOptions() for each request's headers and TLS options.
+//
+// One connection pool (keep-alive Agent) per cluster per process, replaced when the TLS material
+// changes. Its sockets are bounded (MAX_SOCKETS): each request in flight holds one (HTTP/1.1), a
+// watch holds one for its whole life, so the bound is what limits the connections the agent
+// opens to the API server, whatever its concurrency; requests beyond it wait for a free socket.
+import { readFileSync, statSync } from "node:fs";
+import { Agent as HttpAgent } from "node:http";
+import { Agent as HttpsAgent, type RequestOptions } from "node:https";
+import { isIPv6 } from "node:net";
+import { homedir } from "node:os";
+import { delimiter, dirname, isAbsolute, join } from "node:path";
+import { parse, stringify } from "yaml";
+
+/** Connections one process opens to one API server at most (the agent's 8 workers, 3 watches, leader election, a prune). */
+export const MAX_SOCKETS = 32;
+
+/** The service account's files in every pod (client-go's rest.InClusterConfig). */
+export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/** client-go re-reads a token file at least this often (transport.NewCachedFileTokenSource). */
+const TOKEN_FILE_MAX_AGE_MS = 60_000;
+
+/** What one request carries besides its method and path. */
+export interface RequestCredentials {
+  /** The pool the request goes through (http or https, with the cluster's TLS options). */
+  agent: HttpAgent;
+  /** The Authorization header, if any. */
+  headers: Record<string, string>;
+  /** user:password for basic authentication. */
+  auth?: string;
+}
+
+/**
+ * A cluster's address and credentials. `credentials()` is asked before every request: tokens
+ * and certificates may have been rotated since the last one.
+ */
+export interface KubeConnection {
+  /** The API server's base URL (a path prefix, as some proxies serve, is kept). */
+  readonly server: URL;
+  credentials(): Promise<RequestCredentials>;
+  /** Closes the pool's idle connections (requests in flight finish). */
+  close(): void;
+}
+
+/**
+ * The connection of `kubeconfig` if given, else of the in-cluster service account (in a pod),
+ * else of $KUBECONFIG or ~/.kube/config: the agent's --kubeconfig rule, as client-go's.
+ */
+export async function loadKubeConnection(kubeconfig?: string, env: NodeJS.ProcessEnv = process.env): Promise<KubeConnection> {
+  if (kubeconfig) return kubeconfigConnection([kubeconfig]);
+  if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT) return inClusterConnection(env);
+  const paths = (env.KUBECONFIG ?? "").split(delimiter).filter(Boolean);
+  if (paths.length > 0) return kubeconfigConnection(paths);
+  const home = join(homedir(), ".kube", "config");
+  return kubeconfigConnection([home], "no --kubeconfig, not in a cluster (KUBERNETES_SERVICE_HOST unset), no $KUBECONFIG");
+}
+
+/** The service account's connection: KUBERNETES_SERVICE_HOST/PORT, and `dir`'s ca.crt and token. */
+export function inClusterConnection(env: NodeJS.ProcessEnv = process.env, dir = SERVICE_ACCOUNT_DIR): KubeConnection {
+  const host = env.KUBERNETES_SERVICE_HOST ?? "";
+  const port = env.KUBERNETES_SERVICE_PORT ?? "";
+  if (!host || !port) throw new Error("in-cluster configuration needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT");
+  const ca = new WatchedFile(join(dir, "ca.crt"), "the service account's CA");
+  const token = new WatchedFile(join(dir, "token"), "the service account's token", TOKEN_FILE_MAX_AGE_MS);
+  // Read now: a pod without a mounted service account fails at start, naming the file.
+  ca.read();
+  token.read();
+  return new StaticConnection(new URL(`https://${isIPv6(host) ? `[${host}]` : host}:${port}`), { ca }, { tokenFile: token });
+}
+
+/** The connection of the current context of these kubeconfig files, merged as client-go merges $KUBECONFIG. */
+export async function kubeconfigConnection(paths: readonly string[], whyThese?: string): Promise<KubeConnection> {
+  return connect(selectContext(paths.map((path) => readKubeconfig(path, whyThese))));
+}
+
+/** Kubeconfig text (e.g. the emulator's), its relative paths taken from `dir`. */
+export function kubeconfigConnectionFromString(text: string, dir = process.cwd()): Promise<KubeConnection> {
+  return connect(selectContext([parseKubeconfig(text, join(dir, "(kubeconfig text)"))]));
+}
+
+async function connect(selected: SelectedContext): Promise<KubeConnection> {
+  return unsupportedFields(selected).length > 0 ? clientNodeConnection(selected) : staticConnection(selected);
+}
+
+// --- kubeconfig files ---
+
+type Fields = Record<string, unknown>;
+
+/** One kubeconfig file: its named entries, their relative paths resolved against the file's directory. */
+interface KubeconfigFile {
+  path: string;
+  clusters: Map<string, Fields>;
+  users: Map<string, Fields>;
+  contexts: Map<string, Fields>;
+  currentContext: string | undefined;
+}
+
+/** The current context's entries, and where each came from (for errors). */
+interface SelectedContext {
+  contextName: string;
+  cluster: Fields;
+  clusterName: string;
+  user: Fields;
+  userName: string;
+  context: Fields;
+  /** The file the cluster's and the user's entries are in (for errors). */
+  clusterFile: string;
+  userFile: string;
+}
+
+function readKubeconfig(path: string, whyThese?: string): KubeconfigFile {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new Error(`cannot read kubeconfig ${path}: ${messageOf(error)}${whyThese ? ` (${whyThese})` : ""}`);
+  }
+  return parseKubeconfig(text, path);
+}
+
+const FILE_FIELDS = { cluster: ["certificate-authority"], user: ["client-certificate", "client-key", "tokenFile"] } as const;
+
+function parseKubeconfig(text: string, path: string): KubeconfigFile {
+  let document: unknown;
+  try {
+    document = parse(text);
+  } catch (error) {
+    throw new Error(`kubeconfig ${path} is not valid YAML: ${messageOf(error)}`);
+  }
+  if (document !== null && !isFields(document)) throw new Error(`kubeconfig ${path}: expected a mapping at the top level`);
+  const config = (document ?? {}) as Fields;
+  const dir = dirname(path);
+  const named = (list: "clusters" | "users" | "contexts", field: "cluster" | "user" | "context") => {
+    const entries = new Map<string, Fields>();
+    const items = config[list] ?? [];
+    if (!Array.isArray(items)) throw new Error(`kubeconfig ${path}: ${list} must be a list`);
+    for (const [index, item] of items.entries()) {
+      if (!isFields(item) || typeof item.name !== "string") throw new Error(`kubeconfig ${path}: ${list}[${index}] needs a name`);
+      const fields = item[field] ?? {};
+      if (!isFields(fields)) throw new Error(`kubeconfig ${path}: ${list}[name=${item.name}].${field} must be a mapping`);
+      if (entries.has(item.name)) continue;
+      entries.set(item.name, field === "context" ? fields : resolvePaths(fields, FILE_FIELDS[field], dir));
+    }
+    return entries;
+  };
+  const current = config["current-context"];
+  return {
+    path,
+    clusters: named("clusters", "cluster"),
+    users: named("users", "user"),
+    contexts: named("contexts", "context"),
+    currentContext: typeof current === "string" && current !== "" ? current : undefined,
+  };
+}
+
+/** client-go's ResolveLocalPaths: file fields, and an exec command given as a path (with a separator). */
+function resolvePaths(fields: Fields, names: readonly string[], dir: string): Fields {
+  const absolute = (value: unknown) => (typeof value === "string" && value !== "" && !isAbsolute(value) ? join(dir, value) : value);
+  const resolved: Fields = { ...fields };
+  for (const name of names) if (name in resolved) resolved[name] = absolute(resolved[name]);
+  const exec = resolved.exec;
+  if (isFields(exec) && typeof exec.command === "string" && exec.command.includes("/")) resolved.exec = { ...exec, command: absolute(exec.command) };
+  return resolved;
+}
+
+function selectContext(files: KubeconfigFile[]): SelectedContext {
+  const where = files.map((file) => file.path).join(", ");
+  const first = <T>(pick: (file: KubeconfigFile) => T | undefined) => {
+    for (const file of files) {
+      const value = pick(file);
+      if (value !== undefined) return { value, file: file.path };
+    }
+    return undefined;
+  };
+  const contextName = first((file) => file.currentContext)?.value;
+  if (!contextName) throw new Error(`kubeconfig ${where}: no current-context`);
+  const context = first((file) => file.contexts.get(contextName));
+  if (!context) throw new Error(`kubeconfig ${where}: current-context ${JSON.stringify(contextName)} is not among the contexts`);
+  const clusterName = String(context.value.cluster ?? "");
+  const cluster = first((file) => file.clusters.get(clusterName));
+  if (!cluster) throw new Error(`kubeconfig ${context.file}: context ${JSON.stringify(contextName)} names cluster ${JSON.stringify(clusterName)}, which is not defined`);
+  const userName = String(context.value.user ?? "");
+  const user = userName === "" ? { value: {}, file: context.file } : first((file) => file.users.get(userName));
+  if (!user) throw new Error(`kubeconfig ${context.file}: context ${JSON.stringify(contextName)} names user ${JSON.stringify(userName)}, which is not defined`);
+  return { contextName, context: context.value, clusterName, cluster: cluster.value, clusterFile: cluster.file, userName, user: user.value, userFile: user.file };
+}
+
+const SUPPORTED = {
+  cluster: new Set(["server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify", "tls-server-name", "extensions", "disable-compression"]),
+  user: new Set(["token", "tokenFile", "client-certificate", "client-certificate-data", "client-key", "client-key-data", "username", "password", "extensions"]),
+};
+
+/** The fields of the selected cluster and user that this module does not implement (then client-node does). */
+function unsupportedFields({ cluster, user }: SelectedContext): string[] {
+  const unset = (value: unknown) => value === undefined || value === null || value === "" || (Array.isArray(value) && value.length === 0);
+  return [
+    ...Object.keys(cluster).filter((name) => !SUPPORTED.cluster.has(name) && !unset(cluster[name])),
+    ...Object.keys(user).filter((name) => !SUPPORTED.user.has(name) && !unset(user[name])),
+  ];
+}
+
+function staticConnection(selected: SelectedContext): KubeConnection {
+  const { cluster, user, clusterFile, userFile, clusterName, userName } = selected;
+  const clusterField = (name: string) => `kubeconfig ${clusterFile}: clusters[name=${clusterName}].cluster.${name}`;
+  const userField = (name: string) => `kubeconfig ${userFile}: users[name=${userName}].user.${name}`;
+  const server = serverUrl(cluster.server, clusterField("server"));
+  /** A `-data` field (base64), else the file one (the data wins, as in client-go). */
+  const material = (fields: Fields, file: string, what: (name: string) => string): WatchedFile | Buffer | undefined => {
+    const data = fields[`${file}-data`];
+    if (typeof data === "string" && data !== "") {
+      const decoded = Buffer.from(data, "base64");
+      if (decoded.length === 0) throw new Error(`${what(`${file}-data`)}: not base64`);
+      return decoded;
+    }
+    const path = fields[file];
+    if (typeof path !== "string" || path === "") return undefined;
+    const watched = new WatchedFile(path, what(file));
+    watched.read();
+    return watched;
+  };
+  const tls: TlsSources = {
+    ca: material(cluster, "certificate-authority", clusterField),
+    cert: material(user, "client-certificate", userField),
+    key: material(user, "client-key", userField),
+    rejectUnauthorized: cluster["insecure-skip-tls-verify"] !== true,
+    servername: typeof cluster["tls-server-name"] === "string" && cluster["tls-server-name"] !== "" ? cluster["tls-server-name"] : undefined,
+  };
+  if ((tls.cert === undefined) !== (tls.key === undefined))
+    throw new Error(`${userField(tls.cert ? "client-key" : "client-certificate")}: a client certificate needs both the certificate and its key`);
+  const token = typeof user.token === "string" && user.token !== "" ? user.token : undefined;
+  const tokenFile =
+    token === undefined && typeof user.tokenFile === "string" && user.tokenFile !== "" ? new WatchedFile(user.tokenFile, userField("tokenFile"), TOKEN_FILE_MAX_AGE_MS) : undefined;
+  tokenFile?.read();
+  const basic = typeof user.username === "string" && user.username !== "" ? `${user.username}:${String(user.password ?? "")}` : undefined;
+  if (basic && (token || tokenFile)) throw new Error(`${userField("username")}: username/password and a bearer token may not both be set`);
+  return new StaticConnection(server, tls, { token, tokenFile, basic });
+}
+
+function serverUrl(value: unknown, field: string): URL {
+  if (typeof value !== "string" || value === "") throw new Error(`${field}: missing`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(`${field}: ${JSON.stringify(value)} is not a URL`);
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw new Error(`${field}: ${JSON.stringify(value)} is neither https nor http`);
+  return url;
+}
+
+// --- requests ---
+
+/** TLS material: inline (kubeconfig data) or a file re-read when it changes. */
+interface TlsSources {
+  ca?: WatchedFile | Buffer;
+  cert?: WatchedFile | Buffer;
+  key?: WatchedFile | Buffer;
+  rejectUnauthorized?: boolean;
+  servername?: string;
+}
+
+interface Bearer {
+  token?: string;
+  tokenFile?: WatchedFile;
+  basic?: string;
+}
+
+/** A connection whose credentials this module computes: tokens, client certificates, basic auth. */
+class StaticConnection implements KubeConnection {
+  readonly server: URL;
+  readonly #tls: TlsSources;
+  readonly #bearer: Bearer;
+  readonly #pool: ConnectionPool;
+
+  constructor(server: URL, tls: TlsSources, bearer: Bearer) {
+    this.server = server;
+    this.#tls = tls;
+    this.#bearer = bearer;
+    this.#pool = new ConnectionPool(server);
+  }
+
+  async credentials(): Promise<RequestCredentials> {
+    const read = (source: WatchedFile | Buffer | undefined) => (source instanceof WatchedFile ? source.read() : source);
+    const { ca, cert, key, rejectUnauthorized, servername } = this.#tls;
+    const agent = this.#pool.agent({ ca: read(ca), cert: read(cert), key: read(key), rejectUnauthorized, servername });
+    const token = this.#bearer.token ?? this.#bearer.tokenFile?.read().toString("utf8").trim();
+    return { agent, headers: token ? { authorization: `Bearer ${token}` } : {}, auth: this.#bearer.basic };
+  }
+
+  close(): void {
+    this.#pool.close();
+  }
+}
+
+/** client-node's KubeConfig for what this module does not implement, loaded only then. */
+async function clientNodeConnection(selected: SelectedContext): Promise<KubeConnection> {
+  const server = serverUrl(selected.cluster.server, `kubeconfig ${selected.clusterFile}: clusters[name=${selected.clusterName}].cluster.server`);
+  const { KubeConfig } = await import("@kubernetes/client-node");
+  const kubeConfig = new KubeConfig();
+  // The selected entries only, their paths already absolute.
+  const name = selected.contextName;
+  kubeConfig.loadFromString(
+    stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: selected.clusterName, cluster: selected.cluster }],
+      users: [{ name: selected.userName || name, user: selected.user }],
+      contexts: [{ name, context: { ...selected.context, user: selected.userName || name } }],
+      "current-context": name,
+    }),
+  );
+  const pool = new ConnectionPool(server);
+  const usesProxy = typeof selected.cluster["proxy-url"] === "string";
+  return {
+    server,
+    async credentials() {
+      const options: RequestOptions = { headers: {} };
+      await kubeConfig.applyToHTTPSOptions(options);
+      const headers: Record<string, string> = {};
+      for (const [header, value] of Object.entries(options.headers ?? {})) if (typeof value === "string") headers[header.toLowerCase()] = value;
+      // Through a proxy, client-node's own (cached) proxy agent; else our pool with its TLS options.
+      const agent = usesProxy && options.agent instanceof HttpAgent ? options.agent : pool.agent(tlsOptionsOf(options));
+      return { agent, headers, auth: options.auth ?? undefined };
+    },
+    close: () => pool.close(),
+  };
+}
+
+function tlsOptionsOf(options: RequestOptions): TlsOptions {
+  const buffer = (value: unknown) => (value === undefined || value === null ? undefined : Buffer.isBuffer(value) ? value : Buffer.from(String(value)));
+  return {
+    ca: buffer(options.ca),
+    cert: buffer(options.cert),
+    key: buffer(options.key),
+    rejectUnauthorized: options.rejectUnauthorized,
+    servername: options.servername,
+  };
+}
+
+interface TlsOptions {
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  rejectUnauthorized?: boolean;
+  servername?: string;
+}
+
+/**
+ * One keep-alive Agent for the cluster, as long as the TLS options stay the same; a new one
+ * when they change (a rotated client certificate), the old one closing its connections as
+ * their requests end.
+ */
+class ConnectionPool {
+  readonly #https: boolean;
+  #current: { options: TlsOptions; agent: HttpAgent } | undefined;
+
+  constructor(server: URL) {
+    this.#https = server.protocol === "https:";
+  }
+
+  agent(options: TlsOptions): HttpAgent {
+    if (this.#current && sameTls(this.#current.options, options)) return this.#current.agent;
+    if (this.#current) retire(this.#current.agent);
+    const common = { keepAlive: true, maxSockets: MAX_SOCKETS, maxTotalSockets: MAX_SOCKETS, scheduling: "lifo" as const };
+    const agent = this.#https ? new HttpsAgent({ ...common, ...options }) : new HttpAgent(common);
+    this.#current = { options, agent };
+    return agent;
+  }
+
+  close(): void {
+    if (this.#current) retire(this.#current.agent);
+    this.#current = undefined;
+  }
+}
+
+function sameTls(a: TlsOptions, b: TlsOptions): boolean {
+  const same = (x: Buffer | undefined, y: Buffer | undefined) => x === y || (x !== undefined && y !== undefined && x.equals(y));
+  return same(a.ca, b.ca) && same(a.cert, b.cert) && same(a.key, b.key) && a.rejectUnauthorized === b.rejectUnauthorized && a.servername === b.servername;
+}
+
+/** Closes an Agent's idle connections now and the others once their requests end. */
+function retire(agent: HttpAgent): void {
+  // A non-keep-alive Agent destroys each socket its request frees.
+  (agent as HttpAgent & { keepAlive: boolean }).keepAlive = false;
+  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+}
+
+/** A file read when first asked, and again once its inode, size or mtime changed (or after `maxAgeMs`). */
+class WatchedFile {
+  readonly #path: string;
+  readonly #what: string;
+  readonly #maxAgeMs: number;
+  #stamp = "";
+  #readAt = 0;
+  #content: Buffer | undefined;
+
+  constructor(path: string, what: string, maxAgeMs = Number.POSITIVE_INFINITY) {
+    this.#path = path;
+    this.#what = what;
+    this.#maxAgeMs = maxAgeMs;
+  }
+
+  read(): Buffer {
+    try {
+      const stat = statSync(this.#path);
+      const stamp = `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+      if (this.#content === undefined || stamp !== this.#stamp || Date.now() - this.#readAt >= this.#maxAgeMs) {
+        const content = readFileSync(this.#path);
+        if (!this.#content?.equals(content)) this.#content = content;
+        this.#stamp = stamp;
+        this.#readAt = Date.now();
+      }
+      return this.#content;
+    } catch (error) {
+      throw new Error(`${this.#what}: cannot read ${this.#path}: ${messageOf(error)}`);
+    }
+  }
+}
+
+function isFields(value: unknown): value is Fields {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
