@@ -251,26 +251,38 @@ export class KubeClient {
         method,
         agent,
         auth,
-        signal,
         headers: {
           ...headers,
           accept: "application/json",
           ...(body ? { "content-type": body.contentType, "content-length": Buffer.byteLength(body.text) } : {}),
         },
       });
-      let started = false;
+      let answer: IncomingMessage | undefined;
+      // Not http.request's `signal`: that destroys the request with an error even after its
+      // response has ended, when its keep-alive socket is on its way back to the pool and has no
+      // error listener (an uncaught exception). A response in progress fails with "aborted".
+      if (signal) {
+        const abort = () => {
+          if (answer?.complete) return;
+          if (!answer) reject(new DOMException(`${method} ${path}: aborted`, "AbortError"));
+          request.destroy();
+        };
+        if (signal.aborted) abort();
+        signal.addEventListener("abort", abort, { once: true });
+        request.once("close", () => signal.removeEventListener("abort", abort));
+      }
       request.setTimeout(this.#idleTimeoutMs, () => request.destroy(new Error(`${method} ${path}: no answer for ${this.#idleTimeoutMs} ms`)));
       request.once("response", (response) => {
-        started = true;
+        answer = response;
         report({ method, host, code: String(response.statusCode) });
-        response.once("error", (error) => {
+        response.on("error", (error) => {
           if (!signal?.aborted && error.name !== "AbortError") report({ method, host, code: "<error>", broken: true });
         });
         resolve(response);
       });
-      request.once("error", (error) => {
-        if (!started && !signal?.aborted) report({ method, host, code: "<error>" });
-        reject(started ? error : new Error(`${method} ${path}: ${error.message}`, { cause: error }));
+      request.on("error", (error) => {
+        if (!answer && !signal?.aborted) report({ method, host, code: "<error>" });
+        reject(answer ? error : new Error(`${method} ${path}: ${error.message}`, { cause: error }));
       });
       request.end(body?.text);
     });
