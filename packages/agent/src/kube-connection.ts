@@ -194,15 +194,33 @@ function selectContext(files: KubeconfigFile[]): SelectedContext {
   if (!context) throw new Error(`kubeconfig ${where}: current-context ${JSON.stringify(contextName)} is not among the contexts`);
   const clusterName = String(context.value.cluster ?? "");
   const cluster = first((file) => file.clusters.get(clusterName));
-  if (!cluster) throw new Error(`kubeconfig ${context.file}: context ${JSON.stringify(contextName)} names cluster ${JSON.stringify(clusterName)}, which is not defined`);
+  if (!cluster)
+    throw new Error(`kubeconfig ${context.file}: context ${JSON.stringify(contextName)} names cluster ${JSON.stringify(clusterName)}, which is not defined`);
   const userName = String(context.value.user ?? "");
   const user = userName === "" ? { value: {}, file: context.file } : first((file) => file.users.get(userName));
   if (!user) throw new Error(`kubeconfig ${context.file}: context ${JSON.stringify(contextName)} names user ${JSON.stringify(userName)}, which is not defined`);
-  return { contextName, context: context.value, clusterName, cluster: cluster.value, clusterFile: cluster.file, userName, user: user.value, userFile: user.file };
+  return {
+    contextName,
+    context: context.value,
+    clusterName,
+    cluster: cluster.value,
+    clusterFile: cluster.file,
+    userName,
+    user: user.value,
+    userFile: user.file,
+  };
 }
 
 const SUPPORTED = {
-  cluster: new Set(["server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify", "tls-server-name", "extensions", "disable-compression"]),
+  cluster: new Set([
+    "server",
+    "certificate-authority",
+    "certificate-authority-data",
+    "insecure-skip-tls-verify",
+    "tls-server-name",
+    "extensions",
+    "disable-compression",
+  ]),
   user: new Set(["token", "tokenFile", "client-certificate", "client-certificate-data", "client-key", "client-key-data", "username", "password", "extensions"]),
 };
 
@@ -245,7 +263,9 @@ function staticConnection(selected: SelectedContext): KubeConnection {
     throw new Error(`${userField(tls.cert ? "client-key" : "client-certificate")}: a client certificate needs both the certificate and its key`);
   const token = typeof user.token === "string" && user.token !== "" ? user.token : undefined;
   const tokenFile =
-    token === undefined && typeof user.tokenFile === "string" && user.tokenFile !== "" ? new WatchedFile(user.tokenFile, userField("tokenFile"), TOKEN_FILE_MAX_AGE_MS) : undefined;
+    token === undefined && typeof user.tokenFile === "string" && user.tokenFile !== ""
+      ? new WatchedFile(user.tokenFile, userField("tokenFile"), TOKEN_FILE_MAX_AGE_MS)
+      : undefined;
   tokenFile?.read();
   const basic = typeof user.username === "string" && user.username !== "" ? `${user.username}:${String(user.password ?? "")}` : undefined;
   if (basic && (token || tokenFile)) throw new Error(`${userField("username")}: username/password and a bearer token may not both be set`);

@@ -145,8 +145,7 @@ class KindWatcher {
       onRestart(end.reason);
       if (end.reason === "error") {
         const delay = backoffDelay(failures++, backoff);
-        if (failures <= 3 || failures % 10 === 0)
-          log.warn(`observer ${this.kind.kind}: ${describeError(end.error)} (retry in ${Math.round(delay)} ms)`);
+        if (failures <= 3 || failures % 10 === 0) log.warn(`observer ${this.kind.kind}: ${describeError(end.error)} (retry in ${Math.round(delay)} ms)`);
         await sleep(delay, signal);
       } else {
         failures = 0;

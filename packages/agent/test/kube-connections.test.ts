@@ -25,7 +25,11 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), "flotilla-kube-connections-"));
   const pki = initPki(join(dir, "pki"));
   emulator = await KubernetesEmulator.start({ rolloutDelayMs: 20 });
-  tlsEmulator = await KubernetesEmulator.start({ rolloutDelayMs: 20, rbac: true, tls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), clientCa: readFileSync(pki.caCert) } });
+  tlsEmulator = await KubernetesEmulator.start({
+    rolloutDelayMs: 20,
+    rbac: true,
+    tls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), clientCa: readFileSync(pki.caCert) },
+  });
 });
 after(async () => {
   await emulator?.stop();
@@ -83,7 +87,7 @@ test("a rotated client certificate file gets a connection pool of its own, over 
     [
       "apiVersion: v1",
       "kind: Config",
-      "clusters: [{ name: c, cluster: { server: " + JSON.stringify(tlsEmulator.url) + ", certificate-authority: pki/ca.pem } }]",
+      `clusters: [{ name: c, cluster: { server: ${JSON.stringify(tlsEmulator.url)}, certificate-authority: pki/ca.pem } }]`,
       "users: [{ name: u, user: { client-certificate: client.pem, client-key: client.key } }]",
       "contexts: [{ name: x, context: { cluster: c, user: u } }]",
       "current-context: x",

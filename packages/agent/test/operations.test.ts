@@ -25,7 +25,9 @@ describe("agent operations: readiness and metrics", () => {
     const clusterUrl = new URL(stack.emulator.url);
     toCluster = await startTcpProxy(clusterUrl.hostname, Number(clusterUrl.port));
     // The agent reaches ctrl and the cluster through proxies the test can cut.
-    const kubeClient = new KubeClient(await kubeconfigConnectionFromString(stack.emulator.kubeconfigYaml().replace(clusterUrl.host, `127.0.0.1:${toCluster.port}`)));
+    const kubeClient = new KubeClient(
+      await kubeconfigConnectionFromString(stack.emulator.kubeconfigYaml().replace(clusterUrl.host, `127.0.0.1:${toCluster.port}`)),
+    );
     agent = await stack.agent({
       listen: "127.0.0.1:0",
       ctrlUrl: `http://127.0.0.1:${toCtrl.port}`,

@@ -1,0 +1,400 @@
+// The agent's Kubernetes client against the emulator (and, where the emulator cannot show it,
+// a bare HTTP server): paths and queries, errors as the API server writes them, watches
+// (bookmarks, 410, abort, line splitting), and the credentials of in-cluster configuration
+// and kubeconfig files, including an exec credential plugin through @kubernetes/client-node.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { KubernetesEmulator } from "@flotilla/k8s-emulator";
+import { initPki } from "@flotilla/ctrl/pki";
+import { KubeApiError, KubeClient, resourcePath, type ApiObject, type WatchEvent } from "../src/kube-api.ts";
+import { inClusterConnection, kubeconfigConnection, kubeconfigConnectionFromString, loadKubeConnection } from "../src/kube-connection.ts";
+
+const ADMIN_TOKEN = "emulator-token";
+const ADMIN_USER = "emulator-admin";
+
+let dir: string;
+let plain: KubernetesEmulator;
+/** RBAC on, so a request without the right credentials is refused. */
+let guarded: KubernetesEmulator;
+let tls: KubernetesEmulator;
+let caCert: string;
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "flotilla-kube-client-"));
+  const pki = initPki(join(dir, "pki"));
+  caCert = pki.caCert;
+  plain = await KubernetesEmulator.start({ rolloutDelayMs: 20, bookmarkIntervalMs: 100, watchHistory: 5 });
+  guarded = await KubernetesEmulator.start({ rolloutDelayMs: 20, rbac: true });
+  tls = await KubernetesEmulator.start({ rolloutDelayMs: 20, rbac: true, tls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey) } });
+});
+after(async () => {
+  await Promise.all([plain?.stop(), guarded?.stop(), tls?.stop()]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A kubeconfig file in its own directory under the test's, with `user` as its user entry. */
+function writeKubeconfig(name: string, server: string, user: Record<string, unknown>, cluster: Record<string, unknown> = {}): string {
+  const home = join(dir, name);
+  mkdirSync(home, { recursive: true });
+  const path = join(home, "config");
+  const config = {
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "c", cluster: { server, ...cluster } }],
+    users: [{ name: "u", user }],
+    contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
+    "current-context": "x",
+  };
+  writeFileSync(path, JSON.stringify(config));
+  return path;
+}
+
+/** A ServiceAccount token the emulator issued (TokenRequest), its user name. */
+async function serviceAccountToken(emulator: KubernetesEmulator, name: string): Promise<{ token: string; user: string }> {
+  emulator.put({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace: "default" } });
+  const admin = new KubeClient(await kubeconfigConnectionFromString(emulator.kubeconfigYaml()));
+  const request = await admin.create<ApiObject>(`/api/v1/namespaces/default/serviceaccounts/${name}/token`, {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    spec: {},
+  });
+  return { token: (request.status as { token: string }).token, user: `system:serviceaccount:default:${name}` };
+}
+
+const lastUser = (emulator: KubernetesEmulator) => emulator.requestLog.at(-1)?.user;
+
+async function rejection(promise: Promise<unknown>): Promise<KubeApiError> {
+  const error = await promise.then(
+    () => assert.fail("expected the request to fail"),
+    (error: unknown) => error,
+  );
+  assert.ok(error instanceof KubeApiError, `expected a KubeApiError, got ${String(error)}`);
+  return error;
+}
+
+describe("requests", () => {
+  let client: KubeClient;
+  before(async () => {
+    client = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml()));
+  });
+
+  test("paths: core and group APIs, namespaced and cluster-scoped kinds, collections across namespaces, encoded segments", () => {
+    assert.equal(resourcePath({ apiVersion: "v1", kind: "Service", namespace: "a", name: "b" }), "/api/v1/namespaces/a/services/b");
+    assert.equal(resourcePath({ apiVersion: "apps/v1", kind: "Deployment", namespace: "a", name: "b" }), "/apis/apps/v1/namespaces/a/deployments/b");
+    assert.equal(resourcePath({ apiVersion: "apps/v1", kind: "Deployment" }), "/apis/apps/v1/deployments");
+    assert.equal(resourcePath({ apiVersion: "v1", kind: "Namespace", namespace: "ignored", name: "n" }), "/api/v1/namespaces/n");
+    assert.equal(
+      resourcePath({ apiVersion: "coordination.k8s.io/v1", kind: "Lease", namespace: "a b", name: "c/d" }),
+      "/apis/coordination.k8s.io/v1/namespaces/a%20b/leases/c%2Fd",
+    );
+    assert.throws(() => resourcePath({ apiVersion: "v1", kind: "Pod" }), /no resource path known for v1 Pod/);
+  });
+
+  test("create, apply with a field manager, get, paged lists with an encoded label selector, delete with preconditions", async () => {
+    await client.create("/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "paths" } });
+    for (const name of ["one", "two", "three"]) {
+      const service = {
+        apiVersion: "v1",
+        kind: "Service",
+        metadata: { name, namespace: "paths", labels: { app: "a", tier: name } },
+        spec: { ports: [{ port: 80 }] },
+      };
+      const applied = await client.apply(resourcePath({ apiVersion: "v1", kind: "Service", namespace: "paths", name }), service, {
+        fieldManager: "test-manager",
+      });
+      assert.equal(applied.metadata?.name, name);
+    }
+    assert.equal(plain.requestLog.at(-1)?.fieldManager, "test-manager");
+    const selector = "app=a,tier in (one,three)";
+    const first = await client.list("/api/v1/namespaces/paths/services", { labelSelector: selector, limit: 1 });
+    assert.equal(plain.requestLog.at(-1)?.query.labelSelector, selector, "the selector arrives as written");
+    assert.equal(first.items.length, 1);
+    assert.ok(first.metadata?.continue, "a continue token");
+    const second = await client.list("/api/v1/namespaces/paths/services", { labelSelector: selector, limit: 1, continue: first.metadata?.continue });
+    assert.deepEqual([...first.items, ...second.items].map((s) => s.metadata?.name).sort(), ["one", "three"]);
+    const live = await client.get("/api/v1/namespaces/paths/services/one");
+    const stale = await rejection(client.delete("/api/v1/namespaces/paths/services/one", { preconditions: { uid: "not-its-uid" } }));
+    assert.equal(stale.statusCode, 409);
+    assert.equal(stale.reason, "Conflict");
+    await client.delete("/api/v1/namespaces/paths/services/one", { propagationPolicy: "Background", preconditions: { uid: live.metadata?.uid } });
+    assert.equal((await rejection(client.get("/api/v1/namespaces/paths/services/one"))).statusCode, 404);
+  });
+
+  test("errors carry the HTTP status, the Status reason and message, the body and Retry-After", async () => {
+    const missing = await rejection(client.get("/api/v1/namespaces/default/services/nothing"));
+    assert.equal(missing.statusCode, 404);
+    assert.equal(missing.reason, "NotFound");
+    assert.equal(missing.statusMessage, 'services "nothing" not found');
+    assert.equal(missing.message, 'GET /api/v1/namespaces/default/services/nothing: services "nothing" not found');
+    assert.equal(JSON.parse(missing.body).kind, "Status");
+    const exists = await rejection(client.create("/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "default" } }));
+    assert.equal(exists.statusCode, 409);
+    assert.equal(exists.reason, "AlreadyExists");
+    const invalid = await rejection(
+      client.create("/apis/apps/v1/namespaces/default/deployments", { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "no-spec" }, spec: {} }),
+    );
+    assert.equal(invalid.statusCode, 422);
+    assert.equal(invalid.reason, "Invalid");
+    plain.faults.tooManyRequests("get", 1, 7);
+    const throttled = await rejection(client.get("/api/v1/namespaces/default"));
+    assert.equal(throttled.statusCode, 429);
+    assert.equal(throttled.retryAfter, "7");
+    plain.faults.failNext("get", 1, 500);
+    assert.equal((await rejection(client.get("/api/v1/namespaces/default"))).statusCode, 500);
+    plain.faults.clear();
+  });
+
+  test("a request without a byte from the server for the idle timeout fails; one to a closed port names the request", async () => {
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const port = (silent.address() as AddressInfo).port;
+    try {
+      const impatient = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)), {
+        idleTimeoutMs: 100,
+      });
+      await assert.rejects(impatient.get("/api/v1/namespaces"), /GET \/api\/v1\/namespaces: .*no answer for 100 ms/);
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
+    const closed = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)));
+    await assert.rejects(closed.get("/api/v1/namespaces"), /GET \/api\/v1\/namespaces: connect ECONNREFUSED/);
+  });
+});
+
+describe("watch", () => {
+  let client: KubeClient;
+  before(async () => {
+    client = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml()));
+  });
+
+  test("events and bookmarks in order; an abort ends the watch and its connection", async () => {
+    const stop = new AbortController();
+    const events: WatchEvent[] = [];
+    const { resourceVersion } = (await client.list("/api/v1/namespaces")).metadata ?? {};
+    const watching = client.watch("/api/v1/namespaces", { resourceVersion, allowWatchBookmarks: true }, (event) => events.push(event), stop.signal);
+    await client.create("/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "watched" } });
+    const deadline = Date.now() + 5000;
+    while (!events.some((e) => e.type === "BOOKMARK") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(events[0]?.type, "ADDED");
+    assert.equal(events[0]?.object.metadata?.name, "watched");
+    assert.ok(
+      events.some((e) => e.type === "BOOKMARK" && e.object.metadata?.resourceVersion),
+      "a bookmark with its resourceVersion",
+    );
+    assert.equal(plain.openWatches, 1);
+    stop.abort();
+    await watching;
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(plain.openWatches, 0, "the aborted watch's connection is closed");
+  });
+
+  test("a resourceVersion out of the history: an ERROR event with 410, then the stream ends", async () => {
+    for (let i = 0; i < 8; i++) plain.put({ apiVersion: "v1", kind: "Namespace", metadata: { name: `churn-${i}` } });
+    const events: WatchEvent[] = [];
+    await client.watch("/api/v1/namespaces", { resourceVersion: "1" }, (event) => events.push(event), new AbortController().signal);
+    assert.equal(events.length, 1);
+    assert.equal(events[0]!.type, "ERROR");
+    assert.equal(events[0]!.object.code, 410);
+    assert.equal(events[0]!.object.reason, "Expired");
+  });
+
+  test("a refused watch rejects with the status", async () => {
+    plain.faults.failNext("watch", 1, 503);
+    const refused = await rejection(client.watch("/api/v1/namespaces", {}, () => {}, new AbortController().signal));
+    assert.equal(refused.statusCode, 503);
+    plain.faults.clear();
+  });
+
+  test("lines split anywhere (within a multi-byte character too) make the same events; a last line without a newline counts", async () => {
+    const objects = [{ name: "ä€😀" }, { name: "plain" }, { name: "x".repeat(70_000) }, { name: "last" }];
+    const stream = Buffer.from(objects.map((o, i) => JSON.stringify({ type: "ADDED", object: { metadata: o, i } })).join("\n"));
+    // Chunk ends: byte by byte through the first event (each multi-byte character split), then larger.
+    const chunks = [...Array.from({ length: 120 }, (_, i) => i + 1), 1000, 30_000, 100_000];
+    const server = createServer((_, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      let at = 0;
+      const next = () => {
+        const end = chunks.find((c) => c > at) ?? stream.length;
+        response.write(stream.subarray(at, Math.min(end, stream.length)));
+        at = Math.min(end, stream.length);
+        if (at < stream.length) setTimeout(next, 1);
+        else response.end();
+      };
+      next();
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const local = new KubeClient(
+        await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${(server.address() as AddressInfo).port}`)),
+      );
+      const names: unknown[] = [];
+      await local.watch("/api/v1/namespaces", {}, (event) => names.push(event.object.metadata?.name), new AbortController().signal);
+      assert.deepEqual(
+        names,
+        objects.map((o) => o.name),
+      );
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe("credentials", () => {
+  test("a kubeconfig token, and a tokenFile (relative to the kubeconfig) re-read once it changes", async () => {
+    const admin = new KubeClient(
+      await kubeconfigConnection([writeKubeconfig("token", guarded.url, { token: ADMIN_TOKEN }, { "insecure-skip-tls-verify": true })]),
+    );
+    await admin.list("/apis/apps/v1/deployments");
+    assert.equal(lastUser(guarded), ADMIN_USER);
+    const bot = await serviceAccountToken(guarded, "bot");
+    const path = writeKubeconfig("token-file", guarded.url, { tokenFile: "token" });
+    writeFileSync(join(dir, "token-file", "token"), `${ADMIN_TOKEN}\n`);
+    const client = new KubeClient(await kubeconfigConnection([path]));
+    await client.list("/apis/apps/v1/deployments");
+    assert.equal(lastUser(guarded), ADMIN_USER);
+    writeFileSync(join(dir, "token-file", "token"), bot.token);
+    const forbidden = await rejection(client.list("/apis/apps/v1/deployments"));
+    assert.equal(forbidden.statusCode, 403);
+    assert.equal(forbidden.reason, "Forbidden");
+    assert.match(forbidden.statusMessage, /User "system:serviceaccount:default:bot" cannot list resource "deployments"/);
+    const unknown = new KubeClient(await kubeconfigConnection([writeKubeconfig("bad-token", guarded.url, { token: "nobody-issued-this" })]));
+    const unauthorized = await rejection(unknown.list("/apis/apps/v1/deployments"));
+    assert.equal(unauthorized.statusCode, 401);
+    assert.equal(unauthorized.reason, "Unauthorized");
+  });
+
+  test("in a cluster: KUBERNETES_SERVICE_HOST/PORT, the service account's CA, its token file rotated", async () => {
+    const accounts = [await serviceAccountToken(tls, "first"), await serviceAccountToken(tls, "second")];
+    tls.put({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: "accounts" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+      subjects: ["first", "second"].map((name) => ({ kind: "ServiceAccount", name, namespace: "default" })),
+    });
+    const serviceAccount = join(dir, "serviceaccount");
+    mkdirSync(serviceAccount);
+    writeFileSync(join(serviceAccount, "ca.crt"), readFileSync(caCert));
+    writeFileSync(join(serviceAccount, "token"), accounts[0]!.token);
+    const url = new URL(tls.url);
+    const env = { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port };
+    const client = new KubeClient(inClusterConnection(env, serviceAccount));
+    await client.list("/apis/apps/v1/deployments");
+    assert.equal(lastUser(tls), accounts[0]!.user);
+    // The kubelet replaces the projected token atomically.
+    writeFileSync(join(serviceAccount, "token.new"), accounts[1]!.token);
+    renameSync(join(serviceAccount, "token.new"), join(serviceAccount, "token"));
+    await client.list("/apis/apps/v1/deployments");
+    assert.equal(lastUser(tls), accounts[1]!.user, "the rotated token is sent");
+    assert.equal(
+      inClusterConnection({ KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "6443" }, serviceAccount).server.href,
+      "https://[fd00::1]:6443/",
+    );
+    assert.throws(() => inClusterConnection(env, join(dir, "no-such-dir")), /the service account's CA: cannot read .*no-such-dir\/ca\.crt/);
+    const skipped = new KubeClient(
+      await kubeconfigConnection([writeKubeconfig("unverified", tls.url, { token: ADMIN_TOKEN }, { "insecure-skip-tls-verify": true })]),
+    );
+    await skipped.list("/apis/apps/v1/deployments");
+    const unverified = new KubeClient(await kubeconfigConnection([writeKubeconfig("no-ca", tls.url, { token: ADMIN_TOKEN })]));
+    await assert.rejects(unverified.list("/apis/apps/v1/deployments"), /self-signed certificate|unable to verify|unable to get local issuer/);
+    const wrongName = new KubeClient(
+      await kubeconfigConnection([
+        writeKubeconfig(
+          "server-name",
+          tls.url,
+          { token: ADMIN_TOKEN },
+          { "certificate-authority-data": readFileSync(caCert).toString("base64"), "tls-server-name": "elsewhere.example" },
+        ),
+      ]),
+    );
+    await assert.rejects(wrongName.list("/apis/apps/v1/deployments"), /elsewhere\.example/);
+  });
+
+  test("$KUBECONFIG as a path list: the first file naming an entry wins; username/password as basic authentication", async () => {
+    const seen: IncomingHttpHeaders[] = [];
+    const server = await listening(
+      createServer((request, response) => {
+        seen.push(request.headers);
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end('{"items":[]}');
+      }),
+    );
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const first = join(dir, "first.yaml");
+      const second = join(dir, "second.yaml");
+      writeFileSync(
+        first,
+        [
+          "current-context: x",
+          "contexts: [{ name: x, context: { cluster: c, user: u } }]",
+          "users: [{ name: u, user: { username: alice, password: s3cret } }]",
+        ].join("\n"),
+      );
+      writeFileSync(
+        second,
+        [`clusters: [{ name: c, cluster: { server: "${url}" } }]`, "users: [{ name: u, user: { username: mallory, password: other } }]"].join("\n"),
+      );
+      const client = new KubeClient(await loadKubeConnection(undefined, { KUBECONFIG: [first, second].join(delimiter) }));
+      await client.list("/api/v1/namespaces");
+      assert.equal(seen[0]?.authorization, `Basic ${Buffer.from("alice:s3cret").toString("base64")}`);
+    } finally {
+      server.close();
+    }
+  });
+
+  test("an exec credential plugin (as EKS, GKE and AKS use) works through @kubernetes/client-node", async () => {
+    const home = join(dir, "exec");
+    mkdirSync(home);
+    const marker = join(home, "ran");
+    const plugin = join(home, "credential.sh");
+    const credential = { apiVersion: "client.authentication.k8s.io/v1", kind: "ExecCredential", status: { token: ADMIN_TOKEN } };
+    writeFileSync(plugin, `#!/bin/sh\ntouch '${marker}'\nprintf '%s' '${JSON.stringify(credential)}'\n`);
+    chmodSync(plugin, 0o755);
+    const path = writeKubeconfig(
+      "exec",
+      guarded.url,
+      { exec: { apiVersion: "client.authentication.k8s.io/v1", command: "../exec/credential.sh", interactiveMode: "Never" } },
+      { "insecure-skip-tls-verify": true },
+    );
+    const client = new KubeClient(await kubeconfigConnection([path]));
+    await client.list("/apis/apps/v1/deployments");
+    assert.ok(existsSync(marker), "the plugin ran (its path taken relative to the kubeconfig)");
+    assert.equal(lastUser(guarded), ADMIN_USER, "with the plugin's token");
+  });
+
+  test("a kubeconfig that cannot be used says which file and which field", async () => {
+    const load = (...paths: string[]) => kubeconfigConnection(paths);
+    await assert.rejects(load(join(dir, "missing")), /cannot read kubeconfig .*missing: ENOENT/);
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    await assert.rejects(load(file("broken.yaml", "clusters: [")), /kubeconfig .*broken\.yaml is not valid YAML/);
+    await assert.rejects(load(file("no-context.yaml", "clusters: []")), /kubeconfig .*no-context\.yaml: no current-context/);
+    await assert.rejects(
+      load(file("no-cluster.yaml", "current-context: x\ncontexts: [{ name: x, context: { cluster: gone } }]")),
+      /no-cluster\.yaml: context "x" names cluster "gone", which is not defined/,
+    );
+    await assert.rejects(load(writeKubeconfig("no-server", "", { token: "t" })), /clusters\[name=c\]\.cluster\.server: missing/);
+    await assert.rejects(
+      load(writeKubeconfig("no-cert", "https://127.0.0.1:1", { "client-certificate": "client.pem", "client-key": "client.key" })),
+      /no-cert\/config: users\[name=u\]\.user\.client-certificate: cannot read .*no-cert\/client\.pem/,
+    );
+    await assert.rejects(
+      load(writeKubeconfig("half-pair", "https://127.0.0.1:1", { "client-certificate-data": "QUJD" })),
+      /client-key: a client certificate needs both/,
+    );
+    await assert.rejects(load(writeKubeconfig("both", "https://127.0.0.1:1", { token: "t", username: "u", password: "p" })), /may not both be set/);
+  });
+});
+
+async function listening(server: Server): Promise<Server> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return server;
+}
