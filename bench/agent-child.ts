@@ -70,7 +70,7 @@ const since = () => performance.now();
 async function target(): Promise<Target> {
   if (config.kubeconfig === undefined) return new RenderTarget({ dir: config.renderDir, region: config.region });
   const { KubernetesTarget, KubeClient, loadKubeConnection } = await import("@flotilla/agent/kubernetes");
-  return new KubernetesTarget({ kubeClient: new KubeClient(await loadKubeConnection(config.kubeconfig)), region: config.region });
+  return new KubernetesTarget({ kubeClient: new KubeClient(await loadKubeConnection({ kubeconfig: config.kubeconfig })), region: config.region });
 }
 
 const logLines: string[] = [];

@@ -85,7 +85,7 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     // Through a file: the bench package has no dependency on the Kubernetes client itself.
     tmp = await mkdtemp(join(tmpdir(), "flotilla-b6-"));
     await emulator.writeKubeconfig(join(tmp, "kubeconfig"));
-    const kubeClient = new KubeClient(await loadKubeConnection(join(tmp, "kubeconfig")));
+    const kubeClient = new KubeClient(await loadKubeConnection({ kubeconfig: join(tmp, "kubeconfig") }));
     const emu = emulator;
     const deploymentsApplied = (entries: readonly RequestLogEntry[]) => entries.filter((e) => e.verb === "apply" && e.resource === "deployments");
     // Only objects the emulator has received an apply for since the last check are read again

@@ -4,6 +4,7 @@
 // (scripts/config-tables.ts).
 import { formatDuration, markdownTable, usage, type OptionSpec } from "@flotilla/runtime";
 import { AGENT_DEFAULTS } from "./config.ts";
+import { KUBE_IDLE_TIMEOUT_MS, KUBE_MAX_CONNECTIONS } from "./kube-limits.ts";
 
 export const AGENT_ENV_PREFIX = "FLOTILLA_AGENT_";
 
@@ -16,7 +17,17 @@ export const AGENT_OPTIONS = [
   { flag: "client-cert", default: "", description: "PEM client certificate for mTLS (URI SAN spiffe://<trust-domain>/region/<region>); re-read when changed" },
   { flag: "client-key", default: "", description: "PEM private key of --client-cert; re-read when changed" },
   { flag: "target", default: "kubernetes", description: "kubernetes | render" },
-  { flag: "kubeconfig", default: "", description: "kubeconfig path (default: in-cluster, else ~/.kube/config)" },
+  { flag: "kubeconfig", default: "", description: "kubeconfig path (default: in-cluster, else $KUBECONFIG, else ~/.kube/config)" },
+  {
+    flag: "kube-max-connections",
+    default: String(KUBE_MAX_CONNECTIONS),
+    description: "connections to the Kubernetes API server at most (each watch holds one)",
+  },
+  {
+    flag: "kube-idle-timeout",
+    default: formatDuration(KUBE_IDLE_TIMEOUT_MS),
+    description: "a Kubernetes API request without a byte either way for this long fails",
+  },
   { flag: "render-dir", default: "", description: "directory the render target writes manifests into" },
   { flag: "concurrency", default: String(AGENT_DEFAULTS.concurrency), description: "resources reconciled at once" },
   {

@@ -15,9 +15,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { Listeners } from "./listeners.ts";
 import type { KubeConnection } from "./kube-connection.ts";
-
-/** A request without any byte to or from the API server for this long fails (as undici's headers/body timeouts, which client-node had). */
-export const IDLE_TIMEOUT_MS = 300_000;
+import { KUBE_IDLE_TIMEOUT_MS } from "./kube-limits.ts";
 
 /** One request to the Kubernetes API, as client-go's rest_client_requests_total labels it. */
 export interface RestRequest {
@@ -153,11 +151,12 @@ export class KubeClient {
   /** Every request's outcome, for metrics and the cluster's reachability. */
   readonly requests = new Listeners<RestRequest>();
   readonly connection: KubeConnection;
-  readonly #idleTimeoutMs: number;
+  /** A request without a byte either way for this long fails (KUBE_IDLE_TIMEOUT_MS says why). */
+  readonly idleTimeoutMs: number;
 
-  constructor(connection: KubeConnection, { idleTimeoutMs = IDLE_TIMEOUT_MS }: { idleTimeoutMs?: number } = {}) {
+  constructor(connection: KubeConnection, { idleTimeoutMs = KUBE_IDLE_TIMEOUT_MS }: { idleTimeoutMs?: number } = {}) {
     this.connection = connection;
-    this.#idleTimeoutMs = idleTimeoutMs;
+    this.idleTimeoutMs = idleTimeoutMs;
   }
 
   get<T = ApiObject>(path: string, query?: Query): Promise<T> {
@@ -271,7 +270,7 @@ export class KubeClient {
         signal.addEventListener("abort", abort, { once: true });
         request.once("close", () => signal.removeEventListener("abort", abort));
       }
-      request.setTimeout(this.#idleTimeoutMs, () => request.destroy(new Error(`${method} ${path}: no answer for ${this.#idleTimeoutMs} ms`)));
+      request.setTimeout(this.idleTimeoutMs, () => request.destroy(new Error(`${method} ${path}: no answer for ${this.idleTimeoutMs} ms`)));
       request.once("response", (response) => {
         answer = response;
         report({ method, host, code: String(response.statusCode) });

@@ -16,9 +16,7 @@
 //   its public KubeConfig.applyToHTTPSOptions() for each request's headers and TLS options.
 //
 // One connection pool (keep-alive Agent) per cluster per process, replaced when the TLS material
-// changes. Its sockets are bounded (MAX_SOCKETS): each request in flight holds one (HTTP/1.1), a
-// watch holds one for its whole life, so the bound is what limits the connections the agent
-// opens to the API server, whatever its concurrency; requests beyond it wait for a free socket.
+// changes, with at most `maxConnections` sockets (KUBE_MAX_CONNECTIONS says why).
 import { readFileSync, statSync } from "node:fs";
 import { Agent as HttpAgent } from "node:http";
 import { Agent as HttpsAgent, type RequestOptions } from "node:https";
@@ -26,9 +24,7 @@ import { isIPv6 } from "node:net";
 import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
 import { parse, stringify } from "yaml";
-
-/** Connections one process opens to one API server at most (the agent's 8 workers, 3 watches, leader election, a prune). */
-export const MAX_SOCKETS = 32;
+import { KUBE_MAX_CONNECTIONS } from "./kube-limits.ts";
 
 /** The service account's files in every pod (client-go's rest.InClusterConfig). */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -53,26 +49,42 @@ export interface RequestCredentials {
 export interface KubeConnection {
   /** The API server's base URL (a path prefix, as some proxies serve, is kept). */
   readonly server: URL;
+  /** Connections to the server at most. */
+  readonly maxConnections: number;
   credentials(): Promise<RequestCredentials>;
   /** Closes the pool's idle connections (requests in flight finish). */
   close(): void;
+}
+
+export interface ConnectionOptions {
+  /** Connections to the server at most. Default KUBE_MAX_CONNECTIONS. */
+  maxConnections?: number;
 }
 
 /**
  * The connection of `kubeconfig` if given, else of the in-cluster service account (in a pod),
  * else of $KUBECONFIG or ~/.kube/config: the agent's --kubeconfig rule, as client-go's.
  */
-export async function loadKubeConnection(kubeconfig?: string, env: NodeJS.ProcessEnv = process.env): Promise<KubeConnection> {
-  if (kubeconfig) return kubeconfigConnection([kubeconfig]);
-  if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT) return inClusterConnection(env);
+export async function loadKubeConnection({
+  kubeconfig,
+  env = process.env,
+  ...options
+}: ConnectionOptions & { kubeconfig?: string; env?: NodeJS.ProcessEnv } = {}): Promise<KubeConnection> {
+  if (kubeconfig) return kubeconfigConnection([kubeconfig], options);
+  if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT) return inClusterConnection({ env, ...options });
   const paths = (env.KUBECONFIG ?? "").split(delimiter).filter(Boolean);
-  if (paths.length > 0) return kubeconfigConnection(paths);
+  if (paths.length > 0) return kubeconfigConnection(paths, options);
   const home = join(homedir(), ".kube", "config");
-  return kubeconfigConnection([home], "no --kubeconfig, not in a cluster (KUBERNETES_SERVICE_HOST unset), no $KUBECONFIG");
+  const files = [readKubeconfig(home, "no --kubeconfig, not in a cluster (KUBERNETES_SERVICE_HOST unset), no $KUBECONFIG")];
+  return connect(selectContext(files), options);
 }
 
 /** The service account's connection: KUBERNETES_SERVICE_HOST/PORT, and `dir`'s ca.crt and token. */
-export function inClusterConnection(env: NodeJS.ProcessEnv = process.env, dir = SERVICE_ACCOUNT_DIR): KubeConnection {
+export function inClusterConnection({
+  env = process.env,
+  dir = SERVICE_ACCOUNT_DIR,
+  ...options
+}: ConnectionOptions & { env?: NodeJS.ProcessEnv; dir?: string } = {}): KubeConnection {
   const host = env.KUBERNETES_SERVICE_HOST ?? "";
   const port = env.KUBERNETES_SERVICE_PORT ?? "";
   if (!host || !port) throw new Error("in-cluster configuration needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT");
@@ -81,21 +93,25 @@ export function inClusterConnection(env: NodeJS.ProcessEnv = process.env, dir = 
   // Read now: a pod without a mounted service account fails at start, naming the file.
   ca.read();
   token.read();
-  return new StaticConnection(new URL(`https://${isIPv6(host) ? `[${host}]` : host}:${port}`), { ca }, { tokenFile: token });
+  const server = new URL(`https://${isIPv6(host) ? `[${host}]` : host}:${port}`);
+  return new StaticConnection(server, { ca }, { tokenFile: token }, options);
 }
 
 /** The connection of the current context of these kubeconfig files, merged as client-go merges $KUBECONFIG. */
-export async function kubeconfigConnection(paths: readonly string[], whyThese?: string): Promise<KubeConnection> {
-  return connect(selectContext(paths.map((path) => readKubeconfig(path, whyThese))));
+export async function kubeconfigConnection(paths: readonly string[], options: ConnectionOptions = {}): Promise<KubeConnection> {
+  return connect(selectContext(paths.map((path) => readKubeconfig(path))), options);
 }
 
 /** Kubeconfig text (e.g. the emulator's), its relative paths taken from `dir`. */
-export function kubeconfigConnectionFromString(text: string, dir = process.cwd()): Promise<KubeConnection> {
-  return connect(selectContext([parseKubeconfig(text, join(dir, "(kubeconfig text)"))]));
+export function kubeconfigConnectionFromString(
+  text: string,
+  { dir = process.cwd(), ...options }: ConnectionOptions & { dir?: string } = {},
+): Promise<KubeConnection> {
+  return connect(selectContext([parseKubeconfig(text, join(dir, "(kubeconfig text)"))]), options);
 }
 
-async function connect(selected: SelectedContext): Promise<KubeConnection> {
-  return unsupportedFields(selected).length > 0 ? clientNodeConnection(selected) : staticConnection(selected);
+async function connect(selected: SelectedContext, options: ConnectionOptions): Promise<KubeConnection> {
+  return unsupportedFields(selected).length > 0 ? clientNodeConnection(selected, options) : staticConnection(selected, options);
 }
 
 // --- kubeconfig files ---
@@ -233,7 +249,7 @@ function unsupportedFields({ cluster, user }: SelectedContext): string[] {
   ];
 }
 
-function staticConnection(selected: SelectedContext): KubeConnection {
+function staticConnection(selected: SelectedContext, options: ConnectionOptions): KubeConnection {
   const { cluster, user, clusterFile, userFile, clusterName, userName } = selected;
   const clusterField = (name: string) => `kubeconfig ${clusterFile}: clusters[name=${clusterName}].cluster.${name}`;
   const userField = (name: string) => `kubeconfig ${userFile}: users[name=${userName}].user.${name}`;
@@ -269,7 +285,7 @@ function staticConnection(selected: SelectedContext): KubeConnection {
   tokenFile?.read();
   const basic = typeof user.username === "string" && user.username !== "" ? `${user.username}:${String(user.password ?? "")}` : undefined;
   if (basic && (token || tokenFile)) throw new Error(`${userField("username")}: username/password and a bearer token may not both be set`);
-  return new StaticConnection(server, tls, { token, tokenFile, basic });
+  return new StaticConnection(server, tls, { token, tokenFile, basic }, options);
 }
 
 function serverUrl(value: unknown, field: string): URL {
@@ -304,15 +320,17 @@ interface Bearer {
 /** A connection whose credentials this module computes: tokens, client certificates, basic auth. */
 class StaticConnection implements KubeConnection {
   readonly server: URL;
+  readonly maxConnections: number;
   readonly #tls: TlsSources;
   readonly #bearer: Bearer;
   readonly #pool: ConnectionPool;
 
-  constructor(server: URL, tls: TlsSources, bearer: Bearer) {
+  constructor(server: URL, tls: TlsSources, bearer: Bearer, { maxConnections = KUBE_MAX_CONNECTIONS }: ConnectionOptions) {
     this.server = server;
+    this.maxConnections = maxConnections;
     this.#tls = tls;
     this.#bearer = bearer;
-    this.#pool = new ConnectionPool(server);
+    this.#pool = new ConnectionPool(server, maxConnections);
   }
 
   async credentials(): Promise<RequestCredentials> {
@@ -329,7 +347,7 @@ class StaticConnection implements KubeConnection {
 }
 
 /** client-node's KubeConfig for what this module does not implement, loaded only then. */
-async function clientNodeConnection(selected: SelectedContext): Promise<KubeConnection> {
+async function clientNodeConnection(selected: SelectedContext, { maxConnections = KUBE_MAX_CONNECTIONS }: ConnectionOptions): Promise<KubeConnection> {
   const server = serverUrl(selected.cluster.server, `kubeconfig ${selected.clusterFile}: clusters[name=${selected.clusterName}].cluster.server`);
   const { KubeConfig } = await import("@kubernetes/client-node");
   const kubeConfig = new KubeConfig();
@@ -345,10 +363,11 @@ async function clientNodeConnection(selected: SelectedContext): Promise<KubeConn
       "current-context": name,
     }),
   );
-  const pool = new ConnectionPool(server);
+  const pool = new ConnectionPool(server, maxConnections);
   const usesProxy = typeof selected.cluster["proxy-url"] === "string";
   return {
     server,
+    maxConnections,
     async credentials() {
       const options: RequestOptions = { headers: {} };
       await kubeConfig.applyToHTTPSOptions(options);
@@ -388,16 +407,18 @@ interface TlsOptions {
  */
 class ConnectionPool {
   readonly #https: boolean;
+  readonly #maxSockets: number;
   #current: { options: TlsOptions; agent: HttpAgent } | undefined;
 
-  constructor(server: URL) {
+  constructor(server: URL, maxSockets: number) {
     this.#https = server.protocol === "https:";
+    this.#maxSockets = maxSockets;
   }
 
   agent(options: TlsOptions): HttpAgent {
     if (this.#current && sameTls(this.#current.options, options)) return this.#current.agent;
     if (this.#current) retire(this.#current.agent);
-    const common = { keepAlive: true, maxSockets: MAX_SOCKETS, maxTotalSockets: MAX_SOCKETS, scheduling: "lifo" as const };
+    const common = { keepAlive: true, maxSockets: this.#maxSockets, maxTotalSockets: this.#maxSockets, scheduling: "lifo" as const };
     const agent = this.#https ? new HttpsAgent({ ...common, ...options }) : new HttpAgent(common);
     this.#current = { options, agent };
     return agent;

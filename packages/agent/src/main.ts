@@ -57,9 +57,14 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
 
   let target: Target;
   if (text("target") === "kubernetes") {
+    const maxConnections = Number(text("kube-max-connections"));
+    if (!Number.isInteger(maxConnections) || maxConnections < 1) throw new Error("--kube-max-connections must be a positive integer");
+    const idleTimeoutMs = duration("kube-idle-timeout");
+    if (!(idleTimeoutMs > 0)) throw new Error("--kube-idle-timeout must be positive");
     // Loaded only for this target.
     const { KubernetesTarget, KubeClient, loadKubeConnection } = await import("./kubernetes.ts");
-    target = new KubernetesTarget({ kubeClient: new KubeClient(await loadKubeConnection(text("kubeconfig"))), region });
+    const connection = await loadKubeConnection({ kubeconfig: text("kubeconfig"), maxConnections });
+    target = new KubernetesTarget({ kubeClient: new KubeClient(connection, { idleTimeoutMs }), region });
   } else if (text("target") === "render") {
     target = new RenderTarget({ dir: text("render-dir") ?? required("--render-dir (with --target render)"), region });
   } else {

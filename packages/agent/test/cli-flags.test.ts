@@ -3,11 +3,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AGENT_OPTIONS } from "../src/flags.ts";
 import { agentConfig } from "../src/main.ts";
+import type { KubernetesTarget } from "../src/targets/kubernetes.ts";
+import { kubeconfigYaml } from "@flotilla/k8s-emulator";
 
 const agentMain = new URL("../src/main.ts", import.meta.url).pathname;
 const agent = (args: string[], env: Record<string, string> = {}) =>
@@ -50,6 +52,30 @@ test("agent: namespace lists and the recheck interval reach the config (flags, e
     assert.ok(given !== "help");
     assert.deepEqual(given.namespaces, { allowed: ["team-*", "shared"], denied: ["team-secret*"] });
     assert.equal(given.ownershipRecheckMs, 5000);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("agent: the Kubernetes client's connection bound and idle timeout reach the client; bad values are refused", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "flotilla-cli-"));
+  try {
+    const kubeconfig = join(dir, "kubeconfig");
+    await writeFile(kubeconfig, kubeconfigYaml("http://127.0.0.1:1"));
+    const base = ["--region", "east", "--token", "t", "--target", "kubernetes", "--kubeconfig", kubeconfig];
+    const clientOf = async (args: string[], env: Record<string, string> = {}) => {
+      const config = await agentConfig([...base, ...args], env);
+      assert.ok(config !== "help");
+      return (config.target as KubernetesTarget).kubeClient;
+    };
+    const defaults = await clientOf([]);
+    assert.equal(defaults.connection.maxConnections, 32);
+    assert.equal(defaults.idleTimeoutMs, 300_000);
+    const given = await clientOf(["--kube-max-connections", "4"], { FLOTILLA_AGENT_KUBE_IDLE_TIMEOUT: "30s" });
+    assert.equal(given.connection.maxConnections, 4);
+    assert.equal(given.idleTimeoutMs, 30_000);
+    await assert.rejects(clientOf(["--kube-max-connections", "0"]), /--kube-max-connections must be a positive integer/);
+    await assert.rejects(clientOf(["--kube-idle-timeout", "0s"]), /--kube-idle-timeout must be positive/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -148,6 +148,18 @@ describe("requests", () => {
     plain.faults.clear();
   });
 
+  test("requests beyond the connection bound wait for a free connection", async () => {
+    const bounded = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml(), { maxConnections: 2 }));
+    plain.faults.latencyMs("list", 100);
+    const before = plain.connectionCount;
+    const started = performance.now();
+    await Promise.all(Array.from({ length: 6 }, () => bounded.list("/api/v1/namespaces")));
+    const elapsed = performance.now() - started;
+    plain.faults.clear();
+    assert.equal(plain.connectionCount - before, 2, "two connections");
+    assert.ok(elapsed >= 290, `six requests of 100 ms took three rounds on two connections (${Math.round(elapsed)} ms)`);
+  });
+
   test("a request without a byte from the server for the idle timeout fails; one to a closed port names the request", async () => {
     const silent = createServer(() => {});
     await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
@@ -283,7 +295,7 @@ describe("credentials", () => {
     writeFileSync(join(serviceAccount, "token"), accounts[0]!.token);
     const url = new URL(tls.url);
     const env = { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port };
-    const client = new KubeClient(inClusterConnection(env, serviceAccount));
+    const client = new KubeClient(inClusterConnection({ env, dir: serviceAccount }));
     await client.list("/apis/apps/v1/deployments");
     assert.equal(lastUser(tls), accounts[0]!.user);
     // The kubelet replaces the projected token atomically.
@@ -292,10 +304,10 @@ describe("credentials", () => {
     await client.list("/apis/apps/v1/deployments");
     assert.equal(lastUser(tls), accounts[1]!.user, "the rotated token is sent");
     assert.equal(
-      inClusterConnection({ KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "6443" }, serviceAccount).server.href,
+      inClusterConnection({ env: { KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "6443" }, dir: serviceAccount }).server.href,
       "https://[fd00::1]:6443/",
     );
-    assert.throws(() => inClusterConnection(env, join(dir, "no-such-dir")), /the service account's CA: cannot read .*no-such-dir\/ca\.crt/);
+    assert.throws(() => inClusterConnection({ env, dir: join(dir, "no-such-dir") }), /the service account's CA: cannot read .*no-such-dir\/ca\.crt/);
     const skipped = new KubeClient(
       await kubeconfigConnection([writeKubeconfig("unverified", tls.url, { token: ADMIN_TOKEN }, { "insecure-skip-tls-verify": true })]),
     );
@@ -340,7 +352,7 @@ describe("credentials", () => {
         second,
         [`clusters: [{ name: c, cluster: { server: "${url}" } }]`, "users: [{ name: u, user: { username: mallory, password: other } }]"].join("\n"),
       );
-      const client = new KubeClient(await loadKubeConnection(undefined, { KUBECONFIG: [first, second].join(delimiter) }));
+      const client = new KubeClient(await loadKubeConnection({ env: { KUBECONFIG: [first, second].join(delimiter) } }));
       await client.list("/api/v1/namespaces");
       assert.equal(seen[0]?.authorization, `Basic ${Buffer.from("alice:s3cret").toString("base64")}`);
     } finally {

@@ -87,7 +87,7 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
     deployment: { id: "web", namespace: "demo", image: "nginx:1.27", port: 80, regions: [{ region: "local", replicas: 2 }] },
   });
 
-  // The agent on the kubernetes target, against the emulator: client-node loads from the bundle.
+  // The agent on the kubernetes target, against the emulator.
   const agent = await start(
     "agent",
     {
