@@ -88,6 +88,9 @@ function convertPackage(dir: string): string[] {
       if (!existsSync(join(dir, path))) problems.push(`${manifestPath}: ${field} names ${path}, which is not in the bundle`);
     }
   }
+  // Replaced, not written over: pnpm deploy hard-links an injected package's files to the
+  // workspace's, which writing in place would change as well.
+  rmSync(manifestPath);
   writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`);
   return problems;
 }

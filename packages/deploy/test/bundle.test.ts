@@ -14,6 +14,24 @@ import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProce
 
 const ADMIN_TOKEN = "bundle-test-admin-token";
 
+/** The workspace packages' package.json files and sources (each file's path and content). */
+function workspaceFiles(): Map<string, string> {
+  const files = new Map<string, string>();
+  const collect = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) collect(path);
+      else files.set(relative(REPO_ROOT, path), readFileSync(path, "utf8"));
+    }
+  };
+  for (const name of readdirSync(join(REPO_ROOT, "packages"))) {
+    const dir = join(REPO_ROOT, "packages", name);
+    if (existsSync(join(dir, "package.json"))) files.set(relative(REPO_ROOT, join(dir, "package.json")), readFileSync(join(dir, "package.json"), "utf8"));
+    for (const sources of ["src", "migrations"]) if (existsSync(join(dir, sources))) collect(join(dir, sources));
+  }
+  return files;
+}
+
 /** The TypeScript files (declarations included) under `dir`, outside node_modules. */
 function typeScriptFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -44,7 +62,15 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   // The builder stage's bundle command, with /out moved to the temporary directory.
   const build = stages.get("builder")!.runs.find((run) => run.includes("deploy/build-bundle.sh"));
   assert.ok(build, "the builder stage runs deploy/build-bundle.sh");
+  const workspaceBefore = workspaceFiles();
   execFileSync("sh", ["-c", build.replaceAll("/out/", `${out}/`)], { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "pipe"] });
+  // pnpm deploy hard-links the workspace packages' files into the bundle: converting them must not change the sources.
+  const workspaceAfter = workspaceFiles();
+  assert.deepEqual(
+    [...workspaceBefore].filter(([path, text]) => workspaceAfter.get(path) !== text).map(([path]) => path),
+    [],
+    "building the bundles leaves the workspace's packages as they were",
+  );
 
   /** The image path `path` inside this test's directories. */
   const local = (path: string) => path.replace(/^\/app(?=\/|$)/, "").replace(/^\/var\/lib\/flotilla/, data);
