@@ -6,6 +6,8 @@
 // erasable syntax only, so stripping is all it takes and lines and columns stay as in the .ts
 // files), relative `.ts` import specifiers become `.js`, and each package.json's `exports`,
 // `main` and `bin` name the .js files. The workspace itself keeps running from its .ts sources.
+// (TypeScript 7's emit with `rewriteRelativeImportExtensions` would do the same, but needs the
+// compiler, a development dependency, in the image's builder, which fetches production packages only.)
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { stripTypeScriptTypes } from "node:module";
 import { dirname, join, resolve } from "node:path";
