@@ -11,8 +11,9 @@ app=$1
 out=$2
 shift 2
 
-# pnpm 10's deploy copies ("injects") workspace packages (the files their package.json lists), which it does only with
-# inject-workspace-packages; set for this command alone, the workspace keeps its links.
+# pnpm 10's deploy copies ("injects") workspace packages (the files their package.json
+# lists), which it does only with inject-workspace-packages; set for this command alone, the
+# workspace keeps its links.
 pnpm --config.inject-workspace-packages=true --filter "@flotilla/$app" deploy --prod "$@" "$out"
 
 # The injected workspace packages sit under node_modules/.pnpm: move each to
@@ -30,5 +31,5 @@ for package in "$out"/node_modules/.pnpm/@flotilla+*/node_modules/@flotilla/*; d
 done
 
 # Types stripped at build time: a process that loads no .ts file never loads Node's
-# TypeScript stripper (about 16 MB of RSS per process).
+# TypeScript stripper (about 22 MB of the agent's RSS).
 node --disable-warning=ExperimentalWarning deploy/to-javascript.ts "$out"

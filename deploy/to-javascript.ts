@@ -1,7 +1,8 @@
 // Turns a production bundle of deploy/build-bundle.sh into JavaScript:
 //   node deploy/to-javascript.ts <bundle-dir>
 // Node loads its TypeScript stripper (amaro, WebAssembly) the first time a process imports a
-// .ts file, which costs about 16 MB of RSS for the life of the process. So the bundle's types
+// .ts file, which costs the agent about 22 MB of RSS for the life of the process
+// (docs/benchmarks.md, finding 9). So the bundle's types
 // are stripped here, once, with that same stripper (`stripTypeScriptTypes`; the sources use
 // erasable syntax only, so stripping is all it takes and lines and columns stay as in the .ts
 // files), relative `.ts` import specifiers become `.js`, and each package.json's `exports`,
