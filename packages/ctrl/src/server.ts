@@ -38,6 +38,7 @@ import { requestGate } from "./request-gate.ts";
 import { answerUnknownRpc } from "./unknown-rpc.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
+import { inFlightUnaryCalls } from "./in-flight.ts";
 import { clientCertificateOf, tlsTransport, type TlsFiles } from "./tls.ts";
 
 export interface CtrlOptions {
@@ -161,7 +162,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   });
   // connect's default list, with gzip at its fastest level.
   const acceptCompression = [compressionGzipFast, compressionBrotli];
-  const interceptors = [metrics.interceptor(connectErrors(log), log)];
+  const unaryCalls = inFlightUnaryCalls();
+  const interceptors = [metrics.interceptor(connectErrors(log), log), unaryCalls.interceptor];
   const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };
   const onBound = (reason: string) => metrics.connectionBounds.inc({ reason });
   const authFailed = authFailureLimit(bounds.maxAuthFailuresPerConnection, onBound);
@@ -243,7 +245,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       stopWaking();
       await poller.stop();
       const grace = new Promise<void>((resolve) => setTimeout(resolve, options.shutdownGraceMs ?? 5000).unref());
-      await Promise.race([listener.closed, grace]);
+      // Handlers of calls whose clients left still run: the store must outlive their queries.
+      await Promise.race([Promise.all([listener.closed, unaryCalls.idle()]), grace]);
       listener.destroy();
       await Promise.all([listener.closed, metricsListener?.close()]);
     },

@@ -1,7 +1,6 @@
 // TLS termination for ctrl's one port: ALPN h2 and http/1.1, certificate files re-read when
 // they change, and (with a client CA) the verified client certificate of each connection.
-import type { Logger } from "@flotilla/runtime";
-import { readFileSync } from "node:fs";
+import { ReloadingFiles, type Logger } from "@flotilla/runtime";
 import type net from "node:net";
 import tls from "node:tls";
 import type { ClientCertificate } from "./auth.ts";
@@ -30,17 +29,29 @@ const CLIENT_CERTIFICATE = Symbol("flotilla.clientCertificate");
 type WithClientCertificate = { [CLIENT_CERTIFICATE]?: ClientCertificate };
 
 /**
- * Terminates TLS on accepted sockets. The files are read on every new connection (a few KB,
- * small beside a handshake) and compared with what is loaded, so the next handshake after a
- * rotation uses the new pair, however the files were replaced. A pair that does not load
- * (half-written, key not matching) is logged once and the previous one stays.
+ * Terminates TLS on accepted sockets. The files are checked on every new connection (a few KB,
+ * small beside a handshake; see ReloadingFiles), so the next handshake after a rotation uses
+ * the new pair. A pair that does not load (half-written, key not matching) is logged once and
+ * the previous one stays.
  */
 export function tlsTransport(options: TlsOptions): SecureTransport {
   const requestCert = options.clientCaFile !== undefined;
-  let loaded = readFiles(options);
-  let failed: FileContents | undefined;
+  const paths = [options.certFile, options.keyFile, ...(options.clientCaFile ? [options.clientCaFile] : [])];
+  const files = new ReloadingFiles({
+    paths,
+    load: ([cert, key, ca]) => {
+      const contextOptions: tls.SecureContextOptions = { cert, key, ca };
+      // Loading it here makes a broken pair (e.g. key not matching the certificate) fail now, not at a handshake.
+      tls.createSecureContext(contextOptions);
+      return contextOptions;
+    },
+    onReloaded: (changed) => options.log.info(`TLS: loaded the changed certificate files (${changed.join(", ")})`),
+    onRejected: (_, error) =>
+      options.log.warn(`TLS: keeping the previous certificate: the changed files do not load: ${error instanceof Error ? error.message : String(error)}`),
+  });
+  let serving = files.current();
   const server = tls.createServer({
-    ...secureContextOptions(loaded),
+    ...serving,
     ALPNProtocols: ["h2", "http/1.1"],
     // A client certificate is asked for but optional at the TLS layer: operators call with
     // the admin token and no certificate; ClusterService calls without one are refused by
@@ -52,24 +63,6 @@ export function tlsTransport(options: TlsOptions): SecureTransport {
   // Failed or timed-out handshakes (scanners, clients distrusting our CA) need no log line
   // each. With a listener here Node leaves closing the socket to it.
   server.on("tlsClientError", (_error, socket) => socket.destroy());
-  const reloadIfChanged = () => {
-    let now: FileContents;
-    try {
-      now = readFiles(options);
-    } catch {
-      return; // mid-rotation (a file briefly missing): the next connection looks again
-    }
-    if (sameContents(now, loaded) || (failed && sameContents(now, failed))) return;
-    try {
-      server.setSecureContext(secureContextOptions(now));
-      loaded = now;
-      failed = undefined;
-      options.log.info(`TLS: loaded the changed certificate files (${[options.certFile, options.keyFile, options.clientCaFile].filter(Boolean).join(", ")})`);
-    } catch (error) {
-      failed = now;
-      options.log.warn(`TLS: keeping the previous certificate: the changed files do not load: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  };
   return {
     onSecured(handler) {
       server.on("secureConnection", (socket: tls.TLSSocket) => {
@@ -90,7 +83,8 @@ export function tlsTransport(options: TlsOptions): SecureTransport {
       });
     },
     accept(socket: net.Socket) {
-      reloadIfChanged();
+      const latest = files.current();
+      if (latest !== serving) server.setSecureContext((serving = latest));
       server.emit("connection", socket);
     },
   };
@@ -115,21 +109,4 @@ export function spiffeRegion(subjectAltName: string | undefined, trustDomain: st
   const prefix = `URI:spiffe://${trustDomain}/region/`;
   const region = spiffeIds[0]!.startsWith(prefix) ? spiffeIds[0]!.slice(prefix.length) : "";
   return /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(region) ? region : undefined;
-}
-
-type FileContents = { cert: Buffer; key: Buffer; ca: Buffer | undefined };
-
-function readFiles(files: TlsFiles): FileContents {
-  return { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile), ca: files.clientCaFile ? readFileSync(files.clientCaFile) : undefined };
-}
-
-function sameContents(a: FileContents, b: FileContents): boolean {
-  return a.cert.equals(b.cert) && a.key.equals(b.key) && (a.ca === undefined ? b.ca === undefined : b.ca !== undefined && a.ca.equals(b.ca));
-}
-
-function secureContextOptions(contents: FileContents): tls.SecureContextOptions {
-  const options: tls.SecureContextOptions = { cert: contents.cert, key: contents.key, ca: contents.ca };
-  // Loading it here makes a broken pair (e.g. key not matching the certificate) fail now, not at a handshake.
-  tls.createSecureContext(options);
-  return options;
 }

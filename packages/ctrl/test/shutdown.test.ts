@@ -1,6 +1,7 @@
 // ctrl as a process on SIGTERM with work in flight: a unary call held up by the database
 // completes, an open watch stream ends with UNAVAILABLE (a status, not a reset), the process
-// exits 0; its JSON log lines parse, carry a level, and never contain a token.
+// exits 0; its JSON log lines parse, carry a level, and never contain a token. A call whose
+// client left still finishes before the store closes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -86,6 +87,60 @@ test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILAB
       );
       assert.equal(lines.at(-1)!.msg, "stopped");
       assert.ok(!child.log().includes(ADMIN_TOKEN) && !child.log().includes(agentToken), "no token in the log");
+    } finally {
+      await child.kill("SIGKILL");
+    }
+  } finally {
+    await store.close();
+    await drop();
+  }
+});
+
+test("SIGTERM: a unary call whose client left is still finished before the store closes (mysql)", { skip: mysql.skip }, async () => {
+  const { url, drop } = await mysql.db.create();
+  const store = await Store.open(url);
+  try {
+    await store.regions.create("s");
+    const child = await spawnCtrl(url, ADMIN_TOKEN, ["--log-format", "json"]);
+    try {
+      const transport = createGrpcTransport({
+        baseUrl: child.url,
+        interceptors: [
+          (next) => (req) => {
+            req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+            return next(req);
+          },
+        ],
+      });
+      const release = Promise.withResolvers<void>();
+      const locked = Promise.withResolvers<void>();
+      const holding = store.database.db.transaction().execute(async (tx) => {
+        await sql`select id from regions where name = 's' for update`.execute(tx);
+        locked.resolve();
+        await release.promise;
+      });
+      await locked.promise;
+      const leaving = new AbortController();
+      const write = createClient(DeploymentService, transport).createDeployment(
+        { deployment: { id: "abandoned", namespace: "x", image: "x:1", regions: [{ region: "s", replicas: 1 }] } },
+        { signal: leaving.signal },
+      );
+      await sleep(300);
+      leaving.abort();
+      await assert.rejects(write, (error) => ConnectError.from(error).code === Code.Canceled);
+      const exited = child.kill("SIGTERM");
+      await sleep(300);
+      release.resolve();
+      await holding;
+      assert.equal(await exited, 0, child.log());
+      assert.ok(await store.deployments.get("abandoned"), "the handler finished its write before ctrl closed the store");
+      const errors = child
+        .log()
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((line) => line.level === "error");
+      assert.deepEqual(errors, [], "no query ran into a closed store");
     } finally {
       await child.kill("SIGKILL");
     }

@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
@@ -14,12 +14,35 @@ import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProce
 
 const ADMIN_TOKEN = "bundle-test-admin-token";
 
+/** The workspace packages' package.json files and sources (each file's path and content). */
+function workspaceFiles(): Map<string, string> {
+  const files = new Map<string, string>();
+  const collect = (path: string): void => {
+    if (!existsSync(path)) return;
+    if (!statSync(path).isDirectory()) files.set(relative(REPO_ROOT, path), readFileSync(path, "utf8"));
+    else for (const name of readdirSync(path)) collect(join(path, name));
+  };
+  for (const name of readdirSync(join(REPO_ROOT, "packages"))) {
+    for (const part of ["package.json", "src", "migrations"]) collect(join(REPO_ROOT, "packages", name, part));
+  }
+  return files;
+}
+
+/** The TypeScript files (declarations included) under `dir`, outside node_modules. */
+function typeScriptFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    if (entry.name === "node_modules") return [];
+    const path = join(dir, entry.name);
+    return entry.isDirectory() ? typeScriptFiles(path) : /\.[mc]?ts$/.test(entry.name) ? [path] : [];
+  });
+}
+
 test("the images' bundles start ctrl, the agent and the emulator from the bundle alone", { timeout: 240_000 }, async (t) => {
   const stages = readDockerfile();
   const runtime = stages.get("runtime")!;
   assert.match(runtime.user ?? "", /^[1-9]\d*:[1-9]\d*$/, "the runtime user is numeric and not root");
   assert.equal(runtime.workdir, "/var/lib/flotilla");
-  assert.deepEqual(stages.get("agent")!.entrypoint, ["node", ...AGENT_NODE_FLAGS, "/app/src/main.ts"], "the agent image runs with AGENT_NODE_FLAGS");
+  assert.deepEqual(stages.get("agent")!.entrypoint, ["node", ...AGENT_NODE_FLAGS, "/app/src/main.js"], "the agent image runs with AGENT_NODE_FLAGS");
 
   const root = mkdtempSync(join(tmpdir(), "flotilla-bundle-"));
   t.after(() => rmSync(root, { recursive: true, force: true }));
@@ -35,7 +58,15 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   // The builder stage's bundle command, with /out moved to the temporary directory.
   const build = stages.get("builder")!.runs.find((run) => run.includes("deploy/build-bundle.sh"));
   assert.ok(build, "the builder stage runs deploy/build-bundle.sh");
+  const workspaceBefore = workspaceFiles();
   execFileSync("sh", ["-c", build.replaceAll("/out/", `${out}/`)], { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "pipe"] });
+  // pnpm deploy hard-links the workspace packages' files into the bundle: converting them must not change the sources.
+  const workspaceAfter = workspaceFiles();
+  assert.deepEqual(
+    [...workspaceBefore].filter(([path, text]) => workspaceAfter.get(path) !== text).map(([path]) => path),
+    [],
+    "building the bundles leaves the workspace's packages as they were",
+  );
 
   /** The image path `path` inside this test's directories. */
   const local = (path: string) => path.replace(/^\/app(?=\/|$)/, "").replace(/^\/var\/lib\/flotilla/, data);
@@ -49,7 +80,11 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
     const bundle = join(out, target);
     const mapped = (value: string) => (value.startsWith("/app") ? join(bundle, local(value)) : local(value));
     const stageEnv = Object.fromEntries(Object.entries(stage.env).map(([key, value]) => [key, value.replace(/\/var\/lib\/flotilla/, data)]));
-    const started = startProcess(stage.entrypoint!.map(mapped), { env: { ...stageEnv, ...env }, cwd: local(stage.workdir!) });
+    // With type stripping off, importing a .ts file fails (ERR_UNKNOWN_FILE_EXTENSION): nothing the processes load is TypeScript.
+    const started = startProcess(stage.entrypoint!.map(mapped), {
+      env: { ...stageEnv, ...env, NODE_OPTIONS: "--no-experimental-strip-types" },
+      cwd: local(stage.workdir!),
+    });
     processes.push(started);
     const [, url] = await started.waitFor(ready);
     return { process: started, stage, url: url! };
@@ -58,7 +93,9 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   const hostPort = (url: string) => new URL(url).host;
 
   // Production dependencies only: no compiler, buf, gRPC interop client or test-only workspace packages.
+  // And JavaScript only: a process that loads a .ts file loads Node's type stripper (about 22 MB of the agent's RSS).
   for (const target of ["ctrl", "agent", "k8s-emulator"]) {
+    assert.deepEqual(typeScriptFiles(join(out, target)), [], `${target}'s bundle has no TypeScript file outside node_modules`);
     const installed = readdirSync(join(out, target, "node_modules/.pnpm"));
     assert.deepEqual(
       installed.filter((name) => /^(typescript|@bufbuild\+buf|@grpc\+grpc-js|@flotilla\+(testkit|ctrl|k8s-emulator)@)/.test(name)),
@@ -107,5 +144,5 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   assert.equal(applied.spec.replicas, 2);
   await eventually(async () => (await fetch(`${agent.url}/readyz`)).ok, "the agent to be ready");
   assert.doesNotMatch(agent.process.output() + ctrl.process.output(), /Error:|\n\s+at /, "no stack trace in the logs");
-  assert.ok(readFileSync(join(out, "ctrl/packages/store/migrations/0001_desired_state.ts"), "utf8").length > 0, "ctrl's bundle carries the migrations");
+  assert.ok(readFileSync(join(out, "ctrl/packages/store/migrations/0001_desired_state.js"), "utf8").length > 0, "ctrl's bundle carries the migrations");
 });

@@ -117,9 +117,12 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
         env[key] = databaseUrl;
       } else env[key] = localized(mounts.get(value) ?? value.replace("/var/lib/flotilla", data));
     }
-    // The image's /app is the package's directory (its main.ts is /app/src/main.ts).
+    // The image's /app is the package's directory as JavaScript (its /app/src/main.js is the
+    // package's src/main.ts, types stripped); here the sources run.
     const app = dirname(dirname(mainOf(service.build!.target as "ctrl" | "agent" | "k8s-emulator")));
-    const command = [...stage.entrypoint!, ...(service.command ?? [])].map((part) => part.replace(/^\/app(?=\/)/, app));
+    const command = [...stage.entrypoint!, ...(service.command ?? [])].map((part) =>
+      part.startsWith("/app/") ? `${app}${part.slice("/app".length).replace(/\.js$/, ".ts")}` : part,
+    );
     const started = startProcess(command, { env, cwd: data });
     running.set(name, { process: started, healthy: () => passesHealthcheck(stage.healthcheck!, env) });
   }

@@ -61,7 +61,7 @@ test("every metric the dashboard and the alerts use exists on ctrl's or the agen
     for (const target of panel.targets ?? []) for (const name of metricNames(target.expr)) used.set(name, `dashboard panel "${panel.title}"`);
   for (const group of rules.groups) for (const rule of group.rules) for (const name of metricNames(rule.expr)) used.set(name, `alert ${rule.alert}`);
   const alerts = rules.groups.flatMap((group) => group.rules.map((rule) => rule.alert));
-  assert.deepEqual(alerts.sort(), ["FlotillaAgentStale", "FlotillaApplyErrors", "FlotillaChangeLag", "FlotillaQueueStalled"]);
+  assert.deepEqual(alerts.sort(), ["FlotillaAgentStale", "FlotillaApplyErrors", "FlotillaChangeLag", "FlotillaNoLeader", "FlotillaQueueStalled"]);
 
   const dir = mkdtempSync(join(tmpdir(), "flotilla-monitoring-"));
   t.after(() => rmSync(dir, { recursive: true, force: true }));

@@ -13,3 +13,4 @@ export {
   type LoggerOptions,
 } from "./log.ts";
 export { envName, formatDuration, markdownTable, parseDuration, parseFlags, usage, type LegacyName, type OptionSpec, type ParsedFlags } from "./flags.ts";
+export { ReloadingFiles, type ReloadingFilesOptions } from "./reloading-files.ts";

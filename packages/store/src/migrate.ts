@@ -2,17 +2,19 @@
 // so a production bundle of ctrl carries them).
 import { readdir } from "node:fs/promises";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { join } from "node:path";
+import { basename, extname, join } from "node:path";
 import type { Kysely } from "kysely";
 import { Migrator, type Migration, type MigrationProvider, type MigrationResultSet } from "kysely/migration";
 
 const MIGRATIONS_DIR = fileURLToPath(new URL("../migrations/", import.meta.url));
+/** The migrations are in this module's language: .ts in the sources, .js in a production bundle (deploy/to-javascript.ts). */
+const MIGRATION_EXTENSION = extname(fileURLToPath(import.meta.url));
 
 const directoryProvider = (dir: string): MigrationProvider => ({
   async getMigrations() {
     const migrations: Record<string, Migration> = {};
-    for (const file of (await readdir(dir)).filter((f) => f.endsWith(".ts")).sort()) {
-      migrations[file.replace(/\.ts$/, "")] = await import(pathToFileURL(join(dir, file)).href);
+    for (const file of (await readdir(dir)).filter((f) => f.endsWith(MIGRATION_EXTENSION)).sort()) {
+      migrations[basename(file, MIGRATION_EXTENSION)] = await import(pathToFileURL(join(dir, file)).href);
     }
     return migrations;
   },
