@@ -2,35 +2,33 @@
 // credentials of each request, from the in-cluster service account or a kubeconfig.
 //
 // * In-cluster (client-go's rest.InClusterConfig): https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT,
-//   the service account's CA, and its token file, re-read when it changes and at least every
-//   minute (client-go's cached file token source): the kubelet rotates projected tokens.
+//   the service account's CA, and its token file (the kubelet rotates projected tokens).
 // * Kubeconfig files (client-go's clientcmd): $KUBECONFIG as a path list (the first file that
 //   names a cluster, user or context wins; the first current-context set wins), or ~/.kube/config.
 //   Relative file paths are taken from the directory of the file that names them. What this
 //   module implements: server, certificate-authority(-data), insecure-skip-tls-verify,
 //   tls-server-name; token, tokenFile, client-certificate(-data), client-key(-data),
-//   username/password. Files are re-read when they change, so rotated certificates and tokens
-//   are used by the next request.
+//   username/password. Files are read before each request and loaded again when their contents
+//   change, so rotated certificates and tokens are used by the next request.
 // * Anything else (exec credential plugins — how EKS, GKE and AKS authenticate —, auth-provider,
 //   proxy-url, impersonation) loads @kubernetes/client-node (some 40 MB of RSS) on demand and asks
 //   its public KubeConfig.applyToHTTPSOptions() for each request's headers and TLS options.
 //
 // One connection pool (keep-alive Agent) per cluster per process, replaced when the TLS material
 // changes, with at most `maxConnections` sockets (KUBE_MAX_CONNECTIONS says why).
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { Agent as HttpAgent } from "node:http";
 import { Agent as HttpsAgent, type RequestOptions } from "node:https";
 import { isIPv6 } from "node:net";
+import { createSecureContext } from "node:tls";
 import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
 import { parse, stringify } from "yaml";
+import { ReloadingFiles, silentLogger, type Logger } from "@flotilla/runtime";
 import { KUBE_MAX_CONNECTIONS } from "./kube-limits.ts";
 
 /** The service account's files in every pod (client-go's rest.InClusterConfig). */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
-
-/** client-go re-reads a token file at least this often (transport.NewCachedFileTokenSource). */
-const TOKEN_FILE_MAX_AGE_MS = 60_000;
 
 /** What one request carries besides its method and path. */
 export interface RequestCredentials {
@@ -59,6 +57,8 @@ export interface KubeConnection {
 export interface ConnectionOptions {
   /** Connections to the server at most. Default KUBE_MAX_CONNECTIONS. */
   maxConnections?: number;
+  /** Where rotated credentials are reported. Default: nowhere. */
+  log?: Logger;
 }
 
 /**
@@ -88,13 +88,12 @@ export function inClusterConnection({
   const host = env.KUBERNETES_SERVICE_HOST ?? "";
   const port = env.KUBERNETES_SERVICE_PORT ?? "";
   if (!host || !port) throw new Error("in-cluster configuration needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT");
-  const ca = new WatchedFile(join(dir, "ca.crt"), "the service account's CA");
-  const token = new WatchedFile(join(dir, "token"), "the service account's token", TOKEN_FILE_MAX_AGE_MS);
-  // Read now: a pod without a mounted service account fails at start, naming the file.
-  ca.read();
-  token.read();
   const server = new URL(`https://${isIPv6(host) ? `[${host}]` : host}:${port}`);
-  return new StaticConnection(server, { ca }, { tokenFile: token }, options);
+  const credentials = {
+    ca: { path: join(dir, "ca.crt"), field: "the service account's CA" },
+    token: { path: join(dir, "token"), field: "the service account's token" },
+  };
+  return new StaticConnection(server, credentials, options);
 }
 
 /** The connection of the current context of these kubeconfig files, merged as client-go merges $KUBECONFIG. */
@@ -255,37 +254,30 @@ function staticConnection(selected: SelectedContext, options: ConnectionOptions)
   const userField = (name: string) => `kubeconfig ${userFile}: users[name=${userName}].user.${name}`;
   const server = serverUrl(cluster.server, clusterField("server"));
   /** A `-data` field (base64), else the file one (the data wins, as in client-go). */
-  const material = (fields: Fields, file: string, what: (name: string) => string): WatchedFile | Buffer | undefined => {
+  const source = (fields: Fields, file: string, what: (name: string) => string): Source | undefined => {
     const data = fields[`${file}-data`];
     if (typeof data === "string" && data !== "") {
       const decoded = Buffer.from(data, "base64");
       if (decoded.length === 0) throw new Error(`${what(`${file}-data`)}: not base64`);
-      return decoded;
+      return { data: decoded };
     }
     const path = fields[file];
-    if (typeof path !== "string" || path === "") return undefined;
-    const watched = new WatchedFile(path, what(file));
-    watched.read();
-    return watched;
+    return typeof path === "string" && path !== "" ? { path, field: what(file) } : undefined;
   };
-  const tls: TlsSources = {
-    ca: material(cluster, "certificate-authority", clusterField),
-    cert: material(user, "client-certificate", userField),
-    key: material(user, "client-key", userField),
+  const token = typeof user.token === "string" && user.token !== "" ? { data: Buffer.from(user.token) } : source(user, "tokenFile", userField);
+  const credentials: Credentials = {
+    ca: source(cluster, "certificate-authority", clusterField),
+    cert: source(user, "client-certificate", userField),
+    key: source(user, "client-key", userField),
     rejectUnauthorized: cluster["insecure-skip-tls-verify"] !== true,
     servername: typeof cluster["tls-server-name"] === "string" && cluster["tls-server-name"] !== "" ? cluster["tls-server-name"] : undefined,
+    token,
+    basic: typeof user.username === "string" && user.username !== "" ? `${user.username}:${String(user.password ?? "")}` : undefined,
   };
-  if ((tls.cert === undefined) !== (tls.key === undefined))
-    throw new Error(`${userField(tls.cert ? "client-key" : "client-certificate")}: a client certificate needs both the certificate and its key`);
-  const token = typeof user.token === "string" && user.token !== "" ? user.token : undefined;
-  const tokenFile =
-    token === undefined && typeof user.tokenFile === "string" && user.tokenFile !== ""
-      ? new WatchedFile(user.tokenFile, userField("tokenFile"), TOKEN_FILE_MAX_AGE_MS)
-      : undefined;
-  tokenFile?.read();
-  const basic = typeof user.username === "string" && user.username !== "" ? `${user.username}:${String(user.password ?? "")}` : undefined;
-  if (basic && (token || tokenFile)) throw new Error(`${userField("username")}: username/password and a bearer token may not both be set`);
-  return new StaticConnection(server, tls, { token, tokenFile, basic }, options);
+  if ((credentials.cert === undefined) !== (credentials.key === undefined))
+    throw new Error(`${userField(credentials.cert ? "client-key" : "client-certificate")}: a client certificate needs both the certificate and its key`);
+  if (credentials.basic && token) throw new Error(`${userField("username")}: username/password and a bearer token may not both be set`);
+  return new StaticConnection(server, credentials, options);
 }
 
 function serverUrl(value: unknown, field: string): URL {
@@ -302,43 +294,66 @@ function serverUrl(value: unknown, field: string): URL {
 
 // --- requests ---
 
-/** TLS material: inline (kubeconfig data) or a file re-read when it changes. */
-interface TlsSources {
-  ca?: WatchedFile | Buffer;
-  cert?: WatchedFile | Buffer;
-  key?: WatchedFile | Buffer;
+/** Inline material (kubeconfig data) or a file, named by its kubeconfig field for errors. */
+type Source = { data: Buffer } | { path: string; field: string };
+
+/** What a connection this module computes presents: TLS material, a bearer token or basic auth. */
+interface Credentials {
+  ca?: Source;
+  cert?: Source;
+  key?: Source;
   rejectUnauthorized?: boolean;
   servername?: string;
-}
-
-interface Bearer {
-  token?: string;
-  tokenFile?: WatchedFile;
+  token?: Source;
   basic?: string;
 }
 
-/** A connection whose credentials this module computes: tokens, client certificates, basic auth. */
+/**
+ * A connection whose credentials this module computes. The files (CA, client certificate and key,
+ * token) are read before every request and loaded again when their contents changed, as ctrl's
+ * and the ctrl transport's certificates are (ReloadingFiles): a rotated token or certificate is
+ * used by the next request (client-go re-reads a token file at least every minute), and a
+ * certificate without its matching key yet (mid-rotation) keeps the previous pair.
+ */
 class StaticConnection implements KubeConnection {
   readonly server: URL;
   readonly maxConnections: number;
-  readonly #tls: TlsSources;
-  readonly #bearer: Bearer;
+  readonly #files: ReloadingFiles<RequestCredentials>;
   readonly #pool: ConnectionPool;
 
-  constructor(server: URL, tls: TlsSources, bearer: Bearer, { maxConnections = KUBE_MAX_CONNECTIONS }: ConnectionOptions) {
+  constructor(server: URL, credentials: Credentials, { maxConnections = KUBE_MAX_CONNECTIONS, log = silentLogger }: ConnectionOptions) {
     this.server = server;
     this.maxConnections = maxConnections;
-    this.#tls = tls;
-    this.#bearer = bearer;
     this.#pool = new ConnectionPool(server, maxConnections);
+    const { ca, cert, key, rejectUnauthorized, servername, token, basic } = credentials;
+    const files = [ca, cert, key, token].filter((source): source is { path: string; field: string } => source !== undefined && "path" in source);
+    // Read once here so that a missing file fails the start, naming its field.
+    for (const { path, field } of files) {
+      try {
+        readFileSync(path);
+      } catch (error) {
+        throw new Error(`${field}: cannot read ${path}: ${messageOf(error)}`);
+      }
+    }
+    const what = files.map((file) => file.path).join(", ");
+    this.#files = new ReloadingFiles<RequestCredentials>({
+      paths: files.map((file) => file.path),
+      load: (contents) => {
+        const read = (source: Source | undefined) => (source === undefined ? undefined : "data" in source ? source.data : contents[files.indexOf(source)]);
+        const tls = { ca: read(ca), cert: read(cert), key: read(key), rejectUnauthorized, servername };
+        // Fails now on a broken pair (a key not matching its certificate), not at a connection.
+        if (server.protocol === "https:") createSecureContext(tls);
+        const bearer = read(token)?.toString("utf8").trim();
+        const headers: Record<string, string> = bearer ? { authorization: `Bearer ${bearer}` } : {};
+        return { agent: this.#pool.agent(tls), headers, auth: basic };
+      },
+      onReloaded: () => log.info(`Kubernetes credentials changed (${what}): the next requests use them`),
+      onRejected: (_, error) => log.warn(`Kubernetes credentials changed (${what}) but do not load; keeping the previous ones: ${messageOf(error)}`),
+    });
   }
 
   async credentials(): Promise<RequestCredentials> {
-    const read = (source: WatchedFile | Buffer | undefined) => (source instanceof WatchedFile ? source.read() : source);
-    const { ca, cert, key, rejectUnauthorized, servername } = this.#tls;
-    const agent = this.#pool.agent({ ca: read(ca), cert: read(cert), key: read(key), rejectUnauthorized, servername });
-    const token = this.#bearer.token ?? this.#bearer.tokenFile?.read().toString("utf8").trim();
-    return { agent, headers: token ? { authorization: `Bearer ${token}` } : {}, auth: this.#bearer.basic };
+    return this.#files.current();
   }
 
   close(): void {
@@ -346,7 +361,6 @@ class StaticConnection implements KubeConnection {
   }
 }
 
-/** client-node's KubeConfig for what this module does not implement, loaded only then. */
 async function clientNodeConnection(selected: SelectedContext, { maxConnections = KUBE_MAX_CONNECTIONS }: ConnectionOptions): Promise<KubeConnection> {
   const server = serverUrl(selected.cluster.server, `kubeconfig ${selected.clusterFile}: clusters[name=${selected.clusterName}].cluster.server`);
   const { KubeConfig } = await import("@kubernetes/client-node");
@@ -440,38 +454,6 @@ function retire(agent: HttpAgent): void {
   // A non-keep-alive Agent destroys each socket its request frees.
   (agent as HttpAgent & { keepAlive: boolean }).keepAlive = false;
   for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
-}
-
-/** A file read when first asked, and again once its inode, size or mtime changed (or after `maxAgeMs`). */
-class WatchedFile {
-  readonly #path: string;
-  readonly #what: string;
-  readonly #maxAgeMs: number;
-  #stamp = "";
-  #readAt = 0;
-  #content: Buffer | undefined;
-
-  constructor(path: string, what: string, maxAgeMs = Number.POSITIVE_INFINITY) {
-    this.#path = path;
-    this.#what = what;
-    this.#maxAgeMs = maxAgeMs;
-  }
-
-  read(): Buffer {
-    try {
-      const stat = statSync(this.#path);
-      const stamp = `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
-      if (this.#content === undefined || stamp !== this.#stamp || Date.now() - this.#readAt >= this.#maxAgeMs) {
-        const content = readFileSync(this.#path);
-        if (!this.#content?.equals(content)) this.#content = content;
-        this.#stamp = stamp;
-        this.#readAt = Date.now();
-      }
-      return this.#content;
-    } catch (error) {
-      throw new Error(`${this.#what}: cannot read ${this.#path}: ${messageOf(error)}`);
-    }
-  }
 }
 
 function isFields(value: unknown): value is Fields {

@@ -55,6 +55,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     }
   }
 
+  const log = createLogger({ ...logOptions(text("log-format")!, text("log-level")!), fields: { process: "agent" } });
   let target: Target;
   if (text("target") === "kubernetes") {
     const maxConnections = Number(text("kube-max-connections"));
@@ -63,7 +64,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     if (!(idleTimeoutMs > 0)) throw new Error("--kube-idle-timeout must be positive");
     // Loaded only for this target.
     const { KubernetesTarget, KubeClient, loadKubeConnection } = await import("./kubernetes.ts");
-    const connection = await loadKubeConnection({ kubeconfig: text("kubeconfig"), maxConnections });
+    const connection = await loadKubeConnection({ kubeconfig: text("kubeconfig"), maxConnections, log });
     target = new KubernetesTarget({ kubeClient: new KubeClient(connection, { idleTimeoutMs }), region });
   } else if (text("target") === "render") {
     target = new RenderTarget({ dir: text("render-dir") ?? required("--render-dir (with --target render)"), region });
@@ -94,7 +95,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     ownershipRecheckMs,
     shutdownTimeoutMs: duration("shutdown-timeout"),
     listen: text("listen")!,
-    log: createLogger({ ...logOptions(text("log-format")!, text("log-level")!), fields: { process: "agent" } }),
+    log,
   };
 }
 

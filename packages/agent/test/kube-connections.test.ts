@@ -9,6 +9,7 @@ import { create } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { initPki, issueAgent } from "@flotilla/ctrl/pki";
+import { createLogger } from "@flotilla/runtime";
 import { KubeClient } from "../src/kube-api.ts";
 import { kubeconfigConnection, kubeconfigConnectionFromString } from "../src/kube-connection.ts";
 import { KubernetesTarget } from "../src/targets/kubernetes.ts";
@@ -93,7 +94,9 @@ test("a rotated client certificate file gets a connection pool of its own, over 
       "current-context: x",
     ].join("\n"),
   );
-  const target = new KubernetesTarget({ kubeClient: new KubeClient(await kubeconfigConnection([kubeconfig])), region: REGION });
+  const logs: string[] = [];
+  const log = createLogger({ write: (line) => logs.push(line) });
+  const target = new KubernetesTarget({ kubeClient: new KubeClient(await kubeconfigConnection([kubeconfig], { log })), region: REGION });
   const apply = (i: number) => target.apply(deployment(`rotated-${i}`, "rotation"));
   const lastUser = () => tlsEmulator.requestLog.at(-1)?.user;
   await apply(0);
@@ -101,10 +104,17 @@ test("a rotated client certificate file gets a connection pool of its own, over 
   await apply(1);
   assert.equal(tlsEmulator.connectionCount, settled, "same settings: the pool's connection is reused");
   assert.equal(lastUser(), users[0]!.user);
+  // Mid-rotation: the new certificate without its key yet; the previous pair stays in use.
+  copyFileSync(users[1]!.cert, join(dir, "client.pem"));
+  await apply(5);
+  assert.equal(tlsEmulator.connectionCount, settled, "the previous pair's pool is still used");
+  assert.equal(lastUser(), users[0]!.user);
+  assert.match(logs.join("\n"), /Kubernetes credentials changed .* but do not load; keeping the previous ones/);
   rotate(1);
   await apply(2);
   assert.ok(tlsEmulator.connectionCount > settled, "new settings: a new pool, hence a new connection");
   assert.equal(lastUser(), users[1]!.user, "the rotated certificate is presented");
+  assert.match(logs.join("\n"), /Kubernetes credentials changed .*client\.pem.*: the next requests use them/);
   await apply(3);
   const rotated = tlsEmulator.connectionCount;
   await apply(4);
