@@ -50,8 +50,6 @@ export interface KubeConnection {
   /** Connections to the server at most. */
   readonly maxConnections: number;
   credentials(): Promise<RequestCredentials>;
-  /** Closes the pool's idle connections (requests in flight finish). */
-  close(): void;
 }
 
 export interface ConnectionOptions {
@@ -355,10 +353,6 @@ class StaticConnection implements KubeConnection {
   async credentials(): Promise<RequestCredentials> {
     return this.#files.current();
   }
-
-  close(): void {
-    this.#pool.close();
-  }
 }
 
 async function clientNodeConnection(selected: SelectedContext, { maxConnections = KUBE_MAX_CONNECTIONS }: ConnectionOptions): Promise<KubeConnection> {
@@ -391,7 +385,6 @@ async function clientNodeConnection(selected: SelectedContext, { maxConnections 
       const agent = usesProxy && options.agent instanceof HttpAgent ? options.agent : pool.agent(tlsOptionsOf(options));
       return { agent, headers, auth: options.auth ?? undefined };
     },
-    close: () => pool.close(),
   };
 }
 
@@ -432,15 +425,10 @@ class ConnectionPool {
   agent(options: TlsOptions): HttpAgent {
     if (this.#current && sameTls(this.#current.options, options)) return this.#current.agent;
     if (this.#current) retire(this.#current.agent);
-    const common = { keepAlive: true, maxSockets: this.#maxSockets, maxTotalSockets: this.#maxSockets, scheduling: "lifo" as const };
+    const common = { keepAlive: true, maxSockets: this.#maxSockets, maxTotalSockets: this.#maxSockets };
     const agent = this.#https ? new HttpsAgent({ ...common, ...options }) : new HttpAgent(common);
     this.#current = { options, agent };
     return agent;
-  }
-
-  close(): void {
-    if (this.#current) retire(this.#current.agent);
-    this.#current = undefined;
   }
 }
 
@@ -449,7 +437,7 @@ function sameTls(a: TlsOptions, b: TlsOptions): boolean {
   return same(a.ca, b.ca) && same(a.cert, b.cert) && same(a.key, b.key) && a.rejectUnauthorized === b.rejectUnauthorized && a.servername === b.servername;
 }
 
-/** Closes an Agent's idle connections now and the others once their requests end. */
+/** Closes an Agent's idle connections now and the others once their requests end (until then they count beside the new pool's). */
 function retire(agent: HttpAgent): void {
   // A non-keep-alive Agent destroys each socket its request frees.
   (agent as HttpAgent & { keepAlive: boolean }).keepAlive = false;
