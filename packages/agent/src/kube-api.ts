@@ -17,6 +17,8 @@ import { Listeners } from "./listeners.ts";
 import type { KubeConnection } from "./kube-connection.ts";
 import { KUBE_IDLE_TIMEOUT_MS } from "./kube-limits.ts";
 
+const USER_AGENT = `flotilla-agent node/${process.versions.node}`;
+
 /** One request to the Kubernetes API, as client-go's rest_client_requests_total labels it. */
 export interface RestRequest {
   method: string;
@@ -253,6 +255,8 @@ export class KubeClient {
         headers: {
           ...headers,
           accept: "application/json",
+          // client-go's form (<binary>/<version>): the API server's audit log and metrics name the client.
+          "user-agent": USER_AGENT,
           ...(body ? { "content-type": body.contentType, "content-length": Buffer.byteLength(body.text) } : {}),
         },
       });

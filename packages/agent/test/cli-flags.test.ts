@@ -76,6 +76,7 @@ test("agent: the Kubernetes client's connection bound and idle timeout reach the
     assert.equal(given.idleTimeoutMs, 30_000);
     await assert.rejects(clientOf(["--kube-max-connections", "0"]), /--kube-max-connections must be a positive integer/);
     await assert.rejects(clientOf(["--kube-idle-timeout", "0s"]), /--kube-idle-timeout must be positive/);
+    await assert.rejects(agentConfig([...base.slice(0, -1), join(dir, "none")], {}), /cannot read kubeconfig .*none: ENOENT/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

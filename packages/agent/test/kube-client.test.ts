@@ -355,6 +355,7 @@ describe("credentials", () => {
       const client = new KubeClient(await loadKubeConnection({ env: { KUBECONFIG: [first, second].join(delimiter) } }));
       await client.list("/api/v1/namespaces");
       assert.equal(seen[0]?.authorization, `Basic ${Buffer.from("alice:s3cret").toString("base64")}`);
+      assert.match(seen[0]?.["user-agent"] ?? "", /^flotilla-agent /, "the client names itself");
     } finally {
       server.close();
     }
