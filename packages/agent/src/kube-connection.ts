@@ -334,20 +334,25 @@ class StaticConnection implements KubeConnection {
       }
     }
     const what = files.map((file) => file.path).join(", ");
-    this.#files = new ReloadingFiles<RequestCredentials>({
-      paths: files.map((file) => file.path),
-      load: (contents) => {
-        const read = (source: Source | undefined) => (source === undefined ? undefined : "data" in source ? source.data : contents[files.indexOf(source)]);
-        const tls = { ca: read(ca), cert: read(cert), key: read(key), rejectUnauthorized, servername };
-        // Fails now on a broken pair (a key not matching its certificate), not at a connection.
-        if (server.protocol === "https:") createSecureContext(tls);
-        const bearer = read(token)?.toString("utf8").trim();
-        const headers: Record<string, string> = bearer ? { authorization: `Bearer ${bearer}` } : {};
-        return { agent: this.#pool.agent(tls), headers, auth: basic };
-      },
-      onReloaded: () => log.info(`Kubernetes credentials changed (${what}): the next requests use them`),
-      onRejected: (_, error) => log.warn(`Kubernetes credentials changed (${what}) but do not load; keeping the previous ones: ${messageOf(error)}`),
-    });
+    try {
+      this.#files = new ReloadingFiles<RequestCredentials>({
+        paths: files.map((file) => file.path),
+        load: (contents) => {
+          const read = (source: Source | undefined) => (source === undefined ? undefined : "data" in source ? source.data : contents[files.indexOf(source)]);
+          const tls = { ca: read(ca), cert: read(cert), key: read(key), rejectUnauthorized, servername };
+          // Fails now on a broken pair (a key not matching its certificate), not at a connection.
+          if (server.protocol === "https:") createSecureContext(tls);
+          const bearer = read(token)?.toString("utf8").trim();
+          const headers: Record<string, string> = bearer ? { authorization: `Bearer ${bearer}` } : {};
+          return { agent: this.#pool.agent(tls), headers, auth: basic };
+        },
+        onReloaded: () => log.info(`Kubernetes credentials changed (${what}): the next requests use them`),
+        onRejected: (_, error) => log.warn(`Kubernetes credentials changed (${what}) but do not load; keeping the previous ones: ${messageOf(error)}`),
+      });
+    } catch (error) {
+      // E.g. a key not matching its certificate, a file that is not PEM.
+      throw new Error(`the Kubernetes credentials (${what || "inline"}) do not load: ${messageOf(error)}`);
+    }
   }
 
   async credentials(): Promise<RequestCredentials> {

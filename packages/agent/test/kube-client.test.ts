@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
-import { initPki } from "@flotilla/ctrl/pki";
+import { initPki, issueAgent } from "@flotilla/ctrl/pki";
 import { KubeApiError, KubeClient, resourcePath, type ApiObject, type WatchEvent } from "../src/kube-api.ts";
 import { inClusterConnection, kubeconfigConnection, kubeconfigConnectionFromString, loadKubeConnection } from "../src/kube-connection.ts";
 
@@ -398,6 +398,11 @@ describe("credentials", () => {
     await assert.rejects(
       load(writeKubeconfig("no-cert", "https://127.0.0.1:1", { "client-certificate": "client.pem", "client-key": "client.key" })),
       /no-cert\/config: users\[name=u\]\.user\.client-certificate: cannot read .*no-cert\/client\.pem/,
+    );
+    const [east, west] = ["east", "west"].map((region) => issueAgent(join(dir, "pki"), region));
+    await assert.rejects(
+      load(writeKubeconfig("mismatched", "https://127.0.0.1:1", { "client-certificate": east!.cert, "client-key": west!.key })),
+      /the Kubernetes credentials \(.*agent-east\.pem, .*agent-west\.key\) do not load: .*key values mismatch/,
     );
     await assert.rejects(
       load(writeKubeconfig("half-pair", "https://127.0.0.1:1", { "client-certificate-data": "QUJD" })),
