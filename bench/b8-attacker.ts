@@ -146,12 +146,21 @@ async function randomTokens(): Promise<AttackReport> {
   const body = encodeEnvelope(0, toBinary(GetRegionRequestSchema, create(GetRegionRequestSchema, { name: plan.region })));
   try {
     const report = await hammer("random tokens", plan.randomTokens, (i) =>
-      grpcCall(pool.get(i), "/ctrl.v1.RegionService/GetRegion", { authorization: `Bearer flt_${randomBytes(24).toString("base64url")}` }, body),
+      grpcCall(pool.get(i), "/ctrl.v1.RegionService/GetRegion", { authorization: `Bearer ${forgedAgentToken(i)}` }, body),
     );
     return { ...report, outcomes: { ...report.outcomes, "HTTP/2 connections": pool.opened } };
   } finally {
     pool.close();
   }
+}
+
+/**
+ * A forgery as well formed as a real agent token: its prefix and length, in turn of the
+ * current format (32 random bytes and a 16-byte MAC) and of tokens minted before MACs (32
+ * random bytes), so that no check of the format alone tells it from a real one.
+ */
+function forgedAgentToken(i: number): string {
+  return `flt_agent_${randomBytes(i % 2 === 0 ? 48 : 32).toString("base64url")}`;
 }
 
 async function rapidResets(): Promise<AttackReport> {

@@ -190,13 +190,20 @@ for (const { db, skip } of await testDatabases()) {
           inFlight--;
         }
       };
+      // Revoked tokens: well formed, so each one is looked up (a forgery would not be).
+      const revoked: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        const { id, token } = await t.store.agentTokens.create("local");
+        await t.store.agentTokens.revoke(id);
+        revoked.push(token);
+      }
       try {
         const answers = await Promise.all(
-          Array.from({ length: 40 }, () =>
+          revoked.map((token) =>
             grpcCall(
               t.url,
               "/ctrl.v1.DeploymentService/GetDeployment",
-              { authorization: `Bearer ${randomBytes(16).toString("hex")}` },
+              { authorization: `Bearer ${token}` },
               Buffer.from(encodeEnvelope(0, Buffer.alloc(0))),
             ),
           ),
