@@ -62,10 +62,10 @@ export function earlyRefusal(options: EarlyRefusalOptions): (req: Request, res: 
     if (req.method !== "POST") return false;
     const method = methods.get(req.url?.split("?", 1)[0] ?? "");
     if (!method) return false;
-    const answer = answerFor(req, res);
-    if (!answer) return false;
     const error = options.refusal(req.headers.authorization);
     if (!error) return false;
+    const answer = answerFor(req, res, method);
+    if (!answer) return false;
     options.rejected(method.parent.typeName, method.name, error);
     const header = new Headers();
     options.unauthenticated(req, header);
@@ -75,9 +75,9 @@ export function earlyRefusal(options: EarlyRefusalOptions): (req: Request, res: 
 }
 
 /** The answer in the request's protocol, as connect tells it from the content type; undefined for what connect would refuse itself. */
-function answers(acceptEncoding: string): (req: Request, res: Response) => Answer | undefined {
+function answers(acceptEncoding: string): (req: Request, res: Response, method: DescMethod) => Answer | undefined {
   const endStream = createEndStreamSerialization({});
-  return (req, res) => {
+  return (req, res, method) => {
     const write = (status: number, header: Headers, body: Uint8Array) => {
       // (Either response type; their writeHead signatures differ only in what is not used here.)
       (res as http.ServerResponse).writeHead(status, Object.fromEntries(header));
@@ -107,20 +107,19 @@ function answers(acceptEncoding: string): (req: Request, res: Response) => Answe
       };
     }
     const connect = parseConnectContentType(contentType);
-    if (connect?.stream) {
+    // Connect serves a unary method with unary content types only, a streaming one with streaming ones only.
+    if (!connect || connect.stream !== (method.methodKind !== "unary")) return undefined;
+    if (connect.stream) {
       return (error, header) => {
         header.set("content-type", connect.binary ? contentTypeStreamProto : contentTypeStreamJson);
         write(200, header, encodeEnvelope(endStreamFlag, endStream.serialize({ metadata: new Headers(), error })));
       };
     }
-    if (connect) {
-      return (error, header) => {
-        const body = errorToJsonBytes(error, {});
-        header.set("content-type", contentTypeUnaryJson);
-        header.set("content-length", String(body.byteLength));
-        write(codeToHttpStatus(error.code), header, body);
-      };
-    }
-    return undefined;
+    return (error, header) => {
+      const body = errorToJsonBytes(error, {});
+      header.set("content-type", contentTypeUnaryJson);
+      header.set("content-length", String(body.byteLength));
+      write(codeToHttpStatus(error.code), header, body);
+    };
   };
 }

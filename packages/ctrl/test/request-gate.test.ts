@@ -176,6 +176,30 @@ for (const { db, skip } of await testDatabases()) {
       }
     });
 
+    test("calls reset with their headers (rapid reset) before their refusal is written leave ctrl serving", async () => {
+      // In ctrl's own process an uncaught exception ends it.
+      const uncaught: unknown[] = [];
+      const onUncaught = (error: unknown) => uncaught.push(error);
+      process.on("uncaughtException", onUncaught);
+      const session = http2.connect(t.url);
+      session.on("error", () => {});
+      try {
+        await new Promise((resolve) => session.once("connect", resolve));
+        // Headers and reset in one write: the stream is gone by the time ctrl would answer it.
+        for (let i = 0; i < 50 && !session.closed && !session.destroyed; i++) {
+          const stream = session.request({ ":method": "POST", ":path": "/ctrl.v1.DeploymentService/GetDeployment", "content-type": "application/grpc" });
+          stream.on("error", () => {});
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+        }
+        await sleep(200);
+      } finally {
+        session.destroy();
+        process.off("uncaughtException", onUncaught);
+      }
+      assert.deepEqual(uncaught, []);
+      assert.deepEqual(await grpcCall(t.url, "/ctrl.v1.DeploymentService/GetDeployment", {}, undefined), { httpStatus: 200, code: "16" });
+    });
+
     test("a spray of unknown tokens looks them up at most --token-lookup-concurrency at a time", async () => {
       let inFlight = 0;
       let most = 0;
