@@ -5,6 +5,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import { randomBytes } from "node:crypto";
+import { setPriority } from "node:os";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
@@ -31,6 +32,9 @@ export interface AttackReport {
 
 const plan = JSON.parse(process.env.FLOTILLA_B8_ATTACK ?? "{}") as AttackPlan;
 if (!process.send) throw new Error("b8-attacker.ts must be started by b8-hostile.ts (IPC channel)");
+// The lowest CPU priority: on a machine it shares with ctrl, the attacker's own CPU would
+// otherwise count against ctrl (a real attacker's CPU is its own); it still gets all that is left.
+setPriority(19);
 
 const CONCURRENCY = 64;
 const SESSIONS = 8;
