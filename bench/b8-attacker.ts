@@ -17,7 +17,7 @@ export interface AttackPlan {
   adminToken: string;
   region: string;
   malformed: number;
-  randomTokens: number;
+  forgedTokens: number;
   rapidResets: number;
   stalledStreams: number;
 }
@@ -145,11 +145,11 @@ async function malformed(): Promise<AttackReport> {
   }
 }
 
-async function randomTokens(): Promise<AttackReport> {
+async function forgedTokens(): Promise<AttackReport> {
   const pool = sessionPool();
   const body = encodeEnvelope(0, toBinary(GetRegionRequestSchema, create(GetRegionRequestSchema, { name: plan.region })));
   try {
-    const report = await hammer("random tokens", plan.randomTokens, (i) =>
+    const report = await hammer("forged tokens", plan.forgedTokens, (i) =>
       grpcCall(pool.get(i), "/ctrl.v1.RegionService/GetRegion", { authorization: `Bearer ${forgedAgentToken(i)}` }, body),
     );
     return { ...report, outcomes: { ...report.outcomes, "HTTP/2 connections": pool.opened } };
@@ -212,6 +212,6 @@ async function stalledStreams(): Promise<AttackReport> {
   return { attack: "stalled streams", sent: plan.stalledStreams, outcomes, seconds: (performance.now() - started) / 1000 };
 }
 
-const reports = await Promise.all([malformed(), randomTokens(), rapidResets(), stalledStreams()]);
+const reports = await Promise.all([malformed(), forgedTokens(), rapidResets(), stalledStreams()]);
 agent.destroy();
 process.send(reports, () => process.exit(0));

@@ -1,5 +1,5 @@
 // B8: hostile load. A well-behaved client's unary p99 and ctrl's RSS (after forced GC)
-// before, during and after: malformed and unauthenticated requests, random tokens, rapid
+// before, during and after: malformed and unauthenticated requests, forged tokens, rapid
 // stream resets and SyncDesiredState streams that never read, all at once from another
 // process (bench/b8-attacker.ts). Loopback only; every attack is a bounded count.
 import { fork } from "node:child_process";
@@ -21,7 +21,7 @@ const CALL_EVERY_MS = 10;
 const RSS_TARGET_BYTES = 30 * 1024 * 1024;
 
 export async function runB8(ctx: BenchContext): Promise<BenchResult> {
-  const scale = ctx.quick ? { malformed: 2000, randomTokens: 10_000 } : { malformed: 10_000, randomTokens: 100_000 };
+  const scale = ctx.quick ? { malformed: 2000, forgedTokens: 10_000 } : { malformed: 10_000, forgedTokens: 100_000 };
   const phaseMs = ctx.quick ? 5000 : 10_000;
   const db = await createBenchDatabase(ctx.serverUrl, "b8");
   let ctrl: CtrlProcess | undefined;
@@ -65,7 +65,7 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
     const memBefore = await c.memory();
     const reducedBefore = await c.memory({ reduce: true });
 
-    log(`B8: attacking (${fmtInt(scale.malformed)} malformed, ${fmtInt(scale.randomTokens)} random tokens, 1,000 resets, 50 stalled streams)`);
+    log(`B8: attacking (${fmtInt(scale.malformed)} malformed, ${fmtInt(scale.forgedTokens)} forged tokens, 1,000 resets, 50 stalled streams)`);
     phase = "during";
     const plan: AttackPlan = { url: c.url, adminToken: ADMIN_TOKEN, region: REGION, ...scale, rapidResets: 1000, stalledStreams: 50 };
     const cpuBefore = await c.cpu();
@@ -122,7 +122,7 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
         // CPU is less noisy than latency on a shared machine: what each hostile request cost ctrl.
         `B8: ctrl CPU during the attack: ${cpuSeconds(cpuBefore, cpuDuring).toFixed(1)} s in ${attackSeconds.toFixed(1)} s ` +
           `(including the good client's ${fmtInt(samples.during.length)} calls), ` +
-          `${fmtInt((cpuSeconds(cpuBefore, cpuDuring) * 1e6) / (scale.malformed + scale.randomTokens))} µs per malformed or random-token request.`,
+          `${fmtInt((cpuSeconds(cpuBefore, cpuDuring) * 1e6) / (scale.malformed + scale.forgedTokens))} µs per malformed or forged-token request.`,
         `B8: ctrl memory after forced GC, before → after: heap used ${fmtBytes(memBefore.heapUsed)} → ${fmtBytes(memAfter.heapUsed)}, ` +
           `heap total ${fmtBytes(memBefore.heapTotal)} → ${fmtBytes(memAfter.heapTotal)}, external ${fmtBytes(memBefore.external)} → ${fmtBytes(memAfter.external)}; ` +
           `after memory-reducing GC: heap used ${fmtBytes(reducedBefore.heapUsed)} → ${fmtBytes(reducedAfter.heapUsed)}, heap total ${fmtBytes(reducedBefore.heapTotal)} → ${fmtBytes(reducedAfter.heapTotal)}.`,

@@ -186,7 +186,15 @@ async function startCountingCtrl(store: Store, options: { tokenRecheckMs?: numbe
     transformResult: async (args) => args.result,
   };
   const counted = new Store({ ...store.database, db: store.database.db.withPlugin(counting) });
-  const ctrl = await startCtrl({ store: counted, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, pollIntervalMs: 3_600_000, log: testLogger(), ...options });
+  const ctrl = await startCtrl({
+    store: counted,
+    adminToken: ADMIN_TOKEN,
+    port: 0,
+    shutdownGraceMs: 500,
+    pollIntervalMs: 3_600_000,
+    log: testLogger(),
+    ...options,
+  });
   return { ctrl, queries: () => queries };
 }
 
@@ -197,7 +205,12 @@ async function insertTokenWithoutMac(store: Store, region: string): Promise<stri
   await store.database.db
     .insertInto("agent_tokens")
     // Without token_format: that version did not know the column.
-    .values({ id: randomBytes(8).toString("hex"), region_id: regionId, token_hash: createHash("sha256").update(token).digest("hex"), create_time: Date.now() } as never)
+    .values({
+      id: randomBytes(8).toString("hex"),
+      region_id: regionId,
+      token_hash: createHash("sha256").update(token).digest("hex"),
+      create_time: Date.now(),
+    } as never)
     .execute();
   return token;
 }

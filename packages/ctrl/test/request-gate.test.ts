@@ -224,12 +224,7 @@ for (const { db, skip } of await testDatabases()) {
       try {
         const answers = await Promise.all(
           revoked.map((token) =>
-            grpcCall(
-              t.url,
-              "/ctrl.v1.DeploymentService/GetDeployment",
-              { authorization: `Bearer ${token}` },
-              Buffer.from(encodeEnvelope(0, Buffer.alloc(0))),
-            ),
+            grpcCall(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { authorization: `Bearer ${token}` }, Buffer.from(encodeEnvelope(0, Buffer.alloc(0)))),
           ),
         );
         assert.deepEqual(new Set(answers.map((a) => a.code)), new Set(["16"]));

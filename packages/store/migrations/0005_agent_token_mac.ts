@@ -11,8 +11,14 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn("name", "varchar(64)", (c) => c.primaryKey())
     .addColumn("key_hex", "varchar(128)", (c) => c.notNull())
     .execute();
-  await db.insertInto("server_keys").values({ name: "agent_token_mac", key_hex: randomBytes(32).toString("hex") }).execute();
-  await db.schema.alterTable("agent_tokens").addColumn("token_format", "integer", (c) => c.notNull().defaultTo(1)).execute();
+  await db
+    .insertInto("server_keys")
+    .values({ name: "agent_token_mac", key_hex: randomBytes(32).toString("hex") })
+    .execute();
+  await db.schema
+    .alterTable("agent_tokens")
+    .addColumn("token_format", "integer", (c) => c.notNull().defaultTo(1))
+    .execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
