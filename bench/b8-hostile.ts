@@ -1,5 +1,5 @@
 // B8: hostile load. A well-behaved client's unary p99 and ctrl's RSS (after forced GC)
-// before, during and after: malformed and unauthenticated requests, random tokens, rapid
+// before, during and after: malformed and unauthenticated requests, forged tokens, rapid
 // stream resets and SyncDesiredState streams that never read, all at once from another
 // process (bench/b8-attacker.ts). Loopback only; every attack is a bounded count.
 import { fork } from "node:child_process";
@@ -21,7 +21,7 @@ const CALL_EVERY_MS = 10;
 const RSS_TARGET_BYTES = 30 * 1024 * 1024;
 
 export async function runB8(ctx: BenchContext): Promise<BenchResult> {
-  const scale = ctx.quick ? { malformed: 2000, randomTokens: 10_000 } : { malformed: 10_000, randomTokens: 100_000 };
+  const scale = ctx.quick ? { malformed: 2000, forgedTokens: 10_000 } : { malformed: 10_000, forgedTokens: 100_000 };
   const phaseMs = ctx.quick ? 5000 : 10_000;
   const db = await createBenchDatabase(ctx.serverUrl, "b8");
   let ctrl: CtrlProcess | undefined;
@@ -29,7 +29,10 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
     await migrate(db.url);
     // Enough for each stalled sync to outgrow its client's 1 KiB window many times over.
     await seedRegion(db.url, REGION, 2000);
-    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, streamSendTimeoutMs: SEND_TIMEOUT_MS });
+    ctrl = await CtrlProcess.start(
+      { databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, streamSendTimeoutMs: SEND_TIMEOUT_MS },
+      { cpuProfileDir: ctx.cpuProfileDir },
+    );
     const c = ctrl;
 
     // The well-behaved client: GetRegion over gRPC on its own connection, all along.
@@ -62,10 +65,14 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
     const memBefore = await c.memory();
     const reducedBefore = await c.memory({ reduce: true });
 
-    log(`B8: attacking (${fmtInt(scale.malformed)} malformed, ${fmtInt(scale.randomTokens)} random tokens, 1,000 resets, 50 stalled streams)`);
+    log(`B8: attacking (${fmtInt(scale.malformed)} malformed, ${fmtInt(scale.forgedTokens)} forged tokens, 1,000 resets, 50 stalled streams)`);
     phase = "during";
     const plan: AttackPlan = { url: c.url, adminToken: ADMIN_TOKEN, region: REGION, ...scale, rapidResets: 1000, stalledStreams: 50 };
+    const cpuBefore = await c.cpu();
+    const attackStarted = performance.now();
     const reports = await attack(plan);
+    const attackSeconds = (performance.now() - attackStarted) / 1000;
+    const cpuDuring = await c.cpu();
     phase = undefined;
 
     await sleep(1000);
@@ -112,6 +119,10 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
         `B8: good client = sequential GetRegion over gRPC every ${CALL_EVERY_MS} ms; samples before/during/after: ` +
           `${samples.before.length}/${samples.during.length}/${samples.after.length}, failed calls ${failures}; ` +
           `p50 ${fmtMs(percentile(samples.before, 50))} / ${fmtMs(percentile(samples.during, 50))} / ${fmtMs(percentile(samples.after, 50))}.`,
+        // CPU is less noisy than latency on a shared machine: what each hostile request cost ctrl.
+        `B8: ctrl CPU during the attack: ${cpuSeconds(cpuBefore, cpuDuring).toFixed(1)} s in ${attackSeconds.toFixed(1)} s ` +
+          `(including the good client's ${fmtInt(samples.during.length)} calls), ` +
+          `${fmtInt((cpuSeconds(cpuBefore, cpuDuring) * 1e6) / (scale.malformed + scale.forgedTokens))} µs per malformed or forged-token request.`,
         `B8: ctrl memory after forced GC, before → after: heap used ${fmtBytes(memBefore.heapUsed)} → ${fmtBytes(memAfter.heapUsed)}, ` +
           `heap total ${fmtBytes(memBefore.heapTotal)} → ${fmtBytes(memAfter.heapTotal)}, external ${fmtBytes(memBefore.external)} → ${fmtBytes(memAfter.external)}; ` +
           `after memory-reducing GC: heap used ${fmtBytes(reducedBefore.heapUsed)} → ${fmtBytes(reducedAfter.heapUsed)}, heap total ${fmtBytes(reducedBefore.heapTotal)} → ${fmtBytes(reducedAfter.heapTotal)}.`,
@@ -133,6 +144,10 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
     await ctrl?.stop();
     await db.drop();
   }
+}
+
+function cpuSeconds(from: NodeJS.CpuUsage, to: NodeJS.CpuUsage): number {
+  return (to.user - from.user + to.system - from.system) / 1e6;
 }
 
 /** Runs the attacker process to completion; its reports. */

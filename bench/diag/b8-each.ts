@@ -13,8 +13,8 @@ try {
   await migrate(db.url);
   const seeded = await seedRegion(db.url, "hostile", 2000);
   console.log(`snapshot bodies: ${fmtBytes(seeded.bodyBytes)}`);
-  const none = { malformed: 0, randomTokens: 0, rapidResets: 0, stalledStreams: 0 };
-  for (const only of [{ stalledStreams: 50 }, { randomTokens: 10_000 }, { malformed: 2000 }, { rapidResets: 1000 }]) {
+  const none = { malformed: 0, forgedTokens: 0, rapidResets: 0, stalledStreams: 0 };
+  for (const only of [{ stalledStreams: 50 }, { forgedTokens: 10_000 }, { malformed: 2000 }, { rapidResets: 1000 }]) {
     const ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200, streamSendTimeoutMs: 5000 });
     for (let round = 0; round < 3; round++) {
       const before = await ctrl.memory();

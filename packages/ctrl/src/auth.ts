@@ -2,7 +2,7 @@
 // ClusterService, and only for its own region row (checked by the handler, which knows it).
 // With mTLS, every ClusterService call must also present a client certificate; an agent's
 // certificate must name its token's region.
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import { Code, ConnectError, createContextKey, type ContextValues, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import type { RegionRow, TokenGrant } from "@flotilla/store";
@@ -19,6 +19,8 @@ export interface ClientCertificate {
 
 export interface AuthOptions {
   adminToken: string;
+  /** False for a token that cannot be an agent token of this deployment (a forgery): refused without a lookup. */
+  mayBeAgentToken(token: string): boolean;
   /** What an agent token grants, or undefined if it is unknown or expired. */
   authenticateAgent(token: string): Promise<TokenGrant | undefined>;
   /** Services anyone may call (reflection, health). */
@@ -41,6 +43,12 @@ const UNKNOWN_TOKEN_CACHE_MS = 30_000;
 
 export interface Authenticator {
   interceptor: Interceptor;
+  /**
+   * The refusal an Authorization header earns on its own (no bearer token; neither the admin
+   * token nor a possible agent token), as the interceptor would throw it; undefined when
+   * the call may go on to the interceptor.
+   */
+  refusal(authorization: string | null | undefined): ConnectError | undefined;
   /** Entries in the known- and unknown-token caches. */
   cacheSize(): { known: number; unknown: number };
 }
@@ -59,16 +67,26 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     else unknown.set(token, true, now + UNKNOWN_TOKEN_CACHE_MS);
     return grant;
   };
+  /** Why the header is refused, or the agent token to look up (undefined: the admin token). */
+  const credential = (authorization: string | null | undefined): Refusal | { agentToken: string | undefined } => {
+    const token = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? "")?.[1];
+    if (!token) return "missing";
+    if (timingSafeEqual(digest(token), adminDigest)) return { agentToken: undefined };
+    // Forgeries are refused here, and not cached: the screen is as cheap as a cache hit, and would fill the cache.
+    if (!options.mayBeAgentToken(token)) return "invalid";
+    return { agentToken: token };
+  };
   const interceptor: Interceptor = (next) => async (req) => {
     if (options.publicServices.has(req.service.typeName)) return next(req);
-    const token = /^Bearer\s+(\S+)\s*$/i.exec(req.header.get("authorization") ?? "")?.[1];
-    if (!token) throw new ConnectError("missing bearer token (Authorization: Bearer <token>)", Code.Unauthenticated);
+    const presented = credential(req.header.get("authorization"));
+    if (typeof presented === "string") throw refusalError(presented);
+    const token = presented.agentToken;
     let principal: Principal;
-    if (timingSafeEqual(digest(token), adminDigest)) {
+    if (token === undefined) {
       principal = { kind: "admin" };
     } else {
       const grant = await agentGrant(token);
-      if (grant === undefined) throw new ConnectError("invalid token", Code.Unauthenticated);
+      if (grant === undefined) throw refusalError("invalid");
       principal = { kind: "agent", region: grant.region, regionId: grant.regionId };
     }
     const isCluster = req.service.typeName === ClusterService.typeName;
@@ -77,11 +95,32 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     }
     if (isCluster && options.clientCertificate) checkClientCertificate(options.clientCertificate(req.contextValues), principal);
     req.contextValues.set(principalKey, principal);
-    if (principal.kind === "agent" && req.stream) options.onAgentStream?.(token, req.contextValues, req.signal);
+    if (token !== undefined && req.stream) options.onAgentStream?.(token, req.contextValues, req.signal);
     return next(req);
   };
-  return { interceptor, cacheSize: () => ({ known: known.size, unknown: unknown.size }) };
+  return {
+    interceptor,
+    refusal: (authorization) => {
+      const presented = credential(authorization);
+      // Shared instances: only read, and a new error (its stack) would cost more than the rest of a refusal.
+      return typeof presented === "string" ? REFUSALS[presented] : undefined;
+    },
+    cacheSize: () => ({ known: known.size, unknown: unknown.size }),
+  };
 }
+
+type Refusal = "missing" | "invalid";
+
+const REFUSAL_MESSAGES: Record<Refusal, string> = {
+  missing: "missing bearer token (Authorization: Bearer <token>)",
+  invalid: "invalid token",
+};
+
+function refusalError(refusal: Refusal): ConnectError {
+  return new ConnectError(REFUSAL_MESSAGES[refusal], Code.Unauthenticated);
+}
+
+const REFUSALS: Record<Refusal, ConnectError> = { missing: Object.freeze(refusalError("missing")), invalid: Object.freeze(refusalError("invalid")) };
 
 function checkClientCertificate(certificate: ClientCertificate | undefined, principal: Principal): void {
   if (!certificate) throw new ConnectError("ClusterService requires a client certificate (mTLS)", Code.Unauthenticated);
@@ -117,5 +156,5 @@ export async function resolveAuthorizedRegion(ctx: HandlerContext, regions: { re
 
 function digest(token: string): Buffer {
   // Comparing fixed-length digests keeps the comparison constant-time whatever the length.
-  return createHash("sha256").update(token).digest();
+  return hash("sha256", token, "buffer");
 }

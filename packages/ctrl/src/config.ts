@@ -57,7 +57,7 @@ export const CTRL_OPTIONS = [
     flag: "token-recheck-interval",
     default: "500ms",
     description:
-      "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this",
+      "a known agent token is looked up again, and open agent streams re-checked, this often: revocations reach every replica within about twice this; an unknown token of the format before MACs reloads those tokens at most this often",
     ...was("TOKEN_RECHECK_MS", { flag: "token-recheck-ms", unit: "ms" }),
   },
   {

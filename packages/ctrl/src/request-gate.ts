@@ -22,7 +22,7 @@ export function requestGate(
   return async (ctx) => {
     // gRPC servers name the encodings they accept, so a client whose encoding was refused
     // (UNIMPLEMENTED) knows what to use instead; connect does not.
-    if (ctx.protocolName === "grpc" || ctx.protocolName === "grpcweb") ctx.responseHeader.set("grpc-accept-encoding", acceptEncodings.join(","));
+    if (ctx.protocolName === "grpc" || ctx.protocolName === "grpc-web") ctx.responseHeader.set("grpc-accept-encoding", acceptEncodings.join(","));
     ctx.signal.addEventListener("abort", () => recodeParseError(ctx.signal.reason), { once: true });
     try {
       await check({

@@ -35,6 +35,7 @@ import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
 import { SendTimeout } from "./send-timeout.ts";
 import { requestGate } from "./request-gate.ts";
+import { earlyRefusal } from "./early-refusal.ts";
 import { answerUnknownRpc } from "./unknown-rpc.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
@@ -151,8 +152,10 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const agentStreams = new AgentStreams((tokens) => store.agentTokens.stillValid(tokens), tokenRecheckMs);
   // Token lookups draw from a bounded share of the database pool, as snapshots do.
   const tokenLookups = new Slots(options.tokenLookupConcurrency ?? DEFAULT_TOKEN_LOOKUP_CONCURRENCY);
+  const tokenScreen = await store.agentTokens.screen(tokenRecheckMs);
   const auth = createAuthenticator({
     adminToken: options.adminToken,
+    mayBeAgentToken: (token) => tokenScreen.mayBeValid(token),
     authenticateAgent: (token) => tokenLookups.run(() => store.agentTokens.authenticate(token)),
     publicServices: new Set([ServerReflection.typeName, Health.typeName]),
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
@@ -218,7 +221,16 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const sendTimeout = new SendTimeout(options.streamSendTimeoutMs ?? DEFAULT_STREAM_SEND_TIMEOUT_MS, () =>
     metrics.connectionBounds.inc({ reason: "send_timeout" }),
   );
+  // Before anything else: a spray of missing or forged tokens costs ctrl little.
+  const refused = earlyRefusal({
+    services: API_SERVICES,
+    refusal: auth.refusal,
+    acceptEncodings: acceptCompression.map((c) => c.name),
+    rejected: (service, method, error) => metrics.rejected(service, method, error),
+    unauthenticated: authFailed,
+  });
   const handler = (req: NodeServerRequest, res: http.ServerResponse | Http2ServerResponse) => {
+    if (refused(req, res)) return;
     sendTimeout.watch(req, res);
     if ("stream" in req && servedDirectly(req)) return;
     connectHandler(req as never, res as never);

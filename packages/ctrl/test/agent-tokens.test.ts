@@ -1,10 +1,10 @@
 // Agent token lifecycle: list (never the secret), revoke, expiry; revocation and region
 // deletion refused on a second ctrl replica within 1 s (SQLite file and MariaDB); a token
 // never authenticates against a new region of the same name; the unknown-token cache stays
-// bounded under a spray of random tokens.
+// bounded under a spray of random tokens. A forged token is refused without a query.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { DurationSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
@@ -16,7 +16,7 @@ import { Store } from "@flotilla/store";
 import { createAuthenticator } from "../src/auth.ts";
 import { startCtrl, type Ctrl } from "../src/server.ts";
 import { freshStore, testDatabases } from "@flotilla/testkit/databases";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { ADMIN_TOKEN, startTestCtrl, testLogger, type TestCtrl } from "@flotilla/testkit/ctrl";
 
 /** Within this long after a revocation or deletion, every replica refuses the token. */
 const PROPAGATION_BOUND_MS = 1000;
@@ -175,6 +175,115 @@ for (const { db, skip } of await testDatabases()) {
   });
 }
 
+/** A ctrl on a store that counts the queries it makes; its poller does not poll again after its start. */
+async function startCountingCtrl(store: Store, options: { tokenRecheckMs?: number } = {}): Promise<{ ctrl: Ctrl; queries(): number }> {
+  let queries = 0;
+  const counting: Parameters<typeof store.database.db.withPlugin>[0] = {
+    transformQuery: (args) => {
+      queries++;
+      return args.node;
+    },
+    transformResult: async (args) => args.result,
+  };
+  const counted = new Store({ ...store.database, db: store.database.db.withPlugin(counting) });
+  const ctrl = await startCtrl({
+    store: counted,
+    adminToken: ADMIN_TOKEN,
+    port: 0,
+    shutdownGraceMs: 500,
+    pollIntervalMs: 3_600_000,
+    log: testLogger(),
+    ...options,
+  });
+  return { ctrl, queries: () => queries };
+}
+
+/** Inserts a token as ctrl did before tokens carried a MAC (as a replica of that version still would): 32 random bytes, its hash. */
+async function insertTokenWithoutMac(store: Store, region: string): Promise<string> {
+  const token = `flt_agent_${randomBytes(32).toString("base64url")}`;
+  const { id: regionId } = await store.regions.resolve(region);
+  await store.database.db
+    .insertInto("agent_tokens")
+    // Without token_format: that version did not know the column.
+    .values({
+      id: randomBytes(8).toString("hex"),
+      region_id: regionId,
+      token_hash: createHash("sha256").update(token).digest("hex"),
+      create_time: Date.now(),
+    } as never)
+    .execute();
+  return token;
+}
+
+for (const { db, skip } of await testDatabases()) {
+  describe(`forged agent tokens (${db.name})`, { skip }, () => {
+    test("are refused without a query: random MACs, a real token with its MAC or its secret altered, other formats", async () => {
+      const { store, cleanup } = await freshStore(db);
+      // No reload of the tokens minted before MACs within the test (the next test bounds those).
+      const { ctrl, queries } = await startCountingCtrl(store, { tokenRecheckMs: 3_600_000 });
+      try {
+        await store.regions.create("east");
+        const { token } = await store.agentTokens.create("east");
+        const revoked = await store.agentTokens.create("east");
+        await store.agentTokens.revoke(revoked.id);
+        assert.match(token, /^flt_agent_[A-Za-z0-9_-]{64}$/);
+        const body = token.slice("flt_agent_".length);
+        const flip = (c: string) => (c === "A" ? "B" : "A");
+        const forgeries = [
+          ...Array.from({ length: 50 }, () => `flt_agent_${randomBytes(48).toString("base64url")}`),
+          `flt_agent_${body.slice(0, -1)}${flip(body.at(-1)!)}`,
+          `flt_agent_${flip(body[0]!)}${body.slice(1)}`,
+          // The format of tokens minted before MACs, none of which exist here.
+          ...Array.from({ length: 50 }, () => `flt_agent_${randomBytes(32).toString("base64url")}`),
+          `${token}x`,
+          token.slice(0, -1),
+          "not-a-token",
+        ];
+        const before = queries();
+        for (const forged of forgeries) assert.equal(await report(ctrl.url, forged, "east"), Code.Unauthenticated, forged);
+        assert.equal(queries() - before, 0, "queries for forged tokens");
+        assert.deepEqual(ctrl.tokenCacheSize(), { known: 0, unknown: 0 }, "forgeries are not cached");
+
+        assert.equal(await report(ctrl.url, token, "east"), "ok");
+        // The counter counts: a revoked token passes the screen and is looked up.
+        const beforeRevoked = queries();
+        assert.equal(await report(ctrl.url, revoked.token, "east"), Code.Unauthenticated);
+        assert.ok(queries() > beforeRevoked, "a well-formed token is looked up");
+      } finally {
+        await ctrl.shutdown();
+        await cleanup();
+      }
+    });
+
+    test("tokens minted before MACs keep working, also one minted after ctrl started (by a replica not yet upgraded)", async () => {
+      const { store, cleanup } = await freshStore(db);
+      await store.regions.create("east");
+      const old = await insertTokenWithoutMac(store, "east");
+      const recheckMs = 200;
+      const { ctrl, queries } = await startCountingCtrl(store, { tokenRecheckMs: recheckMs });
+      try {
+        assert.equal(await report(ctrl.url, old, "east"), "ok");
+        const later = await insertTokenWithoutMac(store, "east");
+        // A miss reloads the old tokens' hashes, at most once per recheck interval.
+        let code = await report(ctrl.url, later, "east");
+        for (let i = 0; i < 20 && code !== "ok"; i++) {
+          await sleep(recheckMs / 2);
+          code = await report(ctrl.url, later, "east");
+        }
+        assert.equal(code, "ok");
+        // Forgeries in the old format cost no lookup: at most a reload per interval.
+        const started = Date.now();
+        const before = queries();
+        for (let i = 0; i < 100; i++) assert.equal(await report(ctrl.url, `flt_agent_${randomBytes(32).toString("base64url")}`, "east"), Code.Unauthenticated);
+        assert.ok(queries() - before <= Math.ceil((Date.now() - started) / recheckMs) + 1, `${queries() - before} queries`);
+      } finally {
+        await ctrl.shutdown();
+        await cleanup();
+      }
+    });
+  });
+}
+
 const [{ db: sqlite }] = await testDatabases();
 
 test("open agent streams are tracked until they end, over HTTP/2 (gRPC) and HTTP/1.1 (Connect)", async () => {
@@ -228,6 +337,8 @@ describe("the unknown-token cache is bounded", () => {
       const valid = (await store.agentTokens.create("east")).token;
       const auth = createAuthenticator({
         adminToken: ADMIN_TOKEN,
+        // Every token looks well formed: each one is looked up (a forgery would not get this far).
+        mayBeAgentToken: () => true,
         authenticateAgent: (token) => store.agentTokens.authenticate(token),
         publicServices: new Set(),
         tokenCacheSize: 1000,
@@ -254,7 +365,14 @@ describe("the unknown-token cache is bounded", () => {
     const t = await startTestCtrl(sqlite, { tokenCacheSize: 50 });
     try {
       await t.store.regions.create("east");
-      const codes = await Promise.all(Array.from({ length: 500 }, () => report(t.url, `flt_agent_${randomBytes(32).toString("base64url")}`, "east")));
+      // Revoked tokens: well formed (a forgery is refused before the cache), unknown to the database.
+      const revoked = [];
+      for (let i = 0; i < 500; i++) {
+        const { id, token } = await t.store.agentTokens.create("east");
+        await t.store.agentTokens.revoke(id);
+        revoked.push(token);
+      }
+      const codes = await Promise.all(revoked.map((token) => report(t.url, token, "east")));
       assert.ok(codes.every((c) => c === Code.Unauthenticated));
       assert.equal(t.ctrl.tokenCacheSize().unknown, 50);
     } finally {

@@ -176,6 +176,30 @@ for (const { db, skip } of await testDatabases()) {
       }
     });
 
+    test("calls reset with their headers (rapid reset) before their refusal is written leave ctrl serving", async () => {
+      // In ctrl's own process an uncaught exception ends it.
+      const uncaught: unknown[] = [];
+      const onUncaught = (error: unknown) => uncaught.push(error);
+      process.on("uncaughtException", onUncaught);
+      const session = http2.connect(t.url);
+      session.on("error", () => {});
+      try {
+        await new Promise((resolve) => session.once("connect", resolve));
+        // Headers and reset in one write: the stream is gone by the time ctrl would answer it.
+        for (let i = 0; i < 50 && !session.closed && !session.destroyed; i++) {
+          const stream = session.request({ ":method": "POST", ":path": "/ctrl.v1.DeploymentService/GetDeployment", "content-type": "application/grpc" });
+          stream.on("error", () => {});
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+        }
+        await sleep(200);
+      } finally {
+        session.destroy();
+        process.off("uncaughtException", onUncaught);
+      }
+      assert.deepEqual(uncaught, []);
+      assert.deepEqual(await grpcCall(t.url, "/ctrl.v1.DeploymentService/GetDeployment", {}, undefined), { httpStatus: 200, code: "16" });
+    });
+
     test("a spray of unknown tokens looks them up at most --token-lookup-concurrency at a time", async () => {
       let inFlight = 0;
       let most = 0;
@@ -190,15 +214,17 @@ for (const { db, skip } of await testDatabases()) {
           inFlight--;
         }
       };
+      // Revoked tokens: well formed, so each one is looked up (a forgery would not be).
+      const revoked: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        const { id, token } = await t.store.agentTokens.create("local");
+        await t.store.agentTokens.revoke(id);
+        revoked.push(token);
+      }
       try {
         const answers = await Promise.all(
-          Array.from({ length: 40 }, () =>
-            grpcCall(
-              t.url,
-              "/ctrl.v1.DeploymentService/GetDeployment",
-              { authorization: `Bearer ${randomBytes(16).toString("hex")}` },
-              Buffer.from(encodeEnvelope(0, Buffer.alloc(0))),
-            ),
+          revoked.map((token) =>
+            grpcCall(t.url, "/ctrl.v1.DeploymentService/GetDeployment", { authorization: `Bearer ${token}` }, Buffer.from(encodeEnvelope(0, Buffer.alloc(0)))),
           ),
         );
         assert.deepEqual(new Set(answers.map((a) => a.code)), new Set(["16"]));

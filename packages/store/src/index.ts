@@ -17,7 +17,7 @@ export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
 export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
 export type { AgentReport, ReportLeader, StatusInputs, StatusWrite, StoredStatus } from "./observations.ts";
-export { LAST_USE_RESOLUTION_MS, type TokenGrant } from "./agent-tokens.ts";
+export { LAST_USE_RESOLUTION_MS, type TokenGrant, type TokenScreen } from "./agent-tokens.ts";
 export type { RegionRow } from "./regions.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";

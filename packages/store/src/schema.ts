@@ -57,6 +57,14 @@ export interface AgentTokensTable {
   expire_time: number | null;
   /** Updated at most once per LAST_USE_RESOLUTION_MS. */
   last_use_time: number | null;
+  /** 1: minted before tokens carried a MAC (known by hash only); 2: carries a MAC (agent-tokens.ts). */
+  token_format: number;
+}
+
+/** Keys of this deployment, made by a migration and shared by every ctrl replica. */
+export interface ServerKeysTable {
+  name: string;
+  key_hex: string;
 }
 
 /** The latest observation of a resource in a region, and the status projected from it. */
@@ -98,6 +106,7 @@ export interface Database {
   observations: ObservationsTable;
   agents: AgentsTable;
   leader_epochs: LeaderEpochsTable;
+  server_keys: ServerKeysTable;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";
