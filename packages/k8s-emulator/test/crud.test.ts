@@ -179,9 +179,9 @@ describe("CRUD through the real client", () => {
 
   it("the direct apply and create write what the API's apply and create write", async () => {
     // The same object in two namespaces, one applied through the API and one directly.
-    const body = (namespace: string) => deployment("applied", { namespace, labels: { direct: "yes" } }) as Parameters<typeof c.emu.apply>[0];
+    const body = (namespace: string) => deployment("applied", { namespace, labels: { direct: "yes" } });
     const viaApi = await c.apply(body("apps"), "bench-manager");
-    const direct = c.emu.apply(body("default"), { manager: "bench-manager" });
+    const direct = c.emu.apply(body("default") as Parameters<typeof c.emu.apply>[0], { manager: "bench-manager" });
     const fields = (o: { metadata?: { managedFields?: unknown[] } }) =>
       (o.metadata?.managedFields as { manager: string; operation: string; fieldsV1: unknown }[]).map(({ manager, operation, fieldsV1 }) => ({
         manager,
