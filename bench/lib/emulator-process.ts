@@ -58,9 +58,14 @@ export class EmulatorProcess {
 
   static async start(config: EmulatorChildConfig = {}): Promise<EmulatorProcess> {
     // 200,000 objects with their managedFields take a few GB of heap.
-    const { ipc, ready } = await IpcChild.fork<EmulatorReady>("emulator child", new URL("../emulator-child.ts", import.meta.url), ["--expose-gc", "--max-old-space-size=8192"], {
-      FLOTILLA_BENCH_EMULATOR: JSON.stringify(config),
-    });
+    const { ipc, ready } = await IpcChild.fork<EmulatorReady>(
+      "emulator child",
+      new URL("../emulator-child.ts", import.meta.url),
+      ["--expose-gc", "--max-old-space-size=8192"],
+      {
+        FLOTILLA_BENCH_EMULATOR: JSON.stringify(config),
+      },
+    );
     return new EmulatorProcess(ipc, ready);
   }
 

@@ -183,7 +183,7 @@ describe("CRUD through the real client", () => {
     const viaApi = await c.apply(body("apps"), "bench-manager");
     const direct = c.emu.apply(body("default") as Parameters<typeof c.emu.apply>[0], { manager: "bench-manager" });
     const fields = (o: { metadata?: { managedFields?: unknown[] } }) =>
-      (o.metadata?.managedFields as { manager: string; operation: string; fieldsV1: unknown }[]).map(({ manager, operation, fieldsV1 }) => ({
+      ((o.metadata?.managedFields ?? []) as { manager: string; operation: string; fieldsV1: unknown }[]).map(({ manager, operation, fieldsV1 }) => ({
         manager,
         operation,
         fieldsV1,
