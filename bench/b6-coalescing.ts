@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Store } from "@flotilla/store";
 import { createConnection } from "mysql2/promise";
-import { createLogger, DESIRED_VERSION_ANNOTATION, startAgent, type Agent } from "@flotilla/agent";
+import { createLogger, startAgent, type Agent } from "@flotilla/agent";
 import type { RequestLogEntry } from "@flotilla/k8s-emulator";
 import { CtrlProcess, type BurstSpec } from "./lib/ctrl-process.ts";
 import { EmulatorProcess } from "./lib/emulator-process.ts";
@@ -31,13 +31,6 @@ const NAMESPACES = 10;
 const PER_TRANSACTION = 100;
 const CONCURRENCY = 8;
 const TARGET_RATIO = 1.05;
-
-interface LiveDeployment {
-  metadata: { namespace?: string; name: string; annotations?: Record<string, string> };
-  spec?: { template?: { spec?: { containers?: { image?: string }[] } } };
-}
-
-const imageOf = (o: LiveDeployment) => o.spec?.template?.spec?.containers?.[0]?.image;
 
 /** Sum of a prom-client metric's values whose labels match `labels`. */
 async function metricSum(
@@ -88,27 +81,6 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     await emulator.writeKubeconfig(join(tmp, "kubeconfig"));
     const emu = emulator;
     const deploymentsApplied = (entries: readonly RequestLogEntry[]) => entries.filter((e) => e.verb === "apply" && e.resource === "deployments");
-    // Only objects the emulator has received an apply for since the last check are read again:
-    // re-reading every lagging object every few ms would take the emulator's CPU from the agent's requests.
-    // The request log must not be cleared while the returned check is in use.
-    const lagging = (want: (o: LiveDeployment) => boolean) => {
-      const left = new Set(targets.map((t) => `${t.namespace}/${t.id}`));
-      let seen = 0;
-      return async () => {
-        const entries = await emu.requests(seen);
-        seen += entries.length;
-        const touched = new Set<string>();
-        for (const e of entries) if (e.verb === "apply" && e.resource === "deployments" && e.status < 400) touched.add(`${e.namespace}/${e.name}`);
-        const names = [...touched].filter((name) => left.has(name));
-        const objects = await emu.get(names.map((name) => ["apps/v1", "Deployment", ...(name.split("/") as [string, string])]));
-        names.forEach((name, i) => {
-          const o = objects[i] as unknown as LiveDeployment | undefined;
-          if (o && want(o)) left.delete(name);
-        });
-        return left.size;
-      };
-    };
-
     const started = now();
     agent = await startAgent({
       ctrlUrl: ctrl.url,
@@ -120,8 +92,11 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     });
     await agent.ready;
     const a = agent;
-    const unapplied = lagging((o) => o.metadata.annotations?.[DESIRED_VERSION_ANNOTATION] !== undefined);
-    await waitFor(`${objects} deployments applied`, async () => (await unapplied()) === 0 && a.table.counts().pending === 0, 300_000, 50);
+    await emu.converge(
+      targets.map((t) => ({ namespace: t.namespace, name: t.id })),
+      300_000,
+    );
+    await waitFor(`${objects} deployments applied`, () => a.table.counts().pending === 0, 300_000, 50);
     const initialApplies = deploymentsApplied(await emu.requests()).length;
     log(`B6: ${objects} deployments applied by the agent (${initialApplies} Deployment applies) in ${((now() - started) / 1000).toFixed(1)} s`);
     // Let rollouts finish and the observer settle, so the burst window holds only burst work.
@@ -156,21 +131,21 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     }
     const finalImage = `app:${rounds}`;
     if (finalVersion.size !== objects) throw new Error(`B6: ${finalVersion.size} desired resources, want ${objects}`);
-    const notFinal = lagging(
-      (o) => Number(o.metadata.annotations?.[DESIRED_VERSION_ANNOTATION]) === finalVersion.get(o.metadata.name) && imageOf(o) === finalImage,
+    // Checked in the emulator's process, while this one watches the agent's cursor.
+    const converged = emu.converge(
+      targets.map((t) => ({ namespace: t.namespace, name: t.id, version: finalVersion.get(t.id), image: finalImage })),
+      600_000,
     );
     // When the agent's watch cursor reached the head (every update is in its desired table).
     const head = Math.max(...finalVersion.values());
     let cursorAt: number | undefined;
-    let left = objects;
-    const check = async () => {
-      if (cursorAt === undefined && (await metricSum(a.metrics.versionLastSeen)) >= head) cursorAt = now();
-      return (left = await notFinal()) === 0;
-    };
-    await waitFor("convergence after the burst", check, 600_000, 10).catch((error: unknown) => {
-      throw new Error(`${String(error)} (${left} deployments not at their final version)`);
-    });
-    const convergedAt = now();
+    let done = false;
+    void converged.finally(() => (done = true)).catch(() => undefined);
+    while (!done && cursorAt === undefined) {
+      if ((await metricSum(a.metrics.versionLastSeen)) >= head) cursorAt = now();
+      else await sleep(10);
+    }
+    const convergedAt = await converged;
     const convergeMs = convergedAt - burst.lastCommit;
     const burstApplies = deploymentsApplied(await emu.requests());
     // Deployment applies per 5 s after the last commit (request log times, ms resolution).

@@ -2,13 +2,13 @@
 // IPC by bench/lib/emulator-process.ts. Rollouts as shipped. For B7 it seeds its store with what
 // the agent's first run would have left there (see seed()).
 import { fromBinary } from "@bufbuild/protobuf";
-import { buildManifests, FIELD_MANAGER } from "@flotilla/agent";
+import { buildManifests, DESIRED_VERSION_ANNOTATION, FIELD_MANAGER } from "@flotilla/agent";
 import { KubernetesEmulator, type KubeObject } from "@flotilla/k8s-emulator";
 import { DesiredResourceSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { createConnection } from "mysql2/promise";
-import type { EmulatorChildConfig, EmulatorRequest, EmulatorState, SeedResult, SeedSpec } from "./lib/emulator-process.ts";
+import type { DeploymentWant, EmulatorChildConfig, EmulatorRequest, EmulatorState, SeedResult, SeedSpec } from "./lib/emulator-process.ts";
 import { memoryAfterGc, serveParent } from "./lib/ipc.ts";
-import { sleep } from "./lib/util.ts";
+import { now, sleep } from "./lib/util.ts";
 
 const config = JSON.parse(process.env.FLOTILLA_BENCH_EMULATOR ?? "{}") as EmulatorChildConfig;
 if (!process.send) throw new Error("emulator-child.ts must be started by bench/lib/emulator-process.ts (IPC channel)");
@@ -85,6 +85,44 @@ async function seed({ databaseUrl, region }: SeedSpec): Promise<SeedResult> {
   return { resources, namespaces: createdNamespaces, applied, rolledOut, ms: performance.now() - started };
 }
 
+const CONVERGE_CHECK_MS = 10;
+
+/**
+ * Waits until every wanted Deployment is as wanted and returns when (now()). Each is checked once,
+ * then only those the request log shows applied since the last check (reading every lagging
+ * object every few ms would take CPU from the agent's requests).
+ */
+async function converge(want: DeploymentWant[], timeoutMs: number): Promise<{ at: number }> {
+  const deadline = now() + timeoutMs;
+  const left = new Map(want.map((w) => [`${w.namespace}/${w.name}`, w]));
+  const isAsWanted = (w: DeploymentWant) => {
+    const o = emulator.get("apps/v1", "Deployment", w.namespace, w.name) as
+      | (KubeObject & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } })
+      | undefined;
+    const version = o?.metadata.annotations?.[DESIRED_VERSION_ANNOTATION];
+    if (version === undefined || (w.version !== undefined && Number(version) !== w.version)) return false;
+    return w.image === undefined || o?.spec?.template?.spec?.containers?.[0]?.image === w.image;
+  };
+  let log = emulator.requestLog;
+  let seen = log.length;
+  for (const [key, w] of left) if (isAsWanted(w)) left.delete(key);
+  while (left.size > 0) {
+    if (now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${left.size} Deployments not as wanted`);
+    await sleep(CONVERGE_CHECK_MS);
+    if (emulator.requestLog !== log) [log, seen] = [emulator.requestLog, 0]; // cleared meanwhile
+    const touched = new Set<string>();
+    for (; seen < log.length; seen++) {
+      const e = log[seen]!;
+      if (e.verb === "apply" && e.resource === "deployments" && e.status < 400) touched.add(`${e.namespace}/${e.name}`);
+    }
+    for (const key of touched) {
+      const w = left.get(key);
+      if (w && isAsWanted(w)) left.delete(key);
+    }
+  }
+  return { at: now() };
+}
+
 async function handle(req: EmulatorRequest): Promise<unknown> {
   switch (req.op) {
     case "seed":
@@ -106,6 +144,8 @@ async function handle(req: EmulatorRequest): Promise<unknown> {
       return undefined;
     case "get":
       return req.refs.map(([apiVersion, kind, namespace, name]) => emulator.get(apiVersion, kind, namespace, name));
+    case "converge":
+      return converge(req.want, req.timeoutMs);
     case "memory":
       return memoryAfterGc(req.reduce);
     case "shutdown":

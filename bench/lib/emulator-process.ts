@@ -33,11 +33,20 @@ export interface EmulatorState {
 
 export type ObjectRef = [apiVersion: string, kind: string, namespace: string, name: string];
 
+/** A Deployment as a benchmark waits for it: applied by the agent (it carries a desired version), at `version` and `image` if given. */
+export interface DeploymentWant {
+  namespace: string;
+  name: string;
+  version?: number;
+  image?: string;
+}
+
 export type EmulatorRequest =
   | { id: number; op: "state" | "clearRequests" | "requestCounts" | "shutdown" }
   | { id: number; op: "memory"; reduce?: boolean }
   | { id: number; op: "requests"; from: number }
   | { id: number; op: "get"; refs: ObjectRef[] }
+  | { id: number; op: "converge"; want: DeploymentWant[]; timeoutMs: number }
   | { id: number; op: "seed"; seed: SeedSpec };
 
 export interface EmulatorReady {
@@ -98,6 +107,15 @@ export class EmulatorProcess {
   /** The objects at `refs` (undefined where none is). */
   get(refs: ObjectRef[]): Promise<(KubeObject | undefined)[]> {
     return this.#ipc.request({ op: "get", refs });
+  }
+
+  /**
+   * Resolves, with the time (`now()`, comparable across processes), once every Deployment is as
+   * wanted; rejects after `timeoutMs`. Checked in the emulator's process, so waiting costs the
+   * agent's process nothing.
+   */
+  async converge(want: DeploymentWant[], timeoutMs: number): Promise<number> {
+    return (await this.#ipc.request<{ at: number }>({ op: "converge", want, timeoutMs })).at;
   }
 
   memory(reduce = false): Promise<ChildMemory> {
