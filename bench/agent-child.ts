@@ -6,6 +6,7 @@
 import { writeHeapSnapshot } from "node:v8";
 import { join } from "node:path";
 import { createLogger, RenderTarget, startAgent, type Target } from "@flotilla/agent";
+import { kubernetesTarget } from "./lib/kubernetes-target.ts";
 
 export interface AgentChildConfig {
   ctrlUrl: string;
@@ -69,8 +70,7 @@ const since = () => performance.now();
 /** The agent's target, loading the Kubernetes client only for the kubernetes target (as the CLI does). */
 async function target(): Promise<Target> {
   if (config.kubeconfig === undefined) return new RenderTarget({ dir: config.renderDir, region: config.region });
-  const { KubernetesTarget, KubeClient, loadKubeConnection } = await import("@flotilla/agent/kubernetes");
-  return new KubernetesTarget({ kubeClient: new KubeClient(await loadKubeConnection({ kubeconfig: config.kubeconfig })), region: config.region });
+  return kubernetesTarget(config.kubeconfig, config.region);
 }
 
 const logLines: string[] = [];

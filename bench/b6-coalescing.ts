@@ -10,16 +10,18 @@
 // one deployment_changes row per update, regions.head_version), 100 updates per transaction,
 // each commit waking ctrl's poller like a Store commit. One store.deployments.update per
 // transaction manages only ~100/s here (an fsync per commit, serialized by the region's row
-// lock), far from 10,000 in ~2 s. The emulator and the agent run in the benchmark process.
+// lock), far from 10,000 in ~2 s. The agent runs in the benchmark process, the emulator in its
+// own (bench/emulator-child.ts), so its CPU is not spent on the agent's event loop.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Store } from "@flotilla/store";
 import { createConnection } from "mysql2/promise";
-import { createLogger, DESIRED_VERSION_ANNOTATION, startAgent, type Agent } from "@flotilla/agent";
-import { KubeClient, KubernetesTarget, loadKubeConnection } from "@flotilla/agent/kubernetes";
-import { KubernetesEmulator, type RequestLogEntry } from "@flotilla/k8s-emulator";
+import { createLogger, startAgent, type Agent } from "@flotilla/agent";
+import type { RequestLogEntry } from "@flotilla/k8s-emulator";
 import { CtrlProcess, type BurstSpec } from "./lib/ctrl-process.ts";
+import { EmulatorProcess } from "./lib/emulator-process.ts";
+import { kubernetesTarget } from "./lib/kubernetes-target.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
 import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { fmtInt, fmtMs, fmtRatio, log, now, sleep, waitFor } from "./lib/util.ts";
@@ -29,13 +31,6 @@ const NAMESPACES = 10;
 const PER_TRANSACTION = 100;
 const CONCURRENCY = 8;
 const TARGET_RATIO = 1.05;
-
-interface LiveDeployment {
-  metadata: { namespace?: string; name: string; annotations?: Record<string, string> };
-  spec?: { template?: { spec?: { containers?: { image?: string }[] } } };
-}
-
-const imageOf = (o: LiveDeployment) => o.spec?.template?.spec?.containers?.[0]?.image;
 
 /** Sum of a prom-client metric's values whose labels match `labels`. */
 async function metricSum(
@@ -59,7 +54,7 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
   const updates = objects * rounds;
   const db = await createBenchDatabase(ctx.serverUrl, "b6");
   let ctrl: CtrlProcess | undefined;
-  let emulator: KubernetesEmulator | undefined;
+  let emulator: EmulatorProcess | undefined;
   let agent: Agent | undefined;
   let setupStore: Store | undefined;
   let tmp: string | undefined;
@@ -81,55 +76,32 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     for (const t of targets) await ctrl.write("create", { ...t, image: "app:0", region: REGION });
 
     // Every request is logged (the default keeps 10,000); rollouts as the emulator ships them.
-    emulator = await KubernetesEmulator.start({ requestLogLimit: 10_000_000 });
-    // Through a file: the bench package has no dependency on the Kubernetes client itself.
+    emulator = await EmulatorProcess.start({ requestLogLimit: 10_000_000 });
     tmp = await mkdtemp(join(tmpdir(), "flotilla-b6-"));
     await emulator.writeKubeconfig(join(tmp, "kubeconfig"));
-    const kubeClient = new KubeClient(await loadKubeConnection({ kubeconfig: join(tmp, "kubeconfig") }));
     const emu = emulator;
     const deploymentsApplied = (entries: readonly RequestLogEntry[]) => entries.filter((e) => e.verb === "apply" && e.resource === "deployments");
-    // Only objects the emulator has received an apply for since the last check are read again
-    // (emulator.get clones the object): re-reading every lagging object every few ms would take
-    // CPU from the agent and the emulator, which share this process.
-    const lagging = (want: (o: LiveDeployment) => boolean) => {
-      const left = new Set(targets.map((t) => `${t.namespace}/${t.id}`));
-      let log = emu.requestLog;
-      let seen = 0;
-      return () => {
-        if (emu.requestLog !== log) [log, seen] = [emu.requestLog, 0]; // cleared meanwhile
-        const touched = new Set<string>();
-        for (; seen < log.length; seen++) {
-          const e = log[seen]!;
-          if (e.verb === "apply" && e.resource === "deployments" && e.status < 400) touched.add(`${e.namespace}/${e.name}`);
-        }
-        for (const name of touched) {
-          if (!left.has(name)) continue;
-          const [namespace, id] = name.split("/") as [string, string];
-          const o = emu.get("apps/v1", "Deployment", namespace, id) as unknown as LiveDeployment | undefined;
-          if (o && want(o)) left.delete(name);
-        }
-        return left.size;
-      };
-    };
-
     const started = now();
     agent = await startAgent({
       ctrlUrl: ctrl.url,
       region: REGION,
       token,
-      target: new KubernetesTarget({ kubeClient, region: REGION }),
+      target: await kubernetesTarget(join(tmp, "kubeconfig"), REGION),
       concurrency: CONCURRENCY,
       log: createLogger({ write: (line) => agentLog.push(`${((now() - started) / 1000).toFixed(1)} s ${line}`) }),
     });
     await agent.ready;
     const a = agent;
-    const unapplied = lagging((o) => o.metadata.annotations?.[DESIRED_VERSION_ANNOTATION] !== undefined);
-    await waitFor(`${objects} deployments applied`, () => unapplied() === 0 && a.table.counts().pending === 0, 300_000, 50);
-    const initialApplies = deploymentsApplied(emu.requestLog).length;
+    await emu.converge(
+      targets.map((t) => ({ namespace: t.namespace, name: t.id })),
+      300_000,
+    );
+    await waitFor(`${objects} deployments applied`, () => a.table.counts().pending === 0, 300_000, 50);
+    const initialApplies = deploymentsApplied(await emu.requests()).length;
     log(`B6: ${objects} deployments applied by the agent (${initialApplies} Deployment applies) in ${((now() - started) / 1000).toFixed(1)} s`);
     // Let rollouts finish and the observer settle, so the burst window holds only burst work.
     await sleep(2000);
-    const settledApplies = deploymentsApplied(emu.requestLog).length;
+    const settledApplies = deploymentsApplied(await emu.requests()).length;
 
     const durationBefore = await durationOf(a);
     const coalescedBefore = await metricSum(a.metrics.coalesced);
@@ -137,7 +109,7 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     const skipsBefore = await metricSum(a.metrics.reconciles, { op: "skip" });
     const errorsBefore = await metricSum(a.metrics.reconciles, { result: "error" });
     const logBefore = agentLog.length;
-    emu.clearRequestLog();
+    await emu.clearRequests();
 
     const spec: BurstSpec = { targets, region: REGION, rounds, imagePrefix: "app:", writers: 1, mode: "bulk", perTransaction: PER_TRANSACTION };
     const burst = await ctrl.burst(spec);
@@ -159,23 +131,23 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     }
     const finalImage = `app:${rounds}`;
     if (finalVersion.size !== objects) throw new Error(`B6: ${finalVersion.size} desired resources, want ${objects}`);
-    const notFinal = lagging(
-      (o) => Number(o.metadata.annotations?.[DESIRED_VERSION_ANNOTATION]) === finalVersion.get(o.metadata.name) && imageOf(o) === finalImage,
+    // Checked in the emulator's process, while this one watches the agent's cursor.
+    const converged = emu.converge(
+      targets.map((t) => ({ namespace: t.namespace, name: t.id, version: finalVersion.get(t.id), image: finalImage })),
+      600_000,
     );
     // When the agent's watch cursor reached the head (every update is in its desired table).
     const head = Math.max(...finalVersion.values());
     let cursorAt: number | undefined;
-    let left = objects;
-    const check = async () => {
-      if (cursorAt === undefined && (await metricSum(a.metrics.versionLastSeen)) >= head) cursorAt = now();
-      return (left = notFinal()) === 0;
-    };
-    await waitFor("convergence after the burst", check, 600_000, 10).catch((error: unknown) => {
-      throw new Error(`${String(error)} (${left} deployments not at their final version)`);
-    });
-    const convergedAt = now();
+    let done = false;
+    void converged.finally(() => (done = true)).catch(() => undefined);
+    while (!done && cursorAt === undefined) {
+      if ((await metricSum(a.metrics.versionLastSeen)) >= head) cursorAt = now();
+      else await sleep(10);
+    }
+    const convergedAt = await converged;
     const convergeMs = convergedAt - burst.lastCommit;
-    const burstApplies = deploymentsApplied(emu.requestLog);
+    const burstApplies = deploymentsApplied(await emu.requests());
     // Deployment applies per 5 s after the last commit (request log times, ms resolution).
     const per5s: number[] = [];
     for (const e of burstApplies) {
@@ -185,14 +157,15 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
     const lastApplyAt = Date.parse(burstApplies.at(-1)?.time ?? "");
     // Anything still arriving shortly after convergence belongs to the burst too.
     await sleep(2000);
-    const lateApplies = deploymentsApplied(emu.requestLog).length - burstApplies.length;
-    const allBurstApplies = deploymentsApplied(emu.requestLog);
+    const requestLog = await emu.requests();
+    const allBurstApplies = deploymentsApplied(requestLog);
+    const lateApplies = allBurstApplies.length - burstApplies.length;
     const perObject = new Map<string, number>();
     for (const e of allBurstApplies) perObject.set(`${e.namespace}/${e.name}`, (perObject.get(`${e.namespace}/${e.name}`) ?? 0) + 1);
     const maxPerObject = Math.max(0, ...perObject.values());
     const failedApplies = allBurstApplies.filter((e) => e.status >= 400).length;
     const otherRequests = new Map<string, number>();
-    for (const e of emu.requestLog) {
+    for (const e of requestLog) {
       if (e.verb === "apply" && e.resource === "deployments") continue;
       const k = `${e.verb ?? e.method} ${e.resource ?? e.path}${e.subresource ? `/${e.subresource}` : ""}`;
       otherRequests.set(k, (otherRequests.get(k) ?? 0) + 1);
@@ -232,7 +205,7 @@ export async function runB6(ctx: BenchContext): Promise<BenchResult> {
       .map(([k, n]) => `${k} ${fmtInt(n)}`)
       .join(", ");
     const notes = [
-      `B6: ${fmtInt(updates)} updates (${rounds} per deployment, each a new image) written in the ctrl process by a bulk writer in ${burst.transactions} transactions of ${PER_TRANSACTION} (the rows store.deployments.update writes; each commit wakes ctrl's poller): ${fmtMs(writeMs)} from the first write's start to the last commit (${fmtInt(updates / (writeMs / 1000))} updates/s; first commit after ${fmtMs(burst.firstCommit - burst.started)}). Agent: kubernetes target, concurrency ${CONCURRENCY}, default timings; emulator rollout delay ${emu.options.rolloutDelayMs} ms. Before the burst, the initial ${fmtInt(objects)} creates took ${fmtInt(initialApplies)} Deployment applies (${fmtInt(settledApplies - initialApplies)} more while settling for 2 s).`,
+      `B6: ${fmtInt(updates)} updates (${rounds} per deployment, each a new image) written in the ctrl process by a bulk writer in ${burst.transactions} transactions of ${PER_TRANSACTION} (the rows store.deployments.update writes; each commit wakes ctrl's poller): ${fmtMs(writeMs)} from the first write's start to the last commit (${fmtInt(updates / (writeMs / 1000))} updates/s; first commit after ${fmtMs(burst.firstCommit - burst.started)}). Agent: kubernetes target, concurrency ${CONCURRENCY}, default timings; emulator (its own process) rollout delay ${emu.rolloutDelayMs} ms. Before the burst, the initial ${fmtInt(objects)} creates took ${fmtInt(initialApplies)} Deployment applies (${fmtInt(settledApplies - initialApplies)} more while settling for 2 s).`,
       `B6: from the first update until 2 s after convergence the emulator logged ${fmtInt(applies)} Deployment applies (${fmtInt(lateApplies)} of them after convergence; ${failedApplies} failed; at most ${maxPerObject} for one object; last one ${Number.isFinite(lastApplyAt) ? fmtMs(lastApplyAt - burst.lastCommit) : "n/a"} after the last commit, at ms resolution). Agent counters over the same window: ${fmtInt(agentApplies)} successful apply reconciles, ${fmtInt(agentSkips)} skipped (already applied), ${fmtInt(agentErrors)} failed, ${fmtInt(coalesced)} adds coalesced; mean apply reconcile (Deployment apply; its Service only if changed) ${fmtMs(meanReconcileMs)}. Other requests at the emulator: ${top || "none"}.`,
       `B6: the agent's watch cursor reached the burst's last version ${cursorAt === undefined ? "(not seen)" : fmtMs(cursorAt - burst.lastCommit)} after the last commit; Deployment applies per 5 s after the last commit: ${Array.from(per5s, (n) => n ?? 0).join(", ")}.`,
       ...(newLog.length ? [`B6: the agent logged ${newLog.length} lines during the burst, first: ${newLog.slice(0, 3).join(" | ")}`] : []),

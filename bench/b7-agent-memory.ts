@@ -1,22 +1,27 @@
 // B7: the agent's memory with 100,000 desired resources. ctrl runs in its own process
 // (bench/ctrl-child.ts) on a database seeded like B1 (100,000 deployments in one region,
 // straight into the tables); the agent runs in another (bench/agent-child.ts, --expose-gc)
-// as it really runs: the kubernetes target against the Kubernetes emulator (in this process),
-// so the observer caches every object the agent applied. `--b7-runs` (default 3; 0: the render target only) such
-// runs against the same emulator (the first creates the objects, the next find them there, as
-// after a restart); the median is the figure. A second row runs the render target into a temporary directory
-// (no cluster, no observer). Measured after the first full sync was dispatched and the queue
-// drained, after forced GCs; reference: the same agent process on a region with no resources.
+// as it really runs: the kubernetes target against the Kubernetes emulator, in a third process
+// (bench/emulator-child.ts), that already holds the 200,000 objects the agent applies, as its
+// first run leaves them (seeded in the emulator's process: the agent's manifest builder, the
+// emulator's own apply with the agent's field manager, rollouts completed by the emulator's
+// controller). So every run is a restart against a populated cluster, and the observer caches
+// every object. `--b7-runs` (default 3; 0: the render target only) such runs; the median is the
+// figure. Each run must leave the cluster unchanged (asserted: the emulator's resourceVersion
+// does not move; the requests are counted). A second row runs the render target into a
+// temporary directory (no cluster, no observer). Measured after the first full sync was
+// dispatched and the queue drained, after forced GCs; reference: the same agent process on a
+// region with no resources.
 import { fork } from "node:child_process";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { Store } from "@flotilla/store";
 import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import type { AgentChildConfig, AgentChildReport } from "./agent-child.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
+import { EmulatorProcess, type EmulatorState, type SeedResult } from "./lib/emulator-process.ts";
 import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";
 import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { fmtBytes, fmtInt, fmtRatio, log } from "./lib/util.ts";
@@ -56,6 +61,63 @@ async function runAgent(config: AgentChildConfig, timeoutMs: number): Promise<Ag
   }
 }
 
+interface SeededCluster {
+  emulator: EmulatorProcess;
+  kubeconfig: string;
+  seeded: SeedResult;
+  /** The emulator's resourceVersion once seeded and settled. */
+  resourceVersion: string;
+}
+
+/** The emulator in its own process, holding what the agent's first run applies to the region's `count` resources. */
+async function seededCluster(databaseUrl: string, count: number, dirs: string[]): Promise<SeededCluster> {
+  // Every request of a run is counted (a run makes one or two per object).
+  const emulator = await EmulatorProcess.start({ requestLogLimit: 4 * 2 * count });
+  try {
+    const started = Date.now();
+    const seeded = await emulator.seed({ databaseUrl, region: REGION });
+    const { resourceVersion } = await emulator.state();
+    log(
+      `B7: emulator seeded with ${Object.entries(seeded.applied)
+        .map(([kind, n]) => `${fmtInt(n)} ${kind}s`)
+        .join(", ")} and ${seeded.namespaces} namespaces for ${fmtInt(seeded.resources)} resources in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
+    const kubeDir = await mkdtemp(join(tmpdir(), "flotilla-b7-kube-"));
+    dirs.push(kubeDir);
+    const kubeconfig = join(kubeDir, "kubeconfig");
+    await emulator.writeKubeconfig(kubeconfig);
+    return { emulator, kubeconfig, seeded, resourceVersion };
+  } catch (error) {
+    await emulator.stop();
+    throw error;
+  }
+}
+
+/**
+ * The emulator's request counts of an agent run that must have found the cluster as seeded: it
+ * throws if the run wrote anything (every write moves the resourceVersion, a no-op apply does
+ * not) or created or deleted an object.
+ */
+async function unchanged(emulator: EmulatorProcess, before: EmulatorState, label: string): Promise<Record<string, number>> {
+  const after = await emulator.state();
+  const requests = await emulator.requestCounts();
+  const writes = Object.entries(requests).filter(([what]) => /^(create|update|patch|delete|deletecollection) /.test(what) || /^apply .* 201$/.test(what));
+  if (after.resourceVersion !== before.resourceVersion || writes.length > 0 || JSON.stringify(after.objects) !== JSON.stringify(before.objects)) {
+    throw new Error(
+      `B7: ${label} changed the seeded cluster (resourceVersion ${before.resourceVersion} → ${after.resourceVersion}, objects ${JSON.stringify(before.objects)} → ${JSON.stringify(after.objects)}); requests: ${describeRequests(requests)}`,
+    );
+  }
+  return requests;
+}
+
+/** "apply deployments 200: 60,000, get services 200: 40,000, …", most frequent first. */
+function describeRequests(requests: Record<string, number>): string {
+  return Object.entries(requests)
+    .sort((a, b) => b[1] - a[1])
+    .map(([what, n]) => `${what}: ${fmtInt(n)}`)
+    .join(", ");
+}
+
 async function countFiles(dir: string): Promise<number> {
   try {
     return (await readdir(dir, { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).length;
@@ -66,9 +128,11 @@ async function countFiles(dir: string): Promise<number> {
 
 export async function runB7(ctx: BenchContext): Promise<BenchResult> {
   const count = ctx.quick ? 10_000 : 100_000;
+  const runs = ctx.b7Runs;
+  if (!Number.isInteger(runs) || runs < 0) throw new Error("--b7-runs must be a non-negative integer (0: the render target only)");
   const db = await createBenchDatabase(ctx.serverUrl, "b7");
   let ctrl: CtrlProcess | undefined;
-  let emulator: KubernetesEmulator | undefined;
+  let cluster: SeededCluster | undefined;
   const dirs: string[] = [];
   try {
     await migrate(db.url);
@@ -86,22 +150,21 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
       await store.close();
     }
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });
-    emulator = await KubernetesEmulator.start();
-    const kubeDir = await mkdtemp(join(tmpdir(), "flotilla-b7-kube-"));
-    dirs.push(kubeDir);
-    const kubeconfig = join(kubeDir, "kubeconfig");
-    await emulator.writeKubeconfig(kubeconfig);
+    cluster = runs > 0 ? await seededCluster(db.url, count, dirs) : undefined;
 
-    const run = async (label: string, region: string, agentToken: string, timeoutMs: number, kube: boolean) => {
+    /** One agent run: against the seeded cluster if given (kubernetes target), else rendering. */
+    const run = async (label: string, region: string, agentToken: string, timeoutMs: number, kube?: SeededCluster) => {
       const dir = await mkdtemp(join(tmpdir(), `flotilla-b7-${region}-`));
       dirs.push(dir);
+      const before = await kube?.emulator.state();
+      await kube?.emulator.clearRequests();
       const report = await runAgent(
         {
           ctrlUrl: ctrl!.url,
           region,
           token: agentToken,
           renderDir: dir,
-          ...(kube && { kubeconfig }),
+          ...(kube && { kubeconfig: kube.kubeconfig }),
           ...(ctx.heapSnapshotDir !== undefined && { heapSnapshotDir: ctx.heapSnapshotDir }),
           concurrency: CONCURRENCY,
           // The kubernetes target: also lets the observer take in the last watch events (rollouts).
@@ -111,16 +174,16 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
       );
       const files = await countFiles(dir);
       await rm(dir, { recursive: true, force: true });
+      const requests = kube && before && (await unchanged(kube.emulator, before, label));
       log(
         `B7: ${label}: ${fmtInt(report.entries)} entries, ready ${(report.readyMs / 1000).toFixed(1)} s, drained ${(report.drainedMs / 1000).toFixed(1)} s, ` +
           `RSS ${fmtBytes(report.drained.rss)} (peak ${fmtBytes(report.maxRss)}), heap ${fmtBytes(report.drained.heapUsed)}` +
           `${kube ? "" : `, ${fmtInt(files)} files`}${report.heapSnapshot ? `, heap snapshot ${report.heapSnapshot}` : ""}`,
       );
+      if (requests) log(`B7: ${label}: requests at the emulator (cluster unchanged): ${describeRequests(requests)}`);
       if (region === REGION && report.entries !== count) throw new Error(`B7: the agent's table holds ${report.entries} entries, want ${count}`);
-      return { report, files };
+      return { report, files, requests };
     };
-    const runs = ctx.b7Runs;
-    if (!Number.isInteger(runs) || runs < 0) throw new Error("--b7-runs must be a non-negative integer (0: the render target only)");
     const perResource = (full: AgentChildReport, empty: AgentChildReport, key: "rss" | "heapUsed") => (full.drained[key] - empty.drained[key]) / count;
     const describe = (m: AgentChildReport["drained"]) =>
       `RSS ${fmtBytes(m.rss)}, heap used ${fmtBytes(m.heapUsed)} of ${fmtBytes(m.heapTotal)}, external ${fmtBytes(m.external)} (array buffers ${fmtBytes(m.arrayBuffers)})`;
@@ -131,11 +194,17 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
       `B7: agent in its own process (--expose-gc, ${AGENT_NODE_FLAGS.join(" ")}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service). Measured after every desired entry was reconciled and a settling pause (kubernetes 5 s, render 2 s), after 4 forced GCs.`,
     ];
     let peakRow: Row | undefined;
-    if (runs > 0) {
-      const emptyKube = (await run("kubernetes, 0 resources", EMPTY_REGION, emptyToken, 60_000, true)).report;
+    if (cluster) {
+      const { seeded: clusterSeed, resourceVersion } = cluster;
+      const emptyKube = (await run("kubernetes, 0 resources", EMPTY_REGION, emptyToken, 60_000, cluster)).report;
       const kube: AgentChildReport[] = [];
-      for (let i = 1; i <= runs; i++) kube.push((await run(`kubernetes, run ${i}`, REGION, token, 60 * 60_000, true)).report);
-      const deployments = emulator.list({ apiVersion: "apps/v1", kind: "Deployment" }).length;
+      const requestsOfRuns: Record<string, number>[] = [];
+      for (let i = 1; i <= runs; i++) {
+        const { report, requests } = await run(`kubernetes, run ${i}`, REGION, token, 60 * 60_000, cluster);
+        kube.push(report);
+        requestsOfRuns.push(requests!);
+      }
+      const emulatorMemory = await cluster.emulator.memory();
       const median = kube.toSorted((a, b) => a.drained.rss - b.drained.rss)[Math.floor(runs / 2)]!;
       const e = emptyKube.drained;
       const f = median.drained;
@@ -166,12 +235,19 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
         met: undefined,
       };
       notes.push(
-        `B7 kubernetes target: the emulator (in the benchmark process, rollouts as shipped) held ${fmtInt(deployments)} Deployments at the end; ${runs} run(s) against it: RSS ${kube.map((r) => fmtBytes(r.drained.rss)).join(", ")}; heap used ${kube.map((r) => fmtBytes(r.drained.heapUsed)).join(", ")}; peak RSS ${kube.map((r) => fmtBytes(r.maxRss)).join(", ")}.`,
+        `B7 kubernetes target: the emulator (its own process, rollouts as shipped) was seeded with what the agent's first run applies: ${fmtInt(clusterSeed.resources)} resources built by the agent's manifest builder into ${Object.entries(
+          clusterSeed.applied,
+        )
+          .map(([kind, n]) => `${fmtInt(n)} ${kind}s`)
+          .join(
+            " and ",
+          )}, server-side applied with its field manager, ${clusterSeed.namespaces} namespaces created, every rollout completed by the emulator's controller, in ${(clusterSeed.ms / 1000).toFixed(1)} s (emulator after the runs: RSS ${fmtBytes(emulatorMemory.rss)}, heap used ${fmtBytes(emulatorMemory.heapUsed)}). Every run is a restart against it and left it unchanged (resourceVersion ${resourceVersion} throughout). Requests per run: ${requestsOfRuns.map((r, i) => `run ${i + 1}: ${describeRequests(r)}`).join("; ")}.`,
+        `B7 kubernetes target, ${runs} run(s): RSS ${kube.map((r) => fmtBytes(r.drained.rss)).join(", ")}; heap used ${kube.map((r) => fmtBytes(r.drained.heapUsed)).join(", ")}; peak RSS ${kube.map((r) => fmtBytes(r.maxRss)).join(", ")}.`,
         `B7 kubernetes target, median run: ${timing(median)}. At ready: ${describe(median.atReady)}. Drained: ${describe(f)}. 0 resources: ${describe(e)}. Per resource (drained − empty) / ${fmtInt(count)}: RSS ${fmtBytes(perResource(median, emptyKube, "rss"))}, heap ${fmtBytes(perResource(median, emptyKube, "heapUsed"))}.`,
       );
     }
-    const emptyRender = await run("render, 0 resources", EMPTY_REGION, emptyToken, 60_000, false);
-    const render = await run("render", REGION, token, 30 * 60_000, false);
+    const emptyRender = await run("render, 0 resources", EMPTY_REGION, emptyToken, 60_000);
+    const render = await run("render", REGION, token, 30 * 60_000);
     rows.push({
       benchmark: `B7 agent RSS, ${fmtInt(count)} desired resources (render target), queue drained`,
       measured: fmtBytes(render.report.drained.rss),
@@ -187,7 +263,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
     return { rows, notes };
   } finally {
     await ctrl?.stop();
-    await emulator?.stop();
+    await cluster?.emulator.stop();
     for (const dir of dirs) await rm(dir, { recursive: true, force: true });
     await db.drop();
   }

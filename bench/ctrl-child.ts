@@ -6,12 +6,12 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { ChangeEventSchema, DeploymentSchema, DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { Store } from "@flotilla/store";
 import { createConnection } from "mysql2/promise";
-import type { BurstResult, BurstSpec, ChildConfig, ChildReply, ChildRequest, WriteSpec } from "./lib/ctrl-process.ts";
+import type { BurstResult, BurstSpec, ChildConfig, ChildRequest, WriteSpec } from "./lib/ctrl-process.ts";
+import { memoryAfterGc, serveParent } from "./lib/ipc.ts";
 import { now } from "./lib/util.ts";
 
 const config = JSON.parse(process.env.FLOTILLA_BENCH_CHILD ?? "{}") as ChildConfig;
 if (!process.send) throw new Error("ctrl-child.ts must be started by bench/lib/ctrl-process.ts (IPC channel)");
-const send = (reply: ChildReply) => process.send!(reply);
 
 const store = await Store.open(config.databaseUrl);
 // ctrl subscribes to the Store's commits to wake its poller; the bulk burst (B6) writes behind
@@ -40,8 +40,6 @@ let lastCommitAt = 0;
 store.onCommit(() => {
   lastCommitAt = now();
 });
-
-const gc = (globalThis as { gc?: (options?: { type: "major"; execution: "sync"; flavor: "last-resort" }) => void }).gc;
 
 function deployment(w: WriteSpec) {
   return create(DeploymentSchema, {
@@ -158,19 +156,8 @@ async function handle(req: ChildRequest): Promise<unknown> {
         boundsEnforced: Object.fromEntries((await m.connectionBounds.get()).values.map((v) => [String(v.labels.reason), v.value])),
       };
     }
-    case "memory": {
-      if (!gc) throw new Error("start the child with --expose-gc");
-      // Several passes: weak references and finalizers free more on later ones.
-      // "last-resort" is V8's memory-reducing collection (as under memory pressure).
-      for (let i = 0; i < 4; i++) {
-        if (req.reduce) gc({ type: "major", execution: "sync", flavor: "last-resort" });
-        else gc();
-        await new Promise((r) => setImmediate(r));
-      }
-      const m = process.memoryUsage();
-      const peakRss = process.resourceUsage().maxRSS * 1024;
-      return { heapUsed: m.heapUsed, heapTotal: m.heapTotal, rss: m.rss, external: m.external, arrayBuffers: m.arrayBuffers, peakRss };
-    }
+    case "memory":
+      return memoryAfterGc(req.reduce);
     case "cpu":
       return process.cpuUsage();
     case "update":
@@ -191,11 +178,4 @@ async function handle(req: ChildRequest): Promise<unknown> {
   }
 }
 
-process.on("message", (req: ChildRequest) => {
-  handle(req).then(
-    (result) => send({ id: req.id, result }),
-    (error: unknown) => send({ id: req.id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
-  );
-});
-process.on("disconnect", () => process.exit(0));
-send({ id: 0, result: { url: ctrl.url, pid: process.pid } });
+serveParent(handle, { url: ctrl.url, pid: process.pid });

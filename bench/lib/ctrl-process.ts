@@ -1,8 +1,9 @@
 // Starts bench/ctrl-child.ts as a separate Node process and talks to it over IPC.
-import { fork, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import type { StreamOptions } from "@flotilla/ctrl";
+import { IpcChild, type ChildMemory } from "./ipc.ts";
 import { now } from "./util.ts";
+
+export type { ChildMemory } from "./ipc.ts";
 
 export const ADMIN_TOKEN = "bench-admin-token";
 
@@ -62,8 +63,6 @@ export type ChildRequest =
   | { id: number; op: "update" | "create"; write: WriteSpec }
   | { id: number; op: "burst"; burst: BurstSpec };
 
-export type ChildReply = { id: number; result?: unknown; error?: string };
-
 export interface ChildMetrics {
   pollerQueries: number;
   watchStreams: number;
@@ -74,16 +73,6 @@ export interface ChildMetrics {
   boundsEnforced: Record<string, number>;
 }
 
-export interface ChildMemory {
-  heapUsed: number;
-  heapTotal: number;
-  rss: number;
-  external: number;
-  arrayBuffers: number;
-  /** The highest RSS the process has had since it started. */
-  peakRss: number;
-}
-
 type Omit1<T> = T extends unknown ? Omit<T, "id"> : never;
 
 export class CtrlProcess {
@@ -91,55 +80,27 @@ export class CtrlProcess {
   readonly pid: number;
   /** Add to a child timestamp to get this process's clock (estimated by ping). */
   clockOffset = 0;
-  readonly #child: ChildProcess;
-  readonly #pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
-  #next = 1;
+  readonly #ipc: IpcChild;
 
-  private constructor(child: ChildProcess, url: string, pid: number) {
-    this.#child = child;
+  private constructor(ipc: IpcChild, url: string, pid: number) {
+    this.#ipc = ipc;
     this.url = url;
     this.pid = pid;
-    child.on("message", (reply: ChildReply) => {
-      const p = this.#pending.get(reply.id);
-      if (!p) return;
-      this.#pending.delete(reply.id);
-      if (reply.error !== undefined) p.reject(new Error(`ctrl child: ${reply.error}`));
-      else p.resolve(reply.result);
-    });
-    child.on("exit", (code) => {
-      for (const p of this.#pending.values()) p.reject(new Error(`ctrl child exited (${code})`));
-      this.#pending.clear();
-    });
   }
 
   static async start(config: Omit<ChildConfig, "adminToken">, options: { cpuProfileDir?: string } = {}): Promise<CtrlProcess> {
-    const execArgv = ["--expose-gc", "--disable-warning=ExperimentalWarning"];
+    const execArgv = ["--expose-gc"];
     if (options.cpuProfileDir) execArgv.push("--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`);
-    const child = fork(fileURLToPath(new URL("../ctrl-child.ts", import.meta.url)), [], {
-      execArgv,
-      env: { ...process.env, FLOTILLA_BENCH_CHILD: JSON.stringify({ ...config, adminToken: ADMIN_TOKEN }) },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    const { ipc, ready } = await IpcChild.fork<{ url: string; pid: number }>("ctrl child", new URL("../ctrl-child.ts", import.meta.url), execArgv, {
+      FLOTILLA_BENCH_CHILD: JSON.stringify({ ...config, adminToken: ADMIN_TOKEN }),
     });
-    const ready = await new Promise<{ url: string; pid: number }>((resolve, reject) => {
-      const onExit = (code: number | null) => reject(new Error(`ctrl child exited (${code}) before it was ready`));
-      child.once("exit", onExit);
-      child.once("message", (reply: ChildReply) => {
-        child.off("exit", onExit);
-        if (reply.error) reject(new Error(reply.error));
-        else resolve(reply.result as { url: string; pid: number });
-      });
-    });
-    const ctrl = new CtrlProcess(child, ready.url, ready.pid);
+    const ctrl = new CtrlProcess(ipc, ready.url, ready.pid);
     await ctrl.calibrateClock();
     return ctrl;
   }
 
   request<T>(req: Omit1<ChildRequest>): Promise<T> {
-    const id = this.#next++;
-    return new Promise<T>((resolve, reject) => {
-      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.#child.send({ ...req, id });
-    });
+    return this.#ipc.request(req);
   }
 
   metrics(): Promise<ChildMetrics> {
@@ -183,12 +144,7 @@ export class CtrlProcess {
     this.clockOffset = best.offset;
   }
 
-  async stop(): Promise<void> {
-    if (this.#child.exitCode !== null) return;
-    const exited = new Promise<void>((resolve) => this.#child.once("exit", () => resolve()));
-    await this.request({ op: "shutdown" }).catch(() => undefined);
-    const timer = setTimeout(() => this.#child.kill("SIGKILL"), 5000);
-    await exited;
-    clearTimeout(timer);
+  stop(): Promise<void> {
+    return this.#ipc.stop();
   }
 }

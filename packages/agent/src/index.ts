@@ -8,7 +8,15 @@ export { loop, startInOrder, type Runnable } from "./lifecycle.ts";
 export { newReconciler, type Reconciler } from "./reconciler.ts";
 export type { BackoffOptions } from "./backoff.ts";
 export { DesiredTable, desiredResource, SnapshotStage, type DesiredEntry, type DesiredState, type EncodedResource, type EntryStatus } from "./desired-table.ts";
-export { buildManifests, DESIRED_VERSION_ANNOTATION, tracksDesiredVersion, type KubeObject, type Manifests, type ObjectRef } from "./manifests.ts";
+export {
+  buildManifests,
+  DESIRED_VERSION_ANNOTATION,
+  FIELD_MANAGER,
+  tracksDesiredVersion,
+  type KubeObject,
+  type Manifests,
+  type ObjectRef,
+} from "./manifests.ts";
 export { AgentMetrics } from "./metrics.ts";
 export type { PruneOptions } from "./prune.ts";
 export { WorkQueue, type WorkQueueOptions } from "./queue.ts";

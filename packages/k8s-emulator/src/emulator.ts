@@ -204,6 +204,22 @@ export class KubernetesEmulator {
     return this.registry.put(obj);
   }
 
+  /**
+   * Server-side apply of `obj` by `manager`, as a PATCH with application/apply-patch+yaml does it
+   * (namespace lifecycle, defaults, validation, managedFields, conflicts unless `force`), without
+   * HTTP and faults: how a benchmark fills a cluster with what a client would have applied.
+   */
+  apply(obj: KubeObject, options: { manager: string; force?: boolean }): KubeObject {
+    const rt = resolveType(obj);
+    const { namespace, name = "" } = obj.metadata;
+    return this.registry.patch(rt, namespace, name, "apply", obj, { manager: options.manager }, options.force ?? false).object;
+  }
+
+  /** Creates `obj` as a POST by `manager` does (namespace lifecycle, defaults, validation, managedFields), without HTTP and faults. */
+  create(obj: KubeObject, options: { manager: string }): KubeObject {
+    return this.registry.create(resolveType(obj), obj.metadata.namespace, obj, { manager: options.manager });
+  }
+
   delete(type: TypeRef | string, kindOrResourceOrNamespace?: string, ...rest: (string | undefined)[]): boolean {
     const [rt, namespace, name] = this.args(type, kindOrResourceOrNamespace, rest);
     return name !== undefined && this.registry.remove(rt, namespace, name);

@@ -125,18 +125,20 @@ export class Registry {
         throw badRequest("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
       }
     }
-    const items = this.store
-      .list(rt, rt.namespaced ? opts.namespace : undefined)
-      .filter((o) => itemKey(o) > start || start === "")
-      .filter((o) => (opts.labelSelector?.(o) ?? true) && (opts.fieldSelector?.(o) ?? true));
-    if (opts.limit && opts.limit > 0 && items.length > opts.limit) {
-      const page = items.slice(0, opts.limit);
-      const token: ContinueToken = { rv, start: itemKey(page[page.length - 1]) };
+    const { labelSelector, fieldSelector } = opts;
+    const { items, remaining } = this.store.page(rt, {
+      namespace: rt.namespaced ? opts.namespace : undefined,
+      after: start,
+      filter: labelSelector || fieldSelector ? (o) => (labelSelector?.(o) ?? true) && (fieldSelector?.(o) ?? true) : undefined,
+      limit: opts.limit && opts.limit > 0 ? opts.limit : undefined,
+    });
+    if (remaining > 0) {
+      const token: ContinueToken = { rv, start: itemKey(items[items.length - 1]) };
       return {
-        items: page,
+        items,
         resourceVersion: rv,
         continueToken: Buffer.from(JSON.stringify(token)).toString("base64url"),
-        remainingItemCount: items.length - page.length,
+        remainingItemCount: remaining,
       };
     }
     return { items, resourceVersion: rv };

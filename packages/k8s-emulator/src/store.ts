@@ -49,6 +49,27 @@ function normalize(obj: KubeObject): KubeObject {
   return { apiVersion, kind, metadata: meta as KubeObject["metadata"], ...rest };
 }
 
+export interface PageOptions {
+  namespace?: string;
+  /** Start after this key (`namespace/name`; cluster-scoped: `/name`). */
+  after?: string;
+  /** Reads the stored object: it must not change it. */
+  filter?: (obj: KubeObject) => boolean;
+  limit?: number;
+}
+
+/** The index of the first of the sorted `keys` greater than `key`. */
+function upperBound(keys: readonly string[], key: string): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (keys[mid] <= key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 function key(namespace: string | undefined, name: string): string {
   return `${namespace ?? ""}/${name}`;
 }
@@ -56,6 +77,8 @@ function key(namespace: string | undefined, name: string): string {
 export class ObjectStore {
   private rv = 0;
   private readonly objects = new Map<ResourceType, Map<string, KubeObject>>();
+  /** Each bucket's keys in order, while no key was added or removed since. */
+  private readonly keyOrder = new Map<ResourceType, string[]>();
   private history: StoreEvent[] = [];
   /** Events at or below this resourceVersion are no longer in the history. */
   private compactedRv = 0;
@@ -86,19 +109,46 @@ export class ObjectStore {
 
   /** Objects of a type, optionally in one namespace, in etcd key order (namespace, then name). */
   list(rt: ResourceType, namespace?: string): KubeObject[] {
-    const out: KubeObject[] = [];
-    const keys = [...this.bucket(rt).keys()].sort();
-    for (const k of keys) {
-      const obj = this.bucket(rt).get(k)!;
-      if (namespace === undefined || obj.metadata.namespace === namespace) out.push(clone(obj));
+    return this.page(rt, { namespace }).items;
+  }
+
+  /**
+   * One page of a list: the objects (optionally in one namespace) that `filter` accepts, in key
+   * order after the object at `after` (`namespace/name`), at most `limit` of them, and how many
+   * more match. Only the returned objects are copied, so paging through 100,000 objects costs
+   * one copy per object, not one per object per page.
+   */
+  page(rt: ResourceType, options: PageOptions): { items: KubeObject[]; remaining: number } {
+    const { namespace, after = "", filter, limit = Infinity } = options;
+    const bucket = this.bucket(rt);
+    const keys = this.sortedKeys(rt, bucket);
+    const items: KubeObject[] = [];
+    let remaining = 0;
+    for (let i = after === "" ? 0 : upperBound(keys, after); i < keys.length; i++) {
+      const obj = bucket.get(keys[i])!;
+      if (namespace !== undefined && obj.metadata.namespace !== namespace) continue;
+      if (filter && !filter(obj)) continue;
+      if (items.length < limit) items.push(clone(obj));
+      else remaining++;
     }
-    return out;
+    return { items, remaining };
+  }
+
+  /** A bucket's keys in order, kept until a key is added or removed (a modification keeps them). */
+  private sortedKeys(rt: ResourceType, bucket: Map<string, KubeObject>): string[] {
+    let keys = this.keyOrder.get(rt);
+    if (!keys) {
+      keys = [...bucket.keys()].sort();
+      this.keyOrder.set(rt, keys);
+    }
+    return keys;
   }
 
   /** Creates or replaces an object, assigning the next resourceVersion. */
   write(rt: ResourceType, obj: KubeObject): KubeObject {
     const k = key(obj.metadata.namespace, obj.metadata.name ?? "");
     const previous = this.bucket(rt).get(k);
+    if (!previous) this.keyOrder.delete(rt);
     const copy = clone(obj);
     copy.metadata.resourceVersion = String(++this.rv);
     const stored = normalize(copy);
@@ -113,6 +163,7 @@ export class ObjectStore {
     const previous = this.bucket(rt).get(k);
     if (!previous) return undefined;
     this.bucket(rt).delete(k);
+    this.keyOrder.delete(rt);
     const last = clone(previous);
     last.metadata.resourceVersion = String(++this.rv);
     this.emit({ type: "DELETED", rt, object: last, previous, rv: this.rv });
@@ -133,6 +184,7 @@ export class ObjectStore {
   /** Drops every object and the history; resourceVersions keep increasing, so old ones become expired. */
   reset(): void {
     this.objects.clear();
+    this.keyOrder.clear();
     this.history = [];
     this.compactedRv = this.rv;
   }

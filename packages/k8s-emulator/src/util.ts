@@ -40,8 +40,13 @@ export function isObject(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** A deep copy of a JSON tree (what the emulator stores); several times faster than structuredClone on these. */
 export function clone<T>(value: T): T {
-  return structuredClone(value);
+  if (Array.isArray(value)) return value.map(clone) as T;
+  if (value === null || typeof value !== "object") return value;
+  const out: JsonObject = {};
+  for (const key of Object.keys(value)) out[key] = clone((value as JsonObject)[key]);
+  return out as T;
 }
 
 /** Structural equality of JSON values (key order does not matter). */

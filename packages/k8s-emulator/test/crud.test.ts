@@ -159,6 +159,58 @@ describe("CRUD through the real client", () => {
     assert.deepEqual([...names(page1), ...names(page2), ...names(page3)], ["a1", "a2", "a3", "contested", "web"]);
   });
 
+  it("pages with a selector stay in key order while objects come and go between pages", async () => {
+    await c.core.createNamespace({ body: { metadata: { name: "paged" } } });
+    for (const name of ["p1", "p2", "p3", "p4", "p5"]) await c.apply(deployment(name, { namespace: "paged", labels: { paged: name === "p3" ? "no" : "yes" } }));
+    const page = (token?: string) => c.apps.listDeploymentForAllNamespaces({ labelSelector: "paged=yes", limit: 2, ...(token ? { _continue: token } : {}) });
+    const names = (l: { items: { metadata?: { name?: string } }[] }) => l.items.map((i) => i.metadata?.name);
+    const first = await page();
+    assert.deepEqual(names(first), ["p1", "p2"]);
+    assert.equal(first.metadata?.remainingItemCount, 2);
+    // Added before and after the position, and one of the next page removed: the next page is read from the current objects.
+    await c.apply(deployment("p0", { namespace: "paged", labels: { paged: "yes" } }));
+    await c.apply(deployment("p6", { namespace: "paged", labels: { paged: "yes" } }));
+    await c.apps.deleteNamespacedDeployment({ name: "p4", namespace: "paged" });
+    const second = await page(first.metadata?._continue);
+    assert.deepEqual(names(second), ["p5", "p6"]);
+    assert.equal(second.metadata?._continue, undefined);
+    assert.equal(second.metadata?.remainingItemCount, undefined);
+  });
+
+  it("the direct apply and create write what the API's apply and create write", async () => {
+    // The same object in two namespaces, one applied through the API and one directly.
+    const body = (namespace: string) => deployment("applied", { namespace, labels: { direct: "yes" } });
+    const viaApi = await c.apply(body("apps"), "bench-manager");
+    const direct = c.emu.apply(body("default") as Parameters<typeof c.emu.apply>[0], { manager: "bench-manager" });
+    const fields = (o: { metadata?: { managedFields?: unknown[] } }) =>
+      ((o.metadata?.managedFields ?? []) as { manager: string; operation: string; fieldsV1: unknown }[]).map(({ manager, operation, fieldsV1 }) => ({
+        manager,
+        operation,
+        fieldsV1,
+      }));
+    assert.deepEqual(fields(direct), fields(viaApi));
+    assert.deepEqual(direct.spec, JSON.parse(JSON.stringify(viaApi.spec)));
+    // Once its rollout is done, applied again through the API by the same manager, the directly applied object does not change.
+    const settled = await waitFor(() => {
+      const d = c.emu.get("apps/v1", "Deployment", "default", "applied") as any;
+      return d?.status?.conditions?.some((x: any) => x.reason === "NewReplicaSetAvailable") && d;
+    });
+    const again = await c.apply(body("default"), "bench-manager", true);
+    assert.equal(again.metadata?.resourceVersion, settled.metadata.resourceVersion);
+    // Another manager's values conflict unless forced, as through the API.
+    const changed = deployment("applied", { namespace: "default", image: "other:2", labels: { direct: "yes" } }) as Parameters<typeof c.emu.apply>[0];
+    assert.throws(() => c.emu.apply(changed, { manager: "someone-else" }), /conflict/);
+    assert.equal((c.emu.apply(changed, { manager: "someone-else", force: true }) as any).spec.template.spec.containers[0].image, "other:2");
+
+    const ns = c.emu.create({ apiVersion: "v1", kind: "Namespace", metadata: { name: "direct-ns" } }, { manager: "bench-manager" });
+    assert.deepEqual(
+      ns.metadata.managedFields?.map((e) => [e.manager, e.operation]),
+      [["bench-manager", "Update"]],
+    );
+    assert.throws(() => c.emu.create({ apiVersion: "v1", kind: "Namespace", metadata: { name: "direct-ns" } }, { manager: "bench-manager" }), /already exists/);
+    assert.throws(() => c.emu.apply(deployment("nowhere", { namespace: "missing" }) as Parameters<typeof c.emu.apply>[0], { manager: "m" }), /not found/);
+  });
+
   it("delete with propagationPolicy Background, then 404", async () => {
     await c.apply(deployment("doomed", { namespace: "apps" }));
     const status = await c.apps.deleteNamespacedDeployment({ name: "doomed", namespace: "apps", propagationPolicy: "Background" });
