@@ -1,7 +1,7 @@
 // B7: the agent's memory with 100,000 desired resources. ctrl runs in its own process
 // (bench/ctrl-child.ts) on a database seeded like B1 (100,000 deployments in one region,
-// straight into the tables); the agent runs in another (bench/agent-child.ts, --expose-gc)
-// as it really runs: the kubernetes target against the Kubernetes emulator, in a third process
+// straight into the tables); the agent runs in another (bench/agent-child.ts, --expose-gc, from
+// the agent's production bundle: JavaScript, as the image runs it) as it really runs: the kubernetes target against the Kubernetes emulator, in a third process
 // (bench/emulator-child.ts), that already holds the 200,000 objects the agent applies, as its
 // first run leaves them (seeded in the emulator's process: the agent's manifest builder, the
 // emulator's own apply with the agent's field manager, rollouts completed by the emulator's
@@ -16,10 +16,10 @@ import { fork } from "node:child_process";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Store } from "@flotilla/store";
 import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import type { AgentChildConfig, AgentChildReport } from "./agent-child.ts";
+import { buildAgentBundle } from "./lib/agent-bundle.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { EmulatorProcess, type EmulatorState, type SeedResult } from "./lib/emulator-process.ts";
 import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";
@@ -32,9 +32,9 @@ const CONCURRENCY = 8;
 const TARGET_RSS = 120 * 1024 * 1024;
 
 /** Runs one agent process to the drained state and returns its report. */
-async function runAgent(config: AgentChildConfig, timeoutMs: number): Promise<AgentChildReport> {
-  const child = fork(fileURLToPath(new URL("./agent-child.ts", import.meta.url)), [], {
-    execArgv: ["--expose-gc", "--disable-warning=ExperimentalWarning", ...AGENT_NODE_FLAGS],
+async function runAgent(bundle: string, config: AgentChildConfig, timeoutMs: number): Promise<AgentChildReport> {
+  const child = fork(join(bundle, "agent-child.js"), [], {
+    execArgv: ["--expose-gc", ...AGENT_NODE_FLAGS],
     env: { ...process.env, FLOTILLA_BENCH_AGENT: JSON.stringify(config) },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
@@ -149,6 +149,9 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
     } finally {
       await store.close();
     }
+    const bundleDir = await mkdtemp(join(tmpdir(), "flotilla-b7-bundle-"));
+    dirs.push(bundleDir);
+    const bundle = buildAgentBundle(join(bundleDir, "agent"), ["agent-child.ts", "lib/kubernetes-target.ts"]);
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });
     cluster = runs > 0 ? await seededCluster(db.url, count, dirs) : undefined;
 
@@ -159,6 +162,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
       const before = await kube?.emulator.state();
       await kube?.emulator.clearRequests();
       const report = await runAgent(
+        bundle,
         {
           ctrlUrl: ctrl!.url,
           region,

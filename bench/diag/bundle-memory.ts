@@ -3,8 +3,8 @@
 // at 0 resources, render target and kubernetes target (against the emulator), `RUNS` runs each,
 // interleaved. Measured once /readyz answers and 2 s later, after memory-reducing GCs.
 //   node bench/diag/bundle-memory.ts [runs]
-import { execFileSync, fork } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { fork } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -13,10 +13,9 @@ import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { startTestCtrl } from "@flotilla/testkit/ctrl";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { toJavaScript } from "../../deploy/to-javascript.ts";
+import { buildAgentBundle } from "../lib/agent-bundle.ts";
 
 const RUNS = Number(process.argv[2] ?? 3);
-const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const MB = 1024 * 1024;
 
 interface Measured {
@@ -25,10 +24,8 @@ interface Measured {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "flotilla-bundle-memory-"));
-const bundle = join(dir, "agent");
-execFileSync("deploy/build-bundle.sh", ["agent", bundle, "--offline"], { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "inherit"] });
-const probe = join(dir, "memory-probe.mjs");
-writeFileSync(probe, toJavaScript(readFileSync(new URL("./memory-probe.ts", import.meta.url), "utf8")));
+const bundle = buildAgentBundle(join(dir, "agent"), ["diag/memory-probe.ts"]);
+const probe = join(bundle, "diag/memory-probe.js");
 const mains = { bundle: join(bundle, "src/main.js"), sources: fileURLToPath(import.meta.resolve("@flotilla/agent/main")) };
 
 const [{ db }] = await testDatabases();
