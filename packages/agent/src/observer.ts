@@ -4,7 +4,8 @@
 // * List (paged), then watch from the list's resourceVersion with bookmarks and a server-side
 //   timeout; a watch that ends cleanly resumes from the last resourceVersion seen.
 // * The cache holds reduced objects (cached-object.ts: the fields status, drift and applies
-//   read); the event handler still sees each full object as it arrives.
+//   read, one packed string per object, found by resource key); the event handler still sees
+//   each full object as it arrives.
 // * 410 Gone (the resourceVersion left the server's watch history) → relist. A relist diffs
 //   against the cache, so objects that changed or vanished meanwhile are still reported.
 // * Errors back off exponentially with jitter; a watch without any event or bookmark for 3× the
@@ -13,9 +14,8 @@ import type { Logger } from "@flotilla/runtime";
 import { ApiException, KubernetesObjectApi, Watch, type KubeConfig } from "@kubernetes/client-node";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
-import { CachedObject } from "./cached-object.ts";
-import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
-import { resourceKey } from "./keys.ts";
+import { ObjectCache, resourceKeyOf } from "./cached-object.ts";
+import { describeObject, managedSelector, type KubeObject } from "./manifests.ts";
 import { statusMessage } from "./targets/kubernetes.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
 
@@ -29,7 +29,7 @@ export interface ObjectChange {
   key: string | undefined;
   /** The full object as the API server sent it; undefined for a deletion. */
   object: KubeObject | undefined;
-  /** The cached (reduced, see CachedObject.toObject()) object before the change, if there was one. */
+  /** The cached (reduced, see cached-object.ts) object before the change, if there was one. */
   previous: KubeObject | undefined;
 }
 
@@ -71,7 +71,7 @@ export class Observer {
     return versions;
   }
 
-  /** The cached (reduced, see CachedObject.toObject()) object, if it exists (and the kind is watched). */
+  /** The cached (reduced, see cached-object.ts) object, if it exists (and the kind is watched). */
   get(kind: WatchedKind, namespace: string, name: string): KubeObject | undefined {
     return this.#watcher(kind)?.get(namespace, name);
   }
@@ -99,7 +99,7 @@ export class Observer {
 /** A watch that ended: how, and the error if it failed. */
 type WatchEnd = { reason: Exclude<RestartReason, "error"> } | { reason: "error"; error: unknown };
 
-/** List+watch of one kind, with its cache (by namespace/name and by resource key). */
+/** List+watch of one kind, with its cache (cached-object.ts). */
 class KindWatcher {
   readonly kind: WatchedKind;
   isSynced = false;
@@ -107,13 +107,12 @@ class KindWatcher {
   readonly #api: KubernetesObjectApi;
   readonly #watch: Watch;
   readonly #selector: string;
-  readonly #objects = new Map<string, CachedObject>();
-  /** Locations of each key's objects: nearly always one, kept as a plain string then (a Set costs ~130 B). */
-  readonly #byKey = new Map<string, string | Set<string>>();
+  readonly #cache: ObjectCache;
   #resourceVersion: string | undefined;
 
   constructor(options: ObserverOptions, kind: WatchedKind) {
     this.kind = kind;
+    this.#cache = new ObjectCache(kind);
     this.#options = options;
     this.#api = KubernetesObjectApi.makeApiClient(options.kubeConfig);
     this.#watch = new Watch(options.kubeConfig);
@@ -121,17 +120,15 @@ class KindWatcher {
   }
 
   get(namespace: string, name: string): KubeObject | undefined {
-    return this.#objects.get(`${namespace}/${name}`)?.toObject();
+    return this.#cache.get(namespace, name);
   }
 
   objectsOf(key: string): KubeObject[] {
-    const locations = this.#byKey.get(key);
-    if (locations === undefined) return [];
-    return typeof locations === "string" ? [this.#objects.get(locations)!.toObject()] : [...locations].map((at) => this.#objects.get(at)!.toObject());
+    return this.#cache.objectsOf(key);
   }
 
   keys(): IterableIterator<string> {
-    return this.#byKey.keys();
+    return this.#cache.keys();
   }
 
   async run(signal: AbortSignal): Promise<void> {
@@ -179,7 +176,7 @@ class KindWatcher {
       resourceVersion = page.metadata?.resourceVersion;
       continueToken = page.metadata?._continue || undefined;
     } while (continueToken);
-    for (const [at, previous] of [...this.#objects]) if (!listed.has(at)) this.#remove(previous.toObject());
+    for (const [namespace, name] of [...this.#cache.locations()]) if (!listed.has(`${namespace}/${name}`)) this.#remove({ metadata: { namespace, name } });
     this.#resourceVersion = resourceVersion;
     this.isSynced = true;
   }
@@ -229,53 +226,19 @@ class KindWatcher {
 
   /** Caches the reduced `object` and reports the change; returns its location. */
   #store(object: KubeObject): string {
-    const at = locationOf(object);
-    const cached = this.#objects.get(at);
-    if (cached && cached.resourceVersion === object.metadata.resourceVersion) return at;
-    const previous = cached?.toObject();
-    const previousKey = keyOf(previous);
-    const key = keyOf(object);
-    if (previousKey !== undefined && previousKey !== key) this.#unindex(previousKey, at);
-    this.#objects.set(at, new CachedObject(object));
-    if (key !== undefined) this.#index(key, at);
-    this.#options.onChange({ kind: this.kind, key, object, previous });
-    return at;
-  }
-
-  #remove(object: KubeObject): void {
-    const at = locationOf(object);
-    const previous = this.#objects.get(at)?.toObject();
-    if (!previous) return;
-    this.#objects.delete(at);
-    const key = keyOf(previous);
-    if (key !== undefined) this.#unindex(key, at);
-    this.#options.onChange({ kind: this.kind, key, object: undefined, previous });
-  }
-
-  #index(key: string, at: string): void {
-    const locations = this.#byKey.get(key);
-    if (locations === undefined || locations === at) this.#byKey.set(key, at);
-    else if (typeof locations === "string") this.#byKey.set(key, new Set([locations, at]));
-    else locations.add(at);
-  }
-
-  #unindex(key: string, at: string): void {
-    const locations = this.#byKey.get(key);
-    if (locations === at) this.#byKey.delete(key);
-    else if (typeof locations === "object") {
-      locations.delete(at);
-      if (locations.size === 1) this.#byKey.set(key, locations.values().next().value!);
+    const { namespace = "", name } = object.metadata;
+    const previous = this.#cache.get(namespace, name);
+    if (!previous || previous.metadata.resourceVersion !== object.metadata.resourceVersion) {
+      this.#cache.set(object);
+      this.#options.onChange({ kind: this.kind, key: resourceKeyOf(object), object, previous });
     }
+    return `${namespace}/${name}`;
   }
-}
 
-function locationOf(object: { metadata: { namespace?: string; name: string } }): string {
-  return `${object.metadata.namespace ?? ""}/${object.metadata.name}`;
-}
-
-function keyOf(object: KubeObject | undefined): string | undefined {
-  const resource = resourceOfLabels(object?.metadata.labels);
-  return resource && resourceKey(resource.type, resource.id);
+  #remove(object: { metadata: { namespace?: string; name: string } }): void {
+    const previous = this.#cache.delete(object.metadata.namespace ?? "", object.metadata.name);
+    if (previous) this.#options.onChange({ kind: this.kind, key: resourceKeyOf(previous), object: undefined, previous });
+  }
 }
 
 function statusOf(error: unknown): number | undefined {
