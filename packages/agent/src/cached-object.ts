@@ -11,7 +11,8 @@
 //   messages that do not name the object) are stored once, in a bounded table, and referenced
 //   by index. Images are not: most Deployments run an image of their own.
 // * Records are found by resource key, the one index the agent needs (status reports and applies
-//   ask for a key's objects). An object's location is derived: the agent names every object after
+//   ask for a key's objects); the records of all objects of a key (a Deployment and a Service)
+//   are one string. An object's location is derived: the agent names every object after
 //   its resource id, so "namespace/name" is found under "<type>/<name>" for the few resource
 //   types. Only objects named otherwise (someone else's, labelled as ours) and objects without a
 //   resource key are kept by location, in two small maps that are empty in normal operation.
@@ -23,12 +24,14 @@ const KEPT_STATUS = ["observedGeneration", "replicas", "updatedReplicas", "ready
 /** Deployment conditions reported to ctrl. */
 const KEPT_CONDITIONS = new Set(["Progressing", "Available"]);
 
-// A record's fields, in this order: name, namespace, resourceVersion, generation, the
+// A record is its kind's index (one character, see ObjectCache), then its fields: name, namespace, resourceVersion, generation, the
 // desired-version annotation, the labels managed-by, region, resource type and resource id; for
 // a Deployment also spec.replicas, the first container's image, KEPT_STATUS and four fields
 // (type, status, reason, message) per kept condition. Each field is one of:
 /** Between fields. */
 const SEPARATOR = "\u0001";
+/** Between the records of one resource key (see ObjectCache). */
+const RECORD_SEPARATOR = "\u0006";
 /** A value that is absent (undefined), as opposed to an empty string. */
 const ABSENT = "\u0002";
 /** The name or a label that equals its part of the record's resource key ("<type>/<id>"). */
@@ -38,7 +41,7 @@ const SHARED = "\u0004";
 /** Followed by JSON: a value of an unexpected type, or a string holding a character up to HIGHEST_MARKER. */
 const JSON_VALUE = "\u0005";
 /** Any other field is the value itself (a string, or a number's decimal form). */
-const HIGHEST_MARKER = 5;
+const HIGHEST_MARKER = 6;
 const COMMON_FIELDS = 9;
 const DEPLOYMENT_FIELDS = COMMON_FIELDS + 2 + KEPT_STATUS.length;
 
@@ -102,13 +105,14 @@ function readFromKey(field: string, part: string | undefined): string | undefine
   return field === FROM_KEY ? part : readString(field);
 }
 
-/** The reduced `object` as a record (see the field list above). */
-function pack(object: KubeObject, deployment: boolean, key: string | undefined): string {
+/** The reduced `object` as a record of the kind `tag` (see the field list above). */
+function pack(object: KubeObject, tag: string, deployment: boolean, key: string | undefined): string {
   const { metadata } = object;
   const [type, id] = keyParts(key);
   const labels = metadata.labels;
   const fields = [
-    putFromKey(metadata.name, id),
+    // Joined below into one flat string (`tag + record` would keep a rope of the two).
+    tag + putFromKey(metadata.name, id),
     putString(metadata.namespace, true),
     putString(metadata.resourceVersion),
     putNumber(metadata.generation),
@@ -139,7 +143,7 @@ function pack(object: KubeObject, deployment: boolean, key: string | undefined):
  * Progressing/Available conditions.
  */
 function unpack(record: string, kind: ObjectKind, key: string | undefined): KubeObject {
-  const fields = record.split(SEPARATOR);
+  const fields = record.slice(1).split(SEPARATOR);
   const [type, id] = keyParts(key);
   const labels: Record<string, string> = {};
   const labelValues = [readString(fields[5]!), readString(fields[6]!), readFromKey(fields[7]!, type), readFromKey(fields[8]!, id)];
@@ -156,7 +160,7 @@ function unpack(record: string, kind: ObjectKind, key: string | undefined): Kube
   if (generation !== undefined) metadata.generation = generation;
   if (desiredVersion !== undefined) metadata.annotations = { [DESIRED_VERSION_ANNOTATION]: desiredVersion };
   const object: KubeObject = { apiVersion: kind.apiVersion, kind: kind.kind, metadata };
-  if (fields.length < DEPLOYMENT_FIELDS) return object;
+  if (kind.kind !== "Deployment") return object;
   const spec: DeploymentSpec = {};
   const replicas = readNumber(fields[COMMON_FIELDS]!);
   const image = readString(fields[COMMON_FIELDS + 1]!);
@@ -178,9 +182,9 @@ function unpack(record: string, kind: ObjectKind, key: string | undefined): Kube
   return object;
 }
 
-/** "namespace/name" of a record (its first two fields). */
+/** "namespace/name" of a record (the fields after its kind). */
 function recordLocation(record: string, key: string | undefined): string {
-  const [name, namespace] = record.split(SEPARATOR, 2);
+  const [name, namespace] = record.slice(1).split(SEPARATOR, 2);
   return `${readString(namespace!) ?? ""}/${readFromKey(name!, keyParts(key)[1])}`;
 }
 
@@ -190,102 +194,132 @@ export function resourceKeyOf(object: KubeObject): string | undefined {
   return resource && resourceKey(resource.type, resource.id);
 }
 
-/** The kind a cache holds (every record is one of its objects). */
+/** A kind of object the cache holds. */
 export interface ObjectKind {
   apiVersion: string;
   kind: string;
 }
 
-/** The reduced objects of one kind, by location ("namespace/name") and by resource key. */
+/** A record's first character: the index of its kind, from "0". */
+const FIRST_KIND = 0x30;
+const MAX_KINDS = 10;
+
+/**
+ * The reduced objects of a few kinds, by location ("namespace/name") and by resource key. A
+ * resource has an object of several kinds (a Deployment and a Service), so the records of one key
+ * are one string (RECORD_SEPARATOR between them, each starting with its kind's index): one map
+ * entry and one key string per resource instead of one per object.
+ */
 export class ObjectCache {
-  readonly #kind: ObjectKind;
-  readonly #deployment: boolean;
-  /** Records by resource key: nearly always one, kept as a plain string then (an array costs ~50 B). */
-  readonly #byKey = new Map<string, string | string[]>();
-  /** The resource key of each keyed object that is not named after its resource id, by location. */
+  readonly #kinds: readonly ObjectKind[];
+  readonly #sharedKey: (key: string) => string | undefined;
+  /** The records of each resource key's objects, of every kind. */
+  readonly #byKey = new Map<string, string>();
+  /** The resource key of each keyed object not named after its resource id, by place (see #place()). */
   readonly #renamed = new Map<string, string>();
-  /** Records of objects without a resource key (their labels lack a known type or an id), by location. */
+  /** Records of objects without a resource key (their labels lack a known type or an id), by place. */
   readonly #unkeyed = new Map<string, string>();
 
-  constructor(kind: ObjectKind) {
-    this.#kind = kind;
-    this.#deployment = kind.kind === "Deployment";
+  /**
+   * `sharedKey(key)` may return the same key string held elsewhere (the desired table's): the
+   * cache then keeps that one rather than a copy of its own (about 40 B per resource).
+   */
+  constructor(kinds: readonly ObjectKind[], sharedKey: (key: string) => string | undefined = () => undefined) {
+    if (kinds.length > MAX_KINDS) throw new Error(`an object cache holds at most ${MAX_KINDS} kinds`);
+    this.#kinds = kinds;
+    this.#sharedKey = sharedKey;
   }
 
-  /** The reduced object at namespace/name ("" for a cluster-scoped one), if cached. */
-  get(namespace: string, name: string): KubeObject | undefined {
-    const found = this.#find(namespace, name);
-    return found && unpack(found.record, this.#kind, found.key);
+  /** The reduced object of `kind` at namespace/name ("" for a cluster-scoped one), if cached. */
+  get(kind: ObjectKind, namespace: string, name: string): KubeObject | undefined {
+    const found = this.#find(this.#tag(kind), namespace, name);
+    return found && unpack(found.record, kind, found.key);
   }
 
-  /** The reduced objects labelled as resource `key`'s. */
-  objectsOf(key: string): KubeObject[] {
-    return this.#records(key).map((record) => unpack(record, this.#kind, key));
+  /** The reduced objects of `kind` labelled as resource `key`'s. */
+  objectsOf(kind: ObjectKind, key: string): KubeObject[] {
+    const tag = this.#tag(kind);
+    return this.#records(key)
+      .filter((record) => record[0] === tag)
+      .map((record) => unpack(record, kind, key));
   }
 
-  /** Resource keys of the cached objects. */
-  keys(): IterableIterator<string> {
-    return this.#byKey.keys();
+  /** Resource keys of the cached objects of `kind`. */
+  *keys(kind: ObjectKind): IterableIterator<string> {
+    const tag = this.#tag(kind);
+    for (const [key, records] of this.#byKey) if (records[0] === tag || records.includes(RECORD_SEPARATOR + tag)) yield key;
   }
 
-  /** [namespace ("" if none), name] of every cached object. */
-  *locations(): IterableIterator<[string, string]> {
-    for (const [key, records] of this.#byKey)
-      for (const record of typeof records === "string" ? [records] : records) yield splitLocation(recordLocation(record, key));
-    for (const at of this.#unkeyed.keys()) yield splitLocation(at);
+  /** [namespace ("" if none), name] of every cached object of `kind`. */
+  *locations(kind: ObjectKind): IterableIterator<[string, string]> {
+    const tag = this.#tag(kind);
+    for (const [key, records] of this.#byKey) {
+      for (const record of records.split(RECORD_SEPARATOR)) if (record[0] === tag) yield splitLocation(recordLocation(record, key));
+    }
+    for (const place of this.#unkeyed.keys()) if (place[0] === tag) yield splitLocation(place.slice(1));
   }
 
-  /** Caches the reduced `object` in place of the one at its location. */
-  set(object: KubeObject): void {
+  /** Caches the reduced `object` of `kind` in place of the one at its location. */
+  set(kind: ObjectKind, object: KubeObject): void {
     const { namespace = "", name } = object.metadata;
-    this.delete(namespace, name);
-    const at = `${namespace}/${name}`;
+    this.delete(kind, namespace, name);
+    const tag = this.#tag(kind);
     const key = resourceKeyOf(object);
-    const record = pack(object, this.#deployment, key);
+    const record = pack(object, tag, kind.kind === "Deployment", key);
     if (key === undefined) {
-      this.#unkeyed.set(at, record);
+      this.#unkeyed.set(this.#place(tag, namespace, name), record);
       return;
     }
     const records = this.#byKey.get(key);
-    if (records === undefined) this.#byKey.set(key, record);
-    else if (typeof records === "string") this.#byKey.set(key, [records, record]);
-    else records.push(record);
-    if (name !== keyParts(key)[1]) this.#renamed.set(at, key);
+    // join() makes one flat string; `+` would keep a rope of the parts.
+    if (records === undefined) this.#byKey.set(this.#sharedKey(key) ?? key, record);
+    else this.#byKey.set(key, [records, record].join(RECORD_SEPARATOR));
+    if (name !== keyParts(key)[1]) this.#renamed.set(this.#place(tag, namespace, name), key);
   }
 
-  /** Removes the object at namespace/name; returns it (reduced) if it was cached. */
-  delete(namespace: string, name: string): KubeObject | undefined {
-    const found = this.#find(namespace, name);
+  /** Removes the object of `kind` at namespace/name; returns it (reduced) if it was cached. */
+  delete(kind: ObjectKind, namespace: string, name: string): KubeObject | undefined {
+    const tag = this.#tag(kind);
+    const found = this.#find(tag, namespace, name);
     if (!found) return undefined;
-    const at = `${namespace}/${name}`;
+    const place = this.#place(tag, namespace, name);
     const { key, record } = found;
     if (key === undefined) {
-      this.#unkeyed.delete(at);
+      this.#unkeyed.delete(place);
     } else {
-      this.#renamed.delete(at);
-      const records = this.#byKey.get(key)!;
-      if (typeof records === "string") this.#byKey.delete(key);
-      else {
-        records.splice(records.indexOf(record), 1);
-        if (records.length === 1) this.#byKey.set(key, records[0]!);
-      }
+      this.#renamed.delete(place);
+      const others = this.#records(key).filter((candidate) => candidate !== record);
+      if (others.length === 0) this.#byKey.delete(key);
+      else this.#byKey.set(key, others.join(RECORD_SEPARATOR));
     }
-    return unpack(record, this.#kind, key);
+    return unpack(record, kind, key);
+  }
+
+  /** The character that starts the records of `kind`. */
+  #tag(kind: ObjectKind): string {
+    const index = this.#kinds.findIndex((known) => known.kind === kind.kind && known.apiVersion === kind.apiVersion);
+    if (index < 0) throw new Error(`the object cache does not hold ${kind.apiVersion} ${kind.kind}`);
+    return String.fromCharCode(FIRST_KIND + index);
+  }
+
+  /** Where the maps by location keep an object: its kind's tag, then "namespace/name". */
+  #place(tag: string, namespace: string, name: string): string {
+    return [tag, namespace, "/", name].join("");
   }
 
   #records(key: string): string[] {
-    const records = this.#byKey.get(key);
-    return records === undefined ? [] : typeof records === "string" ? [records] : records;
+    return this.#byKey.get(key)?.split(RECORD_SEPARATOR) ?? [];
   }
 
-  /** The record at namespace/name and its key: kept by location, else under "<type>/<name>". */
-  #find(namespace: string, name: string): { key: string | undefined; record: string } | undefined {
-    const at = `${namespace}/${name}`;
-    const unkeyed = this.#unkeyed.get(at);
+  /** The record (of the kind `tag`) at namespace/name and its key: kept by place, else under "<type>/<name>". */
+  #find(tag: string, namespace: string, name: string): { key: string | undefined; record: string } | undefined {
+    const place = this.#place(tag, namespace, name);
+    const unkeyed = this.#unkeyed.get(place);
     if (unkeyed !== undefined) return { key: undefined, record: unkeyed };
-    const renamed = this.#renamed.get(at);
+    const renamed = this.#renamed.get(place);
+    const at = place.slice(1);
     for (const key of renamed !== undefined ? [renamed] : RESOURCE_TYPE_NAMES.map((type) => `${type}/${name}`)) {
-      const record = this.#records(key).find((candidate) => recordLocation(candidate, key) === at);
+      const record = this.#records(key).find((candidate) => candidate[0] === tag && recordLocation(candidate, key) === at);
       if (record !== undefined) return { key, record };
     }
     return undefined;

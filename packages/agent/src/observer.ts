@@ -44,6 +44,8 @@ export interface ObserverOptions {
   /** Backoff after failed lists and watches. */
   backoff: BackoffOptions;
   onChange: (change: ObjectChange) => void;
+  /** The same resource key string held elsewhere (the desired table's), if any: the cache keeps that one (see ObjectCache). */
+  sharedKey?: (key: string) => string | undefined;
   onRestart: (reason: RestartReason) => void;
   log: Logger;
 }
@@ -54,7 +56,8 @@ export class Observer {
   readonly #watchers: KindWatcher[];
 
   constructor(options: ObserverOptions) {
-    this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind));
+    const cache = new ObjectCache(options.kinds, options.sharedKey);
+    this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind, cache));
   }
 
   /** Whether `kind` was listed once (before that, an absent object is unknown, not missing). */
@@ -110,9 +113,10 @@ class KindWatcher {
   readonly #cache: ObjectCache;
   #resourceVersion: string | undefined;
 
-  constructor(options: ObserverOptions, kind: WatchedKind) {
+  /** `cache` is shared by the watchers of all kinds. */
+  constructor(options: ObserverOptions, kind: WatchedKind, cache: ObjectCache) {
     this.kind = kind;
-    this.#cache = new ObjectCache(kind);
+    this.#cache = cache;
     this.#options = options;
     this.#api = KubernetesObjectApi.makeApiClient(options.kubeConfig);
     this.#watch = new Watch(options.kubeConfig);
@@ -120,15 +124,15 @@ class KindWatcher {
   }
 
   get(namespace: string, name: string): KubeObject | undefined {
-    return this.#cache.get(namespace, name);
+    return this.#cache.get(this.kind, namespace, name);
   }
 
   objectsOf(key: string): KubeObject[] {
-    return this.#cache.objectsOf(key);
+    return this.#cache.objectsOf(this.kind, key);
   }
 
   keys(): IterableIterator<string> {
-    return this.#cache.keys();
+    return this.#cache.keys(this.kind);
   }
 
   async run(signal: AbortSignal): Promise<void> {
@@ -176,7 +180,8 @@ class KindWatcher {
       resourceVersion = page.metadata?.resourceVersion;
       continueToken = page.metadata?._continue || undefined;
     } while (continueToken);
-    for (const [namespace, name] of [...this.#cache.locations()]) if (!listed.has(`${namespace}/${name}`)) this.#remove({ metadata: { namespace, name } });
+    for (const [namespace, name] of [...this.#cache.locations(this.kind)])
+      if (!listed.has(`${namespace}/${name}`)) this.#remove({ metadata: { namespace, name } });
     this.#resourceVersion = resourceVersion;
     this.isSynced = true;
   }
@@ -227,16 +232,16 @@ class KindWatcher {
   /** Caches the reduced `object` and reports the change; returns its location. */
   #store(object: KubeObject): string {
     const { namespace = "", name } = object.metadata;
-    const previous = this.#cache.get(namespace, name);
+    const previous = this.#cache.get(this.kind, namespace, name);
     if (!previous || previous.metadata.resourceVersion !== object.metadata.resourceVersion) {
-      this.#cache.set(object);
+      this.#cache.set(this.kind, object);
       this.#options.onChange({ kind: this.kind, key: resourceKeyOf(object), object, previous });
     }
     return `${namespace}/${name}`;
   }
 
   #remove(object: { metadata: { namespace?: string; name: string } }): void {
-    const previous = this.#cache.delete(object.metadata.namespace ?? "", object.metadata.name);
+    const previous = this.#cache.delete(this.kind, object.metadata.namespace ?? "", object.metadata.name);
     if (previous) this.#options.onChange({ kind: this.kind, key: resourceKeyOf(previous), object: undefined, previous });
   }
 }

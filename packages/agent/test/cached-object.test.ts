@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ObjectCache } from "../src/cached-object.ts";
-import { DEPLOYMENTS, SERVICES } from "../src/watched-kinds.ts";
+import { CILIUM_NETWORK_POLICIES, DEPLOYMENTS, SERVICES } from "../src/watched-kinds.ts";
 import type { KubeObject } from "../src/manifests.ts";
 
 const labels: Record<string, string> = {
@@ -53,9 +53,9 @@ test("a Deployment keeps identity, the agent's labels and annotation, replicas, 
       ],
     },
   };
-  const cache = new ObjectCache(DEPLOYMENTS);
-  cache.set(live);
-  assert.deepEqual(cache.get("shop", "web"), {
+  const cache = new ObjectCache([DEPLOYMENTS]);
+  cache.set(DEPLOYMENTS, live);
+  assert.deepEqual(cache.get(DEPLOYMENTS, "shop", "web"), {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name: "web", namespace: "shop", resourceVersion: "42", generation: 3, labels, annotations: { "flotilla.dev/desired-version": "7" } },
@@ -75,21 +75,21 @@ test("a Deployment keeps identity, the agent's labels and annotation, replicas, 
 });
 
 test("a Service keeps only identity, labels and annotation; each read is a new object", () => {
-  const cache = new ObjectCache(SERVICES);
-  cache.set({
+  const cache = new ObjectCache([DEPLOYMENTS, SERVICES]);
+  cache.set(SERVICES, {
     apiVersion: "v1",
     kind: "Service",
     metadata: { name: "web", namespace: "shop", resourceVersion: "9", labels, annotations: { "flotilla.dev/desired-version": "5" } },
     spec: { ports: [{ port: 80 }], clusterIP: "10.0.0.1" },
   });
-  const object = cache.get("shop", "web")!;
+  const object = cache.get(SERVICES, "shop", "web")!;
   assert.deepEqual(object, {
     apiVersion: "v1",
     kind: "Service",
     metadata: { name: "web", namespace: "shop", resourceVersion: "9", labels, annotations: { "flotilla.dev/desired-version": "5" } },
   });
   object.metadata.labels!.extra = "x";
-  assert.equal(cache.get("shop", "web")!.metadata.labels!.extra, undefined);
+  assert.equal(cache.get(SERVICES, "shop", "web")!.metadata.labels!.extra, undefined);
 });
 
 const service = (namespace: string, name: string, objectLabels: Record<string, string>, resourceVersion = "1"): KubeObject => ({
@@ -99,21 +99,21 @@ const service = (namespace: string, name: string, objectLabels: Record<string, s
 });
 
 test("objects are found by location and by resource key, also when named otherwise, relabelled, or without a key", () => {
-  const cache = new ObjectCache(SERVICES);
-  cache.set(service("shop", "web", labels));
+  const cache = new ObjectCache([DEPLOYMENTS, SERVICES]);
+  cache.set(SERVICES, service("shop", "web", labels));
   // Someone's object labelled as resource web, under another name and in another namespace.
-  cache.set(service("other", "copy", labels));
+  cache.set(SERVICES, service("other", "copy", labels));
   const unkeyed = { ...labels, "flotilla.dev/resource-type": "unknown" };
-  cache.set(service("shop", "stray", unkeyed));
-  assert.deepEqual([...cache.keys()], ["deployment/web"]);
+  cache.set(SERVICES, service("shop", "stray", unkeyed));
+  assert.deepEqual([...cache.keys(SERVICES)], ["deployment/web"]);
   assert.deepEqual(
-    cache.objectsOf("deployment/web").map((o) => `${o.metadata.namespace}/${o.metadata.name}`),
+    cache.objectsOf(SERVICES, "deployment/web").map((o) => `${o.metadata.namespace}/${o.metadata.name}`),
     ["shop/web", "other/copy"],
   );
-  assert.equal(cache.get("other", "copy")?.metadata.labels?.["flotilla.dev/resource-id"], "web");
-  assert.deepEqual(cache.get("shop", "stray")?.metadata.labels, unkeyed);
-  assert.equal(cache.get("shop", "copy"), undefined, "a location is namespace and name");
-  assert.deepEqual([...cache.locations()].sort(), [
+  assert.equal(cache.get(SERVICES, "other", "copy")?.metadata.labels?.["flotilla.dev/resource-id"], "web");
+  assert.deepEqual(cache.get(SERVICES, "shop", "stray")?.metadata.labels, unkeyed);
+  assert.equal(cache.get(SERVICES, "shop", "copy"), undefined, "a location is namespace and name");
+  assert.deepEqual([...cache.locations(SERVICES)].sort(), [
     ["other", "copy"],
     ["shop", "stray"],
     ["shop", "web"],
@@ -121,28 +121,28 @@ test("objects are found by location and by resource key, also when named otherwi
 
   // Relabelled as another resource: it leaves its old key.
   const api = { ...labels, "flotilla.dev/resource-id": "api" };
-  cache.set(service("other", "copy", api, "2"));
+  cache.set(SERVICES, service("other", "copy", api, "2"));
   assert.deepEqual(
-    cache.objectsOf("deployment/web").map((o) => o.metadata.name),
+    cache.objectsOf(SERVICES, "deployment/web").map((o) => o.metadata.name),
     ["web"],
   );
   assert.deepEqual(
-    cache.objectsOf("deployment/api").map((o) => o.metadata.resourceVersion),
+    cache.objectsOf(SERVICES, "deployment/api").map((o) => o.metadata.resourceVersion),
     ["2"],
   );
 
-  assert.equal(cache.delete("shop", "web")?.metadata.name, "web");
-  assert.equal(cache.delete("shop", "web"), undefined);
-  assert.equal(cache.delete("other", "copy")?.metadata.labels?.["flotilla.dev/resource-id"], "api");
-  assert.equal(cache.delete("shop", "stray")?.metadata.name, "stray");
-  assert.deepEqual([...cache.keys()], []);
-  assert.deepEqual([...cache.locations()], []);
+  assert.equal(cache.delete(SERVICES, "shop", "web")?.metadata.name, "web");
+  assert.equal(cache.delete(SERVICES, "shop", "web"), undefined);
+  assert.equal(cache.delete(SERVICES, "other", "copy")?.metadata.labels?.["flotilla.dev/resource-id"], "api");
+  assert.equal(cache.delete(SERVICES, "shop", "stray")?.metadata.name, "stray");
+  assert.deepEqual([...cache.keys(SERVICES)], []);
+  assert.deepEqual([...cache.locations(SERVICES)], []);
 });
 
 test("values are kept as they were: empty strings, separators and markers in a message, unexpected types, absent fields", () => {
-  const cache = new ObjectCache(DEPLOYMENTS);
+  const cache = new ObjectCache([DEPLOYMENTS]);
   const message = "line 1\nline 2 \u0001\u0002\u0003\u0004\u0005 \u00e9\u4e2d";
-  cache.set({
+  cache.set(DEPLOYMENTS, {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name: "web", namespace: "", resourceVersion: "7", generation: "2" as unknown as number, labels: { ...labels, "flotilla.dev/region": "" } },
@@ -153,7 +153,7 @@ test("values are kept as they were: empty strings, separators and markers in a m
       conditions: [{ type: "Progressing", status: "True", message }, { type: "Available" }],
     },
   });
-  assert.deepEqual(cache.get("", "web"), {
+  assert.deepEqual(cache.get(DEPLOYMENTS, "", "web"), {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name: "web", namespace: "", resourceVersion: "7", generation: "2", labels: { ...labels, "flotilla.dev/region": "" } },
@@ -167,4 +167,22 @@ test("values are kept as they were: empty strings, separators and markers in a m
       ],
     },
   });
+});
+
+test("a key's objects of several kinds are kept apart by kind", () => {
+  const cache = new ObjectCache([DEPLOYMENTS, SERVICES]);
+  const deployment: KubeObject = { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "web", namespace: "shop", resourceVersion: "1", labels } };
+  cache.set(DEPLOYMENTS, deployment);
+  cache.set(SERVICES, service("shop", "web", labels, "2"));
+  assert.deepEqual([...cache.keys(DEPLOYMENTS)], ["deployment/web"]);
+  assert.deepEqual([...cache.keys(SERVICES)], ["deployment/web"]);
+  assert.equal(cache.get(DEPLOYMENTS, "shop", "web")?.kind, "Deployment");
+  assert.deepEqual(
+    cache.objectsOf(SERVICES, "deployment/web").map((o) => [o.kind, o.metadata.resourceVersion]),
+    [["Service", "2"]],
+  );
+  assert.equal(cache.delete(DEPLOYMENTS, "shop", "web")?.metadata.resourceVersion, "1");
+  assert.deepEqual([...cache.keys(DEPLOYMENTS)], []);
+  assert.equal(cache.get(SERVICES, "shop", "web")?.metadata.resourceVersion, "2", "the Service stays");
+  assert.throws(() => cache.get(CILIUM_NETWORK_POLICIES, "shop", "web"), /does not hold cilium.io\/v2 CiliumNetworkPolicy/);
 });
