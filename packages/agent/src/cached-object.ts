@@ -38,10 +38,12 @@ const ABSENT = "\u0002";
 const FROM_KEY = "\u0003";
 /** Followed by the base-36 index of a shared value. */
 const SHARED = "\u0004";
+/** In a condition's message: the object's name (Progressing names the ReplicaSet "<name>-<hash>"). */
+const NAME_IN_MESSAGE = "\u0007";
 /** Followed by JSON: a value of an unexpected type, or a string holding a character up to HIGHEST_MARKER. */
 const JSON_VALUE = "\u0005";
 /** Any other field is the value itself (a string, or a number's decimal form). */
-const HIGHEST_MARKER = 6;
+const HIGHEST_MARKER = 7;
 const COMMON_FIELDS = 9;
 const DEPLOYMENT_FIELDS = COMMON_FIELDS + 2 + KEPT_STATUS.length;
 
@@ -72,6 +74,17 @@ function putString(value: unknown, shared = false): string {
 function holdsMarker(value: string): boolean {
   for (let at = 0; at < value.length; at++) if (value.charCodeAt(at) <= HIGHEST_MARKER) return true;
   return false;
+}
+
+/** A message naming the object (each is different) keeps the name as NAME_IN_MESSAGE; others are shared. */
+function putMessage(message: unknown, name: string): string {
+  if (typeof message !== "string" || holdsMarker(message) || name === "" || !message.includes(name)) return putString(message, true);
+  return message.split(name).join(NAME_IN_MESSAGE);
+}
+
+function readMessage(field: string, name: string): string | undefined {
+  if (field === ABSENT || field.startsWith(SHARED) || field.startsWith(JSON_VALUE)) return readString(field);
+  return field.replaceAll(NAME_IN_MESSAGE, name);
 }
 
 function putNumber(value: unknown): string {
@@ -128,9 +141,7 @@ function pack(object: KubeObject, tag: string, deployment: boolean, key: string 
     fields.push(putNumber(spec?.replicas), putString(spec?.template?.spec?.containers?.[0]?.image));
     for (const field of KEPT_STATUS) fields.push(putNumber(status?.[field]));
     for (const { type, status: conditionStatus, reason, message } of status?.conditions?.filter((c) => KEPT_CONDITIONS.has(c.type ?? "")) ?? []) {
-      // A message naming the object (Progressing names its ReplicaSet) is not shared: each is different.
-      const sharedMessage = typeof message === "string" && !message.includes(metadata.name);
-      fields.push(putString(type, true), putString(conditionStatus, true), putString(reason, true), putString(message, sharedMessage));
+      fields.push(putString(type, true), putString(conditionStatus, true), putString(reason, true), putMessage(message, metadata.name));
     }
   }
   return fields.join(SEPARATOR);
@@ -173,8 +184,8 @@ function unpack(record: string, kind: ObjectKind, key: string | undefined): Kube
   }
   const conditions: NonNullable<DeploymentStatus["conditions"]> = [];
   for (let at = DEPLOYMENT_FIELDS; at < fields.length; at += 4) {
-    const [type, conditionStatus, reason, message] = fields.slice(at, at + 4).map(readString);
-    conditions.push({ type, status: conditionStatus, reason, message });
+    const [type, conditionStatus, reason] = fields.slice(at, at + 3).map(readString);
+    conditions.push({ type, status: conditionStatus, reason, message: readMessage(fields[at + 3]!, metadata.name) });
   }
   if (conditions.length > 0) status.conditions = conditions;
   object.spec = spec;

@@ -32,11 +32,22 @@ export type EntryStatus = "pending" | "done" | "error";
 /** Why an already applied version is applied again: the live object drifted, or a periodic refresh. */
 export type ReapplyReason = "deleted" | "modified" | "refresh";
 
+/** The fields of an entry that are set only while a reconcile failed or a run is asked for. */
+interface Unsettled {
+  error: string | undefined;
+  attempts: number;
+  reapply: ReapplyReason | undefined;
+  deletedDuringRun: boolean;
+}
+
+const SETTLED: Unsettled = { error: undefined, attempts: 0, reapply: undefined, deletedDuringRun: false };
+
 /**
  * One key's entry. A class with every field set in the constructor (one object shape, all
- * fields in the object), and the desired state held as the packed encoding or the tombstone
- * itself (`desired` wraps it when read): a literal with optional fields added later and a
- * `{ kind, encoded }` object per entry cost about 60 B more per resource.
+ * fields in the object); the desired state held as the packed encoding or the tombstone itself
+ * (`desired` wraps it when read); error, attempts, reapply and deletedDuringRun in an object of
+ * their own that exists only while one of them is set. A literal with optional fields added
+ * later and a `{ kind, encoded }` object per entry cost about 60 B more per resource.
  */
 export class DesiredEntry {
   readonly key: string;
@@ -45,25 +56,11 @@ export class DesiredEntry {
   /** Region version the desired state was written at. */
   readonly version: number;
   status: EntryStatus = "pending";
-  /**
-   * The error of the last failed reconcile. Kept when a newer desired state arrives and
-   * cleared only by a successful one, so observers report it until the resource is fixed.
-   */
-  error: string | undefined;
-  /** Failed reconciles of this version so far. */
-  attempts = 0;
   /** Version of the last successful apply of this key, if any. */
   appliedVersion: number | undefined;
   /** When the last successful apply of this key finished (ms since epoch). */
   appliedAt: number | undefined;
-  /** Set by requestReapply(): the next run applies even though this version was applied. */
-  reapply: ReapplyReason | undefined;
-  /**
-   * Set by noteDeleted(): an object of the resource was deleted while a run was due or in flight.
-   * The reconciler clears it as a run starts; a run that succeeds with it set again applies once
-   * more, as it may have written the object before the delete.
-   */
-  deletedDuringRun = false;
+  #unsettled: Unsettled | undefined;
 
   /** A new desired state of `key`, pending; the last apply and error carry over from `previous`. */
   constructor(key: string, desired: DesiredState, version: number, previous: DesiredEntry | undefined) {
@@ -73,6 +70,51 @@ export class DesiredEntry {
     this.error = previous?.error;
     this.appliedVersion = previous?.appliedVersion;
     this.appliedAt = previous?.appliedAt;
+  }
+
+  /**
+   * The error of the last failed reconcile. Kept when a newer desired state arrives and
+   * cleared only by a successful one, so observers report it until the resource is fixed.
+   */
+  get error(): string | undefined {
+    return this.#unsettled?.error;
+  }
+  set error(error: string | undefined) {
+    this.#change({ error });
+  }
+
+  /** Failed reconciles of this version so far. */
+  get attempts(): number {
+    return this.#unsettled?.attempts ?? 0;
+  }
+  set attempts(attempts: number) {
+    this.#change({ attempts });
+  }
+
+  /** Set by requestReapply(): the next run applies even though this version was applied. */
+  get reapply(): ReapplyReason | undefined {
+    return this.#unsettled?.reapply;
+  }
+  set reapply(reapply: ReapplyReason | undefined) {
+    this.#change({ reapply });
+  }
+
+  /**
+   * Set by noteDeleted(): an object of the resource was deleted while a run was due or in flight.
+   * The reconciler clears it as a run starts; a run that succeeds with it set again applies once
+   * more, as it may have written the object before the delete.
+   */
+  get deletedDuringRun(): boolean {
+    return this.#unsettled?.deletedDuringRun ?? false;
+  }
+  set deletedDuringRun(deletedDuringRun: boolean) {
+    this.#change({ deletedDuringRun });
+  }
+
+  #change(change: Partial<Unsettled>): void {
+    const next = { ...SETTLED, ...this.#unsettled, ...change };
+    const settled = next.error === undefined && next.attempts === 0 && next.reapply === undefined && !next.deletedDuringRun;
+    this.#unsettled = settled ? undefined : next;
   }
 
   /** What the region should have (a new object on every read). */
