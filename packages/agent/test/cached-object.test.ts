@@ -185,4 +185,6 @@ test("a key's objects of several kinds are kept apart by kind", () => {
   assert.deepEqual([...cache.keys(DEPLOYMENTS)], []);
   assert.equal(cache.get(SERVICES, "shop", "web")?.metadata.resourceVersion, "2", "the Service stays");
   assert.throws(() => cache.get(CILIUM_NETWORK_POLICIES, "shop", "web"), /does not hold cilium.io\/v2 CiliumNetworkPolicy/);
+  const eleven = Array.from({ length: 11 }, (_, index) => ({ apiVersion: "example.com/v1", kind: `Kind${index}` }));
+  assert.throws(() => new ObjectCache(eleven), /at most 10 kinds/);
 });
