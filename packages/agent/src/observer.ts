@@ -180,8 +180,9 @@ class KindWatcher {
       resourceVersion = page.metadata?.resourceVersion;
       continueToken = page.metadata?._continue || undefined;
     } while (continueToken);
-    for (const [namespace, name] of [...this.#cache.locations(this.kind)])
-      if (!listed.has(`${namespace}/${name}`)) this.#remove({ metadata: { namespace, name } });
+    const gone: [string, string][] = [];
+    for (const location of this.#cache.locations(this.kind)) if (!listed.has(location.join("/"))) gone.push(location);
+    for (const [namespace, name] of gone) this.#remove({ metadata: { namespace, name } });
     this.#resourceVersion = resourceVersion;
     this.isSynced = true;
   }
