@@ -1,4 +1,4 @@
-// What the observer keeps of the watched objects of one kind (client-go's informer transform
+// What the observer keeps of the objects it watches (client-go's informer transform
 // functions): only the fields that status reports, drift checks and applies read, so 100,000
 // Deployments cost a couple of hundred bytes each rather than the 3–5 KB of a full object with
 // its managedFields. The full object of a watch event or list page is still what the event
@@ -24,25 +24,26 @@ const KEPT_STATUS = ["observedGeneration", "replicas", "updatedReplicas", "ready
 /** Deployment conditions reported to ctrl. */
 const KEPT_CONDITIONS = new Set(["Progressing", "Available"]);
 
-// A record is its kind's index (one character, see ObjectCache), then its fields: name, namespace, resourceVersion, generation, the
-// desired-version annotation, the labels managed-by, region, resource type and resource id; for
-// a Deployment also spec.replicas, the first container's image, KEPT_STATUS and four fields
-// (type, status, reason, message) per kept condition. Each field is one of:
+// A record is its kind's index (one character, see ObjectCache), then its fields: name,
+// namespace, resourceVersion, generation, the desired-version annotation, the labels
+// managed-by, region, resource type and resource id; for a Deployment also spec.replicas, the
+// first container's image, KEPT_STATUS and four fields (type, status, reason, message) per kept
+// condition. A field is the value itself (a string, or a number's decimal form) or one of
+// these marks (a value holding a mark character is stored as JSON, see holdsMarker()):
 /** Between fields. */
 const SEPARATOR = "\u0001";
-/** Between the records of one resource key (see ObjectCache). */
-const RECORD_SEPARATOR = "\u0006";
 /** A value that is absent (undefined), as opposed to an empty string. */
 const ABSENT = "\u0002";
 /** The name or a label that equals its part of the record's resource key ("<type>/<id>"). */
 const FROM_KEY = "\u0003";
 /** Followed by the base-36 index of a shared value. */
 const SHARED = "\u0004";
-/** In a condition's message: the object's name (Progressing names the ReplicaSet "<name>-<hash>"). */
-const NAME_IN_MESSAGE = "\u0007";
 /** Followed by JSON: a value of an unexpected type, or a string holding a character up to HIGHEST_MARKER. */
 const JSON_VALUE = "\u0005";
-/** Any other field is the value itself (a string, or a number's decimal form). */
+/** Between the records of one resource key (see ObjectCache). */
+const RECORD_SEPARATOR = "\u0006";
+/** In a condition's message: the object's name (Progressing names the ReplicaSet "<name>-<hash>"). */
+const NAME_IN_MESSAGE = "\u0007";
 const HIGHEST_MARKER = 7;
 const COMMON_FIELDS = 9;
 const DEPLOYMENT_FIELDS = COMMON_FIELDS + 2 + KEPT_STATUS.length;
@@ -50,7 +51,7 @@ const DEPLOYMENT_FIELDS = COMMON_FIELDS + 2 + KEPT_STATUS.length;
 /**
  * Values stored once and referenced by index. Bounded: values longer than `MAX_SHARED_LENGTH` or
  * beyond `MAX_SHARED` distinct ones are stored in each record. Never shrinks: the values that
- * repeat (label values, namespaces, images, condition reasons) are few.
+ * repeat (label values, namespaces, condition reasons) are few.
  */
 const MAX_SHARED = 10_000;
 const MAX_SHARED_LENGTH = 64;
