@@ -236,6 +236,8 @@ async function observe(
       if (change.key !== undefined) statusChanged.emit(change.key);
       drift.onChange(change);
     },
+    // A key the agent applied is in the table before the observer sees its objects.
+    sharedKey: (key) => table.get(key)?.key,
     onRestart: (reason) => metrics.observerRestarts.inc({ reason }),
     log: config.log,
   });

@@ -1,99 +1,346 @@
-// What the observer keeps of a watched object (client-go's informer transform functions): only
-// the fields that status reports, drift checks and applies read, so 100,000 Deployments cost a
-// few hundred bytes each rather than the 3–5 KB of a full object with its managedFields. The
-// full object of a watch event or list page is still what the event handler (drift
-// correction) compares; only the cache holds the reduced one.
-import { DESIRED_VERSION_ANNOTATION, ID_LABEL, MANAGED_BY_LABEL, REGION_LABEL, TYPE_LABEL, type KubeObject } from "./manifests.ts";
+// What the observer keeps of the objects it watches (client-go's informer transform
+// functions): only the fields that status reports, drift checks and applies read, so 100,000
+// Deployments cost a couple of hundred bytes each rather than the 3–5 KB of a full object with
+// its managedFields. The full object of a watch event or list page is still what the event
+// handler (drift correction) compares; only the cache holds the reduced one.
+//
+// * A record is ONE string (fields joined by a separator, see pack()), decoded into a new reduced
+//   object on every read: an object per record, with its labels object, conditions array and a
+//   string per field, cost about three times as much (docs/benchmarks.md, finding 9).
+// * Values that repeat on every object (label values, namespaces, condition types and reasons,
+//   messages that do not name the object) are stored once, in a bounded table, and referenced
+//   by index. Images are not: most Deployments run an image of their own.
+// * Records are found by resource key, the one index the agent needs (status reports and applies
+//   ask for a key's objects); the records of all objects of a key (a Deployment and a Service)
+//   are one string. An object's location is derived: the agent names every object after
+//   its resource id, so "namespace/name" is found under "<type>/<name>" for the few resource
+//   types. Only objects named otherwise (someone else's, labelled as ours) and objects without a
+//   resource key are kept by location, in two small maps that are empty in normal operation.
+import { resourceKey, RESOURCE_TYPE_NAMES } from "./keys.ts";
+import { DESIRED_VERSION_ANNOTATION, ID_LABEL, MANAGED_BY_LABEL, REGION_LABEL, resourceOfLabels, TYPE_LABEL, type KubeObject } from "./manifests.ts";
 
-/** Labels the agent reads (resource key, managed-by check); the values of the first three repeat on every object. */
-const SHARED_LABELS = [MANAGED_BY_LABEL, REGION_LABEL, TYPE_LABEL];
 /** Status fields of a Deployment that observations read. */
 const KEPT_STATUS = ["observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] as const;
 /** Deployment conditions reported to ctrl. */
 const KEPT_CONDITIONS = new Set(["Progressing", "Available"]);
 
-/**
- * Few distinct values repeat on every object (label values, condition types and reasons):
- * JSON.parse makes a new string for each, so the cache shares one copy. Bounded: values longer
- * than `MAX_INTERNED_LENGTH` or beyond `MAX_INTERNED` distinct ones are kept as they are.
- */
-const MAX_INTERNED = 10_000;
-const MAX_INTERNED_LENGTH = 64;
-const interned = new Map<string, string>();
+// A record is its kind's index (one character, see ObjectCache), then its fields: name,
+// namespace, resourceVersion, generation, the desired-version annotation, the labels
+// managed-by, region, resource type and resource id; for a Deployment also spec.replicas, the
+// first container's image, KEPT_STATUS and four fields (type, status, reason, message) per kept
+// condition. A field is the value itself (a string, or a number's decimal form) or one of
+// these marks (a value holding a mark character is stored as JSON, see holdsMarker()):
+/** Between fields. */
+const SEPARATOR = "\u0001";
+/** A value that is absent (undefined), as opposed to an empty string. */
+const ABSENT = "\u0002";
+/** The name or a label that equals its part of the record's resource key ("<type>/<id>"). */
+const FROM_KEY = "\u0003";
+/** Followed by the base-36 index of a shared value. */
+const SHARED = "\u0004";
+/** Followed by JSON: a value of an unexpected type, or a string holding a character up to HIGHEST_MARKER. */
+const JSON_VALUE = "\u0005";
+/** Between the records of one resource key (see ObjectCache). */
+const RECORD_SEPARATOR = "\u0006";
+/** In a condition's message: the object's name (Progressing names the ReplicaSet "<name>-<hash>"). */
+const NAME_IN_MESSAGE = "\u0007";
+const HIGHEST_MARKER = 7;
+const COMMON_FIELDS = 9;
+const DEPLOYMENT_FIELDS = COMMON_FIELDS + 2 + KEPT_STATUS.length;
 
-function intern<T>(value: T): T {
-  if (typeof value !== "string" || value.length > MAX_INTERNED_LENGTH) return value;
-  const known = interned.get(value);
-  if (known !== undefined) return known as T;
-  if (interned.size < MAX_INTERNED) interned.set(value, value);
-  return value;
+/**
+ * Values stored once and referenced by index. Bounded: values longer than `MAX_SHARED_LENGTH` or
+ * beyond `MAX_SHARED` distinct ones are stored in each record. Never shrinks: the values that
+ * repeat (label values, namespaces, condition reasons) are few.
+ */
+const MAX_SHARED = 10_000;
+const MAX_SHARED_LENGTH = 64;
+const sharedValues: string[] = [];
+const sharedIndex = new Map<string, number>();
+
+function putString(value: unknown, shared = false): string {
+  if (value === undefined) return ABSENT;
+  if (typeof value !== "string" || holdsMarker(value)) return JSON_VALUE + JSON.stringify(value);
+  if (!shared || value.length > MAX_SHARED_LENGTH) return value;
+  let index = sharedIndex.get(value);
+  if (index === undefined) {
+    if (sharedValues.length >= MAX_SHARED) return value;
+    index = sharedValues.push(value) - 1;
+    sharedIndex.set(value, index);
+  }
+  const reference = SHARED + index.toString(36);
+  return reference.length < value.length ? reference : value;
+}
+
+function holdsMarker(value: string): boolean {
+  for (let at = 0; at < value.length; at++) if (value.charCodeAt(at) <= HIGHEST_MARKER) return true;
+  return false;
+}
+
+/** A message naming the object (each is different) keeps the name as NAME_IN_MESSAGE; others are shared. */
+function putMessage(message: unknown, name: string): string {
+  if (typeof message !== "string" || holdsMarker(message) || name === "" || !message.includes(name)) return putString(message, true);
+  return message.split(name).join(NAME_IN_MESSAGE);
+}
+
+function readMessage(field: string, name: string): string | undefined {
+  if (field === ABSENT || field.startsWith(SHARED) || field.startsWith(JSON_VALUE)) return readString(field);
+  return field.replaceAll(NAME_IN_MESSAGE, name);
+}
+
+function putNumber(value: unknown): string {
+  if (value === undefined) return ABSENT;
+  return typeof value === "number" && Number.isFinite(value) ? String(value) : JSON_VALUE + JSON.stringify(value);
+}
+
+function readString(field: string): string | undefined {
+  if (field === ABSENT) return undefined;
+  if (field.startsWith(SHARED)) return sharedValues[parseInt(field.slice(1), 36)];
+  return field.startsWith(JSON_VALUE) ? JSON.parse(field.slice(1)) : field;
+}
+
+function readNumber(field: string): number | undefined {
+  if (field === ABSENT) return undefined;
+  return field.startsWith(JSON_VALUE) ? JSON.parse(field.slice(1)) : Number(field);
+}
+
+/** The type and id parts of a resource key (both undefined without a key). */
+function keyParts(key: string | undefined): [string | undefined, string | undefined] {
+  if (key === undefined) return [undefined, undefined];
+  const slash = key.indexOf("/");
+  return [key.slice(0, slash), key.slice(slash + 1)];
+}
+
+function putFromKey(value: string | undefined, part: string | undefined, shared = false): string {
+  return value !== undefined && value === part ? FROM_KEY : putString(value, shared);
+}
+
+function readFromKey(field: string, part: string | undefined): string | undefined {
+  return field === FROM_KEY ? part : readString(field);
+}
+
+/** The reduced `object` as a record of the kind `tag` (see the field list above). */
+function pack(object: KubeObject, tag: string, deployment: boolean, key: string | undefined): string {
+  const { metadata } = object;
+  const [type, id] = keyParts(key);
+  const labels = metadata.labels;
+  const fields = [
+    // Joined below into one flat string (`tag + record` would keep a rope of the two).
+    tag + putFromKey(metadata.name, id),
+    putString(metadata.namespace, true),
+    putString(metadata.resourceVersion),
+    putNumber(metadata.generation),
+    putString(metadata.annotations?.[DESIRED_VERSION_ANNOTATION]),
+    putString(labels?.[MANAGED_BY_LABEL], true),
+    putString(labels?.[REGION_LABEL], true),
+    putFromKey(labels?.[TYPE_LABEL], type, true),
+    putFromKey(labels?.[ID_LABEL], id),
+  ];
+  if (deployment) {
+    const spec = object.spec as DeploymentSpec | undefined;
+    const status = object.status as DeploymentStatus | undefined;
+    fields.push(putNumber(spec?.replicas), putString(spec?.template?.spec?.containers?.[0]?.image));
+    for (const field of KEPT_STATUS) fields.push(putNumber(status?.[field]));
+    for (const { type, status: conditionStatus, reason, message } of status?.conditions?.filter((c) => KEPT_CONDITIONS.has(c.type ?? "")) ?? []) {
+      fields.push(putString(type, true), putString(conditionStatus, true), putString(reason, true), putMessage(message, metadata.name));
+    }
+  }
+  return fields.join(SEPARATOR);
 }
 
 /**
- * What the observer keeps of one object, in flat fields (a nested object costs a header and a
- * property array for every level; with 100,000 Deployments each level is several MB).
- * toObject() rebuilds the reduced KubeObject when the cache is read.
+ * The reduced object of a record (a new one on every call): apiVersion, kind, name, namespace,
+ * resourceVersion, generation, the agent's labels and desired-version annotation; for a
+ * Deployment also spec.replicas, the first container's image and the status counters and
+ * Progressing/Available conditions.
  */
-export class CachedObject {
-  readonly apiVersion: string;
-  readonly kind: string;
-  readonly name: string;
-  readonly namespace: string | undefined;
-  readonly resourceVersion: string | undefined;
-  readonly generation: number | undefined;
-  readonly labels: Record<string, string>;
-  readonly desiredVersion: string | undefined;
-  /** Deployments only (else undefined): spec.replicas, the first container's image, the status kept. */
-  readonly replicas: number | undefined;
-  readonly image: string | undefined;
-  readonly status: DeploymentStatus | undefined;
-
-  constructor(object: KubeObject) {
-    const { metadata } = object;
-    this.apiVersion = object.apiVersion;
-    this.kind = object.kind;
-    this.name = metadata.name;
-    this.namespace = metadata.namespace === undefined ? undefined : intern(metadata.namespace);
-    this.resourceVersion = metadata.resourceVersion as string | undefined;
-    this.generation = metadata.generation as number | undefined;
-    const labels: Record<string, string> = {};
-    for (const label of SHARED_LABELS) {
-      const value = metadata.labels?.[label];
-      if (value !== undefined) labels[label] = intern(value);
-    }
-    const id = metadata.labels?.[ID_LABEL];
-    if (id !== undefined) labels[ID_LABEL] = id;
-    this.labels = labels;
-    this.desiredVersion = metadata.annotations?.[DESIRED_VERSION_ANNOTATION];
-    const deployment = object.kind === "Deployment";
-    const spec = object.spec as DeploymentSpec | undefined;
-    this.replicas = deployment ? spec?.replicas : undefined;
-    const image = spec?.template?.spec?.containers?.[0]?.image;
-    this.image = deployment && image !== undefined ? intern(image) : undefined;
-    this.status = deployment ? deploymentStatus(object.status as DeploymentStatus | undefined) : undefined;
+function unpack(record: string, kind: ObjectKind, key: string | undefined): KubeObject {
+  const fields = record.slice(1).split(SEPARATOR);
+  const [type, id] = keyParts(key);
+  const labels: Record<string, string> = {};
+  const labelValues = [readString(fields[5]!), readString(fields[6]!), readFromKey(fields[7]!, type), readFromKey(fields[8]!, id)];
+  for (const [index, label] of [MANAGED_BY_LABEL, REGION_LABEL, TYPE_LABEL, ID_LABEL].entries()) {
+    if (labelValues[index] !== undefined) labels[label] = labelValues[index];
   }
+  const metadata: KubeObject["metadata"] = { name: readFromKey(fields[0]!, id)!, labels };
+  const namespace = readString(fields[1]!);
+  const resourceVersion = readString(fields[2]!);
+  const generation = readNumber(fields[3]!);
+  const desiredVersion = readString(fields[4]!);
+  if (namespace !== undefined) metadata.namespace = namespace;
+  if (resourceVersion !== undefined) metadata.resourceVersion = resourceVersion;
+  if (generation !== undefined) metadata.generation = generation;
+  if (desiredVersion !== undefined) metadata.annotations = { [DESIRED_VERSION_ANNOTATION]: desiredVersion };
+  const object: KubeObject = { apiVersion: kind.apiVersion, kind: kind.kind, metadata };
+  if (kind.kind !== "Deployment") return object;
+  const spec: DeploymentSpec = {};
+  const replicas = readNumber(fields[COMMON_FIELDS]!);
+  const image = readString(fields[COMMON_FIELDS + 1]!);
+  if (replicas !== undefined) spec.replicas = replicas;
+  if (image !== undefined) spec.template = { spec: { containers: [{ image }] } };
+  const status: DeploymentStatus = {};
+  for (const [index, field] of KEPT_STATUS.entries()) {
+    const value = readNumber(fields[COMMON_FIELDS + 2 + index]!);
+    if (value !== undefined) status[field] = value;
+  }
+  const conditions: NonNullable<DeploymentStatus["conditions"]> = [];
+  for (let at = DEPLOYMENT_FIELDS; at < fields.length; at += 4) {
+    const [type, conditionStatus, reason] = fields.slice(at, at + 3).map(readString);
+    conditions.push({ type, status: conditionStatus, reason, message: readMessage(fields[at + 3]!, metadata.name) });
+  }
+  if (conditions.length > 0) status.conditions = conditions;
+  object.spec = spec;
+  object.status = status;
+  return object;
+}
+
+/** "namespace/name" of a record (the fields after its kind). */
+function recordLocation(record: string, key: string | undefined): string {
+  const [name, namespace] = record.slice(1).split(SEPARATOR, 2);
+  return `${readString(namespace!) ?? ""}/${readFromKey(name!, keyParts(key)[1])}`;
+}
+
+/** The resource key an object's labels name, if any. */
+export function resourceKeyOf(object: KubeObject): string | undefined {
+  const resource = resourceOfLabels(object.metadata.labels);
+  return resource && resourceKey(resource.type, resource.id);
+}
+
+/** A kind of object the cache holds. */
+export interface ObjectKind {
+  apiVersion: string;
+  kind: string;
+}
+
+/** A record's first character: the index of its kind, from "0". */
+const FIRST_KIND = 0x30;
+const MAX_KINDS = 10;
+
+/**
+ * The reduced objects of a few kinds, by location ("namespace/name") and by resource key. A
+ * resource has an object of several kinds (a Deployment and a Service), so the records of one key
+ * are one string (RECORD_SEPARATOR between them, each starting with its kind's index): one map
+ * entry and one key string per resource instead of one per object.
+ */
+export class ObjectCache {
+  readonly #kinds: readonly ObjectKind[];
+  readonly #sharedKey: (key: string) => string | undefined;
+  /** The records of each resource key's objects, of every kind. */
+  readonly #byKey = new Map<string, string>();
+  /** The resource key of each keyed object not named after its resource id, by place (see #place()). */
+  readonly #renamed = new Map<string, string>();
+  /** Records of objects without a resource key (their labels lack a known type or an id), by place. */
+  readonly #unkeyed = new Map<string, string>();
 
   /**
-   * The reduced object the observer's cache returns (a new one on every call): apiVersion, kind,
-   * name, namespace, resourceVersion, generation, the agent's labels and desired-version
-   * annotation; for a Deployment also spec.replicas, the first container's image and the status
-   * counters and Progressing/Available conditions.
+   * `sharedKey(key)` may return the same key string held elsewhere (the desired table's): the
+   * cache then keeps that one rather than a copy of its own (about 40 B per resource).
    */
-  toObject(): KubeObject {
-    const metadata: KubeObject["metadata"] = { name: this.name, labels: { ...this.labels } };
-    if (this.namespace !== undefined) metadata.namespace = this.namespace;
-    if (this.resourceVersion !== undefined) metadata.resourceVersion = this.resourceVersion;
-    if (this.generation !== undefined) metadata.generation = this.generation;
-    if (this.desiredVersion !== undefined) metadata.annotations = { [DESIRED_VERSION_ANNOTATION]: this.desiredVersion };
-    const object: KubeObject = { apiVersion: this.apiVersion, kind: this.kind, metadata };
-    if (this.kind !== "Deployment") return object;
-    const spec: DeploymentSpec = {};
-    if (this.replicas !== undefined) spec.replicas = this.replicas;
-    if (this.image !== undefined) spec.template = { spec: { containers: [{ image: this.image }] } };
-    object.spec = spec;
-    object.status = { ...this.status, ...(this.status?.conditions && { conditions: this.status.conditions.map((c) => ({ ...c })) }) };
-    return object;
+  constructor(kinds: readonly ObjectKind[], sharedKey: (key: string) => string | undefined = () => undefined) {
+    if (kinds.length > MAX_KINDS) throw new Error(`an object cache holds at most ${MAX_KINDS} kinds`);
+    this.#kinds = kinds;
+    this.#sharedKey = sharedKey;
   }
+
+  /** The reduced object of `kind` at namespace/name ("" for a cluster-scoped one), if cached. */
+  get(kind: ObjectKind, namespace: string, name: string): KubeObject | undefined {
+    const found = this.#find(this.#tag(kind), namespace, name);
+    return found && unpack(found.record, kind, found.key);
+  }
+
+  /** The reduced objects of `kind` labelled as resource `key`'s. */
+  objectsOf(kind: ObjectKind, key: string): KubeObject[] {
+    const tag = this.#tag(kind);
+    return this.#records(key)
+      .filter((record) => record[0] === tag)
+      .map((record) => unpack(record, kind, key));
+  }
+
+  /** Resource keys of the cached objects of `kind`. */
+  *keys(kind: ObjectKind): IterableIterator<string> {
+    const tag = this.#tag(kind);
+    for (const [key, records] of this.#byKey) if (records[0] === tag || records.includes(RECORD_SEPARATOR + tag)) yield key;
+  }
+
+  /** [namespace ("" if none), name] of every cached object of `kind`. */
+  *locations(kind: ObjectKind): IterableIterator<[string, string]> {
+    const tag = this.#tag(kind);
+    for (const [key, records] of this.#byKey) {
+      for (const record of records.split(RECORD_SEPARATOR)) if (record[0] === tag) yield splitLocation(recordLocation(record, key));
+    }
+    for (const place of this.#unkeyed.keys()) if (place[0] === tag) yield splitLocation(place.slice(1));
+  }
+
+  /** Caches the reduced `object` of `kind` in place of the one at its location. */
+  set(kind: ObjectKind, object: KubeObject): void {
+    const { namespace = "", name } = object.metadata;
+    this.delete(kind, namespace, name);
+    const tag = this.#tag(kind);
+    const key = resourceKeyOf(object);
+    const record = pack(object, tag, kind.kind === "Deployment", key);
+    if (key === undefined) {
+      this.#unkeyed.set(this.#place(tag, namespace, name), record);
+      return;
+    }
+    const records = this.#byKey.get(key);
+    // join() makes one flat string; `+` would keep a rope of the parts.
+    if (records === undefined) this.#byKey.set(this.#sharedKey(key) ?? key, record);
+    else this.#byKey.set(key, [records, record].join(RECORD_SEPARATOR));
+    if (name !== keyParts(key)[1]) this.#renamed.set(this.#place(tag, namespace, name), key);
+  }
+
+  /** Removes the object of `kind` at namespace/name; returns it (reduced) if it was cached. */
+  delete(kind: ObjectKind, namespace: string, name: string): KubeObject | undefined {
+    const tag = this.#tag(kind);
+    const found = this.#find(tag, namespace, name);
+    if (!found) return undefined;
+    const place = this.#place(tag, namespace, name);
+    const { key, record } = found;
+    if (key === undefined) {
+      this.#unkeyed.delete(place);
+    } else {
+      this.#renamed.delete(place);
+      const others = this.#records(key).filter((candidate) => candidate !== record);
+      if (others.length === 0) this.#byKey.delete(key);
+      else this.#byKey.set(key, others.join(RECORD_SEPARATOR));
+    }
+    return unpack(record, kind, key);
+  }
+
+  /** The character that starts the records of `kind`. */
+  #tag(kind: ObjectKind): string {
+    const index = this.#kinds.findIndex((known) => known.kind === kind.kind && known.apiVersion === kind.apiVersion);
+    if (index < 0) throw new Error(`the object cache does not hold ${kind.apiVersion} ${kind.kind}`);
+    return String.fromCharCode(FIRST_KIND + index);
+  }
+
+  /** Where the maps by location keep an object: its kind's tag, then "namespace/name". */
+  #place(tag: string, namespace: string, name: string): string {
+    return [tag, namespace, "/", name].join("");
+  }
+
+  #records(key: string): string[] {
+    return this.#byKey.get(key)?.split(RECORD_SEPARATOR) ?? [];
+  }
+
+  /** The record (of the kind `tag`) at namespace/name and its key: kept by place, else under "<type>/<name>". */
+  #find(tag: string, namespace: string, name: string): { key: string | undefined; record: string } | undefined {
+    const place = this.#place(tag, namespace, name);
+    const unkeyed = this.#unkeyed.get(place);
+    if (unkeyed !== undefined) return { key: undefined, record: unkeyed };
+    const renamed = this.#renamed.get(place);
+    const at = place.slice(1);
+    for (const key of renamed !== undefined ? [renamed] : RESOURCE_TYPE_NAMES.map((type) => `${type}/${name}`)) {
+      const record = this.#records(key).find((candidate) => candidate[0] === tag && recordLocation(candidate, key) === at);
+      if (record !== undefined) return { key, record };
+    }
+    return undefined;
+  }
+}
+
+function splitLocation(at: string): [string, string] {
+  const slash = at.indexOf("/");
+  return [at.slice(0, slash), at.slice(slash + 1)];
 }
 
 interface DeploymentSpec {
@@ -109,14 +356,4 @@ export interface DeploymentStatus {
   readyReplicas?: number;
   availableReplicas?: number;
   conditions?: { type?: string; status?: string; reason?: string; message?: string }[];
-}
-
-function deploymentStatus(status: DeploymentStatus | undefined): DeploymentStatus {
-  const kept: DeploymentStatus = {};
-  for (const field of KEPT_STATUS) if (status?.[field] !== undefined) kept[field] = status[field];
-  const conditions = status?.conditions?.filter((c) => KEPT_CONDITIONS.has(c.type ?? ""));
-  if (conditions?.length) {
-    kept.conditions = conditions.map(({ type, status, reason, message }) => ({ type: intern(type), status: intern(status), reason: intern(reason), message }));
-  }
-  return kept;
 }

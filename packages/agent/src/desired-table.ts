@@ -32,31 +32,95 @@ export type EntryStatus = "pending" | "done" | "error";
 /** Why an already applied version is applied again: the live object drifted, or a periodic refresh. */
 export type ReapplyReason = "deleted" | "modified" | "refresh";
 
-export interface DesiredEntry {
+/** The fields of an entry that are set only while a reconcile failed or a run is asked for. */
+interface Unsettled {
+  error: string | undefined;
+  attempts: number;
+  reapply: ReapplyReason | undefined;
+  deletedDuringRun: boolean;
+}
+
+const SETTLED: Unsettled = { error: undefined, attempts: 0, reapply: undefined, deletedDuringRun: false };
+
+/**
+ * One key's entry. A class with every field set in the constructor (one object shape, all
+ * fields in the object); the desired state held as the packed encoding or the tombstone itself
+ * (`desired` wraps it when read); error, attempts, reapply and deletedDuringRun in an object of
+ * their own that exists only while one of them is set. A literal with optional fields added
+ * later and a `{ kind, encoded }` object per entry cost about 60 B more per resource.
+ */
+export class DesiredEntry {
   readonly key: string;
-  desired: DesiredState;
+  /** The upsert's packed encoding, or the delete's tombstone. */
+  readonly #state: EncodedResource | ResourceTombstone;
   /** Region version the desired state was written at. */
-  version: number;
-  status: EntryStatus;
+  readonly version: number;
+  status: EntryStatus = "pending";
+  /** Version of the last successful apply of this key, if any. */
+  appliedVersion: number | undefined;
+  /** When the last successful apply of this key finished (ms since epoch). */
+  appliedAt: number | undefined;
+  #unsettled: Unsettled | undefined;
+
+  /** A new desired state of `key`, pending; the last apply and error carry over from `previous`. */
+  constructor(key: string, desired: DesiredState, version: number, previous: DesiredEntry | undefined) {
+    this.key = key;
+    this.#state = desired.kind === "upsert" ? desired.encoded : desired.tombstone;
+    this.version = version;
+    this.error = previous?.error;
+    this.appliedVersion = previous?.appliedVersion;
+    this.appliedAt = previous?.appliedAt;
+  }
+
   /**
    * The error of the last failed reconcile. Kept when a newer desired state arrives and
    * cleared only by a successful one, so observers report it until the resource is fixed.
    */
-  error?: string;
+  get error(): string | undefined {
+    return this.#unsettled?.error;
+  }
+  set error(error: string | undefined) {
+    this.#change({ error });
+  }
+
   /** Failed reconciles of this version so far. */
-  attempts: number;
-  /** Version of the last successful apply of this key, if any. */
-  appliedVersion?: number;
-  /** When the last successful apply of this key finished (ms since epoch). */
-  appliedAt?: number;
+  get attempts(): number {
+    return this.#unsettled?.attempts ?? 0;
+  }
+  set attempts(attempts: number) {
+    this.#change({ attempts });
+  }
+
   /** Set by requestReapply(): the next run applies even though this version was applied. */
-  reapply?: ReapplyReason;
+  get reapply(): ReapplyReason | undefined {
+    return this.#unsettled?.reapply;
+  }
+  set reapply(reapply: ReapplyReason | undefined) {
+    this.#change({ reapply });
+  }
+
   /**
    * Set by noteDeleted(): an object of the resource was deleted while a run was due or in flight.
    * The reconciler clears it as a run starts; a run that succeeds with it set again applies once
    * more, as it may have written the object before the delete.
    */
-  deletedDuringRun?: boolean;
+  get deletedDuringRun(): boolean {
+    return this.#unsettled?.deletedDuringRun ?? false;
+  }
+  set deletedDuringRun(deletedDuringRun: boolean) {
+    this.#change({ deletedDuringRun });
+  }
+
+  #change(change: Partial<Unsettled>): void {
+    const next = { ...SETTLED, ...this.#unsettled, ...change };
+    const settled = next.error === undefined && next.attempts === 0 && next.reapply === undefined && !next.deletedDuringRun;
+    this.#unsettled = settled ? undefined : next;
+  }
+
+  /** What the region should have (a new object on every read). */
+  get desired(): DesiredState {
+    return typeof this.#state === "string" ? { kind: "upsert", encoded: this.#state } : { kind: "delete", tombstone: this.#state };
+  }
 }
 
 export class DesiredTable {
@@ -167,7 +231,7 @@ export class DesiredTable {
         entry.appliedVersion = version;
         entry.appliedAt = Date.now();
       }
-      delete entry.error;
+      entry.error = undefined;
       return;
     }
     if (entry.desired.kind === "delete") {
@@ -178,8 +242,8 @@ export class DesiredTable {
     entry.appliedVersion = version;
     entry.appliedAt = Date.now();
     entry.attempts = 0;
-    delete entry.error;
-    delete entry.reapply;
+    entry.error = undefined;
+    entry.reapply = undefined;
   }
 
   /** Records a failed reconcile of `version` (ignored if a newer state arrived meanwhile). */
@@ -200,15 +264,8 @@ export class DesiredTable {
 
   #set(key: string, desired: DesiredState, version: number): void {
     const previous = this.#entries.get(key);
-    this.#entries.set(key, {
-      key,
-      desired,
-      version,
-      status: "pending",
-      attempts: 0,
-      ...(previous?.appliedVersion !== undefined ? { appliedVersion: previous.appliedVersion, appliedAt: previous.appliedAt } : {}),
-      ...(previous?.error !== undefined ? { error: previous.error } : {}),
-    });
+    // The map keeps the key string it was first given: the new entry holds that one, not a copy.
+    this.#entries.set(key, new DesiredEntry(previous?.key ?? key, desired, version, previous));
     this.#onChange(key);
   }
 }

@@ -61,7 +61,8 @@ export function resourceOfLabels(labels: Record<string, string> | undefined): { 
 /** "Deployment ns/name": how logs and apply results name an object. */
 export function describeObject(object: { kind: string; metadata: { name: string; namespace?: string } }): string {
   const { namespace, name } = object.metadata;
-  return `${object.kind} ${namespace ? `${namespace}/` : ""}${name}`;
+  // One flat string (a key of the kubernetes target's last applied map): see resourceKey().
+  return [object.kind, " ", namespace ? `${namespace}/` : "", name].join("");
 }
 
 /**

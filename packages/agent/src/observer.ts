@@ -4,7 +4,8 @@
 // * List (paged), then watch from the list's resourceVersion with bookmarks and a server-side
 //   timeout; a watch that ends cleanly resumes from the last resourceVersion seen.
 // * The cache holds reduced objects (cached-object.ts: the fields status, drift and applies
-//   read); the event handler still sees each full object as it arrives.
+//   read, one packed string per object, found by resource key); the event handler still sees
+//   each full object as it arrives.
 // * 410 Gone (the resourceVersion left the server's watch history) → relist. A relist diffs
 //   against the cache, so objects that changed or vanished meanwhile are still reported.
 // * Errors back off exponentially with jitter; a watch without any event or bookmark for 3× the
@@ -12,9 +13,8 @@
 import type { Logger } from "@flotilla/runtime";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
-import { CachedObject } from "./cached-object.ts";
-import { describeObject, managedSelector, resourceOfLabels, type KubeObject } from "./manifests.ts";
-import { resourceKey } from "./keys.ts";
+import { ObjectCache, resourceKeyOf } from "./cached-object.ts";
+import { describeObject, managedSelector, type KubeObject } from "./manifests.ts";
 import { statusCodeOf, type KubeClient, type WatchEvent } from "./kube-api.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
 
@@ -28,7 +28,7 @@ export interface ObjectChange {
   key: string | undefined;
   /** The full object as the API server sent it; undefined for a deletion. */
   object: KubeObject | undefined;
-  /** The cached (reduced, see CachedObject.toObject()) object before the change, if there was one. */
+  /** The cached (reduced, see cached-object.ts) object before the change, if there was one. */
   previous: KubeObject | undefined;
 }
 
@@ -43,6 +43,8 @@ export interface ObserverOptions {
   /** Backoff after failed lists and watches. */
   backoff: BackoffOptions;
   onChange: (change: ObjectChange) => void;
+  /** The same resource key string held elsewhere (the desired table's), if any: the cache keeps that one (see ObjectCache). */
+  sharedKey?: (key: string) => string | undefined;
   onRestart: (reason: RestartReason) => void;
   log: Logger;
 }
@@ -53,7 +55,8 @@ export class Observer {
   readonly #watchers: KindWatcher[];
 
   constructor(options: ObserverOptions) {
-    this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind));
+    const cache = new ObjectCache(options.kinds, options.sharedKey);
+    this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind, cache));
   }
 
   /** Whether `kind` was listed once (before that, an absent object is unknown, not missing). */
@@ -70,7 +73,7 @@ export class Observer {
     return versions;
   }
 
-  /** The cached (reduced, see CachedObject.toObject()) object, if it exists (and the kind is watched). */
+  /** The cached (reduced, see cached-object.ts) object, if it exists (and the kind is watched). */
   get(kind: WatchedKind, namespace: string, name: string): KubeObject | undefined {
     return this.#watcher(kind)?.get(namespace, name);
   }
@@ -98,35 +101,33 @@ export class Observer {
 /** A watch that ended: how, and the error if it failed. */
 type WatchEnd = { reason: Exclude<RestartReason, "error"> } | { reason: "error"; error: unknown };
 
-/** List+watch of one kind, with its cache (by namespace/name and by resource key). */
+/** List+watch of one kind, with its cache (cached-object.ts). */
 class KindWatcher {
   readonly kind: WatchedKind;
   isSynced = false;
   readonly #options: ObserverOptions;
   readonly #selector: string;
-  readonly #objects = new Map<string, CachedObject>();
-  /** Locations of each key's objects: nearly always one, kept as a plain string then (a Set costs ~130 B). */
-  readonly #byKey = new Map<string, string | Set<string>>();
+  readonly #cache: ObjectCache;
   #resourceVersion: string | undefined;
 
-  constructor(options: ObserverOptions, kind: WatchedKind) {
+  /** `cache` is shared by the watchers of all kinds. */
+  constructor(options: ObserverOptions, kind: WatchedKind, cache: ObjectCache) {
     this.kind = kind;
+    this.#cache = cache;
     this.#options = options;
     this.#selector = managedSelector(options.region);
   }
 
   get(namespace: string, name: string): KubeObject | undefined {
-    return this.#objects.get(`${namespace}/${name}`)?.toObject();
+    return this.#cache.get(this.kind, namespace, name);
   }
 
   objectsOf(key: string): KubeObject[] {
-    const locations = this.#byKey.get(key);
-    if (locations === undefined) return [];
-    return typeof locations === "string" ? [this.#objects.get(locations)!.toObject()] : [...locations].map((at) => this.#objects.get(at)!.toObject());
+    return this.#cache.objectsOf(this.kind, key);
   }
 
   keys(): IterableIterator<string> {
-    return this.#byKey.keys();
+    return this.#cache.keys(this.kind);
   }
 
   async run(signal: AbortSignal): Promise<void> {
@@ -173,7 +174,9 @@ class KindWatcher {
       resourceVersion = page.metadata?.resourceVersion;
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
-    for (const [at, previous] of [...this.#objects]) if (!listed.has(at)) this.#remove(previous.toObject());
+    const gone: [string, string][] = [];
+    for (const location of this.#cache.locations(this.kind)) if (!listed.has(location.join("/"))) gone.push(location);
+    for (const [namespace, name] of gone) this.#remove({ metadata: { namespace, name } });
     this.#resourceVersion = resourceVersion;
     this.isSynced = true;
   }
@@ -221,53 +224,19 @@ class KindWatcher {
 
   /** Caches the reduced `object` and reports the change; returns its location. */
   #store(object: KubeObject): string {
-    const at = locationOf(object);
-    const cached = this.#objects.get(at);
-    if (cached && cached.resourceVersion === object.metadata.resourceVersion) return at;
-    const previous = cached?.toObject();
-    const previousKey = keyOf(previous);
-    const key = keyOf(object);
-    if (previousKey !== undefined && previousKey !== key) this.#unindex(previousKey, at);
-    this.#objects.set(at, new CachedObject(object));
-    if (key !== undefined) this.#index(key, at);
-    this.#options.onChange({ kind: this.kind, key, object, previous });
-    return at;
-  }
-
-  #remove(object: KubeObject): void {
-    const at = locationOf(object);
-    const previous = this.#objects.get(at)?.toObject();
-    if (!previous) return;
-    this.#objects.delete(at);
-    const key = keyOf(previous);
-    if (key !== undefined) this.#unindex(key, at);
-    this.#options.onChange({ kind: this.kind, key, object: undefined, previous });
-  }
-
-  #index(key: string, at: string): void {
-    const locations = this.#byKey.get(key);
-    if (locations === undefined || locations === at) this.#byKey.set(key, at);
-    else if (typeof locations === "string") this.#byKey.set(key, new Set([locations, at]));
-    else locations.add(at);
-  }
-
-  #unindex(key: string, at: string): void {
-    const locations = this.#byKey.get(key);
-    if (locations === at) this.#byKey.delete(key);
-    else if (typeof locations === "object") {
-      locations.delete(at);
-      if (locations.size === 1) this.#byKey.set(key, locations.values().next().value!);
+    const { namespace = "", name } = object.metadata;
+    const previous = this.#cache.get(this.kind, namespace, name);
+    if (!previous || previous.metadata.resourceVersion !== object.metadata.resourceVersion) {
+      this.#cache.set(this.kind, object);
+      this.#options.onChange({ kind: this.kind, key: resourceKeyOf(object), object, previous });
     }
+    return `${namespace}/${name}`;
   }
-}
 
-function locationOf(object: { metadata: { namespace?: string; name: string } }): string {
-  return `${object.metadata.namespace ?? ""}/${object.metadata.name}`;
-}
-
-function keyOf(object: KubeObject | undefined): string | undefined {
-  const resource = resourceOfLabels(object?.metadata.labels);
-  return resource && resourceKey(resource.type, resource.id);
+  #remove(object: { metadata: { namespace?: string; name: string } }): void {
+    const previous = this.#cache.delete(this.kind, object.metadata.namespace ?? "", object.metadata.name);
+    if (previous) this.#options.onChange({ kind: this.kind, key: resourceKeyOf(previous), object: undefined, previous });
+  }
 }
 
 /** The server's Status message with the request (a 403 names the missing verb), else the socket's error. */

@@ -1,8 +1,10 @@
-// CachedObject: what the observer keeps of an object is exactly what status, drift checks and
-// applies read — nothing of managedFields, other labels and annotations, or the rest of the spec.
+// ObjectCache: what the observer keeps of an object is exactly what status, drift checks and
+// applies read — nothing of managedFields, other labels and annotations, or the rest of the spec —
+// and it finds each object by location and by resource key.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { CachedObject } from "../src/cached-object.ts";
+import { ObjectCache } from "../src/cached-object.ts";
+import { CILIUM_NETWORK_POLICIES, DEPLOYMENTS, SERVICES } from "../src/watched-kinds.ts";
 import type { KubeObject } from "../src/manifests.ts";
 
 const labels: Record<string, string> = {
@@ -51,7 +53,9 @@ test("a Deployment keeps identity, the agent's labels and annotation, replicas, 
       ],
     },
   };
-  assert.deepEqual(new CachedObject(live).toObject(), {
+  const cache = new ObjectCache([DEPLOYMENTS]);
+  cache.set(DEPLOYMENTS, live);
+  assert.deepEqual(cache.get(DEPLOYMENTS, "shop", "web"), {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name: "web", namespace: "shop", resourceVersion: "42", generation: 3, labels, annotations: { "flotilla.dev/desired-version": "7" } },
@@ -71,18 +75,116 @@ test("a Deployment keeps identity, the agent's labels and annotation, replicas, 
 });
 
 test("a Service keeps only identity, labels and annotation; each read is a new object", () => {
-  const cached = new CachedObject({
+  const cache = new ObjectCache([DEPLOYMENTS, SERVICES]);
+  cache.set(SERVICES, {
     apiVersion: "v1",
     kind: "Service",
     metadata: { name: "web", namespace: "shop", resourceVersion: "9", labels, annotations: { "flotilla.dev/desired-version": "5" } },
     spec: { ports: [{ port: 80 }], clusterIP: "10.0.0.1" },
   });
-  const object = cached.toObject();
+  const object = cache.get(SERVICES, "shop", "web")!;
   assert.deepEqual(object, {
     apiVersion: "v1",
     kind: "Service",
     metadata: { name: "web", namespace: "shop", resourceVersion: "9", labels, annotations: { "flotilla.dev/desired-version": "5" } },
   });
   object.metadata.labels!.extra = "x";
-  assert.equal(cached.toObject().metadata.labels!.extra, undefined);
+  assert.equal(cache.get(SERVICES, "shop", "web")!.metadata.labels!.extra, undefined);
+});
+
+const service = (namespace: string, name: string, objectLabels: Record<string, string>, resourceVersion = "1"): KubeObject => ({
+  apiVersion: "v1",
+  kind: "Service",
+  metadata: { name, namespace, resourceVersion, labels: objectLabels },
+});
+
+test("objects are found by location and by resource key, also when named otherwise, relabelled, or without a key", () => {
+  const cache = new ObjectCache([DEPLOYMENTS, SERVICES]);
+  cache.set(SERVICES, service("shop", "web", labels));
+  // Someone's object labelled as resource web, under another name and in another namespace.
+  cache.set(SERVICES, service("other", "copy", labels));
+  const unkeyed = { ...labels, "flotilla.dev/resource-type": "unknown" };
+  cache.set(SERVICES, service("shop", "stray", unkeyed));
+  assert.deepEqual([...cache.keys(SERVICES)], ["deployment/web"]);
+  assert.deepEqual(
+    cache.objectsOf(SERVICES, "deployment/web").map((o) => `${o.metadata.namespace}/${o.metadata.name}`),
+    ["shop/web", "other/copy"],
+  );
+  assert.equal(cache.get(SERVICES, "other", "copy")?.metadata.labels?.["flotilla.dev/resource-id"], "web");
+  assert.deepEqual(cache.get(SERVICES, "shop", "stray")?.metadata.labels, unkeyed);
+  assert.equal(cache.get(SERVICES, "shop", "copy"), undefined, "a location is namespace and name");
+  assert.deepEqual([...cache.locations(SERVICES)].sort(), [
+    ["other", "copy"],
+    ["shop", "stray"],
+    ["shop", "web"],
+  ]);
+
+  // Relabelled as another resource: it leaves its old key.
+  const api = { ...labels, "flotilla.dev/resource-id": "api" };
+  cache.set(SERVICES, service("other", "copy", api, "2"));
+  assert.deepEqual(
+    cache.objectsOf(SERVICES, "deployment/web").map((o) => o.metadata.name),
+    ["web"],
+  );
+  assert.deepEqual(
+    cache.objectsOf(SERVICES, "deployment/api").map((o) => o.metadata.resourceVersion),
+    ["2"],
+  );
+
+  assert.equal(cache.delete(SERVICES, "shop", "web")?.metadata.name, "web");
+  assert.equal(cache.delete(SERVICES, "shop", "web"), undefined);
+  assert.equal(cache.delete(SERVICES, "other", "copy")?.metadata.labels?.["flotilla.dev/resource-id"], "api");
+  assert.equal(cache.delete(SERVICES, "shop", "stray")?.metadata.name, "stray");
+  assert.deepEqual([...cache.keys(SERVICES)], []);
+  assert.deepEqual([...cache.locations(SERVICES)], []);
+});
+
+test("values are kept as they were: empty strings, separators and markers in a message, unexpected types, absent fields", () => {
+  const cache = new ObjectCache([DEPLOYMENTS]);
+  const message = "line 1\nline 2 \u0001\u0002\u0003\u0004\u0005 \u00e9\u4e2d";
+  cache.set(DEPLOYMENTS, {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: "web", namespace: "", resourceVersion: "7", generation: "2" as unknown as number, labels: { ...labels, "flotilla.dev/region": "" } },
+    spec: { template: { spec: { containers: [{ image: "" }] } } },
+    status: {
+      replicas: 0,
+      readyReplicas: null,
+      conditions: [{ type: "Progressing", status: "True", message }, { type: "Available" }],
+    },
+  });
+  assert.deepEqual(cache.get(DEPLOYMENTS, "", "web"), {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: "web", namespace: "", resourceVersion: "7", generation: "2", labels: { ...labels, "flotilla.dev/region": "" } },
+    spec: { template: { spec: { containers: [{ image: "" }] } } },
+    status: {
+      replicas: 0,
+      readyReplicas: null,
+      conditions: [
+        { type: "Progressing", status: "True", reason: undefined, message },
+        { type: "Available", status: undefined, reason: undefined, message: undefined },
+      ],
+    },
+  });
+});
+
+test("a key's objects of several kinds are kept apart by kind", () => {
+  const cache = new ObjectCache([DEPLOYMENTS, SERVICES]);
+  const deployment: KubeObject = { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "web", namespace: "shop", resourceVersion: "1", labels } };
+  cache.set(DEPLOYMENTS, deployment);
+  cache.set(SERVICES, service("shop", "web", labels, "2"));
+  assert.deepEqual([...cache.keys(DEPLOYMENTS)], ["deployment/web"]);
+  assert.deepEqual([...cache.keys(SERVICES)], ["deployment/web"]);
+  assert.equal(cache.get(DEPLOYMENTS, "shop", "web")?.kind, "Deployment");
+  assert.deepEqual(
+    cache.objectsOf(SERVICES, "deployment/web").map((o) => [o.kind, o.metadata.resourceVersion]),
+    [["Service", "2"]],
+  );
+  assert.equal(cache.delete(DEPLOYMENTS, "shop", "web")?.metadata.resourceVersion, "1");
+  assert.deepEqual([...cache.keys(DEPLOYMENTS)], []);
+  assert.equal(cache.get(SERVICES, "shop", "web")?.metadata.resourceVersion, "2", "the Service stays");
+  assert.throws(() => cache.get(CILIUM_NETWORK_POLICIES, "shop", "web"), /does not hold cilium.io\/v2 CiliumNetworkPolicy/);
+  const eleven = Array.from({ length: 11 }, (_, index) => ({ apiVersion: "example.com/v1", kind: `Kind${index}` }));
+  assert.throws(() => new ObjectCache(eleven), /at most 10 kinds/);
 });

@@ -3,7 +3,6 @@
 // own objects with Background propagation, prune listing by labels.
 // An object that does not track the desired version (a Service) is not applied again while its
 // content is what this process last applied and the live object is still the one that apply wrote.
-import { createHash } from "node:crypto";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import {
   buildManifests,
@@ -21,6 +20,7 @@ import { typeName } from "../keys.ts";
 import { KubeApiError, objectPath, resourcePath, statusCodeOf, type ApiObject, type KubeClient } from "../kube-api.ts";
 import { isOwnedBy, ownershipConflict, type Owner } from "../ownership.ts";
 import { managedObject, TargetError, type AppliedVersions, type ManagedObject, type Target } from "../target.ts";
+import { contentDigest, LastApplied } from "./last-applied.ts";
 
 /** Kinds that listManaged() looks at (Namespaces are never pruned). */
 const PRUNABLE_KINDS = [
@@ -39,12 +39,6 @@ export interface KubernetesTargetOptions {
   region: string;
 }
 
-/** What this process last applied to an object: its content's digest and the resourceVersion written. */
-interface LastApply {
-  digest: string;
-  resourceVersion: string;
-}
-
 export class KubernetesTarget implements Target {
   /** The cluster's access, also used by the agent's observer. */
   readonly kubeClient: KubeClient;
@@ -52,7 +46,7 @@ export class KubernetesTarget implements Target {
   /** Namespaces applied by this process; forgotten when an apply into one finds it missing. */
   readonly #ensuredNamespaces = new Set<string>();
   /** By describeObject() name, for objects that do not track the desired version. */
-  readonly #lastApplied = new Map<string, LastApply>();
+  readonly #lastApplied = new LastApplied();
 
   constructor({ kubeClient, region }: KubernetesTargetOptions) {
     this.kubeClient = kubeClient;
@@ -218,13 +212,6 @@ export class KubernetesTarget implements Target {
       throw targetError(error, `delete ${describe(header)}`);
     }
   }
-}
-
-/** Digest of what an apply of `object` would make of it, apart from the desired version. */
-function contentDigest(object: KubeObject): string {
-  return createHash("sha1")
-    .update(JSON.stringify(withoutDesiredVersion(object)))
-    .digest("base64");
 }
 
 function isConflict(error: unknown): boolean {
