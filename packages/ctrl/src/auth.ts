@@ -38,8 +38,6 @@ export interface AuthOptions {
 export const DEFAULT_TOKEN_CACHE_SIZE = 10_000;
 /** A known token is looked up again after this long: revocation and region deletion reach every replica within 1 s. */
 export const DEFAULT_TOKEN_RECHECK_MS = 500;
-/** Tokens are random and minted before use, so an unknown one stays unknown; the bound is the cache's size. */
-const UNKNOWN_TOKEN_CACHE_MS = 30_000;
 
 export interface Authenticator {
   interceptor: Interceptor;
@@ -64,7 +62,9 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     if (cached) return cached.value;
     const grant = await options.authenticateAgent(token);
     if (grant) known.set(token, grant, Math.min(now + options.knownTokenCacheMs, grant.expireTime ?? Infinity));
-    else unknown.set(token, true, now + UNKNOWN_TOKEN_CACHE_MS);
+    // Tokens are random and committed before they are handed out, and a revoked or expired one
+    // never comes back: an unknown token stays unknown, so it leaves only by the cache's bound.
+    else unknown.set(token, true, Infinity);
     return grant;
   };
   /** Why the header is refused, or the agent token to look up (undefined: the admin token). */
