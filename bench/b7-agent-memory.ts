@@ -17,7 +17,7 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Store } from "@flotilla/store";
-import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
+import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import type { AgentChildConfig, AgentChildReport } from "./agent-child.ts";
 import { buildAgentBundle } from "./lib/agent-bundle.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
@@ -35,7 +35,7 @@ const TARGET_RSS = 120 * 1024 * 1024;
 async function runAgent(bundle: string, config: AgentChildConfig, timeoutMs: number): Promise<AgentChildReport> {
   const child = fork(join(bundle, "agent-child.js"), [], {
     execArgv: ["--expose-gc", ...AGENT_NODE_FLAGS],
-    env: { ...process.env, FLOTILLA_BENCH_AGENT: JSON.stringify(config) },
+    env: { ...process.env, ...AGENT_ENVIRONMENT, FLOTILLA_BENCH_AGENT: JSON.stringify(config) },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
@@ -195,7 +195,11 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
       `ready at ${(r.readyMs / 1000).toFixed(1)} s, drained at ${(r.drainedMs / 1000).toFixed(1)} s (${r.errors} entries in error; ${r.logLines} log lines${r.firstLog.length ? `, first: ${r.firstLog.join(" | ")}` : ""})`;
     const rows: Row[] = [];
     const notes = [
-      `B7: agent in its own process (--expose-gc, ${AGENT_NODE_FLAGS.join(" ")}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service). Measured after every desired entry was reconciled and a settling pause (kubernetes 5 s, render 2 s), after 4 forced GCs.`,
+      `B7: agent in its own process (--expose-gc, ${AGENT_NODE_FLAGS.join(" ")}, ${Object.entries(AGENT_ENVIRONMENT)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(
+          " ",
+        )}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service). Measured after every desired entry was reconciled and a settling pause (kubernetes 5 s, render 2 s), after 4 forced GCs.`,
     ];
     let peakRow: Row | undefined;
     if (cluster) {

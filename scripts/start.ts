@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
+import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { agentFiles, initPki, issueAgent, pkiFiles } from "@flotilla/ctrl/pki";
 
 const TLS = process.argv.slice(2).includes("--tls");
@@ -90,6 +90,7 @@ await run(
   [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"],
   ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG, ...agentTls],
   {
+    ...AGENT_ENVIRONMENT,
     FLOTILLA_AGENT_TOKEN: token,
   },
 );

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
+import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { startTestCtrl } from "@flotilla/testkit/ctrl";
@@ -42,7 +42,7 @@ async function measure(main: string, target: "render" | "kubernetes"): Promise<M
     target === "render" ? ["--target", "render", "--render-dir", join(dir, `render-${Math.random()}`)] : ["--target", "kubernetes", "--kubeconfig", kubeconfig];
   const child = fork(main, ["--ctrl-url", ctrl.url, "--region", "empty", "--listen", "127.0.0.1:0", ...targetArgs], {
     execArgv: [...AGENT_NODE_FLAGS, "--import", pathToFileURL(probe).href],
-    env: { ...process.env, FLOTILLA_AGENT_TOKEN: token },
+    env: { ...process.env, ...AGENT_ENVIRONMENT, FLOTILLA_AGENT_TOKEN: token },
     stdio: ["ignore", "pipe", "pipe", "ipc"],
   });
   let output = "";

@@ -1,5 +1,6 @@
-// The Node.js flags the agent process runs with: `pnpm agent`, scripts/start.ts and benchmark
-// B7 all start it with these (a test keeps package.json's `agent` script in step).
+// The Node.js flags and environment the agent process runs with: `pnpm agent`, scripts/start.ts,
+// the agent image and benchmark B7 all start it with these (tests keep package.json's `agent`
+// script and deploy/Dockerfile in step).
 //
 // --max-semi-space-size=16: V8 sizes its young generation by how much survives it, and the
 // first full sync (the desired table filling up) grows it to V8's maximum, 64 MB per
@@ -8,3 +9,14 @@
 // 210 MB. Smaller ones (8 MB) promote more short-lived garbage into the old generation while
 // rendering, which then costs more than they save.
 export const AGENT_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=16"];
+
+// MALLOC_MMAP_THRESHOLD_=131072: glibc serves allocations of 128 KiB and more with mmap and
+// returns them at free(), but after freeing such a block it raises that threshold to the
+// block's size ("dynamic mmap threshold"), so the next ones come from its heap arenas, which
+// keep freed memory. The agent's large allocations are response bodies (a list page of 500
+// objects is megabytes) and the sync's batches: after a relist or a restart's full sync, the
+// arenas kept up to 60 MB at 100,000 resources that no GC can return. A fixed threshold
+// (setting it turns the dynamic one off) sends them back to the system as they are freed; the
+// cost, an mmap/munmap per large buffer, did not show in B7's drain times. Read by glibc at
+// process start, so it has to be in the environment; other C libraries ignore it.
+export const AGENT_ENVIRONMENT: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: "131072" };

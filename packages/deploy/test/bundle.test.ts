@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
+import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { passesHealthcheck, readDockerfile, type Stage } from "./dockerfile.ts";
 import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 
@@ -43,6 +43,8 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   assert.match(runtime.user ?? "", /^[1-9]\d*:[1-9]\d*$/, "the runtime user is numeric and not root");
   assert.equal(runtime.workdir, "/var/lib/flotilla");
   assert.deepEqual(stages.get("agent")!.entrypoint, ["node", ...AGENT_NODE_FLAGS, "/app/src/main.js"], "the agent image runs with AGENT_NODE_FLAGS");
+  for (const [name, value] of Object.entries(AGENT_ENVIRONMENT))
+    assert.equal(stages.get("agent")!.env[name], value, `the agent image sets ${name} (AGENT_ENVIRONMENT)`);
 
   const root = mkdtempSync(join(tmpdir(), "flotilla-bundle-"));
   t.after(() => rmSync(root, { recursive: true, force: true }));
