@@ -19,6 +19,31 @@ import { Follower } from "@flotilla/testkit/follower";
 
 const mysql = (await testDatabases()).find((d) => d.db.name === "mysql")!;
 
+function adminTransport(baseUrl: string) {
+  return createGrpcTransport({
+    baseUrl,
+    interceptors: [
+      (next) => (req) => {
+        req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+        return next(req);
+      },
+    ],
+  });
+}
+
+/** Locks the region's row in a transaction of the test's own, so that ctrl's writes to the region wait; `release()` ends it. */
+async function holdRegionRow(store: Store, region: string): Promise<{ release: () => void; holding: Promise<void> }> {
+  const released = Promise.withResolvers<void>();
+  const locked = Promise.withResolvers<void>();
+  const holding = store.database.db.transaction().execute(async (tx) => {
+    await sql`select id from regions where name = ${region} for update`.execute(tx);
+    locked.resolve();
+    await released.promise;
+  });
+  await locked.promise;
+  return { release: () => released.resolve(), holding };
+}
+
 test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILABLE, exit 0; JSON logs without tokens (mysql)", {
   skip: mysql.skip,
 }, async () => {
@@ -28,35 +53,20 @@ test("SIGTERM: the unary call in flight completes, the watch ends with UNAVAILAB
     await store.regions.create("s");
     const child = await spawnCtrl(url, ADMIN_TOKEN, ["--log-format", "json", "--log-level", "debug"]);
     try {
-      const transport = createGrpcTransport({
-        baseUrl: child.url,
-        interceptors: [
-          (next) => (req) => {
-            req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-            return next(req);
-          },
-        ],
-      });
+      const transport = adminTransport(child.url);
       const { token: agentToken } = await createClient(RegionService, transport).createAgentToken({ region: "s" });
       const follower = new Follower(createClient(ClusterService, transport), "s");
       await follower.snapshot();
       follower.watch();
       // Hold the region's row: the write below waits for it inside ctrl.
-      const release = Promise.withResolvers<void>();
-      const locked = Promise.withResolvers<void>();
-      const holding = store.database.db.transaction().execute(async (tx) => {
-        await sql`select id from regions where name = 's' for update`.execute(tx);
-        locked.resolve();
-        await release.promise;
-      });
-      await locked.promise;
+      const { release, holding } = await holdRegionRow(store, "s");
       const write = createClient(DeploymentService, transport).createDeployment({
         deployment: { id: "late", namespace: "x", image: "x:1", regions: [{ region: "s", replicas: 1 }] },
       });
       await sleep(300);
       const exited = child.kill("SIGTERM");
       await sleep(300);
-      release.resolve();
+      release();
       await holding;
       const written = await write;
       assert.ok(written.deployment, "the call in flight completed");
@@ -103,23 +113,8 @@ test("SIGTERM: a unary call whose client left is still finished before the store
     await store.regions.create("s");
     const child = await spawnCtrl(url, ADMIN_TOKEN, ["--log-format", "json"]);
     try {
-      const transport = createGrpcTransport({
-        baseUrl: child.url,
-        interceptors: [
-          (next) => (req) => {
-            req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-            return next(req);
-          },
-        ],
-      });
-      const release = Promise.withResolvers<void>();
-      const locked = Promise.withResolvers<void>();
-      const holding = store.database.db.transaction().execute(async (tx) => {
-        await sql`select id from regions where name = 's' for update`.execute(tx);
-        locked.resolve();
-        await release.promise;
-      });
-      await locked.promise;
+      const transport = adminTransport(child.url);
+      const { release, holding } = await holdRegionRow(store, "s");
       const leaving = new AbortController();
       const write = createClient(DeploymentService, transport).createDeployment(
         { deployment: { id: "abandoned", namespace: "x", image: "x:1", regions: [{ region: "s", replicas: 1 }] } },
@@ -130,7 +125,7 @@ test("SIGTERM: a unary call whose client left is still finished before the store
       await assert.rejects(write, (error) => ConnectError.from(error).code === Code.Canceled);
       const exited = child.kill("SIGTERM");
       await sleep(300);
-      release.resolve();
+      release();
       await holding;
       assert.equal(await exited, 0, child.log());
       assert.ok(await store.deployments.get("abandoned"), "the handler finished its write before ctrl closed the store");
