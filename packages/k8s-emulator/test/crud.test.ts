@@ -251,6 +251,15 @@ describe("CRUD through the real client", () => {
   });
 
   it("dryRun=All stores nothing", async () => {
+    // Earlier tests' rollouts write status on their own: measure once every Deployment's is done.
+    await waitFor(
+      () =>
+        c.emu
+          .list("apps/v1", "Deployment")
+          .every((d) => (d.status as { conditions?: { reason?: string }[] } | undefined)?.conditions?.some((x) => x.reason === "NewReplicaSetAvailable")),
+      10_000,
+      "earlier rollouts to finish",
+    );
     const before = c.emu.resourceVersion;
     const dry = await c.objects.patch(deployment("dry", { namespace: "apps" }), undefined, "All", "m", undefined, PatchStrategy.ServerSideApply);
     assert.equal(dry.metadata?.name, "dry");
