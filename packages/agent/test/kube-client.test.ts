@@ -9,6 +9,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
+import { createLogger } from "@flotilla/runtime";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { initPki, issueAgent } from "@flotilla/ctrl/pki";
 import { KubeApiError, KubeClient, resourcePath, type ApiObject, type WatchEvent } from "../src/kube-api.ts";
@@ -325,6 +326,24 @@ describe("credentials", () => {
       ]),
     );
     await assert.rejects(wrongName.list("/apis/apps/v1/deployments"), /elsewhere\.example/);
+  });
+
+  test("no token reaches a log line or an error: rotations logged, rejected and refused requests", async () => {
+    const bot = await serviceAccountToken(guarded, "quiet-bot");
+    const lines: string[] = [];
+    const log = createLogger({ level: "debug", write: (line) => lines.push(line) });
+    const path = writeKubeconfig("quiet", guarded.url, { tokenFile: "token" });
+    writeFileSync(join(dir, "quiet", "token"), `${ADMIN_TOKEN}\n`);
+    const client = new KubeClient(await kubeconfigConnection([path], { log }));
+    await client.list("/apis/apps/v1/deployments");
+    writeFileSync(join(dir, "quiet", "token"), bot.token); // logged as a rotation; then 403
+    const forbidden = await rejection(client.list("/apis/apps/v1/deployments"));
+    writeFileSync(join(dir, "quiet", "token"), "nobody-issued-this"); // logged as a rotation; then 401
+    const unauthorized = await rejection(client.list("/apis/apps/v1/deployments"));
+    assert.deepEqual([forbidden.statusCode, unauthorized.statusCode], [403, 401]);
+    assert.equal(lines.filter((line) => /Kubernetes credentials changed/.test(line)).length, 2, lines.join("\n"));
+    const said = [...lines, forbidden.message, unauthorized.message, String(forbidden.body), String(unauthorized.body)].join("\n");
+    for (const token of [ADMIN_TOKEN, bot.token, "nobody-issued-this"]) assert.ok(!said.includes(token), `a token shows in: ${said}`);
   });
 
   test("$KUBECONFIG as a path list: the first file naming an entry wins; username/password as basic authentication", async () => {
