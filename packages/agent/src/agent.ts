@@ -75,7 +75,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     metrics,
     log,
     prune: config.prune,
-    liveVersions: (key) => observer?.liveVersions(key) ?? new Map(),
+    liveObjects: (key) => observer?.liveObjects(key) ?? new Map(),
     namespaces: config.namespaces,
     ownershipRecheckMs: config.ownershipRecheckMs,
   });
@@ -150,7 +150,10 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     ...leadership.parts(),
     // Before the workers, so that it stops after them (their last reconciles may schedule a release).
     { name: "memory release", start() {}, stop: () => memoryRelease.stop() },
-    workers(config, queue, async (key) => {
+    // With an observer, the workers wait for its first list (which waits for the first snapshot):
+    // what is already in the cluster is then known to hold what would be applied, and a restart
+    // applies only what changed.
+    workers(config, queue, observer?.firstListed, async (key) => {
       try {
         // A standby (or a leader past its renew deadline) leaves the key: every key is queued
         // again when a term begins.
@@ -162,14 +165,23 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     }),
     // Nothing is worth reporting before the first snapshot: the cursor would be 0.
     loop("reporter", async (signal) => {
-      await Promise.race([ready.promise, new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))]);
+      if (!(await untilAborted(ready.promise, signal))) return;
       // Only a leader reports; each term starts with the full set.
       await leadership.eachTerm(signal, (term) => {
         reporter.requestFullSet();
         return reporter.run(term);
       });
     }),
-    ...(observing ? [loop("observer", (signal) => observing.observer.run(signal)), loop("drift refresh", (signal) => observing.drift.runRefresh(signal))] : []),
+    ...(observing
+      ? [
+          // Listed once the table holds the first snapshot, so that every listed object is checked
+          // against what the agent would apply to it (DriftCorrector.held).
+          loop("observer", async (signal) => {
+            if (await untilAborted(ready.promise, signal)) await observing.observer.run(signal);
+          }),
+          loop("drift refresh", (signal) => observing.drift.runRefresh(signal)),
+        ]
+      : []),
     loop("connection", (signal) => connection.run(signal)),
   ];
   const stop = await startInOrder(parts);
@@ -236,6 +248,7 @@ async function observe(
       if (change.key !== undefined) statusChanged.emit(change.key);
       drift.onChange(change);
     },
+    held: (object, key, previous) => drift.held(object, key, previous),
     // A key the agent applied is in the table before the observer sees its objects.
     sharedKey: (key) => table.get(key)?.key,
     onRestart: (reason) => metrics.observerRestarts.inc({ reason }),
@@ -244,18 +257,25 @@ async function observe(
   return { observer, drift };
 }
 
-/** The work queue's workers: `handle` for every key, `concurrency` at once, until the queue shuts down. */
-function workers(config: ResolvedAgentConfig, queue: WorkQueue, handle: (key: string) => Promise<void>): Runnable {
+/**
+ * The work queue's workers: `handle` for every key, `concurrency` at once, from when `after` (if
+ * given) resolves until the queue shuts down.
+ */
+function workers(config: ResolvedAgentConfig, queue: WorkQueue, after: Promise<void> | undefined, handle: (key: string) => Promise<void>): Runnable {
+  const stopping = new AbortController();
   let working: Promise<void> | undefined;
   return {
     name: "workers",
     start() {
-      working = dispatch(queue, handle, {
-        concurrency: config.concurrency,
-        onHandlerError: (key, error) => config.log.error(`reconcile failed: ${messageOf(error)}`, { resource: key }),
-      });
+      const run = () =>
+        dispatch(queue, handle, {
+          concurrency: config.concurrency,
+          onHandlerError: (key, error) => config.log.error(`reconcile failed: ${messageOf(error)}`, { resource: key }),
+        });
+      working = after === undefined ? run() : untilAborted(after, stopping.signal).then((started) => (started ? run() : undefined));
     },
     async stop() {
+      stopping.abort();
       queue.shutDown();
       // Applies in flight finish (a half-applied resource would wait for the next agent), within a deadline.
       const deadline = Promise.withResolvers<"deadline">();
@@ -266,6 +286,19 @@ function workers(config: ResolvedAgentConfig, queue: WorkQueue, handle: (key: st
       clearTimeout(timer);
     },
   };
+}
+
+/** Waits for `promise`; true once it resolved, false if `signal` aborted first. */
+async function untilAborted(promise: Promise<unknown>, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return false;
+  const aborted = Promise.withResolvers<false>();
+  const onAbort = () => aborted.resolve(false);
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    return await Promise.race([promise.then(() => true), aborted.promise]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
 }
 
 function messageOf(error: unknown): string {

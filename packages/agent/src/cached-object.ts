@@ -26,7 +26,8 @@ const KEPT_CONDITIONS = new Set(["Progressing", "Available"]);
 
 // A record is its kind's index (one character, see ObjectCache), then its fields: name,
 // namespace, resourceVersion, generation, the desired-version annotation, the labels
-// managed-by, region, resource type and resource id; for a Deployment also spec.replicas, the
+// managed-by, region, resource type and resource id, the held digest (see ObjectCache.set());
+// for a Deployment also spec.replicas, the
 // first container's image, KEPT_STATUS and four fields (type, status, reason, message) per kept
 // condition. A field is the value itself (a string, or a number's decimal form) or one of
 // these marks (a value holding a mark character is stored as JSON, see holdsMarker()):
@@ -45,7 +46,7 @@ const RECORD_SEPARATOR = "\u0006";
 /** In a condition's message: the object's name (Progressing names the ReplicaSet "<name>-<hash>"). */
 const NAME_IN_MESSAGE = "\u0007";
 const HIGHEST_MARKER = 7;
-const COMMON_FIELDS = 9;
+const COMMON_FIELDS = 10;
 const DEPLOYMENT_FIELDS = COMMON_FIELDS + 2 + KEPT_STATUS.length;
 
 /**
@@ -120,7 +121,7 @@ function readFromKey(field: string, part: string | undefined): string | undefine
 }
 
 /** The reduced `object` as a record of the kind `tag` (see the field list above). */
-function pack(object: KubeObject, tag: string, deployment: boolean, key: string | undefined): string {
+function pack(object: KubeObject, tag: string, deployment: boolean, key: string | undefined, held: string | undefined): string {
   const { metadata } = object;
   const [type, id] = keyParts(key);
   const labels = metadata.labels;
@@ -135,6 +136,7 @@ function pack(object: KubeObject, tag: string, deployment: boolean, key: string 
     putString(labels?.[REGION_LABEL], true),
     putFromKey(labels?.[TYPE_LABEL], type, true),
     putFromKey(labels?.[ID_LABEL], id),
+    putString(held),
   ];
   if (deployment) {
     const spec = object.spec as DeploymentSpec | undefined;
@@ -194,6 +196,16 @@ function unpack(record: string, kind: ObjectKind, key: string | undefined): Kube
   return object;
 }
 
+/** A cached object: reduced (see unpack()), with the digest it holds (see ObjectCache.set()). */
+export interface CachedObject {
+  object: KubeObject;
+  held: string | undefined;
+}
+
+function cachedObject(record: string, kind: ObjectKind, key: string | undefined): CachedObject {
+  return { object: unpack(record, kind, key), held: readString(record.slice(1).split(SEPARATOR, COMMON_FIELDS)[COMMON_FIELDS - 1]!) };
+}
+
 /** "namespace/name" of a record (the fields after its kind). */
 function recordLocation(record: string, key: string | undefined): string {
   const [name, namespace] = record.slice(1).split(SEPARATOR, 2);
@@ -244,16 +256,26 @@ export class ObjectCache {
 
   /** The reduced object of `kind` at namespace/name ("" for a cluster-scoped one), if cached. */
   get(kind: ObjectKind, namespace: string, name: string): KubeObject | undefined {
+    return this.find(kind, namespace, name)?.object;
+  }
+
+  /** The reduced object of `kind` at namespace/name and the digest it holds (see set()), if cached. */
+  find(kind: ObjectKind, namespace: string, name: string): CachedObject | undefined {
     const found = this.#find(this.#tag(kind), namespace, name);
-    return found && unpack(found.record, kind, found.key);
+    return found && cachedObject(found.record, kind, found.key);
   }
 
   /** The reduced objects of `kind` labelled as resource `key`'s. */
   objectsOf(kind: ObjectKind, key: string): KubeObject[] {
+    return this.cachedOf(kind, key).map(({ object }) => object);
+  }
+
+  /** The reduced objects of `kind` labelled as resource `key`'s, with the digests they hold. */
+  cachedOf(kind: ObjectKind, key: string): CachedObject[] {
     const tag = this.#tag(kind);
     return this.#records(key)
       .filter((record) => record[0] === tag)
-      .map((record) => unpack(record, kind, key));
+      .map((record) => cachedObject(record, kind, key));
   }
 
   /** Resource keys of the cached objects of `kind`. */
@@ -271,13 +293,18 @@ export class ObjectCache {
     for (const place of this.#unkeyed.keys()) if (place[0] === tag) yield splitLocation(place.slice(1));
   }
 
-  /** Caches the reduced `object` of `kind` in place of the one at its location. */
-  set(kind: ObjectKind, object: KubeObject): void {
+  /**
+   * Caches the reduced `object` of `kind` in place of the one at its location. `held`, if given,
+   * is the contentDigest() of what the agent applies to this object, which the full `object`
+   * was found to hold (at its resourceVersion): an apply of that content may be skipped while
+   * the object stays at that version.
+   */
+  set(kind: ObjectKind, object: KubeObject, held?: string): void {
     const { namespace = "", name } = object.metadata;
     this.delete(kind, namespace, name);
     const tag = this.#tag(kind);
     const key = resourceKeyOf(object);
-    const record = pack(object, tag, kind.kind === "Deployment", key);
+    const record = pack(object, tag, kind.kind === "Deployment", key, held);
     if (key === undefined) {
       this.#unkeyed.set(this.#place(tag, namespace, name), record);
       return;

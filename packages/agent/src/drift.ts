@@ -10,9 +10,10 @@
 // * Periodic refresh: a resource whose last successful apply is older than `refreshIntervalMs` is
 //   re-applied, at most `refreshPerSecond` resources per second (a safety net for missed events).
 import { sleep } from "./backoff.ts";
-import { containsCanonical } from "./compare.ts";
-import { desiredResource, type DesiredTable } from "./desired-table.ts";
-import { buildManifests, describeObject, tracksDesiredVersion, withoutDesiredVersion, type KubeObject } from "./manifests.ts";
+import type { CachedObject } from "./cached-object.ts";
+import { desiredResource, type DesiredEntry, type DesiredTable } from "./desired-table.ts";
+import { heldDigest } from "./held.ts";
+import { buildManifests, describeObject, type KubeObject } from "./manifests.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { ObjectChange } from "./observer.ts";
 
@@ -33,9 +34,20 @@ export class DriftCorrector {
     this.#options = options;
   }
 
+  /**
+   * Observer hook (ObserverOptions.held): the digest of what the agent applies to the full
+   * `object` of resource `key`, if the object holds it. A status write keeps what the object held.
+   */
+  held(object: KubeObject, key: string | undefined, previous: CachedObject | undefined): string | undefined {
+    if (previous?.held !== undefined && onlyStatusChanged(previous.object, object)) return previous.held;
+    const entry = key === undefined ? undefined : this.#options.table.get(key);
+    const wanted = entry && this.#wanted(entry, object);
+    return wanted && heldDigest(object, wanted);
+  }
+
   /** Observer hook: re-applies the resource if `change` undid what the agent applied; retries it if it failed. */
-  onChange({ key, object, previous }: ObjectChange): void {
-    const { table, region } = this.#options;
+  onChange({ key, object, previous, held }: ObjectChange): void {
+    const { table } = this.#options;
     const entry = key === undefined ? undefined : table.get(key);
     // A failed resource (e.g. an ownership conflict: another resource's labels on the object, or
     // labels added for adoption) is checked again when its object changes, not only after its backoff.
@@ -48,17 +60,23 @@ export class DriftCorrector {
     // before this delete, so a delete is noted for it (edits are caught by the run's own check).
     const unsettled = entry.status !== "done";
     if (unsettled ? object !== undefined : entry.appliedVersion !== entry.version) return;
-    const live = object ?? previous!;
-    const wanted = buildManifests(desiredResource(entry.desired), region).apply.find((m) => describeObject(m) === describeObject(live));
-    if (!wanted) return;
+    // An object that holds what the agent applies (held() compared it) has not drifted.
+    if (object && (held !== undefined || (previous && onlyStatusChanged(previous, object)))) return;
+    if (!this.#wanted(entry, object ?? previous!)) return;
     if (!object) {
       if (unsettled) table.noteDeleted(entry.key);
       else table.requestReapply(entry.key, "deleted");
       return;
     }
-    if (previous && onlyStatusChanged(previous, object)) return;
-    // An object that does not track the desired version keeps the one it was last applied from.
-    if (!containsCanonical(object, tracksDesiredVersion(wanted) ? wanted : withoutDesiredVersion(wanted))) table.requestReapply(entry.key, "modified");
+    table.requestReapply(entry.key, "modified");
+  }
+
+  /** The manifest the agent applies to `live`'s place for `entry`, if the entry wants one there. */
+  #wanted(entry: DesiredEntry, live: KubeObject): KubeObject | undefined {
+    const { desired } = entry;
+    if (desired.kind !== "upsert") return undefined;
+    const name = describeObject(live);
+    return buildManifests(desiredResource(desired), this.#options.region).apply.find((m) => describeObject(m) === name);
   }
 
   /** Runs refresh rounds until `signal` aborts. */

@@ -13,9 +13,10 @@
 import type { Logger } from "@flotilla/runtime";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
-import { ObjectCache, resourceKeyOf } from "./cached-object.ts";
+import { ObjectCache, resourceKeyOf, type CachedObject } from "./cached-object.ts";
 import { describeObject, managedSelector, type KubeObject } from "./manifests.ts";
 import { statusCodeOf, type KubeClient, type WatchEvent } from "./kube-api.ts";
+import type { LiveObjects } from "./target.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
 
 /** Why a watch was restarted (the `reason` label of flotilla_agent_observer_restarts_total). */
@@ -30,6 +31,8 @@ export interface ObjectChange {
   object: KubeObject | undefined;
   /** The cached (reduced, see cached-object.ts) object before the change, if there was one. */
   previous: KubeObject | undefined;
+  /** The digest of what the agent applies that `object` holds (held.ts), if it holds it; undefined for a deletion. */
+  held: string | undefined;
 }
 
 export interface ObserverOptions {
@@ -43,6 +46,12 @@ export interface ObserverOptions {
   /** Backoff after failed lists and watches. */
   backoff: BackoffOptions;
   onChange: (change: ObjectChange) => void;
+  /**
+   * The digest of what the agent applies to `object` (a full object of resource `key`) if the
+   * object holds it (held.ts); `previous` is what the cache held at its place. Kept with the
+   * cached object. Without it, no object is known to hold anything.
+   */
+  held?: (object: KubeObject, key: string | undefined, previous: CachedObject | undefined) => string | undefined;
   /** The same resource key string held elsewhere (the desired table's), if any: the cache keeps that one (see ObjectCache). */
   sharedKey?: (key: string) => string | undefined;
   onRestart: (reason: RestartReason) => void;
@@ -53,10 +62,17 @@ const LIST_PAGE_SIZE = 500;
 
 export class Observer {
   readonly #watchers: KindWatcher[];
+  /**
+   * Resolves once the first list of every kind has finished, listed or failed (client-go's
+   * WaitForCacheSync, without waiting for a cluster that does not answer): reconciles that wait
+   * for it find the objects already there in the cache.
+   */
+  readonly firstListed: Promise<void>;
 
   constructor(options: ObserverOptions) {
     const cache = new ObjectCache(options.kinds, options.sharedKey);
     this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind, cache));
+    this.firstListed = Promise.all(this.#watchers.map((w) => w.firstListed)).then(() => {});
   }
 
   /** Whether `kind` was listed once (before that, an absent object is unknown, not missing). */
@@ -64,13 +80,14 @@ export class Observer {
     return this.#watcher(kind)?.isSynced ?? false;
   }
 
-  /** The known resourceVersion of each cached object of resource `key`, by describeObject() name. */
-  liveVersions(key: string): Map<string, string> {
-    const versions = new Map<string, string>();
+  /** The known resourceVersion and held digest of each cached object of resource `key`, by describeObject() name. */
+  liveObjects(key: string): LiveObjects {
+    const live: LiveObjects = new Map();
     for (const watcher of this.#watchers) {
-      for (const object of watcher.objectsOf(key)) versions.set(describeObject(object), object.metadata.resourceVersion as string);
+      for (const { object, held } of watcher.cachedOf(key))
+        live.set(describeObject(object), { resourceVersion: object.metadata.resourceVersion as string, held });
     }
-    return versions;
+    return live;
   }
 
   /** The cached (reduced, see cached-object.ts) object, if it exists (and the kind is watched). */
@@ -105,6 +122,7 @@ type WatchEnd = { reason: Exclude<RestartReason, "error"> } | { reason: "error";
 class KindWatcher {
   readonly kind: WatchedKind;
   isSynced = false;
+  readonly #firstListed = Promise.withResolvers<void>();
   readonly #options: ObserverOptions;
   readonly #selector: string;
   readonly #cache: ObjectCache;
@@ -126,6 +144,15 @@ class KindWatcher {
     return this.#cache.objectsOf(this.kind, key);
   }
 
+  cachedOf(key: string): CachedObject[] {
+    return this.#cache.cachedOf(this.kind, key);
+  }
+
+  /** See Observer.firstListed. */
+  get firstListed(): Promise<void> {
+    return this.#firstListed.promise;
+  }
+
   keys(): IterableIterator<string> {
     return this.#cache.keys(this.kind);
   }
@@ -136,7 +163,13 @@ class KindWatcher {
     while (!signal.aborted) {
       let end: WatchEnd;
       try {
-        if (this.#resourceVersion === undefined) await this.#relist();
+        if (this.#resourceVersion === undefined) {
+          try {
+            await this.#relist();
+          } finally {
+            this.#firstListed.resolve();
+          }
+        }
         end = await this.#watchOnce(signal);
       } catch (error) {
         end = { reason: "error", error };
@@ -222,20 +255,22 @@ class KindWatcher {
     }
   }
 
-  /** Caches the reduced `object` and reports the change; returns its location. */
+  /** Caches the reduced `object` with the digest it holds and reports the change; returns its location. */
   #store(object: KubeObject): string {
     const { namespace = "", name } = object.metadata;
-    const previous = this.#cache.get(this.kind, namespace, name);
-    if (!previous || previous.metadata.resourceVersion !== object.metadata.resourceVersion) {
-      this.#cache.set(this.kind, object);
-      this.#options.onChange({ kind: this.kind, key: resourceKeyOf(object), object, previous });
+    const cached = this.#cache.find(this.kind, namespace, name);
+    if (!cached || cached.object.metadata.resourceVersion !== object.metadata.resourceVersion) {
+      const key = resourceKeyOf(object);
+      const held = this.#options.held?.(object, key, cached);
+      this.#cache.set(this.kind, object, held);
+      this.#options.onChange({ kind: this.kind, key, object, previous: cached?.object, held });
     }
     return `${namespace}/${name}`;
   }
 
   #remove(object: { metadata: { namespace?: string; name: string } }): void {
     const previous = this.#cache.delete(this.kind, object.metadata.namespace ?? "", object.metadata.name);
-    if (previous) this.#options.onChange({ kind: this.kind, key: resourceKeyOf(previous), object: undefined, previous });
+    if (previous) this.#options.onChange({ kind: this.kind, key: resourceKeyOf(previous), object: undefined, previous, held: undefined });
   }
 }
 

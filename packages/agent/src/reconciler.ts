@@ -7,7 +7,7 @@ import { QUEUE_NAME, type AgentMetrics } from "./metrics.ts";
 import { namespaceRefusal, type NamespaceRules } from "./namespaces.ts";
 import { prune, type PruneOptions, type PruneResult } from "./prune.ts";
 import type { RateLimitingQueue } from "./queue/rate-limiting-queue.ts";
-import { TargetError, type AppliedVersions, type Target } from "./target.ts";
+import { TargetError, type AppliedVersions, type LiveObjects, type Target } from "./target.ts";
 
 export interface ReconcilerDeps {
   table: DesiredTable;
@@ -16,10 +16,11 @@ export interface ReconcilerDeps {
   metrics: AgentMetrics;
   log: Logger;
   /**
-   * The live resourceVersions of a key's objects (by describeObject() name), if known: a
-   * re-apply that moves one of them corrected drift (counted in drift_corrections_total).
+   * A key's objects as last observed (by describeObject() name), if known: the target skips
+   * those that hold what it would apply, and a re-apply that moves one of their versions
+   * corrected drift (counted in drift_corrections_total).
    */
-  liveVersions?: (key: string) => AppliedVersions;
+  liveObjects?: (key: string) => LiveObjects;
   /** Namespaces the agent may write into; the others are refused (reported, not applied). */
   namespaces: NamespaceRules;
   /** Interval at which an ownership conflict is checked again (it clears once the object is removed or marked for adoption). */
@@ -57,7 +58,7 @@ export function reconciler({
   target,
   metrics,
   log,
-  liveVersions,
+  liveObjects,
   namespaces,
   ownershipRecheckMs,
 }: ReconcilerDeps): (key: string) => Promise<void> {
@@ -80,7 +81,7 @@ export function reconciler({
       if (refused) throw new TargetError(refused, undefined, undefined, "namespace");
       // Deletes noted before this run are undone by it; those noted from here on may not be.
       entry.deletedDuringRun = false;
-      const before = liveVersions?.(key);
+      const before = liveObjects?.(key);
       // A re-apply must restore every object: no object may be skipped as unchanged.
       const applied =
         desired.kind === "upsert" ? await target.apply(desiredResource(desired), reapply ? undefined : before) : await target.delete(desired.tombstone);
@@ -89,7 +90,7 @@ export function reconciler({
       // alone (skipped or a no-op) that changed meanwhile would go uncorrected otherwise.
       // An object this run wrote and someone deleted before the run ended shows only as a noted delete.
       const drifted =
-        (!reapply && before && applied ? changedMeanwhile(before, applied, liveVersions!(key)) : undefined) ?? (entry.deletedDuringRun ? "deleted" : undefined);
+        (!reapply && before && applied ? changedMeanwhile(before, applied, liveObjects!(key)) : undefined) ?? (entry.deletedDuringRun ? "deleted" : undefined);
       table.markDone(key, version);
       if (drifted) table.requestReapply(key, drifted);
       if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });
@@ -132,16 +133,16 @@ export function reconciler({
  * How an object the apply left as it was (`before` had the version it returned) changed while
  * the apply ran: deleted or modified (another writer moved its version), if any did.
  */
-function changedMeanwhile(before: AppliedVersions, applied: AppliedVersions, now: AppliedVersions): ReapplyReason | undefined {
+function changedMeanwhile(before: LiveObjects, applied: AppliedVersions, now: LiveObjects): ReapplyReason | undefined {
   for (const [object, version] of applied) {
-    if (before.get(object) !== version || now.get(object) === version) continue;
+    if (before.get(object)?.resourceVersion !== version || now.get(object)?.resourceVersion === version) continue;
     return now.has(object) ? "modified" : "deleted";
   }
   return undefined;
 }
 
 /** Whether an apply created an object or moved its resourceVersion (a no-op apply moves none). */
-function changedAny(before: AppliedVersions, after: AppliedVersions): boolean {
-  for (const [object, version] of after) if (before.get(object) !== version) return true;
+function changedAny(before: LiveObjects, after: AppliedVersions): boolean {
+  for (const [object, version] of after) if (before.get(object)?.resourceVersion !== version) return true;
   return false;
 }

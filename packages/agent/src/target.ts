@@ -33,6 +33,15 @@ export function managedObject(
 /** The resourceVersion of each object an apply wrote, by describeObject() name. */
 export type AppliedVersions = Map<string, string>;
 
+/** An object as last observed: its resourceVersion, and the digest of applied content it holds (held.ts), if known. */
+export interface LiveObject {
+  resourceVersion: string;
+  held: string | undefined;
+}
+
+/** The live objects of a resource, by describeObject() name. */
+export type LiveObjects = Map<string, LiveObject>;
+
 export interface Target {
   /**
    * The cluster's access, for a target that applies to a cluster: the agent then also watches
@@ -45,13 +54,12 @@ export interface Target {
    * objects the resource no longer has (its Service once the port is 0). A target that can tell
    * returns the resourceVersions the objects have after the apply (Namespaces excepted).
    *
-   * `live`, the resourceVersions of the resource's objects as last observed, lets a target skip
-   * an object that does not track the desired version (see tracksDesiredVersion()) when its content is
-   * what it last applied and the live object is still the one that apply wrote; such an object
-   * is returned with that version. Without `live`, every object is applied.
+   * `live`, the resource's objects as last observed, lets a target skip an object that was seen
+   * to hold exactly what it would apply (its held digest is the manifest's, see held.ts); such an
+   * object is returned with its live version. Without `live`, every object is applied.
    */
   // biome-ignore lint/suspicious/noConfusingVoidType: targets that keep no versions return nothing
-  apply(resource: DesiredResource, live?: AppliedVersions): Promise<AppliedVersions | void>;
+  apply(resource: DesiredResource, live?: LiveObjects): Promise<AppliedVersions | void>;
   /**
    * Removes every object the tombstone's resource owns (never its Namespace). Objects already
    * gone count as removed; objects without this region's managed labels are left alone.

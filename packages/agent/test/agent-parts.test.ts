@@ -14,6 +14,7 @@ import { startAgent } from "../src/agent.ts";
 import { AGENT_DEFAULTS, resolveConfig } from "../src/config.ts";
 import { DesiredTable } from "../src/desired-table.ts";
 import { DriftCorrector } from "../src/drift.ts";
+import { contentDigest } from "../src/held.ts";
 import { startInOrder, type Runnable } from "../src/lifecycle.ts";
 import { Listeners } from "../src/listeners.ts";
 import { agentConfig } from "../src/main.ts";
@@ -238,7 +239,13 @@ describe("Reconciler", () => {
     const deployment = buildManifests(resource("web", 2), "east").apply.find((object) => object.kind === "Deployment")!;
     const target: Target = {
       async apply() {
-        drift!.onChange({ kind: APPLIED_KINDS.find((k) => k.kind === "Deployment")!, key: "deployment/web", object: undefined, previous: deployment });
+        drift!.onChange({
+          kind: APPLIED_KINDS.find((k) => k.kind === "Deployment")!,
+          key: "deployment/web",
+          object: undefined,
+          previous: deployment,
+          held: undefined,
+        });
         return new Map([[describeObject(deployment), "7"]]);
       },
       async delete() {},
@@ -281,7 +288,7 @@ describe("Reconciler", () => {
 });
 
 describe("DriftCorrector", () => {
-  test("alone: a deleted or edited managed object requests a re-apply of its applied resource; status-only writes do not", () => {
+  test("alone: a deleted or edited managed object requests a re-apply of its applied resource; status-only writes and objects holding the manifest do not", () => {
     const changed: string[] = [];
     const table = new DesiredTable((key) => changed.push(key));
     const drift = new DriftCorrector({ table, region: "east", metrics: new AgentMetrics(), refreshIntervalMs: 60_000, refreshPerSecond: 1 });
@@ -296,15 +303,28 @@ describe("DriftCorrector", () => {
     table.markDone("deployment/web", 1);
     const applied = buildManifests(web, "east").apply.find((object) => object.kind === "Deployment")!;
     const live = { ...applied, metadata: { ...applied.metadata, generation: 1 } } as KubeObject;
+    // As the observer makes them: the held digest from the hook, the previous object's from its own check.
     const change = (object: KubeObject | undefined, previous: KubeObject | undefined): ObjectChange => ({
       kind: APPLIED_KINDS.find((k) => k.kind === "Deployment")!,
       key: "deployment/web",
       object,
       previous,
+      held: object && drift.held(object, "deployment/web", previous && { object: previous, held: drift.held(previous, "deployment/web", undefined) }),
     });
+    assert.equal(drift.held(live, "deployment/web", undefined), contentDigest(applied), "the applied object holds its manifest");
     changed.length = 0;
     drift.onChange(change({ ...live, status: { readyReplicas: 1 } } as KubeObject, live));
     assert.deepEqual(changed, [], "a status-only write is not drift");
+    const relabelled = { ...live, metadata: { ...live.metadata, generation: 2, labels: { ...live.metadata.labels, team: "a" } } } as KubeObject;
+    drift.onChange(change(relabelled, live));
+    assert.deepEqual(changed, [], "another manager's label: the object still holds the manifest");
+    const edited = { ...live, metadata: { ...live.metadata, generation: 2 }, spec: { ...(live.spec as object), replicas: 5 } } as KubeObject;
+    assert.equal(drift.held(edited, "deployment/web", { object: live, held: contentDigest(applied) }), undefined, "an edited object holds nothing");
+    drift.onChange(change(edited, live));
+    assert.deepEqual(changed, ["deployment/web"], "an edited object is re-applied");
+    assert.equal(table.get("deployment/web")?.reapply, "modified");
+    table.markDone("deployment/web", 1);
+    changed.length = 0;
     drift.onChange(change(undefined, live));
     assert.deepEqual(changed, ["deployment/web"], "a deleted object is re-applied");
     assert.equal(table.get("deployment/web")?.reapply, "deleted");
@@ -340,7 +360,7 @@ describe("Observer", () => {
       const deployment = buildManifests(web, "east").apply.find((object) => object.kind === "Deployment")!;
       await cluster.apply(deployment as never);
       await waitFor(() => changes.includes("deployment/web"), 5000, "the change observed");
-      assert.equal(observer.liveVersions("deployment/web").size, 1, "its live resourceVersion is known");
+      assert.equal(observer.liveObjects("deployment/web").size, 1, "its live resourceVersion is known");
     } finally {
       stopping.abort();
       await running;

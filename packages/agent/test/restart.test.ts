@@ -4,12 +4,13 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
+import { KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
 import { DeploymentDesiredStatus, DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN } from "@flotilla/testkit/ctrl";
 import { startCtrl } from "@flotilla/ctrl";
-import { BOOKMARK_MS, deploymentOf, imageOf, REGION, startStack, waitConverged, type Stack } from "@flotilla/testkit/stack";
+import { BOOKMARK_MS, deploymentOf, imageOf, REGION, startStack, waitConverged, waitFor, type Stack } from "@flotilla/testkit/stack";
 
 const deployment = (id: string, image: string, replicas = 1) => ({ id, namespace: "apps", image, port: 8080, regions: [{ region: REGION, replicas }] });
 
@@ -48,6 +49,48 @@ for (const { db, skip } of await testDatabases()) {
         "only the new deployment was created; nothing duplicated",
       );
       await second.stop();
+    });
+
+    test("agent restarted against a cluster that holds its state: writes nothing; an object edited while it was down is restored", async () => {
+      const deployments = stack.t.client(DeploymentService);
+      for (let i = 0; i < 6; i++) await deployments.createDeployment({ deployment: deployment(`s${i}`, "app:1") });
+      const first = await stack.agent();
+      await first.ready;
+      await waitConverged(stack);
+      await first.stop();
+      await waitFor(() => (deploymentOf(stack.emulator, "apps", "s0")?.status as { readyReplicas?: number } | undefined)?.readyReplicas === 1, "s0 rolled out");
+
+      stack.emulator.clearRequestLog();
+      const second = await stack.agent();
+      await second.ready;
+      await waitConverged(stack);
+      const writes = () => stack.emulator.requestLog.filter((e) => !["get", "list", "watch"].includes(e.verb ?? "") && e.resource !== "leases");
+      await waitFor(() => second.table.counts().done === second.table.size, "every resource reconciled");
+      assert.deepEqual(writes(), [], "the restart applied nothing: every object was seen to hold what it would apply");
+      await second.stop();
+
+      // Edited by someone else while no agent runs: the next restart finds it in its first list.
+      const api = KubernetesObjectApi.makeApiClient(stack.kubeConfig);
+      const edit = {
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: "s1", namespace: "apps" },
+        spec: { template: { spec: { containers: [{ name: "app", image: "hacked:1" }] } } },
+      };
+      await api.patch(edit as KubernetesObject, undefined, undefined, "someone-else", true, PatchStrategy.ServerSideApply);
+      assert.equal(imageOf(deploymentOf(stack.emulator, "apps", "s1")), "hacked:1");
+      stack.emulator.clearRequestLog();
+      const third = await stack.agent();
+      await third.ready;
+      await waitFor(() => imageOf(deploymentOf(stack.emulator, "apps", "s1")) === "app:1", "the edited image restored");
+      await waitConverged(stack);
+      const applies = stack.emulator.requestLog.filter((e) => e.verb === "apply");
+      assert.deepEqual(
+        applies.map((e) => `${e.resource}/${e.name}`),
+        ["deployments/s1"],
+        "only the edited object was applied",
+      );
+      await third.stop();
     });
 
     test("ctrl restarted mid-stream while writes go on: the agent resumes and converges", async () => {

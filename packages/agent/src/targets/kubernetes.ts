@@ -1,26 +1,17 @@
 // The kubernetes target: server-side apply with the agent's field manager (forcing conflicts:
 // the agent owns these fields) onto objects that carry its ownership marks only, deletes of its
 // own objects with Background propagation, prune listing by labels.
-// An object that does not track the desired version (a Service) is not applied again while its
-// content is what this process last applied and the live object is still the one that apply wrote.
+// An object the observer saw holding exactly what would be applied (held.ts) is not applied again
+// while it stays at that resourceVersion: a restart or a new version that leaves a Service as it
+// was writes nothing to it.
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import {
-  buildManifests,
-  describeObject as describe,
-  FIELD_MANAGER,
-  managedSelector,
-  ownedRefs,
-  tracksDesiredVersion,
-  withoutDesiredVersion,
-  type KubeObject,
-  type ObjectRef,
-} from "../manifests.ts";
+import { buildManifests, describeObject as describe, FIELD_MANAGER, managedSelector, ownedRefs, type KubeObject, type ObjectRef } from "../manifests.ts";
 import { containsCanonical } from "../compare.ts";
+import { appliedForm, contentDigest } from "../held.ts";
 import { typeName } from "../keys.ts";
 import { KubeApiError, objectPath, resourcePath, statusCodeOf, type ApiObject, type KubeClient } from "../kube-api.ts";
 import { isOwnedBy, ownershipConflict, type Owner } from "../ownership.ts";
-import { managedObject, TargetError, type AppliedVersions, type ManagedObject, type Target } from "../target.ts";
-import { contentDigest, LastApplied } from "./last-applied.ts";
+import { managedObject, TargetError, type AppliedVersions, type LiveObjects, type ManagedObject, type Target } from "../target.ts";
 
 /** Kinds that listManaged() looks at (Namespaces are never pruned). */
 const PRUNABLE_KINDS = [
@@ -45,15 +36,13 @@ export class KubernetesTarget implements Target {
   readonly #region: string;
   /** Namespaces applied by this process; forgotten when an apply into one finds it missing. */
   readonly #ensuredNamespaces = new Set<string>();
-  /** By describeObject() name, for objects that do not track the desired version. */
-  readonly #lastApplied = new LastApplied();
 
   constructor({ kubeClient, region }: KubernetesTargetOptions) {
     this.kubeClient = kubeClient;
     this.#region = region;
   }
 
-  async apply(resource: DesiredResource, live?: AppliedVersions): Promise<AppliedVersions> {
+  async apply(resource: DesiredResource, live?: LiveObjects): Promise<AppliedVersions> {
     const { apply, absent } = buildManifests(resource, this.#region);
     const owner: Owner = { region: this.#region, type: typeName(resource.type), id: resource.id };
     const applied: AppliedVersions = new Map();
@@ -63,18 +52,14 @@ export class KubernetesTarget implements Target {
         continue;
       }
       const name = describe(object);
-      const digest = tracksDesiredVersion(object) ? undefined : contentDigest(object);
-      const last = this.#lastApplied.get(name);
-      if (digest !== undefined && last?.digest === digest && live?.get(name) === last.resourceVersion) {
-        applied.set(name, last.resourceVersion);
+      const current = live?.get(name);
+      if (current?.held !== undefined && current.held === contentDigest(object)) {
+        applied.set(name, current.resourceVersion);
         continue;
       }
-      this.#lastApplied.delete(name);
       try {
-        const written = await this.#applyOwned(object, owner, live?.get(name));
-        const resourceVersion = written.metadata?.resourceVersion ?? "";
-        applied.set(name, resourceVersion);
-        if (digest !== undefined) this.#lastApplied.set(name, { digest, resourceVersion });
+        const written = await this.#applyOwned(object, owner, current?.resourceVersion);
+        applied.set(name, written.metadata?.resourceVersion ?? "");
       } catch (error) {
         // The namespace was deleted, or is being deleted, behind our back: ensure it again on the retry.
         if (error instanceof TargetError && (error.statusCode === 404 || error.statusCode === 403)) this.#ensuredNamespaces.delete(resource.namespace);
@@ -137,7 +122,7 @@ export class KubernetesTarget implements Target {
    *   app.kubernetes.io/managed-by at least), so it is not taken over.
    */
   async #applyOwned(object: KubeObject, owner: Owner, cachedVersion: string | undefined): Promise<ApiObject> {
-    const wanted = tracksDesiredVersion(object) ? object : withoutDesiredVersion(object);
+    const wanted = appliedForm(object);
     for (let attempt = 1; ; attempt++) {
       // The observer's cache holds only objects labelled as this resource's in this region: at
       // that resourceVersion the object was ours, and the precondition makes the apply fail if it
@@ -199,7 +184,6 @@ export class KubernetesTarget implements Target {
    */
   async #deleteManaged(ref: ObjectRef, owner: Owner): Promise<void> {
     const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } };
-    this.#lastApplied.delete(describe(header));
     const live = await this.#read(header);
     if (!live || !isOwnedBy(live, owner)) return;
     try {
