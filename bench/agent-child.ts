@@ -33,7 +33,7 @@ export interface AgentChildMemory {
 export interface AgentChildReport {
   /** Process start → first complete snapshot dispatched (agent.ready). */
   readyMs: number;
-  /** Process start → every desired entry reconciled. */
+  /** Process start → every desired entry reconciled and every observation reported to ctrl. */
   drainedMs: number;
   /** Right after ready, after forced GCs (the table is full, the queue too). */
   atReady: AgentChildMemory;
@@ -74,6 +74,7 @@ async function target(): Promise<Target> {
 }
 
 const logLines: string[] = [];
+
 const agent = await startAgent({
   ctrlUrl: config.ctrlUrl,
   region: config.region,
@@ -85,9 +86,12 @@ const agent = await startAgent({
 await agent.ready;
 const readyMs = since();
 const atReady = await memory();
+// Drained: every entry reconciled and every observation reported (after a restart that applies
+// nothing, the reporter's batches go on after the queue is empty).
+const reportBacklog = async () => (await agent.metrics.reportBacklog.get()).values[0]?.value ?? 0;
 for (;;) {
   const counts = agent.table.counts();
-  if (counts.pending === 0) break;
+  if (counts.pending === 0 && (await reportBacklog()) === 0) break;
   await sleep(100);
 }
 const drainedMs = since();

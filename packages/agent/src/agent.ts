@@ -62,7 +62,6 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     statusChanged.emit(key);
   });
   const readiness = new Readiness();
-  metrics.collectFrom({ queueDepth: () => queue.length, desiredCounts: () => table.counts(), readiness: () => readiness.conditions() });
   const client = ctrlClient(config);
   // With a cluster target, the observer watches what the cluster really runs (for status and
   // drift correction); a render target has nothing to watch.
@@ -105,6 +104,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
       ready.resolve();
     },
   });
+  const memoryRelease = new MemoryRelease({ afterReconciles: config.memoryReleaseAfterReconciles, idleMs: config.memoryReleaseIdleMs });
   const reporter = new Reporter({
     client,
     region,
@@ -119,6 +119,13 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
       log.warn(`ctrl refused a report, another agent leads: ${message}`);
       leadership.stepDown("fenced by ctrl");
     },
+    onSent: (backlog) => memoryRelease.reported(queue.length + backlog),
+  });
+  metrics.collectFrom({
+    queueDepth: () => queue.length,
+    desiredCounts: () => table.counts(),
+    readiness: () => readiness.conditions(),
+    reportBacklog: () => reporter.backlog,
   });
   statusChanged.add((key) => reporter.touch(key));
   readiness
@@ -131,8 +138,6 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     for (const entry of table.entries()) queue.add(entry.key);
     if (isReady) void prune(connection.cursor);
   });
-
-  const memoryRelease = new MemoryRelease({ afterReconciles: config.memoryReleaseAfterReconciles, idleMs: config.memoryReleaseIdleMs });
 
   let health: HealthServer | undefined;
   const parts: Runnable[] = [
@@ -160,7 +165,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
         if (leadership.isLeading()) await reconciler.reconcile(key);
       } finally {
         reporter.touch(key);
-        memoryRelease.reconciled(queue.length);
+        memoryRelease.reconciled(queue.length + reporter.backlog);
       }
     }),
     // Nothing is worth reporting before the first snapshot: the cursor would be 0.

@@ -6,7 +6,9 @@
 // them back, so the agent's RSS stays at the peak of its busiest moment for as long as it runs
 // (measured: 459 MB RSS for a 125 MB heap after ordinary full GCs; 104 MB after one
 // memory-reducing GC). Once a burst of at least `afterReconciles` reconciles is over (the work
-// queue empty and no reconcile for `idleMs`), the agent runs one memory-reducing GC (V8's
+// queue empty, no observation left to report, and no reconcile or report for `idleMs`: the
+// reporter's batches after a fast restart would otherwise grow the young generation right
+// back), the agent runs one memory-reducing GC (V8's
 // "last resort" flavour: compacts and releases free pages). It pauses the process once, for
 // about 50–300 ms with 100,000 resources, at a moment it has nothing to do.
 import { setFlagsFromString } from "node:v8";
@@ -32,13 +34,23 @@ export class MemoryRelease {
     this.#release = options.release ?? releaseMemory;
   }
 
-  /** After each reconcile, with the work queue's length at that moment. */
-  reconciled(queueLength: number): void {
+  /** After each reconcile, with the work still waiting at that moment (queued keys, observations to report). */
+  reconciled(waiting: number): void {
+    this.#reconciles++;
+    this.#quietFrom(waiting);
+  }
+
+  /** After each report sent, with the work still waiting: a report is not a reconcile, but the burst is not over. */
+  reported(waiting: number): void {
+    this.#quietFrom(waiting);
+  }
+
+  /** Starts the idle wait if the burst is big enough and nothing waits; any work cancels it. */
+  #quietFrom(waiting: number): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#options.afterReconciles === 0) return;
-    this.#reconciles++;
-    if (queueLength > 0 || this.#reconciles < this.#options.afterReconciles) return;
+    if (waiting > 0 || this.#reconciles < this.#options.afterReconciles) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#reconciles = 0;

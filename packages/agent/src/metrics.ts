@@ -12,6 +12,7 @@ export interface MetricSources {
   queueDepth(): number;
   desiredCounts(): Record<string, number>;
   readiness?(): readonly ReadinessCondition[];
+  reportBacklog?(): number;
 }
 
 /** The `name` label of the agent's one work queue. */
@@ -190,6 +191,16 @@ export class AgentMetrics {
     name: "flotilla_agent_observations_sent_total",
     help: "Resource observations ctrl accepted (changed ones and full sets).",
     registers: [this.registry],
+  });
+
+  readonly reportBacklog: Gauge = new Gauge({
+    name: "flotilla_agent_report_backlog",
+    help: "Resources whose observation is still to be reported to ctrl (changed ones and the rest of a full set).",
+    registers: [this.registry],
+    collect: () => {
+      const backlog = this.#sources?.reportBacklog?.();
+      if (backlog !== undefined) this.reportBacklog.set(backlog);
+    },
   });
 
   readonly reportErrors = new Counter({

@@ -42,6 +42,8 @@ export interface ReporterOptions {
   leader?: () => ReportingLeader | undefined;
   /** ctrl refused a report as FENCED: this agent is no longer the leader. */
   onFenced?: (message: string) => void;
+  /** After each call that carried observations, with the backlog left (see Reporter.backlog). */
+  onSent?: (backlog: number) => void;
 }
 
 export const DEFAULT_MAX_BATCH = 500;
@@ -110,6 +112,7 @@ export class Reporter {
       try {
         await this.#send(batch, leader, signal);
         failures = 0;
+        if (batch.observations.length > 0) this.#options.onSent?.(this.backlog);
       } catch (error) {
         if (signal.aborted) break;
         metrics.reportErrors.inc();
@@ -124,6 +127,11 @@ export class Reporter {
         await sleep(delay, signal);
       }
     }
+  }
+
+  /** Keys waiting to be reported: changed ones and the rest of a full set. */
+  get backlog(): number {
+    return this.#dirty.size + (this.#fullSet?.size ?? 0);
   }
 
   #hasWork(): boolean {

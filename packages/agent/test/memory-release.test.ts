@@ -26,6 +26,24 @@ test("a burst of reconciles is released once, after the queue stayed quiet for i
   release.stop();
 });
 
+test("reports sent after the burst's last reconcile postpone the release until none is waiting", async () => {
+  let releases = 0;
+  const release = new MemoryRelease({ afterReconciles: 2, idleMs: 30, release: () => releases++ });
+  release.reconciled(3); // observations still to report
+  release.reconciled(0);
+  release.reported(2);
+  await sleep(60);
+  assert.equal(releases, 0, "observations are still waiting to be reported");
+  release.reported(0);
+  await sleep(10);
+  release.reported(0);
+  await sleep(10);
+  assert.equal(releases, 0, "each report restarts the idle wait");
+  await sleep(60);
+  assert.equal(releases, 1);
+  release.stop();
+});
+
 test("a burst smaller than afterReconciles, or with releasing off, is not released", async () => {
   let releases = 0;
   const small = new MemoryRelease({ afterReconciles: 10, idleMs: 5, release: () => releases++ });
