@@ -3,6 +3,7 @@
 // benchmark's own memory stays out of the measurement. Reports over IPC once the first complete
 // snapshot was dispatched and the queue drained: timings and process.memoryUsage() after forced
 // GCs (and, if asked, a heap snapshot); then waits for "shutdown".
+import { readFileSync } from "node:fs";
 import { writeHeapSnapshot } from "node:v8";
 import { join } from "node:path";
 import { createLogger, RenderTarget, startAgent, type Target } from "@flotilla/agent";
@@ -26,6 +27,9 @@ export interface AgentChildMemory {
   heapUsed: number;
   heapTotal: number;
   rss: number;
+  /** The parts of the RSS (Linux's /proc/self/status): anonymous memory, and pages of mapped files (Node's binary, libraries). */
+  rssAnon: number;
+  rssFile: number;
   external: number;
   arrayBuffers: number;
 }
@@ -61,7 +65,17 @@ async function memory(): Promise<AgentChildMemory> {
     await new Promise((r) => setImmediate(r));
   }
   const m = process.memoryUsage();
-  return { heapUsed: m.heapUsed, heapTotal: m.heapTotal, rss: m.rss, external: m.external, arrayBuffers: m.arrayBuffers };
+  const status = readFileSync("/proc/self/status", "utf8");
+  const kB = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024;
+  return {
+    heapUsed: m.heapUsed,
+    heapTotal: m.heapTotal,
+    rss: m.rss,
+    rssAnon: kB("RssAnon"),
+    rssFile: kB("RssFile"),
+    external: m.external,
+    arrayBuffers: m.arrayBuffers,
+  };
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -190,7 +190,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
     };
     const perResource = (full: AgentChildReport, empty: AgentChildReport, key: "rss" | "heapUsed") => (full.drained[key] - empty.drained[key]) / count;
     const describe = (m: AgentChildReport["drained"]) =>
-      `RSS ${fmtBytes(m.rss)}, heap used ${fmtBytes(m.heapUsed)} of ${fmtBytes(m.heapTotal)}, external ${fmtBytes(m.external)} (array buffers ${fmtBytes(m.arrayBuffers)})`;
+      `RSS ${fmtBytes(m.rss)} (anonymous ${fmtBytes(m.rssAnon)}, mapped files ${fmtBytes(m.rssFile)}), heap used ${fmtBytes(m.heapUsed)} of ${fmtBytes(m.heapTotal)}, external ${fmtBytes(m.external)} (array buffers ${fmtBytes(m.arrayBuffers)})`;
     const timing = (r: AgentChildReport) =>
       `ready at ${(r.readyMs / 1000).toFixed(1)} s, drained at ${(r.drainedMs / 1000).toFixed(1)} s (${r.errors} entries in error; ${r.logLines} log lines${r.firstLog.length ? `, first: ${r.firstLog.join(" | ")}` : ""})`;
     const rows: Row[] = [];

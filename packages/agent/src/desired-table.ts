@@ -43,6 +43,12 @@ interface Unsettled {
 const SETTLED: Unsettled = { error: undefined, attempts: 0, reapply: undefined, deletedDuringRun: false };
 
 /**
+ * appliedAt is kept in ms since this moment: a small integer (a Smi, inside the entry) for the
+ * first 24 days of a process, where ms since the epoch would be a 16-byte heap number per entry.
+ */
+const TIME_ORIGIN = Date.now();
+
+/**
  * One key's entry. A class with every field set in the constructor (one object shape, all
  * fields in the object); the desired state held as the packed encoding or the tombstone itself
  * (`desired` wraps it when read); error, attempts, reapply and deletedDuringRun in an object of
@@ -58,8 +64,8 @@ export class DesiredEntry {
   status: EntryStatus = "pending";
   /** Version of the last successful apply of this key, if any. */
   appliedVersion: number | undefined;
-  /** When the last successful apply of this key finished (ms since epoch). */
-  appliedAt: number | undefined;
+  /** appliedAt - TIME_ORIGIN. */
+  #appliedAfterOrigin: number | undefined;
   #unsettled: Unsettled | undefined;
 
   /** A new desired state of `key`, pending; the last apply and error carry over from `previous`. */
@@ -69,7 +75,15 @@ export class DesiredEntry {
     this.version = version;
     this.error = previous?.error;
     this.appliedVersion = previous?.appliedVersion;
-    this.appliedAt = previous?.appliedAt;
+    this.#appliedAfterOrigin = previous && previous.#appliedAfterOrigin;
+  }
+
+  /** When the last successful apply of this key finished (ms since the epoch). */
+  get appliedAt(): number | undefined {
+    return this.#appliedAfterOrigin === undefined ? undefined : TIME_ORIGIN + this.#appliedAfterOrigin;
+  }
+  set appliedAt(at: number | undefined) {
+    this.#appliedAfterOrigin = at === undefined ? undefined : at - TIME_ORIGIN;
   }
 
   /**

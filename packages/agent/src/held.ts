@@ -7,8 +7,11 @@ import { createHash } from "node:crypto";
 import { containsCanonical } from "./compare.ts";
 import { tracksDesiredVersion, withoutDesiredVersion, type KubeObject } from "./manifests.ts";
 
-/** Bytes of SHA-1 kept (base64: 20 characters); a collision would need 2^60 objects of one resource. */
-const DIGEST_BYTES = 15;
+/**
+ * Bytes of SHA-1 kept (base64: 12 characters, one per object in the cache). A digest is only ever
+ * compared with the one of the same object's next manifest: a false match has odds of 2^-72.
+ */
+const DIGEST_BYTES = 9;
 
 /**
  * What an apply of the manifest `object` must find in the live object: all of it, except the

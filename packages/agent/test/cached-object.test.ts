@@ -188,3 +188,29 @@ test("a key's objects of several kinds are kept apart by kind", () => {
   const eleven = Array.from({ length: 11 }, (_, index) => ({ apiVersion: "example.com/v1", kind: `Kind${index}` }));
   assert.throws(() => new ObjectCache(eleven), /at most 10 kinds/);
 });
+
+test("a held digest stays with its object; Progressing messages naming a ReplicaSet share one template", () => {
+  const cache = new ObjectCache([DEPLOYMENTS, SERVICES]);
+  const progressing = (name: string, hash: string, tail = " has successfully progressed.") => ({
+    type: "Progressing",
+    status: "True",
+    reason: "NewReplicaSetAvailable",
+    message: `ReplicaSet "${name}-${hash}"${tail}`,
+  });
+  const deployment = (name: string, condition: ReturnType<typeof progressing>): KubeObject => ({
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, namespace: "shop", resourceVersion: "1", labels: { ...labels, "flotilla.dev/resource-id": name } },
+    status: { conditions: [condition] },
+  });
+  const messages = [progressing("web", "5d8f7c9b6"), progressing("api", "66b9d"), progressing("db", "7f_x", ": {odd} web-1")];
+  for (const condition of messages) cache.set(DEPLOYMENTS, deployment(condition.message.split('"')[1]!.split("-")[0]!, condition), "digest-of-it");
+  for (const condition of messages) {
+    const name = condition.message.split('"')[1]!.split("-")[0]!;
+    const found = cache.find(DEPLOYMENTS, "shop", name);
+    assert.deepEqual((found?.object.status as { conditions: unknown[] }).conditions, [condition], `${name}: the message as it was`);
+    assert.equal(found?.held, "digest-of-it");
+  }
+  cache.set(SERVICES, service("shop", "web", labels, "2"));
+  assert.equal(cache.find(SERVICES, "shop", "web")?.held, undefined, "set without a digest: holds nothing known");
+});
