@@ -50,6 +50,8 @@ const HASH_IN_MESSAGE = "\u0008";
 /** Followed by the base-36 index of a shared message template, ":" and the hash it lacks (see putMessage()). */
 const TEMPLATE = "\u0009";
 const HIGHEST_MARKER = 9;
+/** "<name>-<hash>" in a message, the name already replaced: the hash (a pod-template hash is base-36 digits). */
+const REPLICA_SET_HASH = new RegExp(`${NAME_IN_MESSAGE}-([a-z0-9]{1,20})(?![a-z0-9])`);
 const COMMON_FIELDS = 10;
 const DEPLOYMENT_FIELDS = COMMON_FIELDS + 2 + KEPT_STATUS.length;
 
@@ -97,7 +99,7 @@ function holdsMarker(value: string): boolean {
 function putMessage(message: unknown, name: string): string {
   if (typeof message !== "string" || holdsMarker(message) || name === "" || !message.includes(name)) return putString(message, true);
   const named = message.split(name).join(NAME_IN_MESSAGE);
-  const hash = /\u0007-([a-z0-9]{1,20})(?![a-z0-9])/.exec(named)?.[1];
+  const hash = REPLICA_SET_HASH.exec(named)?.[1];
   const template = hash === undefined ? undefined : named.split(`${NAME_IN_MESSAGE}-${hash}`).join(`${NAME_IN_MESSAGE}-${HASH_IN_MESSAGE}`);
   const index = template === undefined ? undefined : sharedIndexOf(template);
   return index === undefined ? named : `${TEMPLATE}${index.toString(36)}:${hash}`;

@@ -208,7 +208,7 @@ test("a held digest stays with its object; Progressing messages naming a Replica
   for (const condition of messages) {
     const name = condition.message.split('"')[1]!.split("-")[0]!;
     const found = cache.find(DEPLOYMENTS, "shop", name);
-    assert.deepEqual((found?.object.status as { conditions: unknown[] }).conditions, [condition], `${name}: the message as it was`);
+    assert.deepEqual((found!.object.status as { conditions: unknown[] }).conditions, [condition], `${name}: the message as it was`);
     assert.equal(found?.held, "digest-of-it");
   }
   cache.set(SERVICES, service("shop", "web", labels, "2"));
