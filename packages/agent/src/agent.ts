@@ -109,6 +109,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     client,
     region,
     source: observer ? clusterObservations(table, observer) : tableObservations(table),
+    sent: table.attachment("reported"),
     cursor: () => connection.cursor,
     reportIntervalMs: config.reportIntervalMs,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
@@ -254,8 +255,8 @@ async function observe(
       drift.onChange(change);
     },
     held: (object, key, previous) => drift.held(object, key, previous),
-    // A key the agent applied is in the table before the observer sees its objects.
-    sharedKey: (key) => table.get(key)?.key,
+    // One record per resource: the cached objects live in the key's table entry.
+    records: table.attachment("observed"),
     onRestart: (reason) => metrics.observerRestarts.inc({ reason }),
     log: config.log,
   });

@@ -16,6 +16,7 @@
 //   its resource id, so "namespace/name" is found under "<type>/<name>" for the few resource
 //   types. Only objects named otherwise (someone else's, labelled as ours) and objects without a
 //   resource key are kept by location, in two small maps that are empty in normal operation.
+import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey, RESOURCE_TYPE_NAMES } from "./keys.ts";
 import { DESIRED_VERSION_ANNOTATION, ID_LABEL, MANAGED_BY_LABEL, REGION_LABEL, resourceOfLabels, TYPE_LABEL, type KubeObject } from "./manifests.ts";
 
@@ -257,27 +258,23 @@ const MAX_KINDS = 10;
 /**
  * The reduced objects of a few kinds, by location ("namespace/name") and by resource key. A
  * resource has an object of several kinds (a Deployment and a Service), so the records of one key
- * are one string (RECORD_SEPARATOR between them, each starting with its kind's index): one map
- * entry and one key string per resource instead of one per object.
+ * are one string (RECORD_SEPARATOR between them, each starting with its kind's index): one
+ * string per resource, kept where the caller says (the agent: in the desired table's entries).
  */
 export class ObjectCache {
   readonly #kinds: readonly ObjectKind[];
-  readonly #sharedKey: (key: string) => string | undefined;
   /** The records of each resource key's objects, of every kind. */
-  readonly #byKey = new Map<string, string>();
+  readonly #byKey: KeyedStrings;
   /** The resource key of each keyed object not named after its resource id, by place (see #place()). */
   readonly #renamed = new Map<string, string>();
   /** Records of objects without a resource key (their labels lack a known type or an id), by place. */
   readonly #unkeyed = new Map<string, string>();
 
-  /**
-   * `sharedKey(key)` may return the same key string held elsewhere (the desired table's): the
-   * cache then keeps that one rather than a copy of its own (about 40 B per resource).
-   */
-  constructor(kinds: readonly ObjectKind[], sharedKey: (key: string) => string | undefined = () => undefined) {
+  /** `records` keeps each resource key's records (default: a map of the cache's own). */
+  constructor(kinds: readonly ObjectKind[], records: KeyedStrings = keyedStrings()) {
     if (kinds.length > MAX_KINDS) throw new Error(`an object cache holds at most ${MAX_KINDS} kinds`);
     this.#kinds = kinds;
-    this.#sharedKey = sharedKey;
+    this.#byKey = records;
   }
 
   /** The reduced object of `kind` at namespace/name ("" for a cluster-scoped one), if cached. */
@@ -307,13 +304,13 @@ export class ObjectCache {
   /** Resource keys of the cached objects of `kind`. */
   *keys(kind: ObjectKind): IterableIterator<string> {
     const tag = this.#tag(kind);
-    for (const [key, records] of this.#byKey) if (records[0] === tag || records.includes(RECORD_SEPARATOR + tag)) yield key;
+    for (const [key, records] of this.#byKey.entries()) if (records[0] === tag || records.includes(RECORD_SEPARATOR + tag)) yield key;
   }
 
   /** [namespace ("" if none), name] of every cached object of `kind`. */
   *locations(kind: ObjectKind): IterableIterator<[string, string]> {
     const tag = this.#tag(kind);
-    for (const [key, records] of this.#byKey) {
+    for (const [key, records] of this.#byKey.entries()) {
       for (const record of records.split(RECORD_SEPARATOR)) if (record[0] === tag) yield splitLocation(recordLocation(record, key));
     }
     for (const place of this.#unkeyed.keys()) if (place[0] === tag) yield splitLocation(place.slice(1));
@@ -337,8 +334,7 @@ export class ObjectCache {
     }
     const records = this.#byKey.get(key);
     // join() makes one flat string; `+` would keep a rope of the parts.
-    if (records === undefined) this.#byKey.set(this.#sharedKey(key) ?? key, record);
-    else this.#byKey.set(key, [records, record].join(RECORD_SEPARATOR));
+    this.#byKey.set(key, records === undefined ? record : [records, record].join(RECORD_SEPARATOR));
     if (name !== keyParts(key)[1]) this.#renamed.set(this.#place(tag, namespace, name), key);
   }
 
@@ -354,8 +350,7 @@ export class ObjectCache {
     } else {
       this.#renamed.delete(place);
       const others = this.#records(key).filter((candidate) => candidate !== record);
-      if (others.length === 0) this.#byKey.delete(key);
-      else this.#byKey.set(key, others.join(RECORD_SEPARATOR));
+      this.#byKey.set(key, others.length === 0 ? undefined : others.join(RECORD_SEPARATOR));
     }
     return unpack(record, kind, key);
   }

@@ -10,6 +10,7 @@
 // heap, the packed encoding takes about its size on the wire (~150 B).
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceTombstoneSchema, type DesiredResource, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey } from "./keys.ts";
 import { packBytes, unpackBytes } from "./packed.ts";
 
@@ -28,6 +29,10 @@ function encode(resource: DesiredResource): EncodedResource {
 }
 
 export type EntryStatus = "pending" | "done" | "error";
+
+/** What other parts keep per resource key in its entry (see DesiredTable.attachment()). */
+export type Attachment = "observed" | "reported";
+const ATTACHMENTS: readonly Attachment[] = ["observed", "reported"];
 
 /** Why an already applied version is applied again: the live object drifted, or a periodic refresh. */
 export type ReapplyReason = "deleted" | "modified" | "refresh";
@@ -67,6 +72,10 @@ export class DesiredEntry {
   /** appliedAt - TIME_ORIGIN. */
   #appliedAfterOrigin: number | undefined;
   #unsettled: Unsettled | undefined;
+  /** The observer's cached records of the key's objects: written through DesiredTable.attachment("observed") only. */
+  observed: string | undefined;
+  /** The reporter's digest of the key's last observation sent: written through DesiredTable.attachment("reported") only. */
+  reported: string | undefined;
 
   /** A new desired state of `key`, pending; the last apply and error carry over from `previous`. */
   constructor(key: string, desired: DesiredState, version: number, previous: DesiredEntry | undefined) {
@@ -76,6 +85,8 @@ export class DesiredEntry {
     this.error = previous?.error;
     this.appliedVersion = previous?.appliedVersion;
     this.#appliedAfterOrigin = previous && previous.#appliedAfterOrigin;
+    this.observed = previous?.observed;
+    this.reported = previous?.reported;
   }
 
   /** When the last successful apply of this key finished (ms since the epoch). */
@@ -140,6 +151,8 @@ export class DesiredEntry {
 export class DesiredTable {
   readonly #entries = new Map<string, DesiredEntry>();
   readonly #onChange: (key: string) => void;
+  /** The attachments of keys without an entry (objects nothing desires, keys deleted from the table). */
+  readonly #detached: Record<Attachment, KeyedStrings> = { observed: keyedStrings(), reported: keyedStrings() };
 
   /** `onChange(key)` is called after each entry whose desired state changed. */
   constructor(onChange: (key: string) => void) {
@@ -200,6 +213,35 @@ export class DesiredTable {
     }
   }
 
+  /**
+   * The strings one part keeps per key, held in the keys' entries: a key with an entry has its
+   * string there, a key without one in a side map (empty in normal operation), never both. An
+   * entry keeps its attachments when its desired state changes; a key that leaves the table
+   * takes them to the side map, a key that enters it takes them back.
+   */
+  attachment(slot: Attachment): KeyedStrings {
+    const entries = this.#entries;
+    const detached = this.#detached[slot];
+    return {
+      get(key) {
+        const entry = entries.get(key);
+        return entry ? entry[slot] : detached.get(key);
+      },
+      set(key, value) {
+        const entry = entries.get(key);
+        if (entry) entry[slot] = value;
+        else detached.set(key, value);
+      },
+      *entries() {
+        for (const entry of entries.values()) {
+          const value = entry[slot];
+          if (value !== undefined) yield [entry.key, value];
+        }
+        yield* detached.entries();
+      },
+    };
+  }
+
   /** Whether the table wants exactly this version of the resource already. */
   holds(key: string, version: number): boolean {
     const entry = this.#entries.get(key);
@@ -250,6 +292,7 @@ export class DesiredTable {
     }
     if (entry.desired.kind === "delete") {
       this.#entries.delete(key);
+      for (const slot of ATTACHMENTS) this.#detached[slot].set(entry.key, entry[slot]);
       return;
     }
     entry.status = "done";
@@ -279,7 +322,14 @@ export class DesiredTable {
   #set(key: string, desired: DesiredState, version: number): void {
     const previous = this.#entries.get(key);
     // The map keeps the key string it was first given: the new entry holds that one, not a copy.
-    this.#entries.set(key, new DesiredEntry(previous?.key ?? key, desired, version, previous));
+    const entry = new DesiredEntry(previous?.key ?? key, desired, version, previous);
+    if (!previous) {
+      for (const slot of ATTACHMENTS) {
+        entry[slot] = this.#detached[slot].get(key);
+        this.#detached[slot].set(key, undefined);
+      }
+    }
+    this.#entries.set(key, entry);
     this.#onChange(key);
   }
 }

@@ -14,6 +14,7 @@ import type { Logger } from "@flotilla/runtime";
 import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
 import { ObjectCache, resourceKeyOf, type CachedObject } from "./cached-object.ts";
+import type { KeyedStrings } from "./keyed-strings.ts";
 import { describeObject, managedSelector, type KubeObject } from "./manifests.ts";
 import { statusCodeOf, type KubeClient, type WatchEvent } from "./kube-api.ts";
 import type { LiveObjects } from "./target.ts";
@@ -52,8 +53,8 @@ export interface ObserverOptions {
    * cached object. Without it, no object is known to hold anything.
    */
   held?: (object: KubeObject, key: string | undefined, previous: CachedObject | undefined) => string | undefined;
-  /** The same resource key string held elsewhere (the desired table's), if any: the cache keeps that one (see ObjectCache). */
-  sharedKey?: (key: string) => string | undefined;
+  /** Where the cache keeps each resource key's records (see ObjectCache); default: a map of its own. */
+  records?: KeyedStrings;
   onRestart: (reason: RestartReason) => void;
   log: Logger;
 }
@@ -70,7 +71,7 @@ export class Observer {
   readonly firstListed: Promise<void>;
 
   constructor(options: ObserverOptions) {
-    const cache = new ObjectCache(options.kinds, options.sharedKey);
+    const cache = new ObjectCache(options.kinds, options.records);
     this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind, cache));
     this.firstListed = Promise.all(this.#watchers.map((w) => w.firstListed)).then(() => {});
   }

@@ -20,6 +20,7 @@ import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js"
 import { FENCED } from "@flotilla/runtime";
 import { ResourceObservationSchema, type ClusterService, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { backoffDelay, sleep } from "./backoff.ts";
+import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
 import type { ReportingLeader } from "./leadership.ts";
 import type { AgentMetrics } from "./metrics.ts";
 import type { ObservationSource } from "./observation.ts";
@@ -42,6 +43,8 @@ export interface ReporterOptions {
   leader?: () => ReportingLeader | undefined;
   /** ctrl refused a report as FENCED: this agent is no longer the leader. */
   onFenced?: (message: string) => void;
+  /** Where the digest of each key's last observation sent is kept; default: a map of the reporter's own. */
+  sent?: KeyedStrings;
   /** After each call that carried observations, with the backlog left (see Reporter.backlog). */
   onSent?: (backlog: number) => void;
 }
@@ -60,7 +63,7 @@ export class Reporter {
    * about 100 B more. The encoding is deterministic (no map fields), so equal observations have
    * equal digests.
    */
-  readonly #sent = new Map<string, string>();
+  readonly #sent: KeyedStrings;
   /** Keys of a full set still to send (sent even if unchanged); undefined when none is due. */
   #fullSet: Set<string> | undefined;
   #fullSetDue = true;
@@ -69,6 +72,7 @@ export class Reporter {
   constructor(options: ReporterOptions) {
     this.#options = options;
     this.#maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
+    this.#sent = options.sent ?? keyedStrings();
   }
 
   /** Something about `key` may have changed. */
@@ -143,7 +147,7 @@ export class Reporter {
     const { source } = this.#options;
     if (this.#fullSetDue) {
       this.#fullSetDue = false;
-      this.#fullSet = new Set([...source.keys(), ...this.#sent.keys()]);
+      this.#fullSet = new Set([...source.keys(), ...[...this.#sent.entries()].map(([key]) => key)]);
     }
     const observations: Observed[] = [];
     if (this.#fullSet && this.#fullSet.size > 0) {
@@ -188,8 +192,7 @@ export class Reporter {
     metrics.observationsSent.inc(batch.observations.length);
     for (const { key, observation, digest } of batch.observations) {
       // Once ctrl knows a key is gone for good, there is nothing more to say about it.
-      if (observation.missing && !source.isKnown(key)) this.#sent.delete(key);
-      else this.#sent.set(key, digest);
+      this.#sent.set(key, observation.missing && !source.isKnown(key) ? undefined : digest);
     }
   }
 

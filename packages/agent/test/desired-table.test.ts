@@ -30,6 +30,36 @@ describe("DesiredTable", () => {
     assert.deepEqual(wanted(table, "deployment/a"), a);
   });
 
+  test("attachments: in the key's entry while it has one (through new versions), in a side map otherwise, never both", () => {
+    const table = new DesiredTable(() => {});
+    const observed = table.attachment("observed");
+    const reported = table.attachment("reported");
+    observed.set("deployment/a", "seen before desired");
+    table.upsert(resource("a", 1), 1);
+    assert.equal(table.get("deployment/a")?.observed, "seen before desired", "taken into the new entry");
+    reported.set("deployment/a", "digest");
+    table.upsert(resource("a", 2, "app:2"), 2);
+    assert.equal(table.get("deployment/a")?.reported, "digest", "kept by the next version's entry");
+    observed.set("deployment/orphan", "not desired");
+    assert.deepEqual(
+      [...observed.entries()],
+      [
+        ["deployment/a", "seen before desired"],
+        ["deployment/orphan", "not desired"],
+      ],
+    );
+    table.remove({ type: ResourceType.DEPLOYMENT, id: "a", namespace: "ns-a", name: "a" } as never, 3);
+    table.markDone("deployment/a", 3);
+    assert.equal(table.get("deployment/a"), undefined, "the delete is done: the key left the table");
+    assert.equal(observed.get("deployment/a"), "seen before desired", "its attachments went to the side map");
+    assert.equal(reported.get("deployment/a"), "digest");
+    observed.set("deployment/a", undefined);
+    assert.deepEqual([...observed.entries()], [["deployment/orphan", "not desired"]]);
+    table.upsert(resource("orphan", 4), 4);
+    assert.equal(table.get("deployment/orphan")?.observed, "not desired");
+    assert.deepEqual([...observed.entries()], [["deployment/orphan", "not desired"]], "not in the side map as well");
+  });
+
   test("replaceAll: unchanged entries stay as they are, changed ones are pending, absent ones become deletes", () => {
     const changed: string[] = [];
     const table = new DesiredTable((key) => changed.push(key));
