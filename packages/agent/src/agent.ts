@@ -44,9 +44,11 @@ export interface Agent {
 export async function startAgent(options: AgentConfig): Promise<Agent> {
   const config = resolveConfig(options);
   const { region, target, log } = config;
-  // Notifications against the build order: keys whose status may have changed, and (re)connects.
+  // Notifications against the build order: keys whose status may have changed, (re)connects,
+  // and reports sent (the memory release, built after the reporter, waits for them to end).
   const statusChanged = new Listeners<string>();
   const connected = new Listeners<void>();
+  const reportSent = new Listeners<void>();
 
   const metrics = new AgentMetrics();
   const leadership = await leadershipOf(config, metrics);
@@ -104,7 +106,6 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
       ready.resolve();
     },
   });
-  const memoryRelease = new MemoryRelease({ afterReconciles: config.memoryReleaseAfterReconciles, idleMs: config.memoryReleaseIdleMs });
   const reporter = new Reporter({
     client,
     region,
@@ -120,8 +121,14 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
       log.warn(`ctrl refused a report, another agent leads: ${message}`);
       leadership.stepDown("fenced by ctrl");
     },
-    onSent: (backlog) => memoryRelease.reported(queue.length + backlog),
+    onSent: () => reportSent.emit(),
   });
+  const memoryRelease = new MemoryRelease({
+    afterReconciles: config.memoryReleaseAfterReconciles,
+    idleMs: config.memoryReleaseIdleMs,
+    waiting: () => queue.length + reporter.backlog,
+  });
+  reportSent.add(() => memoryRelease.reported());
   metrics.collectFrom({
     queueDepth: () => queue.length,
     desiredCounts: () => table.counts(),
@@ -166,7 +173,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
         if (leadership.isLeading()) await reconciler.reconcile(key);
       } finally {
         reporter.touch(key);
-        memoryRelease.reconciled(queue.length + reporter.backlog);
+        memoryRelease.reconciled();
       }
     }),
     // Nothing is worth reporting before the first snapshot: the cursor would be 0.

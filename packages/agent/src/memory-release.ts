@@ -17,8 +17,10 @@ import { runInNewContext } from "node:vm";
 export interface MemoryReleaseOptions {
   /** Reconciles since the last release that make a burst worth releasing; 0 turns releasing off. */
   afterReconciles: number;
-  /** Quiet time (queue empty, no reconcile) that ends a burst. */
+  /** Quiet time (no reconcile, no report) that ends a burst, if nothing is waiting then. */
   idleMs: number;
+  /** Work still waiting: queued keys, observations to report. */
+  waiting: () => number;
   /** Does the release; default: a memory-reducing GC (releaseMemory()). */
   release?: () => void;
 }
@@ -34,29 +36,35 @@ export class MemoryRelease {
     this.#release = options.release ?? releaseMemory;
   }
 
-  /** After each reconcile, with the work still waiting at that moment (queued keys, observations to report). */
-  reconciled(waiting: number): void {
+  /** After each reconcile. */
+  reconciled(): void {
     this.#reconciles++;
-    this.#quietFrom(waiting);
+    this.#busy();
   }
 
-  /** After each report sent, with the work still waiting: a report is not a reconcile, but the burst is not over. */
-  reported(waiting: number): void {
-    this.#quietFrom(waiting);
+  /** After each report sent: not a reconcile, but the burst is not over. */
+  reported(): void {
+    this.#busy();
   }
 
-  /** Starts the idle wait if the burst is big enough and nothing waits; any work cancels it. */
-  #quietFrom(waiting: number): void {
+  /**
+   * Starts the idle wait anew once the burst is big enough. When it ends with work still waiting
+   * (a report can empty the backlog without sending anything), it waits again.
+   */
+  #busy(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    if (this.#options.afterReconciles === 0) return;
-    if (waiting > 0 || this.#reconciles < this.#options.afterReconciles) return;
-    this.#timer = setTimeout(() => {
+    if (this.#options.afterReconciles === 0 || this.#reconciles < this.#options.afterReconciles) return;
+    const idle = () => {
+      if (this.#options.waiting() > 0) {
+        this.#timer = setTimeout(idle, this.#options.idleMs).unref();
+        return;
+      }
       this.#timer = undefined;
       this.#reconciles = 0;
       this.#release();
-    }, this.#options.idleMs);
-    this.#timer.unref();
+    };
+    this.#timer = setTimeout(idle, this.#options.idleMs).unref();
   }
 
   stop(): void {

@@ -45,8 +45,8 @@ export interface ReporterOptions {
   onFenced?: (message: string) => void;
   /** Where the digest of each key's last observation sent is kept; default: a map of the reporter's own. */
   sent?: KeyedStrings;
-  /** After each call that carried observations, with the backlog left (see Reporter.backlog). */
-  onSent?: (backlog: number) => void;
+  /** After each call that carried observations. */
+  onSent?: () => void;
 }
 
 export const DEFAULT_MAX_BATCH = 500;
@@ -116,7 +116,7 @@ export class Reporter {
       try {
         await this.#send(batch, leader, signal);
         failures = 0;
-        if (batch.observations.length > 0) this.#options.onSent?.(this.backlog);
+        if (batch.observations.length > 0) this.#options.onSent?.();
       } catch (error) {
         if (signal.aborted) break;
         metrics.reportErrors.inc();
