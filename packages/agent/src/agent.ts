@@ -81,6 +81,8 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     ownershipRecheckMs: config.ownershipRecheckMs,
   });
   const ready = Promise.withResolvers<void>();
+  // The table holds a complete snapshot (before the prune that ready waits for).
+  const tableFilled = Promise.withResolvers<void>();
   let isReady = false;
   const prune = async (version: number) => {
     try {
@@ -101,6 +103,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     log,
     onConnected: connected.emit,
     async afterSnapshot(version) {
+      tableFilled.resolve();
       if (leadership.isLeading()) await prune(version);
       isReady = true;
       ready.resolve();
@@ -188,9 +191,9 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     ...(observing
       ? [
           // Listed once the table holds the first snapshot, so that every listed object is checked
-          // against what the agent would apply to it (DriftCorrector.held).
+          // against what the agent would apply to it (DriftCorrector.held); meanwhile the prune lists too.
           loop("observer", async (signal) => {
-            if (await untilAborted(ready.promise, signal)) await observing.observer.run(signal);
+            if (await untilAborted(tableFilled.promise, signal)) await observing.observer.run(signal);
           }),
           loop("drift refresh", (signal) => observing.drift.runRefresh(signal)),
         ]
