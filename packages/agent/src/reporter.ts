@@ -58,8 +58,8 @@ export class Reporter {
   /** Keys whose observation may differ from the last one sent. */
   readonly #dirty = new Set<string>();
   /**
-   * The digest of the last observation sent per key (its encoding without the timestamp; SHA-1,
-   * 20 bytes as a one-byte string): one per resource, so kept small — the packed encoding took
+   * The digest of the last observation sent per key (its encoding without the timestamp; see
+   * digestOf(), held in the key's table entry by the agent): one per resource, so kept small — the packed encoding took
    * about 100 B more. The encoding is deterministic (no map fields), so equal observations have
    * equal digests.
    */
@@ -208,8 +208,9 @@ function isFenced(error: unknown): boolean {
   return error instanceof ConnectError && error.findDetails(ErrorInfoSchema).some((info) => info.reason === FENCED);
 }
 
+/** The first 8 bytes of SHA-1 as a one-byte string: compared only with the same key's last one, a false match has odds of 2^-64. */
 function digestOf(observation: ResourceObservation): string {
-  return createHash("sha1").update(toBinary(ResourceObservationSchema, observation)).digest("binary");
+  return createHash("sha1").update(toBinary(ResourceObservationSchema, observation)).digest().toString("latin1", 0, 8);
 }
 
 /** An observation to send; `digest` is that of its encoding without the timestamp (see #sent). */
