@@ -10,13 +10,15 @@
 // rendering, which then costs more than they save.
 export const AGENT_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=16"];
 
-// MALLOC_MMAP_THRESHOLD_=131072: glibc serves allocations of 128 KiB and more with mmap and
-// returns them at free(), but after freeing such a block it raises that threshold to the
-// block's size ("dynamic mmap threshold"), so the next ones come from its heap arenas, which
-// keep freed memory. The agent's large allocations are response bodies (a list page of 500
-// objects is megabytes) and the sync's batches: after a relist or a restart's full sync, the
-// arenas kept up to 60 MB at 100,000 resources that no GC can return. A fixed threshold
-// (setting it turns the dynamic one off) sends them back to the system as they are freed; the
-// cost, an mmap/munmap per large buffer, did not show in B7's drain times. Read by glibc at
-// process start, so it has to be in the environment; other C libraries ignore it.
-export const AGENT_ENVIRONMENT: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: "131072" };
+// MALLOC_MMAP_THRESHOLD_=16384: glibc serves allocations of 16 KiB and more with mmap and
+// returns them at free(), where by default it raises that threshold after each such free
+// ("dynamic mmap threshold") until blocks up to 32 MB come from its heap arenas, which keep
+// freed memory and can only shrink from the top. The agent's transient buffers are socket
+// reads (64 KB each, many per list page of 500 objects), response bodies and the sync's
+// batches: after a restart's relist and full sync, the arenas kept tens of MB that no GC can
+// return (B7 at 100,000 resources, one run each: a main arena of 21 MB with 131072, 15 MB with
+// 16384; drained RSS 155 → 146 MB; docs/benchmarks.md, finding 9). A fixed threshold (setting it turns the dynamic
+// one off) sends them back as they are freed; the cost, an mmap/munmap per such buffer (a few
+// thousand a second at most), did not show in B7's drain times. Read by glibc at process
+// start, so it has to be in the environment; other C libraries ignore it.
+export const AGENT_ENVIRONMENT: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: "16384" };
