@@ -11,6 +11,10 @@
 // * Every answer that is not 2xx is a KubeApiError: the HTTP status, the Status object's reason
 //   and message, the body, and Retry-After. Network failures are the socket's own errors.
 // * Every request's outcome is reported to `requests` (client-go's rest_client_requests_total).
+// * A request sent on a pooled keep-alive socket that the server closed meanwhile (it reads
+//   nothing and the socket ends: ECONNRESET, "socket hang up") is sent once more on a new
+//   socket, as Go's net/http does: the server never saw it. Servers close idle connections on
+//   their own schedule (Node's after 5 s), so an agent idle for a while meets this race.
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { Listeners } from "./listeners.ts";
@@ -239,6 +243,16 @@ export class KubeClient {
 
   /** Sends the request; resolves with the response once its headers arrive. */
   async #send(method: string, path: string, query: Query | undefined, body: Body | undefined, signal?: AbortSignal): Promise<IncomingMessage> {
+    try {
+      return await this.#sendOnce(method, path, query, body, signal);
+    } catch (error) {
+      if (!(error instanceof StaleSocketError) || signal?.aborted) throw error;
+      return await this.#sendOnce(method, path, query, body, signal);
+    }
+  }
+
+  /** One attempt of #send(); a StaleSocketError if a reused keep-alive socket turned out closed. */
+  async #sendOnce(method: string, path: string, query: Query | undefined, body: Body | undefined, signal?: AbortSignal): Promise<IncomingMessage> {
     const { server } = this.connection;
     const { agent, headers, auth } = await this.connection.credentials();
     const url = new URL(server);
@@ -283,7 +297,11 @@ export class KubeClient {
         });
         resolve(response);
       });
-      request.on("error", (error) => {
+      request.on("error", (error: NodeJS.ErrnoException) => {
+        if (!answer && request.reusedSocket && (error.code === "ECONNRESET" || error.message === "socket hang up")) {
+          reject(new StaleSocketError(`${method} ${path}: ${error.message}`, { cause: error }));
+          return;
+        }
         if (!answer && !signal?.aborted) report({ method, host, code: "<error>" });
         reject(answer ? error : new Error(`${method} ${path}: ${error.message}`, { cause: error }));
       });
@@ -291,6 +309,9 @@ export class KubeClient {
     });
   }
 }
+
+/** A request that failed on a reused keep-alive socket before any answer: it is sent again. */
+class StaleSocketError extends Error {}
 
 function jsonBody(value: unknown): Body {
   return { contentType: "application/json", text: JSON.stringify(value) };

@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer as createNetServer, type AddressInfo, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { createLogger } from "@flotilla/runtime";
@@ -159,6 +159,53 @@ describe("requests", () => {
     plain.faults.clear();
     assert.equal(plain.connectionCount - before, 2, "two connections");
     assert.ok(elapsed >= 290, `six requests of 100 ms took three rounds on two connections (${Math.round(elapsed)} ms)`);
+  });
+
+  test("a pooled socket the server closed meanwhile: the request goes again on a new one; a fresh socket's failure is not retried", async () => {
+    // Answers a connection's first request (keep-alive) and drops it at the second, as a server
+    // closing an idle connection just as the client reuses it; `dropFirst` drops every request.
+    const drops = { dropFirst: false, connections: 0, requests: 0 };
+    const open = new Set<Socket>();
+    const server = createNetServer((socket) => {
+      drops.connections++;
+      open.add(socket);
+      socket.on("close", () => open.delete(socket));
+      let seen = 0;
+      let buffered = "";
+      socket.on("data", (data) => {
+        buffered += data.toString("latin1");
+        while (buffered.includes("\r\n\r\n")) {
+          buffered = buffered.slice(buffered.indexOf("\r\n\r\n") + 4);
+          drops.requests++;
+          if (seen++ > 0 || drops.dropFirst) {
+            socket.destroy();
+            return;
+          }
+          const body = JSON.stringify({ kind: "NamespaceList", apiVersion: "v1", metadata: {}, items: [] });
+          socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: keep-alive\r\n\r\n${body}`);
+        }
+      });
+      socket.on("error", () => {});
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const client = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)));
+      const outcomes: string[] = [];
+      client.requests.add(({ code }) => outcomes.push(code));
+      assert.deepEqual((await client.list("/api/v1/namespaces")).items, []);
+      assert.deepEqual((await client.list("/api/v1/namespaces")).items, [], "sent again on a new socket");
+      assert.deepEqual(drops, { dropFirst: false, connections: 2, requests: 3 });
+      assert.deepEqual(outcomes, ["200", "200"], "the dropped attempt is not a failed request");
+
+      drops.dropFirst = true;
+      const fresh = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)));
+      await assert.rejects(fresh.list("/api/v1/namespaces"), /GET \/api\/v1\/namespaces: (socket hang up|read ECONNRESET)/);
+      assert.equal(drops.requests, 4, "a new socket's failure is the server's answer: not sent again");
+    } finally {
+      for (const socket of open) socket.destroy();
+      server.close();
+    }
   });
 
   test("a request without a byte from the server for the idle timeout fails; one to a closed port names the request", async () => {
