@@ -199,7 +199,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
         .map(([k, v]) => `${k}=${v}`)
         .join(
           " ",
-        )}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service). Measured after every desired entry was reconciled and a settling pause (kubernetes 5 s, render 2 s), after 4 forced GCs.`,
+        )}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service). Measured after every desired entry was reconciled, every observation reported and a settling pause (kubernetes 5 s, render 2 s), after 4 forced GCs.`,
     ];
     let peakRow: Row | undefined;
     if (cluster) {
