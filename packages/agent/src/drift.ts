@@ -41,7 +41,12 @@ export class DriftCorrector {
   held(object: KubeObject, key: string | undefined, previous: CachedObject | undefined): string | undefined {
     if (previous?.held !== undefined && onlyStatusChanged(previous.object, object)) return previous.held;
     const entry = key === undefined ? undefined : this.#options.table.get(key);
-    const wanted = entry && this.#wanted(entry, object);
+    // A newer version is due after one this process applied: its own writes are on their way and
+    // the run applies anyway, so the check (a decode, the manifests, a comparison) would be wasted
+    // on every event of a burst. Settled entries, and entries never applied by this process (a
+    // restart's), are checked.
+    if (!entry || (entry.status !== "done" && entry.appliedVersion !== undefined)) return undefined;
+    const wanted = this.#wanted(entry, object);
     return wanted && heldDigest(object, wanted);
   }
 
