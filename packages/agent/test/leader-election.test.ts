@@ -87,8 +87,11 @@ describe("leader election", () => {
     await a.stop();
     assert.deepEqual(a.events, ["started 0", "stopped: stopping"]);
     const released = (await lease("release")).spec!;
-    assert.equal(released.holderIdentity, "");
-    assert.equal(released.leaseDurationSeconds, 1);
+    // b retries every retry period and takes a released Lease at once: it may hold it already.
+    if (released.holderIdentity !== "b") {
+      assert.equal(released.holderIdentity, "", "released as client-go releases");
+      assert.equal(released.leaseDurationSeconds, 1);
+    }
     const since = performance.now();
     await waitFor(() => b.elector.isLeading(), "b leads");
     assert.ok(performance.now() - since < 1500, "well before the lease duration");
