@@ -56,6 +56,8 @@ describe("two ctrl processes on one MariaDB", { skip: mysql.skip }, () => {
       deployment: { id: "via-b", namespace: "x", image: "x:1", regions: [{ region: "shared", replicas: 1 }] },
     });
     await onA.reach(2, 5000);
+    // B's own write reaches its watcher through B's poller, on its own schedule.
+    await onB.reach(2, 5000);
     for (const f of [onA, onB]) {
       await f.stop();
       assert.deepEqual(f.versions, [1, 2]);
