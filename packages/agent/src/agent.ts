@@ -27,6 +27,7 @@ import { dispatch } from "./queue/dispatch.ts";
 import { WorkQueue } from "./queue.ts";
 import { newReconciler } from "./reconciler.ts";
 import { Readiness } from "./readiness.ts";
+import { resolvedBeforeAbort } from "./backoff.ts";
 import { Reporter } from "./reporter.ts";
 import { APPLIED_KINDS } from "./watched-kinds.ts";
 
@@ -181,7 +182,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     }),
     // Nothing is worth reporting before the first snapshot: the cursor would be 0.
     loop("reporter", async (signal) => {
-      if (!(await untilAborted(ready.promise, signal))) return;
+      if (!(await resolvedBeforeAbort(ready.promise, signal))) return;
       // Only a leader reports; each term starts with the full set.
       await leadership.eachTerm(signal, (term) => {
         reporter.requestFullSet();
@@ -193,7 +194,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
           // Listed once the table holds the first snapshot, so that every listed object is checked
           // against what the agent would apply to it (DriftCorrector.held); meanwhile the prune lists too.
           loop("observer", async (signal) => {
-            if (await untilAborted(tableFilled.promise, signal)) await observing.observer.run(signal);
+            if (await resolvedBeforeAbort(tableFilled.promise, signal)) await observing.observer.run(signal);
           }),
           loop("drift refresh", (signal) => observing.drift.runRefresh(signal)),
         ]
@@ -288,7 +289,7 @@ function workers(config: ResolvedAgentConfig, queue: WorkQueue, after: Promise<v
           concurrency: config.concurrency,
           onHandlerError: (key, error) => config.log.error(`reconcile failed: ${messageOf(error)}`, { resource: key }),
         });
-      working = after === undefined ? run() : untilAborted(after, stopping.signal).then((started) => (started ? run() : undefined));
+      working = after === undefined ? run() : resolvedBeforeAbort(after, stopping.signal).then((started) => (started ? run() : undefined));
     },
     async stop() {
       stopping.abort();
@@ -302,19 +303,6 @@ function workers(config: ResolvedAgentConfig, queue: WorkQueue, after: Promise<v
       clearTimeout(timer);
     },
   };
-}
-
-/** Waits for `promise`; true once it resolved, false if `signal` aborted first. */
-async function untilAborted(promise: Promise<unknown>, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return false;
-  const aborted = Promise.withResolvers<false>();
-  const onAbort = () => aborted.resolve(false);
-  signal.addEventListener("abort", onAbort, { once: true });
-  try {
-    return await Promise.race([promise.then(() => true), aborted.promise]);
-  } finally {
-    signal.removeEventListener("abort", onAbort);
-  }
 }
 
 function messageOf(error: unknown): string {

@@ -1,4 +1,5 @@
-// Retry delays shared by the work queue (per key) and the ctrl connection (reconnects).
+// Retry delays shared by the work queue (per key) and the ctrl connection (reconnects), and the
+// abortable waits between them.
 
 export interface BackoffOptions {
   /** Delay after the first failure. */
@@ -34,4 +35,17 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     const timer = setTimeout(done, Math.max(0, ms));
     signal?.addEventListener("abort", done, { once: true });
   });
+}
+
+/** Waits for `promise`: true once it resolved, false if `signal` aborted first (never rejects on abort). */
+export async function resolvedBeforeAbort(promise: Promise<unknown>, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return false;
+  const aborted = Promise.withResolvers<false>();
+  const onAbort = () => aborted.resolve(false);
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    return await Promise.race([promise.then(() => true), aborted.promise]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
 }

@@ -2,6 +2,7 @@
 // holder of the region's Lease for as long as its renews keep within the renew deadline
 // (leader-election.ts). Standbys keep their ctrl connection, desired table and observer up to
 // date, so that taking over costs no more than re-queueing every key.
+import { resolvedBeforeAbort } from "./backoff.ts";
 import type { LeaderElector, LeaderElectorOptions } from "./leader-election.ts";
 import { Listeners } from "./listeners.ts";
 import type { AgentMetrics } from "./metrics.ts";
@@ -75,7 +76,8 @@ export class Leadership {
     if (!this.#elector) return run(signal);
     while (!signal.aborted) {
       if (!this.isLeading() || !this.#term || this.#term.signal.aborted) {
-        await Promise.race([this.#nextTerm.promise, new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }))]);
+        // Not a listener per wait left on `signal`: terms come and go for as long as the agent runs.
+        await resolvedBeforeAbort(this.#nextTerm.promise, signal);
         continue;
       }
       await run(AbortSignal.any([signal, this.#term.signal]));
