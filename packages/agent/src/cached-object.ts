@@ -178,13 +178,12 @@ function pack(object: KubeObject, tag: string, deployment: boolean, key: string 
 }
 
 /**
- * The reduced object of a record (a new one on every call): apiVersion, kind, name, namespace,
+ * The reduced object of a record's fields, those after its kind (a new one on every call): apiVersion, kind, name, namespace,
  * resourceVersion, generation, the agent's labels and desired-version annotation; for a
  * Deployment also spec.replicas, the first container's image and the status counters and
  * Progressing/Available conditions.
  */
-function unpack(record: string, kind: ObjectKind, key: string | undefined): KubeObject {
-  const fields = record.slice(1).split(SEPARATOR);
+function unpack(fields: readonly string[], kind: ObjectKind, key: string | undefined): KubeObject {
   const [type, id] = keyParts(key);
   const labels: Record<string, string> = {};
   const labelValues = [readString(fields[5]!), readString(fields[6]!), readFromKey(fields[7]!, type), readFromKey(fields[8]!, id)];
@@ -230,7 +229,8 @@ export interface CachedObject {
 }
 
 function cachedObject(record: string, kind: ObjectKind, key: string | undefined): CachedObject {
-  return { object: unpack(record, kind, key), held: readString(record.slice(1).split(SEPARATOR, COMMON_FIELDS)[COMMON_FIELDS - 1]!) };
+  const fields = record.slice(1).split(SEPARATOR);
+  return { object: unpack(fields, kind, key), held: readString(fields[COMMON_FIELDS - 1]!) };
 }
 
 /** "namespace/name" of a record (the fields after its kind). */
@@ -352,7 +352,7 @@ export class ObjectCache {
       const others = this.#records(key).filter((candidate) => candidate !== record);
       this.#byKey.set(key, others.length === 0 ? undefined : others.join(RECORD_SEPARATOR));
     }
-    return unpack(record, kind, key);
+    return cachedObject(record, kind, key).object;
   }
 
   /** The character that starts the records of `kind`. */

@@ -11,10 +11,12 @@
 // * Every answer that is not 2xx is a KubeApiError: the HTTP status, the Status object's reason
 //   and message, the body, and Retry-After. Network failures are the socket's own errors.
 // * Every request's outcome is reported to `requests` (client-go's rest_client_requests_total).
-// * A request sent on a pooled keep-alive socket that the server closed meanwhile (it reads
-//   nothing and the socket ends: ECONNRESET, "socket hang up") is sent once more on a new
-//   socket, as Go's net/http does: the server never saw it. Servers close idle connections on
-//   their own schedule (Node's after 5 s), so an agent idle for a while meets this race.
+// * A request on a pooled keep-alive socket that ends without an answer (ECONNRESET, "socket
+//   hang up") is sent once more on a new socket, as Go's net/http does: almost always the server
+//   closed the idle connection before reading it (servers close idle connections on their own
+//   schedule, Node's after 5 s). Every verb the agent sends may be repeated: GETs and applies
+//   are idempotent, a repeated create meets 409 AlreadyExists and a repeated delete or Lease
+//   update fails its precondition (404, 409), which the callers handle.
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { Listeners } from "./listeners.ts";
