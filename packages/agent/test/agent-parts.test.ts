@@ -367,4 +367,38 @@ describe("Observer", () => {
       await cluster.emu.stop();
     }
   });
+
+  test("firstListed: resolves once every kind's first list has finished, also when a list fails (the workers that wait for it are not held)", async () => {
+    const cluster = await startCluster();
+    // As a cluster without the Cilium CRDs (404) or an agent refused the list (403) answers.
+    cluster.emu.faults.setErrorRate("list", 1, 403);
+    const stopping = new AbortController();
+    const observer = new Observer({
+      kubeClient: cluster.kube,
+      region: "east",
+      kinds: APPLIED_KINDS,
+      bookmarkIntervalMs: 1000,
+      watchTimeoutSeconds: 30,
+      backoff: { minMs: 10, maxMs: 100 },
+      onChange: () => {},
+      onRestart: () => {},
+      log: silentLogger,
+    });
+    let listed = false;
+    void observer.firstListed.then(() => (listed = true));
+    const running = observer.run(stopping.signal);
+    try {
+      await waitFor(() => listed, 5000, "firstListed resolved");
+      assert.ok(
+        APPLIED_KINDS.every((kind) => !observer.isSynced(kind)),
+        "no kind is synced: every list failed",
+      );
+      cluster.emu.faults.clear();
+      await waitFor(() => APPLIED_KINDS.every((kind) => observer.isSynced(kind)), 5000, "listed on a retry");
+    } finally {
+      stopping.abort();
+      await running;
+      await cluster.emu.stop();
+    }
+  });
 });
