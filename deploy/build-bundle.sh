@@ -30,6 +30,12 @@ for package in "$out"/node_modules/.pnpm/@flotilla+*/node_modules/@flotilla/*; d
   ln -s "$(realpath --relative-to="$out/packages/$name" "$(dirname "$(dirname "$package")")")" "$out/packages/$name/node_modules"
 done
 
+# Native addons (@flotilla/malloc-trim): pnpm deploy runs no script of an injected workspace
+# package, so each package's native/build.sh runs here, for the Node that runs this script.
+for build in "$out"/packages/*/native/build.sh; do
+  [ -e "$build" ] && sh "$build"
+done
+
 # Types stripped at build time: a process that loads no .ts file never loads Node's
 # TypeScript stripper (about 22 MB of the agent's RSS).
 node --disable-warning=ExperimentalWarning deploy/to-javascript.ts "$out"

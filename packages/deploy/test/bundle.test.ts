@@ -106,6 +106,20 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
     );
   }
 
+  // The agent's C-heap trimming (@flotilla/malloc-trim) is built into its bundle, for the Node
+  // that builds it: the image's runtime stage has no compiler.
+  if (process.platform === "linux") {
+    const loaded = execFileSync(
+      process.execPath,
+      ["--input-type=module", "-e", 'const { mallocTrim } = await import("@flotilla/malloc-trim"); console.log(typeof mallocTrim)'],
+      {
+        cwd: join(out, "agent"),
+        encoding: "utf8",
+      },
+    );
+    assert.equal(loaded.trim(), "function", "the agent's bundle carries the built malloc-trim addon");
+  }
+
   const kubeconfig = join(root, "kubeconfig");
   const emulator = await start(
     "k8s-emulator",
