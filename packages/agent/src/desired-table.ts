@@ -5,27 +5,35 @@
 // is reconciled (retried as long as needed), the watch cursor may advance as soon as an event
 // is in the table.
 //
-// A desired resource is kept in its protobuf wire encoding (packed into a string) and decoded
-// when it is needed (a reconcile, prune, drift check): a decoded message took about 1.5 KB of
-// heap, the packed encoding takes about its size on the wire (~150 B).
+// A desired resource is kept in its protobuf wire encoding (packed into a string, then against
+// the desired resources' shared dictionary) and decoded when it is needed (a reconcile, prune,
+// drift check): a decoded message took about 1.5 KB of heap, the wire encoding about its size
+// (~130 B in B7), packed against the dictionary ~30 B.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceTombstoneSchema, type DesiredResource, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey } from "./keys.ts";
 import { packBytes, unpackBytes } from "./packed.ts";
+import { SharedDictionary } from "./shared-dictionary.ts";
 
 /** A desired resource's wire encoding, packed (see desiredResource()). */
 export type EncodedResource = string;
+
+/**
+ * The dictionary every desired encoding is packed against: one per process, as what repeats
+ * (a region's namespaces, registries, environment names) is the same for every table.
+ */
+const DICTIONARY = new SharedDictionary();
 
 export type DesiredState = { kind: "upsert"; encoded: EncodedResource } | { kind: "delete"; tombstone: ResourceTombstone };
 
 /** The resource an upsert wants, decoded (a new message on every call). */
 export function desiredResource(desired: { encoded: EncodedResource }): DesiredResource {
-  return fromBinary(DesiredResourceSchema, unpackBytes(desired.encoded));
+  return fromBinary(DesiredResourceSchema, unpackBytes(DICTIONARY.unpack(desired.encoded)));
 }
 
 function encode(resource: DesiredResource): EncodedResource {
-  return packBytes(toBinary(DesiredResourceSchema, resource));
+  return DICTIONARY.pack(packBytes(toBinary(DesiredResourceSchema, resource)));
 }
 
 export type EntryStatus = "pending" | "done" | "error";
