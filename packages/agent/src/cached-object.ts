@@ -10,18 +10,18 @@
 // * Values that repeat on every object (label values, namespaces, condition types and reasons,
 //   messages that do not name the object) are stored once, in a bounded table, and referenced
 //   by index. Images are not: most Deployments run an image of their own.
-// * Each resource key's records are kept packed against the records' shared dictionary
-//   (shared-dictionary.ts): field values, separators and marks repeat from one resource to the next.
+// * The agent keeps each resource key's records in the key's desired-table entry, packed against
+//   a shared dictionary (DesiredTable.attachment()): field values, separators and marks repeat
+//   from one resource to the next.
 // * Records are found by resource key, the one index the agent needs (status reports and applies
 //   ask for a key's objects); the records of all objects of a key (a Deployment and a Service)
 //   are one string. An object's location is derived: the agent names every object after
 //   its resource id, so "namespace/name" is found under "<type>/<name>" for the few resource
 //   types. Only objects named otherwise (someone else's, labelled as ours) and objects without a
 //   resource key are kept by location, in two small maps that are empty in normal operation.
-import { keyedStrings, packedStrings, type KeyedStrings } from "./keyed-strings.ts";
+import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey, RESOURCE_TYPE_NAMES } from "./keys.ts";
 import { DESIRED_VERSION_ANNOTATION, ID_LABEL, MANAGED_BY_LABEL, REGION_LABEL, resourceOfLabels, TYPE_LABEL, type KubeObject } from "./manifests.ts";
-import { SharedDictionary } from "./shared-dictionary.ts";
 
 /** Status fields of a Deployment that observations read. */
 const KEPT_STATUS = ["observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] as const;
@@ -254,9 +254,6 @@ export interface ObjectKind {
   kind: string;
 }
 
-/** The dictionary every cache's records are packed against (one per process, like the shared values). */
-const RECORDS_DICTIONARY = new SharedDictionary();
-
 /** A record's first character: the index of its kind, from "0". */
 const FIRST_KIND = 0x30;
 const MAX_KINDS = 10;
@@ -276,11 +273,11 @@ export class ObjectCache {
   /** Records of objects without a resource key (their labels lack a known type or an id), by place. */
   readonly #unkeyed = new Map<string, string>();
 
-  /** `records` keeps each resource key's records, packed (default: a map of the cache's own). */
+  /** `records` keeps each resource key's records (default: a map of the cache's own). */
   constructor(kinds: readonly ObjectKind[], records: KeyedStrings = keyedStrings()) {
     if (kinds.length > MAX_KINDS) throw new Error(`an object cache holds at most ${MAX_KINDS} kinds`);
     this.#kinds = kinds;
-    this.#byKey = packedStrings(records, RECORDS_DICTIONARY);
+    this.#byKey = records;
   }
 
   /** The reduced object of `kind` at namespace/name ("" for a cluster-scoped one), if cached. */

@@ -11,7 +11,7 @@
 // (~130 B in B7), packed against the dictionary ~30 B.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceTombstoneSchema, type DesiredResource, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
+import type { KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey } from "./keys.ts";
 import { packBytes, unpackBytes } from "./packed.ts";
 import { SharedDictionary } from "./shared-dictionary.ts";
@@ -40,7 +40,38 @@ export type EntryStatus = "pending" | "done" | "error";
 
 /** What other parts keep per resource key in its entry (see DesiredTable.attachment()). */
 export type Attachment = "observed" | "reported";
-const ATTACHMENTS: readonly Attachment[] = ["observed", "reported"];
+
+/**
+ * The dictionary a key's attachments are packed against (they are one string, see
+ * joinAttachments()): the observer's records repeat field values, separators and marks from one
+ * resource to the next.
+ */
+const ATTACHMENTS_DICTIONARY = new SharedDictionary();
+
+type Attachments = Record<Attachment, string | undefined>;
+
+/**
+ * A key's attachments as one packed string (undefined if it has none): a header character
+ * (2 × (the reported digest's length + 1, or 0 if none) + 1 if there are observed records), the
+ * reported digest, then the observed records. One string rather than two: a second string and
+ * its field in the entry cost about 30 B per resource.
+ */
+function joinAttachments({ observed, reported }: Attachments): string | undefined {
+  if (observed === undefined && reported === undefined) return undefined;
+  const header = String.fromCharCode(2 * (reported === undefined ? 0 : reported.length + 1) + (observed === undefined ? 0 : 1));
+  return ATTACHMENTS_DICTIONARY.pack([header, reported ?? "", observed ?? ""].join(""));
+}
+
+function splitAttachments(attached: string | undefined): Attachments {
+  if (attached === undefined) return { observed: undefined, reported: undefined };
+  const joined = ATTACHMENTS_DICTIONARY.unpack(attached);
+  const header = joined.charCodeAt(0);
+  const reportedLength = (header >> 1) - 1;
+  return {
+    reported: reportedLength < 0 ? undefined : joined.slice(1, 1 + reportedLength),
+    observed: header & 1 ? joined.slice(1 + Math.max(0, reportedLength)) : undefined,
+  };
+}
 
 /** Why an already applied version is applied again: the live object drifted, or a periodic refresh. */
 export type ReapplyReason = "deleted" | "modified" | "refresh";
@@ -80,10 +111,12 @@ export class DesiredEntry {
   /** appliedAt - TIME_ORIGIN. */
   #appliedAfterOrigin: number | undefined;
   #unsettled: Unsettled | undefined;
-  /** The observer's cached records of the key's objects: written through DesiredTable.attachment("observed") only. */
-  observed: string | undefined;
-  /** The reporter's digest of the key's last observation sent: written through DesiredTable.attachment("reported") only. */
-  reported: string | undefined;
+  /**
+   * The key's attachments, packed (joinAttachments()): the observer's cached records of the key's
+   * objects and the reporter's digest of its last observation sent. Read and written through
+   * DesiredTable.attachment() only.
+   */
+  attached: string | undefined;
 
   /** A new desired state of `key`, pending; the last apply and error carry over from `previous`. */
   constructor(key: string, desired: DesiredState, version: number, previous: DesiredEntry | undefined) {
@@ -93,8 +126,7 @@ export class DesiredEntry {
     this.error = previous?.error;
     this.appliedVersion = previous?.appliedVersion;
     this.#appliedAfterOrigin = previous && previous.#appliedAfterOrigin;
-    this.observed = previous?.observed;
-    this.reported = previous?.reported;
+    this.attached = previous?.attached;
   }
 
   /** When the last successful apply of this key finished (ms since the epoch). */
@@ -160,7 +192,7 @@ export class DesiredTable {
   readonly #entries = new Map<string, DesiredEntry>();
   readonly #onChange: (key: string) => void;
   /** The attachments of keys without an entry (objects nothing desires, keys deleted from the table). */
-  readonly #detached: Record<Attachment, KeyedStrings> = { observed: keyedStrings(), reported: keyedStrings() };
+  readonly #detached = new Map<string, string>();
 
   /** `onChange(key)` is called after each entry whose desired state changed. */
   constructor(onChange: (key: string) => void) {
@@ -225,27 +257,34 @@ export class DesiredTable {
    * The strings one part keeps per key, held in the keys' entries: a key with an entry has its
    * string there, a key without one in a side map (empty in normal operation), never both. An
    * entry keeps its attachments when its desired state changes; a key that leaves the table
-   * takes them to the side map, a key that enters it takes them back.
+   * takes them to the side map, a key that enters it takes them back. Both parts' strings of a
+   * key are one packed string (joinAttachments()).
    */
   attachment(slot: Attachment): KeyedStrings {
     const entries = this.#entries;
-    const detached = this.#detached[slot];
+    const detached = this.#detached;
+    const attached = (key: string) => {
+      const entry = entries.get(key);
+      return entry ? entry.attached : detached.get(key);
+    };
     return {
-      get(key) {
-        const entry = entries.get(key);
-        return entry ? entry[slot] : detached.get(key);
-      },
+      get: (key) => splitAttachments(attached(key))[slot],
       set(key, value) {
+        const joined = joinAttachments({ ...splitAttachments(attached(key)), [slot]: value });
         const entry = entries.get(key);
-        if (entry) entry[slot] = value;
-        else detached.set(key, value);
+        if (entry) entry.attached = joined;
+        else if (joined === undefined) detached.delete(key);
+        else detached.set(key, joined);
       },
       *entries() {
         for (const entry of entries.values()) {
-          const value = entry[slot];
+          const value = splitAttachments(entry.attached)[slot];
           if (value !== undefined) yield [entry.key, value];
         }
-        yield* detached.entries();
+        for (const [key, joined] of detached) {
+          const value = splitAttachments(joined)[slot];
+          if (value !== undefined) yield [key, value];
+        }
       },
     };
   }
@@ -300,7 +339,7 @@ export class DesiredTable {
     }
     if (entry.desired.kind === "delete") {
       this.#entries.delete(key);
-      for (const slot of ATTACHMENTS) this.#detached[slot].set(entry.key, entry[slot]);
+      if (entry.attached !== undefined) this.#detached.set(entry.key, entry.attached);
       return;
     }
     entry.status = "done";
@@ -332,10 +371,8 @@ export class DesiredTable {
     // The map keeps the key string it was first given: the new entry holds that one, not a copy.
     const entry = new DesiredEntry(previous?.key ?? key, desired, version, previous);
     if (!previous) {
-      for (const slot of ATTACHMENTS) {
-        entry[slot] = this.#detached[slot].get(key);
-        this.#detached[slot].set(key, undefined);
-      }
+      entry.attached = this.#detached.get(key);
+      this.#detached.delete(key);
     }
     this.#entries.set(key, entry);
     this.#onChange(key);

@@ -2,7 +2,6 @@
 // reporter's digest of the last observation sent. The desired table offers one of these per part
 // (DesiredTable.attachment()) that keeps the strings in the keys' entries, so that a resource is
 // one record rather than an entry in three maps (docs/benchmarks.md, finding 9).
-import type { SharedDictionary } from "./shared-dictionary.ts";
 
 /** Strings by resource key. */
 export interface KeyedStrings {
@@ -23,21 +22,5 @@ export function keyedStrings(): KeyedStrings {
       else strings.set(key, value);
     },
     entries: () => strings.entries(),
-  };
-}
-
-/** `strings` holding each value packed against `dictionary`: callers see the values as they set them. */
-export function packedStrings(strings: KeyedStrings, dictionary: SharedDictionary): KeyedStrings {
-  return {
-    get(key) {
-      const packed = strings.get(key);
-      return packed === undefined ? undefined : dictionary.unpack(packed);
-    },
-    set(key, value) {
-      strings.set(key, value === undefined ? undefined : dictionary.pack(value));
-    },
-    *entries() {
-      for (const [key, packed] of strings.entries()) yield [key, dictionary.unpack(packed)];
-    },
   };
 }

@@ -36,10 +36,12 @@ describe("DesiredTable", () => {
     const reported = table.attachment("reported");
     observed.set("deployment/a", "seen before desired");
     table.upsert(resource("a", 1), 1);
-    assert.equal(table.get("deployment/a")?.observed, "seen before desired", "taken into the new entry");
+    assert.equal(observed.get("deployment/a"), "seen before desired");
+    assert.notEqual(table.get("deployment/a")?.attached, undefined, "taken into the new entry");
     reported.set("deployment/a", "digest");
     table.upsert(resource("a", 2, "app:2"), 2);
-    assert.equal(table.get("deployment/a")?.reported, "digest", "kept by the next version's entry");
+    assert.equal(reported.get("deployment/a"), "digest", "kept by the next version's entry");
+    assert.equal(observed.get("deployment/a"), "seen before desired");
     observed.set("deployment/orphan", "not desired");
     assert.deepEqual(
       [...observed.entries()],
@@ -56,8 +58,41 @@ describe("DesiredTable", () => {
     observed.set("deployment/a", undefined);
     assert.deepEqual([...observed.entries()], [["deployment/orphan", "not desired"]]);
     table.upsert(resource("orphan", 4), 4);
-    assert.equal(table.get("deployment/orphan")?.observed, "not desired");
+    assert.notEqual(table.get("deployment/orphan")?.attached, undefined);
+    assert.equal(observed.get("deployment/orphan"), "not desired");
     assert.deepEqual([...observed.entries()], [["deployment/orphan", "not desired"]], "not in the side map as well");
+  });
+
+  test("attachments: each part reads what it set, whatever the other holds (empty, absent, any character); entries keep them packed", () => {
+    const table = new DesiredTable(() => {});
+    const observed = table.attachment("observed");
+    const reported = table.attachment("reported");
+    const digest = String.fromCharCode(0, 1, 2, 0xff, 0x80, 0x7f, 6, 255);
+    for (const [key, records, sent] of [
+      ["deployment/a", "", digest],
+      ["deployment/b", "records\u0001with\u0006marks", undefined],
+      ["deployment/c", undefined, ""],
+      ["deployment/d", "\u{1F600} wide", "x".repeat(300)],
+    ] as const) {
+      table.upsert(resource(key.slice("deployment/".length), 1), 1);
+      observed.set(key, records);
+      reported.set(key, sent);
+      assert.equal(observed.get(key), records, key);
+      assert.equal(reported.get(key), sent, key);
+    }
+    reported.set("deployment/a", undefined);
+    assert.equal(observed.get("deployment/a"), "", "clearing one part keeps the other");
+    observed.set("deployment/a", undefined);
+    assert.equal(table.get("deployment/a")?.attached, undefined, "nothing left: nothing stored");
+    // Records that repeat one another are stored in a fraction of their length.
+    const record = (i: number) =>
+      `0\u0003\u0001\u0004a\u0001${1000 + i}\u00011\u0001${i}\u0001\u00040\u0001\u00041\u0001\u0003\u0001\u0003\u0001registry.example.com/team/app:1.${i % 17}`;
+    for (let i = 0; i < 200; i++) {
+      table.upsert(resource(`r${i}`, 1), 1);
+      observed.set(`deployment/r${i}`, record(i));
+    }
+    assert.equal(observed.get("deployment/r199"), record(199));
+    assert.ok(table.get("deployment/r199")!.attached!.length < record(199).length / 2, "packed against the records before it");
   });
 
   test("replaceAll: unchanged entries stay as they are, changed ones are pending, absent ones become deletes", () => {
