@@ -327,35 +327,44 @@ export class ObjectCache {
    */
   set(kind: ObjectKind, object: KubeObject, held?: string): void {
     const { namespace = "", name } = object.metadata;
-    this.delete(kind, namespace, name);
     const tag = this.#tag(kind);
+    const removed = this.#remove(tag, namespace, name);
     const key = resourceKeyOf(object);
     const record = pack(object, tag, kind.kind === "Deployment", key, held);
+    // The key's records are written once (each write packs them): the old key's only if the object moved.
+    if (removed?.key !== undefined && removed.key !== key) this.#setRecords(removed.key, removed.others);
     if (key === undefined) {
       this.#unkeyed.set(this.#place(tag, namespace, name), record);
       return;
     }
-    const records = this.#byKey.get(key);
-    // join() makes one flat string; `+` would keep a rope of the parts.
-    this.#byKey.set(key, records === undefined ? record : [records, record].join(RECORD_SEPARATOR));
+    this.#setRecords(key, [...(removed?.key === key ? removed.others : this.#records(key)), record]);
     if (name !== keyParts(key)[1]) this.#renamed.set(this.#place(tag, namespace, name), key);
   }
 
   /** Removes the object of `kind` at namespace/name; returns it (reduced) if it was cached. */
   delete(kind: ObjectKind, namespace: string, name: string): KubeObject | undefined {
-    const tag = this.#tag(kind);
+    const removed = this.#remove(this.#tag(kind), namespace, name);
+    if (!removed) return undefined;
+    if (removed.key !== undefined) this.#setRecords(removed.key, removed.others);
+    return cachedObject(removed.record, kind, removed.key).object;
+  }
+
+  /**
+   * Takes the object at namespace/name out of the maps by place; returns its record and the
+   * other records of its key, which the caller writes back (see #setRecords()).
+   */
+  #remove(tag: string, namespace: string, name: string): { key: string | undefined; record: string; others: string[] } | undefined {
     const found = this.#find(tag, namespace, name);
     if (!found) return undefined;
     const place = this.#place(tag, namespace, name);
-    const { key, record } = found;
-    if (key === undefined) {
-      this.#unkeyed.delete(place);
-    } else {
-      this.#renamed.delete(place);
-      const others = this.#records(key).filter((candidate) => candidate !== record);
-      this.#byKey.set(key, others.length === 0 ? undefined : others.join(RECORD_SEPARATOR));
-    }
-    return cachedObject(record, kind, key).object;
+    if (found.key === undefined) this.#unkeyed.delete(place);
+    else this.#renamed.delete(place);
+    return { key: found.key, record: found.record, others: found.records.filter((candidate) => candidate !== found.record) };
+  }
+
+  #setRecords(key: string, records: readonly string[]): void {
+    // join() makes one flat string; `+` would keep a rope of the parts.
+    this.#byKey.set(key, records.length === 0 ? undefined : records.join(RECORD_SEPARATOR));
   }
 
   /** The character that starts the records of `kind`. */
@@ -374,16 +383,17 @@ export class ObjectCache {
     return this.#byKey.get(key)?.split(RECORD_SEPARATOR) ?? [];
   }
 
-  /** The record (of the kind `tag`) at namespace/name and its key: kept by place, else under "<type>/<name>". */
-  #find(tag: string, namespace: string, name: string): { key: string | undefined; record: string } | undefined {
+  /** The record (of the kind `tag`) at namespace/name, its key and all its key's records: kept by place, else under "<type>/<name>". */
+  #find(tag: string, namespace: string, name: string): { key: string | undefined; record: string; records: string[] } | undefined {
     const place = this.#place(tag, namespace, name);
     const unkeyed = this.#unkeyed.get(place);
-    if (unkeyed !== undefined) return { key: undefined, record: unkeyed };
+    if (unkeyed !== undefined) return { key: undefined, record: unkeyed, records: [unkeyed] };
     const renamed = this.#renamed.get(place);
     const at = place.slice(1);
     for (const key of renamed !== undefined ? [renamed] : RESOURCE_TYPE_NAMES.map((type) => `${type}/${name}`)) {
-      const record = this.#records(key).find((candidate) => candidate[0] === tag && recordLocation(candidate, key) === at);
-      if (record !== undefined) return { key, record };
+      const records = this.#records(key);
+      const record = records.find((candidate) => candidate[0] === tag && recordLocation(candidate, key) === at);
+      if (record !== undefined) return { key, record, records };
     }
     return undefined;
   }

@@ -27,13 +27,13 @@ const MAX_COPY = MIN_COPY + 0x7f;
 /** Offsets are two bytes. */
 const MAX_CAPACITY = 0x10000;
 /** Candidates tried per position: the first ones indexed (the dictionary's earliest strings). */
-const MAX_CANDIDATES = 8;
+const MAX_CANDIDATES = 4;
 
 export class SharedDictionary {
   readonly #capacity: number;
   #dictionary = "";
-  /** Positions in the dictionary of each MIN_COPY-character string (at most MAX_CANDIDATES each). */
-  readonly #index = new Map<string, number[]>();
+  /** Positions in the dictionary by the hash of the MIN_COPY characters there (at most MAX_CANDIDATES each). */
+  readonly #index = new Map<number, number[]>();
 
   /** A dictionary of at most `capacity` characters (default 16,384; at most 65,536). */
   constructor(capacity = 16_384) {
@@ -88,16 +88,19 @@ export class SharedDictionary {
 
   /** [offset, length] of the longest copy of value[at…] in the dictionary (length 0: none). */
   #longestCopy(value: string, at: number): [number, number] {
-    const candidates = this.#index.get(value.slice(at, at + MIN_COPY));
+    const candidates = this.#index.get(hashAt(value, at));
     let best: [number, number] = [0, 0];
     if (!candidates) return best;
     const dictionary = this.#dictionary;
     const limit = Math.min(MAX_COPY, value.length - at);
     for (const offset of candidates) {
-      let length = MIN_COPY;
+      // A candidate that differs at the best length so far cannot be longer.
+      if (best[1] > 0 && dictionary.charCodeAt(offset + best[1]) !== value.charCodeAt(at + best[1])) continue;
+      // From the first character: different strings can share a hash.
+      let length = 0;
       const room = Math.min(limit, dictionary.length - offset);
       while (length < room && dictionary.charCodeAt(offset + length) === value.charCodeAt(at + length)) length++;
-      if (length > best[1]) best = [offset, length];
+      if (length >= MIN_COPY && length > best[1]) best = [offset, length];
       if (length === limit) break;
     }
     return best;
@@ -108,12 +111,19 @@ export class SharedDictionary {
     // join() keeps the dictionary one flat string (`+` would make a rope of every sample).
     this.#dictionary = [this.#dictionary, value].join("");
     for (let at = Math.max(0, start - MIN_COPY + 1); at + MIN_COPY <= this.#dictionary.length; at++) {
-      const key = this.#dictionary.slice(at, at + MIN_COPY);
+      const key = hashAt(this.#dictionary, at);
       const positions = this.#index.get(key);
       if (!positions) this.#index.set(key, [at]);
       else if (positions.length < MAX_CANDIDATES) positions.push(at);
     }
   }
+}
+
+/** A hash of value[at…at + MIN_COPY): a small integer, so looking a position up allocates nothing. */
+function hashAt(value: string, at: number): number {
+  let hash = 0;
+  for (let i = at; i < at + MIN_COPY; i++) hash = (Math.imul(hash, 31) + value.charCodeAt(i)) & 0x3fffffff;
+  return hash;
 }
 
 /** Appends value[from…to) as literal runs of at most LITERAL_LIMIT characters. */
