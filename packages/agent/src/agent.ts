@@ -133,6 +133,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     waiting: () => queue.length + reporter.backlog,
   });
   reportSent.add(() => memoryRelease.reported());
+  void ready.promise.then(() => memoryRelease.started());
   metrics.collectFrom({
     queueDepth: () => queue.length,
     desiredCounts: () => table.counts(),

@@ -1,5 +1,6 @@
 // MemoryRelease: one release after a burst of reconciles once the agent is quiet, none for a
-// small burst, none while work is waiting, none when turned off; releaseMemory() really runs a GC.
+// small burst, none while work is waiting, none when turned off; the start counts as a burst;
+// releaseMemory() really runs a GC.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { MemoryRelease, releaseMemory } from "../src/memory-release.ts";
@@ -24,6 +25,26 @@ test("a burst of reconciles is released once, after idleMs without work and with
   release.reconciled();
   await sleep(60);
   assert.equal(releases, 1, "one reconcile after a release is not a burst");
+  release.stop();
+});
+
+test("the start is released at its first quiet moment, however few reconciles it took; not when releasing is off", async () => {
+  let releases = 0;
+  let waiting = 1;
+  const release = new MemoryRelease({ afterReconciles: 1000, idleMs: 20, waiting: () => waiting, release: () => releases++ });
+  release.started();
+  await sleep(50);
+  assert.equal(releases, 0, "work is still waiting");
+  waiting = 0;
+  await sleep(50);
+  assert.equal(releases, 1);
+  release.reconciled();
+  await sleep(50);
+  assert.equal(releases, 1, "after it, a burst needs afterReconciles again");
+  const off = new MemoryRelease({ afterReconciles: 0, idleMs: 5, waiting: () => 0, release: () => releases++ });
+  off.started();
+  await sleep(30);
+  assert.equal(releases, 1);
   release.stop();
 });
 
