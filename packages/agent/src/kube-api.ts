@@ -243,13 +243,20 @@ export class KubeClient {
     }
   }
 
-  /** Sends the request; resolves with the response once its headers arrive. */
+  /**
+   * Sends the request; resolves with the response once its headers arrive. A request that failed
+   * on a reused keep-alive socket before any answer goes again, as long as that is how it failed
+   * (Go's net/http does the same): each such failure takes one closed socket out of the pool, and
+   * a server that closed its idle connections closed all of them (B7 saw the retry meet a second
+   * closed socket), so this ends with the pool's idle sockets, on a new socket at the latest.
+   */
   async #send(method: string, path: string, query: Query | undefined, body: Body | undefined, signal?: AbortSignal): Promise<IncomingMessage> {
-    try {
-      return await this.#sendOnce(method, path, query, body, signal);
-    } catch (error) {
-      if (!(error instanceof StaleSocketError) || signal?.aborted) throw error;
-      return await this.#sendOnce(method, path, query, body, signal);
+    for (;;) {
+      try {
+        return await this.#sendOnce(method, path, query, body, signal);
+      } catch (error) {
+        if (!(error instanceof StaleSocketError) || signal?.aborted) throw error;
+      }
     }
   }
 

@@ -161,7 +161,7 @@ describe("requests", () => {
     assert.ok(elapsed >= 290, `six requests of 100 ms took three rounds on two connections (${Math.round(elapsed)} ms)`);
   });
 
-  test("a pooled socket the server closed meanwhile: the request goes again on a new one; a fresh socket's failure is not retried", async () => {
+  test("pooled sockets the server closed meanwhile: the request goes again until a new one; a fresh socket's failure is not retried", async () => {
     // Answers a connection's first request (keep-alive) and drops it at the second, as a server
     // closing an idle connection just as the client reuses it; `dropFirst` drops every request.
     const drops = { dropFirst: false, connections: 0, requests: 0 };
@@ -198,10 +198,17 @@ describe("requests", () => {
       assert.deepEqual(drops, { dropFirst: false, connections: 2, requests: 3 });
       assert.deepEqual(outcomes, ["200", "200"], "the dropped attempt is not a failed request");
 
+      // Two pooled sockets, both closed by the server meanwhile: the request meets each, then a new one.
+      const pooled = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)));
+      await Promise.all([pooled.list("/api/v1/namespaces"), pooled.list("/api/v1/namespaces")]);
+      assert.deepEqual(drops, { dropFirst: false, connections: 4, requests: 5 });
+      assert.deepEqual((await pooled.list("/api/v1/namespaces")).items, [], "sent a third time, on a new socket");
+      assert.deepEqual(drops, { dropFirst: false, connections: 5, requests: 8 });
+
       drops.dropFirst = true;
       const fresh = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)));
       await assert.rejects(fresh.list("/api/v1/namespaces"), /GET \/api\/v1\/namespaces: (socket hang up|read ECONNRESET)/);
-      assert.equal(drops.requests, 4, "a new socket's failure is the server's answer: not sent again");
+      assert.equal(drops.requests, 9, "a new socket's failure is the server's answer: not sent again");
     } finally {
       for (const socket of open) socket.destroy();
       server.close();
