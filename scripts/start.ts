@@ -68,6 +68,12 @@ if (TLS) {
 const ctrlTls = TLS ? ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert] : [];
 await run("ctrl", ["packages/ctrl/src/main.ts"], ctrlTls, {}, /serving on/);
 const adminToken = process.env.FLOTILLA_CTRL_ADMIN_TOKEN || process.env.FLOTILLA_ADMIN_TOKEN || readFileSync(".flotilla/admin-token", "utf8").trim();
+// The lines below say where the token is, never the token: a terminal's scrollback or a copied log keeps no secret.
+const adminTokenShell = process.env.FLOTILLA_CTRL_ADMIN_TOKEN
+  ? "$FLOTILLA_CTRL_ADMIN_TOKEN"
+  : process.env.FLOTILLA_ADMIN_TOKEN
+    ? "$FLOTILLA_ADMIN_TOKEN"
+    : "$(cat .flotilla/admin-token)";
 const regions = createClient(
   RegionService,
   createConnectTransport({
@@ -107,7 +113,7 @@ console.log(`
 Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
 Region \`${REGION}\` and an agent token for it are created; the agent above uses them. Try:
 
-  export ADMIN_TOKEN=${adminToken}
+  export ADMIN_TOKEN=${adminTokenShell}
   CTRL=${CTRL}; AUTH="Authorization: Bearer $ADMIN_TOKEN"
   ${BUF} $CTRL --list-services
   ${BUF} -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/CreateDeployment \\
