@@ -78,6 +78,8 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     log,
     prune: config.prune,
     liveObjects: (key) => observer?.liveObjects(key) ?? new Map(),
+    // The observer's first list runs beside the first prune, which waits for it instead of listing too.
+    managedObjects: observer && (() => observer.firstListed.then(() => observer.managedObjects())),
     namespaces: config.namespaces,
     ownershipRecheckMs: config.ownershipRecheckMs,
   });
@@ -193,7 +195,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     ...(observing
       ? [
           // Listed once the table holds the first snapshot, so that every listed object is checked
-          // against what the agent would apply to it (DriftCorrector.held); meanwhile the prune lists too.
+          // against what the agent would apply to it (DriftCorrector.held); the first prune waits for it.
           loop("observer", async (signal) => {
             if (await resolvedBeforeAbort(tableFilled.promise, signal)) await observing.observer.run(signal);
           }),

@@ -312,11 +312,21 @@ export class ObjectCache {
 
   /** [namespace ("" if none), name] of every cached object of `kind`. */
   *locations(kind: ObjectKind): IterableIterator<[string, string]> {
+    for (const { namespace, name } of this.keyed(kind)) yield [namespace, name];
+    const tag = this.#tag(kind);
+    for (const place of this.#unkeyed.keys()) if (place[0] === tag) yield splitLocation(place.slice(1));
+  }
+
+  /** The resource key, namespace ("" if none) and name of every cached object of `kind` that has a key. */
+  *keyed(kind: ObjectKind): IterableIterator<{ key: string; namespace: string; name: string }> {
     const tag = this.#tag(kind);
     for (const [key, records] of this.#byKey.entries()) {
-      for (const record of records.split(RECORD_SEPARATOR)) if (record[0] === tag) yield splitLocation(recordLocation(record, key));
+      for (const record of records.split(RECORD_SEPARATOR)) {
+        if (record[0] !== tag) continue;
+        const [namespace, name] = splitLocation(recordLocation(record, key));
+        yield { key, namespace, name };
+      }
     }
-    for (const place of this.#unkeyed.keys()) if (place[0] === tag) yield splitLocation(place.slice(1));
   }
 
   /**

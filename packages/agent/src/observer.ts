@@ -17,7 +17,8 @@ import { ObjectCache, resourceKeyOf, type CachedObject } from "./cached-object.t
 import type { KeyedStrings } from "./keyed-strings.ts";
 import { describeObject, managedSelector, type KubeObject } from "./manifests.ts";
 import { statusCodeOf, type KubeClient, type WatchEvent } from "./kube-api.ts";
-import type { LiveObjects } from "./target.ts";
+import { parseResourceKey } from "./keys.ts";
+import type { LiveObjects, ManagedObject } from "./target.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
 
 /** Why a watch was restarted (the `reason` label of flotilla_agent_observer_restarts_total). */
@@ -63,6 +64,7 @@ const LIST_PAGE_SIZE = 500;
 
 export class Observer {
   readonly #watchers: KindWatcher[];
+  readonly #cache: ObjectCache;
   /**
    * Resolves once the first list of every kind has finished, listed or failed (client-go's
    * WaitForCacheSync, without waiting for a cluster that does not answer): reconciles that wait
@@ -71,8 +73,8 @@ export class Observer {
   readonly firstListed: Promise<void>;
 
   constructor(options: ObserverOptions) {
-    const cache = new ObjectCache(options.kinds, options.records);
-    this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind, cache));
+    this.#cache = new ObjectCache(options.kinds, options.records);
+    this.#watchers = options.kinds.map((kind) => new KindWatcher(options, kind, this.#cache));
     this.firstListed = Promise.all(this.#watchers.map((w) => w.firstListed)).then(() => {});
   }
 
@@ -104,6 +106,24 @@ export class Observer {
   /** Resource keys of all cached objects of `kind`. */
   keys(kind: WatchedKind): IterableIterator<string> {
     return this.#watcher(kind)?.keys() ?? [].values();
+  }
+
+  /**
+   * The cached objects of every watched kind as a target's listManaged() would list them (the
+   * observer lists and watches only this region's managed objects), or undefined while a kind has
+   * not been listed yet: its objects are then unknown, not absent.
+   */
+  managedObjects(): ManagedObject[] | undefined {
+    if (!this.#watchers.every((w) => w.isSynced)) return undefined;
+    const managed: ManagedObject[] = [];
+    for (const { kind: watched } of this.#watchers) {
+      const { apiVersion, kind } = watched;
+      for (const { key, namespace, name } of this.#cache.keyed(watched)) {
+        const { type, id } = parseResourceKey(key);
+        if (type !== undefined) managed.push({ type, id, key, apiVersion, kind, namespace, name });
+      }
+    }
+    return managed;
   }
 
   /** Runs until `signal` aborts. */

@@ -20,6 +20,12 @@ export interface PruneDeps {
   target: Target;
   metrics: AgentMetrics;
   log: Logger;
+  /**
+   * The managed objects as the agent already knows them (the observer's cache), or undefined
+   * when it does not: the prune then lists them through the target. Listing again what the
+   * observer holds would double a restart's lists of the whole cluster.
+   */
+  managedObjects?: () => Promise<ManagedObject[] | undefined>;
 }
 
 export type PruneResult = { pruned: number; refused: boolean };
@@ -30,8 +36,8 @@ export type PruneResult = { pruned: number; refused: boolean };
  * and can never race an apply of the same key. An orphan left in another namespace by a key that
  * is desired again is deleted directly: it is a different object than the one being applied.
  */
-export async function prune({ table, target, metrics, log }: PruneDeps, snapshotVersion: number, options: PruneOptions): Promise<PruneResult> {
-  const managed = await target.listManaged();
+export async function prune({ table, target, metrics, log, managedObjects }: PruneDeps, snapshotVersion: number, options: PruneOptions): Promise<PruneResult> {
+  const managed = (await managedObjects?.()) ?? (await target.listManaged());
   const orphans = managed.filter((object) => !isDesired(table, object));
   if (orphans.length === 0) return { pruned: 0, refused: false };
   if (!options.force && orphans.length > options.maxFraction * managed.length) {

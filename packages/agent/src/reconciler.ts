@@ -5,7 +5,7 @@ import { desiredResource, type DesiredTable, type ReapplyReason } from "./desire
 import { jittered } from "./backoff.ts";
 import { QUEUE_NAME, type AgentMetrics } from "./metrics.ts";
 import { namespaceRefusal, type NamespaceRules } from "./namespaces.ts";
-import { prune, type PruneOptions, type PruneResult } from "./prune.ts";
+import { prune, type PruneDeps, type PruneOptions, type PruneResult } from "./prune.ts";
 import type { RateLimitingQueue } from "./queue/rate-limiting-queue.ts";
 import { TargetError, type AppliedVersions, type LiveObjects, type Target } from "./target.ts";
 
@@ -47,7 +47,7 @@ export interface Reconciler {
 }
 
 /** The agent's Reconciler: reconcile() as reconciler() below, prune() as prune.ts. */
-export function newReconciler(deps: ReconcilerDeps & { prune: PruneOptions }): Reconciler {
+export function newReconciler(deps: ReconcilerDeps & Pick<PruneDeps, "managedObjects"> & { prune: PruneOptions }): Reconciler {
   const reconcile = reconciler(deps);
   return { reconcile, prune: (snapshotVersion) => prune(deps, snapshotVersion, deps.prune) };
 }

@@ -25,6 +25,7 @@ import { KeyQueue } from "../src/queue/key-queue.ts";
 import { RateLimitingQueue } from "../src/queue/rate-limiting-queue.ts";
 import { newReconciler } from "../src/reconciler.ts";
 import { TargetError, type ManagedObject, type Target } from "../src/target.ts";
+import { KubernetesTarget } from "../src/targets/kubernetes.ts";
 import { RenderTarget } from "../src/targets/render.ts";
 import { APPLIED_KINDS } from "../src/watched-kinds.ts";
 
@@ -361,6 +362,11 @@ describe("Observer", () => {
       await cluster.apply(deployment as never);
       await waitFor(() => changes.includes("deployment/web"), 5000, "the change observed");
       assert.equal(observer.liveObjects("deployment/web").size, 1, "its live resourceVersion is known");
+      // What the prune reads instead of listing: what the target would list.
+      const byPlace = (objects: ManagedObject[]) => objects.map((o) => JSON.stringify(o)).sort();
+      const listed = await new KubernetesTarget({ kubeClient: cluster.kube, region: "east" }).listManaged();
+      assert.equal(listed.length, 1);
+      assert.deepEqual(byPlace(observer.managedObjects()!), byPlace(listed));
     } finally {
       stopping.abort();
       await running;
@@ -393,6 +399,7 @@ describe("Observer", () => {
         APPLIED_KINDS.every((kind) => !observer.isSynced(kind)),
         "no kind is synced: every list failed",
       );
+      assert.equal(observer.managedObjects(), undefined, "unknown, not empty: the prune lists for itself");
       cluster.emu.faults.clear();
       await waitFor(() => APPLIED_KINDS.every((kind) => observer.isSynced(kind)), 5000, "listed on a retry");
     } finally {

@@ -118,6 +118,12 @@ test("objects are found by location and by resource key, also when named otherwi
     ["shop", "stray"],
     ["shop", "web"],
   ]);
+  assert.deepEqual(
+    [...cache.keyed(SERVICES)].map(({ key, namespace, name }) => `${key} ${namespace}/${name}`).sort(),
+    ["deployment/web other/copy", "deployment/web shop/web"],
+    "keyed(): the objects with a resource key, with it",
+  );
+  assert.deepEqual([...cache.keyed(DEPLOYMENTS)], []);
 
   // Relabelled as another resource: it leaves its old key.
   const api = { ...labels, "flotilla.dev/resource-id": "api" };
@@ -137,6 +143,7 @@ test("objects are found by location and by resource key, also when named otherwi
   assert.equal(cache.delete(SERVICES, "shop", "stray")?.metadata.name, "stray");
   assert.deepEqual([...cache.keys(SERVICES)], []);
   assert.deepEqual([...cache.locations(SERVICES)], []);
+  assert.deepEqual([...cache.keyed(SERVICES)], []);
 });
 
 test("values are kept as they were: empty strings, separators and markers in a message, unexpected types, absent fields", () => {

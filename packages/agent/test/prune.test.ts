@@ -55,12 +55,16 @@ for (const { db, skip } of await testDatabases()) {
       stack.emulator.put(labelled("orphan", managedLabels(REGION, "orphan")));
       stack.emulator.put(labelled("hand-made", { app: "hand-made" }));
       stack.emulator.put(labelled("west-app", managedLabels(OTHER_REGION, "west-app")));
+      stack.emulator.clearRequestLog();
       const agent = await stack.agent();
       await agent.ready;
       await waitFor(() => !deploymentOf(stack.emulator, "apps", "orphan"), "orphan pruned");
       assert.ok(deploymentOf(stack.emulator, "apps", "hand-made"), "an unmanaged object survives");
       assert.ok(deploymentOf(stack.emulator, "apps", "west-app"), "another region's object survives");
       assert.equal((await agent.metrics.pruned.get()).values[0]?.value, 1);
+      // The prune read the observer's cache: each kind was listed once, by the observer.
+      const lists = stack.emulator.requestLog.filter((e) => e.verb === "list").map((e) => e.resource);
+      assert.deepEqual(lists.sort(), ["ciliumnetworkpolicies", "deployments", "services"]);
       await waitConverged(stack);
       await agent.stop();
     });
