@@ -67,13 +67,10 @@ if (TLS) {
 }
 const ctrlTls = TLS ? ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert] : [];
 await run("ctrl", ["packages/ctrl/src/main.ts"], ctrlTls, {}, /serving on/);
-const adminToken = process.env.FLOTILLA_CTRL_ADMIN_TOKEN || process.env.FLOTILLA_ADMIN_TOKEN || readFileSync(".flotilla/admin-token", "utf8").trim();
+const tokenVariable = ["FLOTILLA_CTRL_ADMIN_TOKEN", "FLOTILLA_ADMIN_TOKEN"].find((name) => process.env[name]);
+const adminToken = tokenVariable ? process.env[tokenVariable]! : readFileSync(".flotilla/admin-token", "utf8").trim();
 // The lines below say where the token is, never the token: a terminal's scrollback or a copied log keeps no secret.
-const adminTokenShell = process.env.FLOTILLA_CTRL_ADMIN_TOKEN
-  ? "$FLOTILLA_CTRL_ADMIN_TOKEN"
-  : process.env.FLOTILLA_ADMIN_TOKEN
-    ? "$FLOTILLA_ADMIN_TOKEN"
-    : "$(cat .flotilla/admin-token)";
+const adminTokenShell = tokenVariable ? `$${tokenVariable}` : "$(cat .flotilla/admin-token)";
 const regions = createClient(
   RegionService,
   createConnectTransport({
