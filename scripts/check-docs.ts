@@ -1,0 +1,66 @@
+// `pnpm lint` (and so `pnpm test`): the documentation stands alone and describes the system
+// as it is. Fails on
+// * a missing docs/architecture.md;
+// * a Markdown link in a tracked .md file that leaves the repository or names a file that
+//   does not exist (the README links only inside the repository: no http(s) links at all);
+// * work-log wording: references to work items or work periods, first-person narrative, or
+//   "today" in a .md file; references to work items or work periods in any tracked file.
+// What was done when, and by whom, is what git history is for.
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dirname, "..");
+const problems: string[] = [];
+
+if (!existsSync(join(ROOT, "docs/architecture.md"))) problems.push("docs/architecture.md is missing");
+
+const tracked = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], { cwd: ROOT, encoding: "utf8" })
+  .split("\0")
+  .filter((path) => path !== "" && existsSync(join(ROOT, path)));
+
+/** Wording that makes a file read as a diary of how it was built, in any text file. */
+const WORK_LOG_ANYWHERE: [RegExp, string][] = [
+  [/\b(?:issue|task|ticket)s? #?\d+/i, "a reference to a work item"],
+  [/\b(?:this session|sessions? \d+|work periods?)\b/i, "a reference to a work period"],
+];
+/** Further wording a document must not carry. */
+const WORK_LOG_IN_DOCS: [RegExp, string][] = [
+  [/(?:^|[^\p{L}/-])I(?:'m|'ve|'d|’m|’ve|’d)?(?= )/u, "first-person narrative"],
+  [/\b(?:today|yesterday|tonight|this morning)\b/i, "a date of work"],
+];
+const TEXT = /\.(?:md|ts|tsx|js|mjs|css|html|json|ya?ml|proto|sh)$|(?:^|\/)(?:Dockerfile|run)$/;
+// Markdown links and images: [text](target) — the target up to a space or the closing parenthesis.
+const LINK = /!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g;
+
+for (const path of tracked) {
+  if (!TEXT.test(path) || path === "pnpm-lock.yaml" || path.startsWith("packages/proto/gen/") || path === "scripts/check-docs.ts") continue;
+  const lines = readFileSync(join(ROOT, path), "utf8").split("\n");
+  const isDoc = path.endsWith(".md");
+  let fenced = false;
+  lines.forEach((line, index) => {
+    const where = `${path}:${index + 1}`;
+    for (const [pattern, what] of WORK_LOG_ANYWHERE) if (pattern.test(line)) problems.push(`${where}: ${what}: ${line.trim()}`);
+    if (!isDoc) return;
+    if (line.trimStart().startsWith("```")) fenced = !fenced;
+    if (fenced) return;
+    for (const [pattern, what] of WORK_LOG_IN_DOCS) if (pattern.test(line.replace(/`[^`]*`/g, ""))) problems.push(`${where}: ${what}: ${line.trim()}`);
+    for (const match of line.matchAll(LINK)) {
+      const target = match[1]!;
+      if (/^https?:/i.test(target)) {
+        if (path === "README.md") problems.push(`${where}: the README links outside the repository: ${target}`);
+        continue;
+      }
+      if (/^(?:#|mailto:)/.test(target)) continue;
+      const file = resolve(dirname(join(ROOT, path)), decodeURIComponent(target.split("#")[0]!));
+      if (relative(ROOT, file).startsWith("..")) problems.push(`${where}: a link leaves the repository: ${target}`);
+      else if (!existsSync(file)) problems.push(`${where}: a link to a file that does not exist: ${target}`);
+    }
+  });
+}
+
+if (problems.length > 0) {
+  console.error(`check-docs: ${problems.length} problem(s):\n${problems.map((p) => `  ${p}`).join("\n")}`);
+  process.exit(1);
+}
+console.log(`check-docs: ${tracked.length} files, docs stand alone`);
