@@ -19,6 +19,7 @@
 //   update fails its precondition (404, 409), which the callers handle.
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { ListItemSplitter } from "./list-items.ts";
 import { Listeners } from "./listeners.ts";
 import type { KubeConnection } from "./kube-connection.ts";
 import { KUBE_IDLE_TIMEOUT_MS } from "./kube-limits.ts";
@@ -52,10 +53,10 @@ export interface ApiObject {
   [field: string]: unknown;
 }
 
-/** A page of a list. */
-export interface ApiList<T = ApiObject> {
-  metadata?: { resourceVersion?: string; continue?: string };
-  items: T[];
+/** A list page's metadata. */
+export interface ListMetadata {
+  resourceVersion?: string;
+  continue?: string;
 }
 
 /** One watch event; for ERROR the object is a Status. */
@@ -171,9 +172,25 @@ export class KubeClient {
     return this.#json("GET", path, query);
   }
 
-  /** One page of a list (`limit` and `continue` in the query page it). */
-  list<T = ApiObject>(path: string, query?: Query): Promise<ApiList<T>> {
-    return this.#json("GET", path, query);
+  /**
+   * One page of a list (`limit` and `continue` in the query page it), its items handed to
+   * `onItem` one by one as they arrive rather than parsed as one page (list-items.ts says why);
+   * resolves with the page's metadata (its resourceVersion and continue token).
+   */
+  async list<T = ApiObject>(path: string, query: Query, onItem: (item: T) => void): Promise<ListMetadata> {
+    const response = await this.#send("GET", path, query);
+    if (response.statusCode !== 200) throw await apiError("GET", path, response);
+    response.setEncoding("utf8");
+    const splitter = new ListItemSplitter(onItem as (item: unknown) => void);
+    try {
+      for await (const chunk of response as AsyncIterable<string>) splitter.push(chunk);
+      return (splitter.end() as { metadata?: ListMetadata }).metadata ?? {};
+    } catch (error) {
+      if (error instanceof SyntaxError) throw new Error(`GET ${path}: the answer is not a JSON list: ${error.message}`);
+      throw error;
+    } finally {
+      response.destroy();
+    }
   }
 
   create<T extends ApiObject>(path: string, object: T, query?: Query): Promise<T> {

@@ -209,8 +209,8 @@ class KindWatcher {
   }
 
   /**
-   * Lists every managed object and reports what differs from the cache. Each page goes into the
-   * cache as it arrives (the full list of 100,000 objects is never held at once); cached objects
+   * Lists every managed object and reports what differs from the cache. Each item goes into the
+   * cache as it arrives (neither a page nor the full list of 100,000 objects is held at once); cached objects
    * the list did not return are removed at the end.
    */
   async #relist(): Promise<void> {
@@ -219,14 +219,12 @@ class KindWatcher {
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
-      const page = await this.#options.kubeClient.list(this.kind.path, { labelSelector: this.#selector, limit: LIST_PAGE_SIZE, continue: continueToken });
-      for (const item of page.items) {
+      const page = await this.#options.kubeClient.list(this.kind.path, { labelSelector: this.#selector, limit: LIST_PAGE_SIZE, continue: continueToken }, (item) => {
         // List items of built-in types come without apiVersion and kind.
-        const object = { ...item, apiVersion, kind } as KubeObject;
-        listed.add(this.#store(object));
-      }
-      resourceVersion = page.metadata?.resourceVersion;
-      continueToken = page.metadata?.continue || undefined;
+        listed.add(this.#store({ ...item, apiVersion, kind } as KubeObject));
+      });
+      resourceVersion = page.resourceVersion;
+      continueToken = page.continue || undefined;
     } while (continueToken);
     const gone: [string, string][] = [];
     for (const location of this.#cache.locations(this.kind)) if (!listed.has(location.join("/"))) gone.push(location);

@@ -12,8 +12,15 @@ import { delimiter, join } from "node:path";
 import { createLogger } from "@flotilla/runtime";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { initPki, issueAgent } from "@flotilla/ctrl/pki";
-import { KubeApiError, KubeClient, resourcePath, type ApiObject, type WatchEvent } from "../src/kube-api.ts";
+import { KubeApiError, KubeClient, resourcePath, type ApiObject, type ListMetadata, type Query, type WatchEvent } from "../src/kube-api.ts";
 import { inClusterConnection, kubeconfigConnection, kubeconfigConnectionFromString, loadKubeConnection } from "../src/kube-connection.ts";
+
+/** Every item of one list page, and the page's metadata. */
+async function listAll(client: KubeClient, path: string, query: Query = {}): Promise<{ items: ApiObject[]; metadata: ListMetadata }> {
+  const items: ApiObject[] = [];
+  const metadata = await client.list(path, query, (item) => items.push(item));
+  return { items, metadata };
+}
 
 const ADMIN_TOKEN = "emulator-token";
 const ADMIN_USER = "emulator-admin";
@@ -111,11 +118,11 @@ describe("requests", () => {
     }
     assert.equal(plain.requestLog.at(-1)?.fieldManager, "test-manager");
     const selector = "app=a,tier in (one,three)";
-    const first = await client.list("/api/v1/namespaces/paths/services", { labelSelector: selector, limit: 1 });
+    const first = await listAll(client, "/api/v1/namespaces/paths/services", { labelSelector: selector, limit: 1 });
     assert.equal(plain.requestLog.at(-1)?.query.labelSelector, selector, "the selector arrives as written");
     assert.equal(first.items.length, 1);
     assert.ok(first.metadata?.continue, "a continue token");
-    const second = await client.list("/api/v1/namespaces/paths/services", { labelSelector: selector, limit: 1, continue: first.metadata?.continue });
+    const second = await listAll(client, "/api/v1/namespaces/paths/services", { labelSelector: selector, limit: 1, continue: first.metadata?.continue });
     assert.deepEqual([...first.items, ...second.items].map((s) => s.metadata?.name).sort(), ["one", "three"]);
     const live = await client.get("/api/v1/namespaces/paths/services/one");
     const stale = await rejection(client.delete("/api/v1/namespaces/paths/services/one", { preconditions: { uid: "not-its-uid" } }));
@@ -154,7 +161,7 @@ describe("requests", () => {
     plain.faults.latencyMs("list", 100);
     const before = plain.connectionCount;
     const started = performance.now();
-    await Promise.all(Array.from({ length: 6 }, () => bounded.list("/api/v1/namespaces")));
+    await Promise.all(Array.from({ length: 6 }, () => listAll(bounded, "/api/v1/namespaces")));
     const elapsed = performance.now() - started;
     plain.faults.clear();
     assert.equal(plain.connectionCount - before, 2, "two connections");
@@ -193,21 +200,21 @@ describe("requests", () => {
       const client = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)));
       const outcomes: string[] = [];
       client.requests.add(({ code }) => outcomes.push(code));
-      assert.deepEqual((await client.list("/api/v1/namespaces")).items, []);
-      assert.deepEqual((await client.list("/api/v1/namespaces")).items, [], "sent again on a new socket");
+      assert.deepEqual((await listAll(client, "/api/v1/namespaces")).items, []);
+      assert.deepEqual((await listAll(client, "/api/v1/namespaces")).items, [], "sent again on a new socket");
       assert.deepEqual(drops, { dropFirst: false, connections: 2, requests: 3 });
       assert.deepEqual(outcomes, ["200", "200"], "the dropped attempt is not a failed request");
 
       // Two pooled sockets, both closed by the server meanwhile: the request meets each, then a new one.
       const pooled = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)));
-      await Promise.all([pooled.list("/api/v1/namespaces"), pooled.list("/api/v1/namespaces")]);
+      await Promise.all([listAll(pooled, "/api/v1/namespaces"), listAll(pooled, "/api/v1/namespaces")]);
       assert.deepEqual(drops, { dropFirst: false, connections: 4, requests: 5 });
-      assert.deepEqual((await pooled.list("/api/v1/namespaces")).items, [], "sent a third time, on a new socket");
+      assert.deepEqual((await listAll(pooled, "/api/v1/namespaces")).items, [], "sent a third time, on a new socket");
       assert.deepEqual(drops, { dropFirst: false, connections: 5, requests: 8 });
 
       drops.dropFirst = true;
       const fresh = new KubeClient(await kubeconfigConnectionFromString(plain.kubeconfigYaml().replace(new URL(plain.url).host, `127.0.0.1:${port}`)));
-      await assert.rejects(fresh.list("/api/v1/namespaces"), /GET \/api\/v1\/namespaces: (socket hang up|read ECONNRESET)/);
+      await assert.rejects(listAll(fresh, "/api/v1/namespaces"), /GET \/api\/v1\/namespaces: (socket hang up|read ECONNRESET)/);
       assert.equal(drops.requests, 9, "a new socket's failure is the server's answer: not sent again");
     } finally {
       for (const socket of open) socket.destroy();
@@ -242,7 +249,7 @@ describe("watch", () => {
   test("events and bookmarks in order; an abort ends the watch and its connection", async () => {
     const stop = new AbortController();
     const events: WatchEvent[] = [];
-    const { resourceVersion } = (await client.list("/api/v1/namespaces")).metadata ?? {};
+    const { resourceVersion } = (await listAll(client, "/api/v1/namespaces")).metadata ?? {};
     const watching = client.watch("/api/v1/namespaces", { resourceVersion, allowWatchBookmarks: true }, (event) => events.push(event), stop.signal);
     await client.create("/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "watched" } });
     const deadline = Date.now() + 5000;
@@ -316,21 +323,21 @@ describe("credentials", () => {
     const admin = new KubeClient(
       await kubeconfigConnection([writeKubeconfig("token", guarded.url, { token: ADMIN_TOKEN }, { "insecure-skip-tls-verify": true })]),
     );
-    await admin.list("/apis/apps/v1/deployments");
+    await listAll(admin, "/apis/apps/v1/deployments");
     assert.equal(lastUser(guarded), ADMIN_USER);
     const bot = await serviceAccountToken(guarded, "bot");
     const path = writeKubeconfig("token-file", guarded.url, { tokenFile: "token" });
     writeFileSync(join(dir, "token-file", "token"), `${ADMIN_TOKEN}\n`);
     const client = new KubeClient(await kubeconfigConnection([path]));
-    await client.list("/apis/apps/v1/deployments");
+    await listAll(client, "/apis/apps/v1/deployments");
     assert.equal(lastUser(guarded), ADMIN_USER);
     writeFileSync(join(dir, "token-file", "token"), bot.token);
-    const forbidden = await rejection(client.list("/apis/apps/v1/deployments"));
+    const forbidden = await rejection(listAll(client, "/apis/apps/v1/deployments"));
     assert.equal(forbidden.statusCode, 403);
     assert.equal(forbidden.reason, "Forbidden");
     assert.match(forbidden.statusMessage, /User "system:serviceaccount:default:bot" cannot list resource "deployments"/);
     const unknown = new KubeClient(await kubeconfigConnection([writeKubeconfig("bad-token", guarded.url, { token: "nobody-issued-this" })]));
-    const unauthorized = await rejection(unknown.list("/apis/apps/v1/deployments"));
+    const unauthorized = await rejection(listAll(unknown, "/apis/apps/v1/deployments"));
     assert.equal(unauthorized.statusCode, 401);
     assert.equal(unauthorized.reason, "Unauthorized");
   });
@@ -351,12 +358,12 @@ describe("credentials", () => {
     const url = new URL(tls.url);
     const env = { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port };
     const client = new KubeClient(inClusterConnection({ env, dir: serviceAccount }));
-    await client.list("/apis/apps/v1/deployments");
+    await listAll(client, "/apis/apps/v1/deployments");
     assert.equal(lastUser(tls), accounts[0]!.user);
     // The kubelet replaces the projected token atomically.
     writeFileSync(join(serviceAccount, "token.new"), accounts[1]!.token);
     renameSync(join(serviceAccount, "token.new"), join(serviceAccount, "token"));
-    await client.list("/apis/apps/v1/deployments");
+    await listAll(client, "/apis/apps/v1/deployments");
     assert.equal(lastUser(tls), accounts[1]!.user, "the rotated token is sent");
     assert.equal(
       inClusterConnection({ env: { KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "6443" }, dir: serviceAccount }).server.href,
@@ -366,9 +373,9 @@ describe("credentials", () => {
     const skipped = new KubeClient(
       await kubeconfigConnection([writeKubeconfig("unverified", tls.url, { token: ADMIN_TOKEN }, { "insecure-skip-tls-verify": true })]),
     );
-    await skipped.list("/apis/apps/v1/deployments");
+    await listAll(skipped, "/apis/apps/v1/deployments");
     const unverified = new KubeClient(await kubeconfigConnection([writeKubeconfig("no-ca", tls.url, { token: ADMIN_TOKEN })]));
-    await assert.rejects(unverified.list("/apis/apps/v1/deployments"), /self-signed certificate|unable to verify|unable to get local issuer/);
+    await assert.rejects(listAll(unverified, "/apis/apps/v1/deployments"), /self-signed certificate|unable to verify|unable to get local issuer/);
     const wrongName = new KubeClient(
       await kubeconfigConnection([
         writeKubeconfig(
@@ -379,7 +386,7 @@ describe("credentials", () => {
         ),
       ]),
     );
-    await assert.rejects(wrongName.list("/apis/apps/v1/deployments"), /elsewhere\.example/);
+    await assert.rejects(listAll(wrongName, "/apis/apps/v1/deployments"), /elsewhere\.example/);
   });
 
   test("no token reaches a log line or an error: rotations logged, rejected and refused requests", async () => {
@@ -389,11 +396,11 @@ describe("credentials", () => {
     const path = writeKubeconfig("quiet", guarded.url, { tokenFile: "token" });
     writeFileSync(join(dir, "quiet", "token"), `${ADMIN_TOKEN}\n`);
     const client = new KubeClient(await kubeconfigConnection([path], { log }));
-    await client.list("/apis/apps/v1/deployments");
+    await listAll(client, "/apis/apps/v1/deployments");
     writeFileSync(join(dir, "quiet", "token"), bot.token); // logged as a rotation; then 403
-    const forbidden = await rejection(client.list("/apis/apps/v1/deployments"));
+    const forbidden = await rejection(listAll(client, "/apis/apps/v1/deployments"));
     writeFileSync(join(dir, "quiet", "token"), "nobody-issued-this"); // logged as a rotation; then 401
-    const unauthorized = await rejection(client.list("/apis/apps/v1/deployments"));
+    const unauthorized = await rejection(listAll(client, "/apis/apps/v1/deployments"));
     assert.deepEqual([forbidden.statusCode, unauthorized.statusCode], [403, 401]);
     assert.equal(lines.filter((line) => /Kubernetes credentials changed/.test(line)).length, 2, lines.join("\n"));
     const said = [...lines, forbidden.message, unauthorized.message, String(forbidden.body), String(unauthorized.body)].join("\n");
@@ -426,7 +433,7 @@ describe("credentials", () => {
         [`clusters: [{ name: c, cluster: { server: "${url}" } }]`, "users: [{ name: u, user: { username: mallory, password: other } }]"].join("\n"),
       );
       const client = new KubeClient(await loadKubeConnection({ env: { KUBECONFIG: [first, second].join(delimiter) } }));
-      await client.list("/api/v1/namespaces");
+      await listAll(client, "/api/v1/namespaces");
       assert.equal(seen[0]?.authorization, `Basic ${Buffer.from("alice:s3cret").toString("base64")}`);
       assert.match(seen[0]?.["user-agent"] ?? "", /^flotilla-agent /, "the client names itself");
     } finally {
@@ -449,7 +456,7 @@ describe("credentials", () => {
       { "insecure-skip-tls-verify": true },
     );
     const client = new KubeClient(await kubeconfigConnection([path]));
-    await client.list("/apis/apps/v1/deployments");
+    await listAll(client, "/apis/apps/v1/deployments");
     assert.ok(existsSync(marker), "the plugin ran (its path taken relative to the kubeconfig)");
     assert.equal(lastUser(guarded), ADMIN_USER, "with the plugin's token");
   });

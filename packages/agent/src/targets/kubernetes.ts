@@ -82,22 +82,21 @@ export class KubernetesTarget implements Target {
       do {
         let page;
         try {
-          page = await this.kubeClient.list(resourcePath({ apiVersion, kind }), {
-            labelSelector: managedSelector(this.#region),
-            limit: LIST_PAGE_SIZE,
-            continue: continueToken,
-          });
+          page = await this.kubeClient.list(
+            resourcePath({ apiVersion, kind }),
+            { labelSelector: managedSelector(this.#region), limit: LIST_PAGE_SIZE, continue: continueToken },
+            (item) => {
+              // List items of built-in types come without apiVersion and kind.
+              const object = managedObject({ ...item, apiVersion, kind }, this.#region);
+              if (object) managed.push(object);
+            },
+          );
         } catch (error) {
           // A cluster without the Cilium CRDs has no policies to prune.
           if (isNotFound(error)) break;
           throw targetError(error, `list ${kind}`);
         }
-        for (const item of page.items) {
-          // List items of built-in types come without apiVersion and kind.
-          const object = managedObject({ ...item, apiVersion, kind }, this.#region);
-          if (object) managed.push(object);
-        }
-        continueToken = page.metadata?.continue || undefined;
+        continueToken = page.continue || undefined;
       } while (continueToken);
     }
     return managed;
