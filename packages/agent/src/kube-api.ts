@@ -178,7 +178,7 @@ export class KubeClient {
    * resolves with the page's metadata (its resourceVersion and continue token).
    */
   async list<T = ApiObject>(path: string, query: Query, onItem: (item: T) => void): Promise<ListMetadata> {
-    const response = await this.#send("GET", path, query);
+    const response = await this.#send("GET", path, query, undefined);
     if (response.statusCode !== 200) throw await apiError("GET", path, response);
     response.setEncoding("utf8");
     const splitter = new ListItemSplitter(onItem as (item: unknown) => void);
@@ -186,10 +186,9 @@ export class KubeClient {
       for await (const chunk of response as AsyncIterable<string>) splitter.push(chunk);
       return (splitter.end() as { metadata?: ListMetadata }).metadata ?? {};
     } catch (error) {
+      response.destroy();
       if (error instanceof SyntaxError) throw new Error(`GET ${path}: the answer is not a JSON list: ${error.message}`);
       throw error;
-    } finally {
-      response.destroy();
     }
   }
 
