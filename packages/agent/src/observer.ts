@@ -219,10 +219,14 @@ class KindWatcher {
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
-      const page = await this.#options.kubeClient.list(this.kind.path, { labelSelector: this.#selector, limit: LIST_PAGE_SIZE, continue: continueToken }, (item) => {
-        // List items of built-in types come without apiVersion and kind.
-        listed.add(this.#store({ ...item, apiVersion, kind } as KubeObject));
-      });
+      const page = await this.#options.kubeClient.list(
+        this.kind.path,
+        { labelSelector: this.#selector, limit: LIST_PAGE_SIZE, continue: continueToken },
+        (item) => {
+          // List items of built-in types come without apiVersion and kind.
+          listed.add(this.#store({ ...item, apiVersion, kind } as KubeObject));
+        },
+      );
       resourceVersion = page.resourceVersion;
       continueToken = page.continue || undefined;
     } while (continueToken);

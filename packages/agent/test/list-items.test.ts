@@ -9,7 +9,7 @@ const LIST = {
   metadata: { resourceVersion: "42", continue: "abc{[" },
   items: [
     { metadata: { name: "a", annotations: { tricky: 'braces } ] { [ and "quotes" \\ and \\" escapes' } }, spec: { replicas: 2, list: [1, [2, { x: 3 }]] } },
-    { metadata: { name: "b", labels: { "items": "[not the items]" } }, status: {} },
+    { metadata: { name: "b", labels: { items: "[not the items]" } }, status: {} },
     { metadata: { name: "ü — multibyte ✓" }, items: [{ nested: "items inside an item are not the list's" }] },
   ],
 };
