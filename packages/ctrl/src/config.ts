@@ -100,6 +100,17 @@ export const CTRL_OPTIONS = [
   },
   { flag: "retention-max-rows", default: "0", description: "outbox rows kept per region at most (0: no limit)", ...was("RETENTION_MAX_ROWS") },
   {
+    flag: "revision-history-limit",
+    default: "50",
+    description: "revisions kept per deployment, sentinel and network policy (history, rollback); older ones are pruned",
+  },
+  { flag: "audit-max-age", default: "2160h", description: "audit events (who did what, when) older than this are pruned" },
+  {
+    flag: "status-events-max-age",
+    default: "1h",
+    description: "status changes older than this are pruned: a status stream resumed from an older cursor starts again with a snapshot",
+  },
+  {
     flag: "allowed-system-namespaces",
     default: "",
     description: "comma-separated system namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway",

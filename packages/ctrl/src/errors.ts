@@ -46,7 +46,7 @@ function isDatabaseUnavailable(error: unknown): boolean {
 /** The peer went away or the stream was reset: not a server fault. */
 function isTransportError(error: unknown): boolean {
   const code = (error as { code?: string })?.code ?? "";
-  return code.startsWith("ERR_HTTP2_") || code === "ECANCELED" || code === "EPIPE" || code === "ERR_STREAM_PREMATURE_CLOSE";
+  return code.startsWith("ERR_HTTP2_") || code === "ECANCELED" || code === "EPIPE" || code === "ERR_STREAM_PREMATURE_CLOSE" || code === "ERR_STREAM_DESTROYED";
 }
 
 export function invalidArgument(field: string, problem: string): ConnectError {

@@ -41,6 +41,8 @@ try {
       maxAgeMs: parseDuration(config["retention-max-age"], "retention-max-age"),
       maxRows: read.nonNegativeInt("retention-max-rows"),
     },
+    auditMaxAgeMs: read.positiveDuration("audit-max-age"),
+    statusEventsMaxAgeMs: read.positiveDuration("status-events-max-age"),
   };
   // Checked here so that a mistake names its flag.
   if (config["metrics-listen"]) parseListen(config["metrics-listen"], "metrics-listen");
@@ -58,7 +60,7 @@ try {
     log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_CTRL_ADMIN_TOKEN");
   }
   const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
-  const store = await Store.open(config["database-url"]);
+  const store = await Store.open(config["database-url"], { revisionHistoryLimit: read.positiveInt("revision-history-limit") });
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security, log });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
   let stopping = false;

@@ -5,12 +5,15 @@ import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { compressionBrotli } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
+import { OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { Health } from "@flotilla/proto/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "@flotilla/proto/grpc/reflection/v1/reflection_pb.js";
-import { Slots, type RetentionPolicy, type Store } from "@flotilla/store";
+import { OPERATOR_TOKEN_PREFIX, Slots, type RetentionPolicy, type Store } from "@flotilla/store";
 import { createLogger, healthEndpoints, serveHealth, type Logger } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
@@ -39,6 +42,10 @@ import { earlyRefusal } from "./early-refusal.ts";
 import { answerUnknownRpc } from "./unknown-rpc.ts";
 import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
+import { historyService } from "./services/history-service.ts";
+import { operatorService } from "./services/operator-service.ts";
+import { DEFAULT_WATCH_STATUS_OPTIONS, watchStatus } from "./services/status/watch-status.ts";
+import { DEFAULT_STATUS_FEED_OPTIONS, StatusFeed } from "./streaming/status-feed.ts";
 import { inFlightUnaryCalls } from "./in-flight.ts";
 import { clientCertificateOf, tlsTransport, type TlsFiles } from "./tls.ts";
 
@@ -61,7 +68,11 @@ export interface CtrlOptions {
   /** What one connection may cost (idle and request timeouts, stream, reset and ping caps). */
   bounds?: Partial<ConnectionBounds>;
   retention?: RetentionPolicy;
-  /** How often the outbox retention job runs. */
+  /** Audit events older than this are deleted. Default 90 days. */
+  auditMaxAgeMs?: number;
+  /** Status events (what a resumed status stream catches up from) older than this are deleted. Default 1 h. */
+  statusEventsMaxAgeMs?: number;
+  /** How often the retention jobs (outbox, audit, status events) run. */
   retentionIntervalMs?: number;
   status?: Partial<StatusOptions>;
   /** System namespaces (kube-system, kube-public, kube-node-lease, default) resources may use anyway. Default none. */
@@ -86,6 +97,8 @@ export interface CtrlOptions {
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
 export const DEFAULT_RETENTION: RetentionPolicy = { maxAgeMs: 7 * 24 * 3600 * 1000, maxRows: 0 };
+export const DEFAULT_AUDIT_MAX_AGE_MS = 90 * 24 * 3600 * 1000;
+export const DEFAULT_STATUS_EVENTS_MAX_AGE_MS = 3600 * 1000;
 
 export const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
 export const DEFAULT_READINESS_TIMEOUT_MS = 2000;
@@ -105,7 +118,16 @@ export interface Ctrl {
   shutdown(): Promise<void>;
 }
 
-const API_SERVICES: DescService[] = [ClusterService, DeploymentService, SentinelService, NetworkPolicyService, RegionService];
+const API_SERVICES: DescService[] = [
+  ClusterService,
+  DeploymentService,
+  SentinelService,
+  NetworkPolicyService,
+  RegionService,
+  OperatorService,
+  HistoryService,
+  StatusService,
+];
 
 export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const { store } = options;
@@ -133,8 +155,26 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     log,
   );
   poller.start();
-  const stopWaking = store.onCommit(() => poller.wake());
-  const retention = startRetention(store, options.retention ?? DEFAULT_RETENTION, options.retentionIntervalMs ?? 60_000, log);
+  const statusFeed = new StatusFeed(
+    store.statusEvents,
+    { ...DEFAULT_STATUS_FEED_OPTIONS, intervalMs: options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS },
+    log,
+  );
+  await statusFeed.start();
+  const stopWaking = store.onCommit(() => {
+    poller.wake();
+    statusFeed.wake();
+  });
+  const retention = startRetention(
+    store,
+    {
+      outbox: options.retention ?? DEFAULT_RETENTION,
+      auditMaxAgeMs: options.auditMaxAgeMs ?? DEFAULT_AUDIT_MAX_AGE_MS,
+      statusEventsMaxAgeMs: options.statusEventsMaxAgeMs ?? DEFAULT_STATUS_EVENTS_MAX_AGE_MS,
+    },
+    options.retentionIntervalMs ?? 60_000,
+    log,
+  );
 
   const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions);
   const routes = (router: ConnectRouter) => {
@@ -143,24 +183,30 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     router.service(NetworkPolicyService, networkPolicyService(store, validation));
     router.service(RegionService, regionService(store, statusOptions));
     router.service(ClusterService, cluster);
+    router.service(OperatorService, operatorService(store));
+    router.service(HistoryService, historyService(store, validation));
+    router.service(StatusService, { watchStatus: watchStatus(store, statusFeed, statusOptions, DEFAULT_WATCH_STATUS_OPTIONS) });
     router.service(ServerReflection, reflectionService(served));
     router.service(Health, healthService(apiNames, draining.signal));
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
   const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;
-  const agentStreams = new AgentStreams((tokens) => store.agentTokens.stillValid(tokens), tokenRecheckMs);
+  const agentStreams = new AgentStreams((tokens) => stillValidTokens(store, tokens), tokenRecheckMs);
   // Token lookups draw from a bounded share of the database pool, as snapshots do.
   const tokenLookups = new Slots(options.tokenLookupConcurrency ?? DEFAULT_TOKEN_LOOKUP_CONCURRENCY);
   const tokenScreen = await store.agentTokens.screen(tokenRecheckMs);
+  const operatorScreen = await store.operators.screen();
   const auth = createAuthenticator({
     adminToken: options.adminToken,
     mayBeAgentToken: (token) => tokenScreen.mayBeValid(token),
     authenticateAgent: (token) => tokenLookups.run(() => store.agentTokens.authenticate(token)),
+    mayBeOperatorToken: operatorScreen,
+    authenticateOperator: (token) => tokenLookups.run(() => store.operators.authenticate(token)),
     publicServices: new Set([ServerReflection.typeName, Health.typeName]),
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
     knownTokenCacheMs: tokenRecheckMs,
-    onAgentStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
+    onTokenStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
   // connect's default list, with gzip at its fastest level.
@@ -255,7 +301,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       clearInterval(retention);
       agentStreams.stop();
       stopWaking();
-      await poller.stop();
+      await Promise.all([poller.stop(), statusFeed.stop()]);
       const grace = new Promise<void>((resolve) => setTimeout(resolve, options.shutdownGraceMs ?? 5000).unref());
       // Handlers of calls whose clients left still run: the store must outlive their queries.
       await Promise.race([Promise.all([listener.closed, unaryCalls.idle()]), grace]);
@@ -287,19 +333,36 @@ export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || /^(::ffff:)?127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-function startRetention(store: Store, policy: RetentionPolicy, intervalMs: number, log: Logger): NodeJS.Timeout {
+interface RetentionJobs {
+  outbox: RetentionPolicy;
+  auditMaxAgeMs: number;
+  statusEventsMaxAgeMs: number;
+}
+
+function startRetention(store: Store, jobs: RetentionJobs, intervalMs: number, log: Logger): NodeJS.Timeout {
   let running = false;
   const timer = setInterval(async () => {
     if (running) return;
     running = true;
+    const now = Date.now();
     try {
-      await store.changes.prune(policy, Date.now());
+      await store.changes.prune(jobs.outbox, now);
+      await store.audit.prune(jobs.auditMaxAgeMs, now);
+      await store.statusEvents.prune(jobs.statusEventsMaxAgeMs, now);
     } catch (error) {
-      log.error(`outbox retention: ${error instanceof Error ? error.message : String(error)}`);
+      log.error(`retention: ${error instanceof Error ? error.message : String(error)}`);
     } finally {
       running = false;
     }
   }, intervalMs);
   timer.unref();
   return timer;
+}
+
+/** Of the tokens of open streams, those still valid (agent tokens and operator tokens). */
+async function stillValidTokens(store: Store, tokens: string[]): Promise<Set<string>> {
+  const operatorTokens = tokens.filter((t) => t.startsWith(OPERATOR_TOKEN_PREFIX));
+  const agentTokens = tokens.filter((t) => !t.startsWith(OPERATOR_TOKEN_PREFIX));
+  const [agents, operators] = await Promise.all([store.agentTokens.stillValid(agentTokens), store.operators.stillValid(operatorTokens)]);
+  return new Set([...agents, ...operators]);
 }

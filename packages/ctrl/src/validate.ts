@@ -1,5 +1,6 @@
 // Request validation (ARCHITECTURE §6): every field checked, errors name the field.
 import { toBinary, type JsonObject } from "@bufbuild/protobuf";
+import { timestampDate, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   DeploymentDesiredStatus,
   DeploymentSchema,
@@ -150,4 +151,31 @@ export function networkPolicy(value: NetworkPolicy | undefined, options = DEFAUL
 export function id(value: string, field = "id"): string {
   dnsLabel(field, value);
   return value;
+}
+
+export const MAX_CHANGE_MESSAGE_LENGTH = 1024;
+
+/** A write's message (why it was made): at most MAX_CHANGE_MESSAGE_LENGTH characters. */
+export function changeMessage(value: string, field = "message"): string {
+  if (value.length > MAX_CHANGE_MESSAGE_LENGTH) throw invalidArgument(field, `at most ${MAX_CHANGE_MESSAGE_LENGTH} characters`);
+  return value;
+}
+
+/** A token's requested expiration (CreateAgentToken, CreateOperator). */
+type Expiration = { case: "expireTime"; value: Timestamp } | { case: "ttl"; value: Duration } | { case: undefined; value?: undefined };
+
+/** Unix ms of the requested expiry, or undefined for none. */
+export function expiry(req: { expiration: Expiration }, now: number): number | undefined {
+  const { expiration } = req;
+  if (expiration.case === "expireTime") {
+    const at = timestampDate(expiration.value).getTime();
+    if (!(at > now)) throw invalidArgument("expire_time", "must be in the future");
+    return at;
+  }
+  if (expiration.case === "ttl") {
+    const ms = Number(expiration.value.seconds) * 1000 + Math.floor(expiration.value.nanos / 1e6);
+    if (!(ms > 0)) throw invalidArgument("ttl", "must be positive");
+    return now + ms;
+  }
+  return undefined;
 }

@@ -342,6 +342,8 @@ describe("the unknown-token cache is bounded", () => {
         authenticateAgent: (token) => store.agentTokens.authenticate(token),
         publicServices: new Set(),
         tokenCacheSize: 1000,
+        mayBeOperatorToken: () => false,
+        authenticateOperator: async () => undefined,
         knownTokenCacheMs: 500,
       });
       const call = auth.interceptor(async () => ({}) as never);

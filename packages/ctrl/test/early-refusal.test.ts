@@ -29,6 +29,8 @@ before(async () => {
     authenticateAgent: async () => undefined,
     publicServices: new Set(),
     tokenCacheSize: 10,
+    mayBeOperatorToken: () => false,
+    authenticateOperator: async () => undefined,
     knownTokenCacheMs: 500,
   });
   const acceptCompression = [compressionGzip, compressionBrotli];

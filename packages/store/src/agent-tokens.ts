@@ -34,7 +34,7 @@ const LEGACY_TOKEN = new RegExp(`^${AGENT_TOKEN_PREFIX}[A-Za-z0-9_-]{43}$`);
 const MAC_KEY_NAME = "agent_token_mac";
 
 // (A KeyObject: with a Buffer, createHmac prepares the key anew each call, several times the cost.)
-function tokenMac(key: KeyObject, secret: Uint8Array): Buffer {
+export function tokenMac(key: KeyObject, secret: Uint8Array): Buffer {
   return createHmac("sha256", key).update(secret).digest().subarray(0, MAC_BYTES);
 }
 
@@ -115,7 +115,7 @@ export class AgentTokenRepository {
     const region = await this.#regions.resolve(regionName);
     const id = randomBytes(8).toString("hex");
     const secret = randomBytes(SECRET_BYTES);
-    const token = AGENT_TOKEN_PREFIX + Buffer.concat([secret, tokenMac(await this.#key(), secret)]).toString("base64url");
+    const token = AGENT_TOKEN_PREFIX + Buffer.concat([secret, tokenMac(await this.macKey(), secret)]).toString("base64url");
     await this.#db
       .insertInto("agent_tokens")
       .values({
@@ -136,11 +136,11 @@ export class AgentTokenRepository {
       const rows = await this.#db.selectFrom("agent_tokens").select("token_hash").where("token_format", "=", LEGACY_FORMAT).execute();
       return new Set(rows.map((row) => row.token_hash));
     };
-    return new TokenScreen(await this.#key(), await loadLegacy(), loadLegacy, legacyReloadMs);
+    return new TokenScreen(await this.macKey(), await loadLegacy(), loadLegacy, legacyReloadMs);
   }
 
   /** This deployment's MAC key (made by migration 0005), read once. */
-  #key(): Promise<KeyObject> {
+  macKey(): Promise<KeyObject> {
     this.#macKey ??= this.#db
       .selectFrom("server_keys")
       .select("key_hex")

@@ -1,4 +1,5 @@
 // The desired-state store: one object per database, shared by every RPC of a ctrl process.
+import type { DescMessage } from "@bufbuild/protobuf";
 import { AgentTokenRepository } from "./agent-tokens.ts";
 import { ChangeLog } from "./changes.ts";
 import { ObservationRepository } from "./observations.ts";
@@ -7,12 +8,18 @@ import { deploymentKind, networkPolicyKind, sentinelKind } from "./kinds.ts";
 import { migrateToLatest, pendingMigrations } from "./migrate.ts";
 import { RegionRepository } from "./regions.ts";
 import { ResourceRepository } from "./resources.ts";
+import { AuditLog } from "./audit.ts";
+import { OperatorRepository } from "./operators.ts";
+import { StatusEvents } from "./status-events.ts";
 
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
 export { migrateToLatest, pendingMigrations } from "./migrate.ts";
 export type { Page } from "./paging.ts";
-export { ResourceRepository } from "./resources.ts";
+export { DEFAULT_REVISION_HISTORY_LIMIT, ResourceRepository, type StoredRevision } from "./resources.ts";
+export { ADMIN_AUTHOR, AuditLog, type AuditRecord, type ChangeAuthor } from "./audit.ts";
+export { OPERATOR_TOKEN_PREFIX, type OperatorGrant } from "./operators.ts";
+export { StatusEvents, type StatusEvent } from "./status-events.ts";
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
 export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
@@ -21,6 +28,11 @@ export { LAST_USE_RESOLUTION_MS, type TokenGrant, type TokenScreen } from "./age
 export type { RegionRow } from "./regions.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
+
+export interface StoreOptions {
+  /** Revisions kept per object (DEFAULT_REVISION_HISTORY_LIMIT). */
+  revisionHistoryLimit?: number;
+}
 
 export class Store {
   readonly database: OpenDatabase;
@@ -31,9 +43,12 @@ export class Store {
   readonly deployments: ResourceRepository<typeof deploymentKind.schema>;
   readonly sentinels: ResourceRepository<typeof sentinelKind.schema>;
   readonly networkPolicies: ResourceRepository<typeof networkPolicyKind.schema>;
+  readonly operators: OperatorRepository;
+  readonly audit: AuditLog;
+  readonly statusEvents: StatusEvents;
   readonly #commitListeners = new Set<(regionIds: number[]) => void>();
 
-  constructor(database: OpenDatabase) {
+  constructor(database: OpenDatabase, options: StoreOptions = {}) {
     this.database = database;
     const { db, dialect } = database;
     const onCommit = (regionIds: number[]) => {
@@ -43,13 +58,17 @@ export class Store {
     this.agentTokens = new AgentTokenRepository(db, this.regions);
     this.changes = new ChangeLog(db);
     this.observations = new ObservationRepository(db);
-    this.deployments = new ResourceRepository(db, dialect, deploymentKind, onCommit);
-    this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit);
-    this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit);
+    const limit = options.revisionHistoryLimit;
+    this.deployments = new ResourceRepository(db, dialect, deploymentKind, onCommit, limit);
+    this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
+    this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit);
+    this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
+    this.audit = new AuditLog(db);
+    this.statusEvents = new StatusEvents(db);
   }
 
   /** Opens the database at `url` and brings its schema up to date. */
-  static async open(url?: string): Promise<Store> {
+  static async open(url?: string, options?: StoreOptions): Promise<Store> {
     const database = openDatabase(url);
     try {
       await migrateToLatest(database.db);
@@ -57,7 +76,15 @@ export class Store {
       await database.close();
       throw error;
     }
-    return new Store(database);
+    return new Store(database, options);
+  }
+
+  /** The repository of an operator-owned resource type, or undefined for another type. */
+  repository(type: number): ResourceRepository<DescMessage> | undefined {
+    for (const repository of [this.deployments, this.sentinels, this.networkPolicies] as ResourceRepository<DescMessage>[]) {
+      if (repository.kind.type === type) return repository;
+    }
+    return undefined;
   }
 
   /** Subscribes to "these regions' versions moved" after each commit in this process. */

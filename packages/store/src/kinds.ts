@@ -19,6 +19,8 @@ export interface ResourceKind<Desc extends DescMessage> {
   table: ResourceTableName;
   /** The request field holding the resource, for error messages ("deployment"). */
   field: string;
+  /** The kind in RPC names (UpdateDeployment): how the audit trail names its actions. */
+  action: string;
   schema: Desc;
   /** Region names the resource is placed in, with the request field naming each. */
   placements(resource: MessageShape<Desc>): { region: string; field: string }[];
@@ -38,6 +40,7 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
   type: ResourceType.DEPLOYMENT,
   table: "deployments",
   field: "deployment",
+  action: "Deployment",
   schema: DeploymentSchema,
   placements: (d) => d.regions.map((p, i) => ({ region: p.region, field: `deployment.regions[${i}].region` })),
   desired(d, regionIds) {
@@ -77,6 +80,7 @@ export const sentinelKind: ResourceKind<typeof SentinelSchema> = {
   type: ResourceType.SENTINEL,
   table: "sentinels",
   field: "sentinel",
+  action: "Sentinel",
   schema: SentinelSchema,
   placements: (s) => [{ region: s.region, field: "sentinel.region" }],
   desired(s, regionIds) {
@@ -107,6 +111,7 @@ export const networkPolicyKind: ResourceKind<typeof NetworkPolicySchema> = {
   type: ResourceType.CILIUM_NETWORK_POLICY,
   table: "network_policies",
   field: "network_policy",
+  action: "NetworkPolicy",
   schema: NetworkPolicySchema,
   placements: (p) => [{ region: p.region, field: "network_policy.region" }],
   desired(p, regionIds) {

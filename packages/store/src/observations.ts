@@ -6,6 +6,7 @@ import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctr
 import type { Kysely } from "kysely";
 import { isDuplicateKey } from "./regions.ts";
 import type { Database } from "./schema.ts";
+import { StatusEvents } from "./status-events.ts";
 
 export interface StoredStatus {
   observation: ResourceObservation;
@@ -87,6 +88,7 @@ export class ObservationRepository {
             if (fencedBy) return { fencedBy };
           }
           await saveStatuses(tx, regionId, report.writes);
+          await StatusEvents.append(tx, report.writes, report.heartbeat?.at ?? Date.now());
           if (report.heartbeat) await touchAgent(tx, regionId, report.heartbeat.at, report.heartbeat.appliedVersion);
           return {};
         });

@@ -1,5 +1,6 @@
-// Create / Get / List / Update / Delete of the operator-owned resources. Each write is one
-// transaction: the resource row, its placements, region versions and outbox rows.
+// Create / Get / List / Update / Delete / Rollback of the operator-owned resources. Each
+// write is one transaction: the resource row, its revision, its placements, region versions,
+// outbox rows, a status event and an audit record.
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { clone, equals, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { Kysely } from "kysely";
@@ -7,6 +8,8 @@ import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { writeDesired, type Tx } from "./outbox.ts";
+import { ADMIN_AUTHOR, AuditLog, type ChangeAuthor } from "./audit.ts";
+import { StatusEvents } from "./status-events.ts";
 import { isDuplicateKey } from "./regions.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { Database, ResourceTable } from "./schema.ts";
@@ -14,21 +17,41 @@ import type { Database, ResourceTable } from "./schema.ts";
 /** Called after a write commits, with the regions whose version moved. */
 export type CommitListener = (regionIds: number[]) => void;
 
+/** Revisions kept per object unless configured otherwise (ctrl's --revision-history-limit). */
+export const DEFAULT_REVISION_HISTORY_LIMIT = 50;
+
+/** One kept revision of an object. */
+export interface StoredRevision<M> {
+  revision: number;
+  /** The spec at this revision: output fields cleared but `revision`. */
+  resource: M;
+  actor: string;
+  message: string;
+  createTime: number;
+}
+
+/** The actions recorded in the audit trail, by the RPC that makes them. */
+type Action = "Create" | "Update" | "Delete" | "Rollback";
+
 export class ResourceRepository<Desc extends DescMessage> {
   readonly kind: ResourceKind<Desc>;
   readonly #db: Kysely<Database>;
   readonly #dialect: Dialect;
   readonly #onCommit: CommitListener;
+  readonly #audit: AuditLog;
+  readonly #historyLimit: number;
 
-  constructor(db: Kysely<Database>, dialect: Dialect, kind: ResourceKind<Desc>, onCommit: CommitListener) {
+  constructor(db: Kysely<Database>, dialect: Dialect, kind: ResourceKind<Desc>, onCommit: CommitListener, historyLimit = DEFAULT_REVISION_HISTORY_LIMIT) {
     this.#db = db;
     this.#dialect = dialect;
     this.kind = kind;
     this.#onCommit = onCommit;
+    this.#audit = new AuditLog(db);
+    this.#historyLimit = historyLimit;
   }
 
   /** Creates the resource; the same id with an equal body returns the stored one unchanged. */
-  async create(resource: MessageShape<Desc>): Promise<MessageShape<Desc>> {
+  async create(resource: MessageShape<Desc>, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
     const input = this.#withoutOutput(resource);
     const id = this.#id(input);
     return this.#write(async (tx, now) => {
@@ -43,6 +66,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       await tx.insertInto(this.kind.table).values(row).execute();
       const regions = await this.#writeDesired(tx, id, input, regionIds, now);
       await this.#writePlacements(tx, id, regionIds, false);
+      await this.#recordChange(tx, row, author, "Create", now);
       return { result: this.#fromRow(row), regions };
     });
   }
@@ -51,6 +75,20 @@ export class ResourceRepository<Desc extends DescMessage> {
     const row = await this.#db.selectFrom(this.kind.table).selectAll().where("id", "=", id).executeTakeFirst();
     if (!row) throw this.#notFound(id);
     return this.#fromRow(row);
+  }
+
+  /** The resources of these ids that exist, by id. */
+  async getMany(ids: string[]): Promise<Map<string, MessageShape<Desc>>> {
+    const found = new Map<string, MessageShape<Desc>>();
+    for (let i = 0; i < ids.length; i += 1000) {
+      const rows = await this.#db
+        .selectFrom(this.kind.table)
+        .selectAll()
+        .where("id", "in", ids.slice(i, i + 1000))
+        .execute();
+      for (const row of rows) found.set(row.id, this.#fromRow(row));
+    }
+    return found;
   }
 
   async list(requestedPageSize: number, pageToken: string): Promise<Page<MessageShape<Desc>>> {
@@ -74,36 +112,134 @@ export class ResourceRepository<Desc extends DescMessage> {
    * Replaces the resource's fields. With expectedRevision set, a different current revision
    * is ABORTED. An update that changes nothing keeps the revision and writes nothing.
    */
-  async update(resource: MessageShape<Desc>, expectedRevision?: bigint): Promise<MessageShape<Desc>> {
+  async update(resource: MessageShape<Desc>, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
     const input = this.#withoutOutput(resource);
     const id = this.#id(input);
     return this.#write(async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
-      const stored = this.#withoutOutput(this.#fromRow(existing));
-      for (const field of this.kind.immutable) {
-        if (fieldOf(stored, field) !== fieldOf(input, field))
-          throw new StoreError("invalid_argument", `${this.kind.field}.${field}: is immutable`, `${this.kind.field}.${field}`);
-      }
-      if (equals(this.kind.schema, stored, input)) return { result: this.#fromRow(existing), regions: [] };
-      const regionIds = await this.#resolveRegions(tx, input);
-      const row: ResourceTable = {
-        id,
-        revision: Number(existing.revision) + 1,
-        body: toBinary(this.kind.schema, input),
-        create_time: Number(existing.create_time),
-        update_time: now,
-      };
-      await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
-      const regions = await this.#writeDesired(tx, id, input, regionIds, now);
-      await this.#writePlacements(tx, id, regionIds, true);
-      return { result: this.#fromRow(row), regions };
+      return this.#replace(tx, existing, input, author, "Update", now);
     });
   }
 
+  /**
+   * Writes a new revision carrying revision `toRevision`'s spec, as `update` would (the same
+   * checks); NOT_FOUND when that revision is no longer kept. Rolling back to a spec equal to
+   * the current one writes nothing.
+   */
+  async rollback(id: string, toRevision: number, expectedRevision: bigint | undefined, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
+    return this.#write(async (tx, now) => {
+      const existing = await this.#lockRow(tx, id);
+      if (!existing) throw this.#notFound(id);
+      this.#checkRevision(existing, expectedRevision);
+      const target = await tx
+        .selectFrom("resource_revisions")
+        .select("body")
+        .where("resource_type", "=", this.kind.type)
+        .where("resource_id", "=", id)
+        .where("revision", "=", toRevision)
+        .executeTakeFirst();
+      if (!target)
+        throw new StoreError(
+          "not_found",
+          `${this.kind.field} ${JSON.stringify(id)} has no revision ${toRevision} (kept: the last ${this.#historyLimit})`,
+          "to_revision",
+        );
+      return this.#replace(tx, existing, fromBinary(this.kind.schema, target.body) as MessageShape<Desc>, author, "Rollback", now);
+    });
+  }
+
+  /** The kept revisions of `id`, newest first. */
+  async revisions(id: string, requestedPageSize: number, pageToken: string): Promise<Page<StoredRevision<MessageShape<Desc>>>> {
+    const size = pageSize(requestedPageSize);
+    const after = decodePageToken(pageToken);
+    let query = this.#db
+      .selectFrom("resource_revisions")
+      .selectAll()
+      .where("resource_type", "=", this.kind.type)
+      .where("resource_id", "=", id)
+      .orderBy("revision", "desc")
+      .limit(size + 1);
+    if (after !== undefined) {
+      const revision = Number(after);
+      if (!Number.isSafeInteger(revision)) throw new StoreError("invalid_argument", "page_token: not a token from a previous page", "page_token");
+      query = query.where("revision", "<", revision);
+    }
+    const rows = await query.execute();
+    if (rows.length === 0 && after === undefined) await this.get(id); // NOT_FOUND for an unknown object
+    return toPage(
+      rows,
+      size,
+      (r) => String(r.revision),
+      (r) => this.#fromRevisionRow(r),
+    );
+  }
+
+  /** One kept revision; NOT_FOUND if the object or the revision is not (or no longer) kept. */
+  async revision(id: string, revision: number): Promise<StoredRevision<MessageShape<Desc>>> {
+    const row = await this.#db
+      .selectFrom("resource_revisions")
+      .selectAll()
+      .where("resource_type", "=", this.kind.type)
+      .where("resource_id", "=", id)
+      .where("revision", "=", revision)
+      .executeTakeFirst();
+    if (!row) throw new StoreError("not_found", `${this.kind.field} ${JSON.stringify(id)} has no revision ${revision}`, "revision");
+    return this.#fromRevisionRow(row);
+  }
+
+  /** The update of a locked row to `input`: a new revision unless nothing changes. */
+  async #replace(tx: Tx, existing: ResourceTable, input: MessageShape<Desc>, author: ChangeAuthor, action: Action, now: number) {
+    const id = existing.id;
+    const stored = this.#withoutOutput(this.#fromRow(existing));
+    for (const field of this.kind.immutable) {
+      if (fieldOf(stored, field) !== fieldOf(input, field))
+        throw new StoreError("invalid_argument", `${this.kind.field}.${field}: is immutable`, `${this.kind.field}.${field}`);
+    }
+    if (equals(this.kind.schema, stored, input)) return { result: this.#fromRow(existing), regions: [] };
+    const regionIds = await this.#resolveRegions(tx, input);
+    const row: ResourceTable = {
+      id,
+      revision: Number(existing.revision) + 1,
+      body: toBinary(this.kind.schema, input),
+      create_time: Number(existing.create_time),
+      update_time: now,
+    };
+    await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
+    const regions = await this.#writeDesired(tx, id, input, regionIds, now);
+    await this.#writePlacements(tx, id, regionIds, true);
+    await this.#recordChange(tx, row, author, action, now);
+    return { result: this.#fromRow(row), regions };
+  }
+
+  /** The revision row (the last `historyLimit` kept), the status event and the audit record of a write. */
+  async #recordChange(tx: Tx, row: ResourceTable, author: ChangeAuthor, action: Action, now: number): Promise<void> {
+    const revision = Number(row.revision);
+    await tx
+      .insertInto("resource_revisions")
+      .values({
+        resource_type: this.kind.type,
+        resource_id: row.id,
+        revision,
+        body: row.body,
+        actor: author.actor,
+        message: author.message.slice(0, 1024),
+        create_time: now,
+      })
+      .execute();
+    await tx
+      .deleteFrom("resource_revisions")
+      .where("resource_type", "=", this.kind.type)
+      .where("resource_id", "=", row.id)
+      .where("revision", "<=", revision - this.#historyLimit)
+      .execute();
+    await StatusEvents.append(tx, [{ type: this.kind.type, id: row.id }], now);
+    await this.#audit.record({ author, action: `${action}${this.kind.action}`, objectKind: this.kind.field, objectId: row.id, revision }, tx, now);
+  }
+
   /** Deletes the resource; every region it was desired in gets a tombstone. */
-  async delete(id: string, expectedRevision?: bigint): Promise<void> {
+  async delete(id: string, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR): Promise<void> {
     await this.#write(async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
@@ -112,6 +248,14 @@ export class ResourceRepository<Desc extends DescMessage> {
       const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, new Map(), now);
       await this.#writePlacements(tx, id, new Map(), true);
       await tx.deleteFrom("observations").where("resource_type", "=", this.kind.type).where("resource_id", "=", id).execute();
+      // A later object of the same id starts its history at revision 1.
+      await tx.deleteFrom("resource_revisions").where("resource_type", "=", this.kind.type).where("resource_id", "=", id).execute();
+      await StatusEvents.append(tx, [{ type: this.kind.type, id }], now);
+      await this.#audit.record(
+        { author, action: `Delete${this.kind.action}`, objectKind: this.kind.field, objectId: id, revision: Number(existing.revision) },
+        tx,
+        now,
+      );
       return { result: undefined, regions };
     });
   }
@@ -190,6 +334,12 @@ export class ResourceRepository<Desc extends DescMessage> {
     resource.createTime = timestampFromMs(Number(row.create_time));
     resource.updateTime = timestampFromMs(Number(row.update_time));
     return resource;
+  }
+
+  #fromRevisionRow(row: Database["resource_revisions"]): StoredRevision<MessageShape<Desc>> {
+    const resource = fromBinary(this.kind.schema, row.body) as MessageShape<Desc> & { revision: bigint };
+    resource.revision = BigInt(row.revision);
+    return { revision: Number(row.revision), resource, actor: row.actor, message: row.message, createTime: Number(row.create_time) };
   }
 
   #withoutOutput(resource: MessageShape<Desc>): MessageShape<Desc> {

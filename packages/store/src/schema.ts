@@ -94,6 +94,49 @@ export interface AgentsTable {
   applied_version: number;
 }
 
+/** A named operator token with a role (ctrl.v1.Role). Only a SHA-256 of the token is stored. */
+export interface OperatorsTable {
+  name: string;
+  role: number;
+  token_hash: string;
+  create_time: number;
+  expire_time: number | null;
+  last_use_time: number | null;
+  created_by: string;
+}
+
+/** Every accepted spec of an operator-owned object, the last N per object. */
+export interface ResourceRevisionsTable {
+  resource_type: number;
+  resource_id: string;
+  revision: number;
+  /** The API message at this revision, output fields cleared, protobuf-encoded. */
+  body: Uint8Array;
+  actor: string;
+  message: string;
+  create_time: number;
+}
+
+/** Who did what, when, to which object. */
+export interface AuditEventsTable {
+  id: Generated<number>;
+  time: number;
+  actor: string;
+  action: string;
+  object_kind: string;
+  object_id: string;
+  revision: number;
+  message: string;
+}
+
+/** "This object's status may have changed": what the operators' status stream follows. */
+export interface StatusEventsTable {
+  seq: Generated<number>;
+  resource_type: number;
+  resource_id: string;
+  create_time: number;
+}
+
 export interface Database {
   regions: RegionsTable;
   deployments: ResourceTable;
@@ -107,6 +150,10 @@ export interface Database {
   agents: AgentsTable;
   leader_epochs: LeaderEpochsTable;
   server_keys: ServerKeysTable;
+  operators: OperatorsTable;
+  resource_revisions: ResourceRevisionsTable;
+  audit_events: AuditEventsTable;
+  status_events: StatusEventsTable;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

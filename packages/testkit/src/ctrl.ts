@@ -79,6 +79,10 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
     "desired_resources",
     "deployment_changes",
     "agent_tokens",
+    "operators",
+    "resource_revisions",
+    "audit_events",
+    "status_events",
   ] as const) {
     const row = await store.database.db
       .selectFrom(table)

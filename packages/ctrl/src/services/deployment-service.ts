@@ -5,7 +5,7 @@ import { ResourceType, type Deployment } from "@flotilla/proto/ctrl/v1/resources
 import type { Store } from "@flotilla/store";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
-import { resourceCrud } from "./resource-crud.ts";
+import { authorOf, resourceCrud } from "./resource-crud.ts";
 
 export function deploymentService(store: Store, statusOptions: StatusOptions, validation: validate.ValidationOptions): ServiceImpl<typeof DeploymentService> {
   const crud = resourceCrud(store.deployments, (resource) => validate.deployment(resource, validation));
@@ -21,15 +21,15 @@ export function deploymentService(store: Store, statusOptions: StatusOptions, va
   };
   const one = async (d: Deployment) => ({ deployment: (await withStatus([d]))[0] });
   return {
-    createDeployment: async (req) => one(await crud.create(req.deployment)),
+    createDeployment: async (req, ctx) => one(await crud.create(req.deployment, authorOf(ctx, req.message))),
     getDeployment: async (req) => one(await crud.get(req.id)),
     async listDeployments(req) {
       const page = await crud.list(req.pageSize, req.pageToken);
       return { deployments: await withStatus(page.items), nextPageToken: page.nextPageToken };
     },
-    updateDeployment: async (req) => one(await crud.update(req.deployment, req.expectedRevision)),
-    deleteDeployment: async (req) => {
-      await crud.delete(req.id, req.expectedRevision);
+    updateDeployment: async (req, ctx) => one(await crud.update(req.deployment, req.expectedRevision, authorOf(ctx, req.message))),
+    deleteDeployment: async (req, ctx) => {
+      await crud.delete(req.id, req.expectedRevision, authorOf(ctx, req.message));
       return {};
     },
   };

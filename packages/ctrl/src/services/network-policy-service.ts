@@ -3,20 +3,20 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import type { Store } from "@flotilla/store";
 import * as validate from "../validate.ts";
-import { resourceCrud } from "./resource-crud.ts";
+import { authorOf, resourceCrud } from "./resource-crud.ts";
 
 export function networkPolicyService(store: Store, validation: validate.ValidationOptions): ServiceImpl<typeof NetworkPolicyService> {
   const crud = resourceCrud(store.networkPolicies, (resource) => validate.networkPolicy(resource, validation));
   return {
-    createNetworkPolicy: async (req) => ({ networkPolicy: await crud.create(req.networkPolicy) }),
+    createNetworkPolicy: async (req, ctx) => ({ networkPolicy: await crud.create(req.networkPolicy, authorOf(ctx, req.message)) }),
     getNetworkPolicy: async (req) => ({ networkPolicy: await crud.get(req.id) }),
     async listNetworkPolicies(req) {
       const page = await crud.list(req.pageSize, req.pageToken);
       return { networkPolicies: page.items, nextPageToken: page.nextPageToken };
     },
-    updateNetworkPolicy: async (req) => ({ networkPolicy: await crud.update(req.networkPolicy, req.expectedRevision) }),
-    deleteNetworkPolicy: async (req) => {
-      await crud.delete(req.id, req.expectedRevision);
+    updateNetworkPolicy: async (req, ctx) => ({ networkPolicy: await crud.update(req.networkPolicy, req.expectedRevision, authorOf(ctx, req.message)) }),
+    deleteNetworkPolicy: async (req, ctx) => {
+      await crud.delete(req.id, req.expectedRevision, authorOf(ctx, req.message));
       return {};
     },
   };

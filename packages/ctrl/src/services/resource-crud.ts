@@ -1,15 +1,23 @@
 // The five AIP methods, shared by the deployment, sentinel and network-policy services:
-// validate the request, then one store call (one transaction per write).
+// validate the request, then one store call (one transaction per write, which records the
+// caller as the change's actor).
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
-import type { Page, ResourceRepository } from "@flotilla/store";
+import type { HandlerContext } from "@connectrpc/connect";
+import type { ChangeAuthor, Page, ResourceRepository } from "@flotilla/store";
+import { actorOf, principalKey } from "../auth.ts";
 import * as validate from "../validate.ts";
 
 export interface ResourceCrud<M> {
-  create(resource: M | undefined): Promise<M>;
+  create(resource: M | undefined, author: ChangeAuthor): Promise<M>;
   get(id: string): Promise<M>;
   list(pageSize: number, pageToken: string): Promise<Page<M>>;
-  update(resource: M | undefined, expectedRevision: bigint | undefined): Promise<M>;
-  delete(id: string, expectedRevision: bigint | undefined): Promise<void>;
+  update(resource: M | undefined, expectedRevision: bigint | undefined, author: ChangeAuthor): Promise<M>;
+  delete(id: string, expectedRevision: bigint | undefined, author: ChangeAuthor): Promise<void>;
+}
+
+/** The caller of a write, and its request's message. */
+export function authorOf(ctx: HandlerContext, message: string): ChangeAuthor {
+  return { actor: actorOf(ctx.values.get(principalKey)), message: validate.changeMessage(message) };
 }
 
 export function resourceCrud<Desc extends DescMessage>(
@@ -17,10 +25,10 @@ export function resourceCrud<Desc extends DescMessage>(
   validateResource: (resource: MessageShape<Desc> | undefined) => MessageShape<Desc>,
 ): ResourceCrud<MessageShape<Desc>> {
   return {
-    create: (resource) => repository.create(validateResource(resource)),
+    create: (resource, author) => repository.create(validateResource(resource), author),
     get: (id) => repository.get(validate.id(id)),
     list: (pageSize, pageToken) => repository.list(pageSize, pageToken),
-    update: (resource, expectedRevision) => repository.update(validateResource(resource), expectedRevision),
-    delete: (id, expectedRevision) => repository.delete(validate.id(id), expectedRevision),
+    update: (resource, expectedRevision, author) => repository.update(validateResource(resource), expectedRevision, author),
+    delete: (id, expectedRevision, author) => repository.delete(validate.id(id), expectedRevision, author),
   };
 }

@@ -1,6 +1,7 @@
 // Builds the per-region status of Get/List responses from stored observations.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { AgentStatusSchema, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { RegionStatusSchema, type Phase, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { StatusInputs, Store } from "@flotilla/store";
 import { project } from "./projection.ts";
@@ -45,4 +46,23 @@ export async function statusesOf(store: Store, type: number, ids: string[], opti
   }
   for (const list of result.values()) list.sort((a, b) => a.region.localeCompare(b.region));
   return result;
+}
+
+/** Fills each region's agent liveness: last report, applied version, lag. */
+export async function withAgentStatus(store: Store, regions: Region[], options: StatusOptions): Promise<Region[]> {
+  const ids = await store.regions.idsByName(regions.map((r) => r.name));
+  const agents = await store.observations.agents([...ids.values()]);
+  const now = Date.now();
+  for (const r of regions) {
+    const id = ids.get(r.name);
+    const agent = id === undefined ? undefined : agents.get(id);
+    if (!agent) continue;
+    r.agent = create(AgentStatusSchema, {
+      connected: agentConnected(agent.lastSeen, now, options),
+      lastSeen: timestampFromMs(agent.lastSeen),
+      appliedVersion: BigInt(agent.appliedVersion),
+      lag: r.headVersion > BigInt(agent.appliedVersion) ? r.headVersion - BigInt(agent.appliedVersion) : 0n,
+    });
+  }
+  return regions;
 }

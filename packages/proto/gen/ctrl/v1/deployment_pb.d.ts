@@ -19,6 +19,13 @@ export declare type CreateDeploymentRequest = Message<"ctrl.v1.CreateDeploymentR
    * @generated from field: ctrl.v1.Deployment deployment = 1;
    */
   deployment?: Deployment | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
 };
 
 /**
@@ -132,6 +139,13 @@ export declare type UpdateDeploymentRequest = Message<"ctrl.v1.UpdateDeploymentR
    * @generated from field: optional int64 expected_revision = 2;
    */
   expectedRevision?: bigint | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
 };
 
 /**
@@ -169,6 +183,13 @@ export declare type DeleteDeploymentRequest = Message<"ctrl.v1.DeleteDeploymentR
    * @generated from field: optional int64 expected_revision = 2;
    */
   expectedRevision?: bigint | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
 };
 
 /**
@@ -190,8 +211,8 @@ export declare type DeleteDeploymentResponse = Message<"ctrl.v1.DeleteDeployment
 export declare const DeleteDeploymentResponseSchema: GenMessage<DeleteDeploymentResponse>;
 
 /**
- * Operator API for deployments. Requires the admin token. Every write is one
- * transaction: state rows, region versions and outbox rows.
+ * Operator API for deployments. Reads need ROLE_VIEWER, writes ROLE_DEPLOYER. Every write is one
+ * transaction: state rows, its revision, region versions, outbox rows and an audit record.
  *
  * @generated from service ctrl.v1.DeploymentService
  */

@@ -19,6 +19,13 @@ export declare type CreateNetworkPolicyRequest = Message<"ctrl.v1.CreateNetworkP
    * @generated from field: ctrl.v1.NetworkPolicy network_policy = 1;
    */
   networkPolicy?: NetworkPolicy | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
 };
 
 /**
@@ -132,6 +139,13 @@ export declare type UpdateNetworkPolicyRequest = Message<"ctrl.v1.UpdateNetworkP
    * @generated from field: optional int64 expected_revision = 2;
    */
   expectedRevision?: bigint | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
 };
 
 /**
@@ -169,6 +183,13 @@ export declare type DeleteNetworkPolicyRequest = Message<"ctrl.v1.DeleteNetworkP
    * @generated from field: optional int64 expected_revision = 2;
    */
   expectedRevision?: bigint | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
 };
 
 /**
@@ -190,8 +211,8 @@ export declare type DeleteNetworkPolicyResponse = Message<"ctrl.v1.DeleteNetwork
 export declare const DeleteNetworkPolicyResponseSchema: GenMessage<DeleteNetworkPolicyResponse>;
 
 /**
- * Operator API for network policies. Requires the admin token. Every write is one
- * transaction: state rows, region versions and outbox rows.
+ * Operator API for network policies. Reads need ROLE_VIEWER, writes ROLE_DEPLOYER. Every write is one
+ * transaction: state rows, its revision, region versions, outbox rows and an audit record.
  *
  * @generated from service ctrl.v1.NetworkPolicyService
  */

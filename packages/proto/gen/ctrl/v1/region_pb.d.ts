@@ -422,7 +422,7 @@ export declare type RevokeAgentTokenResponse = Message<"ctrl.v1.RevokeAgentToken
 export declare const RevokeAgentTokenResponseSchema: GenMessage<RevokeAgentTokenResponse>;
 
 /**
- * Operator API for regions and their agent tokens. Requires the admin token.
+ * Operator API for regions and their agent tokens. Reads need ROLE_VIEWER, writes ROLE_ADMIN.
  *
  * @generated from service ctrl.v1.RegionService
  */

@@ -131,7 +131,7 @@ export const RevokeAgentTokenResponseSchema = /*@__PURE__*/
   messageDesc(file_ctrl_v1_region, 16);
 
 /**
- * Operator API for regions and their agent tokens. Requires the admin token.
+ * Operator API for regions and their agent tokens. Reads need ROLE_VIEWER, writes ROLE_ADMIN.
  *
  * @generated from service ctrl.v1.RegionService
  */

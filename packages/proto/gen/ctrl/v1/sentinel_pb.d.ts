@@ -19,6 +19,13 @@ export declare type CreateSentinelRequest = Message<"ctrl.v1.CreateSentinelReque
    * @generated from field: ctrl.v1.Sentinel sentinel = 1;
    */
   sentinel?: Sentinel | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
 };
 
 /**
@@ -132,6 +139,13 @@ export declare type UpdateSentinelRequest = Message<"ctrl.v1.UpdateSentinelReque
    * @generated from field: optional int64 expected_revision = 2;
    */
   expectedRevision?: bigint | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
 };
 
 /**
@@ -169,6 +183,13 @@ export declare type DeleteSentinelRequest = Message<"ctrl.v1.DeleteSentinelReque
    * @generated from field: optional int64 expected_revision = 2;
    */
   expectedRevision?: bigint | undefined;
+
+  /**
+   * Why: recorded with the revision and in the audit trail (at most 1024 characters).
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
 };
 
 /**
@@ -190,8 +211,8 @@ export declare type DeleteSentinelResponse = Message<"ctrl.v1.DeleteSentinelResp
 export declare const DeleteSentinelResponseSchema: GenMessage<DeleteSentinelResponse>;
 
 /**
- * Operator API for sentinels (per-region gateways). Requires the admin token. Every write is one
- * transaction: state rows, region versions and outbox rows.
+ * Operator API for sentinels (per-region gateways). Reads need ROLE_VIEWER, writes ROLE_DEPLOYER. Every write is one
+ * transaction: state rows, its revision, region versions, outbox rows and an audit record.
  *
  * @generated from service ctrl.v1.SentinelService
  */

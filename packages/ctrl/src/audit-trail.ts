@@ -1,0 +1,19 @@
+// Records the writes that have no revision of their own (regions, agent tokens, operators)
+// in the audit trail, after they succeed. Writes of the operator-owned resources record
+// themselves, in their own transaction (the store's ResourceRepository).
+import type { HandlerContext } from "@connectrpc/connect";
+import type { Store } from "@flotilla/store";
+import { actorOf, principalKey } from "./auth.ts";
+
+export type AuditedKind = "region" | "agent_token" | "operator";
+
+/** Records that the caller of `ctx` did `ctx.method` to the object. */
+export function recordWrite(store: Store, ctx: HandlerContext, objectKind: AuditedKind, objectId: string): Promise<void> {
+  return store.audit.record({
+    author: { actor: actorOf(ctx.values.get(principalKey)), message: "" },
+    action: ctx.method.name,
+    objectKind,
+    objectId,
+    revision: 0,
+  });
+}

@@ -1,0 +1,73 @@
+// ctrl.v1.HistoryService: the kept revisions of each operator-owned object, rollback to one
+// of them, and the audit trail.
+import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { RevisionSchema, type HistoryService, type Revision } from "@flotilla/proto/ctrl/v1/history_pb.js";
+import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { ResourceRepository, Store, StoredRevision } from "@flotilla/store";
+import { invalidArgument } from "../errors.ts";
+import * as validate from "../validate.ts";
+import { authorOf } from "./resource-crud.ts";
+
+/** The Revision oneof case of each type. */
+const SPEC_CASE = {
+  [ResourceType.DEPLOYMENT]: "deployment",
+  [ResourceType.SENTINEL]: "sentinel",
+  [ResourceType.CILIUM_NETWORK_POLICY]: "networkPolicy",
+} as const;
+
+export function historyService(store: Store, validation: validate.ValidationOptions): ServiceImpl<typeof HistoryService> {
+  const repositoryOf = (type: ResourceType): ResourceRepository<DescMessage> => {
+    const repository = store.repository(type);
+    if (!repository) throw invalidArgument("resource_type", "must be DEPLOYMENT, SENTINEL or CILIUM_NETWORK_POLICY");
+    return repository;
+  };
+  const toRevision = (type: ResourceType, id: string, stored: StoredRevision<MessageShape<DescMessage>>): Revision =>
+    create(RevisionSchema, {
+      resourceType: type,
+      id,
+      revision: BigInt(stored.revision),
+      actor: stored.actor,
+      createTime: timestampFromMs(stored.createTime),
+      message: stored.message,
+      spec: { case: SPEC_CASE[type as keyof typeof SPEC_CASE], value: stored.resource } as Revision["spec"],
+    });
+  /** A rollback target passes the validation a create of it would (the rules may have tightened since). */
+  const validateSpec = (type: ResourceType, spec: MessageShape<DescMessage>) => {
+    if (type === ResourceType.DEPLOYMENT) validate.deployment(spec as never, validation);
+    else if (type === ResourceType.SENTINEL) validate.sentinel(spec as never, validation);
+    else validate.networkPolicy(spec as never, validation);
+  };
+  return {
+    async listRevisions(req) {
+      const page = await repositoryOf(req.resourceType).revisions(validate.id(req.id), req.pageSize, req.pageToken);
+      return { revisions: page.items.map((r) => toRevision(req.resourceType, req.id, r)), nextPageToken: page.nextPageToken };
+    },
+    async getRevision(req) {
+      const stored = await repositoryOf(req.resourceType).revision(validate.id(req.id), revisionNumber(req.revision, "revision"));
+      return { revision: toRevision(req.resourceType, req.id, stored) };
+    },
+    async rollback(req, ctx: HandlerContext) {
+      const repository = repositoryOf(req.resourceType);
+      const id = validate.id(req.id);
+      const to = revisionNumber(req.toRevision, "to_revision");
+      validateSpec(req.resourceType, (await repository.revision(id, to)).resource);
+      const result = (await repository.rollback(id, to, req.expectedRevision, authorOf(ctx, req.message))) as unknown as { revision: bigint };
+      return { revision: toRevision(req.resourceType, id, await repository.revision(id, Number(result.revision))) };
+    },
+    async listAuditEvents(req) {
+      const page = await store.audit.list(
+        { since: req.since ? timestampDate(req.since).getTime() : undefined, actor: req.actor || undefined },
+        req.pageSize,
+        req.pageToken,
+      );
+      return { events: page.items, nextPageToken: page.nextPageToken };
+    },
+  };
+}
+
+function revisionNumber(value: bigint, field: string): number {
+  if (value < 1n || value > BigInt(Number.MAX_SAFE_INTEGER)) throw invalidArgument(field, "must be a revision number (1 or more)");
+  return Number(value);
+}

@@ -1,0 +1,144 @@
+// StatusService.WatchStatus: the current status of the selected objects and of every
+// region, a SYNCED marker, then each change as it happens (streaming/status-feed.ts). An
+// object's whole status is re-read and sent whenever an event names it, so events that
+// pile up while the client reads slowly are coalesced into one send per object.
+import { create, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import type { Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ObjectStatusSchema, type ObjectStatus, type WatchStatusRequest, type WatchStatusResponseSchema } from "@flotilla/proto/ctrl/v1/status_pb.js";
+import type { ResourceRepository, Store } from "@flotilla/store";
+import { invalidArgument } from "../../errors.ts";
+import { statusesOf, withAgentStatus, type StatusOptions } from "../../status/region-status.ts";
+import type { StatusFeed } from "../../streaming/status-feed.ts";
+import * as validate from "../../validate.ts";
+
+type Response = MessageInitShape<typeof WatchStatusResponseSchema>;
+
+export interface WatchStatusOptions {
+  /** How often regions' agent liveness is compared with what the stream last sent. */
+  regionIntervalMs: number;
+}
+
+export const DEFAULT_WATCH_STATUS_OPTIONS: WatchStatusOptions = { regionIntervalMs: 1000 };
+
+/** Objects read per query. */
+const PAGE = 1000;
+
+export function watchStatus(store: Store, feed: StatusFeed, statusOptions: StatusOptions, options: WatchStatusOptions) {
+  const repositories = (type: ResourceType): ResourceRepository<DescMessage>[] => {
+    if (type === ResourceType.UNSPECIFIED) return [store.deployments, store.sentinels, store.networkPolicies] as ResourceRepository<DescMessage>[];
+    const repository = store.repository(type);
+    if (!repository) throw invalidArgument("resource_type", `unknown type ${type}`);
+    return [repository];
+  };
+  /** The current status of `ids` of one type (deleted ones included, as such). */
+  const objectStatuses = async (repository: ResourceRepository<DescMessage>, ids: string[]): Promise<ObjectStatus[]> => {
+    const type = repository.kind.type;
+    const [objects, statuses] = await Promise.all([repository.getMany(ids), statusesOf(store, type, ids, statusOptions)]);
+    return ids.map((id) => {
+      const object = objects.get(id) as { revision: bigint } | undefined;
+      return create(ObjectStatusSchema, {
+        resourceType: type,
+        id,
+        revision: object?.revision ?? 0n,
+        deleted: !object,
+        regions: object ? statuses.get(id) : [],
+      });
+    });
+  };
+
+  return async function* (req: WatchStatusRequest, ctx: HandlerContext): AsyncIterable<Response> {
+    const selected = repositories(req.resourceType);
+    if (req.id !== "") {
+      if (req.resourceType === ResourceType.UNSPECIFIED) throw invalidArgument("resource_type", "is required with id");
+      validate.id(req.id);
+    }
+    if (req.afterCursor < 0n) throw invalidArgument("after_cursor", "must not be negative");
+    const wanted = (type: number, id: string) => selected.some((r) => r.kind.type === type) && (req.id === "" || req.id === id);
+
+    // Joined before anything is read: what changes while the snapshot is read is sent after it.
+    const pending = new Map<string, { type: number; id: string }>();
+    let pendingCursor = 0;
+    let wake: (() => void) | undefined;
+    const unsubscribe = feed.subscribe((events, cursor) => {
+      for (const e of events) if (wanted(e.type, e.id)) pending.set(`${e.type}/${e.id}`, e);
+      pendingCursor = cursor;
+      wake?.();
+    });
+    const regionTimer = setInterval(() => wake?.(), options.regionIntervalMs);
+    const onAbort = () => wake?.();
+    ctx.signal.addEventListener("abort", onAbort, { once: true });
+    const sentRegions = new Map<string, string>();
+    /** Regions whose agent status differs from what this stream last sent. */
+    const changedRegions = async (): Promise<Region[]> => {
+      const changed: Region[] = [];
+      for (let token = "", first = true; first || token !== ""; first = false) {
+        const page = await store.regions.list(PAGE, token);
+        for (const region of await withAgentStatus(store, page.items, statusOptions)) {
+          const a = region.agent;
+          const fingerprint = `${region.headVersion}/${a?.connected}/${a?.appliedVersion}/${a?.lastSeen?.seconds}`;
+          if (sentRegions.get(region.name) !== fingerprint) changed.push(region);
+          sentRegions.set(region.name, fingerprint);
+        }
+        token = page.nextPageToken;
+      }
+      return changed;
+    };
+    try {
+      let cursor = BigInt(feed.cursor());
+      if (req.afterCursor === 0n) {
+        for (const repository of selected) {
+          const ids = req.id !== "" ? [req.id] : undefined;
+          if (ids) {
+            for (const object of await objectStatuses(repository, ids)) yield { event: { case: "object", value: object }, cursor };
+            continue;
+          }
+          for (let token = "", first = true; first || token !== ""; first = false) {
+            const page = await repository.list(PAGE, token);
+            const pageIds = page.items.map((o) => (o as unknown as { id: string }).id);
+            for (const object of await objectStatuses(repository, pageIds)) yield { event: { case: "object", value: object }, cursor };
+            token = page.nextPageToken;
+          }
+        }
+      } else {
+        const { oldest } = await store.statusEvents.bounds();
+        if (oldest !== undefined && req.afterCursor < BigInt(oldest - 1)) {
+          throw new ConnectError(`status changes after cursor ${req.afterCursor} are no longer kept; watch again without a cursor`, Code.OutOfRange);
+        }
+        // The changes after the client's cursor, up to where the feed stands.
+        for (let after = Number(req.afterCursor); after < Number(cursor); ) {
+          const events = await store.statusEvents.read(after, PAGE);
+          if (events.length === 0) break;
+          for (const e of events) if (wanted(e.type, e.id)) pending.set(`${e.type}/${e.id}`, e);
+          after = events[events.length - 1]!.seq;
+        }
+        pendingCursor = Math.max(pendingCursor, Number(cursor));
+      }
+      for (const region of await changedRegions()) yield { event: { case: "region", value: region }, cursor };
+      if (req.afterCursor === 0n) yield { event: { case: "synced", value: {} }, cursor };
+
+      while (!ctx.signal.aborted) {
+        if (pending.size > 0) {
+          const batch = [...pending.values()];
+          pending.clear();
+          cursor = BigInt(Math.max(Number(cursor), pendingCursor));
+          for (const repository of selected) {
+            const ids = batch.filter((e) => e.type === repository.kind.type).map((e) => e.id);
+            for (let i = 0; i < ids.length; i += PAGE) {
+              for (const object of await objectStatuses(repository, ids.slice(i, i + PAGE))) yield { event: { case: "object", value: object }, cursor };
+            }
+          }
+        }
+        for (const region of await changedRegions()) yield { event: { case: "region", value: region }, cursor };
+        if (pending.size > 0) continue;
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      }
+    } finally {
+      unsubscribe();
+      clearInterval(regionTimer);
+      ctx.signal.removeEventListener("abort", onAbort);
+    }
+  };
+}

@@ -1,0 +1,95 @@
+// The audit trail: one row per accepted write, in the write's own transaction where the
+// write has one, so a change and its record commit together.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { AuditEventSchema, type AuditEvent } from "@flotilla/proto/ctrl/v1/history_pb.js";
+import type { Kysely } from "kysely";
+import { StoreError } from "./errors.ts";
+import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
+import type { Database } from "./schema.ts";
+
+/** Who makes a change, and why (an optional message). */
+export interface ChangeAuthor {
+  actor: string;
+  message: string;
+}
+
+/** Direct store callers (tests, scripts) act as the bootstrap admin. */
+export const ADMIN_AUTHOR: ChangeAuthor = { actor: "admin", message: "" };
+
+export interface AuditRecord {
+  author: ChangeAuthor;
+  /** The RPC, e.g. "UpdateDeployment". */
+  action: string;
+  objectKind: string;
+  objectId: string;
+  /** The object's revision after the change; 0 where objects have none. */
+  revision: number;
+}
+
+export class AuditLog {
+  readonly #db: Kysely<Database>;
+
+  constructor(db: Kysely<Database>) {
+    this.#db = db;
+  }
+
+  /** Appends the record, in `tx` when given (the write's transaction). */
+  async record(record: AuditRecord, tx: Kysely<Database> = this.#db, now = Date.now()): Promise<void> {
+    await tx
+      .insertInto("audit_events")
+      .values({
+        time: now,
+        actor: record.author.actor,
+        action: record.action,
+        object_kind: record.objectKind,
+        object_id: record.objectId.slice(0, 255),
+        revision: record.revision,
+        message: record.author.message.slice(0, 1024),
+      })
+      .execute();
+  }
+
+  /** Newest first; only events at or after `since` (Unix ms) and of `actor`, when given. */
+  async list(filter: { since?: number; actor?: string }, requestedPageSize: number, pageToken: string): Promise<Page<AuditEvent>> {
+    const size = pageSize(requestedPageSize);
+    const after = decodePageToken(pageToken);
+    let query = this.#db
+      .selectFrom("audit_events")
+      .selectAll()
+      .orderBy("id", "desc")
+      .limit(size + 1);
+    if (after !== undefined) {
+      const id = Number(after);
+      if (!Number.isSafeInteger(id)) throw new StoreError("invalid_argument", "page_token: not a token from a previous page", "page_token");
+      query = query.where("id", "<", id);
+    }
+    if (filter.since !== undefined) query = query.where("time", ">=", filter.since);
+    if (filter.actor) query = query.where("actor", "=", filter.actor);
+    return toPage(
+      await query.execute(),
+      size,
+      (r) => String(r.id),
+      (r) =>
+        create(AuditEventSchema, {
+          id: BigInt(r.id),
+          time: timestampFromMs(Number(r.time)),
+          actor: r.actor,
+          action: r.action,
+          objectKind: r.object_kind,
+          objectId: r.object_id,
+          revision: BigInt(r.revision),
+          message: r.message,
+        }),
+    );
+  }
+
+  /** Deletes events older than `maxAgeMs`; how many. */
+  async prune(maxAgeMs: number, now = Date.now()): Promise<number> {
+    const result = await this.#db
+      .deleteFrom("audit_events")
+      .where("time", "<", now - maxAgeMs)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+}
