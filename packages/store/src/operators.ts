@@ -4,7 +4,7 @@
 // token's MAC is an operator token's.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { OperatorSchema, Role, type Operator } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { OperatorSchema, type Role, type Operator } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
 import type { Kysely } from "kysely";
 import { hashToken, LAST_USE_RESOLUTION_MS, tokenMac } from "./agent-tokens.ts";
