@@ -348,7 +348,12 @@ describe("the unknown-token cache is bounded", () => {
       });
       const call = auth.interceptor(async () => ({}) as never);
       const attempt = (token: string) =>
-        call({ service: ClusterService, method: ClusterService.method.reportObservedState, header: new Headers({ authorization: `Bearer ${token}` }), contextValues: createContextValues() } as never).then(
+        call({
+          service: ClusterService,
+          method: ClusterService.method.reportObservedState,
+          header: new Headers({ authorization: `Bearer ${token}` }),
+          contextValues: createContextValues(),
+        } as never).then(
           () => "ok",
           (e) => ConnectError.from(e).code,
         );

@@ -114,6 +114,21 @@ for (const { db, skip } of await testDatabases()) {
       assert.deepEqual(await rowCounts(t.store), before);
     });
 
+    test("validate_only runs every check of the write and writes nothing", async () => {
+      const before = await rowCounts(t.store);
+      const dan = clientOf(t.url, DeploymentService, tokens.deployer);
+      const deployment = { id: "dry", namespace: "demo", image: "nginx:1", regions: [{ region: "east", replicas: 1 }] };
+      assert.equal((await dan.createDeployment({ deployment, validateOnly: true })).deployment?.revision, 1n);
+      await assert.rejects(dan.createDeployment({ deployment: { ...deployment, regions: [{ region: "nowhere", replicas: 1 }] }, validateOnly: true }), (e) => {
+        assert.equal(ConnectError.from(e).code, Code.NotFound);
+        assert.match(ConnectError.from(e).rawMessage, /deployment\.regions\[0\]\.region: region "nowhere" not found/);
+        return true;
+      });
+      await assert.rejects(dan.updateDeployment({ deployment, validateOnly: true }), (e) => ConnectError.from(e).code === Code.NotFound);
+      assert.deepEqual(await rowCounts(t.store), before);
+      await assert.rejects(dan.getDeployment({ id: "dry" }), (e) => ConnectError.from(e).code === Code.NotFound);
+    });
+
     test("WhoAmI names the caller and its role", async () => {
       assert.deepEqual(
         { ...(await clientOf(t.url, OperatorService, tokens.deployer).whoAmI({})), $typeName: undefined, serverVersion: undefined },

@@ -51,10 +51,10 @@ export class ResourceRepository<Desc extends DescMessage> {
   }
 
   /** Creates the resource; the same id with an equal body returns the stored one unchanged. */
-  async create(resource: MessageShape<Desc>, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
+  async create(resource: MessageShape<Desc>, author: ChangeAuthor = ADMIN_AUTHOR, dryRun = false): Promise<MessageShape<Desc>> {
     const input = this.#withoutOutput(resource);
     const id = this.#id(input);
-    return this.#write(async (tx, now) => {
+    return this.#write(dryRun, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (existing) {
         const stored = this.#fromRow(existing);
@@ -112,10 +112,10 @@ export class ResourceRepository<Desc extends DescMessage> {
    * Replaces the resource's fields. With expectedRevision set, a different current revision
    * is ABORTED. An update that changes nothing keeps the revision and writes nothing.
    */
-  async update(resource: MessageShape<Desc>, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
+  async update(resource: MessageShape<Desc>, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR, dryRun = false): Promise<MessageShape<Desc>> {
     const input = this.#withoutOutput(resource);
     const id = this.#id(input);
-    return this.#write(async (tx, now) => {
+    return this.#write(dryRun, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
@@ -129,7 +129,7 @@ export class ResourceRepository<Desc extends DescMessage> {
    * the current one writes nothing.
    */
   async rollback(id: string, toRevision: number, expectedRevision: bigint | undefined, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
-    return this.#write(async (tx, now) => {
+    return this.#write(false, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
@@ -240,7 +240,7 @@ export class ResourceRepository<Desc extends DescMessage> {
 
   /** Deletes the resource; every region it was desired in gets a tombstone. */
   async delete(id: string, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR): Promise<void> {
-    await this.#write(async (tx, now) => {
+    await this.#write(false, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
@@ -265,7 +265,8 @@ export class ResourceRepository<Desc extends DescMessage> {
     return writeDesired(tx, this.#dialect, this.kind.type, id, this.kind.desired(resource, regionIds), now, regionIds.values());
   }
 
-  async #write<T>(body: (tx: Tx, now: number) => Promise<{ result: T; regions: number[] }>): Promise<T> {
+  /** Runs `body` in a transaction; with `dryRun`, every check and statement runs, then it rolls back. */
+  async #write<T>(dryRun: boolean, body: (tx: Tx, now: number) => Promise<{ result: T; regions: number[] }>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         // READ COMMITTED: every read that decides a write is a locking read anyway, and it
@@ -273,10 +274,15 @@ export class ResourceRepository<Desc extends DescMessage> {
         const { result, regions } = await this.#db
           .transaction()
           .setIsolationLevel("read committed")
-          .execute((tx) => body(tx, Date.now()));
+          .execute(async (tx) => {
+            const done = await body(tx, Date.now());
+            if (dryRun) throw new RolledBack(done.result);
+            return done;
+          });
         if (regions.length > 0) this.#onCommit(regions);
         return result;
       } catch (error) {
+        if (error instanceof RolledBack) return error.result as T;
         // Two creates of one id race past the existence check; the loser retries and then
         // sees the winner's row. Deadlocks are not expected (lock order), but are retried too.
         if (attempt >= 3 || !isRetryable(error)) throw error;
@@ -354,6 +360,15 @@ export class ResourceRepository<Desc extends DescMessage> {
 
   #notFound(id: string): StoreError {
     return new StoreError("not_found", `${this.kind.field} ${JSON.stringify(id)} not found`, "id");
+  }
+}
+
+/** Thrown to roll a dry run's transaction back, carrying what the write would have returned. */
+class RolledBack extends Error {
+  readonly result: unknown;
+  constructor(result: unknown) {
+    super("dry run");
+    this.result = result;
   }
 }
 

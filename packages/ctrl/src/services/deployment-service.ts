@@ -21,13 +21,13 @@ export function deploymentService(store: Store, statusOptions: StatusOptions, va
   };
   const one = async (d: Deployment) => ({ deployment: (await withStatus([d]))[0] });
   return {
-    createDeployment: async (req, ctx) => one(await crud.create(req.deployment, authorOf(ctx, req.message))),
+    createDeployment: async (req, ctx) => one(await crud.create(req.deployment, authorOf(ctx, req.message), req.validateOnly)),
     getDeployment: async (req) => one(await crud.get(req.id)),
     async listDeployments(req) {
       const page = await crud.list(req.pageSize, req.pageToken);
       return { deployments: await withStatus(page.items), nextPageToken: page.nextPageToken };
     },
-    updateDeployment: async (req, ctx) => one(await crud.update(req.deployment, req.expectedRevision, authorOf(ctx, req.message))),
+    updateDeployment: async (req, ctx) => one(await crud.update(req.deployment, req.expectedRevision, authorOf(ctx, req.message), req.validateOnly)),
     deleteDeployment: async (req, ctx) => {
       await crud.delete(req.id, req.expectedRevision, authorOf(ctx, req.message));
       return {};

@@ -8,13 +8,15 @@ import { authorOf, resourceCrud } from "./resource-crud.ts";
 export function networkPolicyService(store: Store, validation: validate.ValidationOptions): ServiceImpl<typeof NetworkPolicyService> {
   const crud = resourceCrud(store.networkPolicies, (resource) => validate.networkPolicy(resource, validation));
   return {
-    createNetworkPolicy: async (req, ctx) => ({ networkPolicy: await crud.create(req.networkPolicy, authorOf(ctx, req.message)) }),
+    createNetworkPolicy: async (req, ctx) => ({ networkPolicy: await crud.create(req.networkPolicy, authorOf(ctx, req.message), req.validateOnly) }),
     getNetworkPolicy: async (req) => ({ networkPolicy: await crud.get(req.id) }),
     async listNetworkPolicies(req) {
       const page = await crud.list(req.pageSize, req.pageToken);
       return { networkPolicies: page.items, nextPageToken: page.nextPageToken };
     },
-    updateNetworkPolicy: async (req, ctx) => ({ networkPolicy: await crud.update(req.networkPolicy, req.expectedRevision, authorOf(ctx, req.message)) }),
+    updateNetworkPolicy: async (req, ctx) => ({
+      networkPolicy: await crud.update(req.networkPolicy, req.expectedRevision, authorOf(ctx, req.message), req.validateOnly),
+    }),
     deleteNetworkPolicy: async (req, ctx) => {
       await crud.delete(req.id, req.expectedRevision, authorOf(ctx, req.message));
       return {};

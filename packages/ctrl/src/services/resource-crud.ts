@@ -8,10 +8,11 @@ import { actorOf, principalKey } from "../auth.ts";
 import * as validate from "../validate.ts";
 
 export interface ResourceCrud<M> {
-  create(resource: M | undefined, author: ChangeAuthor): Promise<M>;
+  /** With `validateOnly`, every check runs and nothing is written (AIP-163). */
+  create(resource: M | undefined, author: ChangeAuthor, validateOnly?: boolean): Promise<M>;
   get(id: string): Promise<M>;
   list(pageSize: number, pageToken: string): Promise<Page<M>>;
-  update(resource: M | undefined, expectedRevision: bigint | undefined, author: ChangeAuthor): Promise<M>;
+  update(resource: M | undefined, expectedRevision: bigint | undefined, author: ChangeAuthor, validateOnly?: boolean): Promise<M>;
   delete(id: string, expectedRevision: bigint | undefined, author: ChangeAuthor): Promise<void>;
 }
 
@@ -25,10 +26,10 @@ export function resourceCrud<Desc extends DescMessage>(
   validateResource: (resource: MessageShape<Desc> | undefined) => MessageShape<Desc>,
 ): ResourceCrud<MessageShape<Desc>> {
   return {
-    create: (resource, author) => repository.create(validateResource(resource), author),
+    create: (resource, author, validateOnly) => repository.create(validateResource(resource), author, validateOnly),
     get: (id) => repository.get(validate.id(id)),
     list: (pageSize, pageToken) => repository.list(pageSize, pageToken),
-    update: (resource, expectedRevision, author) => repository.update(validateResource(resource), expectedRevision, author),
+    update: (resource, expectedRevision, author, validateOnly) => repository.update(validateResource(resource), expectedRevision, author, validateOnly),
     delete: (id, expectedRevision, author) => repository.delete(validate.id(id), expectedRevision, author),
   };
 }

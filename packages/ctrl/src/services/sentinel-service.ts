@@ -21,13 +21,13 @@ export function sentinelService(store: Store, statusOptions: StatusOptions, vali
   };
   const one = async (s: Sentinel) => ({ sentinel: (await withStatus([s]))[0] });
   return {
-    createSentinel: async (req, ctx) => one(await crud.create(req.sentinel, authorOf(ctx, req.message))),
+    createSentinel: async (req, ctx) => one(await crud.create(req.sentinel, authorOf(ctx, req.message), req.validateOnly)),
     getSentinel: async (req) => one(await crud.get(req.id)),
     async listSentinels(req) {
       const page = await crud.list(req.pageSize, req.pageToken);
       return { sentinels: await withStatus(page.items), nextPageToken: page.nextPageToken };
     },
-    updateSentinel: async (req, ctx) => one(await crud.update(req.sentinel, req.expectedRevision, authorOf(ctx, req.message))),
+    updateSentinel: async (req, ctx) => one(await crud.update(req.sentinel, req.expectedRevision, authorOf(ctx, req.message), req.validateOnly)),
     deleteSentinel: async (req, ctx) => {
       await crud.delete(req.id, req.expectedRevision, authorOf(ctx, req.message));
       return {};

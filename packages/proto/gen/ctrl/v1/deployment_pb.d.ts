@@ -26,6 +26,14 @@ export declare type CreateDeploymentRequest = Message<"ctrl.v1.CreateDeploymentR
    * @generated from field: string message = 2;
    */
   message: string;
+
+  /**
+   * Run every check the write would (validation, regions, immutable fields, expected
+   * revision) and answer as it would, but write nothing.
+   *
+   * @generated from field: bool validate_only = 3;
+   */
+  validateOnly: boolean;
 };
 
 /**
@@ -146,6 +154,14 @@ export declare type UpdateDeploymentRequest = Message<"ctrl.v1.UpdateDeploymentR
    * @generated from field: string message = 3;
    */
   message: string;
+
+  /**
+   * Run every check the write would (validation, regions, immutable fields, expected
+   * revision) and answer as it would, but write nothing.
+   *
+   * @generated from field: bool validate_only = 4;
+   */
+  validateOnly: boolean;
 };
 
 /**
