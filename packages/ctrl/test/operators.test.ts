@@ -245,6 +245,17 @@ for (const { db, skip } of await testDatabases()) {
         assert.equal(r.event.value.deleted, true);
         break;
       }
+
+      // Once the changes after a cursor are pruned (--status-events-max-age), resuming from it is OUT_OF_RANGE.
+      await deployments.createDeployment({ deployment: { id: "s2", namespace: "demo", image: "s:1", regions: [{ region: "east", replicas: 1 }] } });
+      assert.ok((await t.store.statusEvents.prune(0, Date.now() + 1000)) > 0);
+      await assert.rejects(
+        (async () => {
+          for await (const _ of status.watchStatus({ resourceType: ResourceType.DEPLOYMENT, afterCursor: cursor }, { signal: AbortSignal.timeout(5000) }))
+            break;
+        })(),
+        (e) => ConnectError.from(e).code === Code.OutOfRange,
+      );
     });
   });
 

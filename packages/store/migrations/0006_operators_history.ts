@@ -44,9 +44,17 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn("create_time", "bigint", (c) => c.notNull())
     .execute();
   await db.schema.createIndex("status_events_by_time").on("status_events").column("create_time").execute();
+  // The highest status event pruned: a stream resumed from an older cursor must start again.
+  await db.schema
+    .createTable("status_events_pruned")
+    .addColumn("id", "integer", (c) => c.primaryKey())
+    .addColumn("through_seq", "bigint", (c) => c.notNull())
+    .execute();
+  await db.insertInto("status_events_pruned").values({ id: 1, through_seq: 0 }).execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  await db.schema.dropTable("status_events_pruned").execute();
   await db.schema.dropTable("status_events").execute();
   await db.schema.dropTable("audit_events").execute();
   await db.schema.dropTable("resource_revisions").execute();

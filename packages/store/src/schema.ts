@@ -137,6 +137,12 @@ export interface StatusEventsTable {
   create_time: number;
 }
 
+/** One row: every status event up to through_seq may have been pruned. */
+export interface StatusEventsPrunedTable {
+  id: number;
+  through_seq: number;
+}
+
 export interface Database {
   regions: RegionsTable;
   deployments: ResourceTable;
@@ -154,6 +160,7 @@ export interface Database {
   resource_revisions: ResourceRevisionsTable;
   audit_events: AuditEventsTable;
   status_events: StatusEventsTable;
+  status_events_pruned: StatusEventsPrunedTable;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

@@ -53,23 +53,32 @@ export class StatusEvents {
     return found;
   }
 
-  /** The newest event's seq (0: none), and the oldest kept (undefined: none kept). */
-  async bounds(): Promise<{ head: number; oldest: number | undefined }> {
-    const row = await this.#db
+  /** The newest event's seq (0: none), and the highest pruned (events after it are all kept). */
+  async bounds(): Promise<{ head: number; prunedThrough: number }> {
+    const head = await this.#db
       .selectFrom("status_events")
-      .select((eb) => [eb.fn.max("seq").as("head"), eb.fn.min("seq").as("oldest")])
+      .select((eb) => eb.fn.max("seq").as("head"))
       .executeTakeFirst();
-    return { head: Number(row?.head ?? 0), oldest: row?.oldest == null ? undefined : Number(row.oldest) };
+    const pruned = await this.#db.selectFrom("status_events_pruned").select("through_seq").where("id", "=", 1).executeTakeFirst();
+    return { head: Number(head?.head ?? 0), prunedThrough: Number(pruned?.through_seq ?? 0) };
   }
 
   /** Deletes events older than `maxAgeMs`, keeping the newest (so the head stays known); how many. */
   async prune(maxAgeMs: number, now = Date.now()): Promise<number> {
-    const { head } = await this.bounds();
-    const result = await this.#db
-      .deleteFrom("status_events")
-      .where("create_time", "<", now - maxAgeMs)
-      .where("seq", "<", head)
-      .executeTakeFirst();
-    return Number(result.numDeletedRows);
+    return this.#db.transaction().execute(async (tx) => {
+      const { head } = await new StatusEvents(tx).bounds();
+      const last = await tx
+        .selectFrom("status_events")
+        .select((eb) => eb.fn.max("seq").as("seq"))
+        .where("create_time", "<", now - maxAgeMs)
+        .where("seq", "<", head)
+        .executeTakeFirst();
+      const through = Number(last?.seq ?? 0);
+      if (through === 0) return 0;
+      // Marked first: a stream checking its cursor against the mark never misses a deleted event.
+      await tx.updateTable("status_events_pruned").set({ through_seq: through }).where("id", "=", 1).where("through_seq", "<", through).execute();
+      const result = await tx.deleteFrom("status_events").where("seq", "<=", through).executeTakeFirst();
+      return Number(result.numDeletedRows);
+    });
   }
 }

@@ -54,7 +54,8 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
       if (req.resourceType === ResourceType.UNSPECIFIED) throw invalidArgument("resource_type", "is required with id");
       validate.id(req.id);
     }
-    if (req.afterCursor < 0n) throw invalidArgument("after_cursor", "must not be negative");
+    const resumeAfter = req.afterCursor;
+    if (resumeAfter !== undefined && resumeAfter < 0n) throw invalidArgument("after_cursor", "must not be negative");
     const wanted = (type: number, id: string) => selected.some((r) => r.kind.type === type) && (req.id === "" || req.id === id);
 
     // Joined before anything is read: what changes while the snapshot is read is sent after it.
@@ -87,7 +88,7 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
     };
     try {
       let cursor = BigInt(feed.cursor());
-      if (req.afterCursor === 0n) {
+      if (resumeAfter === undefined) {
         for (const repository of selected) {
           const ids = req.id !== "" ? [req.id] : undefined;
           if (ids) {
@@ -102,12 +103,12 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
           }
         }
       } else {
-        const { oldest } = await store.statusEvents.bounds();
-        if (oldest !== undefined && req.afterCursor < BigInt(oldest - 1)) {
-          throw new ConnectError(`status changes after cursor ${req.afterCursor} are no longer kept; watch again without a cursor`, Code.OutOfRange);
+        const { prunedThrough } = await store.statusEvents.bounds();
+        if (resumeAfter < BigInt(prunedThrough)) {
+          throw new ConnectError(`status changes after cursor ${resumeAfter} are no longer kept; watch again without a cursor`, Code.OutOfRange);
         }
         // The changes after the client's cursor, up to where the feed stands.
-        for (let after = Number(req.afterCursor); after < Number(cursor); ) {
+        for (let after = Number(resumeAfter); after < Number(cursor); ) {
           const events = await store.statusEvents.read(after, PAGE);
           if (events.length === 0) break;
           for (const e of events) if (wanted(e.type, e.id)) pending.set(`${e.type}/${e.id}`, e);
@@ -116,7 +117,7 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
         pendingCursor = Math.max(pendingCursor, Number(cursor));
       }
       for (const region of await changedRegions()) yield { event: { case: "region", value: region }, cursor };
-      if (req.afterCursor === 0n) yield { event: { case: "synced", value: {} }, cursor };
+      if (resumeAfter === undefined) yield { event: { case: "synced", value: {} }, cursor };
 
       while (!ctx.signal.aborted) {
         if (pending.size > 0) {

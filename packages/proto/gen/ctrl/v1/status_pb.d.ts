@@ -31,11 +31,11 @@ export declare type WatchStatusRequest = Message<"ctrl.v1.WatchStatusRequest"> &
   id: string;
 
   /**
-   * Resume after this cursor (from an earlier response); 0: start with a snapshot.
+   * Resume after this cursor (from an earlier response); absent: start with a snapshot.
    *
-   * @generated from field: int64 after_cursor = 3;
+   * @generated from field: optional int64 after_cursor = 3;
    */
-  afterCursor: bigint;
+  afterCursor?: bigint | undefined;
 };
 
 /**
