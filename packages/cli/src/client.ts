@@ -1,0 +1,47 @@
+// The generated Connect clients of one connection (Connect protocol over HTTP/1.1 or TLS).
+import type { DescService } from "@bufbuild/protobuf";
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
+import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
+import { OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
+import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
+import type { Connection } from "./config.ts";
+
+export interface Clients {
+  server: string;
+  deployments: Client<typeof DeploymentService>;
+  sentinels: Client<typeof SentinelService>;
+  networkPolicies: Client<typeof NetworkPolicyService>;
+  regions: Client<typeof RegionService>;
+  operators: Client<typeof OperatorService>;
+  history: Client<typeof HistoryService>;
+  status: Client<typeof StatusService>;
+}
+
+export function connect(connection: Connection): Clients {
+  const auth: Interceptor = (next) => (req) => {
+    if (connection.token) req.header.set("authorization", `Bearer ${connection.token}`);
+    return next(req);
+  };
+  const transport = createConnectTransport({
+    baseUrl: connection.server,
+    httpVersion: "1.1",
+    interceptors: [auth],
+    nodeOptions: connection.caCert ? { ca: connection.caCert } : undefined,
+  });
+  const client = <S extends DescService>(service: S) => createClient(service, transport);
+  return {
+    server: connection.server,
+    deployments: client(DeploymentService),
+    sentinels: client(SentinelService),
+    networkPolicies: client(NetworkPolicyService),
+    regions: client(RegionService),
+    operators: client(OperatorService),
+    history: client(HistoryService),
+    status: client(StatusService),
+  };
+}

@@ -1,0 +1,151 @@
+// flotilla apply | diff | delete -f: manifests against what ctrl has.
+import type { JsonValue } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Clients } from "../client.ts";
+import { ExitError, EXIT, codeName } from "../errors.ts";
+import { specOf, sameSpec, orUndefined, type AnyResource } from "../kinds.ts";
+import type { Manifest, ResourceManifest } from "../manifests.ts";
+import { followRollouts, FailedRollout } from "../status.ts";
+
+type Out = (line: string) => void;
+
+/** What apply would do to one manifest's object. */
+type Plan = { manifest: Manifest; action: "created" | "configured" | "unchanged"; current?: AnyResource };
+
+const label = (m: Manifest) => `${m.kind === "Region" ? "region" : m.kind.singular}/${m.name}`;
+
+/** Regions first (the rest may be placed in them), then in the files' order. */
+function ordered(manifests: Manifest[]): Manifest[] {
+  return [...manifests.filter((m) => m.kind === "Region"), ...manifests.filter((m) => m.kind !== "Region")];
+}
+
+async function plan(clients: Clients, manifests: Manifest[]): Promise<Plan[]> {
+  return Promise.all(
+    ordered(manifests).map(async (manifest): Promise<Plan> => {
+      if (manifest.kind === "Region") {
+        const region = await orUndefined(clients.regions.getRegion({ name: manifest.name }));
+        return { manifest, action: region ? "unchanged" : "created" };
+      }
+      const current = await manifest.kind.get(clients, manifest.name);
+      if (!current) return { manifest, action: "created" };
+      return { manifest, action: sameSpec(manifest.kind.schema, current, manifest.resource) ? "unchanged" : "configured", current };
+    }),
+  );
+}
+
+/** The manifest's source and the server's refusal, on one line. */
+function refusal(manifest: Manifest, error: unknown): ExitError {
+  if (!(error instanceof ConnectError)) throw error;
+  return new ExitError(`error: ${manifest.source}: ${label(manifest)}: ${codeName(error.code)}: ${error.rawMessage}`, EXIT.failed);
+}
+
+export interface ApplyOptions {
+  message: string;
+  dryRun: boolean;
+  wait: boolean;
+  timeoutMs: number;
+}
+
+export async function apply(clients: Clients, manifests: Manifest[], options: ApplyOptions, out: Out): Promise<void> {
+  const plans = await plan(clients, manifests);
+  const changes = plans.filter((p) => p.action !== "unchanged");
+  // Every change is checked by the server (validate_only) before the first one is made.
+  // (Regions are created first for real: what is placed in them cannot be checked before.)
+  for (const p of changes) {
+    if (p.manifest.kind !== "Region") continue;
+    if (options.dryRun) continue;
+    try {
+      await clients.regions.createRegion({ region: { name: p.manifest.name } });
+    } catch (error) {
+      throw refusal(p.manifest, error);
+    }
+  }
+  for (const p of changes) {
+    const m = p.manifest;
+    if (m.kind === "Region" || (options.dryRun && plans.some((q) => q.manifest.kind === "Region" && q.action === "created"))) continue;
+    try {
+      if (p.action === "created") await m.kind.create(clients, m.resource, options.message, true);
+      else await m.kind.update(clients, m.resource, options.message, true);
+    } catch (error) {
+      throw refusal(m, error);
+    }
+  }
+  for (const p of plans) {
+    const m = p.manifest;
+    if (!options.dryRun && m.kind !== "Region" && p.action !== "unchanged") {
+      try {
+        if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
+        else await m.kind.update(clients, m.resource, options.message, false);
+      } catch (error) {
+        throw refusal(m, error);
+      }
+    }
+    out(`${label(m)} ${p.action}${options.dryRun ? " (dry run)" : ""}`);
+  }
+  if (!options.wait || options.dryRun) return;
+  const deployments = plans.filter((p) => p.manifest.kind !== "Region" && p.manifest.kind.kind === "Deployment").map((p) => p.manifest.name);
+  await waitRunning(clients, deployments, options.timeoutMs, out);
+}
+
+/** Waits for the deployments to be RUNNING (exit 1 on FAILED, 2 on timeout: the errors say which). */
+export async function waitRunning(clients: Clients, ids: string[], timeoutMs: number, out: Out): Promise<void> {
+  if (ids.length === 0) return;
+  try {
+    await followRollouts(clients, ids, {
+      timeoutMs,
+      progress: (id, summary) => out(summary === "RUNNING" ? `deployment/${id} is RUNNING` : `deployment/${id}: ${summary}`),
+    });
+  } catch (error) {
+    if (error instanceof FailedRollout) throw new ExitError(`error: ${error.message}`, EXIT.failed);
+    throw error;
+  }
+}
+
+/** Prints what apply would change, field by field; true when something would. */
+export async function diff(clients: Clients, manifests: Manifest[], out: Out): Promise<boolean> {
+  let changed = false;
+  for (const p of await plan(clients, manifests)) {
+    if (p.action === "unchanged") continue;
+    changed = true;
+    const m = p.manifest;
+    if (m.kind === "Region") {
+      out(`+ ${label(m)} (new)`);
+      continue;
+    }
+    const after = flatten(specOf(m.kind.schema, m.resource));
+    const before = p.current ? flatten(specOf(m.kind.schema, p.current)) : new Map<string, string>();
+    out(p.current ? `~ ${label(m)} (revision ${p.current.revision})` : `+ ${label(m)} (new)`);
+    for (const path of [...new Set([...before.keys(), ...after.keys()])].sort()) {
+      const a = before.get(path);
+      const b = after.get(path);
+      if (a === b) continue;
+      if (a === undefined) out(`    + ${path}: ${b}`);
+      else if (b === undefined) out(`    - ${path}: ${a}`);
+      else out(`    ~ ${path}: ${a} → ${b}`);
+    }
+  }
+  return changed;
+}
+
+/** Leaf paths (image, regions[0].replicas, env[1].value) → JSON values. */
+function flatten(value: JsonValue, prefix = "", into = new Map<string, string>()): Map<string, string> {
+  if (Array.isArray(value)) value.forEach((v, i) => flatten(v, `${prefix}[${i}]`, into));
+  else if (value !== null && typeof value === "object")
+    for (const [k, v] of Object.entries(value)) flatten(v as JsonValue, prefix ? `${prefix}.${k}` : k, into);
+  else into.set(prefix, JSON.stringify(value));
+  return into;
+}
+
+export async function deleteManifests(clients: Clients, manifests: Manifest[], options: { message: string; ignoreNotFound: boolean }, out: Out): Promise<void> {
+  // The reverse of apply's order: what is placed in a region goes before the region.
+  for (const m of ordered(manifests).reverse()) {
+    try {
+      if (m.kind === "Region") await clients.regions.deleteRegion({ name: m.name });
+      else await (m as ResourceManifest).kind.delete(clients, m.name, options.message);
+      out(`${label(m)} deleted`);
+    } catch (error) {
+      if (error instanceof ConnectError && error.code === Code.NotFound && options.ignoreNotFound) continue;
+      throw refusal(m, error);
+    }
+  }
+}

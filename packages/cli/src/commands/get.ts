@@ -1,0 +1,306 @@
+// flotilla get | describe: tables for people, JSON and YAML for programs.
+import type { Deployment, NetworkPolicy, Sentinel } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import type { Clients } from "../client.ts";
+import { UsageError } from "../errors.ts";
+import { all, API_VERSION, resourceKindNamed, specOf, type AnyResource, type ResourceKindOps } from "../kinds.ts";
+import { age, isoTime, structured, table, type OutputFormat } from "../output.ts";
+import { phaseName } from "../status.ts";
+
+export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "tokens", "operators"];
+
+type Out = (text: string) => void;
+
+/** A resource as `get -o json|yaml` prints it: re-appliable (apply ignores metadata but the name, and status). */
+function document(kind: ResourceKindOps<AnyResource>, resource: AnyResource): object {
+  const r = resource as AnyResource & { status?: unknown };
+  return {
+    apiVersion: API_VERSION,
+    kind: kind.kind,
+    metadata: { name: resource.id, revision: Number(resource.revision), createTime: isoTime(resource.createTime), updateTime: isoTime(resource.updateTime) },
+    spec: specOf(kind.schema, resource),
+    ...(r.status === undefined ? {} : { status: statusDocument(r.status as RegionStatus | RegionStatus[]) }),
+  };
+}
+
+function statusDocument(status: RegionStatus | RegionStatus[]): object {
+  const one = (s: RegionStatus) => ({
+    region: s.region,
+    phase: phaseName(s.phase),
+    reason: s.reason,
+    stale: s.stale,
+    readyReplicas: s.readyReplicas,
+    desiredReplicas: s.desiredReplicas,
+    desiredVersion: Number(s.desiredVersion),
+    appliedVersion: Number(s.appliedVersion),
+    lastObservedAt: isoTime(s.lastObservedAt),
+  });
+  return Array.isArray(status) ? status.map(one) : one(status);
+}
+
+function regionCell(s: RegionStatus): string {
+  return `${s.region}:${phaseName(s.phase)}${s.stale ? "(stale)" : ""} ${s.readyReplicas}/${s.desiredReplicas}`;
+}
+
+const rowsOf: Record<string, (r: AnyResource, wide: boolean, region: string | undefined) => string[]> = {
+  Deployment: (r, wide, region) => {
+    const d = r as Deployment;
+    const statuses = d.status.filter((s) => region === undefined || s.region === region);
+    const row = [d.id, d.namespace, d.image, String(d.revision), statuses.map(regionCell).join(", ") || "<none>", age(d.createTime)];
+    if (wide)
+      row.push(
+        d.port ? String(d.port) : "-",
+        d.cpuMillicores ? `${d.cpuMillicores}m` : "-",
+        d.memoryMib ? `${d.memoryMib}Mi` : "-",
+        statuses
+          .map((s) => s.reason)
+          .filter(Boolean)
+          .join("; ") || "-",
+      );
+    return row;
+  },
+  Sentinel: (r, wide) => {
+    const s = r as Sentinel;
+    const row = [s.id, s.region, s.namespace, s.image, s.status ? regionCell(s.status) : "<none>", String(s.revision), age(s.createTime)];
+    if (wide) row.push(s.port ? String(s.port) : "-", s.status?.reason || "-");
+    return row;
+  },
+  NetworkPolicy: (r) => {
+    const p = r as NetworkPolicy;
+    return [p.id, p.region, p.namespace, String(p.revision), age(p.createTime)];
+  },
+};
+
+const HEADERS: Record<string, { table: string[]; wide: string[] }> = {
+  Deployment: { table: ["NAME", "NAMESPACE", "IMAGE", "REVISION", "REGIONS", "AGE"], wide: ["PORT", "CPU", "MEMORY", "REASON"] },
+  Sentinel: { table: ["NAME", "REGION", "NAMESPACE", "IMAGE", "STATUS", "REVISION", "AGE"], wide: ["PORT", "REASON"] },
+  NetworkPolicy: { table: ["NAME", "REGION", "NAMESPACE", "REVISION", "AGE"], wide: [] },
+};
+
+function placedIn(resource: AnyResource, region: string): boolean {
+  const r = resource as { regions?: { region: string }[]; region?: string };
+  return r.region === region || (r.regions ?? []).some((p) => p.region === region);
+}
+
+export async function get(
+  clients: Clients,
+  kindName: string,
+  name: string | undefined,
+  format: OutputFormat,
+  region: string | undefined,
+  out: Out,
+): Promise<void> {
+  const kind = resourceKindNamed(kindName);
+  if (kind) {
+    let items: AnyResource[];
+    if (name !== undefined) {
+      const one = await kind.get(clients, name);
+      if (!one) throw new UsageError(`${kind.singular}/${name} not found`);
+      items = [one];
+    } else items = await kind.list(clients);
+    if (region !== undefined) items = items.filter((r) => placedIn(r, region));
+    if (format === "json" || format === "yaml") {
+      const docs = items.map((r) => document(kind, r));
+      out(structured(name !== undefined ? docs[0] : { apiVersion: API_VERSION, kind: "List", items: docs }, format));
+      return;
+    }
+    const headers = HEADERS[kind.kind]!;
+    out(
+      table(
+        format === "wide" ? [...headers.table, ...headers.wide] : headers.table,
+        items.map((r) => rowsOf[kind.kind]!(r, format === "wide", region)),
+      ),
+    );
+    return;
+  }
+  switch (kindName.toLowerCase()) {
+    case "region":
+    case "regions":
+      return getRegions(clients, name, format, out);
+    case "token":
+    case "tokens":
+      return getTokens(clients, region, format, out);
+    case "operator":
+    case "operators":
+      return getOperators(clients, format, out);
+  }
+  throw new UsageError(`unknown kind ${JSON.stringify(kindName)}: one of ${GET_KINDS.join(", ")}`);
+}
+
+async function getRegions(clients: Clients, name: string | undefined, format: OutputFormat, out: Out): Promise<void> {
+  const regions =
+    name !== undefined
+      ? [(await clients.regions.getRegion({ name })).region!]
+      : await all(async (pageToken) => {
+          const r = await clients.regions.listRegions({ pageSize: 1000, pageToken });
+          return { items: r.regions, next: r.nextPageToken };
+        });
+  if (format === "json" || format === "yaml") {
+    const docs = regions.map((r) => ({
+      apiVersion: API_VERSION,
+      kind: "Region",
+      metadata: { name: r.name, createTime: isoTime(r.createTime) },
+      status: {
+        headVersion: Number(r.headVersion),
+        agent: r.agent
+          ? { connected: r.agent.connected, lastSeen: isoTime(r.agent.lastSeen), appliedVersion: Number(r.agent.appliedVersion), lag: Number(r.agent.lag) }
+          : null,
+      },
+    }));
+    out(structured(name !== undefined ? docs[0] : { apiVersion: API_VERSION, kind: "List", items: docs }, format));
+    return;
+  }
+  out(
+    table(
+      ["NAME", "AGENT", "HEAD", "APPLIED", "LAG", "LAST-REPORT", "AGE"],
+      regions.map((r) => [
+        r.name,
+        r.agent ? (r.agent.connected ? "connected" : "STALE") : "none",
+        String(r.headVersion),
+        r.agent ? String(r.agent.appliedVersion) : "-",
+        r.agent ? String(r.agent.lag) : "-",
+        r.agent ? `${age(r.agent.lastSeen)} ago` : "never",
+        age(r.createTime),
+      ]),
+    ),
+  );
+}
+
+async function getTokens(clients: Clients, region: string | undefined, format: OutputFormat, out: Out): Promise<void> {
+  const tokens = await all(async (pageToken) => {
+    const r = await clients.regions.listAgentTokens({ region: region ?? "", pageSize: 1000, pageToken });
+    return { items: r.agentTokens, next: r.nextPageToken };
+  });
+  if (format === "json" || format === "yaml") {
+    out(
+      structured(
+        tokens.map((t) => ({
+          id: t.id,
+          region: t.region,
+          createTime: isoTime(t.createTime),
+          expireTime: t.expireTime ? isoTime(t.expireTime) : null,
+          lastUseTime: t.lastUseTime ? isoTime(t.lastUseTime) : null,
+        })),
+        format,
+      ),
+    );
+    return;
+  }
+  out(
+    table(
+      ["ID", "REGION", "EXPIRES", "LAST-USED", "AGE"],
+      tokens.map((t) => [
+        t.id,
+        t.region,
+        t.expireTime ? isoTime(t.expireTime) : "never",
+        t.lastUseTime ? `${age(t.lastUseTime)} ago` : "never",
+        age(t.createTime),
+      ]),
+    ),
+  );
+}
+
+async function getOperators(clients: Clients, format: OutputFormat, out: Out): Promise<void> {
+  const operators = await all(async (pageToken) => {
+    const r = await clients.operators.listOperators({ pageSize: 1000, pageToken });
+    return { items: r.operators, next: r.nextPageToken };
+  });
+  const role = (r: Role) => Role[r]?.toLowerCase() ?? "unspecified";
+  if (format === "json" || format === "yaml") {
+    out(
+      structured(
+        operators.map((o) => ({
+          name: o.name,
+          role: role(o.role),
+          createdBy: o.createdBy,
+          createTime: isoTime(o.createTime),
+          expireTime: o.expireTime ? isoTime(o.expireTime) : null,
+          lastUseTime: o.lastUseTime ? isoTime(o.lastUseTime) : null,
+        })),
+        format,
+      ),
+    );
+    return;
+  }
+  out(
+    table(
+      ["NAME", "ROLE", "CREATED-BY", "EXPIRES", "LAST-USED", "AGE"],
+      operators.map((o) => [
+        o.name,
+        role(o.role),
+        o.createdBy,
+        o.expireTime ? isoTime(o.expireTime) : "never",
+        o.lastUseTime ? `${age(o.lastUseTime)} ago` : "never",
+        age(o.createTime),
+      ]),
+    ),
+  );
+}
+
+/** flotilla describe deployment NAME: spec, revision and its author, per-region status, recent revisions. */
+export async function describe(clients: Clients, kindName: string, name: string, out: Out): Promise<void> {
+  const kind = resourceKindNamed(kindName);
+  if (!kind) throw new UsageError(`unknown kind ${JSON.stringify(kindName)}: one of deployment, sentinel, networkpolicy`);
+  const resource = await kind.get(clients, name);
+  if (!resource) throw new UsageError(`${kind.singular}/${name} not found`);
+  const revisions = (await clients.history.listRevisions({ resourceType: kind.type, id: name, pageSize: 10 })).revisions;
+  const latest = revisions[0];
+  const lines: string[] = [];
+  const field = (label: string, value: string) => lines.push(`${`${label}:`.padEnd(14)}${value}`);
+  field("Name", name);
+  field("Kind", kind.kind);
+  const spec = specOf(kind.schema, resource);
+  for (const [key, value] of Object.entries(spec)) {
+    if (typeof value !== "object" || value === null) field(key[0]!.toUpperCase() + key.slice(1), String(value));
+  }
+  field(
+    "Revision",
+    `${resource.revision}${latest && latest.revision === resource.revision ? ` by ${latest.actor}, ${age(latest.createTime)} ago${latest.message ? ` (${JSON.stringify(latest.message)})` : ""}` : ""}`,
+  );
+  field("Created", isoTime(resource.createTime));
+  field("Updated", isoTime(resource.updateTime));
+  for (const [key, value] of Object.entries(spec)) {
+    if (typeof value === "object" && value !== null && key !== "regions")
+      lines.push(
+        `${key[0]!.toUpperCase() + key.slice(1)}:`,
+        ...JSON.stringify(value, null, 2)
+          .split("\n")
+          .map((l) => `  ${l}`),
+      );
+  }
+  const statuses =
+    kind.type === ResourceType.DEPLOYMENT
+      ? (resource as Deployment).status
+      : kind.type === ResourceType.SENTINEL && (resource as Sentinel).status
+        ? [(resource as Sentinel).status!]
+        : [];
+  if (kind.type !== ResourceType.CILIUM_NETWORK_POLICY) {
+    lines.push("Regions:");
+    const rows = statuses.map((s) => [
+      s.region,
+      phaseName(s.phase) + (s.stale ? " (stale: agent not reporting)" : ""),
+      `${s.readyReplicas}/${s.desiredReplicas}`,
+      `${s.appliedVersion}/${s.desiredVersion}`,
+      s.lastObservedAt ? `${age(s.lastObservedAt)} ago` : "never",
+      s.reason || "-",
+    ]);
+    lines.push(
+      ...table(["REGION", "PHASE", "READY", "APPLIED/DESIRED", "OBSERVED", "REASON"], rows)
+        .trimEnd()
+        .split("\n")
+        .map((l) => `  ${l}`),
+    );
+  }
+  lines.push("Recent revisions:");
+  lines.push(
+    ...table(
+      ["REVISION", "ACTOR", "AGE", "MESSAGE"],
+      revisions.map((r) => [String(r.revision), r.actor, age(r.createTime), r.message || "-"]),
+    )
+      .trimEnd()
+      .split("\n")
+      .map((l) => `  ${l}`),
+  );
+  out(`${lines.join("\n")}\n`);
+}

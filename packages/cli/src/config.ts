@@ -1,0 +1,122 @@
+// Contexts: named connections to a ctrl (server URL, CA certificate, token file), kept in
+// ~/.config/flotilla/config.yaml (or $FLOTILLA_CONFIG), as kubectl keeps its kubeconfig.
+// Flags override the context, FLOTILLA_* variables override the file. A token is only ever
+// read from a file or FLOTILLA_TOKEN: never a flag, which every user of the host could read
+// in the process list.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { parse, stringify } from "yaml";
+import { UsageError } from "./errors.ts";
+
+export interface Context {
+  name: string;
+  server: string;
+  /** File holding the bearer token. */
+  tokenFile?: string;
+  /** PEM CA certificate(s) to trust for an https server. */
+  caCert?: string;
+}
+
+export interface ConfigFile {
+  currentContext?: string;
+  contexts: Context[];
+}
+
+/** What a command connects with, once flags, variables and the context are combined. */
+export interface Connection {
+  server: string;
+  token: string | undefined;
+  caCert: Buffer | undefined;
+  /** Where each part came from, for error messages. */
+  contextName: string | undefined;
+}
+
+export interface ConnectionFlags {
+  context?: string;
+  server?: string;
+  tokenFile?: string;
+  caCert?: string;
+}
+
+export function configPath(env = process.env): string {
+  return env.FLOTILLA_CONFIG || join(env.XDG_CONFIG_HOME || join(homedir(), ".config"), "flotilla", "config.yaml");
+}
+
+export function readConfig(path = configPath()): ConfigFile {
+  if (!existsSync(path)) return { contexts: [] };
+  let raw: unknown;
+  try {
+    raw = parse(readFileSync(path, "utf8"));
+  } catch (error) {
+    throw new UsageError(`${path}: not valid YAML: ${(error as Error).message.split("\n")[0]}`);
+  }
+  const doc = (raw ?? {}) as { "current-context"?: unknown; contexts?: unknown };
+  const contexts = Array.isArray(doc.contexts) ? doc.contexts : [];
+  return {
+    currentContext: typeof doc["current-context"] === "string" ? doc["current-context"] : undefined,
+    contexts: contexts.map((c: Record<string, unknown>, i: number) => {
+      if (typeof c?.name !== "string" || typeof c.server !== "string") throw new UsageError(`${path}: contexts[${i}] needs a name and a server`);
+      return {
+        name: c.name,
+        server: c.server,
+        tokenFile: typeof c["token-file"] === "string" ? c["token-file"] : undefined,
+        caCert: typeof c["ca-cert"] === "string" ? c["ca-cert"] : undefined,
+      };
+    }),
+  };
+}
+
+export function writeConfig(config: ConfigFile, path = configPath()): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const doc = {
+    "current-context": config.currentContext,
+    contexts: config.contexts.map((c) => ({ name: c.name, server: c.server, "token-file": c.tokenFile, "ca-cert": c.caCert })),
+  };
+  writeFileSync(path, stringify(doc), { mode: 0o600 });
+}
+
+/** Adds or replaces a context (paths made absolute); the first context becomes the current one. */
+export function setContext(context: Context, path = configPath()): ConfigFile {
+  const config = readConfig(path);
+  const absolute = { ...context, tokenFile: context.tokenFile && resolve(context.tokenFile), caCert: context.caCert && resolve(context.caCert) };
+  const i = config.contexts.findIndex((c) => c.name === context.name);
+  if (i >= 0) config.contexts[i] = absolute;
+  else config.contexts.push(absolute);
+  config.currentContext ??= context.name;
+  writeConfig(config, path);
+  return config;
+}
+
+/** The connection of a command: flags, then FLOTILLA_* variables, then the (current) context. */
+export function resolveConnection(flags: ConnectionFlags, env = process.env): Connection {
+  const config = readConfig(configPath(env));
+  const contextName = flags.context ?? env.FLOTILLA_CONTEXT ?? config.currentContext;
+  const context = contextName === undefined ? undefined : config.contexts.find((c) => c.name === contextName);
+  if (contextName !== undefined && !context && (flags.context ?? env.FLOTILLA_CONTEXT))
+    throw new UsageError(`context ${JSON.stringify(contextName)} is not in ${configPath(env)} (flotilla context list)`);
+  const server = flags.server ?? env.FLOTILLA_SERVER ?? context?.server;
+  if (!server) throw new UsageError(`no server: give --server URL, set FLOTILLA_SERVER, or add a context (flotilla context set NAME --server URL)`);
+  const tokenFile = flags.tokenFile ?? env.FLOTILLA_TOKEN_FILE ?? context?.tokenFile;
+  const caCertFile = flags.caCert ?? env.FLOTILLA_CA_CERT ?? context?.caCert;
+  return {
+    server,
+    token: env.FLOTILLA_TOKEN || (tokenFile ? readToken(tokenFile) : undefined),
+    caCert: caCertFile ? readFile(caCertFile, "--ca-cert") : undefined,
+    contextName: context?.name,
+  };
+}
+
+function readToken(file: string): string {
+  const token = readFile(file, "--token-file").toString("utf8").trim();
+  if (!token) throw new UsageError(`token file ${file} is empty`);
+  return token;
+}
+
+function readFile(file: string, what: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    throw new UsageError(`${what} ${file}: ${(error as NodeJS.ErrnoException).code === "ENOENT" ? "no such file" : (error as Error).message}`);
+  }
+}

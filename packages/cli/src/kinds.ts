@@ -1,0 +1,148 @@
+// The kinds a manifest or `flotilla get` names, and how each maps to the protocol: its
+// message, its RPCs, and its spec (the message's fields an operator writes).
+import { clone, create, equals, fromJson, toJson, type DescMessage, type JsonObject, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { DeploymentSchema, NetworkPolicySchema, ResourceType, SentinelSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { Clients } from "./client.ts";
+
+export const API_VERSION = "flotilla.dev/v1";
+
+/** What apply, diff, delete and get do with one kind of operator-owned resource. */
+export interface ResourceKindOps<M> {
+  kind: "Deployment" | "Sentinel" | "NetworkPolicy";
+  /** Lowercase, as `kind/name` output and `flotilla get` name it. */
+  singular: string;
+  names: string[];
+  type: ResourceType;
+  schema: DescMessage;
+  get(clients: Clients, id: string): Promise<M | undefined>;
+  list(clients: Clients): Promise<M[]>;
+  create(clients: Clients, resource: M, message: string, validateOnly: boolean): Promise<M>;
+  update(clients: Clients, resource: M, message: string, validateOnly: boolean): Promise<M>;
+  delete(clients: Clients, id: string, message: string): Promise<void>;
+}
+
+/** Pages through a List RPC. */
+async function all<T>(page: (token: string) => Promise<{ items: T[]; next: string }>): Promise<T[]> {
+  const items: T[] = [];
+  let token = "";
+  do {
+    const result = await page(token);
+    items.push(...result.items);
+    token = result.next;
+  } while (token !== "");
+  return items;
+}
+
+async function orUndefined<T>(call: Promise<T>): Promise<T | undefined> {
+  try {
+    return await call;
+  } catch (error) {
+    if (error instanceof ConnectError && error.code === Code.NotFound) return undefined;
+    throw error;
+  }
+}
+
+type Deployment = MessageShape<typeof DeploymentSchema>;
+type Sentinel = MessageShape<typeof SentinelSchema>;
+type NetworkPolicy = MessageShape<typeof NetworkPolicySchema>;
+
+const deployment: ResourceKindOps<Deployment> = {
+  kind: "Deployment",
+  singular: "deployment",
+  names: ["deployment", "deployments", "deploy"],
+  type: ResourceType.DEPLOYMENT,
+  schema: DeploymentSchema,
+  get: async (c, id) => (await orUndefined(c.deployments.getDeployment({ id })))?.deployment,
+  list: (c) =>
+    all(async (pageToken) => {
+      const r = await c.deployments.listDeployments({ pageSize: 1000, pageToken });
+      return { items: r.deployments, next: r.nextPageToken };
+    }),
+  create: async (c, resource, message, validateOnly) => (await c.deployments.createDeployment({ deployment: resource, message, validateOnly })).deployment!,
+  update: async (c, resource, message, validateOnly) => (await c.deployments.updateDeployment({ deployment: resource, message, validateOnly })).deployment!,
+  delete: async (c, id, message) => void (await c.deployments.deleteDeployment({ id, message })),
+};
+
+const sentinel: ResourceKindOps<Sentinel> = {
+  kind: "Sentinel",
+  singular: "sentinel",
+  names: ["sentinel", "sentinels"],
+  type: ResourceType.SENTINEL,
+  schema: SentinelSchema,
+  get: async (c, id) => (await orUndefined(c.sentinels.getSentinel({ id })))?.sentinel,
+  list: (c) =>
+    all(async (pageToken) => {
+      const r = await c.sentinels.listSentinels({ pageSize: 1000, pageToken });
+      return { items: r.sentinels, next: r.nextPageToken };
+    }),
+  create: async (c, resource, message, validateOnly) => (await c.sentinels.createSentinel({ sentinel: resource, message, validateOnly })).sentinel!,
+  update: async (c, resource, message, validateOnly) => (await c.sentinels.updateSentinel({ sentinel: resource, message, validateOnly })).sentinel!,
+  delete: async (c, id, message) => void (await c.sentinels.deleteSentinel({ id, message })),
+};
+
+const networkPolicy: ResourceKindOps<NetworkPolicy> = {
+  kind: "NetworkPolicy",
+  singular: "networkpolicy",
+  names: ["networkpolicy", "networkpolicies", "netpol"],
+  type: ResourceType.CILIUM_NETWORK_POLICY,
+  schema: NetworkPolicySchema,
+  get: async (c, id) => (await orUndefined(c.networkPolicies.getNetworkPolicy({ id })))?.networkPolicy,
+  list: (c) =>
+    all(async (pageToken) => {
+      const r = await c.networkPolicies.listNetworkPolicies({ pageSize: 1000, pageToken });
+      return { items: r.networkPolicies, next: r.nextPageToken };
+    }),
+  create: async (c, resource, message, validateOnly) =>
+    (await c.networkPolicies.createNetworkPolicy({ networkPolicy: resource, message, validateOnly })).networkPolicy!,
+  update: async (c, resource, message, validateOnly) =>
+    (await c.networkPolicies.updateNetworkPolicy({ networkPolicy: resource, message, validateOnly })).networkPolicy!,
+  delete: async (c, id, message) => void (await c.networkPolicies.deleteNetworkPolicy({ id, message })),
+};
+
+export type AnyResource = Deployment | Sentinel | NetworkPolicy;
+export const RESOURCE_KINDS = [deployment, sentinel, networkPolicy] as ResourceKindOps<AnyResource>[];
+
+export { all, orUndefined };
+
+/** The kind `name` names (deployment, deploy, networkpolicies, …), or undefined. */
+export function resourceKindNamed(name: string): ResourceKindOps<AnyResource> | undefined {
+  return RESOURCE_KINDS.find((k) => k.names.includes(name.toLowerCase()));
+}
+
+/** Output-only fields: never part of a spec. */
+const OUTPUT_FIELDS = ["id", "revision", "createTime", "updateTime", "status"];
+
+/** The spec of a resource as a manifest writes it: JSON names, enums by their short names, no output fields. */
+export function specOf(schema: DescMessage, resource: MessageShape<DescMessage>): JsonObject {
+  const json = toJson(schema, resource) as JsonObject;
+  for (const field of OUTPUT_FIELDS) delete json[field];
+  for (const field of schema.fields) {
+    if (field.fieldKind !== "enum" || typeof json[field.jsonName] !== "string") continue;
+    const value = field.enum.values.find((v) => v.name === json[field.jsonName]);
+    if (value) json[field.jsonName] = value.localName;
+  }
+  return json;
+}
+
+/** The resource a manifest's name and spec describe; throws with the field at fault. */
+export function resourceFromSpec(schema: DescMessage, name: string, spec: JsonObject): MessageShape<DescMessage> {
+  const json: Record<string, JsonValue> = { ...spec, id: name };
+  for (const field of schema.fields) {
+    if (field.fieldKind !== "enum" || typeof json[field.jsonName] !== "string") continue;
+    const value = field.enum.values.find((v) => v.localName === json[field.jsonName]);
+    if (value) json[field.jsonName] = value.name;
+  }
+  return fromJson(schema, json, { ignoreUnknownFields: false });
+}
+
+/** Whether two resources have the same spec (output fields aside). */
+export function sameSpec(schema: DescMessage, a: MessageShape<DescMessage>, b: MessageShape<DescMessage>): boolean {
+  const strip = (m: MessageShape<DescMessage>) => {
+    const copy = clone(schema, m) as Record<string, unknown>;
+    const blank = create(schema) as Record<string, unknown>;
+    for (const field of OUTPUT_FIELDS) if (field in copy) copy[field] = blank[field];
+    return copy as MessageShape<DescMessage>;
+  };
+  return equals(schema, strip(a), strip(b));
+}

@@ -1,0 +1,315 @@
+#!/usr/bin/env node
+// flotilla: the operators' command line for a Flotilla ctrl. Built on commander (no
+// dependencies of its own, the most used Node CLI library: help, subcommands and option
+// parsing as a kubectl user expects them), the yaml package and the generated Connect clients.
+import { Command, InvalidArgumentError, Option } from "commander";
+import { FLOTILLA_VERSION, parseDuration } from "@flotilla/runtime";
+import { connect, type Clients } from "./client.ts";
+import { readConfig, resolveConnection, setContext, configPath, writeConfig, type ConnectionFlags } from "./config.ts";
+import { describeFailure, EXIT, ExitError, UsageError } from "./errors.ts";
+import { loadManifests } from "./manifests.ts";
+import { OUTPUT_FORMATS, table, type OutputFormat } from "./output.ts";
+import { apply, deleteManifests, diff, waitRunning } from "./commands/apply.ts";
+import { completionScript } from "./commands/completion.ts";
+import { describe, get, GET_KINDS } from "./commands/get.ts";
+import { audit, history, rollback } from "./commands/history.ts";
+import { resourceKindNamed } from "./kinds.ts";
+import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { DurationSchema } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
+
+const out = (text: string) => process.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
+const err = (text: string) => process.stderr.write(`${text}\n`);
+
+let server: string | undefined;
+
+function clients(command: Command): Clients {
+  const flags = command.optsWithGlobals() as ConnectionFlags;
+  const connection = resolveConnection(flags);
+  server = connection.server;
+  return connect(connection);
+}
+
+const duration = (flag: string) => (value: string) => {
+  try {
+    return parseDuration(value, flag);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+};
+const positiveInt = (value: string) => {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError("expected a whole number of 1 or more");
+  return n;
+};
+const outputOption = () => new Option("-o, --output <format>", "output format").choices(OUTPUT_FORMATS).default("table");
+const examples = (...lines: string[]) => `\nExamples:\n${lines.map((l) => `  ${l}`).join("\n")}\n`;
+
+export function program(): Command {
+  const root = new Command("flotilla")
+    .description("Operate a Flotilla control plane: manifests, status, rollouts, history, accounts.")
+    .option("--context <name>", "context of the config file to use (FLOTILLA_CONTEXT)")
+    .option("--server <url>", "ctrl's URL, e.g. https://ctrl.example:7070 (FLOTILLA_SERVER)")
+    .option("--token-file <file>", "file holding the bearer token (FLOTILLA_TOKEN_FILE; or FLOTILLA_TOKEN)")
+    .option("--ca-cert <file>", "PEM CA certificate to trust for https (FLOTILLA_CA_CERT)")
+    .showHelpAfterError()
+    .addHelpText(
+      "after",
+      `\nConfig: ${"$"}FLOTILLA_CONFIG or ~/.config/flotilla/config.yaml (flotilla context --help).\nExit codes: 0 success; 1 error, refused call, FAILED rollout or (diff) changes found; 2 a wait timed out.\n` +
+        examples("flotilla apply -f examples/ --wait", "flotilla get deployments -o wide", "flotilla rollback deployment web --to-revision 2"),
+    );
+
+  root
+    .command("apply")
+    .description("create or update the objects of manifests (files, directories, - for stdin)")
+    .requiredOption("-f, --filename <path...>", "manifest files or directories")
+    .option("-m, --message <text>", "why: recorded with each change's revision and in the audit trail", "")
+    .option("--dry-run", "check every change with the server, change nothing")
+    .option("--wait", "then wait until the deployments are RUNNING (exit 1 on FAILED, 2 on timeout)")
+    .option("--timeout <duration>", "how long --wait waits", duration("timeout"), 300_000)
+    .addHelpText("after", examples("flotilla apply -f web.yaml", "flotilla apply -f examples/ --wait --timeout 5m", "cat web.yaml | flotilla apply -f -"))
+    .action(async (opts, command: Command) => {
+      const manifests = loadManifests(opts.filename);
+      await apply(clients(command), manifests, { message: opts.message, dryRun: !!opts.dryRun, wait: !!opts.wait, timeoutMs: opts.timeout }, out);
+    });
+
+  root
+    .command("diff")
+    .description("show what apply would change, field by field (exit 1 when something would)")
+    .requiredOption("-f, --filename <path...>", "manifest files or directories")
+    .addHelpText("after", examples("flotilla diff -f examples/"))
+    .action(async (opts, command: Command) => {
+      if (await diff(clients(command), loadManifests(opts.filename), out)) throw new ExitError("", EXIT.failed);
+    });
+
+  root
+    .command("delete")
+    .description("delete the objects of manifests, or one object by kind and name")
+    .argument("[kind]", "deployment, sentinel, networkpolicy or region")
+    .argument("[name]")
+    .option("-f, --filename <path...>", "manifest files or directories")
+    .option("-m, --message <text>", "why: recorded in the audit trail", "")
+    .option("--ignore-not-found", "an object that does not exist is not an error")
+    .addHelpText("after", examples("flotilla delete deployment web", "flotilla delete -f examples/"))
+    .action(async (kind: string | undefined, name: string | undefined, opts, command: Command) => {
+      const options = { message: opts.message, ignoreNotFound: !!opts.ignoreNotFound };
+      if (opts.filename) {
+        if (kind) throw new UsageError("give either -f or a kind and a name");
+        return deleteManifests(clients(command), loadManifests(opts.filename), options, out);
+      }
+      if (!kind || !name) throw new UsageError("give -f FILE, or a kind and a name (flotilla delete deployment web)");
+      const resourceKind = resourceKindNamed(kind);
+      const source = { source: "command line", name };
+      const manifest = resourceKind
+        ? { ...source, kind: resourceKind, resource: undefined as never }
+        : kind === "region"
+          ? { ...source, kind: "Region" as const }
+          : undefined;
+      if (!manifest) throw new UsageError(`unknown kind ${JSON.stringify(kind)}: one of deployment, sentinel, networkpolicy, region`);
+      return deleteManifests(clients(command), [manifest], options, out);
+    });
+
+  root
+    .command("get")
+    .description(`list objects, or show one: ${GET_KINDS.join(", ")}`)
+    .argument("<kind>")
+    .argument("[name]")
+    .addOption(outputOption())
+    .option("--region <region>", "only what is placed in this region (deployments: only its status)")
+    .addHelpText(
+      "after",
+      examples("flotilla get deployments", "flotilla get deploy web -o yaml", "flotilla get deployments --region eu-west -o wide", "flotilla get regions"),
+    )
+    .action(async (kind: string, name: string | undefined, opts, command: Command) =>
+      get(clients(command), kind, name, opts.output as OutputFormat, opts.region, out),
+    );
+
+  root
+    .command("describe")
+    .description("an object in detail: spec, revision and who made it, status per region, recent revisions")
+    .argument("<kind>", "deployment, sentinel or networkpolicy")
+    .argument("<name>")
+    .addHelpText("after", examples("flotilla describe deployment web"))
+    .action(async (kind: string, name: string, _opts, command: Command) => describe(clients(command), kind, name, out));
+
+  root
+    .command("wait")
+    .description("wait until a deployment is RUNNING at its current revision in every region (exit 1 on FAILED, 2 on timeout)")
+    .argument("<kind>", "deployment")
+    .argument("<name>")
+    .addOption(new Option("--for <condition>", "the condition to wait for").choices(["running"]).default("running"))
+    .option("--timeout <duration>", "how long to wait", duration("timeout"), 300_000)
+    .addHelpText("after", examples("flotilla wait deployment web --for=running --timeout=5m"))
+    .action(async (kind: string, name: string, opts, command: Command) => {
+      if (resourceKindNamed(kind)?.kind !== "Deployment") throw new UsageError("wait: only deployments have a rollout to wait for");
+      await waitRunning(clients(command), [name], opts.timeout, out);
+    });
+
+  const rollout = root.command("rollout").description("follow a deployment's rollout");
+  rollout
+    .command("status")
+    .description("follow a deployment until it is RUNNING everywhere (exit 1 on FAILED, 2 on timeout)")
+    .argument("<name>", "the deployment")
+    .option("--timeout <duration>", "how long to wait", duration("timeout"), 300_000)
+    .addHelpText("after", examples("flotilla rollout status web"))
+    .action(async (name: string, opts, command: Command) => waitRunning(clients(command), [name], opts.timeout, out));
+
+  root
+    .command("history")
+    .description("the kept revisions of an object: who changed it, when, and why")
+    .argument("<kind>", "deployment, sentinel or networkpolicy")
+    .argument("<name>")
+    .addOption(outputOption())
+    .addHelpText("after", examples("flotilla history deployment web"))
+    .action(async (kind: string, name: string, opts, command: Command) => history(clients(command), kind, name, opts.output as OutputFormat, out));
+
+  root
+    .command("rollback")
+    .description("a new revision carrying an earlier revision's spec (the same checks as an update)")
+    .argument("<kind>", "deployment, sentinel or networkpolicy")
+    .argument("<name>")
+    .requiredOption("--to-revision <n>", "the revision whose spec to go back to", positiveInt)
+    .option("-m, --message <text>", "why: recorded with the new revision", "")
+    .option("--wait", "then wait until the deployment is RUNNING")
+    .option("--timeout <duration>", "how long --wait waits", duration("timeout"), 300_000)
+    .addHelpText("after", examples("flotilla history deployment web", "flotilla rollback deployment web --to-revision 2 -m 'v3 leaks memory' --wait"))
+    .action(async (kind: string, name: string, opts, command: Command) => {
+      const c = clients(command);
+      await rollback(c, kind, name, opts.toRevision, opts.message, out);
+      if (opts.wait && resourceKindNamed(kind)?.kind === "Deployment") await waitRunning(c, [name], opts.timeout, out);
+    });
+
+  root
+    .command("audit")
+    .description("who did what, when, to which object and revision (newest first)")
+    .option("--since <duration>", "only the last 1h, 30m, …", duration("since"))
+    .option("--actor <name>", "only this actor's (an operator's name, or admin)")
+    .option("--limit <n>", "at most this many events", positiveInt, 100)
+    .addOption(outputOption())
+    .addHelpText("after", examples("flotilla audit --since 1h", "flotilla audit --actor dan"))
+    .action(async (opts, command: Command) => audit(clients(command), opts.since, opts.actor, opts.limit, opts.output as OutputFormat, out));
+
+  const operator = root.command("operator").description("operator accounts: named tokens with a role (admin)");
+  operator
+    .command("create")
+    .description("create an operator and print its token (shown once)")
+    .argument("<name>")
+    .addOption(new Option("--role <role>", "what it may do").choices(["viewer", "deployer", "admin"]).makeOptionMandatory())
+    .option("--ttl <duration>", "the token stops working after this long", duration("ttl"))
+    .addHelpText("after", examples("flotilla operator create dan --role deployer > dan.token", "flotilla get operators"))
+    .action(async (name: string, opts, command: Command) => {
+      const role = { viewer: Role.VIEWER, deployer: Role.DEPLOYER, admin: Role.ADMIN }[opts.role as "viewer"];
+      const ttl = opts.ttl === undefined ? undefined : create(DurationSchema, { seconds: BigInt(Math.floor(opts.ttl / 1000)), nanos: (opts.ttl % 1000) * 1e6 });
+      const created = await clients(command).operators.createOperator({ name, role, expiration: ttl ? { case: "ttl", value: ttl } : { case: undefined } });
+      err(`operator/${name} created with role ${opts.role}; its token follows, shown this once`);
+      out(created.token);
+    });
+  operator
+    .command("revoke")
+    .description("delete an operator; its token is refused everywhere within a second")
+    .argument("<name>")
+    .action(async (name: string, _opts, command: Command) => {
+      await clients(command).operators.revokeOperator({ name });
+      out(`operator/${name} revoked`);
+    });
+
+  const token = root.command("token").description("agent tokens of a region (admin)");
+  token
+    .command("create")
+    .description("mint an agent token for a region and print it (shown once)")
+    .argument("<region>")
+    .option("--ttl <duration>", "the token stops working after this long", duration("ttl"))
+    .action(async (region: string, opts, command: Command) => {
+      const ttl = opts.ttl === undefined ? undefined : create(DurationSchema, { seconds: BigInt(Math.floor(opts.ttl / 1000)), nanos: (opts.ttl % 1000) * 1e6 });
+      const created = await clients(command).regions.createAgentToken({ region, expiration: ttl ? { case: "ttl", value: ttl } : { case: undefined } });
+      err(`agent token ${created.tokenId} created for region ${region}; it follows, shown this once`);
+      out(created.token);
+    });
+  token
+    .command("revoke")
+    .description("revoke an agent token by its id (flotilla get tokens)")
+    .argument("<id>")
+    .action(async (id: string, _opts, command: Command) => {
+      await clients(command).regions.revokeAgentToken({ id });
+      out(`token/${id} revoked`);
+    });
+
+  const context = root.command("context").description(`connections to ctrl, kept in ${"$"}FLOTILLA_CONFIG or ~/.config/flotilla/config.yaml`);
+  context
+    .command("set")
+    .description("add or change a context from --server (required), --token-file and --ca-cert; the first one becomes current")
+    .argument("<name>")
+    .addHelpText("after", examples("flotilla context set prod --server https://ctrl.example:7070 --token-file ~/.flotilla/prod.token --ca-cert ca.pem"))
+    .action((name: string, _opts, command: Command) => {
+      const opts = command.optsWithGlobals() as ConnectionFlags;
+      if (!opts.server) throw new UsageError("context set: --server is required");
+      setContext({ name, server: opts.server, tokenFile: opts.tokenFile, caCert: opts.caCert });
+      out(`context ${name} set in ${configPath()}`);
+    });
+  context
+    .command("use")
+    .description("make a context the current one")
+    .argument("<name>")
+    .action((name: string) => {
+      const config = readConfig();
+      if (!config.contexts.some((c) => c.name === name)) throw new UsageError(`no context ${JSON.stringify(name)} in ${configPath()}`);
+      writeConfig({ ...config, currentContext: name });
+      out(`now using context ${name}`);
+    });
+  context
+    .command("list")
+    .description("the contexts (* marks the current one)")
+    .action(() => {
+      const config = readConfig();
+      out(
+        table(
+          ["CURRENT", "NAME", "SERVER", "TOKEN-FILE"],
+          config.contexts.map((c) => [c.name === config.currentContext ? "*" : "", c.name, c.server, c.tokenFile ?? "-"]),
+        ),
+      );
+    });
+
+  root
+    .command("version")
+    .description("the client's version, and the server's with who you are there")
+    .action(async (_opts, command: Command) => {
+      out(`client: ${FLOTILLA_VERSION}`);
+      const me = await clients(command).operators.whoAmI({});
+      out(`server: ${me.serverVersion} (${server}, as ${me.actor}${me.role ? `, role ${Role[me.role]!.toLowerCase()}` : ""})`);
+    });
+
+  root
+    .command("completion")
+    .description("a completion script: source <(flotilla completion bash)")
+    .argument("<shell>", "bash or zsh")
+    .action((shell: string) => {
+      out(completionScript(root, shell));
+    });
+
+  return root;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const root = program();
+  root.exitOverride();
+  root.configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) });
+  try {
+    await root.parseAsync(argv, { from: "user" });
+    return EXIT.ok;
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (typeof code === "string" && code.startsWith("commander.")) {
+      // Commander has printed the problem (or the help) already.
+      return code === "commander.helpDisplayed" || code === "commander.version" || code === "commander.help" ? EXIT.ok : EXIT.failed;
+    }
+    const failure = describeFailure(error, server);
+    if (failure.line) err(failure.line);
+    return failure.code;
+  }
+}
+
+if (import.meta.main) {
+  const code = await main(process.argv.slice(2));
+  // Exit as soon as the output is out, whatever sockets the clients keep alive.
+  process.stdout.write("", () => process.exit(code));
+}

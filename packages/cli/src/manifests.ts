@@ -1,0 +1,127 @@
+// Manifests: YAML (several documents per file) or JSON files, a directory of them, or stdin.
+//
+//   apiVersion: flotilla.dev/v1
+//   kind: Deployment            # Sentinel, NetworkPolicy, Region
+//   metadata:
+//     name: web
+//   spec:                       # the protocol's fields (proto/ctrl/v1/resources.proto)
+//     namespace: demo
+//     image: nginx:1.27
+//     regions: [{ region: local, replicas: 2 }]
+//
+// Every document is read and checked before anything is sent; a mistake names the file,
+// the document and the field.
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { extname, join } from "node:path";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { parseAllDocuments } from "yaml";
+import { UsageError } from "./errors.ts";
+import { API_VERSION, RESOURCE_KINDS, resourceFromSpec, type AnyResource, type ResourceKindOps } from "./kinds.ts";
+
+export interface ResourceManifest {
+  /** "examples/web.yaml#2": the file and the document (1-based). */
+  source: string;
+  kind: ResourceKindOps<AnyResource>;
+  name: string;
+  resource: AnyResource;
+}
+
+export interface RegionManifest {
+  source: string;
+  kind: "Region";
+  name: string;
+}
+
+export type Manifest = ResourceManifest | RegionManifest;
+
+const MANIFEST_EXTENSIONS = new Set([".yaml", ".yml", ".json"]);
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** The manifests of every path (a file, a directory, read recursively in name order, or "-" for stdin). */
+export function loadManifests(paths: string[], stdin: () => string = () => readFileSync(0, "utf8")): Manifest[] {
+  const problems: string[] = [];
+  const manifests: Manifest[] = [];
+  for (const path of paths) {
+    for (const file of path === "-" ? ["-"] : filesOf(path)) {
+      const text = file === "-" ? stdin() : readFileSync(file, "utf8");
+      const name = file === "-" ? "<stdin>" : file;
+      parseFile(name, text, manifests, problems);
+    }
+  }
+  const seen = new Map<string, string>();
+  for (const m of manifests) {
+    const key = `${m.kind === "Region" ? "Region" : m.kind.kind}/${m.name}`;
+    const earlier = seen.get(key);
+    if (earlier) problems.push(`${m.source}: ${key} is also defined in ${earlier}`);
+    seen.set(key, m.source);
+  }
+  if (problems.length > 0) throw new UsageError(`invalid manifests, nothing was sent:\n  ${problems.join("\n  ")}`);
+  if (manifests.length === 0) throw new UsageError(`no manifests in ${paths.join(", ")}`);
+  return manifests;
+}
+
+function filesOf(path: string): string[] {
+  let stat;
+  try {
+    stat = statSync(path);
+  } catch {
+    throw new UsageError(`${path}: no such file or directory`);
+  }
+  if (!stat.isDirectory()) return [path];
+  return readdirSync(path, { withFileTypes: true })
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .flatMap((entry) => {
+      const child = join(path, entry.name);
+      if (entry.isDirectory()) return filesOf(child);
+      return MANIFEST_EXTENSIONS.has(extname(entry.name)) ? [child] : [];
+    });
+}
+
+function parseFile(file: string, text: string, manifests: Manifest[], problems: string[]): void {
+  const documents = parseAllDocuments(text);
+  if (!Array.isArray(documents)) return; // an empty file
+  documents.forEach((document, index) => {
+    const source = `${file}#${index + 1}`;
+    if (document.errors.length > 0) {
+      problems.push(`${source}: ${document.errors[0]!.message.split("\n")[0]}`);
+      return;
+    }
+    const value = document.toJS() as unknown;
+    if (value === null || value === undefined) return; // an empty document (a trailing ---)
+    try {
+      manifests.push(parseDocument(source, value));
+    } catch (error) {
+      problems.push(`${source}: ${(error as Error).message}`);
+    }
+  });
+}
+
+function parseDocument(source: string, value: unknown): Manifest {
+  if (typeof value !== "object" || Array.isArray(value)) throw new Error("a manifest is a mapping (apiVersion, kind, metadata, spec)");
+  const doc = value as Record<string, unknown>;
+  for (const key of Object.keys(doc)) {
+    if (!["apiVersion", "kind", "metadata", "spec", "status"].includes(key)) throw new Error(`${key}: unknown field (apiVersion, kind, metadata, spec)`);
+  }
+  if (doc.apiVersion !== API_VERSION) throw new Error(`apiVersion: must be ${API_VERSION}, not ${JSON.stringify(doc.apiVersion)}`);
+  const metadata = doc.metadata as Record<string, unknown> | undefined;
+  const name = metadata?.name;
+  if (typeof name !== "string" || name === "") throw new Error("metadata.name: is required");
+  if (!DNS_LABEL.test(name) || name.length > 63)
+    throw new Error(`metadata.name: ${JSON.stringify(name)} is not a DNS-1123 label (lowercase letters, digits and '-', at most 63)`);
+  const kindName = doc.kind;
+  if (kindName === "Region") {
+    if (doc.spec !== undefined && Object.keys(doc.spec as object).length > 0) throw new Error("spec: a Region has no spec");
+    return { source, kind: "Region", name };
+  }
+  const kind = RESOURCE_KINDS.find((k) => k.kind === kindName);
+  if (!kind) throw new Error(`kind: must be Deployment, Sentinel, NetworkPolicy or Region, not ${JSON.stringify(kindName)}`);
+  const spec = doc.spec;
+  if (typeof spec !== "object" || spec === null || Array.isArray(spec)) throw new Error("spec: is required (a mapping of the resource's fields)");
+  if ("id" in spec) throw new Error("spec.id: the name is metadata.name");
+  try {
+    return { source, kind, name, resource: resourceFromSpec(kind.schema, name, spec as JsonObject) as AnyResource };
+  } catch (error) {
+    // protobuf-es: `cannot decode message ctrl.v1.Deployment from JSON: key "imag" is unknown`
+    throw new Error(`spec: ${(error as Error).message.replace(/^cannot decode message [\w.]+ from JSON: /, "")}`);
+  }
+}
