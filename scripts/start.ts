@@ -10,6 +10,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { agentFiles, initPki, issueAgent, pkiFiles } from "@flotilla/ctrl/pki";
+import { configPath, setContext } from "@flotilla/cli/config";
+import { resolve } from "node:path";
 
 const TLS = process.argv.slice(2).includes("--tls");
 const CTRL = TLS ? "https://127.0.0.1:7070" : "http://127.0.0.1:7070";
@@ -86,6 +88,12 @@ const regions = createClient(
   }),
 );
 await regions.createRegion({ region: { name: REGION } });
+// The CLI's context for this stack, made current: `pnpm flotilla …` works with no flags.
+setContext(
+  { name: "local", server: CTRL, tokenFile: tokenVariable ? undefined : resolve(".flotilla/admin-token"), caCert: TLS ? pki.caCert : undefined },
+  configPath(),
+  true,
+);
 const { token } = await regions.createAgentToken({ region: REGION });
 const agentTls = TLS ? ["--ca-cert", pki.caCert, "--client-cert", agentCert.cert, "--client-key", agentCert.key] : [];
 await run(
@@ -108,15 +116,20 @@ const mtlsLines = TLS
   : "";
 console.log(`
 Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
-Region \`${REGION}\` and an agent token for it are created; the agent above uses them. Try:
+Region \`${REGION}\` and an agent token for it are created; the agent above uses them.
+The CLI's context \`local\` (in ${configPath()}) points at this stack${tokenVariable ? ` (export FLOTILLA_TOKEN=$${tokenVariable})` : ""}. Try:
+
+  pnpm flotilla apply -f examples/ --wait
+  pnpm flotilla get deployments
+  pnpm flotilla describe deployment web
+  kubectl --kubeconfig ${KUBECONFIG} get deploy -n demo
+
+The raw protocol, with buf curl:
 
   export ADMIN_TOKEN=${adminTokenShell}
   CTRL=${CTRL}; AUTH="Authorization: Bearer $ADMIN_TOKEN"
   ${BUF} $CTRL --list-services
-  ${BUF} -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/CreateDeployment \\
-    -d '{"deployment":{"id":"web","namespace":"demo","image":"nginx:1.27","port":80,"regions":[{"region":"${REGION}","replicas":2}]}}'
   ${BUF} -H "$AUTH" $CTRL/ctrl.v1.DeploymentService/GetDeployment -d '{"id":"web"}'
-${mtlsLines}  curl -s http://127.0.0.1:7072/apis/apps/v1/namespaces/demo/deployments/web
-
-(Shorter: alias buf='pnpm exec buf'.) Ctrl-C stops everything.
+${mtlsLines}
+Ctrl-C stops everything.
 `);

@@ -76,13 +76,14 @@ export function writeConfig(config: ConfigFile, path = configPath()): void {
   writeFileSync(path, stringify(doc), { mode: 0o600 });
 }
 
-/** Adds or replaces a context (paths made absolute); the first context becomes the current one. */
-export function setContext(context: Context, path = configPath()): ConfigFile {
+/** Adds or replaces a context (paths made absolute); the first context (or, with `makeCurrent`, this one) becomes the current one. */
+export function setContext(context: Context, path = configPath(), makeCurrent = false): ConfigFile {
   const config = readConfig(path);
   const absolute = { ...context, tokenFile: context.tokenFile && resolve(context.tokenFile), caCert: context.caCert && resolve(context.caCert) };
   const i = config.contexts.findIndex((c) => c.name === context.name);
   if (i >= 0) config.contexts[i] = absolute;
   else config.contexts.push(absolute);
+  if (makeCurrent) config.currentContext = context.name;
   config.currentContext ??= context.name;
   writeConfig(config, path);
   return config;

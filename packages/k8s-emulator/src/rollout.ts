@@ -358,7 +358,15 @@ export class RolloutController {
         lastTransitionTime: keepTransition,
       });
       state.lastProgressAt = now;
-    } else if (!this.held && progressing?.reason !== "ProgressDeadlineExceeded" && now - state.lastProgressAt >= this.deadlineMs(d)) {
+    } else if (
+      !this.held &&
+      // DeploymentTimedOut (pkg/controller/deployment/util/deployment_util.go): a rollout whose
+      // Progressing reason is still NewReplicaSetAvailable (a rollback to an existing ReplicaSet
+      // before its first progress) has not started its deadline.
+      progressing?.reason !== "NewReplicaSetAvailable" &&
+      progressing?.reason !== "ProgressDeadlineExceeded" &&
+      now - state.lastProgressAt >= this.deadlineMs(d)
+    ) {
       setCondition(conditions, {
         type: "Progressing",
         status: "False",

@@ -129,8 +129,9 @@ export async function diff(clients: Clients, manifests: Manifest[], out: Out): P
 
 /** Leaf paths (image, regions[0].replicas, env[1].value) → JSON values. */
 function flatten(value: JsonValue, prefix = "", into = new Map<string, string>()): Map<string, string> {
-  if (Array.isArray(value)) value.forEach((v, i) => flatten(v, `${prefix}[${i}]`, into));
-  else if (value !== null && typeof value === "object")
+  if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) flatten(v, `${prefix}[${i}]`, into);
+  } else if (value !== null && typeof value === "object")
     for (const [k, v] of Object.entries(value)) flatten(v as JsonValue, prefix ? `${prefix}.${k}` : k, into);
   else into.set(prefix, JSON.stringify(value));
   return into;
