@@ -16,11 +16,21 @@ import { runB4 } from "./b4-memory.ts";
 import { runB6 } from "./b6-coalescing.ts";
 import { runB7 } from "./b7-agent-memory.ts";
 import { runB8 } from "./b8-hostile.ts";
+import { runB10 } from "./b10-cli.ts";
 import { dropAll, serverVersion } from "./lib/db.ts";
 import { markdownTable, writeResults, type BenchContext, type BenchResult, type Row } from "./lib/report.ts";
 import { log } from "./lib/util.ts";
 
-const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = { B1: runB1, B2: runB2, B3: runB3, B4: runB4, B6: runB6, B7: runB7, B8: runB8 };
+const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = {
+  B1: runB1,
+  B2: runB2,
+  B3: runB3,
+  B4: runB4,
+  B6: runB6,
+  B7: runB7,
+  B8: runB8,
+  B10: runB10,
+};
 
 const { values: args } = parseArgs({
   options: {
@@ -39,7 +49,7 @@ const { values: args } = parseArgs({
 
 if (args.help) {
   process.stdout.write(
-    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8] [--quick] [--database-url mysql://user:pass@host:port]\n" +
+    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8,B10] [--quick] [--database-url mysql://user:pass@host:port]\n" +
       "                  [--poll-interval-ms N] [--write-docs | --no-docs] [--cpu-prof-dir DIR]\n" +
       "                  [--heap-snapshot-dir DIR] [--b7-runs N]\n",
   );

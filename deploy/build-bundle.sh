@@ -2,14 +2,22 @@
 # Builds the production bundle of one process into <out-dir>: the app, its production
 # dependencies and the workspace packages it uses, as JavaScript — what the image's runtime
 # stage copies.
-#   deploy/build-bundle.sh <ctrl|agent|k8s-emulator> <out-dir> [pnpm deploy flags, e.g. --offline]
+#   deploy/build-bundle.sh <ctrl|agent|k8s-emulator|cli> <out-dir> [pnpm deploy flags, e.g. --offline]
 # Run from the repository root (needs pnpm and GNU realpath). deploy/Dockerfile and the production-bundle test
 # (packages/deploy/test/bundle.test.ts) both run this script, so they cannot drift apart.
 set -eu
-[ $# -ge 2 ] || { echo "usage: $0 <ctrl|agent|k8s-emulator> <out-dir> [pnpm deploy flags]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 <ctrl|agent|k8s-emulator|cli> <out-dir> [pnpm deploy flags]" >&2; exit 2; }
 app=$1
 out=$2
 shift 2
+
+# The CLI is one file (deploy/bundle.ts): it has no native module, and a command's cold start
+# is most of its cost.
+if [ "$app" = cli ]; then
+  mkdir -p "$out"
+  node deploy/bundle.ts packages/cli/src/main.ts "$out/flotilla.mjs"
+  exit 0
+fi
 
 # pnpm 10's deploy copies ("injects") workspace packages (the files their package.json
 # lists), which it does only with inject-workspace-packages; set for this command alone, the

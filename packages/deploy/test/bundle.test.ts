@@ -37,7 +37,7 @@ function typeScriptFiles(dir: string): string[] {
   });
 }
 
-test("the images' bundles start ctrl, the agent and the emulator from the bundle alone", { timeout: 240_000 }, async (t) => {
+test("the images' bundles start ctrl, the agent, the emulator and the CLI from the bundle alone", { timeout: 240_000 }, async (t) => {
   const stages = readDockerfile();
   const runtime = stages.get("runtime")!;
   assert.match(runtime.user ?? "", /^[1-9]\d*:[1-9]\d*$/, "the runtime user is numeric and not root");
@@ -161,4 +161,18 @@ test("the images' bundles start ctrl, the agent and the emulator from the bundle
   await eventually(async () => (await fetch(`${agent.url}/readyz`)).ok, "the agent to be ready");
   assert.doesNotMatch(agent.process.output() + ctrl.process.output(), /Error:|\n\s+at /, "no stack trace in the logs");
   assert.ok(readFileSync(join(out, "ctrl/packages/store/migrations/0001_desired_state.js"), "utf8").length > 0, "ctrl's bundle carries the migrations");
+
+  // The CLI the ctrl image carries, from its bundle, against the bundled ctrl.
+  assert.deepEqual(
+    stages.get("ctrl")!.copies.filter((c) => c.source === "/out/cli"),
+    [{ from: "builder", source: "/out/cli", destination: "/cli" }],
+    "the ctrl image carries the CLI",
+  );
+  assert.deepEqual(readdirSync(join(out, "cli")).sort(), ["flotilla.mjs", "flotilla.mjs.map"], "the CLI is one file (and its source map)");
+  const cli = execFileSync(process.execPath, [join(out, "cli/flotilla.mjs"), "get", "deployments", "--server", ctrl.url], {
+    cwd: root,
+    env: { PATH: process.env.PATH, FLOTILLA_TOKEN: ADMIN_TOKEN, FLOTILLA_CONFIG: join(root, "config.yaml") },
+    encoding: "utf8",
+  });
+  assert.match(cli, /^web +demo +nginx:1\.27 +1 +local:/m, "the bundled CLI lists the deployment");
 });

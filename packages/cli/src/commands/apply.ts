@@ -19,18 +19,33 @@ function ordered(manifests: Manifest[]): Manifest[] {
   return [...manifests.filter((m) => m.kind === "Region"), ...manifests.filter((m) => m.kind !== "Region")];
 }
 
+/** Calls made at once (plan, checks, writes): a directory of a thousand manifests is not a thousand round trips in a row. */
+const IN_FLIGHT = 8;
+
+/** `fn` over `items`, at most IN_FLIGHT at a time; results in the items' order. */
+async function inFlight<T, R>(items: T[], fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(IN_FLIGHT, items.length) }, worker));
+  return results;
+}
+
 async function plan(clients: Clients, manifests: Manifest[]): Promise<Plan[]> {
-  return Promise.all(
-    ordered(manifests).map(async (manifest): Promise<Plan> => {
-      if (manifest.kind === "Region") {
-        const region = await orUndefined(clients.regions.getRegion({ name: manifest.name }));
-        return { manifest, action: region ? "unchanged" : "created" };
-      }
-      const current = await manifest.kind.get(clients, manifest.name);
-      if (!current) return { manifest, action: "created" };
-      return { manifest, action: sameSpec(manifest.kind.schema, current, manifest.resource) ? "unchanged" : "configured", current };
-    }),
-  );
+  return inFlight(ordered(manifests), async (manifest): Promise<Plan> => {
+    if (manifest.kind === "Region") {
+      const region = await orUndefined(clients.regions.getRegion({ name: manifest.name }));
+      return { manifest, action: region ? "unchanged" : "created" };
+    }
+    const current = await manifest.kind.get(clients, manifest.name);
+    if (!current) return { manifest, action: "created" };
+    return { manifest, action: sameSpec(manifest.kind.schema, current, manifest.resource) ? "unchanged" : "configured", current };
+  });
 }
 
 /** The manifest's source and the server's refusal, on one line. */
@@ -60,27 +75,30 @@ export async function apply(clients: Clients, manifests: Manifest[], options: Ap
       throw refusal(p.manifest, error);
     }
   }
-  for (const p of changes) {
+  const write = async (p: Plan, validateOnly: boolean) => {
     const m = p.manifest;
-    if (m.kind === "Region" || (options.dryRun && plans.some((q) => q.manifest.kind === "Region" && q.action === "created"))) continue;
+    if (m.kind === "Region" || p.action === "unchanged") return;
     try {
-      if (p.action === "created") await m.kind.create(clients, m.resource, options.message, true);
-      else await m.kind.update(clients, m.resource, options.message, true);
+      if (p.action === "created") await m.kind.create(clients, m.resource, options.message, validateOnly);
+      else await m.kind.update(clients, m.resource, options.message, validateOnly);
     } catch (error) {
       throw refusal(m, error);
     }
-  }
-  for (const p of plans) {
-    const m = p.manifest;
-    if (!options.dryRun && m.kind !== "Region" && p.action !== "unchanged") {
-      try {
-        if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
-        else await m.kind.update(clients, m.resource, options.message, false);
-      } catch (error) {
-        throw refusal(m, error);
-      }
-    }
-    out(`${label(m)} ${p.action}${options.dryRun ? " (dry run)" : ""}`);
+  };
+  // (A dry run that would create a region cannot check what is placed in it.)
+  if (!(options.dryRun && changes.some((p) => p.manifest.kind === "Region"))) await inFlight(changes, (p) => write(p, true));
+  const done = new Set<Plan>();
+  const report = () => {
+    for (const p of plans) if (done.has(p)) out(`${label(p.manifest)} ${p.action}${options.dryRun ? " (dry run)" : ""}`);
+  };
+  try {
+    await inFlight(plans, async (p) => {
+      if (!options.dryRun) await write(p, false);
+      done.add(p);
+    });
+  } finally {
+    // On a failure (a concurrent change since the check), what was written is still said.
+    report();
   }
   if (!options.wait || options.dryRun) return;
   const deployments = plans.filter((p) => p.manifest.kind !== "Region" && p.manifest.kind.kind === "Deployment").map((p) => p.manifest.name);

@@ -107,11 +107,12 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
         if (resumeAfter < BigInt(prunedThrough)) {
           throw new ConnectError(`status changes after cursor ${resumeAfter} are no longer kept; watch again without a cursor`, Code.OutOfRange);
         }
-        // The changes after the client's cursor, up to where the feed stands.
-        for (let after = Number(resumeAfter); after < Number(cursor); ) {
+        // Every change after the client's cursor, to the newest: the feed's cursor may be held
+        // back by a gap, and the feed hands this stream only what it reads after the subscription.
+        for (let after = Number(resumeAfter); ; ) {
           const events = await store.statusEvents.read(after, PAGE);
-          if (events.length === 0) break;
           for (const e of events) if (wanted(e.type, e.id)) pending.set(`${e.type}/${e.id}`, e);
+          if (events.length < PAGE) break;
           after = events[events.length - 1]!.seq;
         }
         pendingCursor = Math.max(pendingCursor, Number(cursor));
