@@ -7,6 +7,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
@@ -16,7 +17,7 @@ import { createBenchDatabase, migrate } from "./lib/db.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
 import { fmtMs, fmtRatio, log, median, now } from "./lib/util.ts";
 
-const SOURCES = new URL("../packages/cli/src/main.ts", import.meta.url).pathname;
+const SOURCES = fileURLToPath(import.meta.resolve("@flotilla/cli/main"));
 const BUNDLER = new URL("../deploy/bundle.ts", import.meta.url).pathname;
 const REGION = "b10";
 
