@@ -117,6 +117,7 @@ const mtlsLines = TLS
 console.log(`
 Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
 Region \`${REGION}\` and an agent token for it are created; the agent above uses them.
+The web console: ${CTRL}/ (sign in with the admin token: ${tokenVariable ? `$${tokenVariable}` : "cat .flotilla/admin-token"}).
 The CLI's context \`local\` (in ${configPath()}) points at this stack${tokenVariable ? ` (export FLOTILLA_TOKEN=$${tokenVariable})` : ""}. Try:
 
   pnpm flotilla apply -f examples/ --wait

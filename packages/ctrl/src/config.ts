@@ -99,6 +99,7 @@ export const CTRL_OPTIONS = [
     ...was("RETENTION_MAX_AGE_S", { flag: "retention-max-age-s", unit: "s" }),
   },
   { flag: "retention-max-rows", default: "0", description: "outbox rows kept per region at most (0: no limit)", ...was("RETENTION_MAX_ROWS") },
+  { flag: "console", default: "true", description: "serve the web console at / on --listen (false: off)" },
   {
     flag: "revision-history-limit",
     default: "50",

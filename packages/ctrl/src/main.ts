@@ -42,6 +42,7 @@ try {
       maxRows: read.nonNegativeInt("retention-max-rows"),
     },
     auditMaxAgeMs: read.positiveDuration("audit-max-age"),
+    console: consoleFlag(config.console),
     statusEventsMaxAgeMs: read.positiveDuration("status-events-max-age"),
   };
   // Checked here so that a mistake names its flag.
@@ -77,6 +78,7 @@ try {
   process.on("SIGTERM", () => void stop("SIGTERM"));
   // Announced only once the signal handlers are in place: whoever waits for this line may stop us at once.
   log.info(`serving on ${ctrl.url} (database ${store.database.dialect.name}${mtls})${ctrl.metricsUrl ? `, metrics on ${ctrl.metricsUrl}/metrics` : ""}`);
+  if (options.console) log.info(`web console on ${ctrl.url}/`);
 } catch (error) {
   log.error(error instanceof Error ? error.message : String(error));
   process.exit(1);
@@ -104,6 +106,11 @@ function tokenFromFile(file: string): string {
   const token = readFileSync(file, "utf8").trim();
   if (!token) throw new Error(`--admin-token-file ${file} is empty`);
   return token;
+}
+
+function consoleFlag(value: string): boolean {
+  if (value === "true" || value === "false") return value === "true";
+  throw new Error(`--console ${JSON.stringify(value)}: expected true or false`);
 }
 
 function tlsFiles(certFile: string, keyFile: string, clientCaFile: string): TlsFiles | undefined {

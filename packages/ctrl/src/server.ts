@@ -17,6 +17,7 @@ import { OPERATOR_TOKEN_PREFIX, Slots, type RetentionPolicy, type Store } from "
 import { createLogger, healthEndpoints, serveHealth, type Logger } from "@flotilla/runtime";
 import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
+import { consoleHandler } from "@flotilla/console/assets";
 import { AgentStreams } from "./agent-streams.ts";
 import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
@@ -91,6 +92,8 @@ export interface CtrlOptions {
   metricsListen?: string;
   /** /readyz asks the database; it answers 503 when no answer came within this long. Default 2 s. */
   readinessTimeoutMs?: number;
+  /** Serve the web console at / (default true). */
+  console?: boolean;
   /** Where ctrl logs. Default: text lines on stderr, level info. */
   log?: Logger;
 }
@@ -241,6 +244,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     shutdownSignal: draining.signal,
     contextValues,
   });
+  const webConsole = options.console === false ? undefined : consoleHandler();
   const unhealthy = () => (draining.signal.aborted ? "draining" : undefined);
   const checks = { registry: metrics.registry, unhealthy, notReady: readiness(store, unhealthy, options.readinessTimeoutMs ?? DEFAULT_READINESS_TIMEOUT_MS) };
   // With --metrics-listen, /metrics is served there only (health on both).
@@ -258,6 +262,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     logError: (line) => log.error(line),
     async fallback(req, res) {
       if (answerUnknownRpc(req, res as http.ServerResponse | Http2ServerResponse)) return;
+      if (webConsole?.(req, res as http.ServerResponse | Http2ServerResponse)) return;
       if (await health(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" });
       res.end("not found\n");

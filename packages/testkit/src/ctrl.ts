@@ -31,12 +31,15 @@ export interface TestCtrl {
   databaseUrl: string;
   client<S extends DescService>(service: S, options?: TransportOptions): Client<S>;
   transport(options?: TransportOptions): Transport;
+  /** Stops ctrl and starts another on the same port and database: a restart, as clients see it. */
+  restart(): Promise<void>;
   close(): Promise<void>;
 }
 
 export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptions> = {}): Promise<TestCtrl> {
   const { store, url: databaseUrl, cleanup } = await freshStore(db);
-  const ctrl = await startCtrl({ store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, log: testLogger(), ...options });
+  const ctrlOptions = { store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, log: testLogger(), ...options };
+  let ctrl = await startCtrl(ctrlOptions);
   const transports: Transport[] = [];
   const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect", ca } = {}) => {
     const auth: Interceptor = (next) => (req) => {
@@ -54,12 +57,18 @@ export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptio
     return t;
   };
   return {
-    ctrl,
+    get ctrl() {
+      return ctrl;
+    },
     store,
     url: ctrl.url,
     databaseUrl,
     transport,
     client: (service, opts) => createClient(service, transport(opts)),
+    async restart() {
+      await ctrl.shutdown();
+      ctrl = await startCtrl({ ...ctrlOptions, port: Number(new URL(ctrl.url).port) });
+    },
     async close() {
       await ctrl.shutdown();
       await cleanup();

@@ -1,0 +1,43 @@
+// Builds the console's static assets into dist/ (committed, as generated code is; `pnpm lint`
+// checks that building again changes nothing): app.js bundled and minified by esbuild,
+// app.css and index.html copied. Nothing is loaded from another origin at run time.
+//   node packages/console/build.ts [--check]
+import { readFileSync, writeFileSync } from "node:fs";
+import { build } from "esbuild";
+
+const ui = (file: string) => new URL(`./ui/${file}`, import.meta.url);
+const dist = (file: string) => new URL(`./dist/${file}`, import.meta.url);
+
+const bundle = await build({
+  entryPoints: [ui("main.ts").pathname],
+  bundle: true,
+  minify: true,
+  format: "esm",
+  target: "es2022",
+  platform: "browser",
+  write: false,
+  legalComments: "none",
+  logLevel: "warning",
+});
+const outputs: [string, string][] = [
+  ["app.js", bundle.outputFiles[0]!.text],
+  ["app.css", readFileSync(ui("app.css"), "utf8")],
+  ["index.html", readFileSync(ui("index.html"), "utf8")],
+];
+if (process.argv.includes("--check")) {
+  const stale = outputs.filter(([file, text]) => {
+    try {
+      return readFileSync(dist(file), "utf8") !== text;
+    } catch {
+      return true;
+    }
+  });
+  if (stale.length > 0) {
+    process.stderr.write(`console assets out of date (${stale.map(([f]) => f).join(", ")}): run node packages/console/build.ts\n`);
+    process.exit(1);
+  }
+  process.stdout.write("console assets are up to date\n");
+} else {
+  for (const [file, text] of outputs) writeFileSync(dist(file), text);
+  process.stdout.write(`console assets written: ${outputs.map(([f, t]) => `${f} ${t.length} B`).join(", ")}\n`);
+}

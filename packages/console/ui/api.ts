@@ -1,0 +1,145 @@
+// The console's connection to ctrl: the generated Connect clients over fetch (same origin),
+// the operator token kept for this tab only (sessionStorage: never a URL, a cookie or the
+// DOM), and the live state the status stream keeps up to date.
+import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
+import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
+import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { RegionService, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { ResourceType, type Deployment, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
+import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
+
+const TOKEN_KEY = "flotilla.token";
+
+export const token = {
+  get: () => sessionStorage.getItem(TOKEN_KEY) ?? undefined,
+  set: (value: string) => sessionStorage.setItem(TOKEN_KEY, value),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+const auth: Interceptor = (next) => (req) => {
+  const t = token.get();
+  if (t) req.header.set("authorization", `Bearer ${t}`);
+  return next(req);
+};
+const transport = createConnectTransport({ baseUrl: location.origin, interceptors: [auth] });
+
+export const api = {
+  deployments: createClient(DeploymentService, transport),
+  sentinels: createClient(SentinelService, transport),
+  networkPolicies: createClient(NetworkPolicyService, transport),
+  regions: createClient(RegionService, transport),
+  operators: createClient(OperatorService, transport),
+  history: createClient(HistoryService, transport),
+  status: createClient(StatusService, transport),
+};
+export type Api = { [K in keyof typeof api]: (typeof api)[K] extends Client<infer S> ? Client<S> : never };
+
+/** Who is signed in. */
+export interface Session {
+  actor: string;
+  role: Role;
+}
+
+export const canWrite = (session: Session) => session.role >= Role.DEPLOYER;
+
+/** Why a call failed, as a person reads it; sign-in problems end the session. */
+export function problem(error: unknown): string {
+  const e = ConnectError.from(error);
+  return `${Code[e.code] ?? "Unknown"}: ${e.rawMessage}`;
+}
+
+export function isSignedOut(error: unknown): boolean {
+  return ConnectError.from(error).code === Code.Unauthenticated;
+}
+
+/** The fleet as the console shows it, kept live by the status stream. */
+export interface Fleet {
+  deployments: Map<string, Deployment>;
+  /** Per deployment, its regions' status (from the stream: newer than `deployments`' own). */
+  statuses: Map<string, RegionStatus[]>;
+  regions: Map<string, Region>;
+  /** When the stream last confirmed the data (ms); undefined until the first SYNCED. */
+  syncedAt: number | undefined;
+  /** Set while the stream is down: since when the data is stale, and why. */
+  reconnecting: { since: number; why: string } | undefined;
+}
+
+export function emptyFleet(): Fleet {
+  return { deployments: new Map(), statuses: new Map(), regions: new Map(), syncedAt: undefined, reconnecting: undefined };
+}
+
+/**
+ * Follows the status stream until `signal` aborts: a snapshot, then changes; after a drop,
+ * resumes from the last cursor (after a ctrl restart too). `changed` is called (coalesced
+ * to one call per animation frame) whenever the fleet moved.
+ */
+export async function followFleet(fleet: Fleet, changed: () => void, signal: AbortSignal, onSignedOut: (why: string) => void): Promise<void> {
+  let cursor: bigint | undefined;
+  let scheduled = false;
+  const notify = () => {
+    if (scheduled) return;
+    scheduled = true;
+    requestAnimationFrame(() => {
+      scheduled = false;
+      changed();
+    });
+  };
+  while (!signal.aborted) {
+    try {
+      const revisions = new Map<string, bigint>();
+      for await (const r of api.status.watchStatus({ afterCursor: cursor }, { signal })) {
+        cursor = r.cursor;
+        if (fleet.reconnecting) fleet.reconnecting = undefined;
+        const event = r.event;
+        if (event.case === "synced") fleet.syncedAt = Date.now();
+        else if (event.case === "region") fleet.regions.set(event.value.name, event.value);
+        else if (event.case === "object" && event.value.resourceType === ResourceType.DEPLOYMENT) {
+          const { id, deleted, revision, regions } = event.value;
+          if (deleted) {
+            fleet.deployments.delete(id);
+            fleet.statuses.delete(id);
+          } else {
+            fleet.statuses.set(id, regions);
+            if (fleet.deployments.get(id)?.revision !== revision && revisions.get(id) !== revision) {
+              revisions.set(id, revision);
+              // The spec of a new revision (the stream carries status, not specs).
+              void api.deployments.getDeployment({ id }).then(
+                (d) => {
+                  if (d.deployment) fleet.deployments.set(id, d.deployment);
+                  notify();
+                },
+                () => {},
+              );
+            }
+          }
+        }
+        if (fleet.syncedAt !== undefined) fleet.syncedAt = Date.now();
+        notify();
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      if (isSignedOut(error)) return onSignedOut(problem(error));
+      const e = ConnectError.from(error);
+      if (e.code === Code.OutOfRange) cursor = undefined;
+      fleet.reconnecting ??= { since: fleet.syncedAt ?? Date.now(), why: problem(error) };
+      notify();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+/** Every deployment (pages of 1,000), for the first view. */
+export async function listDeployments(): Promise<Deployment[]> {
+  const all: Deployment[] = [];
+  let pageToken = "";
+  do {
+    const page = await api.deployments.listDeployments({ pageSize: 1000, pageToken });
+    all.push(...page.deployments);
+    pageToken = page.nextPageToken;
+  } while (pageToken);
+  return all;
+}
