@@ -78,13 +78,18 @@ export class Reporter {
   /** Something about `key` may have changed. */
   touch(key: string): void {
     this.#dirty.add(key);
-    this.#wakeUp.abort();
+    this.#wake();
   }
 
   /** Resend every observation once, marked as the full set (ctrl may have missed changes). */
   requestFullSet(): void {
     this.#fullSetDue = true;
-    this.#wakeUp.abort();
+    this.#wake();
+  }
+
+  /** Ends the current wait, once: abort() makes its reason (a DOMException, with a stack) even when already aborted. */
+  #wake(): void {
+    if (!this.#wakeUp.signal.aborted) this.#wakeUp.abort();
   }
 
   /** Runs until `signal` aborts. */

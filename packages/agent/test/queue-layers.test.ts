@@ -2,7 +2,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
-import { dispatch } from "../src/queue/dispatch.ts";
+import { dispatch, KEYS_PER_TURN } from "../src/queue/dispatch.ts";
 import { KeyQueue } from "../src/queue/key-queue.ts";
 import { RateLimitingQueue } from "../src/queue/rate-limiting-queue.ts";
 import { SettlingQueue } from "../src/queue/settling-queue.ts";
@@ -154,5 +154,32 @@ describe("dispatch", () => {
     assert.deepEqual(runs.slice(0, 4).sort(), ["a", "b", "bad", "c"]);
     assert.ok(runs.includes("error bad"), "a throwing handler is reported");
     assert.equal(queue.failures("bad"), 1, "and its key retried with backoff");
+  });
+
+  test("handlers that never wait for I/O still let the event loop turn every KEYS_PER_TURN keys", async () => {
+    const queue = new RateLimitingQueue(new KeyQueue());
+    const keys = KEYS_PER_TURN * 10;
+    for (let i = 0; i < keys; i++) queue.add(`k${i}`);
+    let handled = 0;
+    const handledAtTurns: number[] = [];
+    const recordTurns = () =>
+      setImmediate(() => {
+        handledAtTurns.push(handled);
+        if (handled < keys) recordTurns();
+      });
+    recordTurns();
+    const dispatching = dispatch(
+      queue,
+      async () => {
+        handled++;
+      },
+      { concurrency: 8 },
+    );
+    while (handled < keys) await new Promise((resolve) => setImmediate(resolve));
+    queue.shutDown();
+    await dispatching;
+    const gaps = handledAtTurns.slice(1).map((n, i) => n - handledAtTurns[i]!);
+    assert.ok(handledAtTurns.length >= 9, `the loop turned ${handledAtTurns.length} times during ${keys} keys`);
+    assert.ok(Math.max(...gaps) <= KEYS_PER_TURN + 8, `at most a turn's keys (and the slots' own) between turns: ${gaps.join(",")}`);
   });
 });

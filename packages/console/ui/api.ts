@@ -132,14 +132,12 @@ export async function followFleet(fleet: Fleet, changed: () => void, signal: Abo
   }
 }
 
-/** Every deployment (pages of 1,000), for the first view. */
-export async function listDeployments(): Promise<Deployment[]> {
-  const all: Deployment[] = [];
+/** Every deployment, a page of 1,000 at a time (in id order: the first page is the first rows the view shows). */
+export async function listDeployments(onPage: (page: Deployment[]) => void): Promise<void> {
   let pageToken = "";
   do {
     const page = await api.deployments.listDeployments({ pageSize: 1000, pageToken });
-    all.push(...page.deployments);
+    onPage(page.deployments);
     pageToken = page.nextPageToken;
   } while (pageToken);
-  return all;
 }

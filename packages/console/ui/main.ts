@@ -57,7 +57,15 @@ function App() {
     setFleet(live);
     void (async () => {
       try {
-        for (const d of await listDeployments()) live.deployments.set(d.id, d);
+        // The list carries each deployment's status too: the view renders from its first
+        // page on, before the status stream's own snapshot arrives.
+        await listDeployments((page) => {
+          for (const d of page) {
+            live.deployments.set(d.id, d);
+            live.statuses.set(d.id, d.status);
+          }
+          setTick((n) => n + 1);
+        });
       } catch (error) {
         if (isSignedOut(error)) return signOut("The token was refused (expired or revoked).");
       }
