@@ -47,7 +47,7 @@ export async function dispatch(
     const key = await queue.get();
     if (key === undefined) return; // shut down
     if (++handedOut % KEYS_PER_TURN === 0) nextTurn = new Promise<void>((resolve) => setImmediate(resolve)).then(() => (nextTurn = undefined));
-    if (nextTurn) await nextTurn;
+    if (nextTurn !== undefined) await nextTurn;
     try {
       await handler(key);
     } catch (error) {
