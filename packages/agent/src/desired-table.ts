@@ -74,7 +74,8 @@ function splitAttachments(attached: string | undefined): Attachments {
 }
 
 /** Why an already applied version is applied again: the live object drifted, or a periodic refresh. */
-export type ReapplyReason = "deleted" | "modified" | "refresh";
+/** Why a settled resource is applied again: an object deleted or modified, the periodic refresh, or a managed object of it that its manifests no longer include (an orphan). */
+export type ReapplyReason = "deleted" | "modified" | "refresh" | "orphan";
 
 /** The fields of an entry that are set only while a reconcile failed or a run is asked for. */
 interface Unsettled {

@@ -7,6 +7,10 @@
 //   contained in the live object, in the API server's canonical form: see compare.ts), so fields
 //   of other field managers (an added label) are left alone — and server-side apply leaves them
 //   alone too.
+// * Orphans: a managed object of a desired, settled resource that the resource's manifests no
+//   longer include (its Service once the port went to 0, written back by a stale writer) makes
+//   the resource apply again, which deletes what it must not have (Manifests.absent) with the
+//   same owner and precondition checks as prune — when it is observed, not at the next prune.
 // * Periodic refresh: a resource whose last successful apply is older than `refreshIntervalMs` is
 //   re-applied, at most `refreshPerSecond` resources per second (a safety net for missed events).
 import { sleep } from "./backoff.ts";
@@ -67,7 +71,12 @@ export class DriftCorrector {
     if (unsettled ? object !== undefined : entry.appliedVersion !== entry.version) return;
     // An object that holds what the agent applies (held() compared it) has not drifted.
     if (object && (held !== undefined || (previous && onlyStatusChanged(previous, object)))) return;
-    if (!this.#wanted(entry, object ?? previous!)) return;
+    if (!this.#wanted(entry, object ?? previous!)) {
+      if (object && !unsettled && table.requestReapply(entry.key, "orphan")) {
+        this.#options.metrics.driftCorrections.inc({ type: entry.key.slice(0, entry.key.indexOf("/")), reason: "orphan" });
+      }
+      return;
+    }
     if (!object) {
       if (unsettled) table.noteDeleted(entry.key);
       else table.requestReapply(entry.key, "deleted");

@@ -218,7 +218,7 @@ export class AgentMetrics {
 
   readonly driftCorrections = new Counter({
     name: "flotilla_agent_drift_corrections_total",
-    help: "Re-applies of already applied resources that changed the live objects, by type and reason (deleted, modified, refresh).",
+    help: "Re-applies of already applied resources that changed the live objects, by type and reason (deleted, modified, refresh, orphan: a managed object the resource no longer includes).",
     labelNames: ["type", "reason"] as const,
     registers: [this.registry],
   });

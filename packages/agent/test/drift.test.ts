@@ -131,6 +131,33 @@ describe("drift correction from watch events", () => {
     await waitConverged(stack);
   });
 
+  test("a managed object the desired manifests no longer include is deleted when observed; a foreign one of the same name is not", async () => {
+    const { emulator } = stack;
+    const deployments = stack.t.client(DeploymentService);
+    for (const id of ["portless", "theirs"]) await deployments.createDeployment({ deployment: { ...app(id), port: 0 } });
+    await waitConverged(stack);
+    const service = (name: string, labels: Record<string, string>) => ({
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name, namespace: "drift", labels },
+      spec: { selector: { app: name }, ports: [{ name: "http", port: 80, targetPort: 80, protocol: "TCP" }] },
+    });
+    // As a deposed writer would leave it: our marks, this region, this resource.
+    const ours = {
+      "app.kubernetes.io/managed-by": "flotilla",
+      "flotilla.dev/region": REGION,
+      "flotilla.dev/resource-type": "deployment",
+      "flotilla.dev/resource-id": "portless",
+    };
+    const before = await corrections(agent, "orphan");
+    emulator.put(service("portless", ours));
+    emulator.put(service("theirs", { app: "theirs" }));
+    await waitFor(() => serviceOf(emulator, "drift", "portless") === undefined, "the orphaned Service deleted", 10_000);
+    assert.ok((await corrections(agent, "orphan")) > before, "counted as an orphan correction");
+    await sleep(1000);
+    assert.ok(serviceOf(emulator, "drift", "theirs"), "a Service that is not ours stays");
+  });
+
   test("another region's managed objects and unmanaged objects are never touched", async () => {
     const { emulator } = stack;
     const before = await corrections(agent);
