@@ -44,6 +44,13 @@ for build in "$out"/packages/*/native/build.sh; do
   [ -e "$build" ] && sh "$build"
 done
 
+# ctrl's store applies the repository's migrations/ (../../../migrations/ from its src/),
+# which import the store's dependencies (kysely).
+if [ "$app" = ctrl ]; then
+  cp -R migrations "$out/migrations"
+  ln -s ../packages/store/node_modules "$out/migrations/node_modules"
+fi
+
 # Types stripped at build time: a process that loads no .ts file never loads Node's
 # TypeScript stripper (about 22 MB of the agent's RSS).
 node --disable-warning=ExperimentalWarning deploy/to-javascript.ts "$out"

@@ -9,7 +9,7 @@ import { dirname, join, relative, resolve, sep } from "node:path";
 
 const ROOT = resolve(import.meta.dirname, "..");
 /** Trees whose files are checked; each package and each top-level folder is a unit of its own. */
-const TREES = ["packages", "bench", "scripts"];
+const TREES = ["packages", "migrations", "bench", "scripts"];
 const SKIP = new Set(["node_modules", "gen", "fixtures"]);
 
 const problems: string[] = [];

@@ -14,7 +14,7 @@ import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProce
 
 const ADMIN_TOKEN = "bundle-test-admin-token";
 
-/** The workspace packages' package.json files and sources (each file's path and content). */
+/** The workspace packages' package.json files and sources, and the migrations (each file's path and content). */
 function workspaceFiles(): Map<string, string> {
   const files = new Map<string, string>();
   const collect = (path: string): void => {
@@ -23,8 +23,9 @@ function workspaceFiles(): Map<string, string> {
     else for (const name of readdirSync(path)) collect(join(path, name));
   };
   for (const name of readdirSync(join(REPO_ROOT, "packages"))) {
-    for (const part of ["package.json", "src", "migrations"]) collect(join(REPO_ROOT, "packages", name, part));
+    for (const part of ["package.json", "src"]) collect(join(REPO_ROOT, "packages", name, part));
   }
+  collect(join(REPO_ROOT, "migrations"));
   return files;
 }
 
@@ -160,7 +161,7 @@ test("the images' bundles start ctrl, the agent, the emulator and the CLI from t
   assert.equal(applied.spec.replicas, 2);
   await eventually(async () => (await fetch(`${agent.url}/readyz`)).ok, "the agent to be ready");
   assert.doesNotMatch(agent.process.output() + ctrl.process.output(), /Error:|\n\s+at /, "no stack trace in the logs");
-  assert.ok(readFileSync(join(out, "ctrl/packages/store/migrations/0001_desired_state.js"), "utf8").length > 0, "ctrl's bundle carries the migrations");
+  assert.ok(readFileSync(join(out, "ctrl/migrations/0001_desired_state.js"), "utf8").length > 0, "ctrl's bundle carries the migrations");
 
   // The CLI the ctrl image carries, from its bundle, against the bundled ctrl.
   assert.deepEqual(

@@ -1,4 +1,4 @@
-// Row types of the desired-state database (see ../migrations/). Times are Unix milliseconds.
+// Row types of the desired-state database (see the repository's migrations/). Times are Unix milliseconds.
 import type { Generated } from "kysely";
 
 export interface RegionsTable {

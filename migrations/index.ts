@@ -1,0 +1,21 @@
+// The database schema as versioned, portable Kysely migrations, applied in name order by
+// @flotilla/store (packages/store/src/migrate.ts). Imported statically, so that a bundler
+// carries every migration into ctrl's bundle; a new migration is a new file here and a
+// line below (packages/store/test/migrations.test.ts checks that both agree).
+import type { Migration } from "kysely/migration";
+import * as desiredState from "./0001_desired_state.ts";
+import * as observations from "./0002_observations.ts";
+import * as agentTokenLifecycle from "./0003_agent_token_lifecycle.ts";
+import * as leaderEpochs from "./0004_leader_epochs.ts";
+import * as agentTokenMac from "./0005_agent_token_mac.ts";
+import * as operatorsHistory from "./0006_operators_history.ts";
+
+/** Every migration, by name (its file name without the extension). */
+export const MIGRATIONS: Readonly<Record<string, Migration>> = {
+  "0001_desired_state": desiredState,
+  "0002_observations": observations,
+  "0003_agent_token_lifecycle": agentTokenLifecycle,
+  "0004_leader_epochs": leaderEpochs,
+  "0005_agent_token_mac": agentTokenMac,
+  "0006_operators_history": operatorsHistory,
+};
