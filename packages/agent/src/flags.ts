@@ -4,7 +4,7 @@
 // (scripts/config-tables.ts).
 import { formatDuration, markdownTable, usage, type OptionSpec } from "@flotilla/runtime";
 import { AGENT_DEFAULTS } from "./config.ts";
-import { KUBE_IDLE_TIMEOUT_MS, KUBE_MAX_CONNECTIONS } from "./kube-limits.ts";
+import { KUBE_CREDENTIALS_RECHECK_MS, KUBE_IDLE_TIMEOUT_MS, KUBE_MAX_CONNECTIONS } from "./kube-limits.ts";
 
 export const AGENT_ENV_PREFIX = "FLOTILLA_AGENT_";
 
@@ -22,6 +22,11 @@ export const AGENT_OPTIONS = [
     flag: "kube-max-connections",
     default: String(KUBE_MAX_CONNECTIONS),
     description: "connections to the Kubernetes API server at most (each watch holds one)",
+  },
+  {
+    flag: "kube-credentials-recheck",
+    default: formatDuration(KUBE_CREDENTIALS_RECHECK_MS),
+    description: "the kubeconfig's credential files (token, CA, client certificate and key) are read again at most this often: a rotation is used within it",
   },
   {
     flag: "kube-idle-timeout",

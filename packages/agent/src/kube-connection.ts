@@ -25,7 +25,7 @@ import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
 import { parse, stringify } from "yaml";
 import { ReloadingFiles, silentLogger, type Logger } from "@flotilla/runtime";
-import { KUBE_MAX_CONNECTIONS } from "./kube-limits.ts";
+import { KUBE_CREDENTIALS_RECHECK_MS, KUBE_MAX_CONNECTIONS } from "./kube-limits.ts";
 
 /** The service account's files in every pod (client-go's rest.InClusterConfig). */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -57,6 +57,8 @@ export interface ConnectionOptions {
   maxConnections?: number;
   /** Where rotated credentials are reported. Default: nowhere. */
   log?: Logger;
+  /** The credential files are read again at most this often. Default KUBE_CREDENTIALS_RECHECK_MS. */
+  credentialsRecheckMs?: number;
 }
 
 /**
@@ -308,7 +310,7 @@ interface Credentials {
 
 /**
  * A connection whose credentials this module computes. The files (CA, client certificate and key,
- * token) are read before every request and loaded again when their contents changed, as ctrl's
+ * token) are read again at most every `credentialsRecheckMs` and loaded again when their contents changed, as ctrl's
  * and the ctrl transport's certificates are (ReloadingFiles): a rotated token or certificate is
  * used by the next request (client-go re-reads a token file at least every minute), and a
  * certificate without its matching key yet (mid-rotation) keeps the previous pair.
@@ -319,7 +321,11 @@ class StaticConnection implements KubeConnection {
   readonly #files: ReloadingFiles<RequestCredentials>;
   readonly #pool: ConnectionPool;
 
-  constructor(server: URL, credentials: Credentials, { maxConnections = KUBE_MAX_CONNECTIONS, log = silentLogger }: ConnectionOptions) {
+  constructor(
+    server: URL,
+    credentials: Credentials,
+    { maxConnections = KUBE_MAX_CONNECTIONS, log = silentLogger, credentialsRecheckMs = KUBE_CREDENTIALS_RECHECK_MS }: ConnectionOptions,
+  ) {
     this.server = server;
     this.maxConnections = maxConnections;
     this.#pool = new ConnectionPool(server, maxConnections);
@@ -337,6 +343,7 @@ class StaticConnection implements KubeConnection {
     try {
       this.#files = new ReloadingFiles<RequestCredentials>({
         paths: files.map((file) => file.path),
+        recheckMs: credentialsRecheckMs,
         load: (contents) => {
           const read = (source: Source | undefined) => (source === undefined ? undefined : "data" in source ? source.data : contents[files.indexOf(source)]);
           const tls = { ca: read(ca), cert: read(cert), key: read(key), rejectUnauthorized, servername };

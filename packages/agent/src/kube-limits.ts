@@ -1,4 +1,4 @@
-// The bounds of the agent's Kubernetes client (flags --kube-max-connections and
+// The bounds of the agent's Kubernetes client (flags --kube-max-connections, --kube-credentials-recheck and
 // --kube-idle-timeout), apart from the client so that the flags table does not load it.
 
 /**
@@ -14,3 +14,10 @@ export const KUBE_MAX_CONNECTIONS = 32;
  * body timeouts, which @kubernetes/client-node had. A watch receives a bookmark every minute.
  */
 export const KUBE_IDLE_TIMEOUT_MS = 300_000;
+
+/**
+ * The credential files (token, CA, client certificate and key) are read again at most once a
+ * second, not before every request: a restart of 100,000 resources makes some 200,000
+ * requests. A rotation is used within a second (client-go re-reads a token file every minute).
+ */
+export const KUBE_CREDENTIALS_RECHECK_MS = 1000;

@@ -64,7 +64,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     if (!(idleTimeoutMs > 0)) throw new Error("--kube-idle-timeout must be positive");
     // Loaded only for this target.
     const { KubernetesTarget, KubeClient, loadKubeConnection } = await import("./kubernetes.ts");
-    const connection = await loadKubeConnection({ kubeconfig: text("kubeconfig"), maxConnections, log });
+    const credentialsRecheckMs = duration("kube-credentials-recheck");
+    const connection = await loadKubeConnection({ kubeconfig: text("kubeconfig"), maxConnections, log, credentialsRecheckMs });
     target = new KubernetesTarget({ kubeClient: new KubeClient(connection, { idleTimeoutMs }), region });
   } else if (text("target") === "render") {
     target = new RenderTarget({ dir: text("render-dir") ?? required("--render-dir (with --target render)"), region });

@@ -15,6 +15,11 @@ import { initPki, issueAgent } from "@flotilla/ctrl/pki";
 import { KubeApiError, KubeClient, resourcePath, type ApiObject, type ListMetadata, type Query, type WatchEvent } from "../src/kube-api.ts";
 import { inClusterConnection, kubeconfigConnection, kubeconfigConnectionFromString, loadKubeConnection } from "../src/kube-connection.ts";
 
+/** Credential files are read again at most this often in these tests (--kube-credentials-recheck, 1 s by default). */
+const RECHECK_MS = 200;
+/** Waits until a rotation written now is read (the recheck interval has passed). */
+const rechecked = () => new Promise((resolve) => setTimeout(resolve, RECHECK_MS + 50));
+
 /** Every item of one list page, and the page's metadata. */
 async function listAll(client: KubeClient, path: string, query: Query = {}): Promise<{ items: ApiObject[]; metadata: ListMetadata }> {
   const items: ApiObject[] = [];
@@ -328,10 +333,13 @@ describe("credentials", () => {
     const bot = await serviceAccountToken(guarded, "bot");
     const path = writeKubeconfig("token-file", guarded.url, { tokenFile: "token" });
     writeFileSync(join(dir, "token-file", "token"), `${ADMIN_TOKEN}\n`);
-    const client = new KubeClient(await kubeconfigConnection([path]));
+    const client = new KubeClient(await kubeconfigConnection([path], { credentialsRecheckMs: RECHECK_MS }));
     await listAll(client, "/apis/apps/v1/deployments");
     assert.equal(lastUser(guarded), ADMIN_USER);
     writeFileSync(join(dir, "token-file", "token"), bot.token);
+    await listAll(client, "/apis/apps/v1/deployments");
+    assert.equal(lastUser(guarded), ADMIN_USER, "within the recheck interval the file is not read again");
+    await rechecked();
     const forbidden = await rejection(listAll(client, "/apis/apps/v1/deployments"));
     assert.equal(forbidden.statusCode, 403);
     assert.equal(forbidden.reason, "Forbidden");
@@ -357,12 +365,13 @@ describe("credentials", () => {
     writeFileSync(join(serviceAccount, "token"), accounts[0]!.token);
     const url = new URL(tls.url);
     const env = { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port };
-    const client = new KubeClient(inClusterConnection({ env, dir: serviceAccount }));
+    const client = new KubeClient(inClusterConnection({ env, dir: serviceAccount, credentialsRecheckMs: RECHECK_MS }));
     await listAll(client, "/apis/apps/v1/deployments");
     assert.equal(lastUser(tls), accounts[0]!.user);
     // The kubelet replaces the projected token atomically.
     writeFileSync(join(serviceAccount, "token.new"), accounts[1]!.token);
     renameSync(join(serviceAccount, "token.new"), join(serviceAccount, "token"));
+    await rechecked();
     await listAll(client, "/apis/apps/v1/deployments");
     assert.equal(lastUser(tls), accounts[1]!.user, "the rotated token is sent");
     assert.equal(
@@ -395,11 +404,13 @@ describe("credentials", () => {
     const log = createLogger({ level: "debug", write: (line) => lines.push(line) });
     const path = writeKubeconfig("quiet", guarded.url, { tokenFile: "token" });
     writeFileSync(join(dir, "quiet", "token"), `${ADMIN_TOKEN}\n`);
-    const client = new KubeClient(await kubeconfigConnection([path], { log }));
+    const client = new KubeClient(await kubeconfigConnection([path], { log, credentialsRecheckMs: RECHECK_MS }));
     await listAll(client, "/apis/apps/v1/deployments");
     writeFileSync(join(dir, "quiet", "token"), bot.token); // logged as a rotation; then 403
+    await rechecked();
     const forbidden = await rejection(listAll(client, "/apis/apps/v1/deployments"));
     writeFileSync(join(dir, "quiet", "token"), "nobody-issued-this"); // logged as a rotation; then 401
+    await rechecked();
     const unauthorized = await rejection(listAll(client, "/apis/apps/v1/deployments"));
     assert.deepEqual([forbidden.statusCode, unauthorized.statusCode], [403, 401]);
     assert.equal(lines.filter((line) => /Kubernetes credentials changed/.test(line)).length, 2, lines.join("\n"));

@@ -15,6 +15,11 @@ import { kubeconfigConnection, kubeconfigConnectionFromString } from "../src/kub
 import { KubernetesTarget } from "../src/targets/kubernetes.ts";
 import { REGION } from "@flotilla/testkit/stack";
 
+/** Credential files are read again at most this often here (--kube-credentials-recheck, 1 s by default). */
+const RECHECK_MS = 200;
+/** Waits until a rotation written now is read (the recheck interval has passed). */
+const rechecked = () => new Promise((resolve) => setTimeout(resolve, RECHECK_MS + 50));
+
 const APPLIES = 50;
 /** As the agent's default concurrency. */
 const WORKERS = 8;
@@ -96,7 +101,10 @@ test("a rotated client certificate file gets a connection pool of its own, over 
   );
   const logs: string[] = [];
   const log = createLogger({ write: (line) => logs.push(line) });
-  const target = new KubernetesTarget({ kubeClient: new KubeClient(await kubeconfigConnection([kubeconfig], { log })), region: REGION });
+  const target = new KubernetesTarget({
+    kubeClient: new KubeClient(await kubeconfigConnection([kubeconfig], { log, credentialsRecheckMs: RECHECK_MS })),
+    region: REGION,
+  });
   const apply = (i: number) => target.apply(deployment(`rotated-${i}`, "rotation"));
   const lastUser = () => tlsEmulator.requestLog.at(-1)?.user;
   await apply(0);
@@ -106,11 +114,13 @@ test("a rotated client certificate file gets a connection pool of its own, over 
   assert.equal(lastUser(), users[0]!.user);
   // Mid-rotation: the new certificate without its key yet; the previous pair stays in use.
   copyFileSync(users[1]!.cert, join(dir, "client.pem"));
+  await rechecked();
   await apply(5);
   assert.equal(tlsEmulator.connectionCount, settled, "the previous pair's pool is still used");
   assert.equal(lastUser(), users[0]!.user);
   assert.match(logs.join("\n"), /Kubernetes credentials changed .* but do not load; keeping the previous ones/);
   rotate(1);
+  await rechecked();
   await apply(2);
   assert.ok(tlsEmulator.connectionCount > settled, "new settings: a new pool, hence a new connection");
   assert.equal(lastUser(), users[1]!.user, "the rotated certificate is presented");

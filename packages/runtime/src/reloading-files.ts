@@ -11,6 +11,8 @@ export interface ReloadingFilesOptions<T> {
   onReloaded(paths: readonly string[]): void;
   /** A changed set of files did not load; the previous value stays until the contents change again. */
   onRejected(paths: readonly string[], error: unknown): void;
+  /** The files are read again at most this often (ms); in between, current() returns the loaded value. Default 0: every call. */
+  recheckMs?: number;
 }
 
 /**
@@ -22,20 +24,27 @@ export interface ReloadingFilesOptions<T> {
  * - changed contents that load: the new value from now on (`onReloaded` once);
  * - changed contents that do not load: the previous value, `onRejected` once for those contents.
  * The constructor loads the files once and throws if they do not load: a start fails loudly.
+ * With `recheckMs`, the files are read at most that often: a process making thousands of
+ * requests a second reads them once a second, not before every request.
  */
 export class ReloadingFiles<T> {
   readonly #options: ReloadingFilesOptions<T>;
   #loaded: Buffer[];
   #rejected: Buffer[] | undefined;
   #value: T;
+  #checkedAt: number;
 
   constructor(options: ReloadingFilesOptions<T>) {
     this.#options = options;
     this.#loaded = readAll(options.paths);
     this.#value = options.load(this.#loaded);
+    this.#checkedAt = performance.now();
   }
 
   current(): T {
+    const now = performance.now();
+    if (now - this.#checkedAt < (this.#options.recheckMs ?? 0)) return this.#value;
+    this.#checkedAt = now;
     let contents: Buffer[];
     try {
       contents = readAll(this.#options.paths);

@@ -70,3 +70,21 @@ test("ReloadingFiles refuses to start on files that do not load or do not exist"
   assert.throws(() => watch(a, b), /cannot load bad-cert\+key/);
   assert.throws(() => watch(a, join(dir, "absent")), /ENOENT/);
 });
+
+test("with recheckMs, the files are read again at most that often", async () => {
+  const a = join(dir, "a9");
+  const b = join(dir, "b9");
+  writeFileSync(a, "cert-1");
+  writeFileSync(b, "key-1");
+  const files = new ReloadingFiles({
+    paths: [a, b],
+    load: (contents) => contents.map(String).join("+"),
+    onReloaded: () => {},
+    onRejected: () => {},
+    recheckMs: 300,
+  });
+  writeFileSync(a, "cert-2");
+  assert.equal(files.current(), "cert-1+key-1", "within the interval: the loaded value, no read");
+  await new Promise((resolve) => setTimeout(resolve, 350));
+  assert.equal(files.current(), "cert-2+key-1", "after it: read again");
+});
