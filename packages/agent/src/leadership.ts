@@ -32,6 +32,8 @@ export class Leadership {
     if (!newElector) return;
     const status = metrics.leaderStatus.labels({ name: leaseName });
     status.set(0);
+    // Exported from the start (client-go's convention): alerts on increase() see the first transition.
+    for (const to of ["leader", "standby"]) metrics.leaderTransitions.inc({ name: leaseName, to }, 0);
     this.#elector = newElector({
       onStartedLeading: (epoch) => {
         this.#term = new AbortController();

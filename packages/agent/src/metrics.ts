@@ -2,10 +2,15 @@
 // in tests). The work queue's and the Kubernetes client's metrics have client-go's names, so the
 // dashboards made for controllers chart them; the rest are the agent's own (flotilla_agent_*).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { ReapplyReason } from "./desired-table.ts";
+import { RESOURCE_TYPE_NAMES } from "./keys.ts";
 import type { QueueMetrics } from "./queue/key-queue.ts";
 import type { ReadinessCondition } from "./readiness.ts";
 
-export type ReconnectReason = "error" | "closed" | "inactive" | "resync_required" | "consumer_too_slow";
+export const RECONNECT_REASONS = ["error", "closed", "inactive", "resync_required", "consumer_too_slow"] as const;
+export type ReconnectReason = (typeof RECONNECT_REASONS)[number];
+/** The reasons of drift corrections (desired-table.ts's ReapplyReason). */
+const REAPPLY_REASONS = ["deleted", "modified", "refresh", "orphan"] as const satisfies readonly ReapplyReason[];
 
 /** Values read at scrape time. */
 export interface MetricSources {
@@ -137,6 +142,29 @@ export class AgentMetrics {
   constructor() {
     // process_* and nodejs_* (heap, event loop lag, GC), as ctrl has them.
     collectDefaultMetrics({ register: this.registry });
+    // (Fields are initialized before a constructor's body, wherever they are declared.)
+    this.#exportZeros();
+  }
+
+  /**
+   * Every series of the known label values, at zero, from the start (as client-go exports its
+   * workqueue metrics): a dashboard or an alert on rate() or increase() sees an idle agent,
+   * and the first event as an increase.
+   */
+  #exportZeros(): void {
+    const queue = { name: QUEUE_NAME };
+    this.queueDepth.set(queue, 0);
+    this.queueAdds.inc(queue, 0);
+    this.retries.inc(queue, 0);
+    this.queueDuration.zero(queue);
+    this.workDuration.zero(queue);
+    for (const type of RESOURCE_TYPE_NAMES) {
+      for (const op of ["apply", "delete", "skip"]) for (const result of ["success", "error"]) this.reconciles.inc({ type, op, result }, 0);
+      for (const op of ["apply", "delete"]) this.reconcileDuration.zero({ type, op });
+      for (const reason of REAPPLY_REASONS) this.driftCorrections.inc({ type, reason }, 0);
+    }
+    for (const status of ["pending", "done", "error"]) this.desiredEntries.set({ status }, 0);
+    for (const reason of RECONNECT_REASONS) this.reconnects.inc({ reason }, 0);
   }
 
   readonly coalesced = new Counter({

@@ -83,3 +83,53 @@ test("every metric the dashboard and the alerts use exists on ctrl's or the agen
   assert.deepEqual(missing, [], "metrics used but exposed by neither ctrl nor the agent");
   assert.ok(used.size >= 10, "the check saw the dashboard's and the rules' metrics");
 });
+
+/** The metric names that have at least one sample (not only a TYPE line). */
+function sampledNames(text: string): Set<string> {
+  const names = new Set<string>();
+  for (const line of text.split("\n")) if (line && !line.startsWith("#")) names.add(/^[^{\s]+/.exec(line)![0]);
+  return names;
+}
+
+test("a fresh agent exports every series the dashboard and the alerts use before any work, at zero", { timeout: 60_000 }, async (t) => {
+  const dashboard = JSON.parse(readFileSync(join(REPO_ROOT, "deploy/monitoring/dashboard.json"), "utf8")) as { panels: { targets?: { expr: string }[] }[] };
+  const rules = parse(readFileSync(join(REPO_ROOT, "deploy/monitoring/alerts.yaml"), "utf8")) as { groups: { rules: { expr: string }[] }[] };
+  const expressions = [
+    ...dashboard.panels.flatMap((p) => (p.targets ?? []).map((target) => target.expr)),
+    ...rules.groups.flatMap((g) => g.rules.map((r) => r.expr)),
+  ];
+  // The agent's series; the leader-election ones exist once --leader-elect is on (a Lease to elect on).
+  const agentSeries = [...new Set(expressions.flatMap(metricNames))].filter((name) => /^(flotilla_agent_|workqueue_)/.test(name) && !name.includes("leader"));
+  const dir = mkdtempSync(join(tmpdir(), "flotilla-monitoring-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // ctrl unreachable: the agent does no work at all.
+  const agent = startProcess(
+    [
+      "node",
+      mainOf("agent"),
+      "--ctrl-url",
+      "http://127.0.0.1:1",
+      "--region",
+      "east",
+      "--target",
+      "render",
+      "--render-dir",
+      join(dir, "render"),
+      "--listen",
+      "127.0.0.1:0",
+    ],
+    { env: { FLOTILLA_AGENT_TOKEN: "flt_agent_unused" }, cwd: dir },
+  );
+  t.after(() => agent.stop());
+  const [, agentUrl] = await agent.waitFor(/health and metrics on (http:\/\/[^\s,]+)/);
+  const text = await (await fetch(`${agentUrl}/metrics`)).text();
+  const sampled = sampledNames(text);
+  assert.deepEqual(
+    agentSeries.filter((name) => !sampled.has(name)),
+    [],
+    "series the dashboard or the alerts use that a fresh agent does not export yet",
+  );
+  assert.ok(agentSeries.length >= 5, `the check saw the agent's series: ${agentSeries.join(", ")}`);
+  assert.match(text, /^workqueue_adds_total\{name="agent"\} 0$/m, "client-go's convention: zero from the start");
+  assert.match(text, /^flotilla_agent_drift_corrections_total\{type="deployment",reason="orphan"\} 0$/m);
+});
