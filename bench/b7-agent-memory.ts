@@ -1,7 +1,7 @@
 // B7: the agent's memory with 100,000 desired resources. ctrl runs in its own process
 // (bench/ctrl-child.ts) on a database seeded like B1 (100,000 deployments in one region,
 // straight into the tables); the agent runs in another (bench/agent-child.ts, --expose-gc, from
-// the agent's production bundle: JavaScript, as the image runs it) as it really runs: the kubernetes target against the Kubernetes emulator, in a third process
+// the agent's production bundle: one JavaScript file, as the image runs it) as it really runs: the kubernetes target against the Kubernetes emulator, in a third process
 // (bench/emulator-child.ts), that already holds the 200,000 objects the agent applies, as its
 // first run leaves them (seeded in the emulator's process: the agent's manifest builder, the
 // emulator's own apply with the agent's field manager, rollouts completed by the emulator's
@@ -41,7 +41,7 @@ const SETTLE_MS = AGENT_DEFAULTS.memoryReleaseIdleMs + 3000;
 
 /** Runs one agent process to the drained state and returns its report. */
 async function runAgent(bundle: string, config: AgentChildConfig, timeoutMs: number): Promise<AgentChildReport> {
-  const child = fork(join(bundle, "agent-child.js"), [], {
+  const child = fork(join(bundle, "agent-child.mjs"), [], {
     execArgv: ["--expose-gc", ...AGENT_NODE_FLAGS],
     env: { ...process.env, ...AGENT_ENVIRONMENT, FLOTILLA_BENCH_AGENT: JSON.stringify(config) },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
@@ -159,7 +159,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
     }
     const bundleDir = await mkdtemp(join(tmpdir(), "flotilla-b7-bundle-"));
     dirs.push(bundleDir);
-    const bundle = buildAgentBundle(join(bundleDir, "agent"), ["agent-child.ts", "lib/kubernetes-target.ts"]);
+    const bundle = buildAgentBundle(join(bundleDir, "agent"), ["agent-child.ts"]);
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });
     cluster = runs > 0 ? await seededCluster(db.url, count, dirs) : undefined;
 

@@ -1,9 +1,11 @@
 #!/bin/sh
-# Builds the production bundle of one process into <out-dir>: the app, its production
-# dependencies and the workspace packages it uses, as JavaScript — what the image's runtime
-# stage copies.
+# Builds the production bundle of one process into <out-dir>, what the image's runtime stage
+# copies: the process as one JavaScript file (deploy/bundle.ts, esbuild; ctrl's bundle also
+# has the migrate and pki commands), its source map, and the node_modules of its production
+# dependencies, for what the bundle leaves out: native addons (better-sqlite3,
+# @flotilla/malloc-trim's) and the console's assets.
 #   deploy/build-bundle.sh <ctrl|agent|k8s-emulator|cli> <out-dir> [pnpm deploy flags, e.g. --offline]
-# Run from the repository root (needs pnpm and GNU realpath). deploy/Dockerfile and the production-bundle test
+# Run from the repository root (needs pnpm). deploy/Dockerfile and the production-bundle test
 # (packages/deploy/test/bundle.test.ts) both run this script, so they cannot drift apart.
 set -eu
 [ $# -ge 2 ] || { echo "usage: $0 <ctrl|agent|k8s-emulator|cli> <out-dir> [pnpm deploy flags]" >&2; exit 2; }
@@ -11,46 +13,30 @@ app=$1
 out=$2
 shift 2
 
-# The CLI is one file (deploy/bundle.ts): it has no native module, and a command's cold start
-# is most of its cost.
+# The CLI is one file with no native module: it needs no node_modules.
 if [ "$app" = cli ]; then
   mkdir -p "$out"
   node deploy/bundle.ts packages/cli/src/main.ts "$out/flotilla.mjs"
   exit 0
 fi
 
-# pnpm 10's deploy copies ("injects") workspace packages (the files their package.json
-# lists), which it does only with inject-workspace-packages; set for this command alone, the
+# The production dependencies, flat (node-linker=hoisted), so that the bundle at the root
+# resolves each external package from <out>/node_modules. pnpm 10's deploy copies ("injects")
+# workspace packages only with inject-workspace-packages; set for this command alone, the
 # workspace keeps its links.
-pnpm --config.inject-workspace-packages=true --filter "@flotilla/$app" deploy --prod "$@" "$out"
-
-# The injected workspace packages sit under node_modules/.pnpm: move each to
-# <out>/packages/<name> (where to-javascript.ts converts them, and where their sources are
-# easy to find in the image), link it back, and give it a node_modules link to its own
-# dependencies.
-for package in "$out"/node_modules/.pnpm/@flotilla+*/node_modules/@flotilla/*; do
-  [ -L "$package" ] || [ ! -e "$package" ] && continue # a dependency's link, or no match
-  name=$(basename "$package")
-  [ -e "$out/packages/$name" ] && { echo "$0: workspace package $name is injected twice" >&2; exit 1; }
-  mkdir -p "$out/packages"
-  mv "$package" "$out/packages/$name"
-  ln -s "$(realpath --relative-to="$(dirname "$package")" "$out/packages/$name")" "$package"
-  ln -s "$(realpath --relative-to="$out/packages/$name" "$(dirname "$(dirname "$package")")")" "$out/packages/$name/node_modules"
-done
+pnpm --config.inject-workspace-packages=true --config.node-linker=hoisted --filter "@flotilla/$app" deploy --prod "$@" "$out"
+# The app's own files are replaced by its bundle.
+find "$out" -mindepth 1 -maxdepth 1 ! -name node_modules -exec rm -rf {} +
 
 # Native addons (@flotilla/malloc-trim): pnpm deploy runs no script of an injected workspace
 # package, so each package's native/build.sh runs here, for the Node that runs this script.
-for build in "$out"/packages/*/native/build.sh; do
+for build in "$out"/node_modules/@flotilla/*/native/build.sh; do
   [ -e "$build" ] && sh "$build"
 done
 
-# ctrl's store applies the repository's migrations/ (../../../migrations/ from its src/),
-# which import the store's dependencies (kysely).
+node deploy/bundle.ts "packages/$app/src/main.ts" "$out/main.mjs"
 if [ "$app" = ctrl ]; then
-  cp -R migrations "$out/migrations"
-  ln -s ../packages/store/node_modules "$out/migrations/node_modules"
+  # `node /app/migrate.mjs` applies the migrations alone; `node /app/pki.mjs` makes certificates.
+  node deploy/bundle.ts packages/store/src/migrate-cli.ts "$out/migrate.mjs"
+  node deploy/bundle.ts packages/ctrl/src/pki-cli.ts "$out/pki.mjs"
 fi
-
-# Types stripped at build time: a process that loads no .ts file never loads Node's
-# TypeScript stripper (about 22 MB of the agent's RSS).
-node --disable-warning=ExperimentalWarning deploy/to-javascript.ts "$out"

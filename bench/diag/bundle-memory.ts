@@ -1,5 +1,5 @@
 // Diagnosis for finding 9 (the agent's fixed memory): the agent CLI started from the production
-// bundle (deploy/build-bundle.sh: JavaScript) and from the sources (TypeScript, stripped at load),
+// bundle (deploy/build-bundle.sh: one JavaScript file) and from the sources (TypeScript, stripped at load),
 // at 0 resources, render target and kubernetes target (against the emulator), `RUNS` runs each,
 // interleaved. Measured once /readyz answers and 2 s later, after memory-reducing GCs.
 //   node bench/diag/bundle-memory.ts [runs]
@@ -25,8 +25,8 @@ interface Measured {
 
 const dir = mkdtempSync(join(tmpdir(), "flotilla-bundle-memory-"));
 const bundle = buildAgentBundle(join(dir, "agent"), ["diag/memory-probe.ts"]);
-const probe = join(bundle, "diag/memory-probe.js");
-const mains = { bundle: join(bundle, "src/main.js"), sources: fileURLToPath(import.meta.resolve("@flotilla/agent/main")) };
+const probe = join(bundle, "diag/memory-probe.mjs");
+const mains = { bundle: join(bundle, "main.mjs"), sources: fileURLToPath(import.meta.resolve("@flotilla/agent/main")) };
 
 const [{ db }] = await testDatabases();
 const ctrl = await startTestCtrl(db!);

@@ -1,4 +1,4 @@
-// Preloaded into a measured process (`--import`, as JavaScript: bench/diag/bundle-memory.ts strips
+// Preloaded into a measured process (`--import`, as JavaScript: bench/diag/bundle-memory.ts bundles
 // it): on the IPC message "measure" it runs memory-reducing GCs (V8's "last resort", which return
 // freed pages to the system) and answers with process.memoryUsage() and whether Node's
 // TypeScript stripper (amaro) was loaded.

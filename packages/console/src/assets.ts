@@ -35,7 +35,9 @@ export type ConsoleHandler = (req: IncomingMessage | Http2ServerRequest, res: Se
 export function consoleHandler(): ConsoleHandler {
   const assets = new Map<string, Asset>();
   for (const [path, [file, type]] of Object.entries(FILES)) {
-    const body = readFileSync(new URL(`../dist/${file}`, import.meta.url));
+    // Through the package's exports, not this module's location: a bundle of ctrl inlines this
+    // module and reads the assets from the package in its node_modules.
+    const body = readFileSync(new URL(import.meta.resolve(`@flotilla/console/dist/${file}`)));
     assets.set(path, { body, type, etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"` });
   }
   return (req, response) => {

@@ -1,13 +1,15 @@
 // The production bundles of deploy/Dockerfile, built with the Dockerfile's own commands
 // (deploy/build-bundle.sh, offline from the local pnpm store) and started with each image's
 // ENTRYPOINT, ENV and HEALTHCHECK outside the workspace: what the images contain runs, with no
-// container engine needed.
+// container engine needed. Each process is one JavaScript file (esbuild, deploy/bundle.ts) beside
+// the node_modules its native addons load from.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { createRequire } from "node:module";
+import { dirname, join, relative } from "node:path";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { passesHealthcheck, readDockerfile, type Stage } from "./dockerfile.ts";
 import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
@@ -29,6 +31,13 @@ function workspaceFiles(): Map<string, string> {
   return files;
 }
 
+/** The names of the packages installed in `nodeModules` (a flat, hoisted node_modules). */
+function installedPackages(nodeModules: string): string[] {
+  return readdirSync(nodeModules).flatMap((name) =>
+    name.startsWith(".") ? [] : name.startsWith("@") ? readdirSync(join(nodeModules, name)).map((scoped) => `${name}/${scoped}`) : [name],
+  );
+}
+
 /** The TypeScript files (declarations included) under `dir`, outside node_modules. */
 function typeScriptFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -43,7 +52,11 @@ test("the images' bundles start ctrl, the agent, the emulator and the CLI from t
   const runtime = stages.get("runtime")!;
   assert.match(runtime.user ?? "", /^[1-9]\d*:[1-9]\d*$/, "the runtime user is numeric and not root");
   assert.equal(runtime.workdir, "/var/lib/flotilla");
-  assert.deepEqual(stages.get("agent")!.entrypoint, ["node", ...AGENT_NODE_FLAGS, "/app/src/main.js"], "the agent image runs with AGENT_NODE_FLAGS");
+  assert.deepEqual(
+    stages.get("agent")!.entrypoint,
+    ["node", "--enable-source-maps", ...AGENT_NODE_FLAGS, "/app/main.mjs"],
+    "the agent image runs with AGENT_NODE_FLAGS",
+  );
   for (const [name, value] of Object.entries(AGENT_ENVIRONMENT))
     assert.equal(stages.get("agent")!.env[name], value, `the agent image sets ${name} (AGENT_ENVIRONMENT)`);
 
@@ -95,30 +108,32 @@ test("the images' bundles start ctrl, the agent, the emulator and the CLI from t
   const healthy = (stage: Stage, env: Record<string, string>) => passesHealthcheck(stage.healthcheck!, { ...stage.env, ...env });
   const hostPort = (url: string) => new URL(url).host;
 
-  // Production dependencies only: no compiler, buf, gRPC interop client or test-only workspace packages.
-  // And JavaScript only: a process that loads a .ts file loads Node's type stripper (about 22 MB of the agent's RSS).
+  // One JavaScript file per process (ctrl's bundle adds the migrate and pki commands), each with
+  // its source map, beside production dependencies only: no compiler, buf, gRPC interop client
+  // or test-only workspace packages. And JavaScript only: a process that loads a .ts file loads
+  // Node's type stripper (about 22 MB of the agent's RSS).
+  const processFiles = (...names: string[]) => [...names.flatMap((name) => [`${name}.mjs`, `${name}.mjs.map`]), "node_modules"].sort();
+  assert.deepEqual(readdirSync(join(out, "ctrl")).sort(), processFiles("main", "migrate", "pki"), "ctrl's bundle is ctrl, migrate and pki");
+  for (const target of ["agent", "k8s-emulator"]) assert.deepEqual(readdirSync(join(out, target)).sort(), processFiles("main"), `${target} is one file`);
   for (const target of ["ctrl", "agent", "k8s-emulator"]) {
     assert.deepEqual(typeScriptFiles(join(out, target)), [], `${target}'s bundle has no TypeScript file outside node_modules`);
-    const installed = readdirSync(join(out, target, "node_modules/.pnpm"));
     assert.deepEqual(
-      installed.filter((name) => /^(typescript|@bufbuild\+buf|@grpc\+grpc-js|@flotilla\+(testkit|ctrl|k8s-emulator)@)/.test(name)),
+      installedPackages(join(out, target, "node_modules")).filter((name) =>
+        /^(typescript|@bufbuild\/buf|@grpc\/grpc-js|@flotilla\/(testkit|ctrl|k8s-emulator))$/.test(name),
+      ),
       [],
       `${target}'s bundle has no development packages`,
     );
   }
+  assert.match(readFileSync(join(out, "ctrl/main.mjs"), "utf8"), /from"better-sqlite3"/, "better-sqlite3 (a native addon) stays out of ctrl's bundle");
 
-  // The agent's C-heap trimming (@flotilla/malloc-trim) is built into its bundle, for the Node
-  // that builds it: the image's runtime stage has no compiler.
+  // The agent's C-heap trimming (@flotilla/malloc-trim, inlined in the bundle) loads its addon
+  // from the package in node_modules, built there for the Node that builds the bundle: the
+  // image's runtime stage has no compiler.
   if (process.platform === "linux") {
-    const loaded = execFileSync(
-      process.execPath,
-      ["--input-type=module", "-e", 'const { mallocTrim } = await import("@flotilla/malloc-trim"); console.log(typeof mallocTrim)'],
-      {
-        cwd: join(out, "agent"),
-        encoding: "utf8",
-      },
-    );
-    assert.equal(loaded.trim(), "function", "the agent's bundle carries the built malloc-trim addon");
+    const fromBundle = createRequire(join(out, "agent/main.mjs"));
+    const addon = fromBundle(join(dirname(fromBundle.resolve("@flotilla/malloc-trim/package.json")), "native/malloc-trim.node")) as { mallocTrim?: unknown };
+    assert.equal(typeof addon.mallocTrim, "function", "the agent's bundle carries the built malloc-trim addon");
   }
 
   const kubeconfig = join(root, "kubeconfig");
@@ -161,7 +176,21 @@ test("the images' bundles start ctrl, the agent, the emulator and the CLI from t
   assert.equal(applied.spec.replicas, 2);
   await eventually(async () => (await fetch(`${agent.url}/readyz`)).ok, "the agent to be ready");
   assert.doesNotMatch(agent.process.output() + ctrl.process.output(), /Error:|\n\s+at /, "no stack trace in the logs");
-  assert.ok(readFileSync(join(out, "ctrl/migrations/0001_desired_state.js"), "utf8").length > 0, "ctrl's bundle carries the migrations");
+
+  // The migrations are inlined in ctrl's bundle (ctrl applied them to its new database above); its migrate command applies them alone.
+  const migrated = execFileSync(
+    process.execPath,
+    ["--no-experimental-strip-types", join(out, "ctrl/migrate.mjs"), "--database-url", `sqlite:${join(root, "migrate.db")}`],
+    {
+      encoding: "utf8",
+    },
+  );
+  assert.match(migrated, /^applied: 0001_desired_state, /, "the bundled migrate command applies every migration");
+  assert.match(
+    execFileSync(process.execPath, ["--no-experimental-strip-types", join(out, "ctrl/pki.mjs"), "--help"], { encoding: "utf8" }),
+    /^usage: /,
+    "the bundled pki command runs",
+  );
 
   // The CLI the ctrl image carries, from its bundle, against the bundled ctrl.
   assert.deepEqual(

@@ -6,8 +6,11 @@
 // finding 9). The addon is built by the package's install script (native/build.sh).
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 
-const ADDON = new URL("../native/malloc-trim.node", import.meta.url);
+// Found through the package's name, not this module's location: a bundle of the agent inlines
+// this module and loads the addon from the package in its node_modules.
+const ADDON = fileURLToPath(new URL("native/malloc-trim.node", import.meta.resolve("@flotilla/malloc-trim/package.json")));
 
 /**
  * Returns the free pages of every malloc arena to the system; true if any were returned.
@@ -18,7 +21,7 @@ export const mallocTrim: (() => boolean) | undefined = load();
 
 function load(): (() => boolean) | undefined {
   if (process.platform !== "linux" || !existsSync(ADDON)) return undefined;
-  const addon = createRequire(import.meta.url)(ADDON.pathname) as { mallocTrim(): boolean | undefined };
+  const addon = createRequire(import.meta.url)(ADDON) as { mallocTrim(): boolean | undefined };
   if (addon.mallocTrim() === undefined) return undefined;
   return () => addon.mallocTrim() === true;
 }
