@@ -9,7 +9,7 @@ import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { basename, dirname, join } from "node:path";
+import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import { parse } from "yaml";
 import { testDatabases } from "@flotilla/testkit/databases";
@@ -117,12 +117,9 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
         env[key] = databaseUrl;
       } else env[key] = localized(mounts.get(value) ?? value.replace("/var/lib/flotilla", data));
     }
-    // The image's /app is the package's directory as JavaScript (its /app/src/main.js is the
-    // package's src/main.ts, types stripped); here the sources run.
-    const app = dirname(dirname(mainOf(service.build!.target as "ctrl" | "agent" | "k8s-emulator")));
-    const command = [...stage.entrypoint!, ...(service.command ?? [])].map((part) =>
-      part.startsWith("/app/") ? `${app}${part.slice("/app".length).replace(/\.js$/, ".ts")}` : part,
-    );
+    // The image's /app/main.mjs is the package's src/main.ts bundled (deploy/build-bundle.sh); here the sources run.
+    const main = mainOf(service.build!.target as "ctrl" | "agent" | "k8s-emulator");
+    const command = [...stage.entrypoint!, ...(service.command ?? [])].map((part) => (part === "/app/main.mjs" ? main : part));
     const started = startProcess(command, { env, cwd: data });
     running.set(name, { process: started, healthy: () => passesHealthcheck(stage.healthcheck!, env) });
   }
