@@ -1,9 +1,9 @@
 #!/bin/sh
 # Builds the production bundle of one process into <out-dir>, what the image's runtime stage
 # copies: the process as one JavaScript file (deploy/bundle.ts, esbuild; ctrl's bundle also
-# has the migrate and pki commands), its source map, and the node_modules of its production
-# dependencies, for what the bundle leaves out: native addons (better-sqlite3,
-# @flotilla/malloc-trim's) and the console's assets.
+# has the migrate and pki commands), its source map, and a node_modules with what the bundle
+# leaves out: the packages with a native addon (better-sqlite3) and the workspace packages, for
+# their files (@flotilla/malloc-trim's addon, the console's assets).
 #   deploy/build-bundle.sh <ctrl|agent|k8s-emulator|cli> <out-dir> [pnpm deploy flags, e.g. --offline]
 # Run from the repository root (needs pnpm). deploy/Dockerfile and the production-bundle test
 # (packages/deploy/test/bundle.test.ts) both run this script, so they cannot drift apart.
@@ -20,7 +20,7 @@ if [ "$app" = cli ]; then
   exit 0
 fi
 
-# The production dependencies, flat (node-linker=hoisted), so that the bundle at the root
+# The production dependencies (pruned below), flat (node-linker=hoisted), so that the bundle at the root
 # resolves each external package from <out>/node_modules. pnpm 10's deploy copies ("injects")
 # workspace packages only with inject-workspace-packages; set for this command alone, the
 # workspace keeps its links.
@@ -40,3 +40,5 @@ if [ "$app" = ctrl ]; then
   node deploy/bundle.ts packages/store/src/migrate-cli.ts "$out/migrate.mjs"
   node deploy/bundle.ts packages/ctrl/src/pki-cli.ts "$out/pki.mjs"
 fi
+# What the bundles inlined leaves node_modules.
+node deploy/prune-node-modules.ts "$out"

@@ -20,7 +20,7 @@ function packageRootOf(file: string, name: string): string | undefined {
 }
 
 /** Whether a directory holds a native addon's build recipe or a built addon (outside its node_modules). */
-function hasNativeAddon(dir: string): boolean {
+export function hasNativeAddon(dir: string): boolean {
   return readdirSync(dir, { withFileTypes: true }).some((entry) => {
     if (entry.name === "binding.gyp" || entry.name.endsWith(".node")) return true;
     return entry.isDirectory() && entry.name !== "node_modules" && hasNativeAddon(join(dir, entry.name));
@@ -48,26 +48,32 @@ const externalNativePackages: Plugin = {
   },
 };
 
-const [entry, outfile] = process.argv.slice(2);
-if (!entry || !outfile) {
-  process.stderr.write("usage: node deploy/bundle.ts <entry.ts> <out-file.mjs>\n");
-  process.exit(2);
+/** Bundles `entry` into `outfile` (and its source map beside it). */
+async function bundle(entry: string, outfile: string): Promise<void> {
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node24",
+    minify: true,
+    sourcemap: true,
+    // Stack traces need the mappings only; Node parses the whole map when the process loads (with
+    // --enable-source-maps), and the sources in it would double its size.
+    sourcesContent: false,
+    logLevel: "warning",
+    plugins: [externalNativePackages],
+    // Dependencies written as CommonJS call require(): give the module one.
+    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  });
 }
 
-await build({
-  entryPoints: [entry],
-  outfile,
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node24",
-  minify: true,
-  sourcemap: true,
-  // Stack traces need the mappings only; Node parses the whole map when the process loads (with
-  // --enable-source-maps), and the sources in it would double its size.
-  sourcesContent: false,
-  logLevel: "warning",
-  plugins: [externalNativePackages],
-  // Dependencies written as CommonJS call require(): give the module one.
-  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-});
+if (import.meta.main) {
+  const [entry, outfile] = process.argv.slice(2);
+  if (!entry || !outfile) {
+    process.stderr.write("usage: node deploy/bundle.ts <entry.ts> <out-file.mjs>\n");
+    process.exit(2);
+  }
+  await bundle(entry, outfile);
+}

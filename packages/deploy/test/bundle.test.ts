@@ -109,22 +109,27 @@ test("the images' bundles start ctrl, the agent, the emulator and the CLI from t
   const hostPort = (url: string) => new URL(url).host;
 
   // One JavaScript file per process (ctrl's bundle adds the migrate and pki commands), each with
-  // its source map, beside production dependencies only: no compiler, buf, gRPC interop client
-  // or test-only workspace packages. And JavaScript only: a process that loads a .ts file loads
-  // Node's type stripper (about 22 MB of the agent's RSS).
+  // its source map, beside a node_modules of what it leaves out: packages with a native addon and
+  // workspace packages (for their files); no test-only or application workspace package. And
+  // JavaScript only: a process that loads a .ts file loads Node's type stripper (about 22 MB of
+  // the agent's RSS).
   const processFiles = (...names: string[]) => [...names.flatMap((name) => [`${name}.mjs`, `${name}.mjs.map`]), "node_modules"].sort();
   assert.deepEqual(readdirSync(join(out, "ctrl")).sort(), processFiles("main", "migrate", "pki"), "ctrl's bundle is ctrl, migrate and pki");
   for (const target of ["agent", "k8s-emulator"]) assert.deepEqual(readdirSync(join(out, target)).sort(), processFiles("main"), `${target} is one file`);
   for (const target of ["ctrl", "agent", "k8s-emulator"]) {
     assert.deepEqual(typeScriptFiles(join(out, target)), [], `${target}'s bundle has no TypeScript file outside node_modules`);
     assert.deepEqual(
-      installedPackages(join(out, target, "node_modules")).filter((name) =>
-        /^(typescript|@bufbuild\/buf|@grpc\/grpc-js|@flotilla\/(testkit|ctrl|k8s-emulator))$/.test(name),
-      ),
+      installedPackages(join(out, target, "node_modules")).filter((name) => /^@flotilla\/(testkit|ctrl|k8s-emulator|cli)$/.test(name)),
       [],
-      `${target}'s bundle has no development packages`,
+      `${target}'s bundle has no test-only or application workspace package`,
     );
   }
+  const thirdParty = (target: string) => installedPackages(join(out, target, "node_modules")).filter((name) => !name.startsWith("@flotilla/"));
+  assert.deepEqual(thirdParty("agent"), [], "the agent's bundle inlines every dependency");
+  assert.deepEqual(thirdParty("k8s-emulator"), [], "the emulator's bundle inlines every dependency");
+  assert.ok(thirdParty("ctrl").includes("better-sqlite3"), "ctrl's bundle installs better-sqlite3 (a native addon)");
+  for (const inlined of ["kysely", "mysql2", "prom-client", "@connectrpc/connect", "typescript"])
+    assert.ok(!thirdParty("ctrl").includes(inlined), `ctrl's bundle inlines ${inlined} or leaves it out`);
   assert.match(readFileSync(join(out, "ctrl/main.mjs"), "utf8"), /from"better-sqlite3"/, "better-sqlite3 (a native addon) stays out of ctrl's bundle");
 
   // The agent's C-heap trimming (@flotilla/malloc-trim, inlined in the bundle) loads its addon
