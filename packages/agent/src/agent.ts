@@ -221,7 +221,14 @@ async function leadershipOf(config: ResolvedAgentConfig, metrics: AgentMetrics):
   const name = options.name ?? `flotilla-agent-${config.region}`;
   const namespace = options.namespace ?? podNamespace() ?? "default";
   const identity = options.identity ?? defaultIdentity();
-  return new Leadership(metrics, (callbacks) => new LeaderElector({ ...options, ...callbacks, kubeClient, name, namespace, identity, log: config.log }), name);
+  const leadership = new Leadership(
+    metrics,
+    (callbacks) => new LeaderElector({ ...options, ...callbacks, kubeClient, name, namespace, identity, log: config.log }),
+    name,
+  );
+  // Every write to the cluster checks leadership as it goes out, and is aborted when the term ends.
+  kubeClient.writeFence = () => leadership.writeFence();
+  return leadership;
 }
 
 /** ctrl's ClusterService over gRPC, authenticated with the agent token. */

@@ -156,12 +156,22 @@ interface Body {
   text: string;
 }
 
+/** The election's own objects: never fenced by it. */
+const LEASES_PATH = "/apis/coordination.k8s.io/";
+
 export class KubeClient {
   /** Every request's outcome, for metrics and the cluster's reachability. */
   readonly requests = new Listeners<RestRequest>();
   readonly connection: KubeConnection;
   /** A request without a byte either way for this long fails (KUBE_IDLE_TIMEOUT_MS says why). */
   readonly idleTimeoutMs: number;
+  /**
+   * With leader election: called right before every request that changes the cluster is sent
+   * (each attempt, retries after a stale socket included); throws when this process may not
+   * write now, else returns a signal that aborts when that permission ends, which aborts the
+   * request. Lease requests (coordination.k8s.io) are the election's own and pass.
+   */
+  writeFence: (() => AbortSignal) | undefined;
 
   constructor(connection: KubeConnection, { idleTimeoutMs = KUBE_IDLE_TIMEOUT_MS }: { idleTimeoutMs?: number } = {}) {
     this.connection = connection;
@@ -277,9 +287,12 @@ export class KubeClient {
   }
 
   /** One attempt of #send(); a StaleSocketError if a reused keep-alive socket turned out closed. */
-  async #sendOnce(method: string, path: string, query: Query | undefined, body: Body | undefined, signal?: AbortSignal): Promise<IncomingMessage> {
+  async #sendOnce(method: string, path: string, query: Query | undefined, body: Body | undefined, callerSignal?: AbortSignal): Promise<IncomingMessage> {
     const { server } = this.connection;
     const { agent, headers, auth } = await this.connection.credentials();
+    // Checked here, after the last await before the request goes out: no older than the request.
+    const fence = method !== "GET" && !path.startsWith(LEASES_PATH) ? this.writeFence?.() : undefined;
+    const signal = fence && callerSignal ? AbortSignal.any([callerSignal, fence]) : (fence ?? callerSignal);
     const url = new URL(server);
     url.pathname = `${server.pathname.replace(/\/$/, "")}${path}`;
     for (const [name, value] of Object.entries(query ?? {})) if (value !== undefined) url.searchParams.set(name, String(value));

@@ -16,6 +16,16 @@ export interface ReportingLeader {
 
 type ElectorFactory = (callbacks: Pick<LeaderElectorOptions, "onStartedLeading" | "onStoppedLeading">) => LeaderElector;
 
+/** A write refused because this agent no longer leads (its term ended, or its renew deadline passed). */
+export class NotLeadingError extends Error {
+  constructor() {
+    super("not the leader: writes to the cluster are refused");
+    this.name = "NotLeadingError";
+  }
+}
+
+const NEVER = new AbortController().signal;
+
 export class Leadership {
   readonly #elector: LeaderElector | undefined;
   /** Aborted when the current term ends; undefined before the first. */
@@ -49,6 +59,17 @@ export class Leadership {
         metrics.leaderTransitions.inc({ name: leaseName, to: "standby" });
       },
     });
+  }
+
+  /**
+   * KubeClient's write fence: throws NotLeadingError unless this agent leads now (on its own
+   * clock: within the renew deadline of its last renew), else returns the term's signal, which
+   * aborts the write when the term ends.
+   */
+  writeFence(): AbortSignal {
+    if (!this.#elector) return NEVER;
+    if (!this.isLeading() || !this.#term || this.#term.signal.aborted) throw new NotLeadingError();
+    return this.#term.signal;
   }
 
   /** This agent may apply, prune and report now. */
