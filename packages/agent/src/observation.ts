@@ -1,7 +1,8 @@
 // What the agent reports to ctrl about one resource (a ResourceObservation), derived from the
 // desired table (apply outcome) and, with the kubernetes target, the observer's live Deployment.
 import { create } from "@bufbuild/protobuf";
-import { ResourceObservationSchema, RolloutConditionSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ResourceObservationSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { RolloutConditionSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { DeploymentStatus } from "./cached-object.ts";
 import { desiredResource, type DesiredEntry, type DesiredTable } from "./desired-table.ts";

@@ -126,6 +126,7 @@ describe("flotilla, the CLI, against a running stack", () => {
     assert.match(described.stdout, /^Image: +nginx:1\.28$/m);
     assert.match(described.stdout, /^Revision: +2 by admin, .* ago \("new nginx"\)$/m);
     assert.match(described.stdout, new RegExp(`^  ${REGION} +RUNNING +2/2 `, "m"));
+    assert.match(described.stdout, new RegExp(`^  ${REGION} +Available +True `, "m"), "the Kubernetes conditions behind the phase");
   });
 
   test("apply --wait: an image that never becomes ready exits 1 naming the region and the reason; a timeout exits 2", async () => {

@@ -204,10 +204,10 @@ export function DeploymentDetail({ id, fleet, session }: { id: string; fleet: Fl
     ${error && html`<p role="alert" class="error">${error}</p>`}
     <h3>Status by region</h3>
     <table>
-      <thead><tr><th scope="col">Region</th><th scope="col">Phase</th><th scope="col">Reason</th><th scope="col">Ready</th><th scope="col">Applied / desired version</th><th scope="col">Observed</th></tr></thead>
+      <thead><tr><th scope="col">Region</th><th scope="col">Phase</th><th scope="col">Reason</th><th scope="col">Ready</th><th scope="col">Applied / desired version</th><th scope="col">Observed</th><th scope="col">Kubernetes conditions</th></tr></thead>
       <tbody>${statuses.map(
         (s) =>
-          html`<tr data-region=${s.region}><th scope="row">${s.region}</th><td><${PhaseBadge} status=${s} /></td><td class="reason">${s.reason}</td><td>${s.readyReplicas}/${s.desiredReplicas}</td><td>${String(s.appliedVersion)} / ${String(s.desiredVersion)}</td><td><${Time} ms=${msOf(s.lastObservedAt)} /></td></tr>`,
+          html`<tr data-region=${s.region}><th scope="row">${s.region}</th><td><${PhaseBadge} status=${s} /></td><td class="reason">${s.reason}</td><td>${s.readyReplicas}/${s.desiredReplicas}</td><td>${String(s.appliedVersion)} / ${String(s.desiredVersion)}</td><td><${Time} ms=${msOf(s.lastObservedAt)} /></td><td class="reason">${s.conditions.map((c) => html`<div title=${c.message}>${c.type}=${c.status}${c.reason ? ` (${c.reason})` : ""}</div>`)}</td></tr>`,
       )}</tbody>
     </table>
     <h3>Spec</h3>

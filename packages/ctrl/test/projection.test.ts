@@ -3,7 +3,8 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
-import { ResourceObservationSchema, RolloutConditionSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ResourceObservationSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { RolloutConditionSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { DesiredResourceSchema, Phase, ResourceType, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { project, type Projection } from "../src/status/projection.ts";
 

@@ -35,6 +35,7 @@ function statusDocument(status: RegionStatus | RegionStatus[]): object {
     desiredVersion: Number(s.desiredVersion),
     appliedVersion: Number(s.appliedVersion),
     lastObservedAt: isoTime(s.lastObservedAt),
+    conditions: s.conditions.map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message })),
   });
   return Array.isArray(status) ? status.map(one) : one(status);
 }
@@ -291,6 +292,11 @@ export async function describe(clients: Clients, kindName: string, name: string,
         .split("\n")
         .map((l) => `  ${l}`),
     );
+    const conditions = statuses.flatMap((s) => s.conditions.map((c) => [s.region, c.type, c.status, c.reason || "-", c.message || "-"]));
+    if (conditions.length > 0) {
+      lines.push("Conditions (Kubernetes):");
+      lines.push(...indented(table(["REGION", "TYPE", "STATUS", "REASON", "MESSAGE"], conditions)));
+    }
   }
   lines.push("Recent revisions:");
   lines.push(
@@ -303,4 +309,12 @@ export async function describe(clients: Clients, kindName: string, name: string,
       .map((l) => `  ${l}`),
   );
   out(`${lines.join("\n")}\n`);
+}
+
+/** A table's lines, indented under a heading. */
+function indented(text: string): string[] {
+  return text
+    .trimEnd()
+    .split("\n")
+    .map((l) => `  ${l}`);
 }

@@ -34,6 +34,7 @@ export function regionStatus(input: StatusInputs, now: number, options: StatusOp
     appliedVersion: stored?.observation.appliedVersion ?? 0n,
     desiredReplicas: spec?.case === "deployment" || spec?.case === "sentinel" ? spec.value.replicas : 0,
     readyReplicas: stored?.observation.readyReplicas ?? 0,
+    conditions: stored?.observation.conditions ?? [],
   });
 }
 

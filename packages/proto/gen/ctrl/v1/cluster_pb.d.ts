@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { ChangeEvent, DesiredResource, ResourceType } from "./resources_pb.js";
+import type { ChangeEvent, DesiredResource, ResourceType, RolloutCondition } from "./resources_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
@@ -145,41 +145,6 @@ export declare type WatchDeploymentChangesResponse = Message<"ctrl.v1.WatchDeplo
  * Use `create(WatchDeploymentChangesResponseSchema)` to create a new message.
  */
 export declare const WatchDeploymentChangesResponseSchema: GenMessage<WatchDeploymentChangesResponse>;
-
-/**
- * @generated from message ctrl.v1.RolloutCondition
- */
-export declare type RolloutCondition = Message<"ctrl.v1.RolloutCondition"> & {
-  /**
-   * e.g. "Progressing", "Available".
-   *
-   * @generated from field: string type = 1;
-   */
-  type: string;
-
-  /**
-   * "True", "False" or "Unknown".
-   *
-   * @generated from field: string status = 2;
-   */
-  status: string;
-
-  /**
-   * @generated from field: string reason = 3;
-   */
-  reason: string;
-
-  /**
-   * @generated from field: string message = 4;
-   */
-  message: string;
-};
-
-/**
- * Describes the message ctrl.v1.RolloutCondition.
- * Use `create(RolloutConditionSchema)` to create a new message.
- */
-export declare const RolloutConditionSchema: GenMessage<RolloutCondition>;
 
 /**
  * @generated from message ctrl.v1.ResourceObservation

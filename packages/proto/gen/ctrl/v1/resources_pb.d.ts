@@ -163,6 +163,14 @@ export declare type RegionStatus = Message<"ctrl.v1.RegionStatus"> & {
    * @generated from field: int32 ready_replicas = 9;
    */
   readyReplicas: number;
+
+  /**
+   * The Kubernetes conditions the phase was projected from (the Deployment's Progressing and
+   * Available), as last observed.
+   *
+   * @generated from field: repeated ctrl.v1.RolloutCondition conditions = 10;
+   */
+  conditions: RolloutCondition[];
 };
 
 /**
@@ -170,6 +178,43 @@ export declare type RegionStatus = Message<"ctrl.v1.RegionStatus"> & {
  * Use `create(RegionStatusSchema)` to create a new message.
  */
 export declare const RegionStatusSchema: GenMessage<RegionStatus>;
+
+/**
+ * A condition of the workload's status, as Kubernetes reports it.
+ *
+ * @generated from message ctrl.v1.RolloutCondition
+ */
+export declare type RolloutCondition = Message<"ctrl.v1.RolloutCondition"> & {
+  /**
+   * e.g. "Progressing", "Available".
+   *
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * "True", "False" or "Unknown".
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string message = 4;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message ctrl.v1.RolloutCondition.
+ * Use `create(RolloutConditionSchema)` to create a new message.
+ */
+export declare const RolloutConditionSchema: GenMessage<RolloutCondition>;
 
 /**
  * @generated from message ctrl.v1.Deployment
