@@ -9,6 +9,7 @@ import * as agentTokenLifecycle from "./0003_agent_token_lifecycle.ts";
 import * as leaderEpochs from "./0004_leader_epochs.ts";
 import * as agentTokenMac from "./0005_agent_token_mac.ts";
 import * as operatorsHistory from "./0006_operators_history.ts";
+import * as leaderSince from "./0007_leader_since.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -18,4 +19,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0004_leader_epochs": leaderEpochs,
   "0005_agent_token_mac": agentTokenMac,
   "0006_operators_history": operatorsHistory,
+  "0007_leader_since": leaderSince,
 };

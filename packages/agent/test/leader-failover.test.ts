@@ -9,6 +9,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { spawnAgent, type AgentProcess } from "@flotilla/testkit/agent-process";
 import { testDatabases } from "@flotilla/testkit/databases";
@@ -108,6 +109,10 @@ describe("agent leader election (processes)", () => {
       assert.equal((await fetch(`${a.process.url}/readyz`)).status, 200, "standbys are ready too");
     }
     assert.deepEqual(await storedLeader(), { epoch: 0, holder: leader.identity() });
+    // What the console's fleet view and `flotilla get regions` show.
+    const { region } = await stack.t.client(RegionService).getRegion({ name: REGION });
+    assert.equal(region?.agent?.leaderIdentity, leader.identity());
+    assert.ok(region?.agent?.leaderSince, "since when it leads");
   });
 
   test("kill -9 of the leader: a standby applies the next change within the lease duration + 5 s", async () => {

@@ -120,7 +120,7 @@ describe("flotilla, the CLI, against a running stack", () => {
     const roundTrip = await flotilla(["apply", "-f", "-"], {}, (await flotilla(["get", "deploy", "web", "-o", "yaml"])).stdout);
     assert.equal(roundTrip.stdout, "deployment/web unchanged\n", roundTrip.stderr);
     const regions = await flotilla(["get", "regions"]);
-    assert.match(regions.stdout, new RegExp(`^NAME +AGENT +HEAD +APPLIED +LAG +LAST-REPORT +AGE\\n${REGION} +connected`, "m"));
+    assert.match(regions.stdout, new RegExp(`^NAME +AGENT +HEAD +APPLIED +LAG +LAST-REPORT +LEADER +AGE\\n${REGION} +connected`, "m"));
     const described = await flotilla(["describe", "deployment", "web"]);
     assert.equal(described.code, 0, described.stderr);
     assert.match(described.stdout, /^Image: +nginx:1\.28$/m);

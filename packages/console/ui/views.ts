@@ -63,7 +63,7 @@ export function FleetView({ fleet }: { fleet: Fleet }) {
     <h2 id="fleet-title">Fleet</h2>
     <table>
       <caption class="visually-hidden">Regions and their agents</caption>
-      <thead><tr><th scope="col">Region</th><th scope="col">Agent</th><th scope="col">Last report</th><th scope="col">Behind head</th><th scope="col">Running</th><th scope="col">Progressing</th><th scope="col">Failed</th><th scope="col">Stale</th></tr></thead>
+      <thead><tr><th scope="col">Region</th><th scope="col">Agent</th><th scope="col">Leader</th><th scope="col">Last report</th><th scope="col">Behind head</th><th scope="col">Running</th><th scope="col">Progressing</th><th scope="col">Failed</th><th scope="col">Stale</th></tr></thead>
       <tbody>
         ${regions.map((r) => {
           const c = counts.get(r.name) ?? { RUNNING: 0, PROGRESSING: 0, FAILED: 0, STALE: 0 };
@@ -71,6 +71,7 @@ export function FleetView({ fleet }: { fleet: Fleet }) {
           return html`<tr class=${r.agent?.connected ? "" : "attention"}>
             <th scope="row">${r.name}</th>
             <td>${agent}</td>
+            <td>${r.agent?.leaderIdentity ? html`${r.agent.leaderIdentity}, since <${Time} ms=${msOf(r.agent.leaderSince)} />` : "-"}</td>
             <td><${Time} ms=${msOf(r.agent?.lastSeen)} /></td>
             <td>${r.agent ? `${r.agent.lag} versions` : "-"}</td>
             <td>${c.RUNNING}</td><td>${c.PROGRESSING}</td><td class=${c.FAILED ? "failed" : ""}>${c.FAILED}</td><td>${c.STALE}</td>

@@ -29,6 +29,14 @@ export interface StatusInputs {
   agentAppliedVersion: number | undefined;
 }
 
+export interface AgentLiveness {
+  lastSeen: number;
+  appliedVersion: number;
+  /** The newest leader's identity (agents with leader election), else undefined. */
+  leader: string | undefined;
+  leaderSince: number | undefined;
+}
+
 export interface StatusWrite {
   type: number;
   id: string;
@@ -100,10 +108,26 @@ export class ObservationRepository {
     }
   }
 
-  async agents(regionIds: number[]): Promise<Map<number, { lastSeen: number; appliedVersion: number }>> {
+  /** Each region's agent: its last report, applied version, and (with leader election) its leader and since when. */
+  async agents(regionIds: number[]): Promise<Map<number, AgentLiveness>> {
     if (regionIds.length === 0) return new Map();
-    const rows = await this.#db.selectFrom("agents").selectAll().where("region_id", "in", regionIds).execute();
-    return new Map(rows.map((r) => [r.region_id, { lastSeen: Number(r.last_seen), appliedVersion: Number(r.applied_version) }]));
+    const rows = await this.#db
+      .selectFrom("agents")
+      .leftJoin("leader_epochs", "leader_epochs.region_id", "agents.region_id")
+      .select(["agents.region_id", "agents.last_seen", "agents.applied_version", "leader_epochs.holder_identity", "leader_epochs.leader_since"])
+      .where("agents.region_id", "in", regionIds)
+      .execute();
+    return new Map(
+      rows.map((r) => [
+        r.region_id,
+        {
+          lastSeen: Number(r.last_seen),
+          appliedVersion: Number(r.applied_version),
+          leader: r.holder_identity ?? undefined,
+          leaderSince: r.leader_since == null ? undefined : Number(r.leader_since),
+        },
+      ]),
+    );
   }
 
   /**
@@ -161,14 +185,23 @@ export interface AgentReport {
 async function fence(tx: Kysely<Database>, regionId: number, leader: ReportLeader, now: number): Promise<ReportLeader | undefined> {
   const updated = await tx
     .updateTable("leader_epochs")
-    .set({ epoch: leader.epoch, holder_identity: leader.holderIdentity, updated_at: now })
+    .set((eb) => ({
+      epoch: leader.epoch,
+      holder_identity: leader.holderIdentity,
+      updated_at: now,
+      // A new epoch starts its leadership now; the same leader's reports keep the start.
+      leader_since: eb.case().when("epoch", "<", leader.epoch).then(now).else(eb.ref("leader_since")).end(),
+    }))
     .where("region_id", "=", regionId)
     .where((eb) => eb.or([eb("epoch", "<", leader.epoch), eb.and([eb("epoch", "=", leader.epoch), eb("holder_identity", "=", leader.holderIdentity)])]))
     .executeTakeFirst();
   if (Number(updated.numUpdatedRows) > 0) return undefined;
   const newest = await tx.selectFrom("leader_epochs").select(["epoch", "holder_identity"]).where("region_id", "=", regionId).executeTakeFirst();
   if (newest) return { epoch: Number(newest.epoch), holderIdentity: newest.holder_identity };
-  await tx.insertInto("leader_epochs").values({ region_id: regionId, epoch: leader.epoch, holder_identity: leader.holderIdentity, updated_at: now }).execute();
+  await tx
+    .insertInto("leader_epochs")
+    .values({ region_id: regionId, epoch: leader.epoch, holder_identity: leader.holderIdentity, updated_at: now, leader_since: now })
+    .execute();
   return undefined;
 }
 

@@ -85,6 +85,8 @@ export interface LeaderEpochsTable {
   epoch: number;
   holder_identity: string;
   updated_at: number;
+  /** When this epoch's first report arrived; null for rows written before it was recorded. */
+  leader_since: number | null;
 }
 
 /** Liveness of each region's agent. */

@@ -154,7 +154,7 @@ async function getRegions(clients: Clients, name: string | undefined, format: Ou
   }
   out(
     table(
-      ["NAME", "AGENT", "HEAD", "APPLIED", "LAG", "LAST-REPORT", "AGE"],
+      ["NAME", "AGENT", "HEAD", "APPLIED", "LAG", "LAST-REPORT", "LEADER", "AGE"],
       regions.map((r) => [
         r.name,
         r.agent ? (r.agent.connected ? "connected" : "STALE") : "none",
@@ -162,6 +162,7 @@ async function getRegions(clients: Clients, name: string | undefined, format: Ou
         r.agent ? String(r.agent.appliedVersion) : "-",
         r.agent ? String(r.agent.lag) : "-",
         r.agent ? `${age(r.agent.lastSeen)} ago` : "never",
+        r.agent?.leaderIdentity ? `${r.agent.leaderIdentity} (${age(r.agent.leaderSince)})` : "-",
         age(r.createTime),
       ]),
     ),

@@ -63,6 +63,8 @@ export async function withAgentStatus(store: Store, regions: Region[], options: 
       lastSeen: timestampFromMs(agent.lastSeen),
       appliedVersion: BigInt(agent.appliedVersion),
       lag: r.headVersion > BigInt(agent.appliedVersion) ? r.headVersion - BigInt(agent.appliedVersion) : 0n,
+      leaderIdentity: agent.leader ?? "",
+      leaderSince: agent.leaderSince === undefined ? undefined : timestampFromMs(agent.leaderSince),
     });
   }
   return regions;

@@ -78,7 +78,7 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
         const page = await store.regions.list(PAGE, token);
         for (const region of await withAgentStatus(store, page.items, statusOptions)) {
           const a = region.agent;
-          const fingerprint = `${region.headVersion}/${a?.connected}/${a?.appliedVersion}/${a?.lastSeen?.seconds}`;
+          const fingerprint = `${region.headVersion}/${a?.connected}/${a?.appliedVersion}/${a?.lastSeen?.seconds}/${a?.leaderIdentity}`;
           if (sentRegions.get(region.name) !== fingerprint) changed.push(region);
           sentRegions.set(region.name, fingerprint);
         }

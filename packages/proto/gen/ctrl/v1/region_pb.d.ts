@@ -75,6 +75,19 @@ export declare type AgentStatus = Message<"ctrl.v1.AgentStatus"> & {
    * @generated from field: int64 lag = 4;
    */
   lag: bigint;
+
+  /**
+   * With leader election: the leading agent's identity (its Lease holder), and since when it
+   * leads (its epoch's first report). Empty without leader election.
+   *
+   * @generated from field: string leader_identity = 5;
+   */
+  leaderIdentity: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp leader_since = 6;
+   */
+  leaderSince?: Timestamp | undefined;
 };
 
 /**
