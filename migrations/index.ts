@@ -10,6 +10,7 @@ import * as leaderEpochs from "./0004_leader_epochs.ts";
 import * as agentTokenMac from "./0005_agent_token_mac.ts";
 import * as operatorsHistory from "./0006_operators_history.ts";
 import * as leaderSince from "./0007_leader_since.ts";
+import * as statusTransitions from "./0008_status_transitions.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -20,4 +21,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0005_agent_token_mac": agentTokenMac,
   "0006_operators_history": operatorsHistory,
   "0007_leader_since": leaderSince,
+  "0008_status_transitions": statusTransitions,
 };

@@ -127,6 +127,11 @@ describe("flotilla, the CLI, against a running stack", () => {
     assert.match(described.stdout, /^Revision: +2 by admin, .* ago \("new nginx"\)$/m);
     assert.match(described.stdout, new RegExp(`^  ${REGION} +RUNNING +2/2 `, "m"));
     assert.match(described.stdout, new RegExp(`^  ${REGION} +Available +True `, "m"), "the Kubernetes conditions behind the phase");
+    assert.match(
+      described.stdout,
+      new RegExp(`^Recent status transitions:\\n(  .*\\n)*  ${REGION} +\\S+ ago +PROGRESSING → RUNNING `, "m"),
+      "the recent status transitions",
+    );
   });
 
   test("apply --wait: an image that never becomes ready exits 1 naming the region and the reason; a timeout exits 2", async () => {

@@ -353,6 +353,7 @@ function startRetention(store: Store, jobs: RetentionJobs, intervalMs: number, l
     try {
       await store.changes.prune(jobs.outbox, now);
       await store.audit.prune(jobs.auditMaxAgeMs, now);
+      await store.observations.pruneTransitions(jobs.auditMaxAgeMs, now);
       await store.statusEvents.prune(jobs.statusEventsMaxAgeMs, now);
     } catch (error) {
       log.error(`retention: ${error instanceof Error ? error.message : String(error)}`);

@@ -40,6 +40,8 @@ export interface AgentLiveness {
 export interface StatusWrite {
   type: number;
   id: string;
+  /** The phase stored before (undefined: first observation); a different `phase` is a transition. */
+  previousPhase: number | undefined;
   observation: ResourceObservation;
   observedAt: number;
   phase: number;
@@ -96,6 +98,7 @@ export class ObservationRepository {
             if (fencedBy) return { fencedBy };
           }
           await saveStatuses(tx, regionId, report.writes);
+          await saveTransitions(tx, regionId, report.writes, report.heartbeat?.at ?? Date.now());
           await StatusEvents.append(tx, report.writes, report.heartbeat?.at ?? Date.now());
           if (report.heartbeat) await touchAgent(tx, regionId, report.heartbeat.at, report.heartbeat.appliedVersion);
           return {};
@@ -106,6 +109,29 @@ export class ObservationRepository {
         throw error;
       }
     }
+  }
+
+  /** The newest phase transitions of a resource (every region), newest first. */
+  async transitions(type: number, id: string, limit: number): Promise<{ region: string; time: number; from: number; to: number; reason: string }[]> {
+    const rows = await this.#db
+      .selectFrom("status_transitions")
+      .innerJoin("regions", "regions.id", "status_transitions.region_id")
+      .select(["regions.name", "status_transitions.time", "status_transitions.from_phase", "status_transitions.to_phase", "status_transitions.reason"])
+      .where("status_transitions.resource_type", "=", type)
+      .where("status_transitions.resource_id", "=", id)
+      .orderBy("status_transitions.id", "desc")
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({ region: r.name, time: Number(r.time), from: r.from_phase, to: r.to_phase, reason: r.reason }));
+  }
+
+  /** Deletes transitions older than `maxAgeMs`; how many. */
+  async pruneTransitions(maxAgeMs: number, now = Date.now()): Promise<number> {
+    const result = await this.#db
+      .deleteFrom("status_transitions")
+      .where("time", "<", now - maxAgeMs)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
   }
 
   /** Each region's agent: its last report, applied version, and (with leader election) its leader and since when. */
@@ -223,6 +249,26 @@ async function saveStatuses(tx: Kysely<Database>, regionId: number, writes: Stat
         .execute();
     }
   }
+}
+
+/** Records each phase change of the written statuses. */
+async function saveTransitions(tx: Kysely<Database>, regionId: number, writes: StatusWrite[], now: number): Promise<void> {
+  const changed = writes.filter((w) => w.previousPhase !== w.phase);
+  if (changed.length === 0) return;
+  await tx
+    .insertInto("status_transitions")
+    .values(
+      changed.map((w) => ({
+        region_id: regionId,
+        resource_type: w.type,
+        resource_id: w.id,
+        time: now,
+        from_phase: w.previousPhase ?? 0,
+        to_phase: w.phase,
+        reason: w.reason.slice(0, 1024),
+      })),
+    )
+    .execute();
 }
 
 /** Records the agent's heartbeat. */

@@ -145,6 +145,18 @@ export interface StatusEventsPrunedTable {
   through_seq: number;
 }
 
+/** A change of a resource's projected phase in one region. */
+export interface StatusTransitionsTable {
+  id: Generated<number>;
+  region_id: number;
+  resource_type: number;
+  resource_id: string;
+  time: number;
+  from_phase: number;
+  to_phase: number;
+  reason: string;
+}
+
 export interface Database {
   regions: RegionsTable;
   deployments: ResourceTable;
@@ -163,6 +175,7 @@ export interface Database {
   audit_events: AuditEventsTable;
   status_events: StatusEventsTable;
   status_events_pruned: StatusEventsPrunedTable;
+  status_transitions: StatusTransitionsTable;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

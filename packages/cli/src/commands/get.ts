@@ -299,6 +299,18 @@ export async function describe(clients: Clients, kindName: string, name: string,
       lines.push(...indented(table(["REGION", "TYPE", "STATUS", "REASON", "MESSAGE"], conditions)));
     }
   }
+  const { transitions } = await clients.history.listStatusTransitions({ resourceType: kind.type, id: name, limit: 10 });
+  if (transitions.length > 0) {
+    lines.push("Recent status transitions:");
+    lines.push(
+      ...indented(
+        table(
+          ["REGION", "WHEN", "TRANSITION", "REASON"],
+          transitions.map((t) => [t.region, `${age(t.time)} ago`, `${phaseName(t.fromPhase)} → ${phaseName(t.toPhase)}`, t.reason || "-"]),
+        ),
+      ),
+    );
+  }
   lines.push("Recent revisions:");
   lines.push(
     ...table(

@@ -56,6 +56,15 @@ export function historyService(store: Store, validation: validate.ValidationOpti
       const result = (await repository.rollback(id, to, req.expectedRevision, authorOf(ctx, req.message))) as unknown as { revision: bigint };
       return { revision: toRevision(req.resourceType, id, await repository.revision(id, Number(result.revision))) };
     },
+    async listStatusTransitions(req) {
+      const repository = repositoryOf(req.resourceType);
+      const id = validate.id(req.id);
+      if (req.limit < 0) throw invalidArgument("limit", "must not be negative");
+      const rows = await store.observations.transitions(repository.kind.type, id, Math.min(req.limit || 20, 1000));
+      return {
+        transitions: rows.map((t) => ({ region: t.region, time: timestampFromMs(t.time), fromPhase: t.from, toPhase: t.to, reason: t.reason })),
+      };
+    },
     async listAuditEvents(req) {
       const page = await store.audit.list(
         { since: req.since ? timestampDate(req.since).getTime() : undefined, actor: req.actor || undefined },

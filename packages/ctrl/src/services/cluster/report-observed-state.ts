@@ -57,7 +57,15 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
         metrics.statusUpdates.inc({ result: "noop" });
         continue;
       }
-      writes.push({ type: observation.type, id: observation.id, observation, observedAt: now, phase: next.phase, reason: next.reason });
+      writes.push({
+        type: observation.type,
+        id: observation.id,
+        previousPhase: previous?.phase,
+        observation,
+        observedAt: now,
+        phase: next.phase,
+        reason: next.reason,
+      });
     }
     const appliedVersion = Number(req.appliedVersion);
     const last = persisted.get(region.id);

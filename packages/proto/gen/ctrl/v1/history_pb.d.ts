@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { Deployment, NetworkPolicy, ResourceType, Sentinel } from "./resources_pb.js";
+import type { Deployment, NetworkPolicy, Phase, ResourceType, Sentinel } from "./resources_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
@@ -358,6 +358,88 @@ export declare type ListAuditEventsResponse = Message<"ctrl.v1.ListAuditEventsRe
 export declare const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse>;
 
 /**
+ * @generated from message ctrl.v1.StatusTransition
+ */
+export declare type StatusTransition = Message<"ctrl.v1.StatusTransition"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 2;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Phase from_phase = 3;
+   */
+  fromPhase: Phase;
+
+  /**
+   * @generated from field: ctrl.v1.Phase to_phase = 4;
+   */
+  toPhase: Phase;
+
+  /**
+   * The reason projected with the new phase.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message ctrl.v1.StatusTransition.
+ * Use `create(StatusTransitionSchema)` to create a new message.
+ */
+export declare const StatusTransitionSchema: GenMessage<StatusTransition>;
+
+/**
+ * @generated from message ctrl.v1.ListStatusTransitionsRequest
+ */
+export declare type ListStatusTransitionsRequest = Message<"ctrl.v1.ListStatusTransitionsRequest"> & {
+  /**
+   * @generated from field: ctrl.v1.ResourceType resource_type = 1;
+   */
+  resourceType: ResourceType;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * Default 20, at most 1000.
+   *
+   * @generated from field: int32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message ctrl.v1.ListStatusTransitionsRequest.
+ * Use `create(ListStatusTransitionsRequestSchema)` to create a new message.
+ */
+export declare const ListStatusTransitionsRequestSchema: GenMessage<ListStatusTransitionsRequest>;
+
+/**
+ * @generated from message ctrl.v1.ListStatusTransitionsResponse
+ */
+export declare type ListStatusTransitionsResponse = Message<"ctrl.v1.ListStatusTransitionsResponse"> & {
+  /**
+   * @generated from field: repeated ctrl.v1.StatusTransition transitions = 1;
+   */
+  transitions: StatusTransition[];
+};
+
+/**
+ * Describes the message ctrl.v1.ListStatusTransitionsResponse.
+ * Use `create(ListStatusTransitionsResponseSchema)` to create a new message.
+ */
+export declare const ListStatusTransitionsResponseSchema: GenMessage<ListStatusTransitionsResponse>;
+
+/**
  * Revisions of the operator-owned resources, rollback, and the audit trail. Reads need
  * ROLE_VIEWER; Rollback needs ROLE_DEPLOYER.
  *
@@ -404,6 +486,17 @@ export declare const HistoryService: GenService<{
     methodKind: "unary";
     input: typeof ListAuditEventsRequestSchema;
     output: typeof ListAuditEventsResponseSchema;
+  },
+  /**
+   * The newest changes of an object's phase, in every region it is placed in, newest first
+   * (kept as long as the audit trail).
+   *
+   * @generated from rpc ctrl.v1.HistoryService.ListStatusTransitions
+   */
+  listStatusTransitions: {
+    methodKind: "unary";
+    input: typeof ListStatusTransitionsRequestSchema;
+    output: typeof ListStatusTransitionsResponseSchema;
   },
 }>;
 
