@@ -1,6 +1,7 @@
 // HTTP routing: maps API paths to verbs on the registry, the way the real
 // server's RequestInfoFactory does, and renders results and errors (always a
 // metav1.Status) as JSON.
+import { toTable, wantsTable } from "./table.ts";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ADMIN, unauthorized, type Authenticator, type UserInfo } from "./auth.ts";
@@ -471,9 +472,12 @@ async function serve(
     ...(access ? { authorizeCreate: () => authorizeCreate(access) } : {}),
   });
 
+  const table = wantsTable(req.headers.accept);
   switch (verb) {
-    case "get":
-      return respond(200, registry.get(rt, namespace, name!));
+    case "get": {
+      const object = registry.get(rt, namespace, name!);
+      return respond(200, table ? toTable(rt.kind, [object], { resourceVersion: object.metadata.resourceVersion }) : object);
+    }
     case "list": {
       const result = registry.list(rt, {
         namespace,
@@ -485,7 +489,7 @@ async function serve(
       const metadata: JsonObject = { resourceVersion: result.resourceVersion };
       if (result.continueToken) metadata.continue = result.continueToken;
       if (result.remainingItemCount !== undefined) metadata.remainingItemCount = result.remainingItemCount;
-      return respond(200, listBody(rt, result.items, metadata));
+      return respond(200, table ? toTable(rt.kind, result.items, metadata) : listBody(rt, result.items, metadata));
     }
     case "watch": {
       let selector = combine(parseLabelSelector(query.labelSelector), parseFieldSelector(query.fieldSelector));

@@ -242,4 +242,40 @@ spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 
     assert.equal(stored.spec.holderIdentity, "", 'a pointer to "" is not omitted');
     assert.match(await ok(["explain", "lease.spec"]), /leaseTransitions/);
   });
+
+  it("kubectl get prints the API server's columns (server-side Table printing)", async () => {
+    const manifest = [
+      "apiVersion: v1",
+      "kind: Namespace",
+      "metadata: {name: printing}",
+      "---",
+      "apiVersion: apps/v1",
+      "kind: Deployment",
+      "metadata: {name: web, namespace: printing}",
+      "spec:",
+      "  replicas: 2",
+      "  selector: {matchLabels: {app: web}}",
+      "  template:",
+      "    metadata: {labels: {app: web}}",
+      "    spec: {containers: [{name: app, image: nginx:1.27}]}",
+      "---",
+      "apiVersion: v1",
+      "kind: Service",
+      "metadata: {name: web, namespace: printing}",
+      "spec: {selector: {app: web}, ports: [{port: 80, targetPort: 80}]}",
+    ].join("\n");
+    await ok(["apply", "-f", "-"], manifest);
+    await ok(["rollout", "status", "deployment/web", "-n", "printing", "--timeout=60s"]);
+    assert.match(await ok(["get", "deploy", "-n", "printing"]), /^NAME +READY +UP-TO-DATE +AVAILABLE +AGE\nweb +2\/2 +2 +2 +\d+s\n$/);
+    assert.match(
+      await ok(["get", "deploy", "-n", "printing", "-o", "wide"]),
+      /^NAME +READY +UP-TO-DATE +AVAILABLE +AGE +CONTAINERS +IMAGES +SELECTOR\nweb +2\/2 +2 +2 +\S+ +app +nginx:1\.27 +app=web\n$/,
+    );
+    assert.match(
+      await ok(["get", "svc", "web", "-n", "printing"]),
+      /^NAME +TYPE +CLUSTER-IP +EXTERNAL-IP +PORT\(S\) +AGE\nweb +ClusterIP +\S+ +<none> +80\/TCP +\S+\n$/,
+    );
+    assert.match(await ok(["get", "ns", "printing"]), /^NAME +STATUS +AGE\nprinting +Active +\S+\n$/);
+    assert.match(await ok(["get", "deploy", "-A"]), /^NAMESPACE +NAME +READY +UP-TO-DATE +AVAILABLE +AGE\n/);
+  });
 });

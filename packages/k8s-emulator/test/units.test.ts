@@ -1,6 +1,7 @@
 // Unit tests of the pure modules: selectors, YAML decoding, JSON patch, field sets.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { humanDuration } from "../src/table.ts";
 import { fieldsOf, fromFieldsV1, toFieldsV1 } from "../src/fields.ts";
 import { jsonPatch, mergePatch, strategicMergePatch } from "../src/patch.ts";
 import { parseFieldSelector, parseLabelSelector } from "../src/selectors.ts";
@@ -150,4 +151,14 @@ describe("patches and field sets", () => {
     });
     assert.deepEqual([...fromFieldsV1(v1).keys()].sort(), [...set.keys()].sort());
   });
+});
+
+it("humanDuration: ages as kubectl prints them (k8s.io/apimachinery/pkg/util/duration)", () => {
+  const s = 1000;
+  assert.deepEqual(
+    [59 * s, 119 * s, 125 * s, 600 * s, 3 * 3600 * s + 5 * 60 * s, 30 * 3600 * s, 3 * 86_400 * s + 3600 * s, 400 * 86_400 * s, 800 * 86_400 * s].map(
+      humanDuration,
+    ),
+    ["59s", "119s", "2m5s", "10m", "3h5m", "30h", "3d1h", "400d", "2y70d"],
+  );
 });

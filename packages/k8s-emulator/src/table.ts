@@ -1,0 +1,147 @@
+// Server-side printing: `kubectl get` asks for `Accept: application/json;as=Table;v=v1;
+// g=meta.k8s.io` and prints the columns the server chose. The columns follow the API
+// server's printers (pkg/printers/internalversion/printers.go: printDeployment, printService,
+// printNamespace); other kinds get the default table (NAME, AGE), as for a resource without
+// printer columns (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go).
+import type { JsonObject, KubeObject } from "./util.ts";
+
+interface Column {
+  name: string;
+  type: "string" | "integer";
+  format?: string;
+  description: string;
+  /** 0: shown by default; 1: with -o wide. */
+  priority: number;
+}
+
+const NAME: Column = { name: "Name", type: "string", format: "name", description: "Name must be unique within a namespace.", priority: 0 };
+const AGE: Column = {
+  name: "Age",
+  type: "string",
+  description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+  priority: 0,
+};
+
+type Printer = { columns: Column[]; cells(object: KubeObject, now: number): unknown[] };
+
+const num = (value: unknown) => (typeof value === "number" ? value : 0);
+const spec = (o: KubeObject) => (o.spec ?? {}) as JsonObject;
+const status = (o: KubeObject) => (o.status ?? {}) as JsonObject;
+
+const PRINTERS: Record<string, Printer> = {
+  Deployment: {
+    columns: [
+      NAME,
+      { name: "Ready", type: "string", description: "Number of the pod with ready state", priority: 0 },
+      {
+        name: "Up-to-date",
+        type: "string",
+        description: "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+        priority: 0,
+      },
+      {
+        name: "Available",
+        type: "string",
+        description: "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+        priority: 0,
+      },
+      AGE,
+      { name: "Containers", type: "string", description: "Names of each container in the template.", priority: 1 },
+      { name: "Images", type: "string", description: "Images referenced by each container in the template.", priority: 1 },
+      { name: "Selector", type: "string", description: "Label selector for pods.", priority: 1 },
+    ],
+    cells(o, now) {
+      const containers = (((spec(o).template as JsonObject | undefined)?.spec as JsonObject | undefined)?.containers ?? []) as JsonObject[];
+      const matchLabels = ((spec(o).selector as JsonObject | undefined)?.matchLabels ?? {}) as Record<string, string>;
+      return [
+        o.metadata.name,
+        `${num(status(o).readyReplicas)}/${num(spec(o).replicas ?? 1)}`,
+        num(status(o).updatedReplicas),
+        num(status(o).availableReplicas),
+        age(o, now),
+        containers.map((c) => c.name).join(","),
+        containers.map((c) => c.image).join(","),
+        Object.entries(matchLabels)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(","),
+      ];
+    },
+  },
+  Service: {
+    columns: [
+      NAME,
+      { name: "Type", type: "string", description: "The type of the service.", priority: 0 },
+      { name: "Cluster-IP", type: "string", description: "The cluster IP of the service.", priority: 0 },
+      { name: "External-IP", type: "string", description: "The external IP of the service.", priority: 0 },
+      { name: "Port(s)", type: "string", description: "The ports of the service.", priority: 0 },
+      AGE,
+      { name: "Selector", type: "string", description: "The selector of the service.", priority: 1 },
+    ],
+    cells(o, now) {
+      const ports = (spec(o).ports ?? []) as JsonObject[];
+      const selector = (spec(o).selector ?? {}) as Record<string, string>;
+      return [
+        o.metadata.name,
+        spec(o).type ?? "ClusterIP",
+        spec(o).clusterIP ?? "<none>",
+        "<none>",
+        ports.length === 0 ? "<none>" : ports.map((p) => `${p.port}${p.nodePort ? `:${p.nodePort}` : ""}/${p.protocol ?? "TCP"}`).join(","),
+        age(o, now),
+        Object.keys(selector).length === 0
+          ? "<none>"
+          : Object.entries(selector)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(","),
+      ];
+    },
+  },
+  Namespace: {
+    columns: [NAME, { name: "Status", type: "string", description: "The status of the namespace", priority: 0 }, AGE],
+    cells: (o, now) => [o.metadata.name, status(o).phase ?? "Active", age(o, now)],
+  },
+};
+
+const DEFAULT_PRINTER: Printer = { columns: [NAME, AGE], cells: (o, now) => [o.metadata.name, age(o, now)] };
+
+/** Whether the request's Accept header asks for a Table (what kubectl get sends first). */
+export function wantsTable(accept: string | undefined): boolean {
+  return /(^|,)\s*application\/json;\s*as=Table;\s*v=v1(beta1)?;\s*g=meta\.k8s\.io/i.test(accept ?? "");
+}
+
+/** The objects as a meta.k8s.io/v1 Table, each row carrying its object (includeObject=Object, as kubectl asks). */
+export function toTable(kind: string, objects: KubeObject[], metadata: JsonObject, now = Date.now()): JsonObject {
+  const printer = PRINTERS[kind] ?? DEFAULT_PRINTER;
+  return {
+    kind: "Table",
+    apiVersion: "meta.k8s.io/v1",
+    metadata,
+    columnDefinitions: printer.columns as unknown as JsonObject[],
+    rows: objects.map((object) => ({ cells: printer.cells(object, now), object })) as unknown as JsonObject[],
+  };
+}
+
+function age(o: KubeObject, now: number): string {
+  const created = Date.parse(String(o.metadata.creationTimestamp ?? ""));
+  return Number.isNaN(created) ? "<unknown>" : humanDuration(now - created);
+}
+
+/** k8s.io/apimachinery/pkg/util/duration HumanDuration: how kubectl shows an age. */
+export function humanDuration(ms: number): string {
+  const seconds = Math.floor(ms / 1000);
+  if (seconds < -1) return "<invalid>";
+  if (seconds < 0) return "0s";
+  if (seconds < 120) return `${seconds}s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 10) return seconds % 60 === 0 ? `${minutes}m` : `${minutes}m${seconds % 60}s`;
+  if (minutes < 180) return `${minutes}m`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 8) return minutes % 60 === 0 ? `${hours}h` : `${hours}h${minutes % 60}m`;
+  if (hours < 48) return `${hours}h`;
+  if (hours < 192) return hours % 24 === 0 ? `${Math.floor(hours / 24)}d` : `${Math.floor(hours / 24)}d${hours % 24}h`;
+  if (hours < 24 * 365 * 2) return `${Math.floor(hours / 24)}d`;
+  if (hours < 24 * 365 * 8) {
+    const days = Math.floor(hours / 24) % 365;
+    return days === 0 ? `${Math.floor(hours / 24 / 365)}y` : `${Math.floor(hours / 24 / 365)}y${days}d`;
+  }
+  return `${Math.floor(hours / 24 / 365)}y`;
+}
