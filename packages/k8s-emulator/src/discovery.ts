@@ -85,6 +85,7 @@ export function apiResourceList(group: string, version: string): JsonObject | un
     for (const sub of subresourcesOf(rt)) {
       const base = { name: `${rt.resource}/${sub}`, singularName: "", namespaced: rt.namespaced };
       if (sub === "status") resources.push({ ...base, kind: rt.kind, verbs: ["get", "patch", "update"] });
+      else if (sub === "scale") resources.push({ ...base, group: "autoscaling", version: "v1", kind: "Scale", verbs: ["get", "patch", "update"] });
       else resources.push({ ...base, group: "authentication.k8s.io", version: "v1", kind: "TokenRequest", verbs: ["create"] });
     }
   }

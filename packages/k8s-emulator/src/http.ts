@@ -391,6 +391,62 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
 }
 
+/**
+ * The scale subresource of a Deployment (pkg/registry/apps/deployment/storage/storage.go,
+ * ScaleREST): an autoscaling/v1 Scale whose spec.replicas reads and writes the Deployment's,
+ * what `kubectl scale` patches.
+ */
+function serveScale(
+  ctx: HttpContext,
+  route: ResourceRoute,
+  verb: Verb,
+  body: string,
+  contentType: string,
+  write: (kind: string) => WriteOptions,
+  respond: (status: number, payload: unknown) => void,
+): void {
+  const { rt, namespace, name } = route;
+  const current = ctx.registry.get(rt, namespace, name!);
+  if (verb === "get") return respond(200, toScale(current));
+  let replicas: unknown;
+  if (verb === "update") replicas = (((decodeWriteBody(body, contentType) as JsonObject).spec ?? {}) as JsonObject).replicas;
+  else if (verb === "patch" && (contentType === "application/merge-patch+json" || contentType === "application/strategic-merge-patch+json"))
+    replicas = ((JSON.parse(body || "{}") as JsonObject).spec as JsonObject | undefined)?.replicas;
+  else
+    throw new ApiError(
+      415,
+      "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json",
+      { details: {} },
+    );
+  if (!(Number.isInteger(replicas) && (replicas as number) >= 0)) {
+    throw new ApiError(
+      422,
+      `Scale.autoscaling "${name}" is invalid: spec.replicas: Invalid value: ${JSON.stringify(replicas)}: must be greater than or equal to 0`,
+      { details: {} },
+    );
+  }
+  const next = structuredClone(current);
+  (next.spec as JsonObject).replicas = replicas;
+  respond(200, toScale(ctx.registry.update(rt, namespace, name!, next, { ...write("UpdateOptions"), scope: "main" })));
+}
+
+function toScale(deployment: KubeObject): JsonObject {
+  const { name, namespace, uid, resourceVersion, creationTimestamp } = deployment.metadata;
+  const matchLabels = (((deployment.spec as JsonObject).selector as JsonObject | undefined)?.matchLabels ?? {}) as Record<string, string>;
+  return {
+    kind: "Scale",
+    apiVersion: "autoscaling/v1",
+    metadata: { name, namespace, uid, resourceVersion, creationTimestamp },
+    spec: { replicas: (deployment.spec as JsonObject).replicas ?? 1 },
+    status: {
+      replicas: ((deployment.status ?? {}) as JsonObject).replicas ?? 0,
+      selector: Object.entries(matchLabels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(","),
+    },
+  };
+}
+
 /** Who a request is and what it asks, when RBAC is on. */
 interface RequestAccess {
   user: UserInfo;
@@ -472,6 +528,7 @@ async function serve(
     ...(access ? { authorizeCreate: () => authorizeCreate(access) } : {}),
   });
 
+  if (route.subresource === "scale") return serveScale(ctx, route, verb, body, contentType, write, respond);
   const table = wantsTable(req.headers.accept);
   switch (verb) {
     case "get": {

@@ -211,9 +211,10 @@ export const RESOURCE_TYPES: readonly ResourceType[] = [
   },
 ];
 
-/** The subresources a type serves: `status`, and `token` (TokenRequest) on ServiceAccounts. */
+/** The subresources a type serves: `status`, `scale` on Deployments, and `token` (TokenRequest) on ServiceAccounts. */
 export function subresourcesOf(rt: ResourceType): string[] {
   const served = rt.statusSubresource ? ["status"] : [];
+  if (rt.group === "apps" && rt.resource === "deployments") served.push("scale");
   if (rt.group === "" && rt.resource === "serviceaccounts") served.push("token");
   return served;
 }

@@ -277,5 +277,10 @@ spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 
     );
     assert.match(await ok(["get", "ns", "printing"]), /^NAME +STATUS +AGE\nprinting +Active +\S+\n$/);
     assert.match(await ok(["get", "deploy", "-A"]), /^NAMESPACE +NAME +READY +UP-TO-DATE +AVAILABLE +AGE\n/);
+    // The scale subresource, as kubectl scale patches it.
+    assert.equal(await ok(["scale", "deployment", "web", "-n", "printing", "--replicas=3"]), "deployment.apps/web scaled\n");
+    await ok(["rollout", "status", "deployment/web", "-n", "printing", "--timeout=60s"]);
+    assert.match(await ok(["get", "deploy", "web", "-n", "printing"]), /\nweb +3\/3 +3 +3 /);
+    assert.match(await ok(["get", "--raw", "/apis/apps/v1/namespaces/printing/deployments/web/scale"]), /"kind":"Scale".*"replicas":3/);
   });
 });
