@@ -239,6 +239,10 @@ export class Registry {
       }
       if (old && applied.metadata.resourceVersion) this.checkResourceVersion(rt, old, applied.metadata.resourceVersion);
       delete applied.metadata.resourceVersion;
+      // The applied configuration is decoded into the typed object before anything compares it
+      // (fieldmanager's TypeConverter, staging/src/k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager):
+      // 1000m is 1 and 1024Mi is 1Gi for conflicts, no-op detection and managedFields alike.
+      if (isBuiltIn(rt)) canonicalize(rt, applied);
       const ctx = { manager: opts.manager, apiVersion: groupVersion(rt), scope, hasStatusSubresource: rt.statusSubresource };
       const merged = serverSideApply(old, applied as unknown as JsonObject, ctx, force);
       return { object: this.commit(rt, old, merged, opts, true), created: !old };

@@ -243,6 +243,32 @@ spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 
     assert.match(await ok(["explain", "lease.spec"]), /leaseTransitions/);
   });
 
+  it("client-side apply, then server-side apply of the same manifest with 1000m and 1024Mi: no conflict (typed values compare)", async () => {
+    const manifest = [
+      "apiVersion: v1",
+      "kind: Namespace",
+      "metadata: {name: quantities}",
+      "---",
+      "apiVersion: apps/v1",
+      "kind: Deployment",
+      "metadata: {name: q, namespace: quantities}",
+      "spec:",
+      "  replicas: 1",
+      "  selector: {matchLabels: {app: q}}",
+      "  template:",
+      "    metadata: {labels: {app: q}}",
+      "    spec: {containers: [{name: app, image: nginx:1.27, resources: {requests: {cpu: 1000m, memory: 1024Mi}}}]}",
+    ].join("\n");
+    await ok(["apply", "-f", "-"], manifest);
+    assert.match(await ok(["apply", "--server-side", "-f", "-"], manifest), /deployment\.apps\/q serverside-applied/);
+    const live = JSON.parse(await ok(["get", "deploy", "q", "-n", "quantities", "-o", "json"]));
+    assert.deepEqual(live.spec.template.spec.containers[0].resources.requests, { cpu: "1", memory: "1Gi" });
+    // A second server-side apply changes nothing: the same typed values are a no-op.
+    const before = live.metadata.resourceVersion;
+    await ok(["apply", "--server-side", "-f", "-"], manifest);
+    assert.equal(JSON.parse(await ok(["get", "deploy", "q", "-n", "quantities", "-o", "json"])).metadata.resourceVersion, before);
+  });
+
   it("kubectl get prints the API server's columns (server-side Table printing)", async () => {
     const manifest = [
       "apiVersion: v1",
