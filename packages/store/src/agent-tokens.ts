@@ -42,6 +42,23 @@ export function hashToken(token: string): string {
   return createHash("sha256").update(token).digest("hex");
 }
 
+/** Of `tokens`, those whose hash is in `table` (agent_tokens or operators) and unexpired: one query per 1,000. */
+export async function stillValidTokens(db: Kysely<Database>, table: "agent_tokens" | "operators", tokens: string[], now: number): Promise<Set<string>> {
+  const byHash = new Map(tokens.map((token) => [hashToken(token), token]));
+  const valid = new Set<string>();
+  const hashes = [...byHash.keys()];
+  for (let i = 0; i < hashes.length; i += 1000) {
+    const rows = await db
+      .selectFrom(table)
+      .select("token_hash")
+      .where("token_hash", "in", hashes.slice(i, i + 1000))
+      .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", now)]))
+      .execute();
+    for (const row of rows) valid.add(byHash.get(row.token_hash)!);
+  }
+  return valid;
+}
+
 /** What a valid token proves. */
 export interface TokenGrant {
   tokenId: string;
@@ -177,20 +194,8 @@ export class AgentTokenRepository {
   }
 
   /** Of `tokens`, those still known and unexpired (one query per 1,000). */
-  async stillValid(tokens: string[], now = Date.now()): Promise<Set<string>> {
-    const byHash = new Map(tokens.map((token) => [hashToken(token), token]));
-    const valid = new Set<string>();
-    const hashes = [...byHash.keys()];
-    for (let i = 0; i < hashes.length; i += 1000) {
-      const rows = await this.#db
-        .selectFrom("agent_tokens")
-        .select("token_hash")
-        .where("token_hash", "in", hashes.slice(i, i + 1000))
-        .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", now)]))
-        .execute();
-      for (const row of rows) valid.add(byHash.get(row.token_hash)!);
-    }
-    return valid;
+  stillValid(tokens: string[], now = Date.now()): Promise<Set<string>> {
+    return stillValidTokens(this.#db, "agent_tokens", tokens, now);
   }
 
   /** Tokens ordered by id, of one region or (regionName "") of all. */

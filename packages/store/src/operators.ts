@@ -7,7 +7,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { OperatorSchema, type Role, type Operator } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
 import type { Kysely } from "kysely";
-import { hashToken, LAST_USE_RESOLUTION_MS, tokenMac } from "./agent-tokens.ts";
+import { hashToken, LAST_USE_RESOLUTION_MS, stillValidTokens, tokenMac } from "./agent-tokens.ts";
 import { StoreError } from "./errors.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import { isDuplicateKey } from "./regions.ts";
@@ -88,20 +88,8 @@ export class OperatorRepository {
   }
 
   /** Of `tokens`, those still known and unexpired (one query per 1,000). */
-  async stillValid(tokens: string[], now = Date.now()): Promise<Set<string>> {
-    const byHash = new Map(tokens.map((token) => [hashToken(token), token]));
-    const valid = new Set<string>();
-    const hashes = [...byHash.keys()];
-    for (let i = 0; i < hashes.length; i += 1000) {
-      const rows = await this.#db
-        .selectFrom("operators")
-        .select("token_hash")
-        .where("token_hash", "in", hashes.slice(i, i + 1000))
-        .where((eb) => eb.or([eb("expire_time", "is", null), eb("expire_time", ">", now)]))
-        .execute();
-      for (const row of rows) valid.add(byHash.get(row.token_hash)!);
-    }
-    return valid;
+  stillValid(tokens: string[], now = Date.now()): Promise<Set<string>> {
+    return stillValidTokens(this.#db, "operators", tokens, now);
   }
 
   async list(requestedPageSize: number, pageToken: string): Promise<Page<Operator>> {
