@@ -1,0 +1,55 @@
+// The bounds of history: only the last `revisionHistoryLimit` revisions of an object are kept
+// (ctrl's --revision-history-limit), a deleted object's go with it, and audit events older
+// than the retention are pruned (--audit-max-age).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { create } from "@bufbuild/protobuf";
+import { DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { Store } from "@flotilla/store";
+import { freshStore, testDatabases } from "@flotilla/testkit/databases";
+
+const [{ db }] = await testDatabases();
+
+test("only the last N revisions of an object are kept; a rollback beyond them is NOT_FOUND; delete drops them", async () => {
+  const { url, cleanup } = await freshStore(db);
+  const store = await Store.open(url, { revisionHistoryLimit: 3 });
+  try {
+    await store.regions.create("east");
+    const spec = (image: string) => create(DeploymentSchema, { id: "web", namespace: "demo", image, regions: [{ region: "east", replicas: 1 }] });
+    await store.deployments.create(spec("app:1"));
+    for (let i = 2; i <= 5; i++) await store.deployments.update(spec(`app:${i}`));
+    const kept = (await store.deployments.revisions("web", 100, "")).items.map((r) => r.revision);
+    assert.deepEqual(kept, [5, 4, 3]);
+    await assert.rejects(store.deployments.rollback("web", 1, undefined), /has no revision 1 \(kept: the last 3\)/);
+    await store.deployments.delete("web");
+    const rows = await store.database.db.selectFrom("resource_revisions").select("revision").execute();
+    assert.deepEqual(rows, []);
+  } finally {
+    await store.close();
+    await cleanup();
+  }
+});
+
+test("audit events older than the retention are pruned, newer ones stay", async () => {
+  const { url, cleanup } = await freshStore(db);
+  const store = await Store.open(url);
+  try {
+    const record = (at: number) =>
+      store.audit.record(
+        { author: { actor: "admin", message: "" }, action: "CreateRegion", objectKind: "region", objectId: `r${at}`, revision: 0 },
+        undefined,
+        at,
+      );
+    const now = Date.now();
+    await record(now - 10_000);
+    await record(now - 1_000);
+    assert.equal(await store.audit.prune(5_000, now), 1);
+    assert.deepEqual(
+      (await store.audit.list({}, 100, "")).items.map((e) => e.objectId),
+      [`r${now - 1_000}`],
+    );
+  } finally {
+    await store.close();
+    await cleanup();
+  }
+});
