@@ -116,21 +116,25 @@ export class Connection {
     const stopTimer = metrics.fullSyncDuration.startTimer();
     // Staged as they arrive (not collected first: 100,000 decoded messages took ~500 MB at peak).
     const snapshot = table.stage();
-    let complete: { version: number; count: number } | undefined;
+    let complete: { version: number; count: number; removals: number } | undefined;
     const watchdog = this.#watchdog();
     try {
       for await (const response of client.syncDesiredState({ region }, { signal })) {
         watchdog.reset();
-        if (response.message.case === "batch") for (const resource of response.message.value.resources) snapshot.add(resource);
-        else if (response.message.case === "complete") {
-          complete = { version: Number(response.message.value.version), count: Number(response.message.value.resourceCount) };
+        const { message } = response;
+        if (message.case === "batch") for (const resource of message.value.resources) snapshot.add(resource);
+        else if (message.case === "removals") for (const tombstone of message.value.resources) snapshot.remove(tombstone);
+        else if (message.case === "complete") {
+          complete = { version: Number(message.value.version), count: Number(message.value.resourceCount), removals: Number(message.value.removalCount) };
         }
       }
     } finally {
       watchdog.stop();
     }
     if (!complete) throw new Error("SyncDesiredState ended without its complete marker");
-    if (complete.count !== snapshot.added) throw new Error(`snapshot announced ${complete.count} resources but sent ${snapshot.added}`);
+    if (complete.count !== snapshot.added || complete.removals !== snapshot.removed) {
+      throw new Error(`snapshot announced ${complete.count} resources and ${complete.removals} removals but sent ${snapshot.added} and ${snapshot.removed}`);
+    }
     table.replaceAll(snapshot, complete.version);
     this.#advance(complete.version);
     await afterSnapshot(complete.version);

@@ -389,6 +389,7 @@ export class SnapshotStage {
    */
   readonly resources = new Map<string, { version: number; encoded: EncodedResource | undefined }>();
   #added = 0;
+  #removed = 0;
 
   constructor(table: DesiredTable) {
     this.#table = table;
@@ -401,8 +402,19 @@ export class SnapshotStage {
     this.#added++;
   }
 
+  /** A resource deleted while the snapshot was read: it is not part of it. */
+  remove(tombstone: ResourceTombstone): void {
+    this.resources.delete(resourceKey(tombstone.type, tombstone.id));
+    this.#removed++;
+  }
+
   /** Resources added, duplicates included (to check against the count ctrl announced). */
   get added(): number {
     return this.#added;
+  }
+
+  /** Removals received (to check against the count ctrl announced). */
+  get removed(): number {
+    return this.#removed;
   }
 }

@@ -24,8 +24,11 @@ function hangUntil(signal: AbortSignal): Promise<never> {
 
 type Step = (signal: AbortSignal) => AsyncGenerator<unknown>;
 
-/** A snapshot ctrl sends; `breakAfterBatch`: the stream fails before the complete marker, `announce`: a wrong count. */
-type Snapshot = { version: number; resources: ReturnType<typeof resource>[]; breakAfterBatch?: boolean; announce?: number };
+/**
+ * A snapshot ctrl sends: its resources, then the ids in `removals` (deleted while it was
+ * read); `breakAfterBatch`: the stream fails before the complete marker, `announce`: a wrong count.
+ */
+type Snapshot = { version: number; resources: ReturnType<typeof resource>[]; removals?: string[]; breakAfterBatch?: boolean; announce?: number };
 
 function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
   const watchedFrom: (bigint | undefined)[] = [];
@@ -35,8 +38,10 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
       const snapshot = snapshots[Math.min(syncs++, snapshots.length - 1)]!;
       yield { message: { case: "batch", value: { resources: snapshot.resources } } };
       if (snapshot.breakAfterBatch) throw new ConnectError("connection reset", Code.Unavailable);
+      const removals = (snapshot.removals ?? []).map((id) => ({ type: ResourceType.DEPLOYMENT, id, namespace: "n", name: id }));
+      if (removals.length > 0) yield { message: { case: "removals", value: { resources: removals } } };
       const resourceCount = BigInt(snapshot.announce ?? snapshot.resources.length);
-      yield { message: { case: "complete", value: { version: BigInt(snapshot.version), resourceCount } } };
+      yield { message: { case: "complete", value: { version: BigInt(snapshot.version), resourceCount, removalCount: BigInt(removals.length) } } };
     },
     watchDeploymentChanges(request: WatchDeploymentChangesRequest, options: { signal: AbortSignal }) {
       watchedFrom.push(request.versionLastSeen);
@@ -136,6 +141,18 @@ describe("Connection", () => {
       "version_last_seen is sent even when 0",
     );
     assert.deepEqual(await reconnects(agent.metrics), {});
+  });
+
+  test("changes committed while the snapshot was read: a resource sent again replaces the first, a removal takes one out", async () => {
+    const ctrl = scriptedCtrl([{ version: 7, resources: [resource("a", 4), resource("b", 5), resource("b", 7)], removals: ["a"] }], []);
+    const agent = connect(ctrl.client);
+    await waitFor(() => ctrl.watchedFrom.length >= 1, "the watch after the snapshot");
+    await agent.stop();
+    assert.deepEqual(
+      [...agent.table.entries()].map((e) => [e.key, e.desired.kind, e.version]),
+      [["deployment/b", "upsert", 7]],
+    );
+    assert.equal(agent.connection.cursor, 7);
   });
 
   for (const [failure, broken] of [

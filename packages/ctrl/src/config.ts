@@ -127,13 +127,13 @@ export const CTRL_OPTIONS = [
   {
     flag: "snapshot-concurrency",
     default: "6",
-    description: "SyncDesiredState snapshots reading the database at once (keep below the MySQL pool of 10)",
+    description: "SyncDesiredState page queries running at once (keep below the MySQL pool of 10)",
     ...was("SNAPSHOT_CONCURRENCY"),
   },
   {
     flag: "snapshot-read-ahead-bytes",
-    default: String(64 * 1024 * 1024),
-    description: "bytes all SyncDesiredState snapshots together read ahead of their clients; a snapshot within it frees its connection at once",
+    default: String(16 * 1024 * 1024),
+    description: "bytes of pages all SyncDesiredState snapshots together fetch before their clients ask for them",
     ...was("SNAPSHOT_READ_AHEAD_BYTES"),
   },
   {

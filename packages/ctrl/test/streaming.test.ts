@@ -10,7 +10,7 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { assertCaughtUp, desiredInDatabase, Follower, stateDiff } from "@flotilla/testkit/follower";
+import { assertCaughtUp, desiredAtVersion, desiredInDatabase, Follower, stateDiff } from "@flotilla/testkit/follower";
 import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 import { rawGrpcCall } from "@flotilla/testkit/interop";
 import { constants as http2Constants } from "node:http2";
@@ -19,6 +19,60 @@ const REGIONS = ["r1", "r2", "r3"];
 
 function reason(error: unknown): string | undefined {
   return ConnectError.from(error).findDetails(ErrorInfoSchema)[0]?.reason;
+}
+
+/**
+ * Four writers creating, updating and deleting 300 deployments named `prefix`N across the
+ * regions (240 of them first, so a snapshot spans many batches while the writes go on), each
+ * carrying `envBytes` of environment.
+ */
+async function startLoad(t: TestCtrl, prefix: string, envBytes = 0) {
+  const deployments = t.client(DeploymentService);
+  const env = envBytes > 0 ? [{ name: "NOISE", value: "x".repeat(envBytes) }] : [];
+  const placement = (n: number) => REGIONS.filter((_, i) => (n >> i) & 1 || i === n % 3).map((region) => ({ region, replicas: n % 4 }));
+  for (let i = 0; i < 240; i++) {
+    await deployments.createDeployment({ deployment: { id: `${prefix}${i}`, namespace: "load", image: `app:${i}`, env, regions: placement(i) } });
+  }
+  let writing = true;
+  let writes = 0;
+  let failure: unknown;
+  const writer = async (w: number) => {
+    for (let n = w; writing; n += 7) {
+      const id = `${prefix}${n % 300}`;
+      const op = n % 5;
+      try {
+        if (op === 0) await deployments.deleteDeployment({ id });
+        else if (op === 1 || op === 2) {
+          await deployments.createDeployment({ deployment: { id, namespace: "load", image: `app:${n}`, env, regions: placement(n) } });
+        } else await deployments.updateDeployment({ deployment: { id, namespace: "load", image: `app:${n}`, env, regions: placement(n + 1) } });
+        writes++;
+      } catch (error) {
+        const code = ConnectError.from(error).code;
+        if (code !== Code.NotFound && code !== Code.AlreadyExists) throw error;
+      }
+    }
+  };
+  const writers = [0, 1, 2, 3].map((w) =>
+    writer(w).catch((error) => {
+      failure = error;
+      writing = false;
+    }),
+  );
+  return {
+    writes: () => writes,
+    /** Count-based, not time-based: a loaded machine only slows the test down. */
+    async writesReach(n: number) {
+      while (writes < n) {
+        if (failure) throw failure;
+        await sleep(5);
+      }
+    },
+    async stop() {
+      writing = false;
+      await Promise.all(writers);
+      if (failure) throw failure;
+    },
+  };
 }
 
 for (const { db, skip } of await testDatabases()) {
@@ -34,55 +88,15 @@ for (const { db, skip } of await testDatabases()) {
     after(() => t.close());
 
     test("snapshot → watch handoff under concurrent writes: exact state, every version once", async () => {
-      const deployments = t.client(DeploymentService);
-      const placement = (n: number) => REGIONS.filter((_, i) => (n >> i) & 1 || i === n % 3).map((region) => ({ region, replicas: n % 4 }));
-      // A few hundred resources first, so the snapshot spans many batches while writes go on.
-      for (let i = 0; i < 240; i++) {
-        await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "load", image: `app:${i}`, regions: placement(i) } });
-      }
-      let writing = true;
-      let writes = 0;
-      const writer = async (w: number) => {
-        for (let n = w; writing; n += 7) {
-          const id = `d${n % 300}`;
-          const op = n % 5;
-          try {
-            if (op === 0) await deployments.deleteDeployment({ id });
-            else if (op === 1 || op === 2) {
-              await deployments.createDeployment({ deployment: { id, namespace: "load", image: `app:${n}`, regions: placement(n) } });
-            } else await deployments.updateDeployment({ deployment: { id, namespace: "load", image: `app:${n}`, regions: placement(n + 1) } });
-            writes++;
-          } catch (error) {
-            const code = ConnectError.from(error).code;
-            if (code !== Code.NotFound && code !== Code.AlreadyExists) throw error;
-          }
-        }
-      };
-      let failure: unknown;
-      const writers = [0, 1, 2, 3].map((w) =>
-        writer(w).catch((error) => {
-          failure = error;
-          writing = false;
-        }),
-      );
-      // Count-based, not time-based: a loaded machine only slows the test down.
-      const writesReach = async (n: number) => {
-        while (writes < n) {
-          if (failure) throw failure;
-          await sleep(5);
-        }
-      };
-      await writesReach(30);
+      const load = await startLoad(t, "d");
+      await load.writesReach(30);
       const followers = ["r1", "r2"].map((r) => new Follower(t.client(ClusterService, { protocol: "grpc" }), r));
       for (const f of followers) {
         await f.snapshot();
         f.watch();
       }
-      const afterSnapshots = writes;
-      await writesReach(afterSnapshots + 120);
-      writing = false;
-      await Promise.all(writers);
-      if (failure) throw failure;
+      await load.writesReach(load.writes() + 120);
+      await load.stop();
       for (const f of followers) {
         const expected = await desiredInDatabase(t.store, f.region);
         await f.reach(expected.head, 30_000);
@@ -91,6 +105,26 @@ for (const { db, skip } of await testDatabases()) {
         const want = Array.from({ length: expected.head - f.snapshotVersion }, (_, i) => f.snapshotVersion + 1 + i);
         assert.deepEqual(f.versions, want, `${f.region}: every version after the snapshot exactly once`);
       }
+    });
+
+    test("a slow snapshot with writes before, during and after its pages: at its marker the client holds exactly the state at the version named", async () => {
+      // 2 KB each: a page is far more than the client's window and ctrl's socket buffer take.
+      const load = await startLoad(t, "slow", 2048);
+      await load.writesReach(30);
+      // Until the snapshots have spanned enough commits (count-based: a slow machine only takes longer).
+      let committedDuring = 0;
+      for (let round = 0; committedDuring < 20; round++) {
+        assert.ok(round < 100, `the writers committed only ${committedDuring} versions during 100 snapshots`);
+        const region = REGIONS[round % REGIONS.length]!;
+        const { headVersion: before } = await t.store.regions.resolve(region);
+        // A client that takes 20 ms per message through a 4 KiB window: ctrl reads each page
+        // as it asks for it, and the writers commit between the pages.
+        const f = new Follower(t.client(ClusterService, { protocol: "grpc", windowBytes: 4096 }), region);
+        await f.snapshot(() => sleep(20));
+        committedDuring += f.snapshotVersion - before;
+        assert.equal(stateDiff(f.state, await desiredAtVersion(t.store, region, f.snapshotVersion)), "", `${region} at ${f.snapshotVersion}`);
+      }
+      await load.stop();
     });
 
     test("deletes arrive as tombstones though the source rows are gone", async () => {
@@ -140,7 +174,7 @@ for (const { db, skip } of await testDatabases()) {
       await sleep(200);
       await deployments.createDeployment({ deployment: { id: "live", namespace: "x", image: "x:1", regions: [{ region: "r2", replicas: 1 }] } });
       const bookmarkAfter = () => messages.findIndex((m) => m.events === 0 && m.version === head + 1);
-      for (let i = 0; i < 100 && bookmarkAfter() < 0; i++) await sleep(50);
+      for (let i = 0; i < 100 && bookmarkAfter() < 0; i++) await sleep(20);
       abort.abort();
       await watching;
       const firstEvents = messages.findIndex((m) => m.events > 0);

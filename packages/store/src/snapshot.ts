@@ -1,9 +1,16 @@
-// SyncDesiredState's read: every desired resource of a region and the region's version,
-// from ONE consistent snapshot, so a watch from that version has no gap and no duplicate.
-import { sql } from "kysely";
-import { openSqliteConnection, type OpenDatabase } from "./database.ts";
+// SyncDesiredState's read: every desired resource of a region, ending at one version, with
+// nothing held for a client that does not read. The list-then-watch pattern made
+// consistent at its end: the region's version v0 is read first, then the resources in
+// keyset pages, each a short query of its own when the client asks for it (no transaction,
+// no pinned connection), then the version v1, then the outbox changes in (v0, v1]. A
+// resource changed during the pages was read somewhere between v0 and v1; its changes
+// after v0 follow, so what the client holds at the end is exactly the state at v1.
+import { create, toBinary } from "@bufbuild/protobuf";
+import { DesiredResourceSchema, ResourceTombstoneSchema, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ChangeLog } from "./changes.ts";
+import type { OpenDatabase } from "./database.ts";
 import { StoreError } from "./errors.ts";
-import { ReadAhead, type ReadAheadBudget, type Slots } from "./read-ahead.ts";
+import type { ReadAheadBudget, Slots } from "./read-ahead.ts";
 
 /** One desired resource as stored: `body` is ctrl.v1.DesiredResource without its version. */
 export interface SnapshotRow {
@@ -12,25 +19,166 @@ export interface SnapshotRow {
   body: Uint8Array;
 }
 
-export type SnapshotItem = { batch: SnapshotRow[] } | { complete: { version: number; count: number } };
+/**
+ * Apply in order: a batch's resources replace earlier ones of the same key, a removal takes
+ * one out; `complete` names the version the result equals and what was sent.
+ */
+export type SnapshotItem = { batch: SnapshotRow[] } | { removals: ResourceTombstone[] } | { complete: { version: number; count: number; removals: number } };
 
-interface DesiredRow {
-  resource_type: number;
-  resource_id: string;
-  version: number;
-  body: Uint8Array;
+export interface SnapshotLimits {
+  /** Rows per page query and per batch at most. */
+  batchSize: number;
+  /** Encoded bytes per batch at most (clients cap message sizes, e.g. 4 MiB in gRPC). */
+  batchBytes: number;
+  /**
+   * Pages all snapshots together may hold before their clients ask for them. A page is
+   * fetched ahead (while the client takes the one before) only while this has room, so a
+   * client that stops reading holds at most the page it stopped on beyond it.
+   */
+  readAhead: ReadAheadBudget;
+  /** Bounds the page queries in flight at once, so the pool stays open to other work. */
+  queries: Slots;
+  /** Gives up waiting for a query slot (the caller went away). */
+  signal?: AbortSignal;
 }
 
-// Keyset over the primary key (region_id, resource_type, resource_id); never OFFSET.
-const SQLITE_PAGE = `SELECT resource_type, resource_id, version, body FROM desired_resources
-  WHERE region_id = ? AND (resource_type > ? OR (resource_type = ? AND resource_id > ?))
-  ORDER BY resource_type, resource_id LIMIT ?`;
+type Key = { resource_type: number; resource_id: string };
+type DesiredRow = Key & { version: number; body: Uint8Array };
+
+/** Batches within `limits`, changes that happened meanwhile, then `complete`. */
+export async function* readSnapshot(database: OpenDatabase, regionId: number, limits: SnapshotLimits): AsyncGenerator<SnapshotItem> {
+  const { db } = database;
+  const query = <T>(run: () => Promise<T>) => limits.queries.run(run, limits.signal);
+  const headVersion = async () => {
+    const row = await query(() => db.selectFrom("regions").select("head_version").where("id", "=", regionId).executeTakeFirst());
+    if (!row) throw new StoreError("not_found", `region ${regionId} no longer exists`, "region");
+    return Number(row.head_version);
+  };
+
+  const from = await headVersion();
+  let count = 0;
+  // Keyset over the primary key (region_id, resource_type, resource_id); never OFFSET.
+  const page = (after: Key | undefined, limit: number) =>
+    query(
+      () =>
+        db
+          .selectFrom("desired_resources")
+          .select(["resource_type", "resource_id", "version", "body"])
+          .where("region_id", "=", regionId)
+          .$if(after !== undefined, (q) =>
+            q.where((eb) =>
+              eb.or([
+                eb("resource_type", ">", after!.resource_type),
+                eb.and([eb("resource_type", "=", after!.resource_type), eb("resource_id", ">", after!.resource_id)]),
+              ]),
+            ),
+          )
+          .orderBy("resource_type")
+          .orderBy("resource_id")
+          .limit(limit)
+          .execute() as Promise<DesiredRow[]>,
+    );
+  for await (const rows of pagesAhead(page, limits)) {
+    count += rows.length;
+    yield* toBatches(
+      rows.map((row) => ({ type: row.resource_type, version: Number(row.version), body: row.body })),
+      limits.batchBytes,
+    );
+  }
+
+  const to = await headVersion();
+  let removals = 0;
+  const changes = new ChangeLog(db);
+  for (let cursor = from; cursor < to; ) {
+    const read = (await query(() => changes.read(regionId, cursor, limits.batchSize))).filter((c) => c.version <= to);
+    if (read[0]?.version !== cursor + 1) {
+      throw new StoreError("aborted", `the changes after version ${cursor} of region ${regionId} were pruned while the snapshot was read; run it again`);
+    }
+    cursor = read.at(-1)!.version;
+    // In commit order: consecutive upserts as batches, consecutive deletes as one removal.
+    let upserts: SnapshotRow[] = [];
+    let deletes: ResourceTombstone[] = [];
+    for (const { event } of read) {
+      if (event.change.case === "upsert") {
+        if (deletes.length > 0) yield { removals: deletes };
+        deletes = [];
+        const resource = create(DesiredResourceSchema, { ...event.change.value, version: 0n });
+        upserts.push({ type: resource.type, version: Number(event.version), body: toBinary(DesiredResourceSchema, resource) });
+        count++;
+      } else if (event.change.case === "delete") {
+        if (upserts.length > 0) yield* toBatches(upserts, limits.batchBytes);
+        upserts = [];
+        deletes.push(create(ResourceTombstoneSchema, event.change.value));
+        removals++;
+      }
+    }
+    yield* toBatches(upserts, limits.batchBytes);
+    if (deletes.length > 0) yield { removals: deletes };
+  }
+  yield { complete: { version: to, count, removals } };
+}
 
 /**
- * A page of rows as batches of at most `maxBytes` encoded (one oversized row still goes
- * alone). Rows stay undecoded: the stream decides whether it needs messages or bytes.
+ * What a page aims at: each page's row count follows the size of the rows before it. What a
+ * client that stops reading holds is about two pages (the one it stopped on, as rows and as
+ * the message that waits for it), so pages of large resources are kept small.
  */
-function* toBatches(rows: DesiredRow[], maxBytes: number): Generator<SnapshotItem> {
+const PAGE_BYTES = 256 * 1024;
+/** Rows of the first page, before their size is known: a few, in case they are large. */
+const FIRST_PAGE_ROWS = 4;
+
+/**
+ * The pages of a keyset read in order. While the client takes one page the next is fetched,
+ * if the shared budget has room; otherwise only when the client asks for it.
+ */
+async function* pagesAhead(page: (after: Key | undefined, limit: number) => Promise<DesiredRow[]>, limits: SnapshotLimits): AsyncGenerator<DesiredRow[]> {
+  const { readAhead, batchSize } = limits;
+  const pageBytes = Math.min(PAGE_BYTES, limits.batchBytes);
+  let ahead: { rows: Promise<DesiredRow[]>; bytes: number } | undefined;
+  let limit = Math.min(batchSize, FIRST_PAGE_ROWS);
+  const fetchAhead = (after: Key) => {
+    const held = { rows: page(after, limit), bytes: 0 };
+    held.rows.then(
+      (rows) => {
+        held.bytes = rows.reduce((n, row) => n + row.body.length, 0);
+        readAhead.take(held.bytes);
+      },
+      () => {},
+    );
+    return held;
+  };
+  const takeAhead = async () => {
+    const held = ahead!;
+    ahead = undefined;
+    const rows = await held.rows;
+    readAhead.give(held.bytes);
+    return rows;
+  };
+  try {
+    let rows = await page(undefined, limit);
+    for (;;) {
+      const last = rows.at(-1);
+      const more = last !== undefined && rows.length === limit;
+      if (more) {
+        const rowBytes = rows.reduce((n, row) => n + row.body.length, 0) / rows.length;
+        limit = Math.max(1, Math.min(batchSize, Math.floor(pageBytes / rowBytes)));
+        if (readAhead.used < readAhead.max) ahead = fetchAhead(last);
+      }
+      yield rows;
+      if (!more) return;
+      rows = ahead ? await takeAhead() : await page(last, limit);
+    }
+  } finally {
+    // The client went away with a page fetched ahead: give its bytes back once it lands.
+    if (ahead) await takeAhead().catch(() => {});
+  }
+}
+
+/**
+ * Rows as batches of at most `maxBytes` encoded (one oversized row still goes alone).
+ * Rows stay undecoded: the stream decides whether it needs messages or bytes.
+ */
+function* toBatches(rows: SnapshotRow[], maxBytes: number): Generator<SnapshotItem> {
   let batch: SnapshotRow[] = [];
   let bytes = 0;
   for (const row of rows) {
@@ -39,115 +187,8 @@ function* toBatches(rows: DesiredRow[], maxBytes: number): Generator<SnapshotIte
       batch = [];
       bytes = 0;
     }
-    batch.push({ type: row.resource_type, version: Number(row.version), body: row.body });
+    batch.push(row);
     bytes += row.body.length;
   }
   if (batch.length > 0) yield { batch };
-}
-
-function regionGone(regionId: number): StoreError {
-  return new StoreError("not_found", `region ${regionId} no longer exists`, "region");
-}
-
-export interface SnapshotLimits {
-  /** Resources per batch at most. */
-  batchSize: number;
-  /** Encoded bytes per batch at most (clients cap message sizes, e.g. 4 MiB in gRPC). */
-  batchBytes: number;
-  /**
-   * What snapshots may read ahead of their consumers, together. A snapshot within it is
-   * read whole and its connection and transaction released before anything is sent.
-   */
-  readAhead: ReadAheadBudget;
-  /** Bounds how many snapshots hold a connection (or read transaction) at once. */
-  slots?: Slots;
-  /** Gives up waiting for a slot (the caller went away). */
-  signal?: AbortSignal;
-}
-
-type Push = (item: SnapshotItem) => Promise<void>;
-
-/** Batches within `limits`, then one `complete` item with the snapshot's version. */
-export async function* readSnapshot(database: OpenDatabase, regionId: number, limits: SnapshotLimits): AsyncIterable<SnapshotItem> {
-  const release = await limits.slots?.acquire(limits.signal);
-  const buffer = new ReadAhead<SnapshotItem>(limits.readAhead);
-  const push: Push = (item) => buffer.push(item, "batch" in item ? item.batch.reduce((n, row) => n + row.body.length, 0) : 0);
-  const read = database.dialect.snapshotsInPool ? mysqlSnapshot : sqliteSnapshot;
-  const producer = read(database, regionId, limits, push)
-    .finally(() => release?.())
-    .then(
-      () => buffer.end(),
-      (error: unknown) => buffer.end(error),
-    );
-  try {
-    yield* buffer;
-  } finally {
-    buffer.close();
-    await producer;
-  }
-}
-
-async function sqliteSnapshot(database: OpenDatabase, regionId: number, { batchSize, batchBytes }: SnapshotLimits, push: Push): Promise<void> {
-  if (!database.sqlitePath || database.sqlitePath === ":memory:") throw new Error("snapshots need a SQLite file, not :memory:");
-  // A connection of its own: the writer's connection is never held across our awaits, and
-  // in WAL mode this read transaction keeps its snapshot while writers commit.
-  const conn = openSqliteConnection(database.sqlitePath, { readonly: true });
-  try {
-    conn.prepare("BEGIN").run();
-    const head = conn.prepare("SELECT head_version FROM regions WHERE id = ?").get(regionId) as { head_version: number } | undefined;
-    if (!head) throw regionGone(regionId);
-    const page = conn.prepare(SQLITE_PAGE);
-    let count = 0;
-    let after: [number, string] = [-1, ""];
-    for (;;) {
-      const rows = page.all(regionId, after[0], after[0], after[1], batchSize) as DesiredRow[];
-      if (rows.length === 0) break;
-      count += rows.length;
-      const last = rows[rows.length - 1]!;
-      after = [last.resource_type, last.resource_id];
-      for (const batch of toBatches(rows, batchBytes)) await push(batch);
-      if (rows.length < batchSize) break;
-    }
-    await push({ complete: { version: Number(head.head_version), count } });
-    conn.prepare("COMMIT").run();
-  } finally {
-    conn.close();
-  }
-}
-
-async function mysqlSnapshot(database: OpenDatabase, regionId: number, { batchSize, batchBytes }: SnapshotLimits, push: Push): Promise<void> {
-  // The snapshot needs one pinned connection. The next page's query is sent as soon as a
-  // page arrives, before the page is handed on: the database reads page N+1 while the
-  // consumer takes page N.
-  await database.db.connection().execute(async (conn) => {
-    await sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`.execute(conn);
-    await sql`START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY`.execute(conn);
-    try {
-      const { rows: heads } = await sql<{ head_version: number }>`SELECT head_version FROM regions WHERE id = ${regionId}`.execute(conn);
-      if (!heads[0]) throw regionGone(regionId);
-      const page = (after: [number, string]) => {
-        const rows = sql<DesiredRow>`SELECT resource_type, resource_id, version, body FROM desired_resources
-          WHERE region_id = ${regionId} AND (resource_type > ${after[0]} OR (resource_type = ${after[0]} AND resource_id > ${after[1]}))
-          ORDER BY resource_type, resource_id LIMIT ${batchSize}`
-          .execute(conn)
-          .then((result) => result.rows);
-        // Awaited below, unless the consumer went away first: then only ROLLBACK waits for it.
-        rows.catch(() => {});
-        return rows;
-      };
-      let count = 0;
-      let next: Promise<DesiredRow[]> | undefined = page([-1, ""]);
-      while (next) {
-        const rows: DesiredRow[] = await next;
-        const last = rows.at(-1);
-        next = last && rows.length === batchSize ? page([last.resource_type, last.resource_id]) : undefined;
-        count += rows.length;
-        for (const batch of toBatches(rows, batchBytes)) await push(batch);
-      }
-      await push({ complete: { version: Number(heads[0].head_version), count } });
-    } finally {
-      // Read-only: rolling back ends the snapshot and returns a clean connection to the pool.
-      await sql`ROLLBACK`.execute(conn);
-    }
-  });
 }

@@ -21,8 +21,11 @@ export function testLogger(): Logger {
 
 export type Protocol = "connect" | "grpc" | "grpcweb";
 
-/** `ca`: the CA to trust when ctrl serves TLS. */
-export type TransportOptions = { token?: string | null; protocol?: Protocol; ca?: Buffer };
+/**
+ * `ca`: the CA to trust when ctrl serves TLS. `windowBytes`: the HTTP/2 stream window (a
+ * client that reads slowly holds ctrl back by this much).
+ */
+export type TransportOptions = { token?: string | null; protocol?: Protocol; ca?: Buffer; windowBytes?: number };
 
 export interface TestCtrl {
   ctrl: Ctrl;
@@ -41,12 +44,13 @@ export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptio
   const ctrlOptions = { store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, log: testLogger(), ...options };
   let ctrl = await startCtrl(ctrlOptions);
   const transports: Transport[] = [];
-  const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect", ca } = {}) => {
+  const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect", ca, windowBytes } = {}) => {
     const auth: Interceptor = (next) => (req) => {
       if (token !== null) req.header.set("authorization", `Bearer ${token}`);
       return next(req);
     };
-    const common = { baseUrl: ctrl.url, interceptors: [auth], nodeOptions: ca ? { ca } : undefined };
+    const settings = windowBytes === undefined ? undefined : { initialWindowSize: windowBytes };
+    const common = { baseUrl: ctrl.url, interceptors: [auth], nodeOptions: ca || settings ? { ca, settings } : undefined };
     const t =
       protocol === "grpc"
         ? createGrpcTransport(common)
@@ -108,10 +112,14 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
  * Creates `count` deployments `d0`, `d1`, … in `region`, each with 32 KB of random hex in its
  * env (about 18 KB gzipped): a sync of them outgrows any client's HTTP/2 window.
  */
-export async function createBulkyDeployments(t: TestCtrl, region: string, count: number): Promise<void> {
+export async function createBulkyDeployments(t: TestCtrl, region: string, count: number, bytes = 32_768): Promise<void> {
   const deployments = t.client(DeploymentService);
   for (let i = 0; i < count; i++) {
-    const env = [{ name: "NOISE", value: randomBytes(16_384).toString("hex") }];
+    // Values of at most 32 KB (ctrl's limit per value).
+    const env = Array.from({ length: Math.ceil(bytes / 32_768) }, (_, n) => ({
+      name: `NOISE${n}`,
+      value: randomBytes(Math.min(32_768, bytes - n * 32_768) / 2).toString("hex"),
+    }));
     await deployments.createDeployment({ deployment: { id: `d${i}`, namespace: "ns", image: `app:${i}`, env, regions: [{ region, replicas: 1 }] } });
   }
 }

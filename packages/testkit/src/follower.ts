@@ -27,17 +27,29 @@ export class Follower {
     this.region = region;
   }
 
-  async snapshot(): Promise<void> {
+  /** Reads a full snapshot; `afterMessage` runs after each message (a slow client). */
+  async snapshot(afterMessage?: () => Promise<void>): Promise<void> {
     this.state.clear();
-    let count = -1;
+    let sent = 0;
+    let removed = 0;
+    let complete: { resourceCount: bigint; removalCount: bigint } | undefined;
     for await (const res of this.client.syncDesiredState({ region: this.region })) {
-      if (res.message.case === "batch") for (const r of res.message.value.resources) this.state.set(keyOf(r), r);
-      else if (res.message.case === "complete") {
-        this.snapshotVersion = this.cursor = Number(res.message.value.version);
-        count = Number(res.message.value.resourceCount);
+      const { message } = res;
+      if (message.case === "batch") {
+        for (const r of message.value.resources) this.state.set(keyOf(r), r);
+        sent += message.value.resources.length;
+      } else if (message.case === "removals") {
+        for (const r of message.value.resources) this.state.delete(keyOf(r));
+        removed += message.value.resources.length;
+      } else if (message.case === "complete") {
+        this.snapshotVersion = this.cursor = Number(message.value.version);
+        complete = message.value;
       }
+      await afterMessage?.();
     }
-    if (count !== this.state.size) throw new Error(`snapshot: complete says ${count}, got ${this.state.size}`);
+    if (Number(complete?.resourceCount) !== sent || Number(complete?.removalCount) !== removed) {
+      throw new Error(`snapshot: complete says ${complete?.resourceCount}/${complete?.removalCount}, got ${sent}/${removed}`);
+    }
   }
 
   /** Watches from the cursor until stop(); `onMessage` sees each response. */
@@ -102,6 +114,22 @@ export async function desiredInDatabase(store: Store, region: string): Promise<{
     state.set(keyOf(resource), resource);
   }
   return { head: r.headVersion, state };
+}
+
+/** The region's desired state at `version`, replayed from its outbox (which must hold every change). */
+export async function desiredAtVersion(store: Store, region: string, version: number): Promise<Map<string, DesiredResource>> {
+  const { id } = await store.regions.resolve(region);
+  const state = new Map<string, DesiredResource>();
+  for (let cursor = 0; cursor < version; ) {
+    const changes = (await store.changes.read(id, cursor, 1000)).filter((c) => c.version <= version);
+    assert.equal(changes[0]?.version, cursor + 1, `the outbox of ${region} lacks version ${cursor + 1}`);
+    for (const { event } of changes) {
+      if (event.change.case === "upsert") state.set(keyOf(event.change.value), { ...event.change.value, version: event.version });
+      else if (event.change.case === "delete") state.delete(keyOf(event.change.value));
+    }
+    cursor = changes.at(-1)!.version;
+  }
+  return state;
 }
 
 /**

@@ -2,9 +2,9 @@
 export interface StreamOptions {
   /** Resources per SyncDesiredState message (connect's cost is per message). */
   snapshotBatchSize: number;
-  /** Snapshots reading from the database at once (the rest wait): keep it below the pool size. */
+  /** Snapshot page queries running at once (the rest wait): keep it below the pool size. */
   snapshotConcurrency: number;
-  /** Bytes all snapshots together read ahead of their clients; a snapshot within it frees its connection at once. */
+  /** Bytes of pages all snapshots together fetch before their clients ask for them. */
   snapshotReadAheadBytes: number;
   /** An idle watch stream gets a bookmark this often. */
   bookmarkIntervalMs: number;
@@ -21,7 +21,7 @@ export interface StreamOptions {
 export const DEFAULT_STREAM_OPTIONS: StreamOptions = {
   snapshotBatchSize: 500,
   snapshotConcurrency: 6,
-  snapshotReadAheadBytes: 64 * 1024 * 1024,
+  snapshotReadAheadBytes: 16 * 1024 * 1024,
   bookmarkIntervalMs: 5000,
   watchBufferLimit: 10_000,
   watchBatchMax: 500,

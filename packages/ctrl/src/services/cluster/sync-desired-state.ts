@@ -1,5 +1,6 @@
-// ClusterService.SyncDesiredState: the region's full desired state from one consistent
-// snapshot, in batches, then the complete marker with the snapshot's version.
+// ClusterService.SyncDesiredState: the region's full desired state in batches, read in
+// pages as the client reads them, then the changes committed meanwhile, then the complete
+// marker with the version the client's state now equals.
 import { create, fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ResourceBatchSchema, SyncDesiredStateResponseSchema, type SyncDesiredStateRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
@@ -15,9 +16,9 @@ import { sendsVerbatim, withVerbatimField } from "./verbatim.ts";
 type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
 
 export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: StreamOptions) {
-  // Snapshots draw from a bounded share of the database pool: unary calls, watches and the
-  // poller always find a connection, however many syncs are open.
-  const slots = new Slots(options.snapshotConcurrency);
+  // Snapshot queries draw from a bounded share of the database pool: unary calls, watches
+  // and the poller always find a connection, however many syncs are open.
+  const queries = new Slots(options.snapshotConcurrency);
   const readAhead = new ReadAheadBudget(options.snapshotReadAheadBytes);
   return async function* (req: SyncDesiredStateRequest, ctx: HandlerContext): AsyncIterable<Response> {
     validate.dnsLabel("region", req.region);
@@ -28,15 +29,17 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
       batchSize: options.snapshotBatchSize,
       batchBytes: options.messageBytesMax,
       readAhead,
-      slots,
+      queries,
       signal: ctx.signal,
     })) {
       if ("batch" in item) {
         countByType(metrics, item.batch);
         yield binary ? wireBatchResponse(item.batch) : { message: { case: "batch", value: decodedBatch(item.batch) } };
+      } else if ("removals" in item) {
+        yield { message: { case: "removals", value: { resources: item.removals } } };
       } else {
-        const { version, count } = item.complete;
-        yield { message: { case: "complete", value: { version: BigInt(version), resourceCount: BigInt(count) } } };
+        const { version, count, removals } = item.complete;
+        yield { message: { case: "complete", value: { version: BigInt(version), resourceCount: BigInt(count), removalCount: BigInt(removals) } } };
       }
     }
     stopTimer();

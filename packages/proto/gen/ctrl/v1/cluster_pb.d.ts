@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { ChangeEvent, DesiredResource, ResourceType, RolloutCondition } from "./resources_pb.js";
+import type { ChangeEvent, DesiredResource, ResourceTombstone, ResourceType, RolloutCondition } from "./resources_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
@@ -47,6 +47,14 @@ export declare type SyncDesiredStateResponse = Message<"ctrl.v1.SyncDesiredState
      */
     value: SnapshotComplete;
     case: "complete";
+  } | {
+    /**
+     * Resources deleted while the snapshot was read: take them out of what was sent.
+     *
+     * @generated from field: ctrl.v1.ResourceRemovals removals = 3;
+     */
+    value: ResourceRemovals;
+    case: "removals";
   } | { case: undefined; value?: undefined };
 };
 
@@ -55,6 +63,22 @@ export declare type SyncDesiredStateResponse = Message<"ctrl.v1.SyncDesiredState
  * Use `create(SyncDesiredStateResponseSchema)` to create a new message.
  */
 export declare const SyncDesiredStateResponseSchema: GenMessage<SyncDesiredStateResponse>;
+
+/**
+ * @generated from message ctrl.v1.ResourceRemovals
+ */
+export declare type ResourceRemovals = Message<"ctrl.v1.ResourceRemovals"> & {
+  /**
+   * @generated from field: repeated ctrl.v1.ResourceTombstone resources = 1;
+   */
+  resources: ResourceTombstone[];
+};
+
+/**
+ * Describes the message ctrl.v1.ResourceRemovals.
+ * Use `create(ResourceRemovalsSchema)` to create a new message.
+ */
+export declare const ResourceRemovalsSchema: GenMessage<ResourceRemovals>;
 
 /**
  * @generated from message ctrl.v1.ResourceBatch
@@ -77,18 +101,26 @@ export declare const ResourceBatchSchema: GenMessage<ResourceBatch>;
  */
 export declare type SnapshotComplete = Message<"ctrl.v1.SnapshotComplete"> & {
   /**
-   * Region version the snapshot was read at: watch from exactly this version.
+   * Region version the client's state now equals: watch from exactly this version.
    *
    * @generated from field: int64 version = 1;
    */
   version: bigint;
 
   /**
-   * Number of resources sent in the batches.
+   * Number of resources sent in the batches (one changed during the snapshot counts each
+   * time it was sent).
    *
    * @generated from field: int64 resource_count = 2;
    */
   resourceCount: bigint;
+
+  /**
+   * Number of resources sent in removals.
+   *
+   * @generated from field: int64 removal_count = 3;
+   */
+  removalCount: bigint;
 };
 
 /**
@@ -337,9 +369,14 @@ export declare const ReportObservedStateResponseSchema: GenMessage<ReportObserve
  */
 export declare const ClusterService: GenService<{
   /**
-   * Streams every resource desired in the region from one consistent snapshot, in
-   * batches, then one `complete` message with the snapshot's version, then closes.
-   * Resources absent from a complete snapshot are not desired (prune them).
+   * Streams every resource desired in the region, then one `complete` message naming a
+   * version, then closes. Applying the messages in order (a resource replaces an earlier
+   * one of the same type and id; a removal takes one out) leaves exactly the region's
+   * desired state at that version: watch from it. Resources absent from a complete
+   * snapshot are not desired (prune them). The resources are read in pages as the client
+   * reads them; changes committed meanwhile follow the pages, in commit order.
+   * Errors: ABORTED when those changes were pruned from the outbox before they were read
+   * (the snapshot took longer than the retention): run it again.
    *
    * @generated from rpc ctrl.v1.ClusterService.SyncDesiredState
    */

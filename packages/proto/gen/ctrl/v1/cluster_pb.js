@@ -10,7 +10,7 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file ctrl/v1/cluster.proto.
  */
 export const file_ctrl_v1_cluster = /*@__PURE__*/
-  fileDesc("ChVjdHJsL3YxL2NsdXN0ZXIucHJvdG8SB2N0cmwudjEiKQoXU3luY0Rlc2lyZWRTdGF0ZVJlcXVlc3QSDgoGcmVnaW9uGAEgASgJIn0KGFN5bmNEZXNpcmVkU3RhdGVSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmN0cmwudjEuUmVzb3VyY2VCYXRjaEgAEi0KCGNvbXBsZXRlGAIgASgLMhkuY3RybC52MS5TbmFwc2hvdENvbXBsZXRlSABCCQoHbWVzc2FnZSI8Cg1SZXNvdXJjZUJhdGNoEisKCXJlc291cmNlcxgBIAMoCzIYLmN0cmwudjEuRGVzaXJlZFJlc291cmNlIjsKEFNuYXBzaG90Q29tcGxldGUSDwoHdmVyc2lvbhgBIAEoAxIWCg5yZXNvdXJjZV9jb3VudBgCIAEoAyJlCh1XYXRjaERlcGxveW1lbnRDaGFuZ2VzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSHgoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKANIAIgBAUIUChJfdmVyc2lvbl9sYXN0X3NlZW4iVwoeV2F0Y2hEZXBsb3ltZW50Q2hhbmdlc1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmN0cmwudjEuQ2hhbmdlRXZlbnQSDwoHdmVyc2lvbhgCIAEoAyKtAwoTUmVzb3VyY2VPYnNlcnZhdGlvbhIjCgR0eXBlGAEgASgOMhUuY3RybC52MS5SZXNvdXJjZVR5cGUSCgoCaWQYAiABKAkSFwoPYXBwbGllZF92ZXJzaW9uGAMgASgDEg8KB21pc3NpbmcYBCABKAgSFgoOb2JzZXJ2ZWRfaW1hZ2UYBSABKAkSGAoQZGVzaXJlZF9yZXBsaWNhcxgGIAEoBRIYChB1cGRhdGVkX3JlcGxpY2FzGAcgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAggASgFEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgJIAEoBRItCgpjb25kaXRpb25zGAogAygLMhkuY3RybC52MS5Sb2xsb3V0Q29uZGl0aW9uEhgKEGxhc3RfYXBwbHlfZXJyb3IYCyABKAkSLwoLb2JzZXJ2ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmdlbmVyYXRpb24YDSABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgOIAEoAxIQCghyZXBsaWNhcxgPIAEoBSKxAQoaUmVwb3J0T2JzZXJ2ZWRTdGF0ZVJlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhcKD2FwcGxpZWRfdmVyc2lvbhgCIAEoAxIyCgxvYnNlcnZhdGlvbnMYAyADKAsyHC5jdHJsLnYxLlJlc291cmNlT2JzZXJ2YXRpb24SEAoIZnVsbF9zZXQYBCABKAgSJAoGbGVhZGVyGAUgASgLMhQuY3RybC52MS5MZWFkZXJMZWFzZSI1CgtMZWFkZXJMZWFzZRINCgVlcG9jaBgBIAEoAxIXCg9ob2xkZXJfaWRlbnRpdHkYAiABKAkiHQobUmVwb3J0T2JzZXJ2ZWRTdGF0ZVJlc3BvbnNlMroCCg5DbHVzdGVyU2VydmljZRJZChBTeW5jRGVzaXJlZFN0YXRlEiAuY3RybC52MS5TeW5jRGVzaXJlZFN0YXRlUmVxdWVzdBohLmN0cmwudjEuU3luY0Rlc2lyZWRTdGF0ZVJlc3BvbnNlMAESawoWV2F0Y2hEZXBsb3ltZW50Q2hhbmdlcxImLmN0cmwudjEuV2F0Y2hEZXBsb3ltZW50Q2hhbmdlc1JlcXVlc3QaJy5jdHJsLnYxLldhdGNoRGVwbG95bWVudENoYW5nZXNSZXNwb25zZTABEmAKE1JlcG9ydE9ic2VydmVkU3RhdGUSIy5jdHJsLnYxLlJlcG9ydE9ic2VydmVkU3RhdGVSZXF1ZXN0GiQuY3RybC52MS5SZXBvcnRPYnNlcnZlZFN0YXRlUmVzcG9uc2ViBnByb3RvMw", [file_ctrl_v1_resources, file_google_protobuf_timestamp]);
+  fileDesc("ChVjdHJsL3YxL2NsdXN0ZXIucHJvdG8SB2N0cmwudjEiKQoXU3luY0Rlc2lyZWRTdGF0ZVJlcXVlc3QSDgoGcmVnaW9uGAEgASgJIqwBChhTeW5jRGVzaXJlZFN0YXRlUmVzcG9uc2USJwoFYmF0Y2gYASABKAsyFi5jdHJsLnYxLlJlc291cmNlQmF0Y2hIABItCghjb21wbGV0ZRgCIAEoCzIZLmN0cmwudjEuU25hcHNob3RDb21wbGV0ZUgAEi0KCHJlbW92YWxzGAMgASgLMhkuY3RybC52MS5SZXNvdXJjZVJlbW92YWxzSABCCQoHbWVzc2FnZSJBChBSZXNvdXJjZVJlbW92YWxzEi0KCXJlc291cmNlcxgBIAMoCzIaLmN0cmwudjEuUmVzb3VyY2VUb21ic3RvbmUiPAoNUmVzb3VyY2VCYXRjaBIrCglyZXNvdXJjZXMYASADKAsyGC5jdHJsLnYxLkRlc2lyZWRSZXNvdXJjZSJSChBTbmFwc2hvdENvbXBsZXRlEg8KB3ZlcnNpb24YASABKAMSFgoOcmVzb3VyY2VfY291bnQYAiABKAMSFQoNcmVtb3ZhbF9jb3VudBgDIAEoAyJlCh1XYXRjaERlcGxveW1lbnRDaGFuZ2VzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSHgoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKANIAIgBAUIUChJfdmVyc2lvbl9sYXN0X3NlZW4iVwoeV2F0Y2hEZXBsb3ltZW50Q2hhbmdlc1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmN0cmwudjEuQ2hhbmdlRXZlbnQSDwoHdmVyc2lvbhgCIAEoAyKtAwoTUmVzb3VyY2VPYnNlcnZhdGlvbhIjCgR0eXBlGAEgASgOMhUuY3RybC52MS5SZXNvdXJjZVR5cGUSCgoCaWQYAiABKAkSFwoPYXBwbGllZF92ZXJzaW9uGAMgASgDEg8KB21pc3NpbmcYBCABKAgSFgoOb2JzZXJ2ZWRfaW1hZ2UYBSABKAkSGAoQZGVzaXJlZF9yZXBsaWNhcxgGIAEoBRIYChB1cGRhdGVkX3JlcGxpY2FzGAcgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAggASgFEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgJIAEoBRItCgpjb25kaXRpb25zGAogAygLMhkuY3RybC52MS5Sb2xsb3V0Q29uZGl0aW9uEhgKEGxhc3RfYXBwbHlfZXJyb3IYCyABKAkSLwoLb2JzZXJ2ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmdlbmVyYXRpb24YDSABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgOIAEoAxIQCghyZXBsaWNhcxgPIAEoBSKxAQoaUmVwb3J0T2JzZXJ2ZWRTdGF0ZVJlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhcKD2FwcGxpZWRfdmVyc2lvbhgCIAEoAxIyCgxvYnNlcnZhdGlvbnMYAyADKAsyHC5jdHJsLnYxLlJlc291cmNlT2JzZXJ2YXRpb24SEAoIZnVsbF9zZXQYBCABKAgSJAoGbGVhZGVyGAUgASgLMhQuY3RybC52MS5MZWFkZXJMZWFzZSI1CgtMZWFkZXJMZWFzZRINCgVlcG9jaBgBIAEoAxIXCg9ob2xkZXJfaWRlbnRpdHkYAiABKAkiHQobUmVwb3J0T2JzZXJ2ZWRTdGF0ZVJlc3BvbnNlMroCCg5DbHVzdGVyU2VydmljZRJZChBTeW5jRGVzaXJlZFN0YXRlEiAuY3RybC52MS5TeW5jRGVzaXJlZFN0YXRlUmVxdWVzdBohLmN0cmwudjEuU3luY0Rlc2lyZWRTdGF0ZVJlc3BvbnNlMAESawoWV2F0Y2hEZXBsb3ltZW50Q2hhbmdlcxImLmN0cmwudjEuV2F0Y2hEZXBsb3ltZW50Q2hhbmdlc1JlcXVlc3QaJy5jdHJsLnYxLldhdGNoRGVwbG95bWVudENoYW5nZXNSZXNwb25zZTABEmAKE1JlcG9ydE9ic2VydmVkU3RhdGUSIy5jdHJsLnYxLlJlcG9ydE9ic2VydmVkU3RhdGVSZXF1ZXN0GiQuY3RybC52MS5SZXBvcnRPYnNlcnZlZFN0YXRlUmVzcG9uc2ViBnByb3RvMw", [file_ctrl_v1_resources, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message ctrl.v1.SyncDesiredStateRequest.
@@ -27,60 +27,67 @@ export const SyncDesiredStateResponseSchema = /*@__PURE__*/
   messageDesc(file_ctrl_v1_cluster, 1);
 
 /**
+ * Describes the message ctrl.v1.ResourceRemovals.
+ * Use `create(ResourceRemovalsSchema)` to create a new message.
+ */
+export const ResourceRemovalsSchema = /*@__PURE__*/
+  messageDesc(file_ctrl_v1_cluster, 2);
+
+/**
  * Describes the message ctrl.v1.ResourceBatch.
  * Use `create(ResourceBatchSchema)` to create a new message.
  */
 export const ResourceBatchSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 2);
+  messageDesc(file_ctrl_v1_cluster, 3);
 
 /**
  * Describes the message ctrl.v1.SnapshotComplete.
  * Use `create(SnapshotCompleteSchema)` to create a new message.
  */
 export const SnapshotCompleteSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 3);
+  messageDesc(file_ctrl_v1_cluster, 4);
 
 /**
  * Describes the message ctrl.v1.WatchDeploymentChangesRequest.
  * Use `create(WatchDeploymentChangesRequestSchema)` to create a new message.
  */
 export const WatchDeploymentChangesRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 4);
+  messageDesc(file_ctrl_v1_cluster, 5);
 
 /**
  * Describes the message ctrl.v1.WatchDeploymentChangesResponse.
  * Use `create(WatchDeploymentChangesResponseSchema)` to create a new message.
  */
 export const WatchDeploymentChangesResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 5);
+  messageDesc(file_ctrl_v1_cluster, 6);
 
 /**
  * Describes the message ctrl.v1.ResourceObservation.
  * Use `create(ResourceObservationSchema)` to create a new message.
  */
 export const ResourceObservationSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 6);
+  messageDesc(file_ctrl_v1_cluster, 7);
 
 /**
  * Describes the message ctrl.v1.ReportObservedStateRequest.
  * Use `create(ReportObservedStateRequestSchema)` to create a new message.
  */
 export const ReportObservedStateRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 7);
+  messageDesc(file_ctrl_v1_cluster, 8);
 
 /**
  * Describes the message ctrl.v1.LeaderLease.
  * Use `create(LeaderLeaseSchema)` to create a new message.
  */
 export const LeaderLeaseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 8);
+  messageDesc(file_ctrl_v1_cluster, 9);
 
 /**
  * Describes the message ctrl.v1.ReportObservedStateResponse.
  * Use `create(ReportObservedStateResponseSchema)` to create a new message.
  */
 export const ReportObservedStateResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 9);
+  messageDesc(file_ctrl_v1_cluster, 10);
 
 /**
  * The agent-facing API. Region is always a request field; an agent token is accepted
