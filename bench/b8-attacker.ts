@@ -20,6 +20,8 @@ export interface AttackPlan {
   forgedTokens: number;
   rapidResets: number;
   stalledStreams: number;
+  /** The region the stalled streams sync. */
+  stalledRegion: string;
 }
 
 export interface AttackReport {
@@ -201,7 +203,7 @@ async function rapidResets(): Promise<AttackReport> {
 async function stalledStreams(): Promise<AttackReport> {
   const started = performance.now();
   const calls = Array.from({ length: plan.stalledStreams }, () =>
-    rawGrpcCall(plan.url, ClusterService.method.syncDesiredState, { region: plan.region }, plan.adminToken, { initialWindowSize: 1024 }),
+    rawGrpcCall(plan.url, ClusterService.method.syncDesiredState, { region: plan.stalledRegion }, plan.adminToken, { initialWindowSize: 1024 }),
   );
   const outcomes: Record<string, number> = {};
   for (const call of calls) {

@@ -18,7 +18,7 @@ try {
     const ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200, streamSendTimeoutMs: 5000 });
     for (let round = 0; round < 3; round++) {
       const before = await ctrl.memory();
-      const plan: AttackPlan = { url: ctrl.url, adminToken: ADMIN_TOKEN, region: "hostile", ...none, ...only };
+      const plan: AttackPlan = { url: ctrl.url, adminToken: ADMIN_TOKEN, region: "hostile", stalledRegion: "hostile", ...none, ...only };
       const child = fork(fileURLToPath(new URL("../b8-attacker.ts", import.meta.url)), [], {
         env: { ...process.env, FLOTILLA_B8_ATTACK: JSON.stringify(plan) },
         stdio: ["ignore", "inherit", "inherit", "ipc"],

@@ -1,5 +1,6 @@
 // Benchmark databases: one fresh MySQL/MariaDB database per benchmark, dropped at the end,
 // and fast bulk seeding that bypasses the API (multi-row INSERTs inside transactions).
+import { randomBytes } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { DeploymentSchema, DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { Store } from "@flotilla/store";
@@ -68,15 +69,16 @@ export function deploymentId(i: number): string {
 }
 
 /** A typical deployment: a few env vars, a port, requests. */
-function workload(i: number) {
+/** `padBytes`: more environment (values of up to 32 KB, ctrl's limit), for large resources. */
+function workload(i: number, padBytes = 0) {
+  const pad = Array.from({ length: Math.ceil(padBytes / 32_768) }, (_, n) => ({
+    name: `PAD${n}`,
+    value: randomBytes(Math.min(32_768, padBytes - n * 32_768) / 2).toString("hex"),
+  }));
   return {
     image: `app-${i % 100}:1.${i % 17}.${i % 7}`,
     command: [],
-    env: [
-      { name: "LOG_LEVEL", value: "info" },
-      { name: "SERVICE_NAME", value: deploymentId(i) },
-      { name: "FEATURE_FLAGS", value: "a,b,c" },
-    ],
+    env: [{ name: "LOG_LEVEL", value: "info" }, { name: "SERVICE_NAME", value: deploymentId(i) }, { name: "FEATURE_FLAGS", value: "a,b,c" }, ...pad],
     port: 8080,
     cpuMillicores: 250,
     memoryMib: 256,
@@ -89,7 +91,7 @@ function workload(i: number) {
  * versions 1..count) and regions.head_version = count. The outbox (deployment_changes) is
  * left empty, as if retention had pruned it; SyncDesiredState does not read it.
  */
-export async function seedRegion(url: string, region: string, count: number): Promise<{ regionId: number; head: number; bodyBytes: number }> {
+export async function seedRegion(url: string, region: string, count: number, padBytes = 0): Promise<{ regionId: number; head: number; bodyBytes: number }> {
   const conn = await createConnection({ uri: url });
   try {
     const now = Date.now();
@@ -108,7 +110,7 @@ export async function seedRegion(url: string, region: string, count: number): Pr
         for (let i = from; i < Math.min(count, from + chunk); i++) {
           const id = deploymentId(i);
           const namespace = `team-${i % 50}`;
-          const w = workload(i);
+          const w = workload(i, padBytes);
           const replicas = 1 + (i % 5);
           const deployment = create(DeploymentSchema, { id, namespace, ...w, regions: [{ region, replicas }] });
           deployments.push([id, 1, Buffer.from(toBinary(DeploymentSchema, deployment)), now, now]);
@@ -138,8 +140,8 @@ export async function seedRegion(url: string, region: string, count: number): Pr
 }
 
 /**
- * The reference for B1: the same keyset scan SyncDesiredState runs (same SQL, same page
- * size, one consistent-snapshot transaction), straight through mysql2, rows not decoded.
+ * The reference for B1: the keyset scan SyncDesiredState runs (same SQL, same page size;
+ * here in one consistent-snapshot transaction), straight through mysql2, rows not decoded.
  */
 export async function rawKeysetScan(conn: Connection, regionId: number, pageSize: number): Promise<{ rows: number; bytes: number }> {
   await conn.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");

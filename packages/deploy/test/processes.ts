@@ -82,7 +82,7 @@ export function operatorClients(
 ): { regions: Client<typeof RegionService>; deployments: Client<typeof DeploymentService>; networkPolicies: Client<typeof NetworkPolicyService> } {
   const transport = createConnectTransport({
     baseUrl: url,
-    httpVersion: "1.1",
+    httpVersion: "2",
     interceptors: [
       (next) => (request) => {
         request.header.set("authorization", `Bearer ${adminToken}`);
