@@ -32,7 +32,7 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
   try {
     await migrate(db.url);
     await seedRegion(db.url, REGION, 2000);
-    await seedRegion(db.url, STALLED_REGION, 150, 60_000);
+    await seedRegion(db.url, STALLED_REGION, 150, { padBytes: 60_000, firstIndex: 2000 });
     // The default stream send timeout (60 s): the stalled streams hold for all of it.
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
     const c = ctrl;

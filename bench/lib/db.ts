@@ -91,14 +91,21 @@ function workload(i: number, padBytes = 0) {
  * versions 1..count) and regions.head_version = count. The outbox (deployment_changes) is
  * left empty, as if retention had pruned it; SyncDesiredState does not read it.
  */
-export async function seedRegion(url: string, region: string, count: number, padBytes = 0): Promise<{ regionId: number; head: number; bodyBytes: number }> {
+export async function seedRegion(
+  url: string,
+  region: string,
+  count: number,
+  /** `padBytes` of environment more per resource; ids from deploymentId(`firstIndex`) (another region's may not overlap). */
+  { padBytes = 0, firstIndex = 0 }: { padBytes?: number; firstIndex?: number } = {},
+): Promise<{ regionId: number; head: number; bodyBytes: number }> {
   const conn = await createConnection({ uri: url });
   try {
     const now = Date.now();
     await conn.query("INSERT INTO regions (name, head_version, create_time) VALUES (?, ?, ?)", [region, count, now]);
     const [idRows] = await conn.query("SELECT id FROM regions WHERE name = ?", [region]);
     const regionId = Number((idRows as { id: number }[])[0]!.id);
-    const chunk = 2000;
+    // Multi-row INSERTs of at most a few MB (binary travels hex-escaped; the server caps a packet).
+    const chunk = padBytes > 0 ? Math.max(1, Math.floor(4_000_000 / padBytes)) : 2000;
     const perTransaction = 20_000;
     let bodyBytes = 0;
     for (let start = 0; start < count; start += perTransaction) {
@@ -108,7 +115,7 @@ export async function seedRegion(url: string, region: string, count: number, pad
         const placements: unknown[][] = [];
         const desired: unknown[][] = [];
         for (let i = from; i < Math.min(count, from + chunk); i++) {
-          const id = deploymentId(i);
+          const id = deploymentId(firstIndex + i);
           const namespace = `team-${i % 50}`;
           const w = workload(i, padBytes);
           const replicas = 1 + (i % 5);

@@ -12,6 +12,7 @@ import { delimiter, join } from "node:path";
 import { createLogger } from "@flotilla/runtime";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { initPki, issueAgent } from "@flotilla/ctrl/pki";
+import { serviceAccountToken } from "@flotilla/testkit/emulator";
 import { KubeApiError, KubeClient, resourcePath, type ApiObject, type ListMetadata, type Query, type WatchEvent } from "../src/kube-api.ts";
 import { inClusterConnection, kubeconfigConnection, kubeconfigConnectionFromString, loadKubeConnection } from "../src/kube-connection.ts";
 
@@ -64,18 +65,6 @@ function writeKubeconfig(name: string, server: string, user: Record<string, unkn
   };
   writeFileSync(path, JSON.stringify(config));
   return path;
-}
-
-/** A ServiceAccount token the emulator issued (TokenRequest), its user name. */
-async function serviceAccountToken(emulator: KubernetesEmulator, name: string): Promise<{ token: string; user: string }> {
-  emulator.put({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace: "default" } });
-  const admin = new KubeClient(await kubeconfigConnectionFromString(emulator.kubeconfigYaml()));
-  const request = await admin.create<ApiObject>(`/api/v1/namespaces/default/serviceaccounts/${name}/token`, {
-    apiVersion: "authentication.k8s.io/v1",
-    kind: "TokenRequest",
-    spec: {},
-  });
-  return { token: (request.status as { token: string }).token, user: `system:serviceaccount:default:${name}` };
 }
 
 const lastUser = (emulator: KubernetesEmulator) => emulator.requestLog.at(-1)?.user;

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { spawnAgent, type AgentProcess } from "@flotilla/testkit/agent-process";
+import { leaderElectingAgentArgs, spawnAgent, type AgentProcess } from "@flotilla/testkit/agent-process";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { BOOKMARK_MS, deploymentOf, imageOf, REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
 import { startTcpProxy, type TcpProxy } from "@flotilla/testkit/tcp-proxy";
@@ -38,30 +38,7 @@ describe("agent leader election (processes)", () => {
     const ctrlPort = Number(new URL(stack.t.url).port);
     for (let i = 0; i < 3; i++) {
       const proxy = await startTcpProxy("127.0.0.1", ctrlPort);
-      const process = await spawnAgent(stack.token, [
-        ...["--ctrl-url", `http://127.0.0.1:${proxy.port}`, "--region", REGION, "--kubeconfig", kubeconfig],
-        ...[
-          "--leader-elect",
-          "--leader-elect-lease-duration",
-          `${LEASE_SECONDS}s`,
-          "--leader-elect-renew-deadline",
-          "2s",
-          "--leader-elect-retry-period",
-          "300ms",
-        ],
-        ...[
-          "--leader-elect-resource-namespace",
-          "default",
-          "--bookmark-interval",
-          `${BOOKMARK_MS}ms`,
-          "--report-interval",
-          "50ms",
-          "--heartbeat-interval",
-          "100ms",
-          "--settle",
-          "0",
-        ],
-      ]);
+      const process = await spawnAgent(stack.token, leaderElectingAgentArgs(`http://127.0.0.1:${proxy.port}`, REGION, kubeconfig, LEASE_SECONDS, BOOKMARK_MS));
       const identity = () => /leader election: (\S+) became leader/.exec(process.log())?.[1];
       agents.push({ process, proxy, identity });
     }

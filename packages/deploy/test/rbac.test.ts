@@ -244,16 +244,24 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   const without = structuredClone(clusterRole);
   const deploymentsRule = without.rules!.find((rule) => rule.resources.includes("deployments"))!;
   deploymentsRule.verbs = deploymentsRule.verbs.filter((verb) => verb !== "patch");
-  const canPatch = () => {
+  const canI = (args: string[]) => {
     try {
-      return kubectl(["auth", "can-i", "patch", "deployments", "--namespace", "rbac-demo", "--kubeconfig", agentKubeconfig]).trim();
+      return kubectl(["auth", "can-i", ...args]).trim();
     } catch (error) {
       return String((error as { stdout?: string }).stdout).trim(); // "no" exits 1
     }
   };
-  assert.equal(canPatch(), "yes");
+  // Asked with the agent's own credentials, and by the admin impersonating its ServiceAccount.
+  const agentAccount = "--as=system:serviceaccount:flotilla-system:flotilla-agent";
+  const canPatch = () => [
+    canI(["patch", "deployments", "--namespace", "rbac-demo", "--kubeconfig", agentKubeconfig]),
+    canI(["patch", "deployments", "--namespace", "rbac-demo", "--kubeconfig", adminKubeconfig, agentAccount]),
+  ];
+  assert.deepEqual(canPatch(), ["yes", "yes"]);
+  assert.equal(canI(["list", "secrets", "--kubeconfig", adminKubeconfig]), "yes");
+  assert.equal(canI(["list", "secrets", "--kubeconfig", adminKubeconfig, agentAccount]), "no", "answered as the account, not as the admin");
   admin(["apply", "-f", "-"], stringify(without));
-  assert.equal(canPatch(), "no");
+  assert.deepEqual(canPatch(), ["no", "no"]);
   await deployments.updateDeployment({ deployment: { ...web, image: "nginx:1.28" } });
   const failed = await eventually(
     async () => {

@@ -169,8 +169,8 @@ export class KubernetesEmulator {
     this.requestLog = [];
   }
 
-  kubeconfigYaml(): string {
-    return kubeconfigYaml(this.url);
+  kubeconfigYaml(token?: string): string {
+    return kubeconfigYaml(this.url, token);
   }
 
   async writeKubeconfig(path: string): Promise<void> {

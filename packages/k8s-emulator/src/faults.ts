@@ -32,6 +32,8 @@ interface Hold {
 export interface LatencyRule {
   verb: VerbPattern;
   ms: number;
+  /** Only requests for this resource (plural, e.g. "deployments"); all when absent. */
+  resource?: string;
 }
 
 /** The JSON shape served and accepted by /_emulator/faults. */
@@ -96,11 +98,11 @@ export class FaultInjector {
     this.failNext(verb, count, 429, retryAfterSeconds);
   }
 
-  /** Delay responses to requests with this verb by `ms` (0 removes the delay). */
-  latencyMs(verb: VerbPattern, ms: number): void {
+  /** Delay responses to requests with this verb (for `resource`, or any) by `ms` (0 removes the delay). */
+  latencyMs(verb: VerbPattern, ms: number, resource?: string): void {
     checkVerb(verb);
-    this.latency = this.latency.filter((l) => l.verb !== verb);
-    if (ms > 0) this.latency.push({ verb, ms });
+    this.latency = this.latency.filter((l) => l.verb !== verb || l.resource !== resource);
+    if (ms > 0) this.latency.push({ verb, ms, ...(resource === undefined ? {} : { resource }) });
   }
 
   /**
@@ -175,15 +177,17 @@ export class FaultInjector {
     if (replace) this.clear();
     for (const r of config.errorRates ?? []) this.setErrorRate(r.verb, r.rate, r.status ?? 500);
     for (const r of config.failNext ?? []) this.failNext(r.verb, r.count, r.status ?? 500, r.retryAfterSeconds);
-    for (const l of config.latency ?? []) this.latencyMs(l.verb, l.ms);
+    for (const l of config.latency ?? []) this.latencyMs(l.verb, l.ms, l.resource);
     if (config.watchDropIntervalMs !== undefined) this.setWatchDropIntervalMs(config.watchDropIntervalMs);
     if (config.suppressWatchEvents !== undefined) this.suppressWatchEvents(config.suppressWatchEvents);
     if (config.dropWatches) this.dropWatches();
   }
 
-  /** Added latency for a request with this verb. */
-  latencyFor(verb: Verb): number {
-    return (this.latency.find((l) => l.verb === verb) ?? this.latency.find((l) => l.verb === "*"))?.ms ?? 0;
+  /** Added latency for a request with this verb for `resource`: the most specific rule's. */
+  latencyFor(verb: Verb, resource: string): number {
+    const rank = (l: LatencyRule) => (l.verb === verb ? 2 : 0) + (l.resource === resource ? 1 : 0);
+    const matching = this.latency.filter((l) => (l.verb === verb || l.verb === "*") && (l.resource === undefined || l.resource === resource));
+    return matching.sort((a, b) => rank(b) - rank(a))[0]?.ms ?? 0;
   }
 
   /** The injected failure for a request with this verb, if any (consumes failNext budget). */

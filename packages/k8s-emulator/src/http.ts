@@ -18,6 +18,7 @@ import {
   type RbacAuthorizer,
   type RequestAttributes,
 } from "./rbac.ts";
+import { impersonatedUser } from "./impersonation.ts";
 import { findByPath, groupVersion, subresourcesOf, type ResourceType } from "./resources.ts";
 import { parseFieldSelector, parseLabelSelector, type Selector } from "./selectors.ts";
 import { isObject, type JsonObject, type KubeObject } from "./util.ts";
@@ -43,8 +44,10 @@ export interface RequestLogEntry {
   name?: string;
   status: number;
   fieldManager?: string;
-  /** The authenticated user's name, when RBAC is on. */
+  /** The authenticated user's name (without RBAC: when the credentials are known). */
   user?: string;
+  /** The user the request ran as, when it impersonated one (Impersonate-User). */
+  impersonatedUser?: string;
 }
 
 export interface HttpContext {
@@ -307,13 +310,24 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
     sendError(res, e);
   };
 
-  // Authentication and authorization (when RBAC is on), before dispatch, as the API server's
-  // filter chain: 401 for a token nobody issued, 403 for what RBAC does not allow.
+  // Authentication, impersonation and authorization (when RBAC is on), before dispatch, as the
+  // API server's filter chain: 401 for a token nobody issued, 403 for what RBAC does not allow.
+  // Without RBAC every request is allowed, unknown credentials included; the log still names
+  // the user the credentials stand for, when it knows them.
   let access: RequestAccess | undefined;
-  if (ctx.authorizer) {
-    const user = ctx.authenticator.authenticate(req);
-    if (!user) return fail(unauthorized());
-    entry.user = user.name;
+  const authenticated = ctx.authenticator.authenticate(req);
+  entry.user = authenticated?.name;
+  if (ctx.authorizer && !authenticated) return fail(unauthorized());
+  let user = authenticated;
+  if (authenticated) {
+    try {
+      user = impersonatedUser(req, authenticated, ctx.authorizer);
+    } catch (err) {
+      return fail(err);
+    }
+    if (user !== authenticated) entry.impersonatedUser = user.name;
+  }
+  if (ctx.authorizer && user) {
     access = { user, attributes: requestAttributes(method, path, segs, query), authorizer: ctx.authorizer };
     const decision = ctx.authorizer.authorize(user, access.attributes);
     if (!decision.allowed) return fail(forbiddenRequest(user, access.attributes, decision.reason));
@@ -378,7 +392,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   entry.verb = verb;
 
   await ctx.faults.released(verb);
-  const latency = ctx.faults.latencyFor(verb);
+  const latency = ctx.faults.latencyFor(verb, rt.resource);
   if (latency > 0) await sleep(latency);
   const fault = ctx.faults.pick(verb);
   if (fault) return fail(fault);

@@ -1,9 +1,9 @@
 // A kubeconfig for the emulator. The client refuses plain http unless the
 // cluster has insecure-skip-tls-verify set, hence that flag. Its token is the admin's
-// (system:masters), which RBAC, when on, allows everything.
+// (system:masters), which RBAC, when on, allows everything, unless another is given.
 import { ADMIN_TOKEN } from "./auth.ts";
 
-export function kubeconfigYaml(server: string): string {
+export function kubeconfigYaml(server: string, token = ADMIN_TOKEN): string {
   return [
     "apiVersion: v1",
     "kind: Config",
@@ -15,7 +15,7 @@ export function kubeconfigYaml(server: string): string {
     "users:",
     "- name: emulator",
     "  user:",
-    `    token: ${ADMIN_TOKEN}`,
+    `    token: ${token}`,
     "contexts:",
     "- name: emulator",
     "  context:",

@@ -183,6 +183,57 @@ describe("RBAC on", () => {
     assert.match(neither.body.message, /exactly one of nonResourceAttributes or resourceAttributes must be specified/);
   });
 
+  it("impersonation: the admin runs as the account it names; an account without `impersonate` is refused, with it runs as the user; groups without a user are an error", async () => {
+    const listSecrets = async (bearer: string, impersonate: Record<string, string>) => {
+      const res = await fetch(`${emu.url}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json", ...impersonate },
+        body: JSON.stringify({
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SelfSubjectAccessReview",
+          spec: { resourceAttributes: { verb: "list", resource: "secrets" } },
+        }),
+      });
+      const body = (await res.json()) as { status?: { allowed?: boolean }; message?: string };
+      return { status: res.status, allowed: body.status?.allowed, message: body.message };
+    };
+    assert.deepEqual(await listSecrets(ADMIN, {}), { status: 201, allowed: true, message: undefined });
+    assert.deepEqual(await listSecrets(ADMIN, { "impersonate-user": SA_USER }), { status: 201, allowed: false, message: undefined }, "answered as the account");
+    assert.deepEqual(
+      { user: emu.requestLog.at(-1)?.user, impersonatedUser: emu.requestLog.at(-1)?.impersonatedUser },
+      { user: "emulator-admin", impersonatedUser: SA_USER },
+    );
+
+    const refused = await listSecrets(token, { "impersonate-user": "alice" });
+    assert.equal(refused.status, 403);
+    assert.equal(refused.message, `users "alice" is forbidden: User "${SA_USER}" cannot impersonate resource "users" in API group "" at the cluster scope`);
+
+    emu.put(rbac("ClusterRole", "impersonate-alice", { rules: [{ apiGroups: [""], resources: ["users"], verbs: ["impersonate"], resourceNames: ["alice"] }] }));
+    emu.put(
+      rbac("ClusterRoleBinding", "bot-impersonates-alice", {
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "impersonate-alice" },
+        subjects: [saSubject],
+      }),
+    );
+    try {
+      assert.deepEqual(
+        await listSecrets(token, { "impersonate-user": "alice" }),
+        { status: 201, allowed: false, message: undefined },
+        "alice may not list secrets",
+      );
+      const asGroup = await listSecrets(token, { "impersonate-user": "alice", "impersonate-group": "system:masters" });
+      assert.equal(asGroup.status, 403, "alice, yes; the group system:masters, no");
+      assert.match(asGroup.message ?? "", /^groups "system:masters" is forbidden: User "system:serviceaccount:team:bot" cannot impersonate resource "groups"/);
+    } finally {
+      emu.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "bot-impersonates-alice");
+      emu.delete("rbac.authorization.k8s.io/v1", "ClusterRole", "impersonate-alice");
+    }
+
+    const groupsOnly = await listSecrets(ADMIN, { "impersonate-group": "system:masters" });
+    assert.equal(groupsOnly.status, 500);
+    assert.match(groupsOnly.message ?? "", /without impersonating a user/);
+  });
+
   it("a binding to a missing role: the reason says so", async () => {
     emu.put(
       rbac("ClusterRoleBinding", "dangling", { roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "gone" }, subjects: [saSubject] }),

@@ -27,3 +27,16 @@ export async function spawnAgent(token: string, args: string[]): Promise<AgentPr
     },
   };
 }
+
+/**
+ * The flags of an agent of `region` electing a leader on a Lease in namespace default, with
+ * short timings (renew deadline half the lease, retry every 300 ms) and fast reports.
+ */
+export function leaderElectingAgentArgs(ctrlUrl: string, region: string, kubeconfig: string, leaseSeconds: number, bookmarkMs: number): string[] {
+  return [
+    ...["--ctrl-url", ctrlUrl, "--region", region, "--kubeconfig", kubeconfig],
+    ...["--leader-elect", "--leader-elect-lease-duration", `${leaseSeconds}s`, "--leader-elect-renew-deadline", `${leaseSeconds / 2}s`],
+    ...["--leader-elect-retry-period", "300ms", "--leader-elect-resource-namespace", "default"],
+    ...["--bookmark-interval", `${bookmarkMs}ms`, "--report-interval", "50ms", "--heartbeat-interval", "100ms", "--settle", "0"],
+  ];
+}

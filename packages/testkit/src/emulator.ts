@@ -13,7 +13,7 @@ import {
   type V1Deployment,
 } from "@kubernetes/client-node";
 import { KubernetesEmulator, type EmulatorOptions } from "@flotilla/k8s-emulator";
-import { KubeClient, kubeconfigConnectionFromString } from "@flotilla/agent/kubernetes";
+import { KubeClient, kubeconfigConnectionFromString, type ApiObject } from "@flotilla/agent/kubernetes";
 
 export interface Cluster {
   emu: KubernetesEmulator;
@@ -122,4 +122,16 @@ export async function collectWatch(cluster: Cluster, path: string, query: Record
     },
     abort: () => controller.abort(),
   };
+}
+
+/** A ServiceAccount `name` in namespace default and a token the emulator issued for it (TokenRequest), with its user name. */
+export async function serviceAccountToken(emulator: KubernetesEmulator, name: string): Promise<{ token: string; user: string }> {
+  emulator.put({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace: "default" } });
+  const admin = new KubeClient(await kubeconfigConnectionFromString(emulator.kubeconfigYaml()));
+  const request = await admin.create<ApiObject>(`/api/v1/namespaces/default/serviceaccounts/${name}/token`, {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    spec: {},
+  });
+  return { token: (request.status as { token: string }).token, user: `system:serviceaccount:default:${name}` };
 }
