@@ -14,9 +14,7 @@
 // leave its arenas fragmented, and free() returns nothing below a live block (B7, 100,000
 // resources: 12.6 MB). It pauses the process once, for about 50–300 ms with 100,000
 // resources, at a moment it has nothing to do.
-import { mallocTrim } from "@flotilla/malloc-trim";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
+import { releaseMemory } from "@flotilla/malloc-trim";
 
 export interface MemoryReleaseOptions {
   /** Reconciles since the last release that make a burst worth releasing; 0 turns releasing off. */
@@ -86,25 +84,4 @@ export class MemoryRelease {
     clearTimeout(this.#timer);
     this.#timer = undefined;
   }
-}
-
-let gc: ((options: object) => void) | undefined;
-
-/**
- * One memory-reducing full GC, then malloc_trim where the C library is glibc. V8 offers that GC
- * only through `gc()`, which `--expose-gc` installs in new contexts: the flag is set for the one
- * context that fetches the function, then cleared.
- */
-export function releaseMemory(): void {
-  if (!gc) {
-    setFlagsFromString("--expose-gc");
-    try {
-      gc = runInNewContext("gc") as (options: object) => void;
-    } finally {
-      setFlagsFromString("--no-expose-gc");
-    }
-  }
-  gc({ type: "major", execution: "sync", flavor: "last-resort" });
-  // After the GC: freeing V8's external buffers (array buffers) frees C heap too.
-  mallocTrim?.();
 }

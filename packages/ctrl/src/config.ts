@@ -137,6 +137,12 @@ export const CTRL_OPTIONS = [
     ...was("SNAPSHOT_READ_AHEAD_BYTES"),
   },
   {
+    flag: "memory-release-growth-bytes",
+    default: String(32 * 1024 * 1024),
+    description:
+      "once RSS grew this much since the last release, ctrl returns freed memory to the system (a memory-reducing GC and malloc_trim, checked every 5 s); 0 turns it off",
+  },
+  {
     flag: "token-lookup-concurrency",
     default: "2",
     description: "agent-token lookups in the database at once (the rest wait; keeps pool connections for other calls)",

@@ -44,6 +44,7 @@ try {
     auditMaxAgeMs: read.positiveDuration("audit-max-age"),
     console: consoleFlag(config.console),
     statusEventsMaxAgeMs: read.positiveDuration("status-events-max-age"),
+    memoryReleaseGrowthBytes: read.nonNegativeInt("memory-release-growth-bytes"),
   };
   // Checked here so that a mistake names its flag.
   if (config["metrics-listen"]) parseListen(config["metrics-listen"], "metrics-listen");

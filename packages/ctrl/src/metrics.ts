@@ -53,6 +53,11 @@ export class CtrlMetrics {
     help: "Watch streams ended with CONSUMER_TOO_SLOW because their buffer overflowed.",
     registers: [this.registry],
   });
+  readonly memoryReleases = new Counter({
+    name: "flotilla_ctrl_memory_releases_total",
+    help: "Memory-reducing GCs with malloc_trim run after RSS grew by --memory-release-growth-bytes.",
+    registers: [this.registry],
+  });
   readonly connectionBounds = new Counter({
     name: "flotilla_ctrl_bounds_enforced_total",
     help: "Streams and connections ended by a bound, by reason (send_timeout, idle, resets, pings, ...).",

@@ -25,6 +25,7 @@ import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { connectErrors } from "./errors.ts";
 import { authFailureLimit, DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
 import { listenDual, type DualListener } from "./listener.ts";
+import { DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, MemoryRelease } from "./memory-release.ts";
 import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
@@ -94,6 +95,8 @@ export interface CtrlOptions {
   readinessTimeoutMs?: number;
   /** Serve the web console at / (default true). */
   console?: boolean;
+  /** RSS growth after which ctrl returns freed memory to the system (memory-release.ts). Default 32 MiB; 0 turns it off. */
+  memoryReleaseGrowthBytes?: number;
   /** Where ctrl logs. Default: text lines on stderr, level info. */
   log?: Logger;
 }
@@ -168,6 +171,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     poller.wake();
     statusFeed.wake();
   });
+  const memoryRelease = new MemoryRelease(options.memoryReleaseGrowthBytes ?? DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, log, () => metrics.memoryReleases.inc());
   const retention = startRetention(
     store,
     {
@@ -304,6 +308,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       draining.abort(new ConnectError("ctrl is shutting down; reconnect", Code.Unavailable));
       listener.drain();
       clearInterval(retention);
+      memoryRelease.stop();
       agentStreams.stop();
       stopWaking();
       await Promise.all([poller.stop(), statusFeed.stop()]);

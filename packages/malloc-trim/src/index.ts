@@ -1,4 +1,5 @@
-// glibc's malloc_trim(0) for the agent's memory release (packages/agent/src/memory-release.ts):
+// glibc's malloc_trim(0), and the memory release of a process after a burst of work (the
+// agent's packages/agent/src/memory-release.ts, ctrl's packages/ctrl/src/memory-release.ts):
 // after a burst, glibc's arenas keep tens of MB of freed C heap (socket reads, response
 // bodies, the buffers of protobuf and crypto calls) that free() cannot return because live
 // blocks sit above it; malloc_trim returns their free pages. Measured on B7 at 100,000
@@ -7,6 +8,8 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 
 // Found through the package's name, not this module's location: a bundle of the agent inlines
 // this module and loads the addon from the package in its node_modules.
@@ -24,4 +27,26 @@ function load(): (() => boolean) | undefined {
   const addon = createRequire(import.meta.url)(ADDON) as { mallocTrim(): boolean | undefined };
   if (addon.mallocTrim() === undefined) return undefined;
   return () => addon.mallocTrim() === true;
+}
+
+let gc: ((options: object) => void) | undefined;
+
+/**
+ * One memory-reducing full GC (V8's "last resort" flavour: compacts and releases free pages,
+ * which ordinary GCs keep resident), then malloc_trim where the C library is glibc. V8 offers
+ * that GC only through `gc()`, which `--expose-gc` installs in new contexts: the flag is set for
+ * the one context that fetches the function, then cleared.
+ */
+export function releaseMemory(): void {
+  if (!gc) {
+    setFlagsFromString("--expose-gc");
+    try {
+      gc = runInNewContext("gc") as (options: object) => void;
+    } finally {
+      setFlagsFromString("--no-expose-gc");
+    }
+  }
+  gc({ type: "major", execution: "sync", flavor: "last-resort" });
+  // After the GC: freeing V8's external buffers (array buffers) frees C heap too.
+  mallocTrim?.();
 }
