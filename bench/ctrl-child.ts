@@ -154,6 +154,7 @@ async function handle(req: ChildRequest): Promise<unknown> {
         watchBookmarks: await gauge(m.watchBookmarks),
         watchEndedForLag: await gauge(m.watchEndedForLag),
         boundsEnforced: Object.fromEntries((await m.connectionBounds.get()).values.map((v) => [String(v.labels.reason), v.value])),
+        memoryReleases: await gauge(m.memoryReleases),
       };
     }
     case "memory":

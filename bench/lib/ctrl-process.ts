@@ -71,6 +71,8 @@ export interface ChildMetrics {
   watchEndedForLag: number;
   /** Streams and connections ended by a bound, by reason. */
   boundsEnforced: Record<string, number>;
+  /** Memory releases ctrl ran itself (--memory-release-growth-bytes). */
+  memoryReleases: number;
 }
 
 type Omit1<T> = T extends unknown ? Omit<T, "id"> : never;

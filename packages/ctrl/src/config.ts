@@ -143,6 +143,11 @@ export const CTRL_OPTIONS = [
       "once RSS grew this much since the last release, ctrl returns freed memory to the system (a memory-reducing GC and malloc_trim, checked every 5 s); 0 turns it off",
   },
   {
+    flag: "memory-release-interval",
+    default: "30s",
+    description: "the least time between two memory releases (during a sustained burst, at most one per interval)",
+  },
+  {
     flag: "token-lookup-concurrency",
     default: "2",
     description: "agent-token lookups in the database at once (the rest wait; keeps pool connections for other calls)",

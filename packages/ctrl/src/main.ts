@@ -45,6 +45,7 @@ try {
     console: consoleFlag(config.console),
     statusEventsMaxAgeMs: read.positiveDuration("status-events-max-age"),
     memoryReleaseGrowthBytes: read.nonNegativeInt("memory-release-growth-bytes"),
+    memoryReleaseIntervalMs: read.positiveDuration("memory-release-interval"),
   };
   // Checked here so that a mistake names its flag.
   if (config["metrics-listen"]) parseListen(config["metrics-listen"], "metrics-listen");

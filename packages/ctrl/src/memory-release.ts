@@ -4,30 +4,43 @@
 // authenticated client took ctrl from 137 to 221 MB, and each further round kept growing it;
 // after one memory-reducing GC and malloc_trim (releaseMemory()) it is back within 12 MB of
 // where it started. ctrl is rarely idle (agents report all the time), so what triggers a release
-// is growth: every CHECK_MS, once RSS has grown `growthBytes` beyond what the last release left,
-// it releases again (a pause of tens of ms with ctrl's small heap, at most once per check). The
-// first check releases what starting left (modules compiled, migrations, the first queries).
+// is growth: every CHECK_MS, once RSS is `growthBytes` above the baseline (what releases left)
+// and `minIntervalMs` have passed since the last release, it releases again (a pause of tens of
+// ms with ctrl's small heap; during a sustained burst at most once per interval, so that the
+// pauses do not add to the burst's latency). A release in the middle of a burst leaves the
+// baseline where it was, so the burst's end is released too; a release that returned little
+// raises the baseline to what is left (that memory is held, not garbage), so a process that
+// needs more memory is not collected again and again. The first check releases what starting
+// left (modules compiled, migrations, the first queries).
 import { releaseMemory } from "@flotilla/malloc-trim";
 import type { Logger } from "@flotilla/runtime";
 
 const CHECK_MS = 5000;
 export const DEFAULT_MEMORY_RELEASE_GROWTH_BYTES = 32 * 1024 * 1024;
+export const DEFAULT_MEMORY_RELEASE_INTERVAL_MS = 30_000;
 
 export class MemoryRelease {
-  #floor = 0;
+  /** What releases left; undefined before the first. */
+  #baseline: number | undefined;
+  #lastRelease = Number.NEGATIVE_INFINITY;
   readonly #timer: NodeJS.Timeout | undefined;
 
-  /** `growthBytes`: RSS growth that triggers a release; 0 turns releasing off. `onRelease` counts them. */
-  constructor(growthBytes: number, log: Logger, onRelease: () => void, release: () => void = releaseMemory) {
+  /**
+   * `growthBytes`: RSS above the baseline that triggers a release (0 turns releasing off);
+   * `minIntervalMs`: the least time between two releases. `onRelease` counts them.
+   */
+  constructor(growthBytes: number, minIntervalMs: number, log: Logger, onRelease: () => void, release: () => void = releaseMemory) {
     if (growthBytes === 0) return;
     this.#timer = setInterval(() => {
       const rss = process.memoryUsage.rss();
-      if (rss - this.#floor < growthBytes) return;
+      const baseline = this.#baseline;
+      if ((baseline !== undefined && rss - baseline < growthBytes) || performance.now() - this.#lastRelease < minIntervalMs) return;
       release();
+      this.#lastRelease = performance.now();
       const after = process.memoryUsage.rss();
       onRelease();
-      if (this.#floor > 0) log.info(`memory released: RSS ${mib(rss)} → ${mib(after)} MiB`);
-      this.#floor = after;
+      if (baseline !== undefined) log.info(`memory released: RSS ${mib(rss)} → ${mib(after)} MiB`);
+      this.#baseline = baseline === undefined || rss - after < growthBytes / 2 ? after : Math.min(baseline, after);
     }, CHECK_MS).unref();
   }
 

@@ -25,7 +25,7 @@ import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { connectErrors } from "./errors.ts";
 import { authFailureLimit, DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
 import { listenDual, type DualListener } from "./listener.ts";
-import { DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, MemoryRelease } from "./memory-release.ts";
+import { DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, DEFAULT_MEMORY_RELEASE_INTERVAL_MS, MemoryRelease } from "./memory-release.ts";
 import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
@@ -97,6 +97,8 @@ export interface CtrlOptions {
   console?: boolean;
   /** RSS growth after which ctrl returns freed memory to the system (memory-release.ts). Default 32 MiB; 0 turns it off. */
   memoryReleaseGrowthBytes?: number;
+  /** The least time between two memory releases. Default 30 s. */
+  memoryReleaseIntervalMs?: number;
   /** Where ctrl logs. Default: text lines on stderr, level info. */
   log?: Logger;
 }
@@ -171,7 +173,12 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     poller.wake();
     statusFeed.wake();
   });
-  const memoryRelease = new MemoryRelease(options.memoryReleaseGrowthBytes ?? DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, log, () => metrics.memoryReleases.inc());
+  const memoryRelease = new MemoryRelease(
+    options.memoryReleaseGrowthBytes ?? DEFAULT_MEMORY_RELEASE_GROWTH_BYTES,
+    options.memoryReleaseIntervalMs ?? DEFAULT_MEMORY_RELEASE_INTERVAL_MS,
+    log,
+    () => metrics.memoryReleases.inc(),
+  );
   const retention = startRetention(
     store,
     {

@@ -1,6 +1,7 @@
 // A burst of malformed requests from an authenticated client (every RPC, every protocol, both
-// transports) costs ctrl no memory for good: once RSS has grown by --memory-release-growth-bytes,
-// ctrl returns what the burst freed to the system. With the flag at 0 it never releases.
+// transports) costs ctrl no memory for good: once RSS has grown by --memory-release-growth-bytes
+// (and --memory-release-interval has passed since the last release), ctrl returns what the burst
+// freed to the system. With the growth at 0 it never releases.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -39,7 +40,10 @@ describe("memory after a malformed burst (ctrl process)", { skip }, () => {
   before(async () => {
     const [a, b] = [await sqlite!.db.create(), await sqlite!.db.create()];
     cleanups = [a.drop, b.drop];
-    [ctrl, quiet] = await Promise.all([spawnCtrl(a.url, TOKEN), spawnCtrl(b.url, TOKEN, ["--memory-release-growth-bytes", "0"])]);
+    [ctrl, quiet] = await Promise.all([
+      spawnCtrl(a.url, TOKEN, ["--memory-release-interval", "5s"]),
+      spawnCtrl(b.url, TOKEN, ["--memory-release-growth-bytes", "0"]),
+    ]);
   });
   after(async () => {
     await Promise.all([ctrl?.kill("SIGKILL"), quiet?.kill("SIGKILL")]);

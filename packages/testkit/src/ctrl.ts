@@ -41,7 +41,9 @@ export interface TestCtrl {
 
 export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptions> = {}): Promise<TestCtrl> {
   const { store, url: databaseUrl, cleanup } = await freshStore(db);
-  const ctrlOptions = { store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, log: testLogger(), ...options };
+  // No memory release: it would collect the whole test process's garbage every few seconds
+  // (tests of it run ctrl as a process of its own).
+  const ctrlOptions = { store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, log: testLogger(), memoryReleaseGrowthBytes: 0, ...options };
   let ctrl = await startCtrl(ctrlOptions);
   const transports: Transport[] = [];
   const transport: TestCtrl["transport"] = ({ token = ADMIN_TOKEN, protocol = "connect", ca, windowBytes } = {}) => {
