@@ -124,6 +124,27 @@ function v3Path(rt: ResourceType): string {
   return rt.group ? `apis/${groupVersion(rt)}` : "api/v1";
 }
 
+/**
+ * Types kube-openapi writes in v3 as a oneOf of primitive types, without a type of their own
+ * (their OpenAPIV3OneOfTypes); v2 keeps `type: string`. kubectl explain names a reference to a
+ * schema without a type by the reference: <IntOrString>, <Quantity>.
+ */
+const V3_ONE_OF: Record<string, string[]> = {
+  "io.k8s.apimachinery.pkg.util.intstr.IntOrString": ["integer", "string"],
+  "io.k8s.apimachinery.pkg.api.resource.Quantity": ["string", "number"],
+};
+
+function v3Schemas(schemas: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(schemas).map(([name, schema]) => {
+      const types = V3_ONE_OF[name];
+      if (!types || !isObject(schema)) return [name, schema];
+      const { type: _type, ...rest } = schema;
+      return [name, { ...rest, oneOf: types.map((type) => ({ type })) }];
+    }),
+  );
+}
+
 /** GET /openapi/v3/<api/v1 | apis/g/v>: undefined when the group-version is not served. */
 export function openApiV3(group: string, version: string): JsonObject | undefined {
   const types = typesOf(group, version);
@@ -133,7 +154,7 @@ export function openApiV3(group: string, version: string): JsonObject | undefine
     openapi: "3.0.0",
     info: { title: "Kubernetes", version: SERVER_VERSION.gitVersion },
     paths: Object.assign({}, ...types.map(operations)),
-    components: { schemas: render(schemas, "v3") },
+    components: { schemas: render(v3Schemas(schemas), "v3") },
   };
 }
 

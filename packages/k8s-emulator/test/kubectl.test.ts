@@ -204,6 +204,9 @@ spec:
     assert.match(v3, /progressDeadlineSeconds\t<integer>/);
     assert.match(v3, /strategy\t<DeploymentStrategy>/);
     assert.match(v3, /template\t<PodTemplateSpec> -required-/);
+    // kube-openapi writes IntOrString and Quantity in v3 as oneOf, so kubectl names them.
+    assert.match(await ok(["explain", "deployment.spec.strategy.rollingUpdate"]), /maxSurge\t<IntOrString>/);
+    assert.match(await ok(["explain", "deployment.spec.template.spec.containers.resources"]), /requests\t<map\[string\]Quantity>/);
     const v2 = await ok(["explain", "deployment.spec.strategy", "--output", "plaintext-openapiv2"]);
     assert.match(v2, /rollingUpdate\t<Object>/);
     const crd = await ok(["explain", "ciliumnetworkpolicy.spec.ingress.toPorts.ports"]);
