@@ -35,7 +35,8 @@ export async function runB4(ctx: BenchContext): Promise<BenchResult> {
 
     // A fresh ctrl per measurement, so one cannot inherit the other's heap growth.
     const measure = async (connections: number): Promise<Measurement> => {
-      const ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });
+      // No memory release of ctrl's own between the measurements: they compare RSS with and without streams.
+      const ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, memoryReleaseGrowthBytes: 0 });
       try {
         // Warm-up: a few streams opened and closed, so lazily created state (JIT code,
         // HTTP/2 machinery, metric label sets) is in the baseline, not charged to streams.

@@ -31,6 +31,7 @@ const ctrl = await startCtrl({
   stream: config.stream,
   streamSendTimeoutMs: config.streamSendTimeoutMs,
   tls: config.tls,
+  memoryReleaseGrowthBytes: config.memoryReleaseGrowthBytes,
 });
 
 // The commit time of this process's latest write: taken in the Store's commit listener, which
