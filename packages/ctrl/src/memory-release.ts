@@ -19,29 +19,48 @@ const CHECK_MS = 5000;
 export const DEFAULT_MEMORY_RELEASE_GROWTH_BYTES = 32 * 1024 * 1024;
 export const DEFAULT_MEMORY_RELEASE_INTERVAL_MS = 30_000;
 
+export interface MemoryReleaseOptions {
+  /** RSS above the baseline that triggers a release; 0 turns releasing off. */
+  growthBytes: number;
+  /** The least time between two releases. */
+  minIntervalMs: number;
+  log: Logger;
+  /** After each release (counts them). */
+  onRelease: () => void;
+  /** Does the release; default: releaseMemory(). */
+  release?: () => void;
+  /** The process's RSS; default: process.memoryUsage.rss(). */
+  rss?: () => number;
+  /** Checks every this often; 0: only when check() is called. Default 5 s. */
+  checkMs?: number;
+}
+
 export class MemoryRelease {
+  readonly #options: MemoryReleaseOptions;
   /** What releases left; undefined before the first. */
   #baseline: number | undefined;
   #lastRelease = Number.NEGATIVE_INFINITY;
   readonly #timer: NodeJS.Timeout | undefined;
 
-  /**
-   * `growthBytes`: RSS above the baseline that triggers a release (0 turns releasing off);
-   * `minIntervalMs`: the least time between two releases. `onRelease` counts them.
-   */
-  constructor(growthBytes: number, minIntervalMs: number, log: Logger, onRelease: () => void, release: () => void = releaseMemory) {
+  constructor(options: MemoryReleaseOptions) {
+    this.#options = options;
+    const checkMs = options.checkMs ?? CHECK_MS;
+    if (options.growthBytes > 0 && checkMs > 0) this.#timer = setInterval(() => this.check(), checkMs).unref();
+  }
+
+  /** Releases if RSS is `growthBytes` above the baseline (always the first time) and the interval has passed. */
+  check(): void {
+    const { growthBytes, minIntervalMs, log, onRelease, release = releaseMemory, rss: rssOf = () => process.memoryUsage.rss() } = this.#options;
     if (growthBytes === 0) return;
-    this.#timer = setInterval(() => {
-      const rss = process.memoryUsage.rss();
-      const baseline = this.#baseline;
-      if ((baseline !== undefined && rss - baseline < growthBytes) || performance.now() - this.#lastRelease < minIntervalMs) return;
-      release();
-      this.#lastRelease = performance.now();
-      const after = process.memoryUsage.rss();
-      onRelease();
-      if (baseline !== undefined) log.info(`memory released: RSS ${mib(rss)} → ${mib(after)} MiB`);
-      this.#baseline = baseline === undefined || rss - after < growthBytes / 2 ? after : Math.min(baseline, after);
-    }, CHECK_MS).unref();
+    const rss = rssOf();
+    const baseline = this.#baseline;
+    if ((baseline !== undefined && rss - baseline < growthBytes) || performance.now() - this.#lastRelease < minIntervalMs) return;
+    release();
+    this.#lastRelease = performance.now();
+    const after = rssOf();
+    onRelease();
+    if (baseline !== undefined) log.info(`memory released: RSS ${mib(rss)} → ${mib(after)} MiB`);
+    this.#baseline = baseline === undefined || rss - after < growthBytes / 2 ? after : Math.min(baseline, after);
   }
 
   stop(): void {

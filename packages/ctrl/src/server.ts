@@ -173,12 +173,12 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     poller.wake();
     statusFeed.wake();
   });
-  const memoryRelease = new MemoryRelease(
-    options.memoryReleaseGrowthBytes ?? DEFAULT_MEMORY_RELEASE_GROWTH_BYTES,
-    options.memoryReleaseIntervalMs ?? DEFAULT_MEMORY_RELEASE_INTERVAL_MS,
+  const memoryRelease = new MemoryRelease({
+    growthBytes: options.memoryReleaseGrowthBytes ?? DEFAULT_MEMORY_RELEASE_GROWTH_BYTES,
+    minIntervalMs: options.memoryReleaseIntervalMs ?? DEFAULT_MEMORY_RELEASE_INTERVAL_MS,
     log,
-    () => metrics.memoryReleases.inc(),
-  );
+    onRelease: () => metrics.memoryReleases.inc(),
+  });
   const retention = startRetention(
     store,
     {
