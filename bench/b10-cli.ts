@@ -12,6 +12,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Store } from "@flotilla/store";
+import { adminAuth } from "./lib/clients.ts";
 import { ADMIN_TOKEN, CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
@@ -56,12 +57,7 @@ export async function runB10(ctx: BenchContext): Promise<BenchResult> {
       createConnectTransport({
         baseUrl: ctrl.url,
         httpVersion: "1.1",
-        interceptors: [
-          (next) => (req) => {
-            req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-            return next(req);
-          },
-        ],
+        interceptors: [adminAuth],
       }),
     );
     const t0 = now();

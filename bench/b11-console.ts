@@ -12,13 +12,13 @@ import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { chromium } from "playwright-core";
+import { launchChromium } from "@flotilla/testkit/browser";
+import { adminAuth } from "./lib/clients.ts";
 import { ADMIN_TOKEN, CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
 import { fmtBytes, fmtMs, fmtRatio, log, now, percentile, sleep } from "./lib/util.ts";
 
-const CHROMIUM = process.env.FLOTILLA_TEST_CHROMIUM ?? "/usr/bin/chromium";
 const REGIONS = ["eu", "us", "ap"];
 
 /** What the page function reads of the page's globals. */
@@ -31,30 +31,14 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
   const sustainMs = ctx.quick ? 30_000 : 600_000;
   const db = await createBenchDatabase(ctx.serverUrl, "b11");
   let ctrl: CtrlProcess | undefined;
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  const browser = await launchChromium();
   try {
     await migrate(db.url);
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });
     const transport = createConnectTransport({
       baseUrl: ctrl.url,
       httpVersion: "1.1",
-      interceptors: [
-        (next) => (req) => {
-          req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-          return next(req);
-        },
-      ],
+      interceptors: [adminAuth],
     });
     const deployments = createClient(DeploymentService, transport);
     const cluster = createClient(ClusterService, transport);

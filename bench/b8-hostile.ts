@@ -5,11 +5,12 @@
 // bounded count.
 import { fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import type { AttackPlan, AttackReport } from "./b8-attacker.ts";
+import { adminAuth } from "./lib/clients.ts";
 import { ADMIN_TOKEN, CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
@@ -38,12 +39,8 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
     const c = ctrl;
 
     // The well-behaved client: GetRegion over gRPC on its own connection, all along.
-    const auth: Interceptor = (next) => (req) => {
-      req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-      return next(req);
-    };
-    const regions = createClient(RegionService, createGrpcTransport({ baseUrl: c.url, interceptors: [auth] }));
-    const cluster = createClient(ClusterService, createGrpcTransport({ baseUrl: c.url, interceptors: [auth] }));
+    const regions = createClient(RegionService, createGrpcTransport({ baseUrl: c.url, interceptors: [adminAuth] }));
+    const cluster = createClient(ClusterService, createGrpcTransport({ baseUrl: c.url, interceptors: [adminAuth] }));
     type Phase = "before" | "during" | "after";
     const samples: Record<Phase, number[]> = { before: [], during: [], after: [] };
     const syncSamples: Record<Phase, number[]> = { before: [], during: [], after: [] };

@@ -1,27 +1,24 @@
 // Diagnostic: SyncDesiredState over each protocol/HTTP version, with per-message gaps.
 // Usage: node bench/diag/transport.ts [resources=10000]
-import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { ADMIN_TOKEN, CtrlProcess } from "../lib/ctrl-process.ts";
+import { adminAuth } from "../lib/clients.ts";
+import { CtrlProcess } from "../lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, seedRegion } from "../lib/db.ts";
 import { median, now } from "../lib/util.ts";
 
 const count = Number(process.argv[2] ?? 10000);
 const db = await createBenchDatabase(process.env.FLOTILLA_BENCH_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/", "diag");
-const auth: Interceptor = (next) => (req) => {
-  req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-  return next(req);
-};
 try {
   await migrate(db.url);
   await seedRegion(db.url, "sync", count);
   const ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200 });
   const variants = {
-    "grpc h2 gzip": createGrpcTransport({ baseUrl: ctrl.url, interceptors: [auth] }),
-    "grpc h2 identity": createGrpcTransport({ baseUrl: ctrl.url, interceptors: [auth], acceptCompression: [] }),
-    "connect h1 identity": createConnectTransport({ baseUrl: ctrl.url, interceptors: [auth], httpVersion: "1.1", acceptCompression: [] }),
-    "connect h2 identity": createConnectTransport({ baseUrl: ctrl.url, interceptors: [auth], httpVersion: "2", acceptCompression: [] }),
+    "grpc h2 gzip": createGrpcTransport({ baseUrl: ctrl.url, interceptors: [adminAuth] }),
+    "grpc h2 identity": createGrpcTransport({ baseUrl: ctrl.url, interceptors: [adminAuth], acceptCompression: [] }),
+    "connect h1 identity": createConnectTransport({ baseUrl: ctrl.url, interceptors: [adminAuth], httpVersion: "1.1", acceptCompression: [] }),
+    "connect h2 identity": createConnectTransport({ baseUrl: ctrl.url, interceptors: [adminAuth], httpVersion: "2", acceptCompression: [] }),
   };
   for (let rep = 0; rep < 2; rep++) {
     for (const [name, transport] of Object.entries(variants)) {

@@ -1,4 +1,4 @@
-// gRPC clients (HTTP/2, as an agent connects) and a fleet of watch streams.
+// The admin token's interceptor, gRPC clients (HTTP/2, as an agent connects) and a fleet of watch streams.
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
@@ -15,13 +15,15 @@ import { now } from "./util.ts";
 
 export type ClusterClient = Client<typeof ClusterService>;
 
+/** Sends the benchmark ctrl's admin token with every call. */
+export const adminAuth: Interceptor = (next) => (req) => {
+  req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+  return next(req);
+};
+
 /** One client per HTTP/2 connection (each transport owns one session). */
 export function clusterClient(baseUrl: string, options: { acceptCompression?: Compression[] } = {}): ClusterClient {
-  const auth: Interceptor = (next) => (req) => {
-    req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-    return next(req);
-  };
-  return createClient(ClusterService, createGrpcTransport({ baseUrl, interceptors: [auth], ...options }));
+  return createClient(ClusterService, createGrpcTransport({ baseUrl, interceptors: [adminAuth], ...options }));
 }
 
 export interface WatchStream {

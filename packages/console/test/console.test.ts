@@ -13,13 +13,13 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { CHROMIUM, launchChromium } from "@flotilla/testkit/browser";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, startTestCtrl } from "@flotilla/testkit/ctrl";
 import { deploymentOf, imageOf, REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
 
-const CHROMIUM = process.env.FLOTILLA_TEST_CHROMIUM ?? "/usr/bin/chromium";
 const CLI = fileURLToPath(import.meta.resolve("@flotilla/cli/main"));
 const AXE = readFileSync(fileURLToPath(import.meta.resolve("axe-core/axe.min.js")), "utf8");
 const SHOTS = fileURLToPath(new URL("./screenshots/", import.meta.url));
@@ -82,18 +82,7 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     dir = mkdtempSync(join(tmpdir(), "flotilla-console-"));
     mkdirSync(SHOTS, { recursive: true });
     viewerToken = (await stack.t.client(OperatorService).createOperator({ name: "vic", role: Role.VIEWER })).token;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
