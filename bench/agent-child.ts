@@ -3,10 +3,11 @@
 // benchmark's own memory stays out of the measurement. Reports over IPC once the first complete
 // snapshot was dispatched and the queue drained: timings and process.memoryUsage() after forced
 // GCs (and, if asked, a heap snapshot); then waits for "shutdown".
-import { readFileSync } from "node:fs";
-import { writeHeapSnapshot } from "node:v8";
+import { getHeapSpaceStatistics, writeHeapSnapshot } from "node:v8";
 import { join } from "node:path";
+import { constants as perfConstants, PerformanceObserver } from "node:perf_hooks";
 import { createLogger, RenderTarget, startAgent, type Target } from "@flotilla/agent";
+import { rssParts } from "./lib/ipc.ts";
 import { kubernetesTarget } from "./lib/kubernetes-target.ts";
 
 export interface AgentChildConfig {
@@ -45,6 +46,10 @@ export interface AgentChildReport {
   drained: AgentChildMemory;
   /** Peak RSS of the process so far (bytes). */
   maxRss: number;
+  /** Garbage collections from the start to the drained measurement (before its forced GCs): all, and the major (mark-compact) ones. */
+  gc: { count: number; ms: number; majorCount: number; majorMs: number };
+  /** What the highest of the RSS samples (every PEAK_SAMPLE_MS) was made of, and when it was taken. */
+  atPeak: AgentPeak;
   entries: number;
   errors: number;
   logLines: number;
@@ -52,6 +57,21 @@ export interface AgentChildReport {
   /** The heap snapshot written, if one was asked for. */
   heapSnapshot?: string;
 }
+
+/** An RSS sample without a forced GC: the memory as the running process holds it. */
+export interface AgentPeak extends AgentChildMemory {
+  /** Since the process started. */
+  atMs: number;
+  /** Whether the first complete snapshot had been dispatched. */
+  ready: boolean;
+  /** Entries in the desired table, and of them not yet reconciled. */
+  entries: number;
+  pending: number;
+  /** V8's heap spaces larger than 1 MB: name → committed bytes. */
+  spaces: Record<string, number>;
+}
+
+const PEAK_SAMPLE_MS = 100;
 
 const config = JSON.parse(process.env.FLOTILLA_BENCH_AGENT ?? "{}") as AgentChildConfig;
 if (!process.send) throw new Error("agent-child.ts must be started by bench/b7-agent-memory.ts (IPC channel)");
@@ -64,15 +84,16 @@ async function memory(): Promise<AgentChildMemory> {
     gc!();
     await new Promise((r) => setImmediate(r));
   }
+  return usage();
+}
+
+function usage(): AgentChildMemory {
   const m = process.memoryUsage();
-  const status = readFileSync("/proc/self/status", "utf8");
-  const kB = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024;
   return {
     heapUsed: m.heapUsed,
     heapTotal: m.heapTotal,
     rss: m.rss,
-    rssAnon: kB("RssAnon"),
-    rssFile: kB("RssFile"),
+    ...rssParts(),
     external: m.external,
     arrayBuffers: m.arrayBuffers,
   };
@@ -88,6 +109,27 @@ async function target(): Promise<Target> {
 }
 
 const logLines: string[] = [];
+const gcs = { count: 0, ms: 0, majorCount: 0, majorMs: 0 };
+const gcObserver = new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    gcs.count++;
+    gcs.ms += entry.duration;
+    if ((entry as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) {
+      gcs.majorCount++;
+      gcs.majorMs += entry.duration;
+    }
+  }
+});
+gcObserver.observe({ entryTypes: ["gc"] });
+let ready = false;
+let atPeak: AgentPeak | undefined;
+let table: { size: number; counts(): { pending: number } } | undefined;
+const sampler = setInterval(() => {
+  if (atPeak && process.memoryUsage.rss() <= atPeak.rss) return;
+  const spaces: Record<string, number> = {};
+  for (const space of getHeapSpaceStatistics()) if (space.space_size > 1024 * 1024) spaces[space.space_name] = space.space_size;
+  atPeak = { ...usage(), atMs: since(), ready, entries: table?.size ?? 0, pending: table?.counts().pending ?? 0, spaces };
+}, PEAK_SAMPLE_MS);
 
 const agent = await startAgent({
   ctrlUrl: config.ctrlUrl,
@@ -97,7 +139,9 @@ const agent = await startAgent({
   concurrency: config.concurrency,
   log: createLogger({ write: (line) => logLines.push(line) }),
 });
+table = agent.table;
 await agent.ready;
+ready = true;
 const readyMs = since();
 const atReady = await memory();
 // Drained: every entry reconciled and every observation reported (after a restart that applies
@@ -109,10 +153,13 @@ for (;;) {
   await sleep(100);
 }
 const drainedMs = since();
+gcObserver.disconnect();
+const gcDuringRun = { ...gcs };
 await sleep(config.settleMs);
 const drained = await memory();
 // Before the heap snapshot, which costs memory of its own.
 const maxRss = process.resourceUsage().maxRSS * 1024;
+clearInterval(sampler);
 const heapSnapshot =
   config.heapSnapshotDir === undefined ? undefined : writeHeapSnapshot(join(config.heapSnapshotDir, `b7-${config.region}-${process.pid}.heapsnapshot`));
 const report: AgentChildReport = {
@@ -121,6 +168,8 @@ const report: AgentChildReport = {
   atReady,
   drained,
   maxRss,
+  atPeak: atPeak!,
+  gc: gcDuringRun,
   entries: agent.table.size,
   errors: agent.table.counts().error,
   logLines: logLines.length,

@@ -13,7 +13,7 @@ import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { startTestCtrl } from "@flotilla/testkit/ctrl";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { buildAgentBundle } from "../lib/agent-bundle.ts";
+import { buildBundle } from "../lib/bundle.ts";
 
 const RUNS = Number(process.argv[2] ?? 3);
 const MB = 1024 * 1024;
@@ -24,7 +24,7 @@ interface Measured {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "flotilla-bundle-memory-"));
-const bundle = buildAgentBundle(join(dir, "agent"), ["diag/memory-probe.ts"]);
+const bundle = buildBundle("agent", join(dir, "agent"), ["diag/memory-probe.ts"]);
 const probe = join(bundle, "diag/memory-probe.mjs");
 const mains = { bundle: join(bundle, "main.mjs"), sources: fileURLToPath(import.meta.resolve("@flotilla/agent/main")) };
 

@@ -1,4 +1,6 @@
 // Starts bench/ctrl-child.ts as a separate Node process and talks to it over IPC.
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import type { StreamOptions } from "@flotilla/ctrl";
 import { IpcChild, type ChildMemory } from "./ipc.ts";
 import { now } from "./util.ts";
@@ -92,10 +94,16 @@ export class CtrlProcess {
     this.pid = pid;
   }
 
-  static async start(config: Omit<ChildConfig, "adminToken">, options: { cpuProfileDir?: string } = {}): Promise<CtrlProcess> {
+  /**
+   * `bundle`: a directory built by buildBundle("ctrl", …, ["ctrl-child.ts"]); the child then runs
+   * from it as the image runs ctrl (JavaScript, --enable-source-maps), not from the sources.
+   */
+  static async start(config: Omit<ChildConfig, "adminToken">, options: { cpuProfileDir?: string; bundle?: string } = {}): Promise<CtrlProcess> {
     const execArgv = ["--expose-gc"];
     if (options.cpuProfileDir) execArgv.push("--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`);
-    const { ipc, ready } = await IpcChild.fork<{ url: string; pid: number }>("ctrl child", new URL("../ctrl-child.ts", import.meta.url), execArgv, {
+    if (options.bundle) execArgv.push("--enable-source-maps");
+    const script = options.bundle ? pathToFileURL(join(options.bundle, "ctrl-child.mjs")) : new URL("../ctrl-child.ts", import.meta.url);
+    const { ipc, ready } = await IpcChild.fork<{ url: string; pid: number }>("ctrl child", script, execArgv, {
       FLOTILLA_BENCH_CHILD: JSON.stringify({ ...config, adminToken: ADMIN_TOKEN }),
     });
     const ctrl = new CtrlProcess(ipc, ready.url, ready.pid);

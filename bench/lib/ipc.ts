@@ -1,5 +1,6 @@
 // How the benchmark talks to its child processes (ctrl, the Kubernetes emulator) over Node's IPC
 // channel: numbered requests, one reply each; the child announces itself with reply 0.
+import { readFileSync } from "node:fs";
 import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
@@ -85,6 +86,16 @@ export interface ChildMemory {
   arrayBuffers: number;
   /** The highest RSS the process has had since it started. */
   peakRss: number;
+  /** The parts of the RSS (Linux's /proc/self/status): anonymous memory, and pages of mapped files (Node's binary, libraries). */
+  rssAnon: number;
+  rssFile: number;
+}
+
+/** The parts of this process's RSS (Linux's /proc/self/status): anonymous memory, and pages of mapped files. */
+export function rssParts(): { rssAnon: number; rssFile: number } {
+  const status = readFileSync("/proc/self/status", "utf8");
+  const kB = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024;
+  return { rssAnon: kB("RssAnon"), rssFile: kB("RssFile") };
 }
 
 type Gc = (options?: { type: "major"; execution: "sync"; flavor: "last-resort" }) => void;
@@ -105,5 +116,13 @@ export async function memoryAfterGc(reduce = false): Promise<ChildMemory> {
   }
   const m = process.memoryUsage();
   const peakRss = process.resourceUsage().maxRSS * 1024;
-  return { heapUsed: m.heapUsed, heapTotal: m.heapTotal, rss: m.rss, external: m.external, arrayBuffers: m.arrayBuffers, peakRss };
+  return {
+    heapUsed: m.heapUsed,
+    heapTotal: m.heapTotal,
+    rss: m.rss,
+    external: m.external,
+    arrayBuffers: m.arrayBuffers,
+    peakRss,
+    ...rssParts(),
+  };
 }

@@ -23,9 +23,10 @@ export interface PruneDeps {
   /**
    * The managed objects as the agent already knows them (the observer's cache), or undefined
    * when it does not: the prune then lists them through the target. Listing again what the
-   * observer holds would double a restart's lists of the whole cluster.
+   * observer holds would double a restart's lists of the whole cluster. Iterated once; only the
+   * orphans among them are kept.
    */
-  managedObjects?: () => Promise<ManagedObject[] | undefined>;
+  managedObjects?: () => Promise<Iterable<ManagedObject> | undefined>;
 }
 
 export type PruneResult = { pruned: number; refused: boolean };
@@ -37,13 +38,17 @@ export type PruneResult = { pruned: number; refused: boolean };
  * is desired again is deleted directly: it is a different object than the one being applied.
  */
 export async function prune({ table, target, metrics, log, managedObjects }: PruneDeps, snapshotVersion: number, options: PruneOptions): Promise<PruneResult> {
-  const managed = (await managedObjects?.()) ?? (await target.listManaged());
-  const orphans = managed.filter((object) => !isDesired(table, object));
+  const orphans: ManagedObject[] = [];
+  let managed = 0;
+  for (const object of (await managedObjects?.()) ?? (await target.listManaged())) {
+    managed++;
+    if (!isDesired(table, object)) orphans.push(object);
+  }
   if (orphans.length === 0) return { pruned: 0, refused: false };
-  if (!options.force && orphans.length > options.maxFraction * managed.length) {
+  if (!options.force && orphans.length > options.maxFraction * managed) {
     metrics.pruneRefused.inc();
     log.warn(
-      `prune refused: ${orphans.length} of ${managed.length} managed objects are not desired, more than the ` +
+      `prune refused: ${orphans.length} of ${managed} managed objects are not desired, more than the ` +
         `safety valve's ${options.maxFraction * 100}% (force it to prune anyway)`,
       { version: snapshotVersion },
     );

@@ -366,7 +366,7 @@ describe("Observer", () => {
       const byPlace = (objects: ManagedObject[]) => objects.map((o) => JSON.stringify(o)).sort();
       const listed = await new KubernetesTarget({ kubeClient: cluster.kube, region: "east" }).listManaged();
       assert.equal(listed.length, 1);
-      assert.deepEqual(byPlace(observer.managedObjects()!), byPlace(listed));
+      assert.deepEqual(byPlace([...observer.managedObjects()!]), byPlace(listed));
     } finally {
       stopping.abort();
       await running;
