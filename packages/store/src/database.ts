@@ -17,22 +17,14 @@ export interface Dialect {
    * and needs none: it runs one writer at a time.
    */
   readonly locksRows: boolean;
-  /**
-   * Whether a consistent snapshot is a transaction on the shared pool (InnoDB's START
-   * TRANSACTION WITH CONSISTENT SNAPSHOT); otherwise it is a read transaction on a read-only
-   * connection of its own (SQLite in WAL mode).
-   */
-  readonly snapshotsInPool: boolean;
 }
 
-export const SQLITE: Dialect = Object.freeze({ name: "sqlite", locksRows: false, snapshotsInPool: false });
-export const MYSQL: Dialect = Object.freeze({ name: "mysql", locksRows: true, snapshotsInPool: true });
+export const SQLITE: Dialect = Object.freeze({ name: "sqlite", locksRows: false });
+export const MYSQL: Dialect = Object.freeze({ name: "mysql", locksRows: true });
 
 export interface OpenDatabase {
   db: Kysely<Database>;
   dialect: Dialect;
-  /** For SQLite: the file, so a second (read-only) connection can take consistent snapshots. */
-  sqlitePath?: string;
   close(): Promise<void>;
 }
 
@@ -43,7 +35,7 @@ export function openDatabase(url: string = DEFAULT_DATABASE_URL, options: { pool
     if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
     const sqlite = openSqliteConnection(path);
     const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
-    return { db, dialect: SQLITE, sqlitePath: path, close: () => db.destroy() };
+    return { db, dialect: SQLITE, close: () => db.destroy() };
   }
   if (url.startsWith("mysql://")) {
     const pool = createPool({
@@ -59,13 +51,11 @@ export function openDatabase(url: string = DEFAULT_DATABASE_URL, options: { pool
   throw new Error(`database URL ${JSON.stringify(url)}: expected sqlite:<path> or mysql://user:pass@host:port/db`);
 }
 
-export function openSqliteConnection(path: string, options: { readonly?: boolean } = {}): SQLite.Database {
-  const sqlite = new SQLite(path, { readonly: options.readonly ?? false });
-  if (!options.readonly) {
-    // WAL lets a reader hold a snapshot while the writer commits.
-    sqlite.pragma("journal_mode = WAL");
-    sqlite.pragma("synchronous = NORMAL");
-  }
+function openSqliteConnection(path: string): SQLite.Database {
+  const sqlite = new SQLite(path);
+  // WAL: readers go on while the writer commits.
+  sqlite.pragma("journal_mode = WAL");
+  sqlite.pragma("synchronous = NORMAL");
   sqlite.pragma("busy_timeout = 5000");
   sqlite.pragma("foreign_keys = ON");
   return sqlite;
