@@ -7,7 +7,7 @@ import { getHeapSpaceStatistics, writeHeapSnapshot } from "node:v8";
 import { join } from "node:path";
 import { constants as perfConstants, PerformanceObserver } from "node:perf_hooks";
 import { createLogger, RenderTarget, startAgent, type Target } from "@flotilla/agent";
-import { rssParts } from "./lib/ipc.ts";
+import { memoryAfterGc, memoryNow, type ChildMemory } from "./lib/ipc.ts";
 import { kubernetesTarget } from "./lib/kubernetes-target.ts";
 
 export interface AgentChildConfig {
@@ -24,16 +24,8 @@ export interface AgentChildConfig {
   settleMs: number;
 }
 
-export interface AgentChildMemory {
-  heapUsed: number;
-  heapTotal: number;
-  rss: number;
-  /** The parts of the RSS (Linux's /proc/self/status): anonymous memory, and pages of mapped files (Node's binary, libraries). */
-  rssAnon: number;
-  rssFile: number;
-  external: number;
-  arrayBuffers: number;
-}
+/** Memory as bench/lib/ipc.ts reads it (RSS with its anonymous and file-backed parts). */
+export type AgentChildMemory = ChildMemory;
 
 export interface AgentChildReport {
   /** Process start → first complete snapshot dispatched (agent.ready). */
@@ -75,29 +67,7 @@ const PEAK_SAMPLE_MS = 100;
 
 const config = JSON.parse(process.env.FLOTILLA_BENCH_AGENT ?? "{}") as AgentChildConfig;
 if (!process.send) throw new Error("agent-child.ts must be started by bench/b7-agent-memory.ts (IPC channel)");
-const gc = (globalThis as { gc?: () => void }).gc;
-if (!gc) throw new Error("start agent-child.ts with --expose-gc");
-
-async function memory(): Promise<AgentChildMemory> {
-  // Several passes: weak references and finalizers free more on later ones.
-  for (let i = 0; i < 4; i++) {
-    gc!();
-    await new Promise((r) => setImmediate(r));
-  }
-  return usage();
-}
-
-function usage(): AgentChildMemory {
-  const m = process.memoryUsage();
-  return {
-    heapUsed: m.heapUsed,
-    heapTotal: m.heapTotal,
-    rss: m.rss,
-    ...rssParts(),
-    external: m.external,
-    arrayBuffers: m.arrayBuffers,
-  };
-}
+if (!(globalThis as { gc?: unknown }).gc) throw new Error("start agent-child.ts with --expose-gc");
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const since = () => performance.now();
@@ -128,7 +98,7 @@ const sampler = setInterval(() => {
   if (atPeak && process.memoryUsage.rss() <= atPeak.rss) return;
   const spaces: Record<string, number> = {};
   for (const space of getHeapSpaceStatistics()) if (space.space_size > 1024 * 1024) spaces[space.space_name] = space.space_size;
-  atPeak = { ...usage(), atMs: since(), ready, entries: table?.size ?? 0, pending: table?.counts().pending ?? 0, spaces };
+  atPeak = { ...memoryNow(), atMs: since(), ready, entries: table?.size ?? 0, pending: table?.counts().pending ?? 0, spaces };
 }, PEAK_SAMPLE_MS);
 
 const agent = await startAgent({
@@ -143,7 +113,7 @@ table = agent.table;
 await agent.ready;
 ready = true;
 const readyMs = since();
-const atReady = await memory();
+const atReady = await memoryAfterGc();
 // Drained: every entry reconciled and every observation reported (after a restart that applies
 // nothing, the reporter's batches go on after the queue is empty).
 const reportBacklog = async () => (await agent.metrics.reportBacklog.get()).values[0]?.value ?? 0;
@@ -156,7 +126,7 @@ const drainedMs = since();
 gcObserver.disconnect();
 const gcDuringRun = { ...gcs };
 await sleep(config.settleMs);
-const drained = await memory();
+const drained = await memoryAfterGc();
 // Before the heap snapshot, which costs memory of its own.
 const maxRss = process.resourceUsage().maxRSS * 1024;
 clearInterval(sampler);

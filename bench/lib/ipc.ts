@@ -92,7 +92,7 @@ export interface ChildMemory {
 }
 
 /** The parts of this process's RSS (Linux's /proc/self/status): anonymous memory, and pages of mapped files. */
-export function rssParts(): { rssAnon: number; rssFile: number } {
+function rssParts(): { rssAnon: number; rssFile: number } {
   const status = readFileSync("/proc/self/status", "utf8");
   const kB = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN) * 1024;
   return { rssAnon: kB("RssAnon"), rssFile: kB("RssFile") };
@@ -114,15 +114,19 @@ export async function memoryAfterGc(reduce = false): Promise<ChildMemory> {
     else gc();
     await new Promise((r) => setImmediate(r));
   }
+  return memoryNow();
+}
+
+/** This process's memory as it holds it now, without forcing a GC. */
+export function memoryNow(): ChildMemory {
   const m = process.memoryUsage();
-  const peakRss = process.resourceUsage().maxRSS * 1024;
   return {
     heapUsed: m.heapUsed,
     heapTotal: m.heapTotal,
     rss: m.rss,
     external: m.external,
     arrayBuffers: m.arrayBuffers,
-    peakRss,
+    peakRss: process.resourceUsage().maxRSS * 1024,
     ...rssParts(),
   };
 }
