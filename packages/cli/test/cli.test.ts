@@ -58,7 +58,10 @@ describe("flotilla, the CLI, against a running stack", () => {
   };
 
   before(async () => {
-    stack = await startStack(db);
+    // Rollout steps slower than the agent's reports (50 ms): an update is observed PROGRESSING
+    // before RUNNING, as describe's transitions below expect (at 20 ms a whole rollout could
+    // fall between two reports).
+    stack = await startStack(db, { emulator: { rolloutDelayMs: 300 } });
     await stack.agent();
     dir = mkdtempSync(join(tmpdir(), "flotilla-cli-"));
     writeFileSync(join(dir, "admin.token"), `${ADMIN_TOKEN}\n`);
