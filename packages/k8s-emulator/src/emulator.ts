@@ -35,7 +35,9 @@ export interface EmulatorOptions {
   namespaceDeletionDelayMs?: number;
   /** Deployments with a container image matching this never become available. Default /fail/. */
   failingImagePattern?: RegExp;
-  /** Events kept for resuming watches; older resourceVersions get 410 Expired. Default 1000. */
+  /** Event objects (of rollouts: scaling, pods created, started) kept, the oldest removed first. Default 1000. */
+  eventLimit?: number;
+  /** Events kept per resource type for resuming watches; older resourceVersions get 410 Expired. Default 1000. */
   watchHistory?: number;
   /** Interval of BOOKMARK events on watches with allowWatchBookmarks=true. Default 1000. */
   bookmarkIntervalMs?: number;
@@ -98,6 +100,7 @@ export class KubernetesEmulator {
       podReadyDelayMs: options.rolloutDelayMs,
       deadlineSecondMs: options.progressDeadlineSecondMs,
       failingImage: options.failingImagePattern,
+      eventLimit: options.eventLimit,
     });
     this.rollout.start();
     this.namespaceController = new NamespaceController(this.registry, options.namespaceDeletionDelayMs);
@@ -132,6 +135,7 @@ export class KubernetesEmulator {
       progressDeadlineSecondMs: opts.progressDeadlineSecondMs ?? rolloutDelayMs / 100,
       namespaceDeletionDelayMs: opts.namespaceDeletionDelayMs ?? 300,
       failingImagePattern: opts.failingImagePattern ?? /fail/,
+      eventLimit: opts.eventLimit ?? 1000,
       watchHistory: opts.watchHistory ?? 1000,
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
       requestLogLimit: opts.requestLogLimit ?? 10_000,

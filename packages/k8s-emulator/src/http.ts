@@ -553,7 +553,7 @@ async function serve(
       const result = registry.list(rt, {
         namespace,
         labelSelector: parseLabelSelector(query.labelSelector),
-        fieldSelector: parseFieldSelector(query.fieldSelector),
+        fieldSelector: parseFieldSelector(query.fieldSelector, rt.kind),
         limit: parseIntParam(query, "limit"),
         continueToken: query.continue || undefined,
       });
@@ -563,7 +563,7 @@ async function serve(
       return respond(200, table ? toTable(rt.kind, result.items, metadata) : listBody(rt, result.items, metadata));
     }
     case "watch": {
-      let selector = combine(parseLabelSelector(query.labelSelector), parseFieldSelector(query.fieldSelector));
+      let selector = combine(parseLabelSelector(query.labelSelector), parseFieldSelector(query.fieldSelector, rt.kind));
       if (name !== undefined) selector = combine(selector, (o) => o.metadata.name === name);
       const rvText = query.resourceVersion ?? "";
       if (rvText !== "" && !/^\d+$/.test(rvText)) throw badRequest(`invalid resource version: ${JSON.stringify(rvText)}`);
@@ -631,7 +631,7 @@ async function serve(
         const deleted = registry.deleteCollection(rt, {
           namespace,
           labelSelector: parseLabelSelector(query.labelSelector),
-          fieldSelector: parseFieldSelector(query.fieldSelector),
+          fieldSelector: parseFieldSelector(query.fieldSelector, rt.kind),
           dryRun,
         });
         return respond(200, listBody(rt, deleted, { resourceVersion: String(registry.store.resourceVersion) }));

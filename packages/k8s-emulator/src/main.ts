@@ -1,7 +1,7 @@
 // CLI: runs the emulator as a standalone server for the local dev stack.
 //   node packages/k8s-emulator/src/main.ts --listen 127.0.0.1:7072 [--kubeconfig-out path]
 //     [--rollout-delay-ms N] [--progress-deadline-second-ms N] [--namespace-deletion-delay-ms N]
-//     [--failing-image-pattern re] [--watch-history N] [--bookmark-interval-ms N] [--rbac]
+//     [--failing-image-pattern re] [--event-limit N] [--watch-history N] [--bookmark-interval-ms N] [--rbac]
 //     [--tls-cert-file path --tls-private-key-file path [--client-ca-file path]]
 // Every flag can also be given as an environment variable: FLOTILLA_EMULATOR_<FLAG>,
 // e.g. FLOTILLA_EMULATOR_LISTEN, FLOTILLA_EMULATOR_KUBECONFIG_OUT.
@@ -16,6 +16,7 @@ const FLAGS = [
   "progress-deadline-second-ms",
   "namespace-deletion-delay-ms",
   "failing-image-pattern",
+  "event-limit",
   "watch-history",
   "bookmark-interval-ms",
   "rbac",
@@ -38,7 +39,9 @@ Options (each also settable as FLOTILLA_EMULATOR_<NAME>, e.g. FLOTILLA_EMULATOR_
   --namespace-deletion-delay-ms N
                                  time a Terminating namespace takes to go away (default 300)
   --failing-image-pattern re     images matching this regexp never become ready (default "fail")
-  --watch-history N              watch events kept for resuming watches (default 1000)
+  --event-limit N                Event objects kept, the oldest removed first (default 1000)
+  --watch-history N              watch events kept per resource type for resuming
+                                 watches (default 1000)
   --bookmark-interval-ms N       interval of watch BOOKMARK events (default 1000)
   --rbac                         authenticate requests and authorize them with RBAC
                                  (the written kubeconfig stays admin; default off)
@@ -72,6 +75,7 @@ async function main(): Promise<void> {
         "progress-deadline-second-ms": { type: "string" },
         "namespace-deletion-delay-ms": { type: "string" },
         "failing-image-pattern": { type: "string" },
+        "event-limit": { type: "string" },
         "watch-history": { type: "string" },
         "bookmark-interval-ms": { type: "string" },
         rbac: { type: "boolean" },
@@ -130,6 +134,7 @@ async function main(): Promise<void> {
     progressDeadlineSecondMs: intFlag("progress-deadline-second-ms", flag("progress-deadline-second-ms")),
     namespaceDeletionDelayMs: intFlag("namespace-deletion-delay-ms", flag("namespace-deletion-delay-ms")),
     failingImagePattern,
+    eventLimit: intFlag("event-limit", flag("event-limit")),
     watchHistory: intFlag("watch-history", flag("watch-history")),
     bookmarkIntervalMs: intFlag("bookmark-interval-ms", flag("bookmark-interval-ms")),
     rbac: rbac === "true",

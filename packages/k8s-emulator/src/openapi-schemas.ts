@@ -121,6 +121,28 @@ export const DEFINITIONS: Record<string, Schema> = {
     },
     ["selector", "template"],
   ),
+  [`${APPS}.ReplicaSet`]: resource(
+    "ReplicaSet ensures that a specified number of pod replicas are running at any given time.",
+    `${APPS}.ReplicaSetSpec`,
+    `${APPS}.ReplicaSetStatus`,
+  ),
+  [`${APPS}.ReplicaSetSpec`]: obj(
+    "ReplicaSetSpec is the specification of a ReplicaSet.",
+    {
+      minReadySeconds: int("Minimum number of seconds a new pod must be ready without crashing to be considered available. Defaults to 0."),
+      replicas: int("Number of desired pods. Defaults to 1."),
+      selector: ref(`${META}.LabelSelector`, "Label selector for pods. It must match the pod template's labels."),
+      template: ref(`${CORE}.PodTemplateSpec`, "Template describes the pods that will be created."),
+    },
+    ["selector"],
+  ),
+  [`${APPS}.ReplicaSetStatus`]: obj("ReplicaSetStatus represents the current status of a ReplicaSet.", {
+    replicas: int("The most recently observed number of replicas."),
+    fullyLabeledReplicas: int("The number of pods that have labels matching the labels of the pod template of the replicaset."),
+    readyReplicas: int("The number of pods targeted by this ReplicaSet with a Ready Condition."),
+    availableReplicas: int("The number of available pods (ready for at least minReadySeconds) for this replica set."),
+    observedGeneration: { type: "integer", format: "int64", description: "The most recent generation observed by the controller." },
+  }),
   [`${APPS}.DeploymentStrategy`]: obj("DeploymentStrategy describes how to replace existing pods with new ones.", {
     rollingUpdate: ref(`${APPS}.RollingUpdateDeployment`, "Rolling update config params. Present only if type = RollingUpdate."),
     type: str('Type of deployment: "Recreate" or "RollingUpdate". Default is RollingUpdate.', { enum: ["Recreate", "RollingUpdate"] }),
@@ -319,6 +341,8 @@ export const DEFINITIONS: Record<string, Schema> = {
     },
     ["type", "status"],
   ),
+  [`${CORE}.Pod`]: resource("Pod is a collection of containers that can run on a host.", `${CORE}.PodSpec`, `${CORE}.PodStatus`),
+  [`${CORE}.PodStatus`]: openObject("The most recently observed status of the pod: phase, conditions, IPs and container statuses."),
   // Kinds stored as given (no spec/status split in most): their top-level fields.
   [`${CORE}.ServiceAccount`]: obj("ServiceAccount binds together a name, a principal for non-humans, and a set of secrets.", {
     ...TYPE_META,
@@ -327,6 +351,19 @@ export const DEFINITIONS: Record<string, Schema> = {
     automountServiceAccountToken: bool("Whether pods running as this account mount an API token automatically."),
   }),
   [`${CORE}.ObjectReference`]: openObject("A reference to an object."),
+  [`${CORE}.Event`]: obj("Event is a report of an event somewhere in the cluster.", {
+    ...TYPE_META,
+    involvedObject: ref(`${CORE}.ObjectReference`, "The object that this event is about."),
+    reason: str("A short, machine understandable string that gives the reason for the transition into the object's current status."),
+    message: str("A human-readable description of the status of this operation."),
+    source: openObject("The component reporting this event."),
+    firstTimestamp: ref(`${META}.Time`, "The time at which the event was first recorded."),
+    lastTimestamp: ref(`${META}.Time`, "The time at which the most recent occurrence of this event was recorded."),
+    count: int("The number of times this event has occurred."),
+    type: str("Type of this event (Normal, Warning)."),
+    reportingComponent: str("Name of the controller that emitted this Event."),
+    reportingInstance: str("ID of the controller instance."),
+  }),
   [`${CORE}.LocalObjectReference`]: obj("A reference to an object in the same namespace.", { name: str("Name of the referent.") }),
   [`${CORE}.ConfigMap`]: obj("ConfigMap holds configuration data for pods to consume.", {
     ...TYPE_META,

@@ -13,7 +13,7 @@ import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from "./res
 import { pruneUnknown, validateSchema, type Schema } from "./schema.ts";
 import type { Selector } from "./selectors.ts";
 import type { ObjectStore } from "./store.ts";
-import { clone, deepEqual, isObject, nowRfc3339, type JsonObject, type KubeObject } from "./util.ts";
+import { clone, deepEqual, isObject, nowRfc3339, randomSuffix, type JsonObject, type KubeObject } from "./util.ts";
 import { validateObject, validateUpdate } from "./validation.ts";
 
 export const NAMESPACES = RESOURCE_TYPES.find((rt) => rt.kind === "Namespace")!;
@@ -76,14 +76,6 @@ interface ContinueToken {
 
 function itemKey(o: KubeObject): string {
   return `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
-}
-
-const RANDOM_CHARS = "bcdfghjklmnpqrstvwxz2456789";
-
-function randomSuffix(n: number): string {
-  let s = "";
-  for (let i = 0; i < n; i++) s += RANDOM_CHARS[Math.floor(Math.random() * RANDOM_CHARS.length)];
-  return s;
 }
 
 export class Registry {
@@ -371,13 +363,16 @@ export class Registry {
     const terminating = clone(old);
     terminating.metadata.deletionTimestamp = nowRfc3339();
     terminating.metadata.deletionGracePeriodSeconds = 0;
-    if (!opts.dryRun) this.remove(rt, namespace, name);
     if (policy === "Foreground" || policy === "Orphan") {
-      // Upstream these add a finalizer and return the object; there are no
-      // dependents here, so the object goes away right after.
+      // Upstream these add a finalizer and return the object; the garbage collector releases
+      // (Orphan) or deletes (Foreground) the dependents, then removes the finalizer. Here the
+      // finalizer is written (the rollout controller's collector reads it) and the object goes
+      // away right after.
       terminating.metadata.finalizers = [...(terminating.metadata.finalizers ?? []), policy === "Orphan" ? "orphan" : "foregroundDeletion"];
-      return terminating;
+      if (!opts.dryRun) this.store.write(rt, terminating);
     }
+    if (!opts.dryRun) this.remove(rt, namespace, name);
+    if (policy === "Foreground" || policy === "Orphan") return terminating;
     return {
       kind: "Status",
       apiVersion: "v1",

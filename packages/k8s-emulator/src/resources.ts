@@ -79,6 +79,54 @@ export const RESOURCE_TYPES: readonly ResourceType[] = [
     generation: "spec",
     allowUnconditionalUpdate: true,
   },
+  // What the rollout controller (rollout.ts) makes of a Deployment: its ReplicaSets and their
+  // pods (pkg/registry/apps/replicaset and core/pod strategies: status subresources; a
+  // ReplicaSet's generation follows its spec), and the Events it and the kubelets record.
+  {
+    group: "apps",
+    version: "v1",
+    resource: "replicasets",
+    singular: "replicaset",
+    kind: "ReplicaSet",
+    listKind: "ReplicaSetList",
+    namespaced: true,
+    shortNames: ["rs"],
+    categories: ["all"],
+    nameRule: "subdomain",
+    statusSubresource: true,
+    generation: "spec",
+    allowUnconditionalUpdate: true,
+  },
+  {
+    group: "",
+    version: "v1",
+    resource: "pods",
+    singular: "pod",
+    kind: "Pod",
+    listKind: "PodList",
+    namespaced: true,
+    shortNames: ["po"],
+    categories: ["all"],
+    nameRule: "subdomain",
+    statusSubresource: true,
+    generation: "none",
+    allowUnconditionalUpdate: true,
+  },
+  {
+    group: "",
+    version: "v1",
+    resource: "events",
+    singular: "event",
+    kind: "Event",
+    listKind: "EventList",
+    namespaced: true,
+    shortNames: ["ev"],
+    categories: [],
+    nameRule: "subdomain",
+    statusSubresource: false,
+    generation: "none",
+    allowUnconditionalUpdate: true,
+  },
   {
     group: "cilium.io",
     version: "v2",
@@ -211,10 +259,10 @@ export const RESOURCE_TYPES: readonly ResourceType[] = [
   },
 ];
 
-/** The subresources a type serves: `status`, `scale` on Deployments, and `token` (TokenRequest) on ServiceAccounts. */
+/** The subresources a type serves: `status`, `scale` on Deployments and ReplicaSets, and `token` (TokenRequest) on ServiceAccounts. */
 export function subresourcesOf(rt: ResourceType): string[] {
   const served = rt.statusSubresource ? ["status"] : [];
-  if (rt.group === "apps" && rt.resource === "deployments") served.push("scale");
+  if (rt.group === "apps" && (rt.resource === "deployments" || rt.resource === "replicasets")) served.push("scale");
   if (rt.group === "" && rt.resource === "serviceaccounts") served.push("token");
   return served;
 }

@@ -1,8 +1,10 @@
-// A stand-in for the deployment controller, the ReplicaSet controller and the
-// kubelets. Per Deployment it keeps ReplicaSets (one per pod template, with
-// revision numbers) and their pods in memory; a pod becomes ready
-// `podReadyDelayMs` after it is created, or never when an image matches
-// `failingImage`. Each reconcile follows the real controllers:
+// A stand-in for the deployment controller, the ReplicaSet controller, the
+// garbage collector and the kubelets. Per Deployment it models ReplicaSets (one
+// per pod template, with revision numbers) and their pods in memory, and
+// publishes them as ReplicaSet and Pod objects with Events (workloads.ts), so
+// `kubectl get pods`, `rollout history` and `rollout undo` work; a pod becomes
+// ready `podReadyDelayMs` after it is created, or never when an image matches
+// `failingImage` (ImagePullBackOff). Each reconcile follows the real controllers:
 // - rolling updates scale the new ReplicaSet up within maxSurge and old ones
 //   down within maxUnavailable (pkg/controller/deployment/rolling.go:
 //   reconcileNewReplicaSet, reconcileOldReplicaSets, cleanupUnhealthyReplicas;
@@ -21,15 +23,30 @@
 // run a 600 s deadline in a fraction of a second. Paused deployments and
 // minReadySeconds are not modelled (available = ready).
 // Status goes through the status subresource, so each change bumps the
-// resourceVersion and reaches watches as MODIFIED.
-import { createHash } from "node:crypto";
+// resourceVersion and reaches watches as MODIFIED. Old ReplicaSets beyond
+// spec.revisionHistoryLimit are deleted once a rollout completes (sync.go
+// cleanupDeployment). A deleted Deployment's ReplicaSets and pods are deleted
+// after it, or only released with propagationPolicy Orphan (the garbage
+// collector); a pod or ReplicaSet deleted by someone else is replaced.
 import type { Registry } from "./registry.ts";
 import { RESOURCE_TYPES } from "./resources.ts";
 import type { StoreEvent } from "./store.ts";
-import { isObject, nowRfc3339, type JsonObject, type KubeObject } from "./util.ts";
+import { isObject, nowRfc3339, randomSuffix, type JsonObject, type KubeObject } from "./util.ts";
+import {
+  EventRecorder,
+  PODS,
+  copiedAnnotations,
+  REPLICA_SETS,
+  REVISION,
+  podFor,
+  podStatus,
+  replicaSetFor,
+  replicaSetStatus,
+  templateHash,
+  type PodState,
+} from "./workloads.ts";
 
 const DEPLOYMENTS = RESOURCE_TYPES.find((rt) => rt.kind === "Deployment")!;
-const REVISION = "deployment.kubernetes.io/revision";
 /** Bound on scale steps per reconcile (each step changes at least one ReplicaSet). */
 const MAX_STEPS = 1000;
 
@@ -39,6 +56,8 @@ export interface RolloutOptions {
   /** Length of one second of spec.progressDeadlineSeconds, in ms. */
   deadlineSecondMs: number;
   failingImage: RegExp;
+  /** Events kept (EventRecorder). */
+  eventLimit: number;
 }
 
 interface Condition {
@@ -51,10 +70,14 @@ interface Condition {
 }
 
 interface Pod {
+  name: string;
+  ip: string;
   /** performance.now() at which the pod is ready (Infinity: never, or not before release when held). */
   readyAt: number;
   /** Created while readiness was held: its delay starts on release. */
   held?: boolean;
+  /** The state its object shows; undefined until the object exists. */
+  published?: PodState;
 }
 
 interface ReplicaSet {
@@ -64,13 +87,20 @@ interface ReplicaSet {
   /** spec.replicas of the ReplicaSet. */
   replicas: number;
   pods: Pod[];
+  /** Replicas, revision and counts its object shows ("" until it exists). */
+  published: string;
+  /** spec.replicas its object shows. */
+  publishedReplicas: number;
 }
 
 interface DeploymentState {
+  namespace: string;
   sets: ReplicaSet[];
   /** When the rollout last made progress (the Progressing condition's lastUpdateTime, in ms). */
   lastProgressAt: number;
   timer?: NodeJS.Timeout;
+  /** Being deleted with propagationPolicy Orphan: its ReplicaSets are released, not deleted. */
+  orphan?: boolean;
 }
 
 function spec(d: KubeObject): JsonObject {
@@ -90,14 +120,6 @@ function images(d: KubeObject): string[] {
     if (Array.isArray(cs)) for (const c of cs) if (isObject(c) && typeof c.image === "string") out.push(c.image);
   }
   return out;
-}
-
-/** pod-template-hash style suffix of the ReplicaSet for the current template. */
-function templateHash(d: KubeObject): string {
-  return createHash("sha256")
-    .update(JSON.stringify(spec(d).template ?? {}))
-    .digest("hex")
-    .slice(0, 10);
 }
 
 /** intstr.GetScaledValueFromIntOrPercent. */
@@ -137,12 +159,17 @@ export class RolloutController {
   private readonly opts: RolloutOptions;
   private readonly states = new Map<string, DeploymentState>();
   private readonly pending = new Set<string>();
+  /** The Deployment (namespace/name) each published ReplicaSet and pod (namespace/name) belongs to. */
+  private readonly owners = new Map<string, string>();
+  private readonly events: EventRecorder;
+  private nextPodIp = 2;
   private held = false;
   private unsubscribe: (() => void) | undefined;
 
   constructor(registry: Registry, opts: RolloutOptions) {
     this.registry = registry;
     this.opts = opts;
+    this.events = new EventRecorder(registry, opts.eventLimit);
   }
 
   start(): void {
@@ -154,6 +181,8 @@ export class RolloutController {
     for (const s of this.states.values()) clearTimeout(s.timer);
     this.states.clear();
     this.pending.clear();
+    this.owners.clear();
+    this.events.clear();
     this.held = false;
   }
 
@@ -180,15 +209,73 @@ export class RolloutController {
     };
   }
 
+  /** Runs inside the store's write: changes nothing there (writes go to later turns). */
   private onEvent(e: StoreEvent): void {
-    if (e.rt !== DEPLOYMENTS) return;
     const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
+    if (e.type === "DELETED" && (e.rt === PODS || e.rt === REPLICA_SETS)) return this.onDependentDeleted(e.rt === PODS, key);
+    if (e.rt !== DEPLOYMENTS) return;
+    const state = this.states.get(key);
     if (e.type === "DELETED") {
-      clearTimeout(this.states.get(key)?.timer);
+      clearTimeout(state?.timer);
       this.states.delete(key);
+      if (state) setImmediate(() => this.collect(state.namespace, state.sets, state.orphan ?? false));
+      return;
+    }
+    if (e.object.metadata.deletionTimestamp) {
+      if (state && e.object.metadata.finalizers?.includes("orphan")) state.orphan = true;
       return;
     }
     this.schedule(key);
+  }
+
+  /** A published pod or ReplicaSet deleted by someone else: the model forgets it and the next reconcile replaces it. */
+  private onDependentDeleted(isPod: boolean, key: string): void {
+    const owner = this.owners.get(key);
+    if (owner === undefined) return; // deleted by this controller, or not one of ours
+    this.owners.delete(key);
+    const state = this.states.get(owner);
+    if (!state) return;
+    const name = key.slice(key.indexOf("/") + 1);
+    if (isPod) {
+      for (const rs of state.sets) rs.pods = rs.pods.filter((p) => p.name !== name);
+    } else {
+      const gone = state.sets.filter((rs) => rs.name === name);
+      state.sets = state.sets.filter((rs) => rs.name !== name);
+      // The garbage collector deletes the pods of a deleted ReplicaSet.
+      setImmediate(() =>
+        this.collect(
+          state.namespace,
+          gone.map((rs) => ({ ...rs, name: "" })),
+          false,
+        ),
+      );
+    }
+    this.schedule(owner);
+  }
+
+  /**
+   * The garbage collector for a deleted Deployment's (or ReplicaSet's) dependents: deletes
+   * them, or with `orphan` removes the owner reference from the ReplicaSets (pods stay theirs).
+   * A ReplicaSet named "" is gone already: only its pods are left.
+   */
+  private collect(namespace: string, sets: ReplicaSet[], orphan: boolean): void {
+    const { store } = this.registry;
+    for (const rs of sets) {
+      if (rs.name !== "") this.owners.delete(`${namespace}/${rs.name}`);
+      if (orphan) {
+        const object = store.get(REPLICA_SETS, namespace, rs.name);
+        if (object) {
+          delete object.metadata.ownerReferences;
+          this.registry.put(object);
+        }
+        continue;
+      }
+      for (const pod of rs.pods) {
+        this.owners.delete(`${namespace}/${pod.name}`);
+        store.remove(PODS, namespace, pod.name);
+      }
+      if (rs.name !== "") store.remove(REPLICA_SETS, namespace, rs.name);
+    }
   }
 
   /** Reconciles asynchronously, like a controller fed by a watch: the triggering write is answered first. */
@@ -208,7 +295,7 @@ export class RolloutController {
     const now = performance.now();
     let state = this.states.get(key);
     if (!state) {
-      state = { sets: [], lastProgressAt: now };
+      state = { namespace: ns, sets: [], lastProgressAt: now };
       this.states.set(key, state);
     }
     clearTimeout(state.timer);
@@ -216,19 +303,119 @@ export class RolloutController {
     const newRS = this.newReplicaSet(d, state, conditions, now);
     const replicas = Number(spec(d).replicas ?? 1);
     const failing = images(d).some((i) => this.opts.failingImage.test(i));
+    const removed: [ReplicaSet, Pod][] = [];
     for (let i = 0; i < MAX_STEPS; i++) {
       const changed = isRecreate(d) ? this.stepRecreate(state, newRS, replicas) : this.stepRolling(d, state, newRS, replicas, now);
-      for (const rs of state.sets) this.syncPods(rs, rs === newRS && failing, now);
+      for (const rs of state.sets) for (const pod of this.syncPods(rs, rs === newRS && failing, now)) removed.push([rs, pod]);
       if (!changed) break;
     }
     const status = this.status(d, state, newRS, replicas, conditions, now);
+    // The ReplicaSets and pods first: a Deployment's status that says complete is the last write of its rollout.
+    this.publish(d, key, state, newRS, removed, failing, now);
+    const complete = (status.conditions as Condition[]).some((c) => c.type === "Progressing" && c.reason === "NewReplicaSetAvailable");
+    if (complete) this.cleanupHistory(d, state, newRS);
     this.registry.writeStatus(DEPLOYMENTS, d, status, { [REVISION]: String(newRS.revision) });
     this.scheduleNext(key, d, state, status, now);
   }
 
+  /**
+   * Makes the objects show the model: each ReplicaSet whose replicas, revision or counts
+   * changed, each new, ready or removed pod, with the Events the controllers and the kubelet
+   * record for them. The new ReplicaSet carries the Deployment's current annotations.
+   */
+  private publish(d: KubeObject, key: string, state: DeploymentState, newRS: ReplicaSet, removed: [ReplicaSet, Pod][], failing: boolean, now: number): void {
+    const { store } = this.registry;
+    const ns = state.namespace;
+    const replicas = Number(spec(d).replicas ?? 1);
+    const maxReplicas = replicas + (isRecreate(d) ? 0 : fenceposts(d, replicas).surge);
+    for (const [rs, pod] of removed) {
+      if (!this.owners.delete(`${ns}/${pod.name}`)) continue; // never published
+      const gone = store.remove(PODS, ns, pod.name);
+      const owner = store.get(REPLICA_SETS, ns, rs.name);
+      if (gone && owner) this.events.record(owner, "Normal", "SuccessfulDelete", `Deleted pod: ${pod.name}`, "replicaset-controller");
+    }
+    for (const rs of state.sets) {
+      const counts = { replicas: rs.replicas, pods: rs.pods.length, ready: readyPods(rs, now) };
+      // The new ReplicaSet follows the Deployment's annotations too (SetNewReplicaSetAnnotations), e.g. a change-cause.
+      const annotations = rs === newRS ? JSON.stringify(copiedAnnotations(d)) : "";
+      const signature = `${counts.replicas}/${rs.revision}/${counts.pods}/${counts.ready}/${annotations}`;
+      let object: KubeObject | undefined;
+      if (signature !== rs.published) {
+        const existing = rs.published === "" ? undefined : store.get(REPLICA_SETS, ns, rs.name);
+        if (rs === newRS || !existing) {
+          object = replicaSetFor(d, rs.name, rs.hash, rs.revision, maxReplicas, counts);
+          if (existing) object.spec = { ...(existing.spec as JsonObject), replicas: rs.replicas };
+        } else {
+          object = existing;
+          object.spec = { ...(existing.spec as JsonObject), replicas: rs.replicas };
+          object.status = replicaSetStatus(counts);
+          object.metadata.annotations = { ...existing.metadata.annotations, [REVISION]: String(rs.revision) };
+        }
+        object = this.registry.put(object);
+        this.owners.set(`${ns}/${rs.name}`, key);
+        if (rs.replicas !== rs.publishedReplicas) {
+          const direction = rs.replicas > rs.publishedReplicas ? "up" : "down";
+          this.events.record(
+            d,
+            "Normal",
+            "ScalingReplicaSet",
+            `Scaled ${direction} replica set ${rs.name} from ${rs.publishedReplicas} to ${rs.replicas}`,
+            "deployment-controller",
+          );
+        }
+        rs.published = signature;
+        rs.publishedReplicas = rs.replicas;
+      }
+      for (const pod of rs.pods) {
+        const podState: PodState = rs === newRS && failing ? "imagePullBackOff" : pod.readyAt <= now ? "ready" : "starting";
+        if (pod.published === podState) continue;
+        object ??= store.get(REPLICA_SETS, ns, rs.name);
+        if (!object) break;
+        this.publishPod(object, pod, podState, key);
+      }
+    }
+  }
+
+  private publishPod(rs: KubeObject, pod: Pod, state: PodState, owner: string): void {
+    const ns = rs.metadata.namespace!;
+    const existing = pod.published === undefined ? undefined : this.registry.store.get(PODS, ns, pod.name);
+    let object: KubeObject;
+    if (existing) {
+      existing.status = podStatus(((rs.spec as JsonObject).template ?? {}) as JsonObject, pod.ip, state, nowRfc3339());
+      object = this.registry.put(existing);
+    } else {
+      object = this.registry.put(podFor(rs, pod.name, pod.ip, state));
+      this.owners.set(`${ns}/${pod.name}`, owner);
+      this.events.record(rs, "Normal", "SuccessfulCreate", `Created pod: ${pod.name}`, "replicaset-controller");
+      this.events.record(
+        object,
+        "Normal",
+        "Scheduled",
+        `Successfully assigned ${ns}/${pod.name} to ${String((object.spec as JsonObject).nodeName)}`,
+        "default-scheduler",
+      );
+    }
+    const containers = ((object.spec as JsonObject).containers ?? []) as JsonObject[];
+    if (state === "ready") for (const c of containers) this.events.record(object, "Normal", "Started", `Started container ${String(c.name)}`, "kubelet");
+    if (state === "imagePullBackOff") {
+      for (const c of containers) this.events.record(object, "Warning", "Failed", `Failed to pull image ${JSON.stringify(c.image)}: not found`, "kubelet");
+    }
+    pod.published = state;
+  }
+
+  /** sync.go cleanupDeployment: old ReplicaSets without replicas beyond spec.revisionHistoryLimit (default 10) go, oldest first. */
+  private cleanupHistory(d: KubeObject, state: DeploymentState, newRS: ReplicaSet): void {
+    const limit = Number(spec(d).revisionHistoryLimit ?? 10);
+    const idle = state.sets.filter((rs) => rs !== newRS && rs.replicas === 0 && rs.pods.length === 0).sort((a, b) => a.revision - b.revision);
+    const excess = idle.slice(0, Math.max(0, idle.length - limit));
+    if (excess.length === 0) return;
+    state.sets = state.sets.filter((rs) => !excess.includes(rs));
+    this.collect(state.namespace, excess, false);
+  }
+
   /** The ReplicaSet of the current template, created (with the next revision) when missing. */
   private newReplicaSet(d: KubeObject, state: DeploymentState, conditions: Condition[], now: number): ReplicaSet {
-    const hash = templateHash(d);
+    const hash = templateHash(spec(d).template);
     const maxRevision = Math.max(0, Number(d.metadata.annotations?.[REVISION] ?? 0) || 0, ...state.sets.map((s) => s.revision));
     let rs = state.sets.find((s) => s.hash === hash);
     if (rs) {
@@ -236,7 +423,7 @@ export class RolloutController {
       if (rs.revision < maxRevision && state.sets.some((s) => s !== rs && s.revision === maxRevision)) rs.revision = maxRevision + 1;
       return rs;
     }
-    rs = { hash, name: `${d.metadata.name}-${hash}`, revision: maxRevision + 1, replicas: 0, pods: [] };
+    rs = { hash, name: `${d.metadata.name}-${hash}`, revision: maxRevision + 1, replicas: 0, pods: [], published: "", publishedReplicas: 0 };
     state.sets.push(rs);
     setCondition(conditions, { type: "Progressing", status: "True", reason: "NewReplicaSetCreated", message: `Created new replica set "${rs.name}"` });
     state.lastProgressAt = now;
@@ -302,15 +489,18 @@ export class RolloutController {
     return changed;
   }
 
-  /** The ReplicaSet controller: creates or deletes pods to match replicas, deleting unready pods first. */
-  private syncPods(rs: ReplicaSet, failing: boolean, now: number): void {
+  /** The ReplicaSet controller: creates or deletes pods to match replicas, deleting unready pods first; returns the deleted. */
+  private syncPods(rs: ReplicaSet, failing: boolean, now: number): Pod[] {
     while (rs.pods.length < rs.replicas) {
-      rs.pods.push(failing ? { readyAt: Infinity } : this.held ? { readyAt: Infinity, held: true } : { readyAt: now + this.opts.podReadyDelayMs });
+      const n = this.nextPodIp++;
+      const pod = { name: `${rs.name}-${randomSuffix(5)}`, ip: `10.244.${(n >> 8) & 255}.${n & 255}` };
+      rs.pods.push(
+        failing ? { ...pod, readyAt: Infinity } : this.held ? { ...pod, readyAt: Infinity, held: true } : { ...pod, readyAt: now + this.opts.podReadyDelayMs },
+      );
     }
-    if (rs.pods.length > rs.replicas) {
-      rs.pods.sort((a, b) => b.readyAt - a.readyAt);
-      rs.pods.splice(0, rs.pods.length - rs.replicas);
-    }
+    if (rs.pods.length <= rs.replicas) return [];
+    rs.pods.sort((a, b) => b.readyAt - a.readyAt);
+    return rs.pods.splice(0, rs.pods.length - rs.replicas);
   }
 
   private status(d: KubeObject, state: DeploymentState, newRS: ReplicaSet, replicas: number, conditions: Condition[], now: number): JsonObject {

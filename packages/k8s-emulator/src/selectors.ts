@@ -159,21 +159,59 @@ export function parseLabelSelector(selector: string | undefined): Selector {
   };
 }
 
-const FIELD_GETTERS: Record<string, (obj: KubeObject) => string> = {
-  "metadata.name": (obj) => obj.metadata.name ?? "",
-  "metadata.namespace": (obj) => obj.metadata.namespace ?? "",
+type FieldGetter = (obj: KubeObject) => string;
+
+const field =
+  (...path: string[]): FieldGetter =>
+  (obj) => {
+    let v: unknown = obj;
+    for (const k of path) v = v !== null && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined;
+    return v === undefined || v === null ? "" : String(v);
+  };
+
+const METADATA_FIELDS: Record<string, FieldGetter> = {
+  "metadata.name": field("metadata", "name"),
+  "metadata.namespace": field("metadata", "namespace"),
 };
 
-/** Parses a fieldSelector query parameter (metadata.name / metadata.namespace). */
-export function parseFieldSelector(selector: string | undefined): Selector {
+/**
+ * The field labels each kind supports beyond metadata.name and metadata.namespace, as its
+ * registry strategy's GetAttrs/field label conversion does (pkg/registry/core/event/strategy.go
+ * ToSelectableFields, core/pod/strategy.go PodToSelectableFields, apps/replicaset/strategy.go).
+ */
+const KIND_FIELDS: Record<string, Record<string, FieldGetter>> = {
+  Event: {
+    ...Object.fromEntries(
+      ["kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"].map((k) => [`involvedObject.${k}`, field("involvedObject", k)]),
+    ),
+    reason: field("reason"),
+    reportingComponent: field("reportingComponent"),
+    source: field("source", "component"),
+    type: field("type"),
+  },
+  Pod: {
+    "spec.nodeName": field("spec", "nodeName"),
+    "spec.restartPolicy": field("spec", "restartPolicy"),
+    "spec.schedulerName": field("spec", "schedulerName"),
+    "spec.serviceAccountName": field("spec", "serviceAccountName"),
+    "status.phase": field("status", "phase"),
+    "status.podIP": field("status", "podIP"),
+  },
+  ReplicaSet: { "status.replicas": field("status", "replicas") },
+  Namespace: { "status.phase": field("status", "phase") },
+  Secret: { type: field("type") },
+};
+
+/** Parses a fieldSelector query parameter: metadata.name, metadata.namespace and the kind's own field labels. */
+export function parseFieldSelector(selector: string | undefined, kind = ""): Selector {
   if (!selector?.trim()) return everything;
   const tests: Selector[] = [];
   for (const part of selector.split(",")) {
     const m = /^\s*([^!=\s]+)\s*(==|=|!=)\s*(.*?)\s*$/.exec(part);
     if (!m) throw badRequest(`invalid selector: '${selector}'; can't understand '${part}'`);
-    const [, field, op, value] = m;
-    const get = FIELD_GETTERS[field];
-    if (!get) throw badRequest(`field label not supported: ${field}`);
+    const [, name, op, value] = m;
+    const get = METADATA_FIELDS[name] ?? KIND_FIELDS[kind]?.[name];
+    if (!get) throw badRequest(`field label not supported: ${name}`);
     tests.push(op === "!=" ? (obj) => get(obj) !== value : (obj) => get(obj) === value);
   }
   return (obj) => tests.every((t) => t(obj));

@@ -1,7 +1,8 @@
 // The object store: what etcd is to the real API server. It owns the global
 // resourceVersion counter (bumped on every write, shared by all resources, as
-// etcd's revision is) and a bounded history of events that watches can resume
-// from.
+// etcd's revision is) and, per resource type, a bounded history of events that
+// watches can resume from (the API server's watch cache is per resource, so
+// churn of pods or events does not expire a watch of deployments).
 import type { ResourceType } from "./resources.ts";
 import { clone, type KubeObject } from "./util.ts";
 
@@ -79,9 +80,9 @@ export class ObjectStore {
   private readonly objects = new Map<ResourceType, Map<string, KubeObject>>();
   /** Each bucket's keys in order, while no key was added or removed since. */
   private readonly keyOrder = new Map<ResourceType, string[]>();
-  private history: StoreEvent[] = [];
-  /** Events at or below this resourceVersion are no longer in the history. */
-  private compactedRv = 0;
+  private readonly history = new Map<ResourceType, { events: StoreEvent[]; compactedRv: number }>();
+  /** Every type's events at or below this resourceVersion are gone (reset). */
+  private resetRv = 0;
   private readonly listeners = new Set<Listener>();
   private readonly historyLimit: number;
 
@@ -170,10 +171,11 @@ export class ObjectStore {
     return clone(last);
   }
 
-  /** Events after `rv`, or 'expired' when some of them have been dropped from the history. */
-  eventsSince(rv: number): StoreEvent[] | "expired" {
-    if (rv < this.compactedRv) return "expired";
-    return this.history.filter((e) => e.rv > rv);
+  /** Events of a type after `rv`, or 'expired' when some of them have been dropped from its history. */
+  eventsSince(rt: ResourceType, rv: number): StoreEvent[] | "expired" {
+    const h = this.history.get(rt);
+    if (rv < Math.max(this.resetRv, h?.compactedRv ?? 0)) return "expired";
+    return h ? h.events.filter((e) => e.rv > rv) : [];
   }
 
   subscribe(listener: Listener): () => void {
@@ -185,15 +187,20 @@ export class ObjectStore {
   reset(): void {
     this.objects.clear();
     this.keyOrder.clear();
-    this.history = [];
-    this.compactedRv = this.rv;
+    this.history.clear();
+    this.resetRv = this.rv;
   }
 
   private emit(event: StoreEvent): void {
-    this.history.push(event);
-    if (this.history.length > this.historyLimit) {
-      const dropped = this.history.splice(0, this.history.length - this.historyLimit);
-      this.compactedRv = dropped[dropped.length - 1].rv;
+    let h = this.history.get(event.rt);
+    if (!h) {
+      h = { events: [], compactedRv: 0 };
+      this.history.set(event.rt, h);
+    }
+    h.events.push(event);
+    if (h.events.length > this.historyLimit) {
+      const dropped = h.events.splice(0, h.events.length - this.historyLimit);
+      h.compactedRv = dropped[dropped.length - 1].rv;
     }
     for (const l of [...this.listeners]) l(event);
   }

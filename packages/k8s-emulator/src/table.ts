@@ -28,6 +28,25 @@ const num = (value: unknown) => (typeof value === "number" ? value : 0);
 const spec = (o: KubeObject) => (o.spec ?? {}) as JsonObject;
 const status = (o: KubeObject) => (o.status ?? {}) as JsonObject;
 
+/** The -o wide columns of the workload kinds (Deployment, ReplicaSet). */
+const TEMPLATE_COLUMNS: Column[] = [
+  { name: "Containers", type: "string", description: "Names of each container in the template.", priority: 1 },
+  { name: "Images", type: "string", description: "Images referenced by each container in the template.", priority: 1 },
+  { name: "Selector", type: "string", description: "Label selector for pods.", priority: 1 },
+];
+
+function templateCells(o: KubeObject): string[] {
+  const containers = (((spec(o).template as JsonObject | undefined)?.spec as JsonObject | undefined)?.containers ?? []) as JsonObject[];
+  const matchLabels = ((spec(o).selector as JsonObject | undefined)?.matchLabels ?? {}) as Record<string, string>;
+  return [
+    containers.map((c) => c.name).join(","),
+    containers.map((c) => c.image).join(","),
+    Object.entries(matchLabels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(","),
+  ];
+}
+
 const PRINTERS: Record<string, Printer> = {
   Deployment: {
     columns: [
@@ -46,24 +65,92 @@ const PRINTERS: Record<string, Printer> = {
         priority: 0,
       },
       AGE,
-      { name: "Containers", type: "string", description: "Names of each container in the template.", priority: 1 },
-      { name: "Images", type: "string", description: "Images referenced by each container in the template.", priority: 1 },
-      { name: "Selector", type: "string", description: "Label selector for pods.", priority: 1 },
+      ...TEMPLATE_COLUMNS,
+    ],
+    cells: (o, now) => [
+      o.metadata.name,
+      `${num(status(o).readyReplicas)}/${num(spec(o).replicas ?? 1)}`,
+      num(status(o).updatedReplicas),
+      num(status(o).availableReplicas),
+      age(o, now),
+      ...templateCells(o),
+    ],
+  },
+  ReplicaSet: {
+    columns: [
+      NAME,
+      { name: "Desired", type: "integer", description: "Number of desired pods.", priority: 0 },
+      { name: "Current", type: "integer", description: "The most recently observed number of replicas.", priority: 0 },
+      { name: "Ready", type: "integer", description: "The number of pods targeted by this ReplicaSet with a Ready Condition.", priority: 0 },
+      AGE,
+      ...TEMPLATE_COLUMNS,
+    ],
+    cells: (o, now) => [o.metadata.name, num(spec(o).replicas ?? 1), num(status(o).replicas), num(status(o).readyReplicas), age(o, now), ...templateCells(o)],
+  },
+  Pod: {
+    columns: [
+      NAME,
+      { name: "Ready", type: "string", description: "The aggregate readiness state of this pod for accepting traffic.", priority: 0 },
+      { name: "Status", type: "string", description: "The aggregate status of the containers in this pod.", priority: 0 },
+      { name: "Restarts", type: "string", description: "The number of times the containers in this pod have been restarted.", priority: 0 },
+      AGE,
+      { name: "IP", type: "string", description: "IP address allocated to the pod.", priority: 1 },
+      { name: "Node", type: "string", description: "Name of the Node this pod runs on.", priority: 1 },
+      { name: "Nominated Node", type: "string", description: "Name of the node nominated to run this pod.", priority: 1 },
+      { name: "Readiness Gates", type: "string", description: "Pod readiness gates.", priority: 1 },
     ],
     cells(o, now) {
-      const containers = (((spec(o).template as JsonObject | undefined)?.spec as JsonObject | undefined)?.containers ?? []) as JsonObject[];
-      const matchLabels = ((spec(o).selector as JsonObject | undefined)?.matchLabels ?? {}) as Record<string, string>;
+      const containers = (spec(o).containers ?? []) as JsonObject[];
+      const statuses = (status(o).containerStatuses ?? []) as JsonObject[];
+      // printPod: the phase, unless a container is waiting or terminated with a reason.
+      let reason = String(status(o).reason ?? status(o).phase ?? "Unknown");
+      for (const c of statuses) {
+        const state = (c.state ?? {}) as Record<string, JsonObject | undefined>;
+        const why = state.waiting?.reason ?? state.terminated?.reason;
+        if (typeof why === "string" && why !== "") reason = why;
+      }
+      if (o.metadata.deletionTimestamp) reason = "Terminating";
       return [
         o.metadata.name,
-        `${num(status(o).readyReplicas)}/${num(spec(o).replicas ?? 1)}`,
-        num(status(o).updatedReplicas),
-        num(status(o).availableReplicas),
+        `${statuses.filter((c) => c.ready === true).length}/${containers.length}`,
+        reason,
+        String(statuses.reduce((n, c) => n + num(c.restartCount), 0)),
         age(o, now),
-        containers.map((c) => c.name).join(","),
-        containers.map((c) => c.image).join(","),
-        Object.entries(matchLabels)
-          .map(([k, v]) => `${k}=${v}`)
-          .join(","),
+        status(o).podIP ?? "<none>",
+        spec(o).nodeName ?? "<none>",
+        "<none>",
+        "<none>",
+      ];
+    },
+  },
+  Event: {
+    columns: [
+      { name: "Last Seen", type: "string", description: "The time at which the most recent occurrence of this event was recorded.", priority: 0 },
+      { name: "Type", type: "string", description: "Type of this event (Normal, Warning).", priority: 0 },
+      { name: "Reason", type: "string", description: "A short, machine understandable reason.", priority: 0 },
+      { name: "Object", type: "string", description: "The object that this event is about.", priority: 0 },
+      { name: "Subobject", type: "string", description: "The part of the object, e.g. a container.", priority: 1 },
+      { name: "Source", type: "string", description: "The component reporting this event.", priority: 1 },
+      { name: "Message", type: "string", description: "A human-readable description of the status of this operation.", priority: 0 },
+      { name: "First Seen", type: "string", description: "The time at which the event was first recorded.", priority: 1 },
+      { name: "Count", type: "string", description: "The number of times this event has occurred.", priority: 1 },
+      { name: "Name", type: "string", format: "name", description: "Name must be unique within a namespace.", priority: 1 },
+    ],
+    cells(o, now) {
+      const involved = (o.involvedObject ?? {}) as JsonObject;
+      const source = (o.source ?? {}) as JsonObject;
+      const since = (t: unknown) => (typeof t === "string" && t !== "" ? humanDuration(now - Date.parse(t)) : "<unknown>");
+      return [
+        since(o.lastTimestamp),
+        o.type ?? "",
+        o.reason ?? "",
+        `${String(involved.kind ?? "").toLowerCase()}/${String(involved.name ?? "")}`,
+        involved.fieldPath ?? "",
+        [source.component, source.host].filter((x) => typeof x === "string" && x !== "").join(", "),
+        o.message ?? "",
+        since(o.firstTimestamp),
+        String(num(o.count)),
+        o.metadata.name,
       ];
     },
   },

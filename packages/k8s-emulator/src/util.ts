@@ -67,3 +67,13 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 export function nowRfc3339(): string {
   return new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
 }
+
+/** k8s.io/apimachinery/pkg/util/rand's alphabet (no vowels, no look-alikes): generated names, template hashes. */
+export const ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789";
+
+/** rand.String: `n` random characters of ALPHANUMS, as generateName appends. */
+export function randomSuffix(n: number): string {
+  let s = "";
+  for (let i = 0; i < n; i++) s += ALPHANUMS[Math.floor(Math.random() * ALPHANUMS.length)];
+  return s;
+}

@@ -46,7 +46,7 @@ class WatchStream {
         if (this.req.selector(obj)) this.send("ADDED", obj);
       }
     } else {
-      const backlog = store.eventsSince(resourceVersion);
+      const backlog = store.eventsSince(this.req.rt, resourceVersion);
       if (backlog === "expired") {
         this.send(
           "ERROR",

@@ -1,7 +1,8 @@
 // The real kubectl against the emulator, through a kubeconfig the emulator
 // writes (never the user's): client-side and server-side apply, canonical
 // values in `get -o yaml`, `rollout status` through a multi-step rollout,
-// namespace deletion through Terminating, `explain`, CRD validation, and Leases.
+// namespace deletion through Terminating, `explain`, CRD validation, Leases, and what a
+// rollout makes: pods, ReplicaSets, rollout history and undo, Events.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -311,5 +312,83 @@ spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 
     await ok(["rollout", "status", "deployment/web", "-n", "printing", "--timeout=60s"]);
     assert.match(await ok(["get", "deploy", "web", "-n", "printing"]), /\nweb +3\/3 +3 +3 /);
     assert.match(await ok(["get", "--raw", "/apis/apps/v1/namespaces/printing/deployments/web/scale"]), /"kind":"Scale".*"replicas":3/);
+  });
+  it("create, then the rollout's pods, ReplicaSets and Events; rollout history and undo", async () => {
+    const n = ["-n", "history"];
+    await ok(["create", "namespace", "history"]);
+    assert.equal(await ok([...n, "create", "deployment", "web", "--image=nginx:1.26", "--replicas=2"]), "deployment.apps/web created\n");
+    assert.equal(await ok([...n, "create", "configmap", "settings", "--from-literal=mode=fast"]), "configmap/settings created\n");
+    assert.equal(await ok([...n, "create", "secret", "generic", "token", "--from-literal=key=s3cret"]), "secret/token created\n");
+    await ok([...n, "rollout", "status", "deployment/web", "--timeout=60s"]);
+    const pods = (await ok([...n, "get", "pods"])).trim().split("\n");
+    assert.match(pods[0], /^NAME +READY +STATUS +RESTARTS +AGE$/);
+    assert.equal(pods.length, 3, pods.join("\n"));
+    for (const row of pods.slice(1)) assert.match(row, /^web-[b-z2-9]+-[b-z2-9]{5} +1\/1 +Running +0 +\S+$/);
+
+    // A second revision with a change-cause, then back to the first.
+    await ok([...n, "annotate", "deployment", "web", "kubernetes.io/change-cause=nginx 1.27"]);
+    await ok([...n, "set", "image", "deployment/web", "nginx=nginx:1.27"]);
+    await ok([...n, "rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert.match(await ok([...n, "rollout", "history", "deployment/web"]), /REVISION +CHANGE-CAUSE\n1 +nginx 1\.27\n2 +nginx 1\.27\n/);
+    assert.match(await ok([...n, "rollout", "history", "deployment/web", "--revision=1"]), /Image:\s+nginx:1\.26/);
+    const sets = (await ok([...n, "get", "rs", "-o", "wide"])).trim().split("\n");
+    assert.match(sets[0], /^NAME +DESIRED +CURRENT +READY +AGE +CONTAINERS +IMAGES +SELECTOR$/);
+    assert.deepEqual(
+      sets
+        .slice(1)
+        .map((row) => row.split(/ +/).slice(1, 4).join(" "))
+        .sort(),
+      ["0 0 0", "2 2 2"],
+    );
+    assert.equal(await ok([...n, "rollout", "undo", "deployment/web"]), "deployment.apps/web rolled back\n");
+    await ok([...n, "rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert.equal(await ok([...n, "get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]), "nginx:1.26");
+    // The first revision's ReplicaSet is the current one again, as revision 3.
+    assert.match(await ok([...n, "rollout", "history", "deployment/web"]), /REVISION +CHANGE-CAUSE\n2 +nginx 1\.27\n3 +/);
+    const current = await ok([
+      ...n,
+      "get",
+      "rs",
+      "-l",
+      "app=web",
+      "-o",
+      "jsonpath={range .items[?(@.spec.replicas==2)]}{.spec.template.spec.containers[0].image}{end}",
+    ]);
+    assert.equal(current, "nginx:1.26");
+
+    // Events of the rollout, as kubectl get events and kubectl events show them.
+    const events = await ok([...n, "get", "events"]);
+    assert.match(events, /^LAST SEEN +TYPE +REASON +OBJECT +MESSAGE\n/);
+    assert.match(events, /Normal +ScalingReplicaSet +deployment\/web +Scaled up replica set web-\S+ from 0 to 2/);
+    assert.match(events, /Normal +SuccessfulCreate +replicaset\/web-\S+ +Created pod: web-/);
+    assert.match(events, /Normal +Scheduled +pod\/web-\S+ +Successfully assigned history\/web-\S+ to emulator-node/);
+    assert.match(await ok([...n, "events", "--for", "deployment/web"]), /ScalingReplicaSet +Deployment\/web +Scaled down replica set web-/);
+
+    // A deleted pod is replaced; an image that cannot be pulled shows as such.
+    const [victim] = (await ok([...n, "get", "pods", "-o", "name"])).trim().split("\n");
+    await ok([...n, "delete", victim!]);
+    await ok([...n, "wait", "--for=condition=Ready", "pod", "-l", "app=web", "--timeout=60s"]);
+    const after = (await ok([...n, "get", "pods", "-o", "name"])).trim().split("\n");
+    assert.equal(after.length, 2);
+    assert.ok(!after.includes(victim!));
+    await ok([...n, "create", "deployment", "broken", "--image=registry.example/fail:1"]);
+    for (let i = 0; ; i++) {
+      const row = await ok([...n, "get", "pods", "-l", "app=broken", "--no-headers"]);
+      if (/0\/1 +ImagePullBackOff +0 /.test(row)) break;
+      assert.ok(i < 100, `no ImagePullBackOff pod: ${row}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.match(
+      await ok([...n, "get", "events", "--field-selector", "type=Warning"]),
+      /Warning +Failed +pod\/broken-\S+ +Failed to pull image "registry\.example\/fail:1"/,
+    );
+
+    // Deleting the Deployment deletes its ReplicaSets and pods; --cascade=orphan leaves them.
+    await ok([...n, "delete", "deployment", "web", "--cascade=orphan"]);
+    assert.equal(await ok([...n, "get", "rs", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.ownerReferences}"]), "");
+    assert.equal((await ok([...n, "get", "pods", "-l", "app=web", "-o", "name"])).trim().split("\n").length, 2);
+    await ok([...n, "delete", "deployment", "broken"]);
+    await ok([...n, "wait", "--for=delete", "pod", "-l", "app=broken", "--timeout=60s"]);
+    assert.equal(await ok([...n, "get", "rs", "-l", "app=broken", "-o", "name"]), "");
   });
 });

@@ -39,7 +39,11 @@ describe("namespace lifecycle", () => {
       10_000,
       "deletion conditions",
     );
-    assert.equal(remaining.message, "Some resources are remaining: deployments.apps has 1 resource instances");
+    // The Deployment, and what its rollout made of it: a ReplicaSet, its pods and their Events.
+    assert.match(
+      remaining.message,
+      /^Some resources are remaining: deployments\.apps has 1 resource instances, events has \d+ resource instances, pods has \d+ resource instances, replicasets\.apps has 1 resource instances$/,
+    );
 
     // NamespaceLifecycle admission: 403 with the NamespaceTerminating cause, for create and for apply-create.
     const err = await expectApiError(

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { collectWatch, deployment, startCluster, waitFor, type Cluster } from "@flotilla/testkit/emulator";
+import { KubernetesEmulator } from "../src/index.ts";
 
 function condition(d: any, type: string) {
   return d?.status?.conditions?.find((c: any) => c.type === type);
@@ -31,12 +32,12 @@ describe("rollout controller", () => {
     const created = await c.apply(deployment("ok", { replicas: 3 }));
     const progressing = await waitReason("ok", "ReplicaSetUpdated");
     assert.deepEqual(counts(progressing), { observedGeneration: 1, replicas: 3, updatedReplicas: 3, unavailableReplicas: 3 }, "zero counts are omitted");
-    assert.match(condition(progressing, "Progressing").message, /^ReplicaSet "ok-[0-9a-f]{10}" is progressing\.$/);
+    assert.match(condition(progressing, "Progressing").message, /^ReplicaSet "ok-[b-df-hj-np-tv-xz2-9]{1,10}" is progressing\.$/);
     assert.equal(condition(progressing, "Available").reason, "MinimumReplicasUnavailable");
 
     const done = await waitReason("ok", "NewReplicaSetAvailable");
     assert.deepEqual(counts(done), { observedGeneration: 1, replicas: 3, updatedReplicas: 3, readyReplicas: 3, availableReplicas: 3 });
-    assert.match(condition(done, "Progressing").message, /^ReplicaSet "ok-[0-9a-f]{10}" has successfully progressed\.$/);
+    assert.match(condition(done, "Progressing").message, /^ReplicaSet "ok-[b-df-hj-np-tv-xz2-9]{1,10}" has successfully progressed\.$/);
     assert.equal(condition(done, "Available").status, "True");
     assert.equal(condition(done, "Available").reason, "MinimumReplicasAvailable");
     assert.equal(done.metadata.annotations["deployment.kubernetes.io/revision"], "1");
@@ -117,7 +118,7 @@ describe("rollout controller", () => {
     await c.apply(deployment("bad", { image: "registry.example/app:fail-1" }));
     const d = await waitFor(() => condition(get("bad"), "Progressing")?.status === "False" && get("bad"), 5000, "deadline exceeded");
     assert.equal(condition(d, "Progressing").reason, "ProgressDeadlineExceeded");
-    assert.match(condition(d, "Progressing").message, /^ReplicaSet "bad-[0-9a-f]{10}" has timed out progressing\.$/);
+    assert.match(condition(d, "Progressing").message, /^ReplicaSet "bad-[b-df-hj-np-tv-xz2-9]{1,10}" has timed out progressing\.$/);
     assert.equal(condition(d, "Available").status, "False");
     assert.deepEqual(counts(d), { observedGeneration: 1, replicas: 2, updatedReplicas: 2, unavailableReplicas: 2 });
 
@@ -173,5 +174,57 @@ describe("rollout controller", () => {
     const d = await waitReason("zero", "NewReplicaSetAvailable");
     assert.deepEqual(counts(d), { observedGeneration: 1 });
     assert.equal(condition(d, "Available").status, "True");
+  });
+
+  it("publishes ReplicaSets and pods as the controllers make them, owned by what made them", async () => {
+    await c.apply(deployment("objects", { replicas: 2 }));
+    await waitReason("objects", "NewReplicaSetAvailable");
+    const d = get("objects");
+    const [rs, ...more] = c.emu
+      .list("apps/v1", "ReplicaSet", "default")
+      .filter((r) => (r.metadata as any).ownerReferences?.[0]?.uid === d.metadata.uid) as any[];
+    assert.equal(more.length, 0);
+    const hash = rs.metadata.labels["pod-template-hash"];
+    assert.equal(rs.metadata.name, `objects-${hash}`);
+    assert.deepEqual(rs.metadata.ownerReferences, [
+      { apiVersion: "apps/v1", kind: "Deployment", name: "objects", uid: d.metadata.uid, controller: true, blockOwnerDeletion: true },
+    ]);
+    assert.equal(rs.metadata.annotations["deployment.kubernetes.io/revision"], "1");
+    assert.equal(rs.spec.selector.matchLabels["pod-template-hash"], hash);
+    assert.deepEqual(rs.status, { replicas: 2, fullyLabeledReplicas: 2, readyReplicas: 2, availableReplicas: 2, observedGeneration: 1 });
+    const pods = c.emu.list("v1", "Pod", "default").filter((p) => (p.metadata as any).ownerReferences?.[0]?.uid === rs.metadata.uid) as any[];
+    assert.equal(pods.length, 2);
+    for (const pod of pods) {
+      assert.match(pod.metadata.name, new RegExp(`^objects-${hash}-[b-df-hj-np-tv-xz2-9]{5}$`));
+      assert.equal(pod.status.phase, "Running");
+      assert.equal(pod.status.conditions.find((x: any) => x.type === "Ready").status, "True");
+      assert.deepEqual(pod.spec.containers, d.spec.template.spec.containers);
+    }
+    // The API's field labels of each kind select them.
+    const res = await fetch(`${c.emu.url}/api/v1/namespaces/default/events?fieldSelector=involvedObject.kind=Deployment,involvedObject.name=objects`);
+    const events = (await res.json()) as any;
+    assert.deepEqual(
+      events.items.map((e: any) => `${e.reason}: ${e.message}`),
+      [`ScalingReplicaSet: Scaled up replica set objects-${hash} from 0 to 2`],
+    );
+    const unsupported = await fetch(`${c.emu.url}/api/v1/namespaces/default/pods?fieldSelector=reason=x`);
+    assert.equal(unsupported.status, 400);
+    assert.match(((await unsupported.json()) as any).message, /field label not supported: reason/);
+  });
+
+  it("keeps at most eventLimit Events, the newest; none with 0", async () => {
+    for (const eventLimit of [5, 0]) {
+      const emu = await KubernetesEmulator.start({ rolloutDelayMs: 20, eventLimit });
+      try {
+        emu.apply(deployment("many", { replicas: 4 }) as any, { manager: "test" });
+        await waitFor(() => (emu.get("apps/v1", "Deployment", "default", "many") as any)?.status?.readyReplicas === 4, 5000, "rolled out");
+        const events = emu.list("v1", "Event", "default") as any[];
+        assert.equal(events.length, eventLimit);
+        // Four pods started last: the kept five are the last Started events and the one before.
+        if (eventLimit > 0) assert.equal(events.filter((e) => e.reason === "Started").length, 4);
+      } finally {
+        await emu.stop();
+      }
+    }
   });
 });

@@ -68,8 +68,15 @@ describe("watch through the client Watch class", () => {
 
   it("answers a too-old resourceVersion with an ERROR event carrying 410 Expired", async () => {
     const old = c.emu.resourceVersion;
-    for (let i = 0; i < 25; i++) c.emu.put({ apiVersion: "v1", kind: "Namespace", metadata: { name: `churn-${i}` } }); // history is 20
-    const w = await collectWatch(c, "/apis/apps/v1/deployments", { resourceVersion: old });
+    // The history is 20 events per resource type, as the API server's watch cache is per resource:
+    // churn of another type expires nothing.
+    for (let i = 0; i < 25; i++) c.emu.put({ apiVersion: "v1", kind: "Namespace", metadata: { name: `churn-${i}` } });
+    const kept = await collectWatch(c, "/api/v1/configmaps", { resourceVersion: old });
+    for (let i = 0; i < 25; i++) c.emu.put({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: `churn-${i}`, namespace: "default" } });
+    await waitFor(() => kept.events.length === 25, 1000, "the configmaps watch sees the churn");
+    assert.ok(kept.events.every((e) => e.type === "ADDED"));
+    kept.abort();
+    const w = await collectWatch(c, "/api/v1/configmaps", { resourceVersion: old });
     await waitFor(() => w.done, 1000, "watch end");
     assert.equal(w.events.length, 1);
     assert.equal(w.events[0].type, "ERROR");
