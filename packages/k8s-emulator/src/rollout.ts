@@ -72,7 +72,7 @@ interface Condition {
 interface Pod {
   name: string;
   ip: string;
-  /** performance.now() at which the pod is ready (Infinity: never, or not before release when held). */
+  /** performance.now() at which the pod is ready (Infinity: never, its image cannot be pulled; or not before release when held). */
   readyAt: number;
   /** Created while readiness was held: its delay starts on release. */
   held?: boolean;
@@ -162,7 +162,8 @@ export class RolloutController {
   /** The Deployment (namespace/name) each published ReplicaSet and pod (namespace/name) belongs to. */
   private readonly owners = new Map<string, string>();
   private readonly events: EventRecorder;
-  private nextPodIp = 2;
+  /** Pod IPs from 10.244.0.0 on, as a cluster's pod CIDR hands them out. */
+  private nextPodIp = (244 << 16) + 2;
   private held = false;
   private unsubscribe: (() => void) | undefined;
 
@@ -268,6 +269,7 @@ export class RolloutController {
           delete object.metadata.ownerReferences;
           this.registry.put(object);
         }
+        for (const pod of rs.pods) this.owners.delete(`${namespace}/${pod.name}`);
         continue;
       }
       for (const pod of rs.pods) {
@@ -311,7 +313,7 @@ export class RolloutController {
     }
     const status = this.status(d, state, newRS, replicas, conditions, now);
     // The ReplicaSets and pods first: a Deployment's status that says complete is the last write of its rollout.
-    this.publish(d, key, state, newRS, removed, failing, now);
+    this.publish(d, key, state, newRS, removed, now);
     const complete = (status.conditions as Condition[]).some((c) => c.type === "Progressing" && c.reason === "NewReplicaSetAvailable");
     if (complete) this.cleanupHistory(d, state, newRS);
     this.registry.writeStatus(DEPLOYMENTS, d, status, { [REVISION]: String(newRS.revision) });
@@ -323,7 +325,7 @@ export class RolloutController {
    * changed, each new, ready or removed pod, with the Events the controllers and the kubelet
    * record for them. The new ReplicaSet carries the Deployment's current annotations.
    */
-  private publish(d: KubeObject, key: string, state: DeploymentState, newRS: ReplicaSet, removed: [ReplicaSet, Pod][], failing: boolean, now: number): void {
+  private publish(d: KubeObject, key: string, state: DeploymentState, newRS: ReplicaSet, removed: [ReplicaSet, Pod][], now: number): void {
     const { store } = this.registry;
     const ns = state.namespace;
     const replicas = Number(spec(d).replicas ?? 1);
@@ -367,7 +369,7 @@ export class RolloutController {
         rs.publishedReplicas = rs.replicas;
       }
       for (const pod of rs.pods) {
-        const podState: PodState = rs === newRS && failing ? "imagePullBackOff" : pod.readyAt <= now ? "ready" : "starting";
+        const podState: PodState = pod.readyAt <= now ? "ready" : pod.readyAt === Infinity && !pod.held ? "imagePullBackOff" : "starting";
         if (pod.published === podState) continue;
         object ??= store.get(REPLICA_SETS, ns, rs.name);
         if (!object) break;
@@ -493,7 +495,7 @@ export class RolloutController {
   private syncPods(rs: ReplicaSet, failing: boolean, now: number): Pod[] {
     while (rs.pods.length < rs.replicas) {
       const n = this.nextPodIp++;
-      const pod = { name: `${rs.name}-${randomSuffix(5)}`, ip: `10.244.${(n >> 8) & 255}.${n & 255}` };
+      const pod = { name: `${rs.name}-${randomSuffix(5)}`, ip: `10.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}` };
       rs.pods.push(
         failing ? { ...pod, readyAt: Infinity } : this.held ? { ...pod, readyAt: Infinity, held: true } : { ...pod, readyAt: now + this.opts.podReadyDelayMs },
       );
