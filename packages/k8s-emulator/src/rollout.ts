@@ -159,8 +159,6 @@ export class RolloutController {
   private readonly opts: RolloutOptions;
   private readonly states = new Map<string, DeploymentState>();
   private readonly pending = new Set<string>();
-  /** The Deployment (namespace/name) each published ReplicaSet and pod (namespace/name) belongs to. */
-  private readonly owners = new Map<string, string>();
   private readonly events: EventRecorder;
   /** Pod IPs from 10.244.0.0 on, as a cluster's pod CIDR hands them out. */
   private nextPodIp = (244 << 16) + 2;
@@ -182,7 +180,6 @@ export class RolloutController {
     for (const s of this.states.values()) clearTimeout(s.timer);
     this.states.clear();
     this.pending.clear();
-    this.owners.clear();
     this.events.clear();
     this.held = false;
   }
@@ -212,8 +209,8 @@ export class RolloutController {
 
   /** Runs inside the store's write: changes nothing there (writes go to later turns). */
   private onEvent(e: StoreEvent): void {
+    if (e.type === "DELETED" && (e.rt === PODS || e.rt === REPLICA_SETS)) return this.onDependentDeleted(e.object);
     const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
-    if (e.type === "DELETED" && (e.rt === PODS || e.rt === REPLICA_SETS)) return this.onDependentDeleted(e.rt === PODS, key);
     if (e.rt !== DEPLOYMENTS) return;
     const state = this.states.get(key);
     if (e.type === "DELETED") {
@@ -229,55 +226,55 @@ export class RolloutController {
     this.schedule(key);
   }
 
-  /** A published pod or ReplicaSet deleted by someone else: the model forgets it and the next reconcile replaces it. */
-  private onDependentDeleted(isPod: boolean, key: string): void {
-    const owner = this.owners.get(key);
-    if (owner === undefined) return; // deleted by this controller, or not one of ours
-    this.owners.delete(key);
-    const state = this.states.get(owner);
-    if (!state) return;
-    const name = key.slice(key.indexOf("/") + 1);
+  /**
+   * A published pod or ReplicaSet deleted by someone else: the model forgets it and the next
+   * reconcile replaces it. Its Deployment is found through the controller references (pod →
+   * ReplicaSet → Deployment); one this controller deleted is no longer in the model, and an
+   * orphaned ReplicaSet has no controller.
+   */
+  private onDependentDeleted(object: KubeObject): void {
+    const namespace = object.metadata.namespace ?? "";
+    const isPod = object.kind === "Pod";
+    const replicaSet = isPod ? this.registry.store.get(REPLICA_SETS, namespace, controllerOf(object, "ReplicaSet") ?? "") : object;
+    const deployment = replicaSet && controllerOf(replicaSet, "Deployment");
+    const key = `${namespace}/${deployment}`;
+    const state = deployment === undefined ? undefined : this.states.get(key);
+    const rs = state?.sets.find((s) => s.name === replicaSet?.metadata.name);
+    if (!state || !rs) return;
     if (isPod) {
-      for (const rs of state.sets) rs.pods = rs.pods.filter((p) => p.name !== name);
+      const before = rs.pods.length;
+      rs.pods = rs.pods.filter((p) => p.name !== object.metadata.name);
+      if (rs.pods.length === before) return;
     } else {
-      const gone = state.sets.filter((rs) => rs.name === name);
-      state.sets = state.sets.filter((rs) => rs.name !== name);
+      state.sets = state.sets.filter((s) => s !== rs);
       // The garbage collector deletes the pods of a deleted ReplicaSet.
-      setImmediate(() =>
-        this.collect(
-          state.namespace,
-          gone.map((rs) => ({ ...rs, name: "" })),
-          false,
-        ),
-      );
+      setImmediate(() => this.deletePods(namespace, rs.pods));
     }
-    this.schedule(owner);
+    this.schedule(key);
   }
 
   /**
-   * The garbage collector for a deleted Deployment's (or ReplicaSet's) dependents: deletes
-   * them, or with `orphan` removes the owner reference from the ReplicaSets (pods stay theirs).
-   * A ReplicaSet named "" is gone already: only its pods are left.
+   * The garbage collector for a deleted Deployment's dependents: deletes its ReplicaSets and
+   * their pods, or with `orphan` removes the owner reference from the ReplicaSets (pods stay theirs).
    */
   private collect(namespace: string, sets: ReplicaSet[], orphan: boolean): void {
     const { store } = this.registry;
     for (const rs of sets) {
-      if (rs.name !== "") this.owners.delete(`${namespace}/${rs.name}`);
       if (orphan) {
         const object = store.get(REPLICA_SETS, namespace, rs.name);
         if (object) {
           delete object.metadata.ownerReferences;
           this.registry.put(object);
         }
-        for (const pod of rs.pods) this.owners.delete(`${namespace}/${pod.name}`);
         continue;
       }
-      for (const pod of rs.pods) {
-        this.owners.delete(`${namespace}/${pod.name}`);
-        store.remove(PODS, namespace, pod.name);
-      }
-      if (rs.name !== "") store.remove(REPLICA_SETS, namespace, rs.name);
+      this.deletePods(namespace, rs.pods);
+      store.remove(REPLICA_SETS, namespace, rs.name);
     }
+  }
+
+  private deletePods(namespace: string, pods: Pod[]): void {
+    for (const pod of pods) this.registry.store.remove(PODS, namespace, pod.name);
   }
 
   /** Reconciles asynchronously, like a controller fed by a watch: the triggering write is answered first. */
@@ -313,7 +310,7 @@ export class RolloutController {
     }
     const status = this.status(d, state, newRS, replicas, conditions, now);
     // The ReplicaSets and pods first: a Deployment's status that says complete is the last write of its rollout.
-    this.publish(d, key, state, newRS, removed, now);
+    this.publish(d, state, newRS, removed, now);
     const complete = (status.conditions as Condition[]).some((c) => c.type === "Progressing" && c.reason === "NewReplicaSetAvailable");
     if (complete) this.cleanupHistory(d, state, newRS);
     this.registry.writeStatus(DEPLOYMENTS, d, status, { [REVISION]: String(newRS.revision) });
@@ -325,17 +322,11 @@ export class RolloutController {
    * changed, each new, ready or removed pod, with the Events the controllers and the kubelet
    * record for them. The new ReplicaSet carries the Deployment's current annotations.
    */
-  private publish(d: KubeObject, key: string, state: DeploymentState, newRS: ReplicaSet, removed: [ReplicaSet, Pod][], now: number): void {
+  private publish(d: KubeObject, state: DeploymentState, newRS: ReplicaSet, removed: [ReplicaSet, Pod][], now: number): void {
     const { store } = this.registry;
     const ns = state.namespace;
     const replicas = Number(spec(d).replicas ?? 1);
     const maxReplicas = replicas + (isRecreate(d) ? 0 : fenceposts(d, replicas).surge);
-    for (const [rs, pod] of removed) {
-      if (!this.owners.delete(`${ns}/${pod.name}`)) continue; // never published
-      const gone = store.remove(PODS, ns, pod.name);
-      const owner = store.get(REPLICA_SETS, ns, rs.name);
-      if (gone && owner) this.events.record(owner, "Normal", "SuccessfulDelete", `Deleted pod: ${pod.name}`, "replicaset-controller");
-    }
     for (const rs of state.sets) {
       const counts = { replicas: rs.replicas, pods: rs.pods.length, ready: readyPods(rs, now) };
       // The new ReplicaSet follows the Deployment's annotations too (SetNewReplicaSetAnnotations), e.g. a change-cause.
@@ -344,17 +335,14 @@ export class RolloutController {
       let object: KubeObject | undefined;
       if (signature !== rs.published) {
         const existing = rs.published === "" ? undefined : store.get(REPLICA_SETS, ns, rs.name);
-        if (rs === newRS || !existing) {
-          object = replicaSetFor(d, rs.name, rs.hash, rs.revision, maxReplicas, counts);
-          if (existing) object.spec = { ...(existing.spec as JsonObject), replicas: rs.replicas };
-        } else {
-          object = existing;
-          object.spec = { ...(existing.spec as JsonObject), replicas: rs.replicas };
+        // The new ReplicaSet is written whole; an old one keeps its annotations but its revision.
+        object = rs === newRS || !existing ? replicaSetFor(d, rs.name, rs.hash, rs.revision, maxReplicas, counts) : existing;
+        if (existing) object.spec = { ...(existing.spec as JsonObject), replicas: rs.replicas };
+        if (object === existing) {
           object.status = replicaSetStatus(counts);
           object.metadata.annotations = { ...existing.metadata.annotations, [REVISION]: String(rs.revision) };
         }
         object = this.registry.put(object);
-        this.owners.set(`${ns}/${rs.name}`, key);
         if (rs.replicas !== rs.publishedReplicas) {
           const direction = rs.replicas > rs.publishedReplicas ? "up" : "down";
           this.events.record(
@@ -368,26 +356,32 @@ export class RolloutController {
         rs.published = signature;
         rs.publishedReplicas = rs.replicas;
       }
+      for (const [from, pod] of removed) {
+        if (from !== rs || pod.published === undefined) continue;
+        object ??= store.get(REPLICA_SETS, ns, rs.name);
+        if (store.remove(PODS, ns, pod.name) && object) {
+          this.events.record(object, "Normal", "SuccessfulDelete", `Deleted pod: ${pod.name}`, "replicaset-controller");
+        }
+      }
       for (const pod of rs.pods) {
         const podState: PodState = pod.readyAt <= now ? "ready" : pod.readyAt === Infinity && !pod.held ? "imagePullBackOff" : "starting";
         if (pod.published === podState) continue;
         object ??= store.get(REPLICA_SETS, ns, rs.name);
         if (!object) break;
-        this.publishPod(object, pod, podState, key);
+        this.publishPod(object, pod, podState);
       }
     }
   }
 
-  private publishPod(rs: KubeObject, pod: Pod, state: PodState, owner: string): void {
+  private publishPod(rs: KubeObject, pod: Pod, state: PodState): void {
     const ns = rs.metadata.namespace!;
     const existing = pod.published === undefined ? undefined : this.registry.store.get(PODS, ns, pod.name);
     let object: KubeObject;
     if (existing) {
-      existing.status = podStatus(((rs.spec as JsonObject).template ?? {}) as JsonObject, pod.ip, state, nowRfc3339());
+      existing.status = podStatus(rs, pod.ip, state, nowRfc3339());
       object = this.registry.put(existing);
     } else {
       object = this.registry.put(podFor(rs, pod.name, pod.ip, state));
-      this.owners.set(`${ns}/${pod.name}`, owner);
       this.events.record(rs, "Normal", "SuccessfulCreate", `Created pod: ${pod.name}`, "replicaset-controller");
       this.events.record(
         object,
@@ -589,6 +583,13 @@ export class RolloutController {
     timer.unref();
     state.timer = timer;
   }
+}
+
+/** The name of `object`'s controller of `kind` (its ownerReference with controller: true). */
+function controllerOf(object: KubeObject, kind: string): string | undefined {
+  const refs = object.metadata.ownerReferences;
+  const ref = Array.isArray(refs) ? (refs as JsonObject[]).find((r) => r.controller === true && r.kind === kind) : undefined;
+  return typeof ref?.name === "string" ? ref.name : undefined;
 }
 
 function readyPods(rs: ReplicaSet, now: number): number {

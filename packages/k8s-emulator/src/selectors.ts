@@ -1,6 +1,7 @@
 // Label and field selectors with the grammar and semantics of
 // k8s.io/apimachinery/pkg/labels and pkg/fields.
 import { badRequest } from "./errors.ts";
+import { valueAt } from "./fields.ts";
 import type { KubeObject } from "./util.ts";
 
 type Op = "exists" | "!" | "=" | "!=" | "in" | "notin" | "gt" | "lt";
@@ -161,13 +162,14 @@ export function parseLabelSelector(selector: string | undefined): Selector {
 
 type FieldGetter = (obj: KubeObject) => string;
 
-const field =
-  (...path: string[]): FieldGetter =>
-  (obj) => {
-    let v: unknown = obj;
-    for (const k of path) v = v !== null && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined;
-    return v === undefined || v === null ? "" : String(v);
+/** The value at a field path as a field label has it ("" when unset). */
+function field(...path: string[]): FieldGetter {
+  const at = path.map((k) => `f:${k}`);
+  return (obj) => {
+    const { value } = valueAt(obj, at);
+    return value === undefined || value === null ? "" : String(value);
   };
+}
 
 const METADATA_FIELDS: Record<string, FieldGetter> = {
   "metadata.name": field("metadata", "name"),

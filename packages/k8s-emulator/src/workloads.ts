@@ -145,13 +145,13 @@ export function podFor(rs: KubeObject, name: string, podIp: string, state: PodSt
       ownerReferences: [controllerRef(rs)],
     },
     spec: { ...objectAt(template, "spec"), nodeName: NODE_NAME },
-    status: podStatus(template, podIp, state, nowRfc3339()),
+    status: podStatus(rs, podIp, state, nowRfc3339()),
   };
 }
 
-/** What the kubelet reports: Pending while the containers start or the image cannot be pulled, Running and Ready after. */
-export function podStatus(template: JsonObject, podIp: string, state: PodState, since: string): JsonObject {
-  const containers = (objectAt(template, "spec").containers ?? []) as JsonObject[];
+/** What the kubelet reports of a pod of `rs`: Pending while the containers start or the image cannot be pulled, Running and Ready after. */
+export function podStatus(rs: KubeObject, podIp: string, state: PodState, since: string): JsonObject {
+  const containers = (objectAt(objectAt(spec(rs), "template"), "spec").containers ?? []) as JsonObject[];
   const ready = state === "ready";
   const condition = (type: string, status: boolean) => ({ type, status: status ? "True" : "False", lastProbeTime: null, lastTransitionTime: since });
   const waiting =
