@@ -57,6 +57,8 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     backoff: config.retryBackoff,
     settleMs: config.settleMs,
     maxHoldMs: config.maxHoldMs,
+    burstKeys: config.burstKeys,
+    burstHoldMs: config.burstHoldMs,
     onCoalesced: () => metrics.coalesced.inc(),
     metrics: metrics.queue,
   });

@@ -33,6 +33,10 @@ export interface AgentTunables {
   settleMs: number;
   /** Longest a key in a burst of changes is held back in all. Default 5 s. */
   maxHoldMs: number;
+  /** Keys changed within settleMs that put the region in a burst (a mass update). Default 50. */
+  burstKeys: number;
+  /** How long a key's first change waits while the region is in a burst. Default 250 ms; 0 never. */
+  burstHoldMs: number;
   /** Reconnect backoff towards ctrl. Default 500 ms .. 30 s. */
   reconnectBackoff: BackoffOptions;
   /** Periodic full sync. Default 10 min (jittered ±10%). */
@@ -94,6 +98,8 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   retryBackoff: { minMs: 100, maxMs: 5 * 60_000 },
   settleMs: 1000,
   maxHoldMs: 5000,
+  burstKeys: 50,
+  burstHoldMs: 250,
   reconnectBackoff: { minMs: 500, maxMs: 30_000 },
   fullSyncIntervalMs: 10 * 60_000,
   bookmarkIntervalMs: 5000,

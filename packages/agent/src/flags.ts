@@ -41,6 +41,16 @@ export const AGENT_OPTIONS = [
     description: "a key changed again within this long waits until its burst of changes settles (0: never waits)",
   },
   { flag: "max-hold", default: formatDuration(AGENT_DEFAULTS.maxHoldMs), description: "longest a key in a burst of changes waits in all" },
+  {
+    flag: "burst-keys",
+    default: String(AGENT_DEFAULTS.burstKeys),
+    description: "this many resources changed within --settle put the region in a burst (a mass update)",
+  },
+  {
+    flag: "burst-hold",
+    default: formatDuration(AGENT_DEFAULTS.burstHoldMs),
+    description: "in a region-wide burst, a resource's first change waits this long for the next round (0: never waits)",
+  },
   { flag: "full-sync-interval", default: formatDuration(AGENT_DEFAULTS.fullSyncIntervalMs), description: "periodic full sync (jittered ±10%)" },
   {
     flag: "refresh-interval",

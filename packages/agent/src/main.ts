@@ -28,6 +28,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error("--concurrency must be a positive integer");
   const maxFraction = Number(text("prune-max-fraction"));
   if (!(maxFraction >= 0 && maxFraction <= 1)) throw new Error("--prune-max-fraction must be within 0..1");
+  const burstKeys = Number(text("burst-keys"));
+  if (!Number.isInteger(burstKeys) || burstKeys < 1) throw new Error("--burst-keys must be a positive integer");
   const refreshPerSecond = Number(text("refresh-per-second"));
   if (!(refreshPerSecond > 0)) throw new Error("--refresh-per-second must be a positive number");
   const namespaces = { allowed: parseGlobList(text("allowed-namespaces")!), denied: parseGlobList(text("denied-namespaces")!) };
@@ -81,6 +83,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     concurrency,
     settleMs: duration("settle"),
     maxHoldMs: duration("max-hold"),
+    burstKeys,
+    burstHoldMs: duration("burst-hold"),
     fullSyncIntervalMs: duration("full-sync-interval"),
     refreshIntervalMs: duration("refresh-interval"),
     refreshPerSecond,

@@ -66,6 +66,7 @@ describe("AgentConfig", () => {
           FLOTILLA_AGENT_TOKEN: "secret",
           FLOTILLA_AGENT_CONCURRENCY: "4",
           FLOTILLA_AGENT_MEMORY_RELEASE_AFTER: "0",
+          FLOTILLA_AGENT_BURST_HOLD: "100ms",
           FLOTILLA_AGENT_REGION: "ignored: the flag wins",
         },
       );
@@ -78,6 +79,8 @@ describe("AgentConfig", () => {
       assert.equal(config.bookmarkIntervalMs, 2000);
       assert.equal(config.reportIntervalMs, AGENT_DEFAULTS.reportIntervalMs);
       assert.equal(config.maxHoldMs, AGENT_DEFAULTS.maxHoldMs);
+      assert.equal(config.burstHoldMs, 100);
+      assert.equal(config.burstKeys, AGENT_DEFAULTS.burstKeys);
       assert.equal(config.refreshIntervalMs, AGENT_DEFAULTS.refreshIntervalMs, "flag defaults are AGENT_DEFAULTS");
       assert.equal(config.memoryReleaseAfterReconciles, 0);
       assert.equal(config.memoryReleaseIdleMs, AGENT_DEFAULTS.memoryReleaseIdleMs);
@@ -86,6 +89,11 @@ describe("AgentConfig", () => {
       assert.equal(await agentConfig(["--help"], {}), "help");
       await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--concurrency", "0"], {}), /--concurrency/);
       await assert.rejects(agentConfig(["--token", "t"], {}), /--region is required/);
+      await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--burst-keys", "0"], {}), /--burst-keys must be a positive integer/);
+      await assert.rejects(
+        agentConfig(["--region", "east", "--token", "t", "--target", "render", "--render-dir", dir, "--burst-hold", "soon"], {}),
+        /--burst-hold/,
+      );
       await assert.rejects(agentConfig(["--region", "east", "--token", "t", "--memory-release-after", "-1"], {}), /--memory-release-after/);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -82,6 +82,81 @@ describe("SettlingQueue", () => {
   });
 });
 
+describe("SettlingQueue in a region-wide burst", () => {
+  /** A settling queue over a key queue, and `keys` first changes (k0, k1, …) added now. */
+  function burst(keys: number, options: { burstKeys?: number; burstHoldMs?: number } = {}) {
+    const queue = new SettlingQueue(new KeyQueue(), { settleMs: 1000, maxHoldMs: 2000, burstKeys: 3, burstHoldMs: 150, ...options });
+    for (let i = 0; i < keys; i++) queue.add(`k${i}`);
+    return queue;
+  }
+
+  test("below burstKeys a first change goes at once; at burstKeys it waits burstHoldMs after its change", async () => {
+    const quiet = burst(2);
+    let started = Date.now();
+    assert.equal(await quiet.get(), "k0");
+    assert.ok(Date.now() - started < 100, "two changes are no burst");
+    quiet.shutDown();
+
+    const busy = burst(3);
+    started = Date.now();
+    assert.equal(await busy.get(), "k0");
+    const waited = Date.now() - started;
+    assert.ok(waited >= 140 && waited < 1000, `held about burstHoldMs, not settleMs: ${waited} ms`);
+    started = Date.now();
+    assert.equal(await busy.get(), "k1", "the next key's hold ran out meanwhile");
+    assert.ok(Date.now() - started < 100);
+    busy.shutDown();
+  });
+
+  test("a change during the hold settles the key into one run with its burst", async () => {
+    const queue = burst(3);
+    const next = queue.get();
+    await sleep(50);
+    queue.add("k0"); // the mass update's next round
+    await sleep(50);
+    queue.add("k0");
+    assert.equal(await next, "k1", "k0 now settles as a burst; k1 is handed out after its own hold");
+    queue.done("k1");
+    assert.equal(await queue.get(), "k2");
+    queue.done("k2");
+    assert.equal(queue.held, 1, "k0 is held until its burst settles");
+    assert.equal(await queue.get(), "k0", "handed out once");
+    queue.done("k0");
+    assert.equal(queue.length, 0);
+    assert.equal(queue.held, 0);
+    queue.shutDown();
+  });
+
+  test("burstHoldMs 0 turns the hold off; shutDown() wakes a worker waiting out a hold", async () => {
+    const off = burst(5, { burstHoldMs: 0 });
+    const started = Date.now();
+    for (let i = 0; i < 5; i++) assert.equal(await off.get(), `k${i}`);
+    assert.ok(Date.now() - started < 100);
+    off.shutDown();
+
+    const queue = burst(3, { burstHoldMs: 60_000 });
+    const next = queue.get();
+    await sleep(10);
+    queue.shutDown();
+    assert.equal(await next, undefined);
+    assert.throws(() => new SettlingQueue(new KeyQueue(), { burstKeys: 0 }), /burstKeys must be a positive integer/);
+  });
+
+  test("changes older than settleMs leave the count: the region's burst ends with them", async () => {
+    const queue = burst(3, { burstKeys: 3, burstHoldMs: 150 });
+    // settleMs 1000: wait it out, then a fresh change is alone again.
+    await sleep(1050);
+    queue.add("fresh");
+    const started = Date.now();
+    assert.equal(await queue.get(), "k0", "its hold ran out long ago");
+    assert.equal(await queue.get(), "k1");
+    assert.equal(await queue.get(), "k2");
+    assert.equal(await queue.get(), "fresh");
+    assert.ok(Date.now() - started < 100, "one recent change is no burst");
+    queue.shutDown();
+  });
+});
+
 describe("RateLimitingQueue", () => {
   test("backoff per key with jitter, forget, Retry-After floor not pulled forward, a plain backoff pulled forward", async () => {
     const coalesced: string[] = [];

@@ -4,7 +4,12 @@
 //
 // Invariants:
 // * A key's first change after a quiet spell (none within `settleMs`) is handed out at once: a
-//   single change is not delayed.
+//   single change is not delayed, unless the region is in a burst.
+// * The region is in a burst while at least `burstKeys` keys changed within `settleMs` (a mass
+//   update, a restart's full sync). Then get() hands a key's first change out no sooner than
+//   `burstHoldMs` after it, so that a mass update's next round finds the key still queued: the
+//   worker that took the key waits with it (its slot is the bound; no timer per key), and changes
+//   meanwhile mark the key dirty, so it settles as a burst below.
 // * A key changed again within `settleMs` of its previous change is in a burst. When get() would
 //   hand it out, it is held until it has had no change for twice its mean interval between
 //   changes (the mean, as changes arrive in batches), capped at `settleMs`, but no longer than
@@ -12,7 +17,8 @@
 // * A change of a held key is absorbed (counted as coalesced) and extends the burst.
 // * Adds that are not changes (`add(key, false)`: a delay ran out) do not count towards a burst.
 // * Handing a key out ends its burst; later changes begin a new one.
-// * settleMs 0 turns the layer off. shutDown() cancels every hold.
+// * settleMs 0 turns the layer off, burstHoldMs 0 the region-wide hold. shutDown() cancels
+//   every hold and wakes every waiting worker.
 import { AGENT_DEFAULTS } from "../config.ts";
 import { QueueLayer, type Queue } from "./key-queue.ts";
 
@@ -21,6 +27,10 @@ export interface SettlingOptions {
   settleMs?: number;
   /** Longest a key in a burst is held back in all. Default: AGENT_DEFAULTS.maxHoldMs (5 s). */
   maxHoldMs?: number;
+  /** Keys changed within settleMs that put the region in a burst. Default: AGENT_DEFAULTS.burstKeys (50). */
+  burstKeys?: number;
+  /** How long after it a key's first change waits while the region is in a burst. 0: never. Default: AGENT_DEFAULTS.burstHoldMs (250 ms). */
+  burstHoldMs?: number;
   /** Called when a change was absorbed by a key being held. */
   onCoalesced?: (key: string) => void;
 }
@@ -36,16 +46,23 @@ interface RecentChanges {
 export class SettlingQueue extends QueueLayer {
   readonly settleMs: number;
   readonly maxHoldMs: number;
+  readonly burstKeys: number;
+  readonly burstHoldMs: number;
   readonly #onCoalesced: (key: string) => void;
   /** Keys changed within the last settleMs, oldest last change first. */
   readonly #recent = new Map<string, RecentChanges>();
   /** Held keys, and the timer that queues each again. */
   readonly #held = new Map<string, NodeJS.Timeout>();
+  /** Workers waiting out a first change's hold in a region-wide burst: what wakes each. */
+  readonly #waiting = new Set<() => void>();
 
   constructor(inner: Queue, options: SettlingOptions = {}) {
     super(inner);
     this.settleMs = options.settleMs ?? AGENT_DEFAULTS.settleMs;
     this.maxHoldMs = options.maxHoldMs ?? AGENT_DEFAULTS.maxHoldMs;
+    this.burstKeys = options.burstKeys ?? AGENT_DEFAULTS.burstKeys;
+    this.burstHoldMs = options.burstHoldMs ?? AGENT_DEFAULTS.burstHoldMs;
+    if (!(Number.isInteger(this.burstKeys) && this.burstKeys >= 1)) throw new RangeError(`burstKeys must be a positive integer, got ${this.burstKeys}`);
     this.#onCoalesced = options.onCoalesced ?? (() => {});
   }
 
@@ -60,13 +77,21 @@ export class SettlingQueue extends QueueLayer {
     for (;;) {
       const key = await this.inner.get();
       if (key === undefined) return undefined;
-      const delay = this.#holdFor(key);
+      let delay = this.#holdFor(key);
+      if (delay > 0 && !this.#recent.get(key)?.burst) {
+        // A first change in a region-wide burst: wait with the key taken (changes meanwhile mark
+        // it dirty), then decide again.
+        await this.#wait(delay);
+        if (this.shuttingDown) {
+          this.inner.done(key);
+          return undefined;
+        }
+        delay = this.#holdFor(key);
+      }
       if (delay <= 0) {
-        // Handed out: the burst's hold is over (later changes begin a new one). Stale entries
-        // leave here too, or a burst's 100,000 keys would stay until the next change.
+        // Handed out: the burst's hold is over (later changes begin a new one).
         const recent = this.#recent.get(key);
         if (recent) delete recent.burst;
-        this.#forgetStale(Date.now());
         return key;
       }
       this.inner.done(key);
@@ -85,12 +110,26 @@ export class SettlingQueue extends QueueLayer {
   override shutDown(): void {
     for (const timer of this.#held.values()) clearTimeout(timer);
     this.#held.clear();
+    for (const wake of this.#waiting) wake();
     super.shutDown();
   }
 
   /** Keys held back while their burst settles. */
   get held(): number {
     return this.#held.size;
+  }
+
+  /** Waits `ms`, or until shutDown(). */
+  #wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.#waiting.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.#waiting.add(wake);
+    });
   }
 
   #noteChange(key: string): void {
@@ -116,12 +155,18 @@ export class SettlingQueue extends QueueLayer {
     }
   }
 
-  /** How long `key` must still be held back (≤ 0: not at all). */
+  /**
+   * How long `key` must still be held back (≤ 0: not at all). Stale entries leave here too, or a
+   * burst's 100,000 keys would stay until the next change and keep the region in a burst.
+   */
   #holdFor(key: string): number {
+    const now = Date.now();
+    this.#forgetStale(now);
     const recent = this.#recent.get(key);
-    if (!recent?.burst) return 0;
+    if (!recent) return 0;
+    if (!recent.burst) return this.#recent.size >= this.burstKeys ? recent.last + this.burstHoldMs - now : 0;
     const { since, changes } = recent.burst;
     const meanInterval = (recent.last - since) / (changes - 1);
-    return Math.min(recent.last + Math.min(2 * meanInterval, this.settleMs), since + this.maxHoldMs) - Date.now();
+    return Math.min(recent.last + Math.min(2 * meanInterval, this.settleMs), since + this.maxHoldMs) - now;
   }
 }
