@@ -5,7 +5,6 @@
 // Reference: the same measurement with a single open stream, in the same run.
 // Then (a) again with ctrl serving TLS, beside the plaintext numbers of the same run.
 import { Store } from "@flotilla/store";
-import type { ChangeEvent } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { create } from "@bufbuild/protobuf";
 import { DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { WatchFleet } from "./lib/clients.ts";
@@ -36,15 +35,10 @@ interface LatencyRun {
   clientCpuMs: number;
 }
 
-function imageOf(e: ChangeEvent): string | undefined {
-  return e.change.case === "upsert" && e.change.value.spec.case === "deployment" ? e.change.value.spec.value.workload?.image : undefined;
-}
-
 export async function runB2(ctx: BenchContext): Promise<BenchResult> {
   const streams = ctx.quick ? 200 : 1000;
   const writes = ctx.quick ? 40 : 200;
   const referenceWrites = ctx.quick ? 20 : 100;
-  const tracked = 10;
   const db = await createBenchDatabase(ctx.serverUrl, "b2");
   let ctrl: CtrlProcess | undefined;
   let other: Store | undefined;
@@ -72,34 +66,29 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
     });
     let seq = 0;
     /** Writes one change; returns the commit time (this process's clock). */
-    const write = async (mode: Mode): Promise<{ seq: number; committedAt: number }> => {
+    const write = async (mode: Mode): Promise<number> => {
       const n = ++seq;
       const w = spec(n % DEPLOYMENTS, `app:w${n}`);
-      if (mode === "same-process") return { seq: n, committedAt: await c.write("update", w) };
+      if (mode === "same-process") return c.write("update", w);
       lastCommitAt = 0;
       await store.deployments.update(toDeployment(w));
       if (lastCommitAt === 0) throw new Error(`B2: write ${n} changed nothing`);
-      return { seq: n, committedAt: lastCommitAt };
+      return lastCommitAt;
     };
 
     const measure = async (mode: Mode, streamCount: number, writeCount: number): Promise<LatencyRun> => {
       const head = (await store.regions.resolve(REGION)).headVersion;
-      const step = Math.max(1, Math.floor(streamCount / tracked));
-      // seq → receive times on the tracked streams (commit times may be known only later).
+      // version → every stream's receive time (commit times may be known only later).
       const received = new Map<number, number[]>();
       const fleet = new WatchFleet(c.url, REGION, streamCount, {
         connections: CONNECTIONS,
         ca,
         versionLastSeen: head,
-        onMessage(stream, res, receivedAt) {
-          if (stream.index % step !== 0 || stream.index / step >= tracked) return;
-          for (const e of res.events) {
-            const n = Number(imageOf(e)?.slice("app:w".length));
-            if (!Number.isFinite(n)) continue;
-            let list = received.get(n);
-            if (!list) received.set(n, (list = []));
-            list.push(receivedAt);
-          }
+        onMessage(_stream, res, receivedAt) {
+          if (res.events === 0) return;
+          let list = received.get(res.version);
+          if (!list) received.set(res.version, (list = []));
+          list.push(receivedAt);
         },
       });
       try {
@@ -116,14 +105,14 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
         const clientCpu0 = process.cpuUsage();
         const events0 = (await c.metrics()).watchEvents;
         for (let i = 0; i < writeCount; i++) {
-          const { seq: n, committedAt } = await write(mode);
-          committed.set(n, committedAt);
+          const committedAt = await write(mode);
           version++;
+          committed.set(version, committedAt);
           // Each write is measured on its own: the next one starts only after every stream
           // received this one, after a random pause (for other-process writes up to one
           // poll interval, so writes land at every phase of the poller's timer).
           const v = version;
-          await waitFor(`write ${n} on every stream`, () => fleet.behind(v) === 0, 30_000, 2).catch(() => undefined);
+          await waitFor(`version ${v} on every stream`, () => fleet.behind(v) === 0, 30_000, 2).catch(() => undefined);
           await sleep(mode === "same-process" ? 20 + Math.random() * 30 : Math.random() * ctx.pollIntervalMs);
         }
         const finalVersion = version;
@@ -132,7 +121,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
         const clientCpu = process.cpuUsage(clientCpu0);
         const events1 = (await c.metrics()).watchEvents;
         const samples: number[] = [];
-        for (const [n, t] of committed) for (const r of received.get(n) ?? []) samples.push(r - t);
+        for (const [v, t] of committed) for (const r of received.get(v) ?? []) samples.push(r - t);
         return {
           streams: streamCount,
           writes: writeCount,
@@ -181,7 +170,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
         },
       );
       notes.push(
-        `B2 ${mode}: ${main.writes} writes × ${Math.min(tracked, main.streams)} tracked streams = ${main.samples.length} samples (max ${fmtMs(Math.max(...main.samples))}, min ${fmtMs(Math.min(...main.samples))}, negative ${main.samples.filter((x) => x < 0).length}); ` +
+        `B2 ${mode}: ${main.writes} writes × ${fmtInt(main.streams)} streams = ${fmtInt(main.samples.length)} samples (max ${fmtMs(main.samples.reduce((a, b) => Math.max(a, b), -Infinity))}, min ${fmtMs(main.samples.reduce((a, b) => Math.min(a, b), Infinity))}, negative ${main.samples.filter((x) => x < 0).length}); ` +
           `streams missing the last write at the end: ${main.incomplete}, failed streams: ${main.errors}. ` +
           `ctrl CPU over the measured writes: ${main.ctrlCpuMs.toFixed(0)} ms for ${fmtInt(main.eventsSent)} events sent = ${((main.ctrlCpuMs * 1000) / main.eventsSent).toFixed(0)} µs per delivered event ` +
           `(so one write fanned out to ${fmtInt(streams)} streams costs ≈ ${((main.ctrlCpuMs / main.eventsSent) * streams).toFixed(0)} ms of ctrl CPU); ` +

@@ -3,12 +3,9 @@
 // B4-style (memory per idle stream). The lean reader speaks gRPC (ctrl's direct path, as
 // agents connect) or the Connect protocol (connect-node's per-message pipeline).
 // Usage: node bench/diag/watch-paths.ts [streams=200] [writes=40] [reps=2]
-import { create } from "@bufbuild/protobuf";
-import { DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { Store } from "@flotilla/store";
 import { WatchFleet } from "../lib/clients.ts";
-import { CtrlProcess, type WriteSpec } from "../lib/ctrl-process.ts";
-import { createBenchDatabase, migrate } from "../lib/db.ts";
+import { CtrlProcess } from "../lib/ctrl-process.ts";
+import { oneDeployment } from "../lib/one-deployment.ts";
 import { fmtBytes, fmtMs, fmtRatio, percentile, sleep, waitFor } from "../lib/util.ts";
 
 const [streams = 200, writes = 40, reps = 2] = process.argv.slice(2).map(Number);
@@ -24,18 +21,8 @@ interface Result {
   rssPerStream: number;
 }
 
-const db = await createBenchDatabase(process.env.FLOTILLA_BENCH_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/", "paths");
+const { db, write } = await oneDeployment("paths", REGION);
 try {
-  await migrate(db.url);
-  const store = await Store.open(db.url);
-  await store.regions.create(REGION);
-  await store.deployments.create(
-    create(DeploymentSchema, { id: "p-0", namespace: "bench", image: "app:w0", port: 8080, regions: [{ region: REGION, replicas: 1 }] }),
-  );
-  await store.close();
-  let seq = 0;
-  const spec = (): WriteSpec => ({ id: "p-0", namespace: "bench", image: `app:w${++seq}`, region: REGION, replicas: 1 });
-
   /** A fresh ctrl per protocol and rep, so neither inherits the other's heap. */
   const measure = async (protocol: Protocol): Promise<Result> => {
     const ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200 });
@@ -46,7 +33,7 @@ try {
           connections: 4,
           protocol,
           onMessage: (_stream, res, t) => {
-            if (res.events.length > 0) onVersion?.(Number(res.version), t);
+            if (res.events > 0) onVersion?.(res.version, t);
           },
         });
       const warm = openFleet(20);
@@ -64,12 +51,12 @@ try {
         await waitFor(`${streams} open streams`, async () => (await ctrl.metrics()).watchStreams === streams, 120_000, 100);
         await sleep(6000);
         const open = await ctrl.memory();
-        for (let i = 0; i < 3; i++) await write(ctrl, fleet, spec());
+        for (let i = 0; i < 3; i++) await write(ctrl, fleet);
         const cpu0 = await ctrl.cpu();
         const events0 = (await ctrl.metrics()).watchEvents;
         const committed = new Map<number, number>();
         for (let i = 0; i < writes; i++) {
-          const r = await write(ctrl, fleet, spec());
+          const r = await write(ctrl, fleet);
           committed.set(r.version, r.committedAt);
           await sleep(20 + Math.random() * 30);
         }
@@ -115,12 +102,4 @@ try {
   }
 } finally {
   await db.drop();
-}
-
-/** One same-process write (one new version), then waits until every stream has it. */
-async function write(ctrl: CtrlProcess, fleet: WatchFleet, w: WriteSpec): Promise<{ version: number; committedAt: number }> {
-  const version = Math.max(...fleet.streams.map((s) => s.version)) + 1;
-  const committedAt = await ctrl.write("update", w);
-  await waitFor("the write on every stream", () => fleet.behind(version) === 0, 30_000, 2);
-  return { version, committedAt };
 }

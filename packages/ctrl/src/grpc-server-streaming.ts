@@ -51,6 +51,22 @@ export interface GrpcServerStreamingOptions {
   contextValues: (req: Http2ServerRequest) => ContextValues;
 }
 
+/**
+ * Messages a handler sends unchanged on many streams (a live change fanned out to every watch
+ * of its region), each with its gRPC frame once the first stream built it (null before).
+ */
+const sharedFrames = new WeakMap<object, Uint8Array | null>();
+
+/**
+ * Marks `message` as sent unchanged on many streams: the direct path encodes and frames it
+ * once for all of them (a copy per stream is what the fan-out would otherwise spend most on,
+ * with its garbage). Must not be changed after it is first sent.
+ */
+export function sharedMessage<T extends object>(message: T): T {
+  sharedFrames.set(message, null);
+  return message;
+}
+
 /** connect's default: smaller messages are not worth compressing. */
 const COMPRESS_MIN_BYTES = 1024;
 
@@ -125,7 +141,14 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
     // and proxies with header timeouts would drop it.
     writer.open(ctx.responseHeader);
     for await (const message of res.message) {
-      await writer.message(ctx.responseHeader, toBinary(method.output, message));
+      const shared = responseCompression ? undefined : sharedFrames.get(message);
+      if (shared === undefined) {
+        await writer.message(ctx.responseHeader, toBinary(method.output, message));
+        continue;
+      }
+      const frame = shared ?? encodeEnvelope(0, toBinary(method.output, message));
+      if (shared === null) sharedFrames.set(message, frame);
+      await writer.frame(ctx.responseHeader, frame);
     }
     writer.end(ctx.responseHeader, setTrailerStatus(new Headers(ctx.responseTrailer), undefined));
   } catch (error) {
@@ -157,10 +180,14 @@ class GrpcResponseWriter {
 
   /** Writes one message; resolves once the stream can take more (or is gone). */
   async message(header: Headers, bytes: Uint8Array): Promise<void> {
+    const compress = this.#compression !== undefined && bytes.byteLength >= COMPRESS_MIN_BYTES;
+    await this.frame(header, compress ? encodeEnvelope(compressedFlag, await this.#compression.compress(bytes)) : encodeEnvelope(0, bytes));
+  }
+
+  /** Writes one framed message; resolves once the stream can take more (or is gone). */
+  async frame(header: Headers, envelope: Uint8Array): Promise<void> {
     if (this.#stream.destroyed) throw new ConnectError("client went away", Code.Canceled);
     this.open(header);
-    const compress = this.#compression !== undefined && bytes.byteLength >= COMPRESS_MIN_BYTES;
-    const envelope = compress ? encodeEnvelope(compressedFlag, await this.#compression.compress(bytes)) : encodeEnvelope(0, bytes);
     if (this.#stream.write(envelope)) return;
     await new Promise<void>((resolve) => {
       const done = () => {

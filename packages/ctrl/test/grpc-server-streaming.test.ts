@@ -123,6 +123,35 @@ describe("gRPC watch streams served directly", () => {
     assert.ok(responses.every((r) => r.version >= BigInt(head)));
   });
 
+  test("a live change fanned out to several streams is framed once: the same bytes on each, and the next change its own", async () => {
+    const head = (await t.store.regions.resolve("east")).headVersion;
+    const withEvents = (messages: Buffer[]) => messages.filter((m) => fromBinary(WatchDeploymentChangesResponseSchema, m).events.length > 0);
+    const watch = () =>
+      rawCall(
+        t.url,
+        { "content-type": "application/grpc", authorization: `Bearer ${agentToken}` },
+        protoBody({ region: "east", versionLastSeen: BigInt(head) }),
+        (m) => withEvents(m).length >= 2,
+      );
+    const calls = [watch(), watch(), watch()];
+    await sleep(100); // subscribed: the changes arrive live, through the poller's fan-out
+    for (const image of ["fan:1", "fan:2"]) {
+      await t.client(DeploymentService).createDeployment({
+        deployment: { id: `fan-${image.slice(-1)}`, namespace: "demo", image, port: 8080, regions: [{ region: "east", replicas: 1 }] },
+      });
+    }
+    const received = (await Promise.all(calls)).map((r) => withEvents(r.messages));
+    for (const messages of received) assert.deepEqual(messages, received[0], "every stream got the same bytes");
+    const responses = received[0]!.map((m) => fromBinary(WatchDeploymentChangesResponseSchema, m));
+    assert.deepEqual(
+      responses.map((r) => [r.version, r.events.map((e) => e.version)]),
+      [
+        [BigInt(head + 1), [BigInt(head + 1)]],
+        [BigInt(head + 2), [BigInt(head + 2)]],
+      ],
+    );
+  });
+
   test("reads a gzip-compressed request", async () => {
     const payload = gzipSync(toBinary(WatchDeploymentChangesRequestSchema, create(WatchDeploymentChangesRequestSchema, { region: "east" })));
     const result = await rawCall(

@@ -9,6 +9,7 @@ import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
 import type { Change, Store } from "@flotilla/store";
 import { constants as h2 } from "node:http2";
 import { resolveAuthorizedRegion } from "../../auth.ts";
+import { sharedMessage } from "../../grpc-server-streaming.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import type { ChangePoller } from "../../streaming/poller.ts";
@@ -30,6 +31,16 @@ export function resyncRequired(message: string, version: number): Error {
 }
 
 export function watchDeploymentChanges(store: Store, poller: ChangePoller, metrics: CtrlMetrics, options: StreamOptions) {
+  /** A live change's response, the same message for every stream it is fanned out to. */
+  const liveResponses = new WeakMap<Change, Response>();
+  const liveResponse = (change: Change): Response => {
+    let response = liveResponses.get(change);
+    if (!response) {
+      response = sharedMessage(withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: BigInt(change.version) }), 1, [change.bytes]));
+      liveResponses.set(change, response);
+    }
+    return response;
+  };
   return async function* (req: WatchDeploymentChangesRequest, ctx: HandlerContext): AsyncIterable<Response> {
     validate.dnsLabel("region", req.region);
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
@@ -63,6 +74,7 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       metrics.watchEvents.inc(changes.length);
       // Binary codecs (gRPC on the direct path, Connect and gRPC-Web under connect) send the
       // changes' framed bytes as they are; JSON encodes the decoded events.
+      if (binary && changes.length === 1) return liveResponse(changes[0]!);
       if (binary)
         return withVerbatimField(
           create(WatchDeploymentChangesResponseSchema, { version: BigInt(cursor) }),
