@@ -148,7 +148,8 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
       }
       const frame = shared ?? encodeEnvelope(0, toBinary(method.output, message));
       if (shared === null) sharedFrames.set(message, frame);
-      await writer.frame(ctx.responseHeader, frame);
+      const full = writer.frame(ctx.responseHeader, frame);
+      if (full !== undefined) await full;
     }
     writer.end(ctx.responseHeader, setTrailerStatus(new Headers(ctx.responseTrailer), undefined));
   } catch (error) {
@@ -184,12 +185,15 @@ class GrpcResponseWriter {
     await this.frame(header, compress ? encodeEnvelope(compressedFlag, await this.#compression.compress(bytes)) : encodeEnvelope(0, bytes));
   }
 
-  /** Writes one framed message; resolves once the stream can take more (or is gone). */
-  async frame(header: Headers, envelope: Uint8Array): Promise<void> {
+  /**
+   * Writes one framed message. Returns nothing when the stream can take more, else a promise
+   * that resolves once it can (or is gone): most writes then cost a fan-out no promise.
+   */
+  frame(header: Headers, envelope: Uint8Array): Promise<void> | undefined {
     if (this.#stream.destroyed) throw new ConnectError("client went away", Code.Canceled);
     this.open(header);
-    if (this.#stream.write(envelope)) return;
-    await new Promise<void>((resolve) => {
+    if (this.#stream.write(envelope)) return undefined;
+    return new Promise<void>((resolve) => {
       const done = () => {
         this.#stream.off("drain", done);
         this.#stream.off("close", done);
@@ -256,9 +260,23 @@ async function readRequest<I extends DescMessage>(
   }
 }
 
-/** What a handler yields (a message or its init shape), as messages, as connect normalizes them. */
-async function* outputMessages<O extends DescMessage>(schema: O, items: AsyncIterable<MessageInitShape<O>>): AsyncIterable<MessageShape<O>> {
-  for await (const item of items) yield isMessage(item, schema) ? item : create(schema, item);
+/**
+ * What a handler yields (a message or its init shape), as messages, as connect normalizes
+ * them. An iterator rather than an async generator: a generator layer costs a fan-out several
+ * promises and turns per stream and message.
+ */
+function outputMessages<O extends DescMessage>(schema: O, items: AsyncIterable<MessageInitShape<O>>): AsyncIterable<MessageShape<O>> {
+  return {
+    [Symbol.asyncIterator]() {
+      const source = items[Symbol.asyncIterator]();
+      const toMessage = (r: IteratorResult<MessageInitShape<O>>): IteratorResult<MessageShape<O>> =>
+        r.done ? (r as IteratorResult<MessageShape<O>>) : { done: false, value: isMessage(r.value, schema) ? r.value : create(schema, r.value) };
+      return {
+        next: () => source.next().then(toMessage),
+        return: async () => toMessage((await source.return?.()) ?? { done: true, value: undefined }),
+      };
+    },
+  };
 }
 
 async function* singleMessage<T>(message: T): AsyncIterable<T> {

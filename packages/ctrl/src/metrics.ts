@@ -127,7 +127,7 @@ export class CtrlMetrics {
   /**
    * Counts and logs every RPC once it has finished, including streams and failures. `mapError`
    * turns what handlers throw into what the client gets; doing it all in one wrapper keeps
-   * the per-message cost of streams to a single generator layer. Log levels: failures that want
+   * the per-message cost of streams to a single iterator layer. Log levels: failures that want
    * an operator's attention (ours, or a client we refused to serve) warn; writes and the
    * mistakes of a client (bad input, unknown ids, bad credentials) info; reads and streams
    * that end as expected (ok, canceled, unavailable) debug.
@@ -167,24 +167,50 @@ export class CtrlMetrics {
         done(undefined, res.message);
         return res;
       }
-      const messages = res.message;
-      return {
-        ...res,
-        message: (async function* () {
-          let outcome: unknown = new ConnectError("client went away", Code.Canceled);
-          try {
-            yield* messages;
-            outcome = undefined;
-          } catch (thrown) {
-            outcome = mapError(thrown);
-            throw outcome;
-          } finally {
-            done(outcome);
-          }
-        })(),
-      };
+      return { ...res, message: endObserved(res.message, mapError, done) };
     };
   }
+}
+
+/**
+ * `messages`, telling `done` once how the stream ended: with nothing when it completed, with
+ * what it threw (mapped by `mapError`, and rethrown so), or with CANCELED when its consumer
+ * stopped early. An iterator rather than an async generator: a generator layer costs a
+ * fan-out several promises and turns per stream and message.
+ */
+function endObserved<T>(messages: AsyncIterable<T>, mapError: (error: unknown) => unknown, done: (outcome?: unknown) => void): AsyncIterable<T> {
+  return {
+    [Symbol.asyncIterator]() {
+      const source = messages[Symbol.asyncIterator]();
+      let ended = false;
+      const end = (outcome?: unknown) => {
+        if (ended) return;
+        ended = true;
+        done(outcome);
+      };
+      return {
+        next: () =>
+          source.next().then(
+            (result) => {
+              if (result.done) end();
+              return result;
+            },
+            (thrown: unknown) => {
+              const error = mapError(thrown);
+              end(error);
+              throw error;
+            },
+          ),
+        return: async () => {
+          try {
+            return (await source.return?.()) ?? { done: true, value: undefined };
+          } finally {
+            end(new ConnectError("client went away", Code.Canceled));
+          }
+        },
+      };
+    },
+  };
 }
 
 const EXPECTED_ENDS = new Set(["ok", "canceled", "unavailable"]);
