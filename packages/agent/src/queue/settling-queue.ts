@@ -19,6 +19,7 @@
 // * Handing a key out ends its burst; later changes begin a new one.
 // * settleMs 0 turns the layer off, burstHoldMs 0 the region-wide hold. shutDown() cancels
 //   every hold and wakes every waiting worker.
+import { sleep } from "../backoff.ts";
 import { AGENT_DEFAULTS } from "../config.ts";
 import { QueueLayer, type Queue } from "./key-queue.ts";
 
@@ -53,8 +54,8 @@ export class SettlingQueue extends QueueLayer {
   readonly #recent = new Map<string, RecentChanges>();
   /** Held keys, and the timer that queues each again. */
   readonly #held = new Map<string, NodeJS.Timeout>();
-  /** Workers waiting out a first change's hold in a region-wide burst: what wakes each. */
-  readonly #waiting = new Set<() => void>();
+  /** Aborted by shutDown(): wakes the workers waiting out a first change's hold. */
+  readonly #shutdown = new AbortController();
 
   constructor(inner: Queue, options: SettlingOptions = {}) {
     super(inner);
@@ -81,7 +82,7 @@ export class SettlingQueue extends QueueLayer {
       if (delay > 0 && !this.#recent.get(key)?.burst) {
         // A first change in a region-wide burst: wait with the key taken (changes meanwhile mark
         // it dirty), then decide again.
-        await this.#wait(delay);
+        await sleep(delay, this.#shutdown.signal);
         if (this.shuttingDown) {
           this.inner.done(key);
           return undefined;
@@ -110,26 +111,13 @@ export class SettlingQueue extends QueueLayer {
   override shutDown(): void {
     for (const timer of this.#held.values()) clearTimeout(timer);
     this.#held.clear();
-    for (const wake of this.#waiting) wake();
+    this.#shutdown.abort();
     super.shutDown();
   }
 
   /** Keys held back while their burst settles. */
   get held(): number {
     return this.#held.size;
-  }
-
-  /** Waits `ms`, or until shutDown(). */
-  #wait(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const wake = () => {
-        clearTimeout(timer);
-        this.#waiting.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.#waiting.add(wake);
-    });
   }
 
   #noteChange(key: string): void {
