@@ -149,7 +149,8 @@ const PRINTERS: Record<string, Printer> = {
         [source.component, source.host].filter((x) => typeof x === "string" && x !== "").join(", "),
         o.message ?? "",
         since(o.firstTimestamp),
-        String(num(o.count)),
+        // printEvent: an int64; 0 (a singleton event of the events.k8s.io API) shows as 1.
+        num(o.count) || 1,
         o.metadata.name,
       ];
     },

@@ -183,16 +183,31 @@ export function podStatus(rs: KubeObject, podIp: string, state: PodState, since:
   };
 }
 
+/** client-go's event cache holds this many keys (events_cache.go maxLruCacheEntries). */
+const OBSERVED_KEYS = 4096;
+
+interface Observation {
+  name: string;
+  count: number;
+  firstTimestamp: string;
+}
+
 /**
- * Events as the controllers' and the kubelet's event recorders write them (core/v1, one
- * object per occurrence). At most `limit` are kept, the oldest removed first: the API
- * server removes them after --event-ttl (1 h), which a test's or a benchmark's volume of
+ * Events as the controllers' and the kubelet's event recorders write them (core/v1). A repeat
+ * of an event (same source, involved object, type, reason and message: events_cache.go
+ * getEventKey) updates the Event it made, as the recorder's eventLogger does: `count` + 1 and a
+ * new `lastTimestamp`, `firstTimestamp` kept; the recorder remembers the last 4096 keys. At most
+ * `limit` Events are kept, the least recently written removed first: the API server removes
+ * them after --event-ttl (1 h from their last write), which a test's or a benchmark's volume of
  * rollouts would outgrow.
  */
 export class EventRecorder {
   private readonly registry: Registry;
   private readonly limit: number;
-  private readonly kept: { namespace: string; name: string }[] = [];
+  /** `namespace/name` of the Events kept, least recently written first. */
+  private readonly kept = new Set<string>();
+  /** The last occurrence of each event key, least recently seen first. */
+  private readonly observed = new Map<string, Observation>();
   private sequence = 0;
 
   constructor(registry: Registry, limit: number) {
@@ -204,34 +219,52 @@ export class EventRecorder {
     if (this.limit === 0) return;
     const namespace = about.metadata.namespace ?? "default";
     const now = nowRfc3339();
-    // Upstream: the object's name and the time in hex nanoseconds; the sequence keeps two in one ms apart.
-    const name = `${about.metadata.name}.${(BigInt(Date.now()) * 1_000_000n + BigInt(this.sequence++ % 1_000_000)).toString(16)}`;
     const { kind, apiVersion } = about;
     const { uid, resourceVersion } = about.metadata;
-    this.registry.put({
-      apiVersion: "v1",
-      kind: "Event",
-      metadata: { name, namespace },
-      involvedObject: { kind, namespace, name: about.metadata.name, uid, apiVersion, resourceVersion },
-      reason,
-      message,
-      source: component === "kubelet" ? { component, host: NODE_NAME } : { component },
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-      type,
-      eventTime: null,
-      reportingComponent: component,
-      reportingInstance: component === "kubelet" ? NODE_NAME : "",
-    });
-    this.kept.push({ namespace, name });
-    while (this.kept.length > this.limit) {
-      const oldest = this.kept.shift()!;
-      this.registry.store.remove(EVENTS, oldest.namespace, oldest.name);
+    const source = component === "kubelet" ? { component, host: NODE_NAME } : { component };
+    const key = JSON.stringify([source.component, source.host, kind, namespace, about.metadata.name, uid, apiVersion, type, reason, message]);
+    const last = this.observed.get(key);
+    this.observed.delete(key);
+    // Upstream: the object's name and the time in hex nanoseconds; the sequence keeps two in one ms apart.
+    const name = last?.name ?? `${about.metadata.name}.${(BigInt(Date.now()) * 1_000_000n + BigInt(this.sequence++ % 1_000_000)).toString(16)}`;
+    const observation = { name, count: (last?.count ?? 0) + 1, firstTimestamp: last?.firstTimestamp ?? now };
+    this.observed.set(key, observation);
+    if (this.observed.size > OBSERVED_KEYS) this.observed.delete(this.observed.keys().next().value!);
+    const existing = last && this.registry.store.get(EVENTS, namespace, name);
+    // A repeat patches count and lastTimestamp; if its Event is gone, it is created anew with the count (event.go recordEvent).
+    this.registry.put(
+      existing
+        ? { ...existing, count: observation.count, lastTimestamp: now }
+        : {
+            apiVersion: "v1",
+            kind: "Event",
+            metadata: { name, namespace },
+            involvedObject: { kind, namespace, name: about.metadata.name, uid, apiVersion, resourceVersion },
+            reason,
+            message,
+            source,
+            firstTimestamp: observation.firstTimestamp,
+            lastTimestamp: now,
+            count: observation.count,
+            type,
+            eventTime: null,
+            reportingComponent: component,
+            reportingInstance: component === "kubelet" ? NODE_NAME : "",
+          },
+    );
+    const id = `${namespace}/${name}`;
+    this.kept.delete(id);
+    this.kept.add(id);
+    if (this.kept.size > this.limit) {
+      const oldest = this.kept.values().next().value!;
+      this.kept.delete(oldest);
+      const [ns, n] = oldest.split("/");
+      this.registry.store.remove(EVENTS, ns, n);
     }
   }
 
   clear(): void {
-    this.kept.length = 0;
+    this.kept.clear();
+    this.observed.clear();
   }
 }

@@ -212,6 +212,33 @@ describe("rollout controller", () => {
     assert.match(((await unsupported.json()) as any).message, /field label not supported: reason/);
   });
 
+  it("a repeated event updates its Event: count + 1, lastTimestamp moves, firstTimestamp stays", async () => {
+    const scaleTo = async (replicas: number) => {
+      await c.apply(deployment("again", { replicas }));
+      await waitFor(() => get("again").status?.readyReplicas === replicas && get("again").status.replicas === replicas, 5000, `${replicas} ready`);
+    };
+    await scaleTo(1);
+    await scaleTo(2);
+    const scaledUp = () =>
+      (c.emu.list("v1", "Event", "default") as any[]).filter(
+        (e) => e.involvedObject.name === "again" && /^Scaled up replica set again-\S+ from 1 to 2$/.test(e.message),
+      );
+    const [first] = scaledUp();
+    assert.equal(first.count, 1);
+    await scaleTo(1);
+    // Timestamps have whole seconds: the repeat comes in a later one.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await scaleTo(2);
+    const repeated = scaledUp();
+    assert.equal(repeated.length, 1, "one Event for both occurrences");
+    const [again] = repeated;
+    assert.equal(again.metadata.name, first.metadata.name);
+    assert.equal(again.metadata.uid, first.metadata.uid);
+    assert.equal(again.count, 2);
+    assert.equal(again.firstTimestamp, first.firstTimestamp);
+    assert.ok(again.lastTimestamp > first.lastTimestamp, `${again.lastTimestamp} after ${first.lastTimestamp}`);
+  });
+
   it("keeps at most eventLimit Events, the newest; none with 0", async () => {
     for (const eventLimit of [5, 0]) {
       const emu = await KubernetesEmulator.start({ rolloutDelayMs: 20, eventLimit });
