@@ -248,28 +248,27 @@ export async function describe(clients: Clients, kindName: string, name: string,
   if (!resource) throw new UsageError(`${kind.singular}/${name} not found`);
   const revisions = (await clients.history.listRevisions({ resourceType: kind.type, id: name, pageSize: 10 })).revisions;
   const latest = revisions[0];
-  const lines: string[] = [];
-  const field = (label: string, value: string) => lines.push(`${`${label}:`.padEnd(14)}${value}`);
-  field("Name", name);
-  field("Kind", kind.kind);
   const spec = specOf(kind.schema, resource);
+  const label = (key: string) => key[0]!.toUpperCase() + key.slice(1);
+  const fields: [string, string][] = [
+    ["Name", name],
+    ["Kind", kind.kind],
+    ...Object.entries(spec)
+      .filter(([, value]) => typeof value !== "object" || value === null)
+      .map(([key, value]): [string, string] => [label(key), String(value)]),
+    [
+      "Revision",
+      `${resource.revision}${latest && latest.revision === resource.revision ? ` by ${latest.actor}, ${age(latest.createTime)} ago${latest.message ? ` (${JSON.stringify(latest.message)})` : ""}` : ""}`,
+    ],
+    ["Created", isoTime(resource.createTime)],
+    ["Updated", isoTime(resource.updateTime)],
+  ];
+  // The values start in one column, two spaces after the widest label.
+  const width = Math.max(...fields.map(([l]) => l.length)) + 3;
+  const lines = fields.map(([l, value]) => `${`${l}:`.padEnd(width)}${value}`);
   for (const [key, value] of Object.entries(spec)) {
-    if (typeof value !== "object" || value === null) field(key[0]!.toUpperCase() + key.slice(1), String(value));
-  }
-  field(
-    "Revision",
-    `${resource.revision}${latest && latest.revision === resource.revision ? ` by ${latest.actor}, ${age(latest.createTime)} ago${latest.message ? ` (${JSON.stringify(latest.message)})` : ""}` : ""}`,
-  );
-  field("Created", isoTime(resource.createTime));
-  field("Updated", isoTime(resource.updateTime));
-  for (const [key, value] of Object.entries(spec)) {
-    if (typeof value === "object" && value !== null && key !== "regions")
-      lines.push(
-        `${key[0]!.toUpperCase() + key.slice(1)}:`,
-        ...JSON.stringify(value, null, 2)
-          .split("\n")
-          .map((l) => `  ${l}`),
-      );
+    if (typeof value !== "object" || value === null || key === "regions") continue;
+    lines.push(`${label(key)}:`, ...indented(key === "env" ? envLines(value as EnvJson[]) : JSON.stringify(value, null, 2)));
   }
   const statuses =
     kind.type === ResourceType.DEPLOYMENT
@@ -287,12 +286,7 @@ export async function describe(clients: Clients, kindName: string, name: string,
       s.lastObservedAt ? `${age(s.lastObservedAt)} ago` : "never",
       s.reason || "-",
     ]);
-    lines.push(
-      ...table(["REGION", "PHASE", "READY", "APPLIED/DESIRED", "OBSERVED", "REASON"], rows)
-        .trimEnd()
-        .split("\n")
-        .map((l) => `  ${l}`),
-    );
+    lines.push(...indented(table(["REGION", "PHASE", "READY", "APPLIED/DESIRED", "OBSERVED", "REASON"], rows)));
     const conditions = statuses.flatMap((s) => s.conditions.map((c) => [s.region, c.type, c.status, c.reason || "-", c.message || "-"]));
     if (conditions.length > 0) {
       lines.push("Conditions (Kubernetes):");
@@ -313,18 +307,24 @@ export async function describe(clients: Clients, kindName: string, name: string,
   }
   lines.push("Recent revisions:");
   lines.push(
-    ...table(
-      ["REVISION", "ACTOR", "AGE", "MESSAGE"],
-      revisions.map((r) => [String(r.revision), r.actor, age(r.createTime), r.message || "-"]),
-    )
-      .trimEnd()
-      .split("\n")
-      .map((l) => `  ${l}`),
+    ...indented(
+      table(
+        ["REVISION", "ACTOR", "AGE", "MESSAGE"],
+        revisions.map((r) => [String(r.revision), r.actor, age(r.createTime), r.message || "-"]),
+      ),
+    ),
   );
   out(`${lines.join("\n")}\n`);
 }
 
-/** A table's lines, indented under a heading. */
+type EnvJson = { name: string; value?: string };
+
+/** NAME=value, as a shell or an env file has it; a value with a line break or another control character is quoted (JSON) to stay on its line. */
+function envLines(env: EnvJson[]): string {
+  return env.map(({ name, value = "" }) => `${name}=${/\p{Cc}/u.test(value) ? JSON.stringify(value) : value}`).join("\n");
+}
+
+/** A block's lines (a table, a list), indented under a heading. */
 function indented(text: string): string[] {
   return text
     .trimEnd()
