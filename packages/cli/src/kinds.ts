@@ -15,6 +15,8 @@ export interface ResourceKindOps<M> {
   names: string[];
   type: ResourceType;
   schema: DescMessage;
+  /** The regions it is placed in. */
+  regions(resource: M): string[];
   get(clients: Clients, id: string): Promise<M | undefined>;
   list(clients: Clients): Promise<M[]>;
   create(clients: Clients, resource: M, message: string, validateOnly: boolean): Promise<M>;
@@ -53,6 +55,7 @@ const deployment: ResourceKindOps<Deployment> = {
   names: ["deployment", "deployments", "deploy"],
   type: ResourceType.DEPLOYMENT,
   schema: DeploymentSchema,
+  regions: (d) => d.regions.map((p) => p.region),
   get: async (c, id) => (await orUndefined(c.deployments.getDeployment({ id })))?.deployment,
   list: (c) =>
     all(async (pageToken) => {
@@ -70,6 +73,7 @@ const sentinel: ResourceKindOps<Sentinel> = {
   names: ["sentinel", "sentinels"],
   type: ResourceType.SENTINEL,
   schema: SentinelSchema,
+  regions: (s) => [s.region],
   get: async (c, id) => (await orUndefined(c.sentinels.getSentinel({ id })))?.sentinel,
   list: (c) =>
     all(async (pageToken) => {
@@ -87,6 +91,7 @@ const networkPolicy: ResourceKindOps<NetworkPolicy> = {
   names: ["networkpolicy", "networkpolicies", "netpol"],
   type: ResourceType.CILIUM_NETWORK_POLICY,
   schema: NetworkPolicySchema,
+  regions: (p) => [p.region],
   get: async (c, id) => (await orUndefined(c.networkPolicies.getNetworkPolicy({ id })))?.networkPolicy,
   list: (c) =>
     all(async (pageToken) => {

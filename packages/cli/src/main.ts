@@ -8,7 +8,7 @@ import { connect, type Clients } from "./client.ts";
 import { readConfig, resolveConnection, setContext, configPath, writeConfig, type ConnectionFlags } from "./config.ts";
 import { describeFailure, EXIT, ExitError, UsageError } from "./errors.ts";
 import { loadManifests } from "./manifests.ts";
-import { OUTPUT_FORMATS, table, type OutputFormat } from "./output.ts";
+import { OUTPUT_FORMATS, roleName, table, type OutputFormat } from "./output.ts";
 import { apply, deleteManifests, diff, waitRunning } from "./commands/apply.ts";
 import { completionScript } from "./commands/completion.ts";
 import { describe, get, GET_KINDS } from "./commands/get.ts";
@@ -275,7 +275,7 @@ export function program(): Command {
     .action(async (_opts, command: Command) => {
       out(`client: ${FLOTILLA_VERSION}`);
       const me = await clients(command).operators.whoAmI({});
-      out(`server: ${me.serverVersion} (${server}, as ${me.actor}${me.role ? `, role ${Role[me.role]!.toLowerCase()}` : ""})`);
+      out(`server: ${me.serverVersion} (${server}, as ${me.actor}${me.role ? `, role ${roleName(me.role)}` : ""})`);
     });
 
   root

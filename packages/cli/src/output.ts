@@ -1,5 +1,6 @@
 // What commands print: aligned tables (kubectl's layout), JSON and YAML, relative ages.
 import { type Timestamp, timestampMs } from "@bufbuild/protobuf/wkt";
+import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { stringify } from "yaml";
 
 export const OUTPUT_FORMATS = ["table", "wide", "json", "yaml"] as const;
@@ -33,4 +34,9 @@ export function isoTime(time: Timestamp | undefined): string {
 /** A document or list in JSON (two-space indent) or YAML. */
 export function structured(value: unknown, format: "json" | "yaml"): string {
   return format === "json" ? `${JSON.stringify(value, null, 2)}\n` : stringify(value);
+}
+
+/** viewer, deployer, admin (unspecified: an agent's token). */
+export function roleName(role: Role): string {
+  return Role[role]?.toLowerCase() ?? "unspecified";
 }

@@ -2,7 +2,8 @@
 // Kubernetes emulator, an agent): apply a directory (created), again (unchanged), edited
 // (configured); diff; get in every output format (golden tables); describe; apply --wait on a
 // good image, a failing one and a slow one; history and rollback down to the cluster;
-// a viewer refused with nothing written; delete; errors a person can act on.
+// a viewer refused with nothing written; a new Region checked with the rest before the first
+// write; delete; errors a person can act on.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -209,6 +210,35 @@ describe("flotilla, the CLI, against a running stack", () => {
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /bad\.yaml#2: deployment\/bad: INVALID_ARGUMENT: deployment\.image/);
     assert.equal((await flotilla(["get", "deploy", "ok"])).code, 1, "nothing was written");
+  });
+
+  test("a new Region is checked with the rest before the first write: a refusal leaves no region behind", async () => {
+    const north = "apiVersion: flotilla.dev/v1\nkind: Region\nmetadata:\n  name: north\n---\n";
+    const polar = (image: string, regions = ["north"]) =>
+      `${north}apiVersion: flotilla.dev/v1\nkind: Deployment\nmetadata:\n  name: polar\nspec:\n  namespace: demo\n  image: ${image}\n  regions:\n${regions.map((r) => `    - region: ${r}\n      replicas: 1\n`).join("")}`;
+    const regionExists = async () => (await flotilla(["get", "regions", "north"])).code === 0;
+    const invalid = await flotilla(["apply", "-f", "-"], {}, polar("''"));
+    assert.equal(invalid.code, 1);
+    assert.equal(invalid.stderr, "error: <stdin>#2: deployment/polar: INVALID_ARGUMENT: deployment.image: is required\n");
+    assert.equal(invalid.stdout, "");
+    assert.equal(await regionExists(), false, "the region was not created");
+    // ctrl would name the new region first; the unknown one behind it is refused before anything is written.
+    const unknown = await flotilla(["apply", "-f", "-"], {}, polar("polar:1", ["north", "nowhere"]));
+    assert.equal(unknown.stderr, 'error: <stdin>#2: deployment/polar: NOT_FOUND: region "nowhere" not found, nor in these manifests\n');
+    assert.equal(await regionExists(), false);
+    const { token } = await stack.t.client(OperatorService).createOperator({ name: "rita", role: Role.DEPLOYER });
+    writeFileSync(join(dir, "rita.token"), token);
+    const deployer = await flotilla(["apply", "-f", "-"], { FLOTILLA_TOKEN_FILE: join(dir, "rita.token") }, polar("polar:1"));
+    assert.equal(deployer.stderr, "error: <stdin>#1: region/north: PERMISSION_DENIED: CreateRegion needs role admin; rita has role deployer\n");
+    assert.equal(await regionExists(), false);
+    // What is placed in a region the same apply creates is checked all the same, by a dry run too.
+    const dryRun = await flotilla(["apply", "-f", "-", "--dry-run"], {}, polar("polar:1"));
+    assert.equal(dryRun.stdout, "region/north created (dry run)\ndeployment/polar created (dry run)\n", dryRun.stderr);
+    assert.equal(await regionExists(), false);
+    const applied = await flotilla(["apply", "-f", "-"], {}, polar("polar:1"));
+    assert.equal(applied.stdout, "region/north created\ndeployment/polar created\n", applied.stderr);
+    const deleted = await flotilla(["delete", "-f", "-"], {}, polar("polar:1"));
+    assert.equal(deleted.stdout, "deployment/polar deleted\nregion/north deleted\n", deleted.stderr);
   });
 
   test("delete -f removes what the manifests name, and the cluster follows", async () => {

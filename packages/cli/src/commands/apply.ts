@@ -3,7 +3,9 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Clients } from "../client.ts";
 import { ExitError, EXIT, codeName } from "../errors.ts";
-import { specOf, sameSpec, orUndefined, type AnyResource } from "../kinds.ts";
+import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { all, specOf, sameSpec, type AnyResource } from "../kinds.ts";
+import { roleName } from "../output.ts";
 import type { Manifest, ResourceManifest } from "../manifests.ts";
 import { followRollouts, FailedRollout } from "../status.ts";
 
@@ -36,22 +38,73 @@ async function inFlight<T, R>(items: T[], fn: (item: T) => Promise<R>): Promise<
   return results;
 }
 
-async function plan(clients: Clients, manifests: Manifest[]): Promise<Plan[]> {
-  return inFlight(ordered(manifests), async (manifest): Promise<Plan> => {
-    if (manifest.kind === "Region") {
-      const region = await orUndefined(clients.regions.getRegion({ name: manifest.name }));
-      return { manifest, action: region ? "unchanged" : "created" };
-    }
+/** What apply would do to each manifest's object, and the regions that exist now. */
+async function plan(clients: Clients, manifests: Manifest[]): Promise<{ plans: Plan[]; regions: Set<string> }> {
+  const regions = new Set(
+    (
+      await all(async (pageToken) => {
+        const r = await clients.regions.listRegions({ pageSize: 1000, pageToken });
+        return { items: r.regions, next: r.nextPageToken };
+      })
+    ).map((r) => r.name),
+  );
+  const plans = await inFlight(ordered(manifests), async (manifest): Promise<Plan> => {
+    if (manifest.kind === "Region") return { manifest, action: regions.has(manifest.name) ? "unchanged" : "created" };
     const current = await manifest.kind.get(clients, manifest.name);
     if (!current) return { manifest, action: "created" };
     return { manifest, action: sameSpec(manifest.kind.schema, current, manifest.resource) ? "unchanged" : "configured", current };
   });
+  return { plans, regions };
 }
 
 /** The manifest's source and the server's refusal, on one line. */
 function refusal(manifest: Manifest, error: unknown): ExitError {
   if (!(error instanceof ConnectError)) throw error;
   return new ExitError(`error: ${manifest.source}: ${label(manifest)}: ${codeName(error.code)}: ${error.rawMessage}`, EXIT.failed);
+}
+
+/**
+ * Checks every change with the server, writing nothing; throws the first refusal. Creating a
+ * region needs role admin; a resource is checked with validate_only, and may name a region
+ * this apply creates.
+ */
+async function check(clients: Clients, changes: Plan[], regions: Set<string>, message: string): Promise<void> {
+  const newRegions = changes.filter((p) => p.manifest.kind === "Region");
+  const creating = new Set(newRegions.map((p) => p.manifest.name));
+  if (newRegions.length > 0) {
+    const me = await clients.operators.whoAmI({});
+    if (me.role !== Role.ADMIN)
+      throw refusal(
+        newRegions[0]!.manifest,
+        new ConnectError(`CreateRegion needs role admin; ${me.actor} has role ${roleName(me.role)}`, Code.PermissionDenied),
+      );
+  }
+  await inFlight(changes, async ({ manifest: m, action }) => {
+    if (m.kind === "Region") return;
+    // The regions it names that do not exist yet. ctrl's refusal names the first of them: one
+    // these manifests do not create, behind one they do, is refused here.
+    const missing = m.kind.regions(m.resource).filter((r) => !regions.has(r));
+    const unknown = missing.find((r) => !creating.has(r));
+    if (unknown !== undefined && missing[0] !== unknown)
+      throw refusal(m, new ConnectError(`region ${JSON.stringify(unknown)} not found, nor in these manifests`, Code.NotFound));
+    try {
+      if (action === "created") await m.kind.create(clients, m.resource, message, true);
+      else await m.kind.update(clients, m.resource, message, true);
+    } catch (error) {
+      // ctrl resolves the regions after every other check: refused only for a region this
+      // apply creates, the resource passed the rest.
+      const first = missing[0];
+      if (
+        first !== undefined &&
+        creating.has(first) &&
+        error instanceof ConnectError &&
+        error.code === Code.NotFound &&
+        error.rawMessage.endsWith(`region ${JSON.stringify(first)} not found`)
+      )
+        return;
+      throw refusal(m, error);
+    }
+  });
 }
 
 export interface ApplyOptions {
@@ -62,43 +115,37 @@ export interface ApplyOptions {
 }
 
 export async function apply(clients: Clients, manifests: Manifest[], options: ApplyOptions, out: Out): Promise<void> {
-  const plans = await plan(clients, manifests);
-  const changes = plans.filter((p) => p.action !== "unchanged");
-  // Every change is checked by the server (validate_only) before the first one is made.
-  // (Regions are created first for real: what is placed in them cannot be checked before.)
-  for (const p of changes) {
-    if (p.manifest.kind !== "Region") continue;
-    if (options.dryRun) continue;
-    try {
-      await clients.regions.createRegion({ region: { name: p.manifest.name } });
-    } catch (error) {
-      throw refusal(p.manifest, error);
-    }
-  }
-  const write = async (p: Plan, validateOnly: boolean) => {
+  const { plans, regions } = await plan(clients, manifests);
+  await check(
+    clients,
+    plans.filter((p) => p.action !== "unchanged"),
+    regions,
+    options.message,
+  );
+  const write = async (p: Plan) => {
     const m = p.manifest;
-    if (m.kind === "Region" || p.action === "unchanged") return;
+    if (p.action === "unchanged" || options.dryRun) return;
     try {
-      if (p.action === "created") await m.kind.create(clients, m.resource, options.message, validateOnly);
-      else await m.kind.update(clients, m.resource, options.message, validateOnly);
+      if (m.kind === "Region") await clients.regions.createRegion({ region: { name: m.name } });
+      else if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
+      else await m.kind.update(clients, m.resource, options.message, false);
     } catch (error) {
       throw refusal(m, error);
     }
   };
-  // (A dry run that would create a region cannot check what is placed in it.)
-  if (!(options.dryRun && changes.some((p) => p.manifest.kind === "Region"))) await inFlight(changes, (p) => write(p, true));
   const done = new Set<Plan>();
-  const report = () => {
-    for (const p of plans) if (done.has(p)) out(`${label(p.manifest)} ${p.action}${options.dryRun ? " (dry run)" : ""}`);
-  };
-  try {
-    await inFlight(plans, async (p) => {
-      if (!options.dryRun) await write(p, false);
+  const writeAll = (some: Plan[]) =>
+    inFlight(some, async (p) => {
+      await write(p);
       done.add(p);
     });
+  try {
+    // Regions before what is placed in them.
+    await writeAll(plans.filter((p) => p.manifest.kind === "Region"));
+    await writeAll(plans.filter((p) => p.manifest.kind !== "Region"));
   } finally {
     // On a failure (a concurrent change since the check), what was written is still said.
-    report();
+    for (const p of plans) if (done.has(p)) out(`${label(p.manifest)} ${p.action}${options.dryRun ? " (dry run)" : ""}`);
   }
   if (!options.wait || options.dryRun) return;
   const deployments = plans.filter((p) => p.manifest.kind !== "Region" && p.manifest.kind.kind === "Deployment").map((p) => p.manifest.name);
@@ -122,7 +169,7 @@ export async function waitRunning(clients: Clients, ids: string[], timeoutMs: nu
 /** Prints what apply would change, field by field; true when something would. */
 export async function diff(clients: Clients, manifests: Manifest[], out: Out): Promise<boolean> {
   let changed = false;
-  for (const p of await plan(clients, manifests)) {
+  for (const p of (await plan(clients, manifests)).plans) {
     if (p.action === "unchanged") continue;
     changed = true;
     const m = p.manifest;

@@ -1,11 +1,10 @@
 // flotilla get | describe: tables for people, JSON and YAML for programs.
 import type { Deployment, NetworkPolicy, Sentinel } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ResourceType, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import type { Clients } from "../client.ts";
 import { UsageError } from "../errors.ts";
 import { all, API_VERSION, resourceKindNamed, specOf, type AnyResource, type ResourceKindOps } from "../kinds.ts";
-import { age, isoTime, structured, table, type OutputFormat } from "../output.ts";
+import { age, isoTime, roleName, structured, table, type OutputFormat } from "../output.ts";
 import { phaseName } from "../status.ts";
 
 export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "tokens", "operators"];
@@ -79,11 +78,6 @@ const HEADERS: Record<string, { table: string[]; wide: string[] }> = {
   NetworkPolicy: { table: ["NAME", "REGION", "NAMESPACE", "REVISION", "AGE"], wide: [] },
 };
 
-function placedIn(resource: AnyResource, region: string): boolean {
-  const r = resource as { regions?: { region: string }[]; region?: string };
-  return r.region === region || (r.regions ?? []).some((p) => p.region === region);
-}
-
 export async function get(
   clients: Clients,
   kindName: string,
@@ -100,7 +94,7 @@ export async function get(
       if (!one) throw new UsageError(`${kind.singular}/${name} not found`);
       items = [one];
     } else items = await kind.list(clients);
-    if (region !== undefined) items = items.filter((r) => placedIn(r, region));
+    if (region !== undefined) items = items.filter((r) => kind.regions(r).includes(region));
     if (format === "json" || format === "yaml") {
       const docs = items.map((r) => document(kind, r));
       out(structured(name !== undefined ? docs[0] : { apiVersion: API_VERSION, kind: "List", items: docs }, format));
@@ -208,13 +202,12 @@ async function getOperators(clients: Clients, format: OutputFormat, out: Out): P
     const r = await clients.operators.listOperators({ pageSize: 1000, pageToken });
     return { items: r.operators, next: r.nextPageToken };
   });
-  const role = (r: Role) => Role[r]?.toLowerCase() ?? "unspecified";
   if (format === "json" || format === "yaml") {
     out(
       structured(
         operators.map((o) => ({
           name: o.name,
-          role: role(o.role),
+          role: roleName(o.role),
           createdBy: o.createdBy,
           createTime: isoTime(o.createTime),
           expireTime: o.expireTime ? isoTime(o.expireTime) : null,
@@ -230,7 +223,7 @@ async function getOperators(clients: Clients, format: OutputFormat, out: Out): P
       ["NAME", "ROLE", "CREATED-BY", "EXPIRES", "LAST-USED", "AGE"],
       operators.map((o) => [
         o.name,
-        role(o.role),
+        roleName(o.role),
         o.createdBy,
         o.expireTime ? isoTime(o.expireTime) : "never",
         o.lastUseTime ? `${age(o.lastUseTime)} ago` : "never",
