@@ -1,7 +1,7 @@
 // HTTP routing: maps API paths to verbs on the registry, the way the real
 // server's RequestInfoFactory does, and renders results and errors (always a
 // metav1.Status) as JSON.
-import { toTable, wantsTable } from "./table.ts";
+import { tableOptions, toTable, wantsTable } from "./table.ts";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ADMIN, unauthorized, type Authenticator, type UserInfo } from "./auth.ts";
@@ -543,11 +543,11 @@ async function serve(
   });
 
   if (route.subresource === "scale") return serveScale(ctx, route, verb, body, contentType, write, respond);
-  const table = wantsTable(req.headers.accept);
+  const table = wantsTable(req.headers.accept) ? tableOptions(query) : undefined;
   switch (verb) {
     case "get": {
       const object = registry.get(rt, namespace, name!);
-      return respond(200, table ? toTable(rt.kind, [object], { resourceVersion: object.metadata.resourceVersion }) : object);
+      return respond(200, table ? toTable(rt.kind, [object], { resourceVersion: object.metadata.resourceVersion }, table) : object);
     }
     case "list": {
       const result = registry.list(rt, {
@@ -560,7 +560,7 @@ async function serve(
       const metadata: JsonObject = { resourceVersion: result.resourceVersion };
       if (result.continueToken) metadata.continue = result.continueToken;
       if (result.remainingItemCount !== undefined) metadata.remainingItemCount = result.remainingItemCount;
-      return respond(200, table ? toTable(rt.kind, result.items, metadata) : listBody(rt, result.items, metadata));
+      return respond(200, table ? toTable(rt.kind, result.items, metadata, table) : listBody(rt, result.items, metadata));
     }
     case "watch": {
       let selector = combine(parseLabelSelector(query.labelSelector), parseFieldSelector(query.fieldSelector, rt.kind));
@@ -578,6 +578,7 @@ async function serve(
           resourceVersion: rvText === "" ? undefined : Number(rvText),
           allowBookmarks: query.allowWatchBookmarks === "true",
           timeoutSeconds,
+          table,
         },
         res,
       );

@@ -2,7 +2,10 @@
 // g=meta.k8s.io` and prints the columns the server chose. The columns follow the API
 // server's printers (pkg/printers/internalversion/printers.go: printDeployment, printService,
 // printNamespace); other kinds get the default table (NAME, AGE), as for a resource without
-// printer columns (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go).
+// printer columns (staging/src/k8s.io/apiserver/pkg/registry/rest/table.go). A watch asking
+// for a Table (`kubectl get -w`) gets each event's object as a one-row Table
+// (handlers/watch.go, response.go doTransformObject).
+import { badRequest } from "./errors.ts";
 import type { JsonObject, KubeObject } from "./util.ts";
 
 interface Column {
@@ -191,20 +194,56 @@ const PRINTERS: Record<string, Printer> = {
 
 const DEFAULT_PRINTER: Printer = { columns: [NAME, AGE], cells: (o, now) => [o.metadata.name, age(o, now)] };
 
-/** Whether the request's Accept header asks for a Table (what kubectl get sends first). */
-export function wantsTable(accept: string | undefined): boolean {
-  return /(^|,)\s*application\/json;\s*as=Table;\s*v=v1(beta1)?;\s*g=meta\.k8s\.io/i.test(accept ?? "");
+/** metav1.TableOptions: what each row carries of its object, and whether the column definitions are left out. */
+export interface TableOptions {
+  includeObject: "Object" | "Metadata" | "None";
+  noHeaders?: boolean;
 }
 
-/** The objects as a meta.k8s.io/v1 Table, each row carrying its object (includeObject=Object, as kubectl asks). */
-export function toTable(kind: string, objects: KubeObject[], metadata: JsonObject, now = Date.now()): JsonObject {
+/**
+ * Whether the Accept header asks for a Table (what kubectl get sends first): its first clause
+ * the emulator serves (JSON), with the parameters in any order, as the server negotiates.
+ */
+export function wantsTable(accept: string | undefined): boolean {
+  for (const clause of (accept ?? "").split(",")) {
+    const [type = "", ...pairs] = clause.split(";").map((part) => part.trim());
+    if (!["application/json", "application/*", "*/*"].includes(type.toLowerCase())) continue;
+    const params = new Map(pairs.map((pair) => [pair.split("=")[0]!.trim(), pair.slice(pair.indexOf("=") + 1).trim()]));
+    if (!params.has("as")) return false;
+    if (params.get("as") === "Table" && params.get("g") === "meta.k8s.io" && ["v1", "v1beta1"].includes(params.get("v") ?? "")) return true;
+  }
+  return false;
+}
+
+/** The request's TableOptions (includeObject defaults to Metadata), checked as ValidateTableOptions does. */
+export function tableOptions(query: Record<string, string>): TableOptions {
+  const value = query.includeObject ?? "";
+  if (value === "") return { includeObject: "Metadata" };
+  if (value === "Object" || value === "Metadata" || value === "None") return { includeObject: value };
+  throw badRequest(
+    `Unable to convert to Table as requested: includeObject: Invalid value: ${JSON.stringify(value)}: must be 'Metadata', 'Object', 'None', or empty`,
+  );
+}
+
+/**
+ * The objects as a meta.k8s.io/v1 Table (GenerateTable). Each row carries its object, its
+ * metadata as a PartialObjectMetadata, or nothing (asTable); with noHeaders the column
+ * definitions are null, as a watch sends them after its first event.
+ */
+export function toTable(kind: string, objects: KubeObject[], metadata: JsonObject, options: TableOptions, now = Date.now()): JsonObject {
   const printer = PRINTERS[kind] ?? DEFAULT_PRINTER;
+  const carried = (object: KubeObject) =>
+    options.includeObject === "Object"
+      ? object
+      : options.includeObject === "Metadata"
+        ? { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: object.metadata }
+        : null;
   return {
     kind: "Table",
     apiVersion: "meta.k8s.io/v1",
     metadata,
-    columnDefinitions: printer.columns as unknown as JsonObject[],
-    rows: objects.map((object) => ({ cells: printer.cells(object, now), object })) as unknown as JsonObject[],
+    columnDefinitions: options.noHeaders ? null : (printer.columns as unknown as JsonObject[]),
+    rows: objects.map((object) => ({ cells: printer.cells(object, now), object: carried(object) })) as unknown as JsonObject[],
   };
 }
 

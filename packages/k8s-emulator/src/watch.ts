@@ -2,13 +2,16 @@
 // with the semantics of the real server's watch cache: resume from a
 // resourceVersion out of the bounded history (410 Expired when too old),
 // synthetic ADDED events when starting without one, selector transitions
-// turned into ADDED/DELETED, optional BOOKMARKs and server-side timeouts.
+// turned into ADDED/DELETED, optional BOOKMARKs and server-side timeouts. A watch
+// asking for a Table gets each event's object as a one-row Table (handlers/watch.go
+// watchEmbeddedEncoder), the column definitions only in the first.
 import type { ServerResponse } from "node:http";
 import type { ResourceType } from "./resources.ts";
 import type { Selector } from "./selectors.ts";
 import type { ObjectStore, StoreEvent } from "./store.ts";
 import type { KubeObject } from "./util.ts";
 import { groupVersion } from "./resources.ts";
+import { toTable, type TableOptions } from "./table.ts";
 
 export interface WatchRequest {
   rt: ResourceType;
@@ -18,6 +21,8 @@ export interface WatchRequest {
   resourceVersion?: number;
   allowBookmarks: boolean;
   timeoutSeconds?: number;
+  /** Each event's object as a Table (Accept: application/json;as=Table;...). */
+  table?: TableOptions;
 }
 
 type WireEventType = "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
@@ -29,6 +34,8 @@ class WatchStream {
   private readonly timers: NodeJS.Timeout[] = [];
   private unsubscribe: (() => void) | undefined;
   private closed = false;
+  /** A Table has been sent (with the column definitions). */
+  private tableStarted = false;
 
   constructor(hub: WatchHub, req: WatchRequest, res: ServerResponse) {
     this.hub = hub;
@@ -99,9 +106,19 @@ class WatchStream {
     } else if (e.type === "DELETED" && before) this.send("DELETED", e.object);
   }
 
-  private send(type: WireEventType, object: KubeObject | Record<string, unknown>, force = false): void {
+  private send(type: WireEventType, object: KubeObject, force = false): void {
     if (this.closed || (this.hub.suppressed && !force)) return;
-    this.res.write(`${JSON.stringify({ type, object })}\n`);
+    this.res.write(`${JSON.stringify({ type, object: this.encode(object) })}\n`);
+  }
+
+  /** The event's object, or its Table; a Status (an ERROR's) is sent as it is, as doTransformObject does. */
+  private encode(object: KubeObject): unknown {
+    const { table } = this.req;
+    if (!table || object.kind === "Status") return object;
+    const encoded = toTable(this.req.rt.kind, [object], { resourceVersion: object.metadata.resourceVersion }, { ...table, noHeaders: this.tableStarted });
+    // Column definitions only once: watchEmbeddedEncoder sets NoHeaders after its first event.
+    this.tableStarted = true;
+    return encoded;
   }
 
   /** Ends the response cleanly, as the server does when a watch times out. */

@@ -1,6 +1,6 @@
 // The real kubectl against the emulator, through a kubeconfig the emulator
 // writes (never the user's): client-side and server-side apply, canonical
-// values in `get -o yaml`, `rollout status` through a multi-step rollout,
+// values in `get -o yaml`, `get -w`, `rollout status` through a multi-step rollout,
 // namespace deletion through Terminating, `explain`, CRD validation, Leases, and what a
 // rollout makes: pods, ReplicaSets, rollout history and undo, Events.
 import assert from "node:assert/strict";
@@ -35,15 +35,15 @@ describe("kubectl against the emulator", { skip }, () => {
 
   /**
    * Runs kubectl with the emulator's kubeconfig, its own cache and HOME, and `input` on stdin;
-   * `onOutput` sees its standard output so far whenever more arrives.
+   * `onOutput` sees its standard output so far whenever more arrives; `signal` ends it.
    */
-  function kubectl(args: string[], input?: string, onOutput?: (stdout: string) => void): Promise<Result> {
+  function kubectl(args: string[], input?: string, onOutput?: (stdout: string) => void, signal?: AbortSignal): Promise<Result> {
     assert.ok(KUBECTL, "kubectl is required when CI=true");
     return new Promise((resolve) => {
       const child = execFile(
         KUBECTL,
         ["--kubeconfig", join(dir, "kubeconfig"), "--cache-dir", join(dir, "cache"), ...args],
-        { env: { PATH: process.env.PATH, HOME: dir }, timeout: 60_000 },
+        { env: { PATH: process.env.PATH, HOME: dir }, timeout: 60_000, signal },
         (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
       );
       let output = "";
@@ -313,6 +313,35 @@ spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 
     assert.match(await ok(["get", "deploy", "web", "-n", "printing"]), /\nweb +3\/3 +3 +3 /);
     assert.match(await ok(["get", "--raw", "/apis/apps/v1/namespaces/printing/deployments/web/scale"]), /"kind":"Scale".*"replicas":3/);
   });
+  it("get -w prints each watch event with the kind's columns, as kubectl get does", async () => {
+    const n = ["-n", "watching"];
+    await ok(["create", "namespace", "watching"]);
+    await ok([...n, "create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]);
+    await ok([...n, "rollout", "status", "deployment/web", "--timeout=60s"]);
+    const stop = new AbortController();
+    const listed = Promise.withResolvers<void>();
+    const scaled = Promise.withResolvers<void>();
+    const watching = kubectl(
+      [...n, "get", "deploy", "-w"],
+      undefined,
+      (stdout) => {
+        if (/\nweb +2\/2 /.test(stdout)) listed.resolve();
+        if (/\nweb +3\/3 +3 +3 +\d+s\n/.test(stdout)) scaled.resolve();
+      },
+      // A watch never ends by itself: at most 20 s, so a missing row fails on the lines printed.
+      AbortSignal.any([stop.signal, AbortSignal.timeout(20_000)]),
+    );
+    // The list first (a Table), then the watch from its resourceVersion: the scale-up's events.
+    await Promise.race([listed.promise, watching]);
+    await ok([...n, "scale", "deployment", "web", "--replicas=3"]);
+    await Promise.race([scaled.promise, watching]);
+    stop.abort();
+    const lines = (await watching).stdout.trim().split("\n");
+    assert.match(lines[0]!, /^NAME +READY +UP-TO-DATE +AVAILABLE +AGE$/);
+    assert.ok(lines.length > 2, lines.join("\n"));
+    for (const line of lines.slice(1)) assert.match(line, /^web +\d\/[23] +\d +\d +\d+s$/);
+  });
+
   it("create, then the rollout's pods, ReplicaSets and Events; rollout history and undo", async () => {
     const n = ["-n", "history"];
     await ok(["create", "namespace", "history"]);

@@ -107,6 +107,56 @@ describe("watch through the client Watch class", () => {
     w.abort();
   });
 
+  it("sends each event's object as a Table when asked for one (kubectl get -w), the column definitions only in the first", async () => {
+    await c.apply(deployment("table-a", { labels: { printed: "yes" } }));
+    await c.apply(deployment("table-b", { labels: { printed: "yes" } }));
+    // The parameters in another order than kubectl's: the server reads them as a set.
+    const accept = "application/json;as=Table;g=meta.k8s.io;v=v1";
+    const watch = async (query: string) => {
+      const res = await fetch(`${c.emu.url}/apis/apps/v1/namespaces/default/deployments?watch=true&timeoutSeconds=1&labelSelector=printed%3Dyes${query}`, {
+        headers: { Accept: accept },
+      });
+      assert.equal(res.status, 200);
+      return (await res.text())
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line));
+    };
+    const events = await watch("");
+    assert.deepEqual(
+      events.slice(0, 2).map((e) => [e.type, e.object.kind, e.object.rows.map((r: any) => r.cells[0])]),
+      [
+        ["ADDED", "Table", ["table-a"]],
+        ["ADDED", "Table", ["table-b"]],
+      ],
+    );
+    assert.deepEqual(
+      events[0].object.columnDefinitions.slice(0, 5).map((d: any) => d.name),
+      ["Name", "Ready", "Up-to-date", "Available", "Age"],
+    );
+    for (const e of events.slice(1)) assert.equal(e.object.columnDefinitions, null, "later events leave the columns out");
+    const [first] = events[0].object.rows;
+    // Pods never get ready here (rolloutDelayMs): READY 0/2; UP-TO-DATE and AVAILABLE are integers.
+    assert.deepEqual(first.cells.slice(0, 2), ["table-a", "0/2"]);
+    assert.deepEqual(
+      first.cells.slice(2, 4).map((cell: unknown) => typeof cell),
+      ["number", "number"],
+    );
+    assert.equal(events[0].object.metadata.resourceVersion, first.object.metadata.resourceVersion);
+    // includeObject: Metadata by default; Object as kubectl asks; None.
+    assert.equal(first.object.kind, "PartialObjectMetadata");
+    assert.equal(first.object.apiVersion, "meta.k8s.io/v1");
+    assert.equal(first.object.metadata.name, "table-a");
+    assert.equal((await watch("&includeObject=Object"))[0].object.rows[0].object.spec.replicas, 2);
+    assert.equal((await watch("&includeObject=None"))[0].object.rows[0].object, null);
+    const bad = await fetch(`${c.emu.url}/apis/apps/v1/namespaces/default/deployments?watch=true&includeObject=All`, { headers: { Accept: accept } });
+    assert.equal(bad.status, 400);
+    assert.equal(
+      ((await bad.json()) as any).message,
+      "Unable to convert to Table as requested: includeObject: Invalid value: \"All\": must be 'Metadata', 'Object', 'None', or empty",
+    );
+  });
+
   it("drives the client informer (list, then watch from the list resourceVersion, re-list after a drop)", async () => {
     const informer = makeInformer<V1Deployment>(
       c.kc,
