@@ -27,7 +27,9 @@
 // spec.revisionHistoryLimit are deleted once a rollout completes (sync.go
 // cleanupDeployment). A deleted Deployment's ReplicaSets and pods are deleted
 // after it, or only released with propagationPolicy Orphan (the garbage
-// collector); a pod or ReplicaSet deleted by someone else is replaced.
+// collector); a pod or ReplicaSet deleted by someone else is replaced, and one
+// scaled by someone else gets its pods, then is scaled back (sync.go: the deployment
+// controller owns its ReplicaSets' replicas).
 import type { Registry } from "./registry.ts";
 import { RESOURCE_TYPES } from "./resources.ts";
 import type { StoreEvent } from "./store.ts";
@@ -210,6 +212,7 @@ export class RolloutController {
   /** Runs inside the store's write: changes nothing there (writes go to later turns). */
   private onEvent(e: StoreEvent): void {
     if (e.type === "DELETED" && (e.rt === PODS || e.rt === REPLICA_SETS)) return this.onDependentDeleted(e.object);
+    if (e.type === "MODIFIED" && e.rt === REPLICA_SETS) return this.onReplicaSetWritten(e.object);
     const key = `${e.object.metadata.namespace}/${e.object.metadata.name}`;
     if (e.rt !== DEPLOYMENTS) return;
     const state = this.states.get(key);
@@ -235,12 +238,9 @@ export class RolloutController {
   private onDependentDeleted(object: KubeObject): void {
     const namespace = object.metadata.namespace ?? "";
     const isPod = object.kind === "Pod";
-    const replicaSet = isPod ? this.registry.store.get(REPLICA_SETS, namespace, controllerOf(object, "ReplicaSet") ?? "") : object;
-    const deployment = replicaSet && controllerOf(replicaSet, "Deployment");
-    const key = `${namespace}/${deployment}`;
-    const state = deployment === undefined ? undefined : this.states.get(key);
-    const rs = state?.sets.find((s) => s.name === replicaSet?.metadata.name);
-    if (!state || !rs) return;
+    const model = this.modelOf(isPod ? this.registry.store.get(REPLICA_SETS, namespace, controllerOf(object, "ReplicaSet") ?? "") : object);
+    if (!model) return;
+    const { key, state, rs } = model;
     if (isPod) {
       const before = rs.pods.length;
       rs.pods = rs.pods.filter((p) => p.name !== object.metadata.name);
@@ -251,6 +251,34 @@ export class RolloutController {
       setImmediate(() => this.deletePods(namespace, rs.pods));
     }
     this.schedule(key);
+  }
+
+  /**
+   * A ReplicaSet of a Deployment whose spec.replicas someone else changed (`kubectl scale rs`):
+   * the model takes the new count, so the next reconcile lets the ReplicaSet controller create
+   * or delete pods to match it, and then the deployment controller's sync scales the ReplicaSet
+   * back to what the rollout wants (rolling.go reconcileNewReplicaSet and
+   * reconcileOldReplicaSets, recreate.go), as upstream, where both controllers watch it. The
+   * controller's own writes show the model's count.
+   */
+  private onReplicaSetWritten(object: KubeObject): void {
+    const model = this.modelOf(object);
+    const replicas = Number(spec(object).replicas ?? 1);
+    if (!model || replicas === model.rs.replicas) return;
+    model.rs.replicas = replicas;
+    // Not this controller's scaling: no ScalingReplicaSet event for it.
+    model.rs.publishedReplicas = replicas;
+    this.schedule(model.key);
+  }
+
+  /** The model of a ReplicaSet object, found through its controller reference; none for one this controller no longer has. */
+  private modelOf(replicaSet: KubeObject | undefined): { key: string; state: DeploymentState; rs: ReplicaSet } | undefined {
+    const deployment = replicaSet && controllerOf(replicaSet, "Deployment");
+    if (!replicaSet || deployment === undefined) return undefined;
+    const key = `${replicaSet.metadata.namespace}/${deployment}`;
+    const state = this.states.get(key);
+    const rs = state?.sets.find((s) => s.name === replicaSet.metadata.name);
+    return state && rs && { key, state, rs };
   }
 
   /**
@@ -303,9 +331,19 @@ export class RolloutController {
     const replicas = Number(spec(d).replicas ?? 1);
     const failing = images(d).some((i) => this.opts.failingImage.test(i));
     const removed: [ReplicaSet, Pod][] = [];
+    const syncAll = () => {
+      for (const rs of state.sets) for (const pod of this.syncPods(rs, rs === newRS && failing, now)) removed.push([rs, pod]);
+    };
+    // The ReplicaSet controller first: pods for a ReplicaSet scaled by hand, or in place of
+    // deleted ones, are published before this controller's sync scales anything.
+    syncAll();
+    if (removed.length > 0 || state.sets.some((rs) => rs.pods.some((p) => p.published === undefined))) {
+      this.publish(d, state, newRS, removed, now);
+      removed.length = 0;
+    }
     for (let i = 0; i < MAX_STEPS; i++) {
       const changed = isRecreate(d) ? this.stepRecreate(state, newRS, replicas) : this.stepRolling(d, state, newRS, replicas, now);
-      for (const rs of state.sets) for (const pod of this.syncPods(rs, rs === newRS && failing, now)) removed.push([rs, pod]);
+      syncAll();
       if (!changed) break;
     }
     const status = this.status(d, state, newRS, replicas, conditions, now);

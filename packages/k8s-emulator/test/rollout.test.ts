@@ -212,6 +212,62 @@ describe("rollout controller", () => {
     assert.match(((await unsupported.json()) as any).message, /field label not supported: reason/);
   });
 
+  it("a ReplicaSet scaled by hand gets its pods, then the deployment controller scales it back", async () => {
+    await c.apply(deployment("byhand", { replicas: 2 }));
+    await waitReason("byhand", "NewReplicaSetAvailable");
+    const [rs] = c.emu.list("apps/v1", "ReplicaSet", "default").filter((r) => r.metadata.labels?.app === "byhand") as any[];
+    const name = rs.metadata.name;
+    const pods = () => (c.emu.list("v1", "Pod", "default") as any[]).filter((p) => p.metadata.ownerReferences[0].name === name);
+    const w = await collectWatch(c, "/apis/apps/v1/namespaces/default/replicasets", {
+      fieldSelector: `metadata.name=${name}`,
+      resourceVersion: c.emu.resourceVersion,
+    });
+    const scale = (replicas: number) =>
+      fetch(`${c.emu.url}/apis/apps/v1/namespaces/default/replicasets/${name}/scale`, {
+        method: "PATCH",
+        headers: { "Content-Type": "application/merge-patch+json" },
+        body: JSON.stringify({ spec: { replicas } }),
+      });
+    const settled = () =>
+      waitFor(
+        () => {
+          const now = c.emu.get("apps/v1", "ReplicaSet", "default", name) as any;
+          return now.spec.replicas === 2 && now.status.readyReplicas === 2 && pods().length === 2 && get("byhand").status.readyReplicas === 2;
+        },
+        5000,
+        "scaled back",
+      );
+    const messages = (reason: string, object: string) =>
+      (c.emu.list("v1", "Event", "default") as any[])
+        .filter((e) => e.reason === reason && e.involvedObject.name === object)
+        .map((e) => `${e.message} x${e.count}`)
+        .sort();
+
+    // Up: the ReplicaSet controller creates the three pods; the deployment controller scales the ReplicaSet back and they go.
+    assert.equal((await scale(5)).status, 200);
+    await settled();
+    const seen = () => w.events.map((e) => e.object.spec.replicas).filter((n, i, all) => n !== all[i - 1]);
+    await waitFor(() => seen().length >= 2, 1000, "the watch's MODIFIED events");
+    assert.deepEqual(seen(), [5, 2]);
+    assert.equal(messages("SuccessfulCreate", name).length, 5);
+    assert.equal(messages("SuccessfulDelete", name).length, 3);
+    assert.deepEqual(messages("ScalingReplicaSet", "byhand"), [
+      `Scaled down replica set ${name} from 5 to 2 x1`,
+      `Scaled up replica set ${name} from 0 to 2 x1`,
+    ]);
+
+    // Down to zero: both pods go, then come back with the deployment controller's scale-up, a repeat of its first event.
+    assert.equal((await scale(0)).status, 200);
+    await settled();
+    assert.equal(messages("SuccessfulDelete", name).length, 5);
+    assert.equal(messages("SuccessfulCreate", name).length, 7);
+    assert.deepEqual(messages("ScalingReplicaSet", "byhand"), [
+      `Scaled down replica set ${name} from 5 to 2 x1`,
+      `Scaled up replica set ${name} from 0 to 2 x2`,
+    ]);
+    w.abort();
+  });
+
   it("a repeated event updates its Event: count + 1, lastTimestamp moves, firstTimestamp stays", async () => {
     const scaleTo = async (replicas: number) => {
       await c.apply(deployment("again", { replicas }));
