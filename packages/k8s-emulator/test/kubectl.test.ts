@@ -2,7 +2,8 @@
 // writes (never the user's): client-side and server-side apply, canonical
 // values in `get -o yaml`, `get -w`, `rollout status` through a multi-step rollout,
 // namespace deletion through Terminating, `explain`, CRD validation, Leases, and what a
-// rollout makes: pods, ReplicaSets, rollout history and undo, Events.
+// rollout makes: pods, ReplicaSets (scaled by hand and back), rollout history and undo,
+// Events (a repeat counted).
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -340,6 +341,34 @@ spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 
     assert.match(lines[0]!, /^NAME +READY +UP-TO-DATE +AVAILABLE +AGE$/);
     assert.ok(lines.length > 2, lines.join("\n"));
     for (const line of lines.slice(1)) assert.match(line, /^web +\d\/[23] +\d +\d +\d+s$/);
+  });
+
+  it("scale rs on a Deployment's ReplicaSet is undone; the repeated event's count shows in get events and events", async () => {
+    const n = ["-n", "handscale"];
+    await ok(["create", "namespace", "handscale"]);
+    await ok([...n, "create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]);
+    await ok([...n, "rollout", "status", "deployment/web", "--timeout=60s"]);
+    const rs = (await ok([...n, "get", "rs", "-o", "name"])).trim();
+    const name = rs.replace("replicaset.apps/", "");
+    const scaledBack = new RegExp(`\\bScaled down replica set ${name} from 5 to 2 +\\S+ +(\\d+) +web\\.`);
+    for (const count of ["1", "2"]) {
+      assert.equal(await ok([...n, "scale", rs, "--replicas=5"]), `${rs} scaled\n`);
+      for (let i = 0; ; i++) {
+        const events = await ok([...n, "get", "events", "-o", "wide"]);
+        if (scaledBack.exec(events)?.[1] === count) break;
+        assert.ok(i < 100, `no "Scaled down ... from 5 to 2" with count ${count}:\n${events}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      // The scale-back, its event and the pods' deletion are one reconcile: all done by now.
+      assert.match(await ok([...n, "get", rs, "--no-headers"]), new RegExp(`^${name} +2 +2 +2 `));
+      // Only ready pods: the three the ReplicaSet controller made for the 5 were deleted again.
+      assert.equal((await ok([...n, "get", "pods", "--no-headers"])).trim().split("\n").length, 2);
+    }
+    assert.match(await ok([...n, "get", "events", "-o", "wide"]), /^LAST SEEN +TYPE +REASON +OBJECT +SUBOBJECT +SOURCE +MESSAGE +FIRST SEEN +COUNT +NAME\n/);
+    assert.match(
+      await ok([...n, "events", "--for", "deployment/web"]),
+      new RegExp(`\\(x2 over \\S+\\) +Normal +ScalingReplicaSet +Deployment/web +Scaled down replica set ${name} from 5 to 2`),
+    );
   });
 
   it("create, then the rollout's pods, ReplicaSets and Events; rollout history and undo", async () => {
