@@ -169,10 +169,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     log,
   );
   await statusFeed.start();
-  const stopWaking = store.onCommit(() => {
-    poller.wake();
-    statusFeed.wake();
-  });
+  const stopWakingPoller = store.onCommit(() => poller.wake());
+  const stopWakingStatusFeed = store.onStatusEvents(() => statusFeed.wake());
   const memoryRelease = new MemoryRelease({
     growthBytes: options.memoryReleaseGrowthBytes ?? DEFAULT_MEMORY_RELEASE_GROWTH_BYTES,
     minIntervalMs: options.memoryReleaseIntervalMs ?? DEFAULT_MEMORY_RELEASE_INTERVAL_MS,
@@ -317,7 +315,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       clearInterval(retention);
       memoryRelease.stop();
       agentStreams.stop();
-      stopWaking();
+      stopWakingPoller();
+      stopWakingStatusFeed();
       await Promise.all([poller.stop(), statusFeed.stop()]);
       const grace = new Promise<void>((resolve) => setTimeout(resolve, options.shutdownGraceMs ?? 5000).unref());
       // Handlers of calls whose clients left still run: the store must outlive their queries.

@@ -47,17 +47,23 @@ export class Store {
   readonly audit: AuditLog;
   readonly statusEvents: StatusEvents;
   readonly #commitListeners = new Set<(regionIds: number[]) => void>();
+  readonly #statusListeners = new Set<() => void>();
 
   constructor(database: OpenDatabase, options: StoreOptions = {}) {
     this.database = database;
     const { db, dialect } = database;
+    const onStatusEvents = () => {
+      for (const listener of this.#statusListeners) listener();
+    };
+    // Every resource write appends status events; only some move region versions.
     const onCommit = (regionIds: number[]) => {
-      for (const listener of this.#commitListeners) listener(regionIds);
+      if (regionIds.length > 0) for (const listener of this.#commitListeners) listener(regionIds);
+      onStatusEvents();
     };
     this.regions = new RegionRepository(db, dialect);
     this.agentTokens = new AgentTokenRepository(db, this.regions);
     this.changes = new ChangeLog(db);
-    this.observations = new ObservationRepository(db);
+    this.observations = new ObservationRepository(db, onStatusEvents);
     const limit = options.revisionHistoryLimit;
     this.deployments = new ResourceRepository(db, dialect, deploymentKind, onCommit, limit);
     this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
@@ -91,6 +97,12 @@ export class Store {
   onCommit(listener: (regionIds: number[]) => void): () => void {
     this.#commitListeners.add(listener);
     return () => this.#commitListeners.delete(listener);
+  }
+
+  /** Subscribes to "status events were appended" after each such commit in this process. */
+  onStatusEvents(listener: () => void): () => void {
+    this.#statusListeners.add(listener);
+    return () => this.#statusListeners.delete(listener);
   }
 
   /**

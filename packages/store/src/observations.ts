@@ -52,9 +52,12 @@ const key = (type: number, id: string) => `${type}/${id}`;
 
 export class ObservationRepository {
   readonly #db: Kysely<Database>;
+  readonly #onStatusEvents: () => void;
 
-  constructor(db: Kysely<Database>) {
+  /** `onStatusEvents`: called after a report that appended status events has committed. */
+  constructor(db: Kysely<Database>, onStatusEvents: () => void) {
     this.#db = db;
+    this.#onStatusEvents = onStatusEvents;
   }
 
   /** Stored statuses and desired states of these resources in one region (two queries). */
@@ -92,7 +95,7 @@ export class ObservationRepository {
     if (!report.leader && report.writes.length === 0 && !report.heartbeat) return {};
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#db.transaction().execute(async (tx) => {
+        const result = await this.#db.transaction().execute(async (tx) => {
           if (report.leader) {
             const fencedBy = await fence(tx, regionId, report.leader, report.heartbeat?.at ?? Date.now());
             if (fencedBy) return { fencedBy };
@@ -103,6 +106,8 @@ export class ObservationRepository {
           if (report.heartbeat) await touchAgent(tx, regionId, report.heartbeat.at, report.heartbeat.appliedVersion);
           return {};
         });
+        if (!result.fencedBy && report.writes.length > 0) this.#onStatusEvents();
+        return result;
       } catch (error) {
         // Two first reports of a region inserting its rows at once: the loser's rows exist now.
         if (attempt === 0 && isDuplicateKey(error)) continue;

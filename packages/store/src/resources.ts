@@ -15,6 +15,7 @@ import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { Database, ResourceTable } from "./schema.ts";
 
 /** Called after a write commits, with the regions whose version moved. */
+/** Called after each committed write with the regions whose versions moved (maybe none). */
 export type CommitListener = (regionIds: number[]) => void;
 
 /** Revisions kept per object unless configured otherwise (ctrl's --revision-history-limit). */
@@ -279,7 +280,7 @@ export class ResourceRepository<Desc extends DescMessage> {
             if (dryRun) throw new RolledBack(done.result);
             return done;
           });
-        if (regions.length > 0) this.#onCommit(regions);
+        this.#onCommit(regions);
         return result;
       } catch (error) {
         if (error instanceof RolledBack) return error.result as T;

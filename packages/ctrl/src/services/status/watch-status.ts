@@ -1,7 +1,10 @@
 // StatusService.WatchStatus: the current status of the selected objects and of every
 // region, a SYNCED marker, then each change as it happens (streaming/status-feed.ts). An
 // object's whole status is re-read and sent whenever an event names it, so events that
-// pile up while the client reads slowly are coalesced into one send per object.
+// pile up while the client reads slowly are coalesced into one send per object. The streams
+// a feed batch wakes share one read of the batch's statuses, and the streams' region checks
+// share one timer and one read (status/joined-read.ts): queries per batch do not grow with
+// the number of open streams.
 import { create, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -9,6 +12,7 @@ import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ObjectStatusSchema, type ObjectStatus, type WatchStatusRequest, type WatchStatusResponseSchema } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import type { ResourceRepository, Store } from "@flotilla/store";
 import { invalidArgument } from "../../errors.ts";
+import { JoinedRead } from "../../status/joined-read.ts";
 import { statusesOf, withAgentStatus, type StatusOptions } from "../../status/region-status.ts";
 import type { StatusFeed } from "../../streaming/status-feed.ts";
 import * as validate from "../../validate.ts";
@@ -48,6 +52,51 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
     });
   };
 
+  const objectKey = (type: number, id: string) => `${type}/${id}`;
+  const liveObjects = new JoinedRead<string, ObjectStatus>(async (keys) => {
+    const found = new Map<string, ObjectStatus>();
+    const idsByType = new Map<number, string[]>();
+    for (const key of keys) {
+      const slash = key.indexOf("/");
+      const type = Number(key.slice(0, slash));
+      const ids = idsByType.get(type) ?? [];
+      ids.push(key.slice(slash + 1));
+      idsByType.set(type, ids);
+    }
+    for (const [type, ids] of idsByType) {
+      const repository = store.repository(type)!;
+      for (let i = 0; i < ids.length; i += PAGE) {
+        for (const object of await objectStatuses(repository, ids.slice(i, i + PAGE))) found.set(objectKey(type, object.id), object);
+      }
+    }
+    return found;
+  });
+  const allRegions = new JoinedRead<null, Region[]>(async () => {
+    const regions: Region[] = [];
+    for (let token = "", first = true; first || token !== ""; first = false) {
+      const page = await store.regions.list(PAGE, token);
+      regions.push(...(await withAgentStatus(store, page.items, statusOptions)));
+      token = page.nextPageToken;
+    }
+    return new Map([[null, regions]]);
+  });
+  // One timer for every stream's region check, so that their reads join.
+  const regionCheckers = new Set<() => void>();
+  let regionTimer: NodeJS.Timeout | undefined;
+  const checkRegions = (wake: () => void): (() => void) => {
+    regionCheckers.add(wake);
+    regionTimer ??= setInterval(() => {
+      for (const check of regionCheckers) check();
+    }, options.regionIntervalMs);
+    return () => {
+      regionCheckers.delete(wake);
+      if (regionCheckers.size === 0) {
+        clearInterval(regionTimer);
+        regionTimer = undefined;
+      }
+    };
+  };
+
   return async function* (req: WatchStatusRequest, ctx: HandlerContext): AsyncIterable<Response> {
     const selected = repositories(req.resourceType);
     if (req.id !== "") {
@@ -59,30 +108,37 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
     const wanted = (type: number, id: string) => selected.some((r) => r.kind.type === type) && (req.id === "" || req.id === id);
 
     // Joined before anything is read: what changes while the snapshot is read is sent after it.
-    const pending = new Map<string, { type: number; id: string }>();
+    const pending = new Set<string>();
     let pendingCursor = 0;
     let wake: (() => void) | undefined;
     const unsubscribe = feed.subscribe((events, cursor) => {
-      for (const e of events) if (wanted(e.type, e.id)) pending.set(`${e.type}/${e.id}`, e);
+      for (const e of events) if (wanted(e.type, e.id)) pending.add(objectKey(e.type, e.id));
       pendingCursor = cursor;
       wake?.();
     });
-    const regionTimer = setInterval(() => wake?.(), options.regionIntervalMs);
-    const onAbort = () => wake?.();
+    const stopCheckingRegions = checkRegions(() => wake?.());
+    const stopFollowing = () => {
+      unsubscribe();
+      stopCheckingRegions();
+      ctx.signal.removeEventListener("abort", onAbort);
+    };
+    // Also on abort: a client that leaves while this generator waits at a yield may leave it
+    // there for good (the response write it waits behind never ends), and the subscriptions
+    // must not outlive the call.
+    const onAbort = () => {
+      stopFollowing();
+      wake?.();
+    };
     ctx.signal.addEventListener("abort", onAbort, { once: true });
     const sentRegions = new Map<string, string>();
     /** Regions whose agent status differs from what this stream last sent. */
     const changedRegions = async (): Promise<Region[]> => {
       const changed: Region[] = [];
-      for (let token = "", first = true; first || token !== ""; first = false) {
-        const page = await store.regions.list(PAGE, token);
-        for (const region of await withAgentStatus(store, page.items, statusOptions)) {
-          const a = region.agent;
-          const fingerprint = `${region.headVersion}/${a?.connected}/${a?.appliedVersion}/${a?.lastSeen?.seconds}/${a?.leaderIdentity}`;
-          if (sentRegions.get(region.name) !== fingerprint) changed.push(region);
-          sentRegions.set(region.name, fingerprint);
-        }
-        token = page.nextPageToken;
+      for (const region of (await allRegions.get([null])).get(null)!) {
+        const a = region.agent;
+        const fingerprint = `${region.headVersion}/${a?.connected}/${a?.appliedVersion}/${a?.lastSeen?.seconds}/${a?.leaderIdentity}`;
+        if (sentRegions.get(region.name) !== fingerprint) changed.push(region);
+        sentRegions.set(region.name, fingerprint);
       }
       return changed;
     };
@@ -111,7 +167,7 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
         // back by a gap, and the feed hands this stream only what it reads after the subscription.
         for (let after = Number(resumeAfter); ; ) {
           const events = await store.statusEvents.read(after, PAGE);
-          for (const e of events) if (wanted(e.type, e.id)) pending.set(`${e.type}/${e.id}`, e);
+          for (const e of events) if (wanted(e.type, e.id)) pending.add(objectKey(e.type, e.id));
           if (events.length < PAGE) break;
           after = events[events.length - 1]!.seq;
         }
@@ -122,14 +178,13 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
 
       while (!ctx.signal.aborted) {
         if (pending.size > 0) {
-          const batch = [...pending.values()];
+          const batch = [...pending];
           pending.clear();
           cursor = BigInt(Math.max(Number(cursor), pendingCursor));
-          for (const repository of selected) {
-            const ids = batch.filter((e) => e.type === repository.kind.type).map((e) => e.id);
-            for (let i = 0; i < ids.length; i += PAGE) {
-              for (const object of await objectStatuses(repository, ids.slice(i, i + PAGE))) yield { event: { case: "object", value: object }, cursor };
-            }
+          for (let i = 0; i < batch.length; i += PAGE) {
+            const keys = batch.slice(i, i + PAGE);
+            const statuses = await liveObjects.get(keys);
+            for (const key of keys) yield { event: { case: "object", value: statuses.get(key)! }, cursor };
           }
         }
         for (const region of await changedRegions()) yield { event: { case: "region", value: region }, cursor };
@@ -138,9 +193,7 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
         wake = undefined;
       }
     } finally {
-      unsubscribe();
-      clearInterval(regionTimer);
-      ctx.signal.removeEventListener("abort", onAbort);
+      stopFollowing();
     }
   };
 }
