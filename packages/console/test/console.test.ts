@@ -3,8 +3,9 @@
 // it: sign in; a deployment applied by the CLI appears without reload and goes to RUNNING; an
 // image that never becomes ready shows FAILED with its reason; rollback from the detail page
 // changes the cluster; a viewer sees no Rollback and its write is refused; ctrl restarted under
-// the open page: the banner shows, then the page catches up. axe-core on every view; the
-// security headers; a screenshot of each view (test/screenshots/).
+// the open page: the banner shows, then the page catches up; the Deployments table's last row
+// whole inside its frame, and the frame inside the window, at several window heights.
+// axe-core on every view; the security headers; a screenshot of each view (test/screenshots/).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -167,6 +168,47 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     }
     assert.ok(await page.getByRole("cell", { name: "RollbackDeployment" }).first().isVisible(), "the audit trail shows the rollback");
     assert.deepEqual(external, [], "nothing is loaded from another origin");
+    await page.close();
+  });
+
+  test("the Deployments table shows its last row whole at every window height, scrolled to its end", async () => {
+    // 40 rows to scroll through, the last one FAILED with a long reason; and 9 that need no scrolling.
+    const names = Array.from({ length: 40 }, (_, i) => `fill-${String(i + 1).padStart(2, "0")}`);
+    await cli(["apply", "-f", "-"], names.map((n) => manifest(n, n === "fill-40" ? "shop:fail" : "shop:1")).join("---\n"));
+    const page = await browser.newPage();
+    await signIn(page, ADMIN_TOKEN);
+    await page.getByRole("link", { name: "Deployments" }).click();
+    await page.getByLabel("Search").fill("fill-40");
+    await row(page, "fill-40").locator(".phase-failed").waitFor({ timeout: 30_000 });
+    for (const [search, last] of [
+      ["fill", "fill-40"],
+      ["fill-0", "fill-09"],
+    ] as const) {
+      await page.getByLabel("Search").fill(search);
+      for (const height of [320, 480, 700, 1000, 1400]) {
+        await page.setViewportSize({ width: 1280, height });
+        const scroller = page.locator(".scroller");
+        await scroller.evaluate((e) => e.scrollTo(0, e.scrollHeight));
+        await row(page, last).waitFor();
+        // (Two frames: the scroll event's render, then its layout.)
+        await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+        const box = await scroller.evaluate((e) => {
+          const frame = e.getBoundingClientRect();
+          const rows = e.querySelectorAll("tr[data-row]");
+          const row = rows[rows.length - 1]!;
+          const top = frame.top + e.clientTop;
+          const scrolls = e.scrollHeight > e.clientHeight;
+          return { id: (row as HTMLElement).dataset.row, top, bottom: top + e.clientHeight, scrolls, row: row.getBoundingClientRect(), window: innerHeight };
+        });
+        const at = `searching ${search} in a window ${height} px high: ${JSON.stringify(box)}`;
+        assert.equal(box.id, `${last}/${REGION}`, `the last row is rendered, ${at}`);
+        assert.ok(box.row.top >= box.top && box.row.bottom <= box.bottom, `the last row lies inside the frame, ${at}`);
+        assert.ok(box.bottom <= box.window, `the frame ends inside the window, ${at}`);
+        assert.ok(!box.scrolls || box.bottom > box.window - 36, `a frame that scrolls reaches down to the window's bottom, ${at}`);
+        await page.screenshot({ path: join(SHOTS, `deployments-end-${search}-${height}.png`) });
+      }
+    }
+    await cli(["delete", "-f", "-"], names.map((n) => manifest(n, "shop:1")).join("---\n"));
     await page.close();
   });
 

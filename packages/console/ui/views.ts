@@ -82,8 +82,10 @@ export function FleetView({ fleet }: { fleet: Fleet }) {
   </section>`;
 }
 
+/** Every row of the Deployments table is this high (its cells are told so): the rows in view follow from the scroll position. */
 const ROW_HEIGHT = 36;
-const VISIBLE_ROWS = 30;
+/** Rows rendered beyond each edge of the view. */
+const OVERSCAN = 5;
 
 interface Row {
   deployment: Deployment;
@@ -96,6 +98,13 @@ export function DeploymentsView({ fleet }: { fleet: Fleet }) {
   const [text, setText] = useState("");
   const [sort, setSort] = useState<"name" | "phase">("name");
   const [top, setTop] = useState(0);
+  // The frame ends at the window's bottom (app.css), so a window's height bounds the rows in view.
+  const [windowHeight, setWindowHeight] = useState(innerHeight);
+  useEffect(() => {
+    const onResize = () => setWindowHeight(innerHeight);
+    addEventListener("resize", onResize);
+    return () => removeEventListener("resize", onResize);
+  }, []);
   const rows: Row[] = [];
   for (const [id, statuses] of fleet.statuses) {
     const deployment = fleet.deployments.get(id);
@@ -113,8 +122,9 @@ export function DeploymentsView({ fleet }: { fleet: Fleet }) {
       : a.deployment.id.localeCompare(b.deployment.id) || a.status.region.localeCompare(b.status.region),
   );
   // Only the rows in view are rendered: a fleet of 30,000 rows stays as fast as one of 30.
-  const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - 5);
-  const shown = rows.slice(first, first + VISIBLE_ROWS + 10);
+  // Spacer rows above and below stand for the others.
+  const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - OVERSCAN);
+  const shown = rows.slice(first, first + Math.ceil(windowHeight / ROW_HEIGHT) + 2 * OVERSCAN);
   const regions = [...fleet.regions.keys()].sort();
   return html`<section aria-labelledby="deployments-title">
     <h2 id="deployments-title">Deployments</h2>
@@ -131,8 +141,8 @@ export function DeploymentsView({ fleet }: { fleet: Fleet }) {
       </select>
       <span aria-live="polite">${rows.length} rows</span>
     </div>
-    <div class="scroller" style=${`height:${Math.min(rows.length + 1, VISIBLE_ROWS) * ROW_HEIGHT + 4}px`} onScroll=${(e: Event) => setTop((e.target as HTMLElement).scrollTop)}>
-      <table class="virtual" style=${`height:${(rows.length + 1) * ROW_HEIGHT}px`}>
+    <div class="scroller" onScroll=${(e: Event) => setTop((e.target as HTMLElement).scrollTop)}>
+      <table class="virtual" style=${`--row-height:${ROW_HEIGHT}px`}>
         <caption class="visually-hidden">Deployments by region</caption>
         <thead><tr><th scope="col">Deployment</th><th scope="col">Region</th><th scope="col">Phase</th><th scope="col">Reason</th><th scope="col">Ready</th><th scope="col">Revision</th><th scope="col">Image</th><th scope="col">Changed</th></tr></thead>
         <tbody>
@@ -142,13 +152,14 @@ export function DeploymentsView({ fleet }: { fleet: Fleet }) {
               <th scope="row"><a href=${`#/deployments/${d.id}`}>${d.id}</a></th>
               <td>${s.region}</td>
               <td><${PhaseBadge} status=${s} /></td>
-              <td class="reason">${s.reason}</td>
+              <td class="reason" title=${s.reason}>${s.reason}</td>
               <td>${s.readyReplicas}/${s.desiredReplicas}</td>
               <td>${String(d.revision)}</td>
               <td>${d.image}</td>
               <td><${Time} ms=${msOf(d.updateTime)} /></td>
             </tr>`,
           )}
+          <tr aria-hidden="true" style=${`height:${(rows.length - first - shown.length) * ROW_HEIGHT}px`}></tr>
         </tbody>
       </table>
     </div>
