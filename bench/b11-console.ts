@@ -12,6 +12,7 @@ import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { launchChromium } from "@flotilla/testkit/browser";
 import { adminAuth } from "./lib/clients.ts";
 import { ADMIN_TOKEN, CtrlProcess } from "./lib/ctrl-process.ts";
@@ -98,10 +99,24 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
           },
         ],
       });
+    // The same changes as a Node client of the status stream sees them: ctrl's part of the
+    // latency, without the browser's animation frames.
+    const streamAbort = new AbortController();
+    const streamArrivals: { ready: number; at: number }[] = [];
+    const stream = createClient(StatusService, transport).watchStatus({ resourceType: ResourceType.DEPLOYMENT, id: target }, { signal: streamAbort.signal });
+    const following = (async () => {
+      for await (const r of stream) {
+        if (r.event.case !== "object") continue;
+        const eu = r.event.value.regions.find((s) => s.region === "eu");
+        if (eu) streamArrivals.push({ ready: eu.readyReplicas, at: now() });
+      }
+    })().catch(() => {});
     const latencies: number[] = [];
+    const streamLatencies: number[] = [];
     for (let i = 0; i < 50; i++) {
       const ready = i % 2 === 0 ? 1 : 2;
       const sent = now();
+      const seen = streamArrivals.length;
       await report(ready);
       await page.waitForFunction(
         // Runs in the page (where `document` is; this file is typed for Node).
@@ -110,7 +125,11 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
         { polling: "raf", timeout: 10_000 },
       );
       latencies.push(now() - sent);
+      const arrival = streamArrivals.slice(seen).find((a) => a.ready === ready);
+      if (arrival) streamLatencies.push(arrival.at - sent);
     }
+    streamAbort.abort();
+    await following;
 
     // A sustained 10 changes per second over many deployments, then the page's heap.
     const heap = async () => {
@@ -162,10 +181,10 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
         {
           benchmark: "B11 console: a reported status change on the page, p99",
           measured: fmtMs(p99),
-          reference: `p50 ${fmtMs(p50)}`,
+          reference: `p50 ${fmtMs(p50)}; a Node client's stream: p50 ${fmtMs(percentile(streamLatencies, 50))}, p99 ${fmtMs(percentile(streamLatencies, 99))}`,
           ratio: "—",
-          target: "≤ 1 s",
-          met: p99 <= 1000,
+          target: "≤ 50 ms",
+          met: p99 <= 50,
         },
         {
           benchmark: `B11 console: page JS heap after ${Math.round(sustainMs / 1000)} s of 10 changes/s`,
@@ -178,7 +197,7 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
         { benchmark: "B11 console: assets, gzipped", measured: fmtBytes(gzipped), reference: "—", ratio: "—", target: "≤ 200 KB", met: gzipped <= 200 * 1024 },
       ],
       notes: [
-        `B11: status changes are ReportObservedState calls (the admin token) for one deployment and region, 50 of them, each waited for on the page (checked every animation frame).`,
+        `B11: status changes are ReportObservedState calls (the admin token) for one deployment and region, 50 of them, each waited for on the page (checked every animation frame); a Node client following the same deployment's status stream (${streamLatencies.length}/50 changes seen) gives ctrl's part of the latency.`,
       ],
     };
   } finally {
