@@ -67,7 +67,43 @@ export const CTRL_OPTIONS = [
     ...was("TOKEN_CACHE_SIZE"),
   },
   { flag: "readiness-timeout", default: "2s", description: "/readyz fails when the database has not answered within this long" },
-  { flag: "read-max-bytes", default: String(4 * 1024 * 1024), description: "largest request message accepted", ...was("READ_MAX_BYTES") },
+  {
+    flag: "read-max-bytes",
+    default: String(4 * 1024 * 1024),
+    description: "largest request message accepted: ReportObservedState's (an agent's batch of observations), and the cap of every other limit",
+    ...was("READ_MAX_BYTES"),
+  },
+  {
+    flag: "write-max-bytes",
+    default: String(1024 * 1024),
+    description: "largest request message of an operator write (Create…, Update…, Rollback)",
+  },
+  {
+    flag: "query-max-bytes",
+    default: String(64 * 1024),
+    description: "largest request message of every other RPC (reads, deletes, revocations, the streams' requests)",
+  },
+  {
+    flag: "max-nesting-depth",
+    default: "64",
+    description: "nested messages, JSON objects and arrays one request may hold (deeper: INVALID_ARGUMENT naming the field)",
+  },
+  {
+    flag: "max-repeated-elements",
+    default: "10000",
+    description:
+      "elements of one repeated field or map, or members of one JSON array or object, in a request, across all their parents (more: INVALID_ARGUMENT naming the field)",
+  },
+  {
+    flag: "decode-budget-bytes",
+    default: String(16 * 1024 * 1024),
+    description: "bytes of requests being read and decoded at once, process-wide; the next requests wait for their share",
+  },
+  {
+    flag: "decode-wait",
+    default: "1s",
+    description: "a request that waited this long for its share of --decode-budget-bytes is refused (RESOURCE_EXHAUSTED with a RetryInfo)",
+  },
   {
     flag: "poll-interval",
     default: "200ms",

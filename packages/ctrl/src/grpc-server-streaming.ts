@@ -27,6 +27,7 @@ import {
   type StreamResponse,
 } from "@connectrpc/connect";
 import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
+import { DECODE_OPTIONS, readRequestBody, type RequestBounds } from "./request-body.ts";
 import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Http2ServerRequest, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 
@@ -44,7 +45,8 @@ export interface GrpcServerStreamingOptions {
   interceptors: Interceptor[];
   /** Runs before the request body is read, as connect's requestGate. */
   requestGate?: (ctx: HandlerContext) => Promise<void>;
-  readMaxBytes: number;
+  /** What a request may cost before it is decoded, as on connect's path. */
+  requestBounds: RequestBounds;
   /** Encodings accepted, as for connect (responses compressed only on routes that ask). */
   acceptCompression: Compression[];
   shutdownSignal: AbortSignal;
@@ -114,7 +116,7 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
     if (timeout.error) throw timeout.error;
     await options.requestGate?.(ctx);
     if (compression.error) throw compression.error;
-    const input = await readRequest(req, method.input, compression.request ?? undefined, options.readMaxBytes);
+    const input = await readRequest(req, method, compression.request ?? undefined, options.requestBounds, ctx.signal);
     const call = options.interceptors.reduceRight<(r: StreamRequest) => Promise<StreamResponse>>(
       (next, interceptor) => interceptor(next as never) as never,
       async (r) => ({
@@ -225,38 +227,21 @@ class GrpcResponseWriter {
 
 async function readRequest<I extends DescMessage>(
   req: Http2ServerRequest,
-  schema: I,
+  method: DescMethodServerStreaming<I>,
   compression: Compression | undefined,
-  readMaxBytes: number,
+  bounds: RequestBounds,
+  signal: AbortSignal,
 ): Promise<MessageShape<I>> {
-  const tooLarge = (size: number) => new ConnectError(`message size ${size} is larger than configured readMaxBytes ${readMaxBytes}`, Code.ResourceExhausted);
-  const chunks: Buffer[] = [];
-  let length = 0;
-  let prefixChecked = false;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    length += chunk.length;
-    chunks.push(chunk);
-    // Refused from the size its envelope declares, before the message is read.
-    if (!prefixChecked && length >= 5) {
-      prefixChecked = true;
-      const declared = Buffer.concat(chunks).readUInt32BE(1);
-      if (declared > readMaxBytes) throw tooLarge(declared);
-    }
-    if (length > readMaxBytes + 5) throw tooLarge(length - 5);
-  }
-  const body = Buffer.concat(chunks, length);
-  if (body.length < 5 || body.readUInt32BE(1) !== body.length - 5) {
-    throw new ConnectError("request body is not exactly one length-prefixed gRPC message", Code.InvalidArgument);
-  }
-  let payload: Uint8Array = body.subarray(5);
-  if (body[0]! & compressedFlag) {
-    if (!compression) throw new ConnectError("compressed request message without a grpc-encoding", Code.Unimplemented);
-    payload = await compression.decompress(payload, readMaxBytes);
-  }
+  const body = { method, enveloped: true, json: false, compression, declaredLength: undefined, signal };
+  const { message, release } = await readRequestBody(req as AsyncIterable<Uint8Array>, body, bounds);
   try {
-    return fromBinary(schema, payload);
+    if (message === undefined) throw new ConnectError("request body is not exactly one length-prefixed gRPC message", Code.InvalidArgument);
+    return fromBinary(method.input, message, DECODE_OPTIONS);
   } catch (error) {
-    throw new ConnectError(`request is not a valid ${schema.typeName}: ${error instanceof Error ? error.message : String(error)}`, Code.InvalidArgument);
+    if (error instanceof ConnectError) throw error;
+    throw new ConnectError(`request is not a valid ${method.input.typeName}: ${error instanceof Error ? error.message : String(error)}`, Code.InvalidArgument);
+  } finally {
+    release();
   }
 }
 

@@ -25,6 +25,14 @@ try {
   const read = flagReader(config);
   const options = {
     readMaxBytes: read.positiveInt("read-max-bytes"),
+    decoding: {
+      writeMaxBytes: read.positiveInt("write-max-bytes"),
+      queryMaxBytes: read.positiveInt("query-max-bytes"),
+      maxDepth: read.positiveInt("max-nesting-depth"),
+      maxElements: read.positiveInt("max-repeated-elements"),
+      budgetBytes: read.positiveInt("decode-budget-bytes"),
+      waitMs: read.positiveDuration("decode-wait"),
+    },
     pollIntervalMs: read.positiveDuration("poll-interval"),
     stream: {
       bookmarkIntervalMs: read.positiveDuration("bookmark-interval"),

@@ -1,8 +1,11 @@
 // connect's Node.js adapter (connectNodeAdapter), except for what it does when writing a
 // response fails: connect prints the whole error object for every such call, while a client
 // that went away mid-response (a cancelled sync, a reset stream) is ordinary for a server,
-// and any other write failure deserves one line.
+// and any other write failure deserves one line; and each request may be wrapped before connect
+// reads it (its body bounded per RPC: request-body.ts).
+import type { DescMethod } from "@bufbuild/protobuf";
 import { createConnectRouter } from "@connectrpc/connect";
+import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse, type ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
 
 type NodeHandler = NonNullable<ConnectNodeAdapterOptions["fallback"]>;
@@ -12,6 +15,8 @@ export interface NodeAdapterOptions extends ConnectNodeAdapterOptions {
   fallback: NodeHandler;
   /** Reports a response that could not be written to a client still connected. */
   logError(line: string): void;
+  /** The request connect serves for a call of `method` (default: as it came). */
+  request?(method: DescMethod, request: UniversalServerRequest): UniversalServerRequest;
 }
 
 export function nodeAdapter(options: NodeAdapterOptions): NodeHandler {
@@ -21,7 +26,8 @@ export function nodeAdapter(options: NodeAdapterOptions): NodeHandler {
   return (req, res) => {
     const handler = handlers.get(req.url?.split("?", 2)[0] ?? "");
     if (!handler) return options.fallback(req, res);
-    handler(universalRequestFromNodeRequest(req, res, undefined, options.contextValues?.(req)))
+    const request = universalRequestFromNodeRequest(req, res, undefined, options.contextValues?.(req));
+    handler(options.request ? options.request(handler.method, request) : request)
       .then((response) => universalResponseToNodeResponse(response, res))
       .catch((reason: unknown) => {
         const clientGone = "stream" in res ? res.stream.destroyed : res.destroyed;

@@ -40,6 +40,7 @@ import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
 import { SendTimeout } from "./send-timeout.ts";
 import { requestGate } from "./request-gate.ts";
+import { boundedConnectRequest, DECODE_OPTIONS, DEFAULT_DECODE_OPTIONS, requestBounds, type DecodeOptions } from "./request-body.ts";
 import { earlyRefusal } from "./early-refusal.ts";
 import { answerUnknownRpc } from "./unknown-rpc.ts";
 import { regionService } from "./services/region-service.ts";
@@ -56,8 +57,10 @@ export interface CtrlOptions {
   adminToken: string;
   host?: string;
   port?: number;
-  /** Largest request message accepted, in bytes. */
+  /** Largest request message accepted (ReportObservedState's), in bytes. */
   readMaxBytes?: number;
+  /** The other RPCs' message limits, the shape limits and the decode budget (request-body.ts). */
+  decoding?: Partial<Omit<DecodeOptions, "readMaxBytes">>;
   /** How long shutdown waits for open requests before cutting them. */
   shutdownGraceMs?: number;
   /** Poll interval of the shared change poller: bounds latency of other replicas' writes. */
@@ -202,6 +205,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     router.service(Health, healthService(apiNames, draining.signal));
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
+  const decodeBounds = requestBounds({ ...DEFAULT_DECODE_OPTIONS, readMaxBytes, ...options.decoding }, () =>
+    metrics.connectionBounds.inc({ reason: "decode_budget" }),
+  );
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
   const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;
   const agentStreams = new AgentStreams((tokens) => stillValidTokens(store, tokens), tokenRecheckMs);
@@ -248,7 +254,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     ],
     interceptors,
     requestGate: gate,
-    readMaxBytes,
+    requestBounds: decodeBounds,
     acceptCompression,
     shutdownSignal: draining.signal,
     contextValues,
@@ -264,6 +270,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     acceptCompression,
     // A misspelt field must fail loudly, not be dropped silently.
     jsonOptions: { ignoreUnknownFields: false },
+    binaryOptions: DECODE_OPTIONS,
+    request: (method, request) => boundedConnectRequest(method, request, decodeBounds, acceptCompression),
     shutdownSignal: draining.signal,
     contextValues,
     interceptors,

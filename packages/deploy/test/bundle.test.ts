@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { dirname, join, relative } from "node:path";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
+import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { passesHealthcheck, readDockerfile, type Stage } from "./dockerfile.ts";
 import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 
@@ -56,6 +57,11 @@ test("the images' bundles start ctrl, the agent, the emulator and the CLI from t
     stages.get("agent")!.entrypoint,
     ["node", "--enable-source-maps", ...AGENT_NODE_FLAGS, "/app/main.mjs"],
     "the agent image runs with AGENT_NODE_FLAGS",
+  );
+  assert.deepEqual(
+    stages.get("ctrl")!.entrypoint,
+    ["node", "--enable-source-maps", ...CTRL_NODE_FLAGS, "/app/main.mjs"],
+    "the ctrl image runs with CTRL_NODE_FLAGS",
   );
   for (const [name, value] of Object.entries(AGENT_ENVIRONMENT))
     assert.equal(stages.get("agent")!.env[name], value, `the agent image sets ${name} (AGENT_ENVIRONMENT)`);

@@ -13,12 +13,19 @@ export interface NodeProcess {
 }
 
 /**
- * Runs `script` with `args` and `env` added to this process's environment (secrets go there,
- * never into argv), and resolves once its stderr matches `ready`; rejects if it exits first
- * or takes longer than 20 s. `what` names it in errors.
+ * Runs `script` with `args`, Node's `nodeFlags` and `env` added to this process's environment
+ * (secrets go there, never into argv), and resolves once its stderr matches `ready`; rejects if
+ * it exits first or takes longer than 20 s. `what` names it in errors.
  */
-export async function spawnNode(what: string, script: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<NodeProcess> {
-  const child = spawn(process.execPath, [script, ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } });
+export async function spawnNode(
+  what: string,
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+  nodeFlags: readonly string[] = [],
+): Promise<NodeProcess> {
+  const child = spawn(process.execPath, [...nodeFlags, script, ...args], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } });
   let stderr = "";
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${what} did not start:\n${stderr}`)), 20_000);

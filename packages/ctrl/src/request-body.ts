@@ -1,0 +1,181 @@
+// Reading a request's message before it is decoded, on both server paths (connect's and the
+// direct gRPC one): its RPC's size limit (message-limits.ts), a reservation in the process-wide
+// decode budget (decode-budget.ts) held until the message is decoded, decompression, and the
+// shape check (request-shape.ts). Connect then decodes what this hands it, uncompressed; a body
+// that is not one well-formed message is handed over as it came, for connect to report.
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
+import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { DEFAULT_DECODE_BUDGET_BYTES, DEFAULT_DECODE_WAIT_MS, DecodeBudget } from "./decode-budget.ts";
+import { DEFAULT_MESSAGE_LIMITS, messageLimit, type MessageLimits } from "./message-limits.ts";
+import { checkBinaryShape, checkJsonShape, DEFAULT_SHAPE_LIMITS, type ShapeLimits } from "./request-shape.ts";
+
+/** What a request may cost before it is decoded. */
+export interface RequestBounds {
+  messages: MessageLimits;
+  shape: ShapeLimits;
+  budget: DecodeBudget;
+}
+
+/** The bounds as ctrl's options give them (each a flag). */
+export interface DecodeOptions extends MessageLimits, ShapeLimits {
+  /** Bytes of requests read and decoded at once, process-wide. */
+  budgetBytes: number;
+  /** How long a request waits for its share of the budget before RESOURCE_EXHAUSTED. */
+  waitMs: number;
+}
+
+export const DEFAULT_DECODE_OPTIONS: DecodeOptions = {
+  ...DEFAULT_MESSAGE_LIMITS,
+  ...DEFAULT_SHAPE_LIMITS,
+  budgetBytes: DEFAULT_DECODE_BUDGET_BYTES,
+  waitMs: DEFAULT_DECODE_WAIT_MS,
+};
+
+/** `onRefused` counts requests refused for want of budget. */
+export function requestBounds(options: DecodeOptions, onRefused: () => void): RequestBounds {
+  const { readMaxBytes, writeMaxBytes, queryMaxBytes, maxDepth, maxElements, budgetBytes, waitMs } = options;
+  return {
+    messages: { readMaxBytes, writeMaxBytes, queryMaxBytes },
+    shape: { maxDepth, maxElements },
+    budget: new DecodeBudget(budgetBytes, waitMs, onRefused),
+  };
+}
+
+export interface RequestBody {
+  method: DescMethod;
+  /** Length-prefixed messages (gRPC, gRPC-Web, Connect streaming), or the whole body (Connect unary). */
+  enveloped: boolean;
+  json: boolean;
+  /** The encoding its header names (for enveloped bodies: of messages with the compressed flag). */
+  compression: Compression | undefined;
+  /** Its content-length, if declared. */
+  declaredLength: number | undefined;
+  signal: AbortSignal;
+}
+
+export interface ReadBody {
+  /** The message, decompressed and checked; undefined if the body is not exactly one well-formed message. */
+  message: Uint8Array | undefined;
+  /** The body as it came. */
+  raw: Uint8Array;
+  /** Gives back the body's share of the decode budget: once the message is decoded. */
+  release(): void;
+}
+
+const ENVELOPE = 5;
+
+/** How ctrl decodes binary requests: unknown fields are skipped, not kept (ctrl never sends a request on). */
+export const DECODE_OPTIONS = { readUnknownFields: false } as const;
+
+/** Reads `source`, the body of `request`, within `bounds`; rejects with RESOURCE_EXHAUSTED or INVALID_ARGUMENT. */
+export async function readRequestBody(source: AsyncIterable<Uint8Array>, request: RequestBody, bounds: RequestBounds): Promise<ReadBody> {
+  const { method, enveloped } = request;
+  const maxBytes = messageLimit(method, bounds.messages);
+  const frame = enveloped ? ENVELOPE : 0;
+  const tooLarge = (size: number) =>
+    new ConnectError(`message size ${size} is larger than ${maxBytes}, the limit of ${method.parent.typeName}/${method.name}`, Code.ResourceExhausted);
+  if (request.declaredLength !== undefined && request.declaredLength > maxBytes + frame) throw tooLarge(request.declaredLength - frame);
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  let release: (() => void) | undefined;
+  try {
+    for await (const chunk of source) {
+      chunks.push(chunk);
+      length += chunk.byteLength;
+      if (release === undefined && (!enveloped || length >= ENVELOPE)) {
+        // What the body declares (compressed, it may inflate up to the limit), else the limit.
+        const head = enveloped ? concat(chunks, length) : undefined;
+        const declared = head && !(head[0]! & compressedFlag) ? new DataView(head.buffer, head.byteOffset).getUint32(1) : undefined;
+        if (declared !== undefined && declared > maxBytes) throw tooLarge(declared);
+        const unpacked = request.compression === undefined && !enveloped ? request.declaredLength : undefined;
+        release = await bounds.budget.reserve(Math.min(maxBytes, declared ?? unpacked ?? maxBytes) + frame, request.signal);
+      }
+      if (length > maxBytes + frame) throw tooLarge(length - frame);
+    }
+    release ??= () => {};
+    const raw = concat(chunks, length);
+    let message = enveloped ? singleMessage(raw) : raw;
+    if (message !== undefined && (enveloped ? raw[0]! & compressedFlag : request.compression)) {
+      message = request.compression ? await request.compression.decompress(message, maxBytes) : undefined;
+    }
+    if (message !== undefined) {
+      if (request.json) checkJsonShape(message, bounds.shape);
+      else checkBinaryShape(method.input, message, bounds.shape);
+    }
+    return { message, raw, release };
+  } catch (error) {
+    release?.();
+    throw error;
+  }
+}
+
+/** The payload of a body that is exactly one envelope (flags: at most "compressed"), else undefined. */
+function singleMessage(raw: Uint8Array): Uint8Array | undefined {
+  if (raw.byteLength < ENVELOPE || (raw[0]! & ~compressedFlag) !== 0) return undefined;
+  const length = new DataView(raw.buffer, raw.byteOffset).getUint32(1);
+  return raw.byteLength === ENVELOPE + length ? raw.subarray(ENVELOPE) : undefined;
+}
+
+function concat(chunks: Uint8Array[], length: number): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  const joined = Buffer.concat(chunks, length);
+  chunks.splice(0, chunks.length, joined);
+  return joined;
+}
+
+// Connect unary (proto|json), Connect streaming, gRPC and gRPC-Web (each +proto, +json or bare).
+const CONTENT_TYPE = /^application\/(?:(proto|json)|connect\+(proto|json)|(grpc|grpc-web)(?:\+(proto|json))?)$/;
+
+/**
+ * For connect's path: `request` with its body read within `bounds` when connect first reads
+ * it (after the request gate), handed over decompressed (its encoding header removed); the
+ * reservation is given back once connect has decoded it (the next turn of the event loop).
+ */
+export function boundedConnectRequest(
+  method: DescMethod,
+  request: UniversalServerRequest,
+  bounds: RequestBounds,
+  acceptCompression: Compression[],
+): UniversalServerRequest {
+  const type = CONTENT_TYPE.exec((request.header.get("content-type") ?? "").split(";", 1)[0]!.trim().toLowerCase());
+  const source = request.body;
+  // Anything else connect refuses without reading the body. Calls that stream their requests
+  // (reflection's only) are left to connect's --read-max-bytes per message.
+  const single = method.methodKind === "unary" || method.methodKind === "server_streaming";
+  if (!type || !single || request.method !== "POST" || !isAsyncIterable(source)) return request;
+  const [, unary, connectStreaming, grpc, grpcFormat] = type;
+  const enveloped = unary === undefined;
+  const encodingHeader = grpc ? "grpc-encoding" : enveloped ? "connect-content-encoding" : "content-encoding";
+  const compression = compressionNegotiate(acceptCompression, request.header.get(encodingHeader), null, encodingHeader);
+  // An encoding ctrl does not accept: connect answers it (UNIMPLEMENTED) before reading the body.
+  if (compression.error) return request;
+  request.header.delete(encodingHeader);
+  const contentLength = request.header.get("content-length");
+  const body: RequestBody = {
+    method,
+    enveloped,
+    json: (unary ?? connectStreaming ?? grpcFormat) === "json",
+    compression: compression.request ?? undefined,
+    declaredLength: contentLength === null ? undefined : Number(contentLength),
+    signal: request.signal,
+  };
+  let read: Promise<ReadBody> | undefined;
+  let done = false;
+  const iterator: AsyncIterator<Uint8Array> = {
+    async next() {
+      if (done) return { done: true, value: undefined };
+      done = true;
+      read ??= readRequestBody(source, body, bounds);
+      const { message, raw, release } = await read;
+      setImmediate(release);
+      return { done: false, value: message === undefined ? raw : enveloped ? encodeEnvelope(0, message) : message };
+    },
+  };
+  return { ...request, body: { [Symbol.asyncIterator]: () => iterator } };
+}
+
+function isAsyncIterable(body: unknown): body is AsyncIterable<Uint8Array> {
+  return typeof body === "object" && body !== null && Symbol.asyncIterator in body;
+}
