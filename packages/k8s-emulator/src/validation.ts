@@ -3,21 +3,15 @@
 // Deployment and Service specs.
 import type { FieldError } from "./errors.ts";
 import type { NameRule, ResourceType } from "./resources.ts";
-import { labelSelectorFromObject } from "./selectors.ts";
+import { dns1123SubdomainProblem, labelKeyProblem, labelSelectorFromObject, labelValueProblem } from "@flotilla/labels";
 import { deepEqual, isObject, type KubeObject } from "./util.ts";
 
-const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 
 export function nameProblem(rule: NameRule, name: string): string | undefined {
   if (rule === "subdomain") {
-    if (name.length > 253) return "must be no more than 253 characters";
-    if (!SUBDOMAIN.test(name)) {
-      return "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-    }
+    return dns1123SubdomainProblem(name);
   } else if (rule === "label") {
     if (name.length > 63) return "must be no more than 63 characters";
     if (!LABEL.test(name)) {
@@ -36,17 +30,6 @@ export function nameProblem(rule: NameRule, name: string): string | undefined {
   return undefined;
 }
 
-function keyProblem(key: string): string | undefined {
-  const slash = key.lastIndexOf("/");
-  const prefix = slash >= 0 ? key.slice(0, slash) : "";
-  const name = slash >= 0 ? key.slice(slash + 1) : key;
-  if (slash >= 0 && (prefix.length > 253 || !SUBDOMAIN.test(prefix))) return "prefix part must be a lowercase RFC 1123 subdomain";
-  if (name.length === 0 || name.length > 63 || !QUALIFIED_NAME.test(name)) {
-    return "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-  }
-  return undefined;
-}
-
 function validateMetadata(rt: ResourceType, obj: KubeObject, errors: FieldError[]): void {
   const name = obj.metadata.name;
   if (!name) {
@@ -56,20 +39,13 @@ function validateMetadata(rt: ResourceType, obj: KubeObject, errors: FieldError[
     if (problem) errors.push({ field: "metadata.name", type: "Invalid value", value: name, detail: problem });
   }
   for (const [k, v] of Object.entries(obj.metadata.labels ?? {})) {
-    const kp = keyProblem(k);
+    const kp = labelKeyProblem(k);
     if (kp) errors.push({ field: "metadata.labels", type: "Invalid value", value: k, detail: kp });
-    if (typeof v !== "string" || v.length > 63 || !LABEL_VALUE.test(v)) {
-      errors.push({
-        field: "metadata.labels",
-        type: "Invalid value",
-        value: v,
-        detail:
-          "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-      });
-    }
+    const vp = typeof v === "string" ? labelValueProblem(v) : "must be a string";
+    if (vp) errors.push({ field: "metadata.labels", type: "Invalid value", value: v, detail: vp });
   }
   for (const [k, v] of Object.entries(obj.metadata.annotations ?? {})) {
-    const kp = keyProblem(k);
+    const kp = labelKeyProblem(k);
     if (kp) errors.push({ field: "metadata.annotations", type: "Invalid value", value: k, detail: kp });
     if (typeof v !== "string") errors.push({ field: `metadata.annotations`, type: "Invalid value", value: v, detail: "must be a string" });
   }
