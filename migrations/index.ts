@@ -11,6 +11,7 @@ import * as agentTokenMac from "./0005_agent_token_mac.ts";
 import * as operatorsHistory from "./0006_operators_history.ts";
 import * as leaderSince from "./0007_leader_since.ts";
 import * as statusTransitions from "./0008_status_transitions.ts";
+import * as regionLabels from "./0009_region_labels.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -22,4 +23,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0006_operators_history": operatorsHistory,
   "0007_leader_since": leaderSince,
   "0008_status_transitions": statusTransitions,
+  "0009_region_labels": regionLabels,
 };

@@ -10,6 +10,7 @@ import {
   type NetworkPolicy,
   type Sentinel,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { labelKeyProblem, LabelSelectorError, labelValueProblem, parseLabelSelector, type LabelMatcher } from "@flotilla/labels";
 import { invalidArgument } from "./errors.ts";
 
 export const LIMITS = {
@@ -24,6 +25,8 @@ export const LIMITS = {
   policySpecBytes: 256 * 1024,
   /** A whole resource, encoded: many fit in one stream message. */
   resourceBytes: 256 * 1024,
+  /** Labels of one region (region.proto says so). */
+  regionLabels: 64,
 } as const;
 
 /**
@@ -145,6 +148,27 @@ export function networkPolicy(value: NetworkPolicy | undefined, options = DEFAUL
     throw invalidArgument(`${field}.spec`, `larger than ${LIMITS.policySpecBytes} bytes`);
   }
   return p;
+}
+
+/** A region's labels: Kubernetes label syntax, at most LIMITS.regionLabels; an error names the label. */
+export function regionLabels(labels: Record<string, string>, field = "region.labels"): Record<string, string> {
+  const keys = Object.keys(labels);
+  if (keys.length > LIMITS.regionLabels) throw invalidArgument(field, `at most ${LIMITS.regionLabels} labels, got ${keys.length}`);
+  for (const key of keys) {
+    const problem = labelKeyProblem(key) ?? labelValueProblem(labels[key]!);
+    if (problem) throw invalidArgument(`${field}[${JSON.stringify(key.slice(0, 80))}]`, problem);
+  }
+  return labels;
+}
+
+/** A label selector's matcher (Kubernetes syntax; empty selects everything). */
+export function labelSelector(value: string, field = "label_selector"): LabelMatcher {
+  try {
+    return parseLabelSelector(value);
+  } catch (error) {
+    if (error instanceof LabelSelectorError) throw invalidArgument(field, error.message);
+    throw error;
+  }
 }
 
 /** A resource id in Get/Delete requests. */

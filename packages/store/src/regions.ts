@@ -1,4 +1,4 @@
-// Regions: each carries the head of its commit-ordered version sequence.
+// Regions: each carries the head of its commit-ordered version sequence, and its labels.
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { create } from "@bufbuild/protobuf";
 import { RegionSchema, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -7,6 +7,13 @@ import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { Database } from "./schema.ts";
+
+export type RegionLabels = Record<string, string>;
+
+/** Whether a region's labels are selected (a parsed label selector). */
+export type RegionSelector = (labels: Readonly<RegionLabels>) => boolean;
+
+const everyRegion: RegionSelector = () => true;
 
 export interface RegionRow {
   id: number;
@@ -23,13 +30,26 @@ export class RegionRepository {
     this.#dialect = dialect;
   }
 
-  /** Idempotent: creating an existing region returns it. */
-  async create(name: string): Promise<Region> {
+  /** Idempotent: creating an existing region returns it as it is (its labels change only by updateLabels). */
+  async create(name: string, labels: RegionLabels = {}): Promise<Region> {
     try {
-      await this.#db.insertInto("regions").values({ name, head_version: 0, create_time: Date.now() }).execute();
+      await this.#db
+        .insertInto("regions")
+        .values({ name, head_version: 0, create_time: Date.now(), labels: encodeLabels(labels) })
+        .execute();
     } catch (error) {
       if (!isDuplicateKey(error)) throw error;
     }
+    return this.get(name);
+  }
+
+  /** Replaces the region's labels; NOT_FOUND for an unknown region. */
+  async updateLabels(name: string, labels: RegionLabels): Promise<Region> {
+    await this.#db
+      .updateTable("regions")
+      .set({ labels: encodeLabels(labels) })
+      .where("name", "=", name)
+      .execute();
     return this.get(name);
   }
 
@@ -53,7 +73,11 @@ export class RegionRepository {
     return new Map(rows.map((r) => [r.name, r.id]));
   }
 
-  async list(requestedPageSize: number, pageToken: string): Promise<Page<Region>> {
+  /**
+   * A page of regions in name order, only those `selected`. Each page reads at most
+   * page-size regions, so a page may hold fewer (even none) while next_page_token goes on.
+   */
+  async list(requestedPageSize: number, pageToken: string, selected = everyRegion): Promise<Page<Region>> {
     const size = pageSize(requestedPageSize);
     const after = decodePageToken(pageToken);
     let query = this.#db
@@ -62,7 +86,8 @@ export class RegionRepository {
       .orderBy("name")
       .limit(size + 1);
     if (after !== undefined) query = query.where("name", ">", after);
-    return toPage(await query.execute(), size, (r) => r.name, toRegion);
+    const page = toPage(await query.execute(), size, (r) => r.name, toRegion);
+    return { items: page.items.filter((r) => selected(r.labels)), nextPageToken: page.nextPageToken };
   }
 
   /** Refused (FAILED_PRECONDITION) while any resource is placed in the region. */
@@ -93,12 +118,19 @@ export class RegionRepository {
   }
 }
 
-function toRegion(row: { name: string; head_version: number; create_time: number }): Region {
+function toRegion(row: { name: string; head_version: number; create_time: number; labels: string | null }): Region {
   return create(RegionSchema, {
     name: row.name,
     headVersion: BigInt(row.head_version),
     createTime: timestampFromMs(Number(row.create_time)),
+    labels: row.labels === null ? {} : (JSON.parse(row.labels) as RegionLabels),
   });
+}
+
+/** Labels as stored: a JSON object with its keys in order, or NULL for none. */
+function encodeLabels(labels: RegionLabels): string | null {
+  const keys = Object.keys(labels).sort();
+  return keys.length === 0 ? null : JSON.stringify(Object.fromEntries(keys.map((k) => [k, labels[k]])));
 }
 
 export function isDuplicateKey(error: unknown): boolean {

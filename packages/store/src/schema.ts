@@ -7,6 +7,8 @@ export interface RegionsTable {
   /** The region's commit-ordered version: +1 per write transaction touching the region. */
   head_version: number;
   create_time: number;
+  /** The region's labels as a JSON object of strings; NULL: none. */
+  labels: string | null;
 }
 
 /** Shape shared by the operator-owned resource tables; `body` is the API message, protobuf-encoded. */

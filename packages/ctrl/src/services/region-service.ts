@@ -16,14 +16,21 @@ export function regionService(store: Store, statusOptions: StatusOptions): Servi
     async createRegion(req, ctx) {
       if (!req.region) throw invalidArgument("region", "is required");
       validate.dnsLabel("region.name", req.region.name);
-      const region = await store.regions.create(req.region.name);
+      const region = await store.regions.create(req.region.name, validate.regionLabels(req.region.labels));
       await recordWrite(store, ctx, "region", req.region.name);
       return { region };
     },
     getRegion: async (req) => ({ region: (await withAgents([await store.regions.get(validate.id(req.name, "name"))]))[0] }),
     async listRegions(req) {
-      const page = await store.regions.list(req.pageSize, req.pageToken);
+      const page = await store.regions.list(req.pageSize, req.pageToken, validate.labelSelector(req.labelSelector));
       return { regions: await withAgents(page.items), nextPageToken: page.nextPageToken };
+    },
+    async updateRegion(req, ctx) {
+      if (!req.region) throw invalidArgument("region", "is required");
+      validate.dnsLabel("region.name", req.region.name);
+      const region = await store.regions.updateLabels(req.region.name, validate.regionLabels(req.region.labels));
+      await recordWrite(store, ctx, "region", req.region.name);
+      return { region: (await withAgents([region]))[0] };
     },
     deleteRegion: async (req, ctx) => {
       await store.regions.delete(validate.id(req.name, "name"));

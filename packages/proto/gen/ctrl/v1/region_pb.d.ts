@@ -40,6 +40,16 @@ export declare type Region = Message<"ctrl.v1.Region"> & {
    * @generated from field: ctrl.v1.AgentStatus agent = 4;
    */
   agent?: AgentStatus | undefined;
+
+  /**
+   * Labels in Kubernetes syntax, which label selectors pick regions by (e.g. tier=canary,
+   * geo in (eu,us)): keys are a name of at most 63 characters ([A-Za-z0-9], with '-', '_'
+   * and '.' inside), optionally after a DNS subdomain prefix of at most 253 and '/'; values
+   * are empty or such a name. At most 64 labels.
+   *
+   * @generated from field: map<string, string> labels = 5;
+   */
+  labels: { [key: string]: string };
 };
 
 /**
@@ -165,7 +175,8 @@ export declare const GetRegionResponseSchema: GenMessage<GetRegionResponse>;
  */
 export declare type ListRegionsRequest = Message<"ctrl.v1.ListRegionsRequest"> & {
   /**
-   * Default 100, at most 1000.
+   * Default 100, at most 1000. A page may hold fewer regions than page_size when a
+   * label_selector is set: continue while next_page_token is not empty.
    *
    * @generated from field: int32 page_size = 1;
    */
@@ -175,6 +186,15 @@ export declare type ListRegionsRequest = Message<"ctrl.v1.ListRegionsRequest"> &
    * @generated from field: string page_token = 2;
    */
   pageToken: string;
+
+  /**
+   * A Kubernetes label selector (k8s.io/apimachinery/pkg/labels): requirements separated by
+   * commas, each `key`, `!key`, `key=value` (or ==), `key!=value`, `key in (a,b)`,
+   * `key notin (a,b)`. Empty: every region.
+   *
+   * @generated from field: string label_selector = 3;
+   */
+  labelSelector: string;
 };
 
 /**
@@ -205,6 +225,41 @@ export declare type ListRegionsResponse = Message<"ctrl.v1.ListRegionsResponse">
  * Use `create(ListRegionsResponseSchema)` to create a new message.
  */
 export declare const ListRegionsResponseSchema: GenMessage<ListRegionsResponse>;
+
+/**
+ * @generated from message ctrl.v1.UpdateRegionRequest
+ */
+export declare type UpdateRegionRequest = Message<"ctrl.v1.UpdateRegionRequest"> & {
+  /**
+   * The region by its name, with the labels it is to have (replacing all of its labels; empty
+   * removes them). Its other fields are ignored.
+   *
+   * @generated from field: ctrl.v1.Region region = 1;
+   */
+  region?: Region | undefined;
+};
+
+/**
+ * Describes the message ctrl.v1.UpdateRegionRequest.
+ * Use `create(UpdateRegionRequestSchema)` to create a new message.
+ */
+export declare const UpdateRegionRequestSchema: GenMessage<UpdateRegionRequest>;
+
+/**
+ * @generated from message ctrl.v1.UpdateRegionResponse
+ */
+export declare type UpdateRegionResponse = Message<"ctrl.v1.UpdateRegionResponse"> & {
+  /**
+   * @generated from field: ctrl.v1.Region region = 1;
+   */
+  region?: Region | undefined;
+};
+
+/**
+ * Describes the message ctrl.v1.UpdateRegionResponse.
+ * Use `create(UpdateRegionResponseSchema)` to create a new message.
+ */
+export declare const UpdateRegionResponseSchema: GenMessage<UpdateRegionResponse>;
 
 /**
  * @generated from message ctrl.v1.DeleteRegionRequest
@@ -441,6 +496,9 @@ export declare const RevokeAgentTokenResponseSchema: GenMessage<RevokeAgentToken
  */
 export declare const RegionService: GenService<{
   /**
+   * Idempotent: creating a region that exists returns it as it is, whatever labels the request
+   * carries (its labels are changed only by UpdateRegion).
+   *
    * @generated from rpc ctrl.v1.RegionService.CreateRegion
    */
   createRegion: {
@@ -457,12 +515,24 @@ export declare const RegionService: GenService<{
     output: typeof GetRegionResponseSchema;
   },
   /**
+   * Ordered by name; with a label_selector only the regions it selects.
+   *
    * @generated from rpc ctrl.v1.RegionService.ListRegions
    */
   listRegions: {
     methodKind: "unary";
     input: typeof ListRegionsRequestSchema;
     output: typeof ListRegionsResponseSchema;
+  },
+  /**
+   * Replaces a region's labels (NOT_FOUND for an unknown region).
+   *
+   * @generated from rpc ctrl.v1.RegionService.UpdateRegion
+   */
+  updateRegion: {
+    methodKind: "unary";
+    input: typeof UpdateRegionRequestSchema;
+    output: typeof UpdateRegionResponseSchema;
   },
   /**
    * Refused with FAILED_PRECONDITION while the region still has resources.
