@@ -103,7 +103,7 @@ export function program(): Command {
       const manifest = resourceKind
         ? { ...source, kind: resourceKind, resource: undefined as never }
         : kind === "region"
-          ? { ...source, kind: "Region" as const }
+          ? { ...source, kind: "Region" as const, labels: {} }
           : undefined;
       if (!manifest) throw new UsageError(`unknown kind ${JSON.stringify(kind)}: one of deployment, sentinel, networkpolicy, region`);
       return deleteManifests(clients(command), [manifest], options, out);
@@ -116,12 +116,19 @@ export function program(): Command {
     .argument("[name]")
     .addOption(outputOption())
     .option("--region <region>", "only what is placed in this region (deployments: only its status)")
+    .option("-l, --selector <selector>", "regions only: those a label selector picks (tier=canary, geo in (eu,us), !gpu)")
     .addHelpText(
       "after",
-      examples("flotilla get deployments", "flotilla get deploy web -o yaml", "flotilla get deployments --region eu-west -o wide", "flotilla get regions"),
+      examples(
+        "flotilla get deployments",
+        "flotilla get deploy web -o yaml",
+        "flotilla get deployments --region eu-west -o wide",
+        "flotilla get regions",
+        "flotilla get regions -l 'geo in (eu,us)'",
+      ),
     )
     .action(async (kind: string, name: string | undefined, opts, command: Command) =>
-      get(clients(command), kind, name, opts.output as OutputFormat, opts.region, out),
+      get(clients(command), kind, name, opts.output as OutputFormat, { region: opts.region, selector: opts.selector }, out),
     );
 
   root

@@ -4,7 +4,8 @@
 //   kind: Deployment            # Sentinel, NetworkPolicy, Region
 //   metadata:
 //     name: web
-//   spec:                       # the protocol's fields (proto/ctrl/v1/resources.proto)
+//     labels: { tier: canary }  # a Region's only (Kubernetes label syntax)
+//   spec:                       # the protocol's fields (proto/ctrl/v1/resources.proto); a Region has none
 //     namespace: demo
 //     image: nginx:1.27
 //     regions: [{ region: local, replicas: 2 }]
@@ -14,6 +15,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
+import { labelKeyProblem, labelValueProblem } from "@flotilla/labels";
 import { parseAllDocuments } from "yaml";
 import { UsageError } from "./errors.ts";
 import { API_VERSION, RESOURCE_KINDS, resourceFromSpec, type AnyResource, type ResourceKindOps } from "./kinds.ts";
@@ -30,6 +32,7 @@ export interface RegionManifest {
   source: string;
   kind: "Region";
   name: string;
+  labels: Record<string, string>;
 }
 
 export type Manifest = ResourceManifest | RegionManifest;
@@ -96,6 +99,20 @@ function parseFile(file: string, text: string, manifests: Manifest[], problems: 
   });
 }
 
+/** metadata.labels of a Region: a mapping of strings in Kubernetes label syntax. */
+function regionLabels(value: unknown): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== "object" || Array.isArray(value)) throw new Error("metadata.labels: must be a mapping of label keys to values");
+  const labels = value as Record<string, unknown>;
+  for (const [key, v] of Object.entries(labels)) {
+    const field = `metadata.labels[${JSON.stringify(key)}]`;
+    if (typeof v !== "string") throw new Error(`${field}: must be a string (quote a number or true/false)`);
+    const problem = labelKeyProblem(key) ?? labelValueProblem(v);
+    if (problem) throw new Error(`${field}: ${problem}`);
+  }
+  return labels as Record<string, string>;
+}
+
 function parseDocument(source: string, value: unknown): Manifest {
   if (typeof value !== "object" || Array.isArray(value)) throw new Error("a manifest is a mapping (apiVersion, kind, metadata, spec)");
   const doc = value as Record<string, unknown>;
@@ -111,7 +128,7 @@ function parseDocument(source: string, value: unknown): Manifest {
   const kindName = doc.kind;
   if (kindName === "Region") {
     if (doc.spec !== undefined && Object.keys(doc.spec as object).length > 0) throw new Error("spec: a Region has no spec");
-    return { source, kind: "Region", name };
+    return { source, kind: "Region", name, labels: regionLabels(metadata?.labels) };
   }
   const kind = RESOURCE_KINDS.find((k) => k.kind === kindName);
   if (!kind) throw new Error(`kind: must be Deployment, Sentinel, NetworkPolicy or Region, not ${JSON.stringify(kindName)}`);

@@ -124,7 +124,7 @@ describe("flotilla, the CLI, against a running stack", () => {
     const roundTrip = await flotilla(["apply", "-f", "-"], {}, (await flotilla(["get", "deploy", "web", "-o", "yaml"])).stdout);
     assert.equal(roundTrip.stdout, "deployment/web unchanged\n", roundTrip.stderr);
     const regions = await flotilla(["get", "regions"]);
-    assert.match(regions.stdout, new RegExp(`^NAME +AGENT +HEAD +APPLIED +LAG +LAST-REPORT +LEADER +AGE\\n${REGION} +connected`, "m"));
+    assert.match(regions.stdout, new RegExp(`^NAME +AGENT +HEAD +APPLIED +LAG +LAST-REPORT +LEADER +AGE +LABELS\\n${REGION} +connected.* <none>$`, "m"));
     const described = await flotilla(["describe", "deployment", "web"]);
     assert.equal(described.code, 0, described.stderr);
     // The spec and revision (golden: labels aligned to the widest, env as NAME=value), times masked.
@@ -239,6 +239,39 @@ describe("flotilla, the CLI, against a running stack", () => {
     assert.equal(applied.stdout, "region/north created\ndeployment/polar created\n", applied.stderr);
     const deleted = await flotilla(["delete", "-f", "-"], {}, polar("polar:1"));
     assert.equal(deleted.stdout, "deployment/polar deleted\nregion/north deleted\n", deleted.stderr);
+  });
+
+  test("a Region's labels: created with it, a change configured (diff shows it), shown by get, selected by -l; bad ones refused before anything is sent", async () => {
+    const region = (name: string, labels: string) => `apiVersion: flotilla.dev/v1\nkind: Region\nmetadata:\n  name: ${name}\n  labels: ${labels}\n`;
+    const canary = region("lab-canary", "{tier: canary, example.com/geo: eu}");
+    const created = await flotilla(["apply", "-f", "-"], {}, `${canary}---\n${region("lab-us", "{example.com/geo: us}")}`);
+    assert.equal(created.stdout, "region/lab-canary created\nregion/lab-us created\n", created.stderr);
+    assert.equal((await flotilla(["apply", "-f", "-"], {}, canary)).stdout, "region/lab-canary unchanged\n");
+    const changed = region("lab-canary", "{tier: stable, example.com/geo: eu, gpu: ''}");
+    const diff = await flotilla(["diff", "-f", "-"], {}, changed);
+    assert.equal(diff.code, 1, "diff exits 1 when something would change");
+    assert.equal(diff.stdout, '~ region/lab-canary\n    + labels.gpu: ""\n    ~ labels.tier: "canary" → "stable"\n');
+    assert.equal((await flotilla(["apply", "-f", "-"], {}, changed)).stdout, "region/lab-canary configured\n");
+    const listed = await flotilla(["get", "regions"]);
+    assert.match(listed.stdout, /^lab-canary +none .* example\.com\/geo=eu,gpu=,tier=stable$/m);
+    assert.match(listed.stdout, /^lab-us +none .* example\.com\/geo=us$/m);
+    const selected = await flotilla(["get", "regions", "-l", "example.com/geo in (eu,asia),tier", "-o", "json"]);
+    assert.deepEqual(
+      JSON.parse(selected.stdout).items.map((r: { metadata: { name: string; labels: object } }) => [r.metadata.name, r.metadata.labels]),
+      [["lab-canary", { "example.com/geo": "eu", gpu: "", tier: "stable" }]],
+    );
+    const badSelector = await flotilla(["get", "regions", "-l", "geo in eu"]);
+    assert.equal(badSelector.code, 1);
+    assert.match(badSelector.stderr, /INVALID_ARGUMENT: label_selector: unable to parse requirement: found 'eu', expected: '\('/);
+    // Checked with every document before the first write: the new region is not created either.
+    const bad = await flotilla(["apply", "-f", "-"], {}, `${region("lab-new", "{tier: x}")}---\n${region("lab-us", "{'bad key': x, n: 1}")}`);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /<stdin>#2: metadata\.labels\["bad key"\]: name part must consist of alphanumeric characters/);
+    assert.equal((await flotilla(["get", "regions", "lab-new"])).code, 1, "nothing was sent");
+    const number = await flotilla(["apply", "-f", "-"], {}, region("lab-us", "{n: 1}"));
+    assert.match(number.stderr, /<stdin>#1: metadata\.labels\["n"\]: must be a string/);
+    const removed = await flotilla(["delete", "-f", "-"], {}, `${canary}---\n${region("lab-us", "{}")}`);
+    assert.equal(removed.stdout, "region/lab-us deleted\nregion/lab-canary deleted\n", removed.stderr);
   });
 
   test("delete -f removes what the manifests name, and the cluster follows", async () => {

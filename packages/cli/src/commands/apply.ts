@@ -4,6 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Clients } from "../client.ts";
 import { ExitError, EXIT, codeName } from "../errors.ts";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import type { Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { all, specOf, sameSpec, type AnyResource } from "../kinds.ts";
 import { roleName } from "../output.ts";
 import type { Manifest, ResourceManifest } from "../manifests.ts";
@@ -11,8 +12,8 @@ import { followRollouts, FailedRollout } from "../status.ts";
 
 type Out = (line: string) => void;
 
-/** What apply would do to one manifest's object. */
-type Plan = { manifest: Manifest; action: "created" | "configured" | "unchanged"; current?: AnyResource };
+/** What apply would do to one manifest's object; `current` is the object as ctrl has it. */
+type Plan = { manifest: Manifest; action: "created" | "configured" | "unchanged"; current?: AnyResource | Region };
 
 const label = (m: Manifest) => `${m.kind === "Region" ? "region" : m.kind.singular}/${m.name}`;
 
@@ -38,23 +39,34 @@ async function inFlight<T, R>(items: T[], fn: (item: T) => Promise<R>): Promise<
   return results;
 }
 
+/** Whether two label sets are equal (in any order). */
+function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
+}
+
 /** What apply would do to each manifest's object, and the regions that exist now. */
 async function plan(clients: Clients, manifests: Manifest[]): Promise<{ plans: Plan[]; regions: Set<string> }> {
-  const regions = new Set(
+  const existing = new Map(
     (
       await all(async (pageToken) => {
         const r = await clients.regions.listRegions({ pageSize: 1000, pageToken });
         return { items: r.regions, next: r.nextPageToken };
       })
-    ).map((r) => r.name),
+    ).map((r) => [r.name, r]),
   );
   const plans = await inFlight(ordered(manifests), async (manifest): Promise<Plan> => {
-    if (manifest.kind === "Region") return { manifest, action: regions.has(manifest.name) ? "unchanged" : "created" };
+    if (manifest.kind === "Region") {
+      const current = existing.get(manifest.name);
+      if (!current) return { manifest, action: "created" };
+      // A region's labels converge by UpdateRegion: CreateRegion leaves an existing region as it is.
+      return { manifest, action: sameLabels(current.labels, manifest.labels) ? "unchanged" : "configured", current };
+    }
     const current = await manifest.kind.get(clients, manifest.name);
     if (!current) return { manifest, action: "created" };
     return { manifest, action: sameSpec(manifest.kind.schema, current, manifest.resource) ? "unchanged" : "configured", current };
   });
-  return { plans, regions };
+  return { plans, regions: new Set(existing.keys()) };
 }
 
 /** The manifest's source and the server's refusal, on one line. */
@@ -63,20 +75,24 @@ function refusal(manifest: Manifest, error: unknown): ExitError {
   return new ExitError(`error: ${manifest.source}: ${label(manifest)}: ${codeName(error.code)}: ${error.rawMessage}`, EXIT.failed);
 }
 
+/** The RPC that makes a region's planned change. */
+const regionWrite = (p: Plan) => (p.action === "created" ? "CreateRegion" : "UpdateRegion");
+
 /**
  * Checks every change with the server, writing nothing; throws the first refusal. Creating a
- * region needs role admin; a resource is checked with validate_only, and may name a region
- * this apply creates.
+ * region or changing its labels needs role admin; a resource is checked with validate_only,
+ * and may name a region this apply creates.
  */
 async function check(clients: Clients, changes: Plan[], regions: Set<string>, message: string): Promise<void> {
-  const newRegions = changes.filter((p) => p.manifest.kind === "Region");
-  const creating = new Set(newRegions.map((p) => p.manifest.name));
-  if (newRegions.length > 0) {
+  const regionChanges = changes.filter((p) => p.manifest.kind === "Region");
+  const creating = new Set(regionChanges.filter((p) => p.action === "created").map((p) => p.manifest.name));
+  if (regionChanges.length > 0) {
     const me = await clients.operators.whoAmI({});
+    const first = regionChanges[0]!;
     if (me.role !== Role.ADMIN)
       throw refusal(
-        newRegions[0]!.manifest,
-        new ConnectError(`CreateRegion needs role admin; ${me.actor} has role ${roleName(me.role)}`, Code.PermissionDenied),
+        first.manifest,
+        new ConnectError(`${regionWrite(first)} needs role admin; ${me.actor} has role ${roleName(me.role)}`, Code.PermissionDenied),
       );
   }
   await inFlight(changes, async ({ manifest: m, action }) => {
@@ -126,8 +142,11 @@ export async function apply(clients: Clients, manifests: Manifest[], options: Ap
     const m = p.manifest;
     if (p.action === "unchanged" || options.dryRun) return;
     try {
-      if (m.kind === "Region") await clients.regions.createRegion({ region: { name: m.name } });
-      else if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
+      if (m.kind === "Region") {
+        const region = { name: m.name, labels: m.labels };
+        if (p.action === "created") await clients.regions.createRegion({ region });
+        else await clients.regions.updateRegion({ region });
+      } else if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
       else await m.kind.update(clients, m.resource, options.message, false);
     } catch (error) {
       throw refusal(m, error);
@@ -173,13 +192,18 @@ export async function diff(clients: Clients, manifests: Manifest[], out: Out): P
     if (p.action === "unchanged") continue;
     changed = true;
     const m = p.manifest;
+    let before = new Map<string, string>();
+    let after: Map<string, string>;
     if (m.kind === "Region") {
-      out(`+ ${label(m)} (new)`);
-      continue;
+      after = flatten({ labels: m.labels });
+      if (p.current) before = flatten({ labels: (p.current as Region).labels });
+      out(p.current ? `~ ${label(m)}` : `+ ${label(m)} (new)`);
+    } else {
+      const current = p.current as AnyResource | undefined;
+      after = flatten(specOf(m.kind.schema, m.resource));
+      if (current) before = flatten(specOf(m.kind.schema, current));
+      out(current ? `~ ${label(m)} (revision ${current.revision})` : `+ ${label(m)} (new)`);
     }
-    const after = flatten(specOf(m.kind.schema, m.resource));
-    const before = p.current ? flatten(specOf(m.kind.schema, p.current)) : new Map<string, string>();
-    out(p.current ? `~ ${label(m)} (revision ${p.current.revision})` : `+ ${label(m)} (new)`);
     for (const path of [...new Set([...before.keys(), ...after.keys()])].sort()) {
       const a = before.get(path);
       const b = after.get(path);

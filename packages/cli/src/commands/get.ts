@@ -78,14 +78,16 @@ const HEADERS: Record<string, { table: string[]; wide: string[] }> = {
   NetworkPolicy: { table: ["NAME", "REGION", "NAMESPACE", "REVISION", "AGE"], wide: [] },
 };
 
-export async function get(
-  clients: Clients,
-  kindName: string,
-  name: string | undefined,
-  format: OutputFormat,
-  region: string | undefined,
-  out: Out,
-): Promise<void> {
+/** What `get` lists: only what is placed in `region`; only the regions `selector` picks (a label selector). */
+export interface GetFilters {
+  region?: string;
+  selector?: string;
+}
+
+export async function get(clients: Clients, kindName: string, name: string | undefined, format: OutputFormat, filters: GetFilters, out: Out): Promise<void> {
+  const { region, selector } = filters;
+  const isRegions = ["region", "regions"].includes(kindName.toLowerCase());
+  if (selector !== undefined && !isRegions) throw new UsageError("--selector: only regions have labels");
   const kind = resourceKindNamed(kindName);
   if (kind) {
     let items: AnyResource[];
@@ -109,10 +111,8 @@ export async function get(
     );
     return;
   }
+  if (isRegions) return getRegions(clients, name, selector ?? "", format, out);
   switch (kindName.toLowerCase()) {
-    case "region":
-    case "regions":
-      return getRegions(clients, name, format, out);
     case "token":
     case "tokens":
       return getTokens(clients, region, format, out);
@@ -123,19 +123,29 @@ export async function get(
   throw new UsageError(`unknown kind ${JSON.stringify(kindName)}: one of ${GET_KINDS.join(", ")}`);
 }
 
-async function getRegions(clients: Clients, name: string | undefined, format: OutputFormat, out: Out): Promise<void> {
+/** A region's labels as one cell: k=v,k=v (kubectl's --show-labels). */
+function labelsCell(labels: Record<string, string>): string {
+  return (
+    Object.entries(labels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(",") || "<none>"
+  );
+}
+
+async function getRegions(clients: Clients, name: string | undefined, labelSelector: string, format: OutputFormat, out: Out): Promise<void> {
+  if (name !== undefined && labelSelector !== "") throw new UsageError("give either a region's name or --selector");
   const regions =
     name !== undefined
       ? [(await clients.regions.getRegion({ name })).region!]
       : await all(async (pageToken) => {
-          const r = await clients.regions.listRegions({ pageSize: 1000, pageToken });
+          const r = await clients.regions.listRegions({ pageSize: 1000, pageToken, labelSelector });
           return { items: r.regions, next: r.nextPageToken };
         });
   if (format === "json" || format === "yaml") {
     const docs = regions.map((r) => ({
       apiVersion: API_VERSION,
       kind: "Region",
-      metadata: { name: r.name, createTime: isoTime(r.createTime) },
+      metadata: { name: r.name, labels: r.labels, createTime: isoTime(r.createTime) },
       status: {
         headVersion: Number(r.headVersion),
         agent: r.agent
@@ -148,7 +158,7 @@ async function getRegions(clients: Clients, name: string | undefined, format: Ou
   }
   out(
     table(
-      ["NAME", "AGENT", "HEAD", "APPLIED", "LAG", "LAST-REPORT", "LEADER", "AGE"],
+      ["NAME", "AGENT", "HEAD", "APPLIED", "LAG", "LAST-REPORT", "LEADER", "AGE", "LABELS"],
       regions.map((r) => [
         r.name,
         r.agent ? (r.agent.connected ? "connected" : "STALE") : "none",
@@ -158,6 +168,7 @@ async function getRegions(clients: Clients, name: string | undefined, format: Ou
         r.agent ? `${age(r.agent.lastSeen)} ago` : "never",
         r.agent?.leaderIdentity ? `${r.agent.leaderIdentity} (${age(r.agent.leaderSince)})` : "-",
         age(r.createTime),
+        labelsCell(r.labels),
       ]),
     ),
   );
