@@ -80,8 +80,13 @@ export async function readRequestBody(source: AsyncIterable<Uint8Array>, request
   const chunks: Uint8Array[] = [];
   let length = 0;
   let release: (() => void) | undefined;
+  // Not for-await: its return() on an error would wait for a body the client cannot send (its
+  // window is full); what is left is read and dropped instead (drain()).
+  const iterator = source[Symbol.asyncIterator]();
+  let ended = false;
   try {
-    for await (const chunk of source) {
+    for (let next = await iterator.next(); !(ended = next.done === true); next = await iterator.next()) {
+      const chunk = next.value;
       chunks.push(chunk);
       length += chunk.byteLength;
       if (release === undefined && (!enveloped || length >= ENVELOPE)) {
@@ -107,7 +112,21 @@ export async function readRequestBody(source: AsyncIterable<Uint8Array>, request
     return { message, raw, release };
   } catch (error) {
     release?.();
+    if (!ended) void drain(iterator, bounds.messages.readMaxBytes);
     throw error;
+  }
+}
+
+/**
+ * Reads and drops the rest of a refused body, up to `maxBytes`, so that a client that sends all
+ * of it before it reads the answer (most do) gets the answer; one that sends more is left waiting
+ * on its flow-control window until a timeout ends the connection.
+ */
+async function drain(iterator: AsyncIterator<Uint8Array>, maxBytes: number): Promise<void> {
+  try {
+    for (let dropped = 0, next = await iterator.next(); !next.done && dropped <= maxBytes; next = await iterator.next()) dropped += next.value.byteLength;
+  } catch {
+    // The client went away.
   }
 }
 

@@ -1,16 +1,21 @@
 // Before a body is read: a request without valid credentials is refused from its headers
 // alone, a request larger than --read-max-bytes is refused from its declared size; a body
-// that does not parse is INVALID_ARGUMENT on every protocol and path.
+// that does not parse is INVALID_ARGUMENT on every protocol and path. Before it is decoded:
+// each RPC's message limit (--write-max-bytes, --query-max-bytes), the shape limits
+// (--max-repeated-elements, --max-nesting-depth: INVALID_ARGUMENT naming the field, nothing
+// written) and the decode budget (--decode-budget-bytes, --decode-wait), at the limit and one
+// byte, element or level past it.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import http from "node:http";
 import http2 from "node:http2";
 import { randomBytes } from "node:crypto";
-import { fromBinary } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { GetDeploymentRequestSchema } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { WatchDeploymentChangesRequestSchema, SyncDesiredStateRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ReportObservedStateRequestSchema, WatchDeploymentChangesRequestSchema, SyncDesiredStateRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { CreateNetworkPolicyRequestSchema } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, rowCounts, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
@@ -278,6 +283,138 @@ for (const { db, skip } of await testDatabases()) {
         );
         if (contentType === "application/json") assert.deepEqual([res.status, JSON.parse(res.body.toString()).code], [429, "resource_exhausted"]);
         else assert.equal(grpcWebStatus(res), "8");
+      }
+    });
+  });
+}
+
+/** `{"id":"web"}` padded with spaces to exactly `bytes`. */
+const jsonOf = (bytes: number, text = '{"id":"web"}') => Buffer.from(text.padEnd(bytes, " "));
+/** A policy whose spec nests `levels` objects, the innermost holding `leaf`. */
+function nestedSpec(levels: number, leaf: JsonObject | number): JsonObject {
+  let spec: JsonObject | number = leaf;
+  for (let i = 0; i < levels; i++) spec = { a: spec };
+  return spec as JsonObject;
+}
+
+for (const { db, skip } of await testDatabases()) {
+  describe(`before decoding (${db.name})`, { skip }, () => {
+    const LIMITS = {
+      readMaxBytes: 64 * 1024,
+      decoding: { writeMaxBytes: 8 * 1024, queryMaxBytes: 1024, maxElements: 100, maxDepth: 8, budgetBytes: 4096, waitMs: 200 },
+    };
+    let t: TestCtrl;
+    const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const json = { ...auth, "content-type": "application/json" };
+    before(async () => {
+      t = await startTestCtrl(db, LIMITS);
+      await t.store.regions.create("local");
+    });
+    after(() => t.close());
+
+    test("each RPC's message limit: a query at --query-max-bytes is served, one byte more is RESOURCE_EXHAUSTED; a write likewise at --write-max-bytes", async () => {
+      const query = LIMITS.decoding.queryMaxBytes;
+      const at = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", json, jsonOf(query));
+      assert.deepEqual([at.status, JSON.parse(at.body.toString()).code], [404, "not_found"]);
+      const past = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", json, jsonOf(query + 1));
+      assert.deepEqual([past.status, JSON.parse(past.body.toString()).code], [429, "resource_exhausted"]);
+      const before = await rowCounts(t.store);
+      const write = LIMITS.decoding.writeMaxBytes;
+      const create = '{"networkPolicy":{"id":"p","region":"nowhere","namespace":"web","spec":{}}}';
+      const atWrite = await h1Call(t.url, "/ctrl.v1.NetworkPolicyService/CreateNetworkPolicy", json, jsonOf(write, create));
+      assert.notEqual(atWrite.status, 429, atWrite.body.toString());
+      const pastWrite = await h1Call(t.url, "/ctrl.v1.NetworkPolicyService/CreateNetworkPolicy", json, jsonOf(write + 1, create));
+      assert.deepEqual([pastWrite.status, JSON.parse(pastWrite.body.toString()).code], [429, "resource_exhausted"]);
+      // gRPC: the envelope declares the size (the direct path's requests are queries too).
+      for (const method of ["DeploymentService/GetDeployment", "ClusterService/WatchDeploymentChanges"]) {
+        const answer = await grpcCall(t.url, `/ctrl.v1.${method}`, auth, Buffer.from(encodeEnvelope(0, Buffer.alloc(query + 1))));
+        assert.equal(answer.code, "8", method);
+      }
+      assert.deepEqual(await rowCounts(t.store), before);
+    });
+
+    test("--max-repeated-elements: 100 observations pass the check, 101 are INVALID_ARGUMENT naming the field, in protobuf and JSON; nothing written", async () => {
+      const before = await rowCounts(t.store);
+      const report = (n: number) =>
+        create(ReportObservedStateRequestSchema, { region: "local", observations: Array.from({ length: n }, (_, i) => ({ id: `d${i}` })) });
+      const path = "/ctrl.v1.ClusterService/ReportObservedState";
+      const message = async (n: number) => {
+        const res = await h1Call(
+          t.url,
+          path,
+          { ...auth, "content-type": "application/proto" },
+          Buffer.from(toBinary(ReportObservedStateRequestSchema, report(n))),
+        );
+        return JSON.parse(res.body.toString()) as { code?: string; message?: string };
+      };
+      assert.doesNotMatch((await message(100)).message ?? "", /more than/);
+      assert.deepEqual(await message(101), { code: "invalid_argument", message: "observations: more than 100 elements" });
+      const body = JSON.stringify({ region: "local", observations: Array.from({ length: 101 }, (_, i) => ({ id: `d${i}` })) });
+      const res = await h1Call(t.url, path, json, Buffer.from(body));
+      assert.deepEqual(JSON.parse(res.body.toString()), { code: "invalid_argument", message: "observations: more than 100 elements" });
+      assert.deepEqual(await rowCounts(t.store), before);
+    });
+
+    test("--max-nesting-depth: JSON 8 levels deep passes the check, 9 are INVALID_ARGUMENT naming the field; so are nested messages; nothing written", async () => {
+      const before = await rowCounts(t.store);
+      const path = "/ctrl.v1.NetworkPolicyService/CreateNetworkPolicy";
+      const policy = (spec: JsonObject) => ({ networkPolicy: { id: "p", region: "nowhere", namespace: "web", spec } });
+      // The request and networkPolicy are 2 levels: a spec nesting 5 more objects makes 8.
+      const answer = async (spec: JsonObject) => JSON.parse((await h1Call(t.url, path, json, Buffer.from(JSON.stringify(policy(spec))))).body.toString());
+      assert.deepEqual(await answer(nestedSpec(5, {})), { code: "not_found", message: 'network_policy.region: region "nowhere" not found' });
+      assert.deepEqual(await answer(nestedSpec(6, {})), { code: "invalid_argument", message: "networkPolicy.spec.a.a.a.a.a.a: nested deeper than 8 levels" });
+      // Binary: request, policy and the spec's Struct are 3 messages, each level a Value and a Struct: a number 3 levels down is the 8th.
+      const binary = async (spec: JsonObject) => {
+        const request = create(CreateNetworkPolicyRequestSchema, policy(spec) as never);
+        const res = await h1Call(
+          t.url,
+          path,
+          { ...auth, "content-type": "application/proto" },
+          Buffer.from(toBinary(CreateNetworkPolicyRequestSchema, request)),
+        );
+        return JSON.parse(res.body.toString()) as { code?: string; message?: string };
+      };
+      assert.deepEqual(await binary(nestedSpec(2, { a: 1 })), { code: "not_found", message: 'network_policy.region: region "nowhere" not found' });
+      const deeper = await binary(nestedSpec(3, {}));
+      assert.equal(deeper.code, "invalid_argument");
+      assert.match(deeper.message ?? "", /^network_policy\.spec\.fields\.[a-z_.]+: nested deeper than 8 messages$/);
+      assert.deepEqual(await rowCounts(t.store), before);
+    });
+
+    test("--decode-budget-bytes: a request waits for its share, --decode-wait later it is RESOURCE_EXHAUSTED with a RetryInfo; served once the budget is free", async () => {
+      // A body that declares the whole budget and stops after its prefix holds it.
+      const session = http2.connect(t.url);
+      session.on("error", () => {});
+      try {
+        const holder = session.request({
+          ":method": "POST",
+          ":path": "/ctrl.v1.ClusterService/ReportObservedState",
+          "content-type": "application/grpc",
+          te: "trailers",
+          ...auth,
+        });
+        holder.on("error", () => {});
+        holder.on("data", () => {});
+        const prefix = Buffer.alloc(5);
+        prefix.writeUInt32BE(LIMITS.decoding.budgetBytes - 5, 1);
+        holder.write(prefix);
+        await sleep(100);
+        const started = performance.now();
+        const refused = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", json, jsonOf(20));
+        const waited = performance.now() - started;
+        const error = JSON.parse(refused.body.toString()) as { code: string; details?: { type: string }[] };
+        assert.deepEqual([refused.status, error.code], [429, "resource_exhausted"]);
+        assert.deepEqual(
+          error.details?.map((d) => d.type),
+          ["google.rpc.RetryInfo"],
+        );
+        assert.ok(waited >= LIMITS.decoding.waitMs - 10, `refused after ${waited} ms`);
+        holder.close(http2.constants.NGHTTP2_CANCEL);
+        await sleep(50);
+        const served = await h1Call(t.url, "/ctrl.v1.DeploymentService/GetDeployment", json, jsonOf(20));
+        assert.equal(served.status, 404);
+      } finally {
+        session.destroy();
       }
     });
   });
