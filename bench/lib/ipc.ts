@@ -84,8 +84,6 @@ export interface ChildMemory {
   rss: number;
   external: number;
   arrayBuffers: number;
-  /** The highest RSS the process has had since it started. */
-  peakRss: number;
   /** The parts of the RSS (Linux's /proc/self/status): anonymous memory, and pages of mapped files (Node's binary, libraries). */
   rssAnon: number;
   rssFile: number;
@@ -126,7 +124,6 @@ export function memoryNow(): ChildMemory {
     rss: m.rss,
     external: m.external,
     arrayBuffers: m.arrayBuffers,
-    peakRss: process.resourceUsage().maxRSS * 1024,
     ...rssParts(),
   };
 }
