@@ -14,7 +14,7 @@
 // schema.ts), so none of this applies to them.
 import { badRequest } from "./errors.ts";
 import { canonicalQuantity, QuantityError } from "./quantity.ts";
-import type { ResourceType } from "./resources.ts";
+import type { KindStrategy } from "./kinds/strategy.ts";
 import { isObject, type JsonObject, type KubeObject } from "./util.ts";
 
 /** Fields of Go map type: their entries are data, not struct fields. */
@@ -93,9 +93,8 @@ function quantityAt(path: string, value: unknown): string {
  * which the server reports as 400 `<Kind> in version "<v>" cannot be handled
  * as a <Kind>: <error>` (apiserver/pkg/endpoints/handlers/rest.go).
  */
-export function canonicalize(rt: ResourceType, o: KubeObject): void {
-  // Service.spec.selector is a map[string]string; Deployment's is a LabelSelector struct.
-  const mapFields = rt.kind === "Service" ? new Set([...MAP_FIELDS, "selector"]) : MAP_FIELDS;
+export function canonicalize(rt: KindStrategy, o: KubeObject): void {
+  const mapFields = rt.mapFields ? new Set([...MAP_FIELDS, ...rt.mapFields]) : MAP_FIELDS;
   try {
     canonicalStruct(o, "", mapFields);
   } catch (err) {

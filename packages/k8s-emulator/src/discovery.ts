@@ -2,7 +2,8 @@
 // kind to its plural resource name and scope through GET /api/v1 and
 // GET /apis/<group>/<version>, so these must list every served resource.
 import { createHash } from "node:crypto";
-import { RESOURCE_TYPES, VERBS, groupVersion, subresourcesOf, type ResourceType } from "./resources.ts";
+import { KINDS } from "./kinds/index.ts";
+import { VERBS, groupVersion, subresourcesOf, type ResourceType } from "./resources.ts";
 import type { JsonObject } from "./util.ts";
 
 /** The version reported by GET /version. */
@@ -20,7 +21,7 @@ export const SERVER_VERSION = {
 
 function groups(): Map<string, string[]> {
   const byGroup = new Map<string, string[]>();
-  for (const rt of RESOURCE_TYPES) {
+  for (const rt of KINDS) {
     if (!rt.group) continue;
     const versions = byGroup.get(rt.group) ?? [];
     if (!versions.includes(rt.version)) versions.push(rt.version);
@@ -66,7 +67,7 @@ function storageVersionHash(rt: ResourceType): string {
 
 /** GET /api/v1 or /apis/<group>/<version>: undefined when not served. */
 export function apiResourceList(group: string, version: string): JsonObject | undefined {
-  const types = RESOURCE_TYPES.filter((rt) => rt.group === group && rt.version === version);
+  const types = KINDS.filter((rt) => rt.group === group && rt.version === version);
   if (types.length === 0) return undefined;
   const resources: JsonObject[] = [];
   for (const rt of types) {
@@ -77,7 +78,7 @@ export function apiResourceList(group: string, version: string): JsonObject | un
       singularName: rt.singular,
       namespaced: rt.namespaced,
       kind: rt.kind,
-      verbs: rt.namespaced || rt.resource !== "namespaces" ? VERBS : VERBS.filter((v) => v !== "deletecollection"),
+      verbs: rt.noCollectionDelete ? VERBS.filter((v) => v !== "deletecollection") : VERBS,
       ...(rt.shortNames.length ? { shortNames: rt.shortNames } : {}),
       ...(rt.categories.length ? { categories: rt.categories } : {}),
       storageVersionHash: storageVersionHash(rt),

@@ -13,7 +13,9 @@ import { kubeconfigYaml } from "./kubeconfig.ts";
 import { NamespaceController } from "./namespaces.ts";
 import { BOOTSTRAP_POLICY, RbacAuthorizer } from "./rbac.ts";
 import { Registry } from "./registry.ts";
-import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from "./resources.ts";
+import { KINDS } from "./kinds/index.ts";
+import type { KindStrategy } from "./kinds/strategy.ts";
+import { findType, groupVersion } from "./resources.ts";
 import { RolloutController } from "./rollout.ts";
 import { ObjectStore } from "./store.ts";
 import { isObject, type KubeObject } from "./util.ts";
@@ -60,11 +62,11 @@ export interface EmulatorOptions {
 /** Namespaces every cluster starts with. */
 const INITIAL_NAMESPACES = ["default", "kube-node-lease", "kube-public", "kube-system"];
 
-/** Identifies a type for the direct API: a ResourceType, an object with apiVersion/kind, or (apiVersion, kind-or-resource). */
-export type TypeRef = ResourceType | { apiVersion: string; kind: string };
+/** Identifies a type for the direct API: a KindStrategy, an object with apiVersion/kind, or (apiVersion, kind-or-resource). */
+export type TypeRef = KindStrategy | { apiVersion: string; kind: string };
 
-function resolveType(ref: TypeRef | string, kindOrResource?: string): ResourceType {
-  let rt: ResourceType | undefined;
+function resolveType(ref: TypeRef | string, kindOrResource?: string): KindStrategy {
+  let rt: KindStrategy | undefined;
   if (typeof ref === "string") rt = findType(ref, kindOrResource ?? "");
   else if ("resource" in ref) rt = ref;
   else rt = findType(ref.apiVersion, ref.kind);
@@ -233,7 +235,7 @@ export class KubernetesEmulator {
    * Accepts (typeRef, namespace, name) or (apiVersion, kindOrResource, namespace, name);
    * cluster-scoped types skip the namespace: (typeRef, name) / (apiVersion, kind, name).
    */
-  private args(type: TypeRef | string, second: string | undefined, rest: (string | undefined)[]): [ResourceType, string | undefined, string | undefined] {
+  private args(type: TypeRef | string, second: string | undefined, rest: (string | undefined)[]): [KindStrategy, string | undefined, string | undefined] {
     const rt = typeof type === "string" ? resolveType(type, second) : resolveType(type);
     const remaining = typeof type === "string" ? rest : [second, ...rest];
     if (!rt.namespaced) return [rt, undefined, remaining[0]];
@@ -328,7 +330,7 @@ export class KubernetesEmulator {
         // A dump of everything stored, handy when debugging the local stack.
         if (method !== "GET") return notAllowed();
         const out: Record<string, KubeObject[]> = {};
-        for (const rt of RESOURCE_TYPES) out[`${groupVersion(rt)}/${rt.resource}`] = this.store.list(rt);
+        for (const rt of KINDS) out[`${groupVersion(rt)}/${rt.resource}`] = this.store.list(rt);
         return json(200, out);
       }
       default:

@@ -19,7 +19,8 @@ import {
   type RequestAttributes,
 } from "./rbac.ts";
 import { impersonatedUser } from "./impersonation.ts";
-import { findByPath, groupVersion, subresourcesOf, type ResourceType } from "./resources.ts";
+import type { KindStrategy } from "./kinds/strategy.ts";
+import { findByPath, groupVersion, subresourcesOf } from "./resources.ts";
 import { parseFieldSelector, parseLabelSelector, type Selector } from "./selectors.ts";
 import { isObject, type JsonObject, type KubeObject } from "./util.ts";
 import type { WatchHub } from "./watch.ts";
@@ -66,7 +67,7 @@ export interface HttpContext {
 }
 
 interface ResourceRoute {
-  rt: ResourceType;
+  rt: KindStrategy;
   namespace?: string;
   name?: string;
   subresource?: string;
@@ -254,7 +255,7 @@ function combine(a: Selector, b: Selector): Selector {
 }
 
 /** List responses: built-in types carry no per-item apiVersion/kind, like the real server's typed lists. */
-function listBody(rt: ResourceType, items: KubeObject[], metadata: JsonObject): JsonObject {
+function listBody(rt: KindStrategy, items: KubeObject[], metadata: JsonObject): JsonObject {
   const shaped = isBuiltIn(rt) ? items.map(({ apiVersion: _a, kind: _k, ...rest }) => rest) : items;
   return { kind: rt.listKind, apiVersion: groupVersion(rt), metadata, items: shaped };
 }
@@ -547,23 +548,23 @@ async function serve(
   switch (verb) {
     case "get": {
       const object = registry.get(rt, namespace, name!);
-      return respond(200, table ? toTable(rt.kind, [object], { resourceVersion: object.metadata.resourceVersion }, table) : object);
+      return respond(200, table ? toTable(rt, [object], { resourceVersion: object.metadata.resourceVersion }, table) : object);
     }
     case "list": {
       const result = registry.list(rt, {
         namespace,
         labelSelector: parseLabelSelector(query.labelSelector),
-        fieldSelector: parseFieldSelector(query.fieldSelector, rt.kind),
+        fieldSelector: parseFieldSelector(query.fieldSelector, rt.fieldLabels),
         limit: parseIntParam(query, "limit"),
         continueToken: query.continue || undefined,
       });
       const metadata: JsonObject = { resourceVersion: result.resourceVersion };
       if (result.continueToken) metadata.continue = result.continueToken;
       if (result.remainingItemCount !== undefined) metadata.remainingItemCount = result.remainingItemCount;
-      return respond(200, table ? toTable(rt.kind, result.items, metadata, table) : listBody(rt, result.items, metadata));
+      return respond(200, table ? toTable(rt, result.items, metadata, table) : listBody(rt, result.items, metadata));
     }
     case "watch": {
-      let selector = combine(parseLabelSelector(query.labelSelector), parseFieldSelector(query.fieldSelector, rt.kind));
+      let selector = combine(parseLabelSelector(query.labelSelector), parseFieldSelector(query.fieldSelector, rt.fieldLabels));
       if (name !== undefined) selector = combine(selector, (o) => o.metadata.name === name);
       const rvText = query.resourceVersion ?? "";
       if (rvText !== "" && !/^\d+$/.test(rvText)) throw badRequest(`invalid resource version: ${JSON.stringify(rvText)}`);
@@ -632,7 +633,7 @@ async function serve(
         const deleted = registry.deleteCollection(rt, {
           namespace,
           labelSelector: parseLabelSelector(query.labelSelector),
-          fieldSelector: parseFieldSelector(query.fieldSelector, rt.kind),
+          fieldSelector: parseFieldSelector(query.fieldSelector, rt.fieldLabels),
           dryRun,
         });
         return respond(200, listBody(rt, deleted, { resourceVersion: String(registry.store.resourceVersion) }));

@@ -4,8 +4,10 @@
 // (the /finalize subresource upstream) and, with no finalizers left, the
 // namespace itself. Conditions and messages follow
 // namespaced_resources_deleter.go.
-import { NAMESPACES, type Registry } from "./registry.ts";
-import { RESOURCE_TYPES, resourceKey } from "./resources.ts";
+import { KINDS } from "./kinds/index.ts";
+import { namespaces } from "./kinds/namespace.ts";
+import type { Registry } from "./registry.ts";
+import { resourceKey } from "./resources.ts";
 import type { StoreEvent } from "./store.ts";
 import { isObject, nowRfc3339, type KubeObject } from "./util.ts";
 
@@ -52,7 +54,7 @@ export class NamespaceController {
   }
 
   private onEvent(e: StoreEvent): void {
-    if (e.rt !== NAMESPACES || e.type === "DELETED" || !e.object.metadata.deletionTimestamp) return;
+    if (e.rt !== namespaces || e.type === "DELETED" || !e.object.metadata.deletionTimestamp) return;
     const name = e.object.metadata.name ?? "";
     if (this.timers.has(name)) return;
     // Asynchronous, like a controller: the DELETE is answered first.
@@ -67,13 +69,13 @@ export class NamespaceController {
   }
 
   private current(name: string): KubeObject | undefined {
-    return this.registry.store.get(NAMESPACES, undefined, name);
+    return this.registry.store.get(namespaces, undefined, name);
   }
 
   private reportConditions(name: string): void {
     const ns = this.current(name);
     if (!ns?.metadata.deletionTimestamp) return;
-    const remaining = RESOURCE_TYPES.filter((rt) => rt.namespaced)
+    const remaining = KINDS.filter((rt) => rt.namespaced)
       .map((rt) => ({ key: resourceKey(rt), count: this.registry.store.list(rt, name).length }))
       .filter((r) => r.count > 0)
       .sort((a, b) => a.key.localeCompare(b.key))
@@ -90,7 +92,7 @@ export class NamespaceController {
       condition("NamespaceFinalizersRemaining", "False", "ContentHasNoFinalizers", "All content-preserving finalizers have been removed"),
     ];
     const status = isObject(ns.status) ? ns.status : {};
-    this.registry.writeStatus(NAMESPACES, ns, { ...status, phase: "Terminating", conditions });
+    this.registry.writeStatus(namespaces, ns, { ...status, phase: "Terminating", conditions });
   }
 
   private finalize(name: string): void {
@@ -98,7 +100,7 @@ export class NamespaceController {
     // nothing to do without a deletionTimestamp): one deleted and created anew since keeps its content.
     const ns = this.current(name);
     if (!ns?.metadata.deletionTimestamp) return;
-    for (const rt of RESOURCE_TYPES) {
+    for (const rt of KINDS) {
       if (!rt.namespaced) continue;
       for (const o of this.registry.store.list(rt, name)) this.registry.store.remove(rt, name, o.metadata.name ?? "");
     }
@@ -106,9 +108,9 @@ export class NamespaceController {
     const finalizers = (Array.isArray(spec.finalizers) ? spec.finalizers : []).filter((f) => f !== FINALIZER);
     if (finalizers.length > 0 || (ns.metadata.finalizers?.length ?? 0) > 0) {
       // Someone else's finalizer: leave the namespace Terminating until it is removed.
-      this.registry.store.write(NAMESPACES, { ...ns, spec: { ...spec, finalizers } });
+      this.registry.store.write(namespaces, { ...ns, spec: { ...spec, finalizers } });
       return;
     }
-    this.registry.store.remove(NAMESPACES, undefined, name);
+    this.registry.store.remove(namespaces, undefined, name);
   }
 }

@@ -9,9 +9,11 @@
 import { createHash } from "node:crypto";
 import { stringify } from "yaml";
 import { SERVER_VERSION } from "./discovery.ts";
-import { DEFINITIONS, OBJECT_META, definitionName } from "./openapi-schemas.ts";
+import { KINDS } from "./kinds/index.ts";
+import type { KindStrategy } from "./kinds/strategy.ts";
+import { OBJECT_META, SHARED_DEFINITIONS, definitionName } from "./openapi-schemas.ts";
 import { isBuiltIn } from "./registry.ts";
-import { RESOURCE_TYPES, groupVersion, type ResourceType } from "./resources.ts";
+import { groupVersion, type ResourceType } from "./resources.ts";
 import type { Schema } from "./schema.ts";
 import { isObject, type JsonObject } from "./util.ts";
 
@@ -25,18 +27,21 @@ export const OPENAPI_V2_PROTOBUF = OPENAPI_V2_PROTOBUF_TYPES[1];
 
 type Flavor = "v2" | "v3";
 
+/** Every definition a document may refer to: the shared ones and each built-in kind's. */
+const DEFINITIONS: Record<string, Schema> = Object.assign({}, SHARED_DEFINITIONS, ...KINDS.map((rt) => rt.definitions ?? {}));
+
 function gvk(rt: ResourceType): JsonObject {
   return { group: rt.group, version: rt.version, kind: rt.kind };
 }
 
 /** Definition name of a served type; custom resources are named like upstream (reversed group). */
-function typeName(rt: ResourceType): string {
+function typeName(rt: KindStrategy): string {
   if (isBuiltIn(rt)) return definitionName(rt.group, rt.version, rt.kind);
   return `${rt.group.split(".").reverse().join(".")}.${rt.version}.${rt.kind}`;
 }
 
 /** The schema of a served type, marked with its group-version-kind. */
-function typeSchema(rt: ResourceType): Schema {
+function typeSchema(rt: KindStrategy): Schema {
   const base = isBuiltIn(rt) ? DEFINITIONS[typeName(rt)] : customResourceSchema(rt.schema!);
   return { ...base, "x-kubernetes-group-version-kind": [gvk(rt)] };
 }
@@ -85,7 +90,7 @@ const WRITE_PARAMS = [
   param("fieldValidation", "How to handle unknown or duplicate fields: Ignore, Warn (default) or Strict."),
 ];
 
-function operations(rt: ResourceType): Record<string, JsonObject> {
+function operations(rt: KindStrategy): Record<string, JsonObject> {
   const ns = rt.namespaced ? "/namespaces/{namespace}" : "";
   const base = `/${rt.group ? `apis/${groupVersion(rt)}` : "api/v1"}${ns}/${rt.resource}`;
   const ref = { $ref: `#/components/schemas/${typeName(rt)}` };
@@ -116,8 +121,8 @@ function operations(rt: ResourceType): Record<string, JsonObject> {
   return paths;
 }
 
-function typesOf(group: string, version: string): ResourceType[] {
-  return RESOURCE_TYPES.filter((rt) => rt.group === group && rt.version === version);
+function typesOf(group: string, version: string): KindStrategy[] {
+  return KINDS.filter((rt) => rt.group === group && rt.version === version);
 }
 
 function v3Path(rt: ResourceType): string {
@@ -161,7 +166,7 @@ export function openApiV3(group: string, version: string): JsonObject | undefine
 /** GET /openapi/v3: the group-versions, each with a content hash for caching clients. */
 export function openApiV3Root(): JsonObject {
   const paths: JsonObject = {};
-  for (const rt of RESOURCE_TYPES) {
+  for (const rt of KINDS) {
     const path = v3Path(rt);
     if (path in paths) continue;
     const hash = createHash("sha512")
@@ -175,7 +180,7 @@ export function openApiV3Root(): JsonObject {
 
 /** The /openapi/v2 document (JSON form). */
 export function openApiV2(): JsonObject {
-  const definitions = closure(Object.fromEntries(RESOURCE_TYPES.map((rt) => [typeName(rt), typeSchema(rt)])));
+  const definitions = closure(Object.fromEntries(KINDS.map((rt) => [typeName(rt), typeSchema(rt)])));
   return {
     swagger: "2.0",
     info: { title: "Kubernetes", version: SERVER_VERSION.gitVersion },

@@ -5,18 +5,19 @@
 import { randomUUID } from "node:crypto";
 import { serverSideApply, trackUpdate } from "./apply.ts";
 import { canonicalize } from "./canonical.ts";
-import { applyDefaults, type Allocators } from "./defaults.ts";
+import type { Allocators } from "./defaults.ts";
 import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden, invalid, notFound, type FieldError, type Subject } from "./errors.ts";
 import type { Scope } from "./fields.ts";
 import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.ts";
-import { RESOURCE_TYPES, findType, groupVersion, type ResourceType } from "./resources.ts";
+import { KINDS } from "./kinds/index.ts";
+import { namespaces } from "./kinds/namespace.ts";
+import type { KindStrategy } from "./kinds/strategy.ts";
+import { findType, groupVersion } from "./resources.ts";
 import { pruneUnknown, validateSchema, type Schema } from "./schema.ts";
 import type { Selector } from "./selectors.ts";
 import type { ObjectStore } from "./store.ts";
 import { clone, deepEqual, isObject, nowRfc3339, randomSuffix, type JsonObject, type KubeObject } from "./util.ts";
 import { validateObject, validateUpdate } from "./validation.ts";
-
-export const NAMESPACES = RESOURCE_TYPES.find((rt) => rt.kind === "Namespace")!;
 
 /** Namespaces the NamespaceLifecycle admission plugin refuses to delete. */
 const IMMORTAL_NAMESPACES = ["default", "kube-public", "kube-system"];
@@ -60,12 +61,12 @@ export interface ListResult {
 }
 
 /** Built-in types are listed without per-item apiVersion/kind, custom resources with them, as upstream. */
-export function isBuiltIn(rt: ResourceType): boolean {
+export function isBuiltIn(rt: KindStrategy): boolean {
   // Custom resources are the types defined by a CRD's schema (built-in groups may have dots too).
   return rt.schema === undefined;
 }
 
-export function subjectOf(rt: ResourceType, name: string): Subject {
+export function subjectOf(rt: KindStrategy, name: string): Subject {
   return { resource: rt.resource, group: rt.group, name };
 }
 
@@ -98,13 +99,13 @@ export class Registry {
 
   // --- reads ---
 
-  get(rt: ResourceType, namespace: string | undefined, name: string): KubeObject {
+  get(rt: KindStrategy, namespace: string | undefined, name: string): KubeObject {
     const obj = this.store.get(rt, namespace, name);
     if (!obj) throw notFound(subjectOf(rt, name));
     return obj;
   }
 
-  list(rt: ResourceType, opts: ListOptions): ListResult {
+  list(rt: KindStrategy, opts: ListOptions): ListResult {
     let rv = String(this.store.resourceVersion);
     let start = "";
     if (opts.continueToken) {
@@ -142,11 +143,11 @@ export class Registry {
    * The NamespaceLifecycle admission plugin on create: the namespace must
    * exist and not be terminating (plugin/pkg/admission/namespace/lifecycle).
    */
-  private requireNamespace(rt: ResourceType, namespace: string | undefined, name: string): void {
+  private requireNamespace(rt: KindStrategy, namespace: string | undefined, name: string): void {
     if (!rt.namespaced) return;
     if (!namespace) throw badRequest("the server could not find the requested resource");
-    const ns = this.store.get(NAMESPACES, undefined, namespace);
-    if (!ns) throw notFound(subjectOf(NAMESPACES, namespace));
+    const ns = this.store.get(namespaces, undefined, namespace);
+    if (!ns) throw notFound(subjectOf(namespaces, namespace));
     if (isObject(ns.status) && ns.status.phase === "Terminating") {
       throw forbidden(subjectOf(rt, name), `unable to create new content in namespace ${namespace} because it is being terminated`, [
         { reason: "NamespaceTerminating", message: `namespace ${namespace} is being terminated`, field: "metadata.namespace" },
@@ -155,7 +156,7 @@ export class Registry {
   }
 
   /** Checks apiVersion/kind/namespace/name of a request body against the URL. */
-  private checkBody(rt: ResourceType, body: unknown, namespace: string | undefined, name: string | undefined, requireTypeMeta: boolean): KubeObject {
+  private checkBody(rt: KindStrategy, body: unknown, namespace: string | undefined, name: string | undefined, requireTypeMeta: boolean): KubeObject {
     if (!isObject(body)) throw badRequest("the body of the request must be a JSON or YAML object");
     const o = clone(body) as KubeObject;
     if (requireTypeMeta && (!o.apiVersion || !o.kind)) {
@@ -188,7 +189,7 @@ export class Registry {
     return o;
   }
 
-  create(rt: ResourceType, namespace: string | undefined, body: unknown, opts: WriteOptions): KubeObject {
+  create(rt: KindStrategy, namespace: string | undefined, body: unknown, opts: WriteOptions): KubeObject {
     const o = this.checkBody(rt, body, namespace, undefined, false);
     if (o.metadata.resourceVersion) throw badRequest("resourceVersion should not be set on objects to be created");
     if (!o.metadata.name && o.metadata.generateName) o.metadata.name = `${o.metadata.generateName}${randomSuffix(5)}`;
@@ -197,7 +198,7 @@ export class Registry {
     return this.commit(rt, undefined, o, opts, false);
   }
 
-  update(rt: ResourceType, namespace: string | undefined, name: string, body: unknown, opts: WriteOptions): KubeObject {
+  update(rt: KindStrategy, namespace: string | undefined, name: string, body: unknown, opts: WriteOptions): KubeObject {
     const o = this.checkBody(rt, body, namespace, name, false);
     const old = this.get(rt, namespace, name);
     const rv = o.metadata.resourceVersion;
@@ -212,7 +213,7 @@ export class Registry {
 
   /** Returns the object and whether it was created (apply creates missing objects). */
   patch(
-    rt: ResourceType,
+    rt: KindStrategy,
     namespace: string | undefined,
     name: string,
     type: PatchType,
@@ -251,7 +252,7 @@ export class Registry {
     return { object: this.commit(rt, old, o, opts, false), created: false };
   }
 
-  private checkResourceVersion(rt: ResourceType, old: KubeObject, rv: string): void {
+  private checkResourceVersion(rt: KindStrategy, old: KubeObject, rv: string): void {
     if (!/^\d+$/.test(rv)) throw badRequest(`invalid resource version: ${JSON.stringify(rv)}`);
     if (rv !== old.metadata.resourceVersion) throw conflict(subjectOf(rt, old.metadata.name ?? ""), STALE_OBJECT);
   }
@@ -262,7 +263,7 @@ export class Registry {
    * it is a dry run or changes nothing (a no-op keeps the resourceVersion and
    * emits no watch event, like the real server).
    */
-  private commit(rt: ResourceType, old: KubeObject | undefined, candidate: KubeObject, opts: WriteOptions, applied: boolean): KubeObject {
+  private commit(rt: KindStrategy, old: KubeObject | undefined, candidate: KubeObject, opts: WriteOptions, applied: boolean): KubeObject {
     const scope = opts.scope ?? "main";
     let o = candidate;
     if (rt.statusSubresource) {
@@ -285,9 +286,9 @@ export class Registry {
     if (!meta.resourceVersion) delete meta.resourceVersion;
     if (scope === "main") {
       if (isBuiltIn(rt)) canonicalize(rt, o);
-      applyDefaults(rt, o, old, this.allocate);
+      rt.defaults?.(o, old, this.allocate);
     }
-    if (rt.kind === "Deployment" && !isObject(o.status)) o.status = {};
+    if (rt.zeroStatus && !isObject(o.status)) o.status = clone(rt.zeroStatus);
 
     if (rt.schema) this.checkSchema(rt, rt.schema, o, opts);
     const errors: FieldError[] = validateObject(rt, o);
@@ -317,7 +318,7 @@ export class Registry {
    * error with fieldValidation=Strict, a warning with Warn), then the object
    * is validated; failures are 422 Invalid with one cause per field.
    */
-  private checkSchema(rt: ResourceType, schema: Schema, o: KubeObject, opts: WriteOptions): void {
+  private checkSchema(rt: KindStrategy, schema: Schema, o: KubeObject, opts: WriteOptions): void {
     const unknown = pruneUnknown(schema, o).map((path) => `unknown field "${path}"`);
     if (unknown.length > 0 && opts.fieldValidation === "Strict") {
       throw badRequest(`${rt.kind} in version "${rt.version}" cannot be handled as a ${rt.kind}: strict decoding error: ${unknown.join(", ")}`);
@@ -328,7 +329,7 @@ export class Registry {
     if (errors.length) throw invalid(rt.kind, rt.group, o.metadata.name ?? "", errors);
   }
 
-  private nextGeneration(rt: ResourceType, old: KubeObject | undefined, o: KubeObject): number | undefined {
+  private nextGeneration(rt: KindStrategy, old: KubeObject | undefined, o: KubeObject): number | undefined {
     if (rt.generation === "none") return undefined;
     if (!old) return 1;
     const relevant = (x: KubeObject): unknown => {
@@ -340,7 +341,7 @@ export class Registry {
     return deepEqual(relevant(old), relevant(o)) ? prev : prev + 1;
   }
 
-  delete(rt: ResourceType, namespace: string | undefined, name: string, opts: DeleteOptions): JsonObject {
+  delete(rt: KindStrategy, namespace: string | undefined, name: string, opts: DeleteOptions): JsonObject {
     const policy = opts.propagationPolicy;
     if (policy !== undefined && !["Orphan", "Background", "Foreground"].includes(policy)) {
       throw new ApiError(
@@ -359,7 +360,7 @@ export class Registry {
         `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`,
       );
     }
-    if (rt === NAMESPACES) return this.deleteNamespace(old, opts);
+    if (rt === namespaces) return this.deleteNamespace(old, opts);
     const terminating = clone(old);
     terminating.metadata.deletionTimestamp = nowRfc3339();
     terminating.metadata.deletionGracePeriodSeconds = 0;
@@ -392,35 +393,35 @@ export class Registry {
    */
   private deleteNamespace(ns: KubeObject, opts: DeleteOptions): KubeObject {
     const name = ns.metadata.name ?? "";
-    if (IMMORTAL_NAMESPACES.includes(name)) throw forbidden(subjectOf(NAMESPACES, name), "this namespace may not be deleted");
+    if (IMMORTAL_NAMESPACES.includes(name)) throw forbidden(subjectOf(namespaces, name), "this namespace may not be deleted");
     if (!ns.metadata.deletionTimestamp) {
       const terminating = clone(ns);
       terminating.metadata.deletionTimestamp = nowRfc3339();
       terminating.status = { ...(isObject(ns.status) ? ns.status : {}), phase: "Terminating" };
-      return opts.dryRun ? terminating : this.store.write(NAMESPACES, terminating);
+      return opts.dryRun ? terminating : this.store.write(namespaces, terminating);
     }
     const finalizers = isObject(ns.spec) && Array.isArray(ns.spec.finalizers) ? ns.spec.finalizers : [];
     if (finalizers.length > 0) {
       throw conflict(
-        subjectOf(NAMESPACES, name),
+        subjectOf(namespaces, name),
         "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
       );
     }
-    if (!opts.dryRun) this.store.remove(NAMESPACES, undefined, name);
+    if (!opts.dryRun) this.store.remove(namespaces, undefined, name);
     return ns;
   }
 
   /** DELETE on a collection: removes the matching objects and returns them. */
-  deleteCollection(rt: ResourceType, opts: ListOptions & DeleteOptions): KubeObject[] {
+  deleteCollection(rt: KindStrategy, opts: ListOptions & DeleteOptions): KubeObject[] {
     const { items } = this.list(rt, { ...opts, limit: undefined, continueToken: undefined });
     if (!opts.dryRun) for (const o of items) this.remove(rt, o.metadata.namespace, o.metadata.name ?? "");
     return items;
   }
 
   /** Removes an object; removing a namespace removes everything in it first. */
-  remove(rt: ResourceType, namespace: string | undefined, name: string): boolean {
-    if (rt === NAMESPACES) {
-      for (const t of RESOURCE_TYPES) {
+  remove(rt: KindStrategy, namespace: string | undefined, name: string): boolean {
+    if (rt === namespaces) {
+      for (const t of KINDS) {
         if (!t.namespaced) continue;
         for (const o of this.store.list(t, name)) this.store.remove(t, name, o.metadata.name ?? "");
       }
@@ -448,7 +449,7 @@ export class Registry {
     o.metadata.uid ??= old?.metadata.uid ?? randomUUID();
     o.metadata.creationTimestamp ??= old?.metadata.creationTimestamp ?? nowRfc3339();
     if (isBuiltIn(rt)) canonicalize(rt, o);
-    applyDefaults(rt, o, old, this.allocate);
+    rt.defaults?.(o, old, this.allocate);
     if (o.metadata.generation === undefined) {
       const g = this.nextGeneration(rt, old, o);
       if (g !== undefined) o.metadata.generation = g;
@@ -458,7 +459,7 @@ export class Registry {
   }
 
   /** Writes a controller's status update (status subresource, manager kube-controller-manager). */
-  writeStatus(rt: ResourceType, current: KubeObject, status: JsonObject, annotations?: Record<string, string>): KubeObject | undefined {
+  writeStatus(rt: KindStrategy, current: KubeObject, status: JsonObject, annotations?: Record<string, string>): KubeObject | undefined {
     const next = clone(current);
     next.status = status;
     if (annotations) next.metadata.annotations = { ...(next.metadata.annotations ?? {}), ...annotations };

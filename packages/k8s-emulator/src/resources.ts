@@ -1,7 +1,7 @@
-// The resource types the emulator serves, with the per-type behaviour the real
-// API server encodes in each type's registry strategy.
-import { CILIUM_POLICY_SCHEMA } from "./cilium-schema.ts";
-import type { Schema } from "./schema.ts";
+// What the generic code knows of every served type (its descriptor) and how it finds one;
+// each type's own rules are in its module under kinds/ (kinds/strategy.ts).
+import { KINDS } from "./kinds/index.ts";
+import type { KindStrategy } from "./kinds/strategy.ts";
 
 /** 'path': any name usable as a URL path segment (RBAC objects, as `system:discovery`). */
 export type NameRule = "subdomain" | "label" | "dns1035" | "path";
@@ -27,244 +27,13 @@ export interface ResourceType {
   generation: "spec" | "nonMetadata" | "none";
   /** PUT without metadata.resourceVersion is allowed (false for custom resources). */
   allowUnconditionalUpdate: boolean;
-  /** A custom resource's openAPIV3Schema: objects are pruned and validated against it. */
-  schema?: Schema;
 }
 
 export const VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
-export const RESOURCE_TYPES: readonly ResourceType[] = [
-  {
-    group: "",
-    version: "v1",
-    resource: "namespaces",
-    singular: "namespace",
-    kind: "Namespace",
-    listKind: "NamespaceList",
-    namespaced: false,
-    shortNames: ["ns"],
-    categories: [],
-    nameRule: "label",
-    statusSubresource: true,
-    generation: "none",
-    allowUnconditionalUpdate: true,
-  },
-  {
-    group: "",
-    version: "v1",
-    resource: "services",
-    singular: "service",
-    kind: "Service",
-    listKind: "ServiceList",
-    namespaced: true,
-    shortNames: ["svc"],
-    categories: ["all"],
-    nameRule: "dns1035",
-    statusSubresource: true,
-    generation: "none",
-    allowUnconditionalUpdate: true,
-  },
-  {
-    group: "apps",
-    version: "v1",
-    resource: "deployments",
-    singular: "deployment",
-    kind: "Deployment",
-    listKind: "DeploymentList",
-    namespaced: true,
-    shortNames: ["deploy"],
-    categories: ["all"],
-    nameRule: "subdomain",
-    statusSubresource: true,
-    generation: "spec",
-    allowUnconditionalUpdate: true,
-  },
-  // What the rollout controller (rollout.ts) makes of a Deployment: its ReplicaSets and their
-  // pods (pkg/registry/apps/replicaset and core/pod strategies: status subresources; a
-  // ReplicaSet's generation follows its spec), and the Events it and the kubelets record.
-  {
-    group: "apps",
-    version: "v1",
-    resource: "replicasets",
-    singular: "replicaset",
-    kind: "ReplicaSet",
-    listKind: "ReplicaSetList",
-    namespaced: true,
-    shortNames: ["rs"],
-    categories: ["all"],
-    nameRule: "subdomain",
-    statusSubresource: true,
-    generation: "spec",
-    allowUnconditionalUpdate: true,
-  },
-  {
-    group: "",
-    version: "v1",
-    resource: "pods",
-    singular: "pod",
-    kind: "Pod",
-    listKind: "PodList",
-    namespaced: true,
-    shortNames: ["po"],
-    categories: ["all"],
-    nameRule: "subdomain",
-    statusSubresource: true,
-    generation: "none",
-    allowUnconditionalUpdate: true,
-  },
-  {
-    group: "",
-    version: "v1",
-    resource: "events",
-    singular: "event",
-    kind: "Event",
-    listKind: "EventList",
-    namespaced: true,
-    shortNames: ["ev"],
-    categories: [],
-    nameRule: "subdomain",
-    statusSubresource: false,
-    generation: "none",
-    allowUnconditionalUpdate: true,
-  },
-  {
-    group: "cilium.io",
-    version: "v2",
-    resource: "ciliumnetworkpolicies",
-    singular: "ciliumnetworkpolicy",
-    kind: "CiliumNetworkPolicy",
-    listKind: "CiliumNetworkPolicyList",
-    namespaced: true,
-    shortNames: ["cnp", "ciliumnp"],
-    categories: ["cilium", "ciliumpolicy"],
-    nameRule: "subdomain",
-    statusSubresource: true,
-    generation: "nonMetadata",
-    allowUnconditionalUpdate: false,
-    schema: CILIUM_POLICY_SCHEMA,
-  },
-  {
-    group: "cilium.io",
-    version: "v2",
-    resource: "ciliumclusterwidenetworkpolicies",
-    singular: "ciliumclusterwidenetworkpolicy",
-    kind: "CiliumClusterwideNetworkPolicy",
-    listKind: "CiliumClusterwideNetworkPolicyList",
-    namespaced: false,
-    shortNames: ["ccnp"],
-    categories: ["cilium", "ciliumpolicy"],
-    nameRule: "subdomain",
-    statusSubresource: true,
-    generation: "nonMetadata",
-    allowUnconditionalUpdate: false,
-    schema: CILIUM_POLICY_SCHEMA,
-  },
-  // Plain stored kinds the deployment manifests use: no defaulting or validation beyond
-  // metadata (names as in their registry strategies: pkg/apis/<group>/validation).
-  {
-    group: "",
-    version: "v1",
-    resource: "serviceaccounts",
-    singular: "serviceaccount",
-    kind: "ServiceAccount",
-    listKind: "ServiceAccountList",
-    namespaced: true,
-    shortNames: ["sa"],
-    categories: [],
-    nameRule: "subdomain",
-    statusSubresource: false,
-    generation: "none",
-    allowUnconditionalUpdate: true,
-  },
-  {
-    group: "",
-    version: "v1",
-    resource: "configmaps",
-    singular: "configmap",
-    kind: "ConfigMap",
-    listKind: "ConfigMapList",
-    namespaced: true,
-    shortNames: ["cm"],
-    categories: [],
-    nameRule: "subdomain",
-    statusSubresource: false,
-    generation: "none",
-    allowUnconditionalUpdate: true,
-  },
-  {
-    group: "",
-    version: "v1",
-    resource: "secrets",
-    singular: "secret",
-    kind: "Secret",
-    listKind: "SecretList",
-    namespaced: true,
-    shortNames: [],
-    categories: [],
-    nameRule: "subdomain",
-    statusSubresource: false,
-    generation: "none",
-    allowUnconditionalUpdate: true,
-  },
-  ...(["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"] as const).map(
-    (kind): ResourceType => ({
-      group: "rbac.authorization.k8s.io",
-      version: "v1",
-      resource: `${kind.toLowerCase()}s`,
-      singular: kind.toLowerCase(),
-      kind,
-      listKind: `${kind}List`,
-      namespaced: !kind.startsWith("Cluster"),
-      shortNames: [],
-      categories: [],
-      nameRule: "path",
-      statusSubresource: false,
-      generation: "none",
-      allowUnconditionalUpdate: true,
-    }),
-  ),
-  {
-    // Leader election's lock (client-go resourcelock.LeaseLock). Strategy as in Kubernetes'
-    // pkg/registry/coordination/lease/strategy.go: namespaced, no status subresource, no
-    // generation, updates must carry a resourceVersion; names are DNS subdomains.
-    group: "coordination.k8s.io",
-    version: "v1",
-    resource: "leases",
-    singular: "lease",
-    kind: "Lease",
-    listKind: "LeaseList",
-    namespaced: true,
-    shortNames: [],
-    categories: [],
-    nameRule: "subdomain",
-    statusSubresource: false,
-    generation: "none",
-    allowUnconditionalUpdate: false,
-  },
-  {
-    // pkg/registry/policy/poddisruptionbudget/strategy.go: status subresource, generation on spec changes.
-    group: "policy",
-    version: "v1",
-    resource: "poddisruptionbudgets",
-    singular: "poddisruptionbudget",
-    kind: "PodDisruptionBudget",
-    listKind: "PodDisruptionBudgetList",
-    namespaced: true,
-    shortNames: ["pdb"],
-    categories: [],
-    nameRule: "subdomain",
-    statusSubresource: true,
-    generation: "spec",
-    allowUnconditionalUpdate: true,
-  },
-];
-
-/** The subresources a type serves: `status`, `scale` on Deployments and ReplicaSets, and `token` (TokenRequest) on ServiceAccounts. */
-export function subresourcesOf(rt: ResourceType): string[] {
-  const served = rt.statusSubresource ? ["status"] : [];
-  if (rt.group === "apps" && (rt.resource === "deployments" || rt.resource === "replicasets")) served.push("scale");
-  if (rt.group === "" && rt.resource === "serviceaccounts") served.push("token");
-  return served;
+/** The subresources a type serves: `status` when it has one, then its strategy's others. */
+export function subresourcesOf(rt: KindStrategy): string[] {
+  return [...(rt.statusSubresource ? ["status"] : []), ...(rt.extraSubresources ?? [])];
 }
 
 export function groupVersion(rt: ResourceType): string {
@@ -276,17 +45,17 @@ export function resourceKey(rt: ResourceType): string {
   return rt.group ? `${rt.resource}.${rt.group}` : rt.resource;
 }
 
-export function findByPath(group: string, version: string, resource: string): ResourceType | undefined {
-  return RESOURCE_TYPES.find((rt) => rt.group === group && rt.version === version && rt.resource === resource);
+export function findByPath(group: string, version: string, resource: string): KindStrategy | undefined {
+  return KINDS.find((rt) => rt.group === group && rt.version === version && rt.resource === resource);
 }
 
 /**
  * Resolves a descriptor used by the direct (non-HTTP) API: an apiVersion plus
  * a kind (`Deployment`) or a resource name (`deployments`, `deploy`).
  */
-export function findType(apiVersion: string, kindOrResource: string): ResourceType | undefined {
+export function findType(apiVersion: string, kindOrResource: string): KindStrategy | undefined {
   const lower = kindOrResource.toLowerCase();
-  return RESOURCE_TYPES.find(
+  return KINDS.find(
     (rt) => groupVersion(rt) === apiVersion && (rt.kind === kindOrResource || rt.resource === lower || rt.singular === lower || rt.shortNames.includes(lower)),
   );
 }

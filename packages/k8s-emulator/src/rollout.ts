@@ -31,7 +31,7 @@
 // scaled by someone else gets its pods, then is scaled back (sync.go: the deployment
 // controller owns its ReplicaSets' replicas).
 import type { Registry } from "./registry.ts";
-import { RESOURCE_TYPES } from "./resources.ts";
+import { KINDS } from "./kinds/index.ts";
 import type { StoreEvent } from "./store.ts";
 import { isObject, nowRfc3339, randomSuffix, type JsonObject, type KubeObject } from "./util.ts";
 import {
@@ -48,7 +48,7 @@ import {
   type PodState,
 } from "./workloads.ts";
 
-const DEPLOYMENTS = RESOURCE_TYPES.find((rt) => rt.kind === "Deployment")!;
+const DEPLOYMENTS = KINDS.find((rt) => rt.kind === "Deployment")!;
 /** Bound on scale steps per reconcile (each step changes at least one ReplicaSet). */
 const MAX_STEPS = 1000;
 

@@ -1,10 +1,11 @@
 // Validation with the real server's messages for the checks client code is
-// likely to trip over: object names, labels, and the required parts of the
-// Deployment and Service specs.
+// likely to trip over: object names and labels here (ValidateObjectMeta), each
+// kind's own checks in its strategy (kinds/), with the helpers they share.
 import type { FieldError } from "./errors.ts";
+import type { KindStrategy } from "./kinds/strategy.ts";
 import type { NameRule, ResourceType } from "./resources.ts";
-import { dns1123SubdomainProblem, labelKeyProblem, labelSelectorFromObject, labelValueProblem } from "@flotilla/labels";
-import { deepEqual, isObject, type KubeObject } from "./util.ts";
+import { dns1123SubdomainProblem, labelKeyProblem, labelValueProblem } from "@flotilla/labels";
+import { isObject, type KubeObject } from "./util.ts";
 
 const LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1035 = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
@@ -51,7 +52,8 @@ function validateMetadata(rt: ResourceType, obj: KubeObject, errors: FieldError[
   }
 }
 
-function validateContainers(containers: unknown, field: string, errors: FieldError[]): void {
+/** ValidateContainers: at least one, each with a unique DNS-label name and an image. */
+export function validateContainers(containers: unknown, field: string, errors: FieldError[]): void {
   if (!Array.isArray(containers) || containers.length === 0) {
     errors.push({ field, type: "Required value", detail: "" });
     return;
@@ -71,33 +73,10 @@ function validateContainers(containers: unknown, field: string, errors: FieldErr
   });
 }
 
-function validateDeployment(obj: KubeObject, errors: FieldError[]): void {
-  const spec = isObject(obj.spec) ? obj.spec : {};
-  const replicas = spec.replicas;
-  if (replicas !== undefined && (!Number.isInteger(replicas) || (replicas as number) < 0)) {
-    errors.push({ field: "spec.replicas", type: "Invalid value", value: replicas, detail: "must be greater than or equal to 0" });
-  }
-  const template = isObject(spec.template) ? spec.template : {};
-  const tmeta = isObject(template.metadata) ? template.metadata : {};
-  const labels = (isObject(tmeta.labels) ? tmeta.labels : {}) as Record<string, string>;
-  const selector = spec.selector;
-  if (!isObject(selector) || (!isObject(selector.matchLabels) && !Array.isArray(selector.matchExpressions))) {
-    errors.push({ field: "spec.selector", type: "Required value", detail: "" });
-  } else if (Object.keys(selector.matchLabels ?? {}).length === 0 && !Array.isArray(selector.matchExpressions)) {
-    errors.push({ field: "spec.selector", type: "Invalid value", value: selector, detail: "empty selector is invalid for deployment" });
-  } else if (!labelSelectorFromObject(selector as Parameters<typeof labelSelectorFromObject>[0])(labels)) {
-    errors.push({ field: "spec.template.metadata.labels", type: "Invalid value", value: labels, detail: "`selector` does not match template `labels`" });
-  }
-  const podSpec = isObject(template.spec) ? template.spec : {};
-  validateContainers(podSpec.containers, "spec.template.spec.containers", errors);
-  const strategy = isObject(spec.strategy) ? spec.strategy : {};
-  if (isObject(strategy.rollingUpdate)) validateRollingUpdate(strategy.rollingUpdate, "spec.strategy.rollingUpdate", errors);
-}
-
 const PERCENT = /^[0-9]+%$/;
 
 /** ValidatePositiveIntOrPercent and IsNotMoreThan100Percent (apps/validation). */
-function intOrPercentProblem(value: unknown, max100: boolean): string | undefined {
+export function intOrPercentProblem(value: unknown, max100: boolean): string | undefined {
   if (typeof value === "string") {
     if (!PERCENT.test(value))
       return "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
@@ -108,21 +87,8 @@ function intOrPercentProblem(value: unknown, max100: boolean): string | undefine
   return undefined;
 }
 
-const isZero = (v: unknown) => v === 0 || v === "0%";
-
-/** ValidateRollingUpdateDeployment (pkg/apis/apps/validation/validation.go). */
-function validateRollingUpdate(ru: Record<string, unknown>, field: string, errors: FieldError[]): void {
-  const surgeProblem = intOrPercentProblem(ru.maxSurge, false);
-  if (surgeProblem) errors.push({ field: `${field}.maxSurge`, type: "Invalid value", value: ru.maxSurge, detail: surgeProblem });
-  const unavailableProblem = intOrPercentProblem(ru.maxUnavailable, true);
-  if (unavailableProblem) errors.push({ field: `${field}.maxUnavailable`, type: "Invalid value", value: ru.maxUnavailable, detail: unavailableProblem });
-  if (isZero(ru.maxSurge) && isZero(ru.maxUnavailable)) {
-    errors.push({ field: `${field}.maxUnavailable`, type: "Invalid value", value: ru.maxUnavailable, detail: "may not be 0 when `maxSurge` is 0" });
-  }
-}
-
 /** ValidatePortNumOrName (core/validation): a number in range, or an IANA service name. */
-function portNumOrNameProblem(value: unknown): string | undefined {
+export function portNumOrNameProblem(value: unknown): string | undefined {
   if (typeof value === "number") return Number.isInteger(value) && value >= 1 && value <= 65535 ? undefined : "must be between 1 and 65535, inclusive";
   if (typeof value !== "string") return undefined;
   if (value.length > 15) return "must be no more than 15 characters";
@@ -133,53 +99,15 @@ function portNumOrNameProblem(value: unknown): string | undefined {
   return undefined;
 }
 
-function validateService(obj: KubeObject, errors: FieldError[]): void {
-  const spec = isObject(obj.spec) ? obj.spec : {};
-  const type = spec.type ?? "ClusterIP";
-  if (!["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"].includes(type as string)) {
-    errors.push({
-      field: "spec.type",
-      type: "Unsupported value",
-      value: type,
-      detail: 'supported values: "ClusterIP", "ExternalName", "LoadBalancer", "NodePort"',
-    });
-  }
-  const ports = spec.ports;
-  if ((!Array.isArray(ports) || ports.length === 0) && type !== "ExternalName" && spec.clusterIP !== "None") {
-    errors.push({ field: "spec.ports", type: "Required value", detail: "" });
-  }
-  if (Array.isArray(ports)) {
-    ports.forEach((p, i) => {
-      const port = isObject(p) ? p.port : undefined;
-      if (!Number.isInteger(port) || (port as number) < 1 || (port as number) > 65535) {
-        errors.push({ field: `spec.ports[${i}].port`, type: "Invalid value", value: port, detail: "must be between 1 and 65535, inclusive" });
-      }
-      if (ports.length > 1 && isObject(p) && !p.name) errors.push({ field: `spec.ports[${i}].name`, type: "Required value", detail: "" });
-      const target = isObject(p) ? p.targetPort : undefined;
-      const targetProblem = portNumOrNameProblem(target);
-      if (targetProblem) errors.push({ field: `spec.ports[${i}].targetPort`, type: "Invalid value", value: target, detail: targetProblem });
-    });
-  }
-}
-
-/** Field errors for an object about to be stored (after defaulting). */
-export function validateObject(rt: ResourceType, obj: KubeObject): FieldError[] {
+/** Field errors for an object about to be stored (after defaulting): its metadata's, then its strategy's. */
+export function validateObject(rt: KindStrategy, obj: KubeObject): FieldError[] {
   const errors: FieldError[] = [];
   validateMetadata(rt, obj, errors);
-  if (rt.kind === "Deployment") validateDeployment(obj, errors);
-  if (rt.kind === "Service") validateService(obj, errors);
+  errors.push(...(rt.validate?.(obj) ?? []));
   return errors;
 }
 
 /** Field errors for changes the type forbids on update. */
-export function validateUpdate(rt: ResourceType, oldObj: KubeObject, newObj: KubeObject): FieldError[] {
-  const errors: FieldError[] = [];
-  const spec = (o: KubeObject) => (isObject(o.spec) ? o.spec : {});
-  if (rt.kind === "Deployment" && !deepEqual(spec(oldObj).selector, spec(newObj).selector)) {
-    errors.push({ field: "spec.selector", type: "Invalid value", value: spec(newObj).selector, detail: "field is immutable" });
-  }
-  if (rt.kind === "Service" && spec(oldObj).clusterIP && spec(newObj).clusterIP !== spec(oldObj).clusterIP) {
-    errors.push({ field: "spec.clusterIPs[0]", type: "Invalid value", value: spec(newObj).clusterIP, detail: "may not change once set" });
-  }
-  return errors;
+export function validateUpdate(rt: KindStrategy, oldObj: KubeObject, newObj: KubeObject): FieldError[] {
+  return rt.validateUpdate?.(oldObj, newObj) ?? [];
 }

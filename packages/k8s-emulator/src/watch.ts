@@ -6,7 +6,7 @@
 // asking for a Table gets each event's object as a one-row Table (handlers/watch.go
 // watchEmbeddedEncoder), the column definitions only in the first.
 import type { ServerResponse } from "node:http";
-import type { ResourceType } from "./resources.ts";
+import type { KindStrategy } from "./kinds/strategy.ts";
 import type { Selector } from "./selectors.ts";
 import type { ObjectStore, StoreEvent } from "./store.ts";
 import type { KubeObject } from "./util.ts";
@@ -14,7 +14,7 @@ import { groupVersion } from "./resources.ts";
 import { toTable, type TableOptions } from "./table.ts";
 
 export interface WatchRequest {
-  rt: ResourceType;
+  rt: KindStrategy;
   namespace?: string;
   selector: Selector;
   /** undefined, '' or '0': start with the current state; otherwise resume after it. */
@@ -115,7 +115,7 @@ class WatchStream {
   private encode(object: KubeObject): unknown {
     const { table } = this.req;
     if (!table || object.kind === "Status") return object;
-    const encoded = toTable(this.req.rt.kind, [object], { resourceVersion: object.metadata.resourceVersion }, { ...table, noHeaders: this.tableStarted });
+    const encoded = toTable(this.req.rt, [object], { resourceVersion: object.metadata.resourceVersion }, { ...table, noHeaders: this.tableStarted });
     // Column definitions only once: watchEmbeddedEncoder sets NoHeaders after its first event.
     this.tableStarted = true;
     return encoded;

@@ -5,12 +5,12 @@
 // B7 keeps hundreds of thousands of them.
 import { createHash } from "node:crypto";
 import type { Registry } from "./registry.ts";
-import { RESOURCE_TYPES } from "./resources.ts";
+import { KINDS } from "./kinds/index.ts";
 import { ALPHANUMS, isObject, nowRfc3339, type JsonObject, type KubeObject } from "./util.ts";
 
-export const REPLICA_SETS = RESOURCE_TYPES.find((rt) => rt.kind === "ReplicaSet")!;
-export const PODS = RESOURCE_TYPES.find((rt) => rt.kind === "Pod")!;
-export const EVENTS = RESOURCE_TYPES.find((rt) => rt.kind === "Event")!;
+export const REPLICA_SETS = KINDS.find((rt) => rt.kind === "ReplicaSet")!;
+export const PODS = KINDS.find((rt) => rt.kind === "Pod")!;
+export const EVENTS = KINDS.find((rt) => rt.kind === "Event")!;
 
 /** apps/v1 DefaultDeploymentUniqueLabelKey. */
 export const POD_TEMPLATE_HASH = "pod-template-hash";
