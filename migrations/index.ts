@@ -12,6 +12,7 @@ import * as operatorsHistory from "./0006_operators_history.ts";
 import * as leaderSince from "./0007_leader_since.ts";
 import * as statusTransitions from "./0008_status_transitions.ts";
 import * as regionLabels from "./0009_region_labels.ts";
+import * as rollouts from "./0010_rollouts.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -24,4 +25,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0007_leader_since": leaderSince,
   "0008_status_transitions": statusTransitions,
   "0009_region_labels": regionLabels,
+  "0010_rollouts": rollouts,
 };

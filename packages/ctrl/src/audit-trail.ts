@@ -5,12 +5,12 @@ import type { HandlerContext } from "@connectrpc/connect";
 import type { Store } from "@flotilla/store";
 import { actorOf, principalKey } from "./auth.ts";
 
-export type AuditedKind = "region" | "agent_token" | "operator";
+export type AuditedKind = "region" | "agent_token" | "operator" | "rollout";
 
-/** Records that the caller of `ctx` did `ctx.method` to the object. */
-export function recordWrite(store: Store, ctx: HandlerContext, objectKind: AuditedKind, objectId: string): Promise<void> {
+/** Records that the caller of `ctx` did `ctx.method` to the object (and why, if said). */
+export function recordWrite(store: Store, ctx: HandlerContext, objectKind: AuditedKind, objectId: string, message = ""): Promise<void> {
   return store.audit.record({
-    author: { actor: actorOf(ctx.values.get(principalKey)), message: "" },
+    author: { actor: actorOf(ctx.values.get(principalKey)), message: message.slice(0, 1024) },
     action: ctx.method.name,
     objectKind,
     objectId,

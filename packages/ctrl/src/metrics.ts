@@ -115,8 +115,39 @@ export class CtrlMetrics {
     registers: [this.registry],
   });
 
+  // Staged rollouts (rollouts/driver.ts).
+  readonly rolloutsEnded = new Counter({
+    name: "flotilla_ctrl_rollouts_ended_total",
+    help: "Rollouts ended, by result (SUCCEEDED, ROLLED_BACK, SUPERSEDED, ABORTED), as this replica moved them.",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
+  readonly waveSeconds = new Histogram({
+    name: "flotilla_ctrl_rollout_wave_duration_seconds",
+    help: "From a wave's start to its end (its bake included).",
+    buckets: [1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200],
+    registers: [this.registry],
+  });
+  #countActiveRollouts: (() => Promise<Map<string, number>>) | undefined;
+  readonly activeRollouts = new Gauge({
+    name: "flotilla_ctrl_rollouts_active",
+    help: "Rollouts not ended, by state (read from the database when scraped).",
+    labelNames: ["state"] as const,
+    registers: [this.registry],
+    collect: async () => {
+      if (!this.#countActiveRollouts) return;
+      this.activeRollouts.reset();
+      for (const [state, n] of await this.#countActiveRollouts()) this.activeRollouts.set({ state }, n);
+    },
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Where flotilla_ctrl_rollouts_active reads its counts from. */
+  countRolloutsWith(count: () => Promise<Map<string, number>>): void {
+    this.#countActiveRollouts = count;
   }
 
   /** Counts a call refused before it reached the interceptors (authentication). */

@@ -8,6 +8,8 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
+import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
+import { RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
@@ -38,6 +40,8 @@ import { ChangePoller } from "./streaming/poller.ts";
 import { healthService } from "./services/health.ts";
 import { networkPolicyService } from "./services/network-policy-service.ts";
 import { reflectionService } from "./services/reflection.ts";
+import { rolloutService } from "./services/rollout-service.ts";
+import { RolloutDriver } from "./rollouts/driver.ts";
 import { SendTimeout } from "./send-timeout.ts";
 import { requestGate } from "./request-gate.ts";
 import { boundedConnectRequest, DECODE_OPTIONS, DEFAULT_DECODE_OPTIONS, requestBounds, type DecodeOptions } from "./request-body.ts";
@@ -138,6 +142,7 @@ const API_SERVICES: DescService[] = [
   OperatorService,
   HistoryService,
   StatusService,
+  RolloutService,
 ];
 
 export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
@@ -172,6 +177,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     log,
   );
   await statusFeed.start();
+  const rolloutDriver = new RolloutDriver(store, statusOptions, metrics, log);
+  rolloutDriver.start(statusFeed);
+  metrics.countRolloutsWith(async () => new Map([...(await store.rollouts.countActive())].map(([state, n]) => [RolloutState[state] ?? String(state), n])));
   const stopWakingPoller = store.onCommit(() => poller.wake());
   const stopWakingStatusFeed = store.onStatusEvents(() => statusFeed.wake());
   const memoryRelease = new MemoryRelease({
@@ -201,6 +209,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     router.service(OperatorService, operatorService(store));
     router.service(HistoryService, historyService(store, validation));
     router.service(StatusService, { watchStatus: watchStatus(store, statusFeed, statusOptions, DEFAULT_WATCH_STATUS_OPTIONS) });
+    router.service(RolloutService, rolloutService(store, rolloutDriver, statusOptions));
     router.service(ServerReflection, reflectionService(served));
     router.service(Health, healthService(apiNames, draining.signal));
   };
@@ -323,6 +332,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       clearInterval(retention);
       memoryRelease.stop();
       agentStreams.stop();
+      rolloutDriver.stop();
       stopWakingPoller();
       stopWakingStatusFeed();
       await Promise.all([poller.stop(), statusFeed.stop()]);

@@ -4,8 +4,10 @@ import { timestampDate, type Duration, type Timestamp } from "@bufbuild/protobuf
 import {
   DeploymentDesiredStatus,
   DeploymentSchema,
+  RolloutFailurePolicy,
   SentinelDesiredState,
   type Deployment,
+  type RolloutStrategy,
   type EnvVar,
   type NetworkPolicy,
   type Sentinel,
@@ -27,6 +29,10 @@ export const LIMITS = {
   resourceBytes: 256 * 1024,
   /** Labels of one region (region.proto says so). */
   regionLabels: 64,
+  /** Waves of one rollout strategy (resources.proto says so). */
+  wavesPerStrategy: 20,
+  /** A wave's bake or progress deadline. */
+  waveDurationMs: 24 * 3_600_000,
 } as const;
 
 /**
@@ -121,8 +127,49 @@ export function deployment(value: Deployment | undefined, options = DEFAULT_VALI
     regions.add(p.region);
     bounded(`${field}.regions[${i}].replicas`, p.replicas, LIMITS.replicas);
   });
+  if (d.strategy) strategy(`${field}.strategy`, d.strategy, regions);
   if (toBinary(DeploymentSchema, d).length > LIMITS.resourceBytes) throw invalidArgument(field, `larger than ${LIMITS.resourceBytes} bytes encoded`);
   return d;
+}
+
+/** Waves of distinct names, naming placement regions, with selectors that parse and bounds that hold. */
+function strategy(field: string, s: RolloutStrategy, placed: ReadonlySet<string>): void {
+  if (s.waves.length > LIMITS.wavesPerStrategy) throw invalidArgument(`${field}.waves`, `at most ${LIMITS.wavesPerStrategy} waves`);
+  if (!(s.onFailure in RolloutFailurePolicy)) throw invalidArgument(`${field}.on_failure`, `unknown value ${s.onFailure}`);
+  const names = new Set<string>();
+  s.waves.forEach((wave, i) => {
+    const at = `${field}.waves[${i}]`;
+    dnsLabel(`${at}.name`, wave.name);
+    if (names.has(wave.name)) throw invalidArgument(`${at}.name`, `${JSON.stringify(wave.name)} names two waves`);
+    names.add(wave.name);
+    wave.regions.forEach((region, j) => {
+      if (!placed.has(region)) throw invalidArgument(`${at}.regions[${j}]`, `${JSON.stringify(region)} is not one of the deployment's regions`);
+    });
+    if (wave.selector !== "") {
+      try {
+        parseLabelSelector(wave.selector);
+      } catch (error) {
+        throw invalidArgument(`${at}.selector`, error instanceof Error ? error.message : String(error));
+      }
+    }
+    if (wave.maxParallel !== "" && !/^([1-9]\d{0,3}|([1-9]\d?|100)%)$/.test(wave.maxParallel)) {
+      throw invalidArgument(
+        `${at}.max_parallel`,
+        `must be a count from 1 ("2") or a percentage from 1 to 100 ("50%"), not ${JSON.stringify(wave.maxParallel)}`,
+      );
+    }
+    waveDuration(`${at}.bake`, wave.bake, 0);
+    waveDuration(`${at}.progress_deadline`, wave.progressDeadline, 1000);
+  });
+}
+
+/** Absent, or from `min` ms to LIMITS.waveDurationMs. */
+function waveDuration(field: string, value: Duration | undefined, min: number): void {
+  if (!value) return;
+  const ms = Number(value.seconds) * 1000 + Math.floor(value.nanos / 1_000_000);
+  if (value.seconds < 0n || value.nanos < 0 || ms < min || ms > LIMITS.waveDurationMs) {
+    throw invalidArgument(field, `must be from ${min / 1000}s to ${LIMITS.waveDurationMs / 3_600_000}h`);
+  }
 }
 
 export function sentinel(value: Sentinel | undefined, options = DEFAULT_VALIDATION, field = "sentinel"): Sentinel {

@@ -11,6 +11,9 @@ import { ResourceRepository } from "./resources.ts";
 import { AuditLog } from "./audit.ts";
 import { OperatorRepository } from "./operators.ts";
 import { StatusEvents } from "./status-events.ts";
+import { RolloutRepository } from "./rollouts.ts";
+import { writeDesired } from "./outbox.ts";
+import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
@@ -20,6 +23,20 @@ export { DEFAULT_REVISION_HISTORY_LIMIT, ResourceRepository, type StoredRevision
 export { ADMIN_AUTHOR, AuditLog, type AuditRecord, type ChangeAuthor } from "./audit.ts";
 export { OPERATOR_TOKEN_PREFIX, type OperatorGrant } from "./operators.ts";
 export { StatusEvents, type StatusEvent } from "./status-events.ts";
+export {
+  ACTIVE_ROLLOUT_STATES,
+  DEFAULT_PROGRESS_DEADLINE_MS,
+  nextBatch,
+  parallelism,
+  planWaves,
+  RolloutRepository,
+  startWave,
+  toRolloutMessage,
+  type RolloutTransition,
+  type StoredRollout,
+  type WavePlan,
+  type WaveRegion,
+} from "./rollouts.ts";
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
 export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
@@ -46,6 +63,7 @@ export class Store {
   readonly operators: OperatorRepository;
   readonly audit: AuditLog;
   readonly statusEvents: StatusEvents;
+  readonly rollouts: RolloutRepository;
   readonly #commitListeners = new Set<(regionIds: number[]) => void>();
   readonly #statusListeners = new Set<() => void>();
 
@@ -71,6 +89,11 @@ export class Store {
     this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
     this.audit = new AuditLog(db);
     this.statusEvents = new StatusEvents(db);
+    this.rollouts = new RolloutRepository(db, onCommit, {
+      writeDesired: (tx, id, next, now) => writeDesired(tx, dialect, ResourceType.DEPLOYMENT, id, next, now),
+      desiredOf: (tx, id) => this.deployments.desiredInTx(tx, id),
+      revise: (tx, id, toRevision, author, now, shape) => this.deployments.reviseInTx(tx, id, toRevision, author, now, shape),
+    });
   }
 
   /** Opens the database at `url` and brings its schema up to date. */

@@ -11,6 +11,7 @@ import {
   SentinelSchema,
   WorkloadSchema,
   type DesiredResource,
+  type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { ResourceTableName } from "./schema.ts";
 
@@ -30,6 +31,8 @@ export interface ResourceKind<Desc extends DescMessage> {
   immutable: string[];
   /** Clears output-only fields, leaving what an operator wrote. */
   clearOutput(resource: MessageShape<Desc>): void;
+  /** The resource's rollout strategy, for kinds whose changes may be staged (rollouts.ts). */
+  strategy?(resource: MessageShape<Desc>): RolloutStrategy | undefined;
 }
 
 export type DeploymentMessage = MessageShape<typeof DeploymentSchema>;
@@ -73,7 +76,9 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
     d.createTime = undefined;
     d.updateTime = undefined;
     d.status = [];
+    d.rollout = undefined;
   },
+  strategy: (d) => d.strategy,
 };
 
 export const sentinelKind: ResourceKind<typeof SentinelSchema> = {

@@ -3,18 +3,19 @@
 // outbox rows, a status event and an audit record.
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { clone, equals, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import type { DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Kysely } from "kysely";
 import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import type { ResourceKind } from "./kinds.ts";
 import { writeDesired, type Tx } from "./outbox.ts";
+import { stageChange } from "./rollouts.ts";
 import { ADMIN_AUTHOR, AuditLog, type ChangeAuthor } from "./audit.ts";
 import { StatusEvents } from "./status-events.ts";
 import { isDuplicateKey } from "./regions.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { Database, ResourceTable } from "./schema.ts";
 
-/** Called after a write commits, with the regions whose version moved. */
 /** Called after each committed write with the regions whose versions moved (maybe none). */
 export type CommitListener = (regionIds: number[]) => void;
 
@@ -65,7 +66,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       const regionIds = await this.#resolveRegions(tx, input);
       const row: ResourceTable = { id, revision: 1, body: toBinary(this.kind.schema, input), create_time: now, update_time: now };
       await tx.insertInto(this.kind.table).values(row).execute();
-      const regions = await this.#writeDesired(tx, id, input, regionIds, now);
+      const regions = await this.#writeDesired(tx, id, input, regionIds, now, { from: 0, to: 1, actor: author.actor });
       await this.#writePlacements(tx, id, regionIds, false);
       await this.#recordChange(tx, row, author, "Create", now);
       return { result: this.#fromRow(row), regions };
@@ -134,20 +135,8 @@ export class ResourceRepository<Desc extends DescMessage> {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
-      const target = await tx
-        .selectFrom("resource_revisions")
-        .select("body")
-        .where("resource_type", "=", this.kind.type)
-        .where("resource_id", "=", id)
-        .where("revision", "=", toRevision)
-        .executeTakeFirst();
-      if (!target)
-        throw new StoreError(
-          "not_found",
-          `${this.kind.field} ${JSON.stringify(id)} has no revision ${toRevision} (kept: the last ${this.#historyLimit})`,
-          "to_revision",
-        );
-      return this.#replace(tx, existing, fromBinary(this.kind.schema, target.body) as MessageShape<Desc>, author, "Rollback", now);
+      const target = await this.#revisionBody(tx, id, toRevision);
+      return this.#replace(tx, existing, fromBinary(this.kind.schema, target) as MessageShape<Desc>, author, "Rollback", now);
     });
   }
 
@@ -208,7 +197,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       update_time: now,
     };
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
-    const regions = await this.#writeDesired(tx, id, input, regionIds, now);
+    const regions = await this.#writeDesired(tx, id, input, regionIds, now, { from: Number(existing.revision), to: row.revision, actor: author.actor });
     await this.#writePlacements(tx, id, regionIds, true);
     await this.#recordChange(tx, row, author, action, now);
     return { result: this.#fromRow(row), regions };
@@ -246,6 +235,17 @@ export class ResourceRepository<Desc extends DescMessage> {
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
       await tx.deleteFrom(this.kind.table).where("id", "=", id).execute();
+      if (this.kind.strategy)
+        await stageChange(tx, {
+          id,
+          strategy: undefined,
+          fromRevision: Number(existing.revision),
+          toRevision: 0,
+          next: new Map(),
+          regionIds: new Map(),
+          actor: author.actor,
+          now,
+        });
       const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, new Map(), now);
       await this.#writePlacements(tx, id, new Map(), true);
       await tx.deleteFrom("observations").where("resource_type", "=", this.kind.type).where("resource_id", "=", id).execute();
@@ -261,9 +261,85 @@ export class ResourceRepository<Desc extends DescMessage> {
     });
   }
 
-  /** Desired state of `resource` in its regions, region rows locked first (placements reference them). */
-  #writeDesired(tx: Tx, id: string, resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>, now: number): Promise<number[]> {
-    return writeDesired(tx, this.#dialect, this.kind.type, id, this.kind.desired(resource, regionIds), now, regionIds.values());
+  /**
+   * Desired state of `resource` in its regions, region rows locked first (placements reference
+   * them). A kind with a strategy stages the change (rollouts.ts): its first wave moves now,
+   * the other regions keep what they hold until their wave starts.
+   */
+  async #writeDesired(
+    tx: Tx,
+    id: string,
+    resource: MessageShape<Desc>,
+    regionIds: ReadonlyMap<string, number>,
+    now: number,
+    revisions: { from: number; to: number; actor: string },
+  ): Promise<number[]> {
+    const next = this.kind.desired(resource, regionIds);
+    const staged = this.kind.strategy
+      ? await stageChange(tx, {
+          id,
+          strategy: this.kind.strategy(resource),
+          fromRevision: revisions.from,
+          toRevision: revisions.to,
+          next,
+          regionIds,
+          actor: revisions.actor,
+          now,
+        })
+      : undefined;
+    return writeDesired(tx, this.#dialect, this.kind.type, id, staged?.desired ?? next, now, regionIds.values());
+  }
+
+  /** In `tx`: the revision and desired state per placed region of `id` as it is now; undefined if it is gone. */
+  async desiredInTx(tx: Tx, id: string): Promise<{ revision: number; desired: Map<number, DesiredResource> } | undefined> {
+    const row = await this.#lockRow(tx, id);
+    if (!row) return undefined;
+    const resource = this.#withoutOutput(this.#fromRow(row));
+    return { revision: Number(row.revision), desired: this.kind.desired(resource, await this.#resolveRegions(tx, resource)) };
+  }
+
+  /**
+   * In `tx`: a new revision carrying revision `toRevision`'s spec (action Rollback, by
+   * `author`), whose desired state per region `shape` decides — a rollout's way back, written
+   * at once, never staged. Returns the regions whose versions moved.
+   */
+  async reviseInTx(
+    tx: Tx,
+    id: string,
+    toRevision: number,
+    author: ChangeAuthor,
+    now: number,
+    shape: (next: Map<number, DesiredResource>) => Promise<Map<number, DesiredResource>>,
+  ): Promise<number[]> {
+    const existing = await this.#lockRow(tx, id);
+    if (!existing) throw this.#notFound(id);
+    const target = await this.#revisionBody(tx, id, toRevision);
+    const input = fromBinary(this.kind.schema, target) as MessageShape<Desc>;
+    const regionIds = await this.#resolveRegions(tx, input);
+    const row: ResourceTable = { id, revision: Number(existing.revision) + 1, body: target, create_time: Number(existing.create_time), update_time: now };
+    await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
+    const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, await shape(this.kind.desired(input, regionIds)), now, regionIds.values());
+    await this.#writePlacements(tx, id, regionIds, true);
+    await this.#recordChange(tx, row, author, "Rollback", now);
+    return regions;
+  }
+
+  /** A kept revision's spec; NOT_FOUND (naming to_revision) when it is no longer kept. */
+  async #revisionBody(tx: Tx, id: string, revision: number): Promise<Uint8Array> {
+    const target = await tx
+      .selectFrom("resource_revisions")
+      .select("body")
+      .where("resource_type", "=", this.kind.type)
+      .where("resource_id", "=", id)
+      .where("revision", "=", revision)
+      .executeTakeFirst();
+    if (!target)
+      throw new StoreError(
+        "not_found",
+        `${this.kind.field} ${JSON.stringify(id)} has no revision ${revision} (kept: the last ${this.#historyLimit})`,
+        "to_revision",
+      );
+    return target.body;
   }
 
   /** Runs `body` in a transaction; with `dryRun`, every check and statement runs, then it rolls back. */

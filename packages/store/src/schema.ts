@@ -159,6 +159,36 @@ export interface StatusTransitionsTable {
   reason: string;
 }
 
+export interface RolloutsTable {
+  id: string;
+  deployment_id: string;
+  to_revision: number;
+  from_revision: number;
+  state: number;
+  current_wave: number;
+  generation: number;
+  on_failure: number;
+  reason: string;
+  /** JSON: the waves and their regions' progress (rollouts.ts RolloutPlan). */
+  plan: string;
+  due_at: number | null;
+  create_time: number;
+  update_time: number;
+}
+
+export interface RolloutTransitionsTable {
+  id: Generated<number>;
+  rollout_id: string;
+  generation: number;
+  from_state: number;
+  to_state: number;
+  wave: number;
+  action: string;
+  actor: string;
+  reason: string;
+  time: number;
+}
+
 export interface Database {
   regions: RegionsTable;
   deployments: ResourceTable;
@@ -178,6 +208,8 @@ export interface Database {
   status_events: StatusEventsTable;
   status_events_pruned: StatusEventsPrunedTable;
   status_transitions: StatusTransitionsTable;
+  rollouts: RolloutsTable;
+  rollout_transitions: RolloutTransitionsTable;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

@@ -6,6 +6,7 @@ import type { Store } from "@flotilla/store";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
 import { authorOf, resourceCrud } from "./resource-crud.ts";
+import { rolloutMessages } from "./rollout-service.ts";
 
 export function deploymentService(store: Store, statusOptions: StatusOptions, validation: validate.ValidationOptions): ServiceImpl<typeof DeploymentService> {
   const crud = resourceCrud(store.deployments, (resource) => validate.deployment(resource, validation));
@@ -16,7 +17,12 @@ export function deploymentService(store: Store, statusOptions: StatusOptions, va
       deployments.map((d) => d.id),
       statusOptions,
     );
-    for (const d of deployments) d.status = statuses.get(d.id) ?? [];
+    const rollouts = await store.rollouts.newestOf(deployments.map((d) => d.id));
+    const shown = new Map((await rolloutMessages(store, [...rollouts.values()], statusOptions)).map((r) => [r.deployment, r]));
+    for (const d of deployments) {
+      d.status = statuses.get(d.id) ?? [];
+      d.rollout = shown.get(d.id);
+    }
     return deployments;
   };
   const one = async (d: Deployment) => ({ deployment: (await withStatus([d]))[0] });

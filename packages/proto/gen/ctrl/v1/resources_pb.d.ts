@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file ctrl/v1/resources.proto.
@@ -301,6 +301,20 @@ export declare type Deployment = Message<"ctrl.v1.Deployment"> & {
    * @generated from field: repeated ctrl.v1.RegionStatus status = 14;
    */
   status: RegionStatus[];
+
+  /**
+   * How a change reaches the placement regions; absent: every region at once.
+   *
+   * @generated from field: ctrl.v1.RolloutStrategy strategy = 15;
+   */
+  strategy?: RolloutStrategy | undefined;
+
+  /**
+   * Output only. The newest rollout of this deployment (active or ended), if any.
+   *
+   * @generated from field: ctrl.v1.Rollout rollout = 16;
+   */
+  rollout?: Rollout | undefined;
 };
 
 /**
@@ -308,6 +322,276 @@ export declare type Deployment = Message<"ctrl.v1.Deployment"> & {
  * Use `create(DeploymentSchema)` to create a new message.
  */
 export declare const DeploymentSchema: GenMessage<Deployment>;
+
+/**
+ * Waves of regions a change moves through, in order (ARCHITECTURE §9). A region's desired
+ * state moves to the new revision only when its wave starts.
+ *
+ * @generated from message ctrl.v1.RolloutStrategy
+ */
+export declare type RolloutStrategy = Message<"ctrl.v1.RolloutStrategy"> & {
+  /**
+   * At most 20. Placement regions that no wave selects form a last wave.
+   *
+   * @generated from field: repeated ctrl.v1.RolloutWave waves = 1;
+   */
+  waves: RolloutWave[];
+
+  /**
+   * @generated from field: ctrl.v1.RolloutFailurePolicy on_failure = 2;
+   */
+  onFailure: RolloutFailurePolicy;
+};
+
+/**
+ * Describes the message ctrl.v1.RolloutStrategy.
+ * Use `create(RolloutStrategySchema)` to create a new message.
+ */
+export declare const RolloutStrategySchema: GenMessage<RolloutStrategy>;
+
+/**
+ * @generated from message ctrl.v1.RolloutWave
+ */
+export declare type RolloutWave = Message<"ctrl.v1.RolloutWave"> & {
+  /**
+   * DNS-1123 label, unique within the strategy.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Region names. With a selector, the union. Neither: every placement region not in a wave
+   * before. A region named by an earlier wave stays there.
+   *
+   * @generated from field: repeated string regions = 2;
+   */
+  regions: string[];
+
+  /**
+   * A Kubernetes label selector over the regions' labels, e.g. "tier=canary".
+   *
+   * @generated from field: string selector = 3;
+   */
+  selector: string;
+
+  /**
+   * How many of the wave's regions move at a time: a count ("1") or a percentage of the
+   * wave's regions ("50%", at least one). Empty: all at once.
+   *
+   * @generated from field: string max_parallel = 4;
+   */
+  maxParallel: string;
+
+  /**
+   * How long every region of the wave must stay RUNNING at the new revision before the next
+   * wave may start. Default 0.
+   *
+   * @generated from field: google.protobuf.Duration bake = 5;
+   */
+  bake?: Duration | undefined;
+
+  /**
+   * An operator approves before the wave starts.
+   *
+   * @generated from field: bool approval = 6;
+   */
+  approval: boolean;
+
+  /**
+   * How long the wave's regions may take to be RUNNING; past it the rollout fails. Default 10 min.
+   *
+   * @generated from field: google.protobuf.Duration progress_deadline = 7;
+   */
+  progressDeadline?: Duration | undefined;
+};
+
+/**
+ * Describes the message ctrl.v1.RolloutWave.
+ * Use `create(RolloutWaveSchema)` to create a new message.
+ */
+export declare const RolloutWaveSchema: GenMessage<RolloutWave>;
+
+/**
+ * One change of a deployment moving wave by wave from the revision each region ran to
+ * `to_revision`.
+ *
+ * @generated from message ctrl.v1.Rollout
+ */
+export declare type Rollout = Message<"ctrl.v1.Rollout"> & {
+  /**
+   * Unique, e.g. "shop-7" (the deployment and its target revision).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string deployment = 2;
+   */
+  deployment: string;
+
+  /**
+   * @generated from field: int64 to_revision = 3;
+   */
+  toRevision: bigint;
+
+  /**
+   * @generated from field: ctrl.v1.RolloutState state = 4;
+   */
+  state: RolloutState;
+
+  /**
+   * Index into waves of the wave under way (or waiting for approval, or where it stopped).
+   *
+   * @generated from field: int32 current_wave = 5;
+   */
+  currentWave: number;
+
+  /**
+   * @generated from field: repeated ctrl.v1.RolloutWaveStatus waves = 6;
+   */
+  waves: RolloutWaveStatus[];
+
+  /**
+   * Why the rollout is in its state, e.g. "eu: FAILED: ImagePullBackOff".
+   *
+   * @generated from field: string reason = 7;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: ctrl.v1.RolloutFailurePolicy on_failure = 8;
+   */
+  onFailure: RolloutFailurePolicy;
+
+  /**
+   * Bumped by every transition (each one a compare-and-set on it).
+   *
+   * @generated from field: int64 generation = 9;
+   */
+  generation: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 10;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp update_time = 11;
+   */
+  updateTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ctrl.v1.Rollout.
+ * Use `create(RolloutSchema)` to create a new message.
+ */
+export declare const RolloutSchema: GenMessage<Rollout>;
+
+/**
+ * @generated from message ctrl.v1.RolloutWaveStatus
+ */
+export declare type RolloutWaveStatus = Message<"ctrl.v1.RolloutWaveStatus"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: repeated ctrl.v1.RolloutRegion regions = 2;
+   */
+  regions: RolloutRegion[];
+
+  /**
+   * @generated from field: google.protobuf.Duration bake = 3;
+   */
+  bake?: Duration | undefined;
+
+  /**
+   * @generated from field: bool approval = 4;
+   */
+  approval: boolean;
+
+  /**
+   * @generated from field: google.protobuf.Duration progress_deadline = 5;
+   */
+  progressDeadline?: Duration | undefined;
+
+  /**
+   * When the wave's first regions moved; absent: not started.
+   *
+   * @generated from field: google.protobuf.Timestamp start_time = 6;
+   */
+  startTime?: Timestamp | undefined;
+
+  /**
+   * Since when every region of the wave has been RUNNING at the new revision (the bake's start).
+   *
+   * @generated from field: google.protobuf.Timestamp running_since = 7;
+   */
+  runningSince?: Timestamp | undefined;
+
+  /**
+   * When the wave was done.
+   *
+   * @generated from field: google.protobuf.Timestamp end_time = 8;
+   */
+  endTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int32 max_parallel = 9;
+   */
+  maxParallel: number;
+};
+
+/**
+ * Describes the message ctrl.v1.RolloutWaveStatus.
+ * Use `create(RolloutWaveStatusSchema)` to create a new message.
+ */
+export declare const RolloutWaveStatusSchema: GenMessage<RolloutWaveStatus>;
+
+/**
+ * @generated from message ctrl.v1.RolloutRegion
+ */
+export declare type RolloutRegion = Message<"ctrl.v1.RolloutRegion"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * The revision the region's agent is to run now.
+   *
+   * @generated from field: int64 revision = 2;
+   */
+  revision: bigint;
+
+  /**
+   * The region was moved to to_revision by this rollout.
+   *
+   * @generated from field: bool moved = 3;
+   */
+  moved: boolean;
+
+  /**
+   * The region version at which it was moved (observations of older versions do not count).
+   *
+   * @generated from field: int64 moved_version = 4;
+   */
+  movedVersion: bigint;
+
+  /**
+   * @generated from field: ctrl.v1.Phase phase = 5;
+   */
+  phase: Phase;
+};
+
+/**
+ * Describes the message ctrl.v1.RolloutRegion.
+ * Use `create(RolloutRegionSchema)` to create a new message.
+ */
+export declare const RolloutRegionSchema: GenMessage<RolloutRegion>;
 
 /**
  * The gateway of one environment in one region.
@@ -744,6 +1028,94 @@ export enum Phase {
  * Describes the enum ctrl.v1.Phase.
  */
 export declare const PhaseSchema: GenEnum<Phase>;
+
+/**
+ * @generated from enum ctrl.v1.RolloutFailurePolicy
+ */
+export enum RolloutFailurePolicy {
+  /**
+   * Treated as ROLLBACK.
+   *
+   * @generated from enum value: ROLLOUT_FAILURE_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The regions the rollout moved get the previous revision back; later waves are untouched.
+   *
+   * @generated from enum value: ROLLOUT_FAILURE_POLICY_ROLLBACK = 1;
+   */
+  ROLLBACK = 1,
+
+  /**
+   * The rollout freezes where it is until an operator resumes, aborts or applies a fix.
+   *
+   * @generated from enum value: ROLLOUT_FAILURE_POLICY_PAUSE = 2;
+   */
+  PAUSE = 2,
+}
+
+/**
+ * Describes the enum ctrl.v1.RolloutFailurePolicy.
+ */
+export declare const RolloutFailurePolicySchema: GenEnum<RolloutFailurePolicy>;
+
+/**
+ * @generated from enum ctrl.v1.RolloutState
+ */
+export enum RolloutState {
+  /**
+   * @generated from enum value: ROLLOUT_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: ROLLOUT_STATE_PROGRESSING = 1;
+   */
+  PROGRESSING = 1,
+
+  /**
+   * @generated from enum value: ROLLOUT_STATE_WAITING_APPROVAL = 2;
+   */
+  WAITING_APPROVAL = 2,
+
+  /**
+   * @generated from enum value: ROLLOUT_STATE_PAUSED = 3;
+   */
+  PAUSED = 3,
+
+  /**
+   * @generated from enum value: ROLLOUT_STATE_SUCCEEDED = 4;
+   */
+  SUCCEEDED = 4,
+
+  /**
+   * Failed with on_failure PAUSE: frozen, an operator decides.
+   *
+   * @generated from enum value: ROLLOUT_STATE_FAILED = 5;
+   */
+  FAILED = 5,
+
+  /**
+   * @generated from enum value: ROLLOUT_STATE_ROLLED_BACK = 6;
+   */
+  ROLLED_BACK = 6,
+
+  /**
+   * @generated from enum value: ROLLOUT_STATE_SUPERSEDED = 7;
+   */
+  SUPERSEDED = 7,
+
+  /**
+   * @generated from enum value: ROLLOUT_STATE_ABORTED = 8;
+   */
+  ABORTED = 8,
+}
+
+/**
+ * Describes the enum ctrl.v1.RolloutState.
+ */
+export declare const RolloutStateSchema: GenEnum<RolloutState>;
 
 /**
  * @generated from enum ctrl.v1.SentinelDesiredState

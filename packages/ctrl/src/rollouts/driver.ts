@@ -1,0 +1,171 @@
+// Drives active rollouts through their waves (gate.ts decides, the store writes with a
+// compare-and-set). A rollout is looked at when something it waits for may have changed:
+// a status event of its deployment (an agent's report, through the status feed: at once for
+// this process's writes, within the poll interval for other replicas'), its stored due time
+// (a bake's end, a wave's deadline: one timer per process, armed for the earliest), or an
+// operator's control. Nothing polls every rollout, so rollouts waiting on a bake cost nothing
+// at rest. Every replica drives; the compare-and-set lets exactly one of them move a rollout
+// at a time, and a replica that lost its turn writes nothing.
+import { ResourceType, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import type { Logger } from "@flotilla/runtime";
+import type { StatusEvent, Store, StoredRollout } from "@flotilla/store";
+import type { CtrlMetrics } from "../metrics.ts";
+import { statusesOf, type StatusOptions } from "../status/region-status.ts";
+import type { StatusFeed } from "../streaming/status-feed.ts";
+import { evaluate, type Decision } from "./gate.ts";
+
+/** Transitions one look at a rollout may make in a row (a wave with no bake ends and the next starts at once). */
+const MAX_STEPS = 20;
+/** Due rollouts handled per timer run. */
+const DUE_BATCH = 100;
+/** How soon a rollout whose due time passed without a transition is looked at again. */
+const OVERDUE_RETRY_MS = 250;
+/** Longest a timer is set for: the due time of another replica's new rollout is found by then. */
+const MAX_TIMER_MS = 60_000;
+
+export class RolloutDriver {
+  readonly #store: Store;
+  readonly #statusOptions: StatusOptions;
+  readonly #metrics: CtrlMetrics;
+  readonly #log: Logger;
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Number.POSITIVE_INFINITY;
+  #stopped = false;
+  #unsubscribe: (() => void) | undefined;
+  /** Rollouts being looked at now, with a flag to look again once done (a change meanwhile). */
+  readonly #inFlight = new Map<string, { again: boolean }>();
+
+  constructor(store: Store, statusOptions: StatusOptions, metrics: CtrlMetrics, log: Logger) {
+    this.#store = store;
+    this.#statusOptions = statusOptions;
+    this.#metrics = metrics;
+    this.#log = log;
+  }
+
+  /** Follows `feed` and arms the timer for the earliest due rollout. */
+  start(feed: StatusFeed): void {
+    this.#unsubscribe = feed.subscribe((events) => void this.#observed(events));
+    void this.#arm();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#unsubscribe?.();
+    clearTimeout(this.#timer);
+  }
+
+  /**
+   * Applies `decide` to the rollout `id` (an operator's control, or the gate) and drives it
+   * on: returns the rollout as stored after, or undefined when `decide` had nothing to do.
+   */
+  async apply(current: StoredRollout, decision: Decision, actor: string): Promise<StoredRollout | undefined> {
+    const now = Date.now();
+    const stored = await this.#store.rollouts.transition(
+      current,
+      decision.next,
+      { move: decision.move, restore: decision.restore },
+      decision.action,
+      actor,
+      now,
+    );
+    if (stored) this.#transitioned(current, stored, now);
+    return stored;
+  }
+
+  /** Looks at rollout `id` now and moves it as far as the gate allows. */
+  async drive(id: string): Promise<void> {
+    const flight = this.#inFlight.get(id);
+    if (flight) {
+      flight.again = true;
+      return;
+    }
+    const mine = { again: true };
+    this.#inFlight.set(id, mine);
+    try {
+      while (mine.again && !this.#stopped) {
+        mine.again = false;
+        for (let step = 0; step < MAX_STEPS; step++) {
+          const rollout = await this.#store.rollouts.get(id);
+          const decision = evaluate(rollout, await this.#statuses(rollout), Date.now());
+          if (!decision) {
+            // Staged by a write (not by this driver): its deadline is due here too.
+            if (rollout.dueAt !== undefined && rollout.dueAt < this.#timerAt) this.#setTimer(rollout.dueAt, Date.now());
+            break;
+          }
+          // Lost to another replica: look again at what it stored.
+          await this.apply(rollout, decision, "rollout");
+        }
+      }
+    } catch (error) {
+      this.#log.error(`rollout ${id}: ${error instanceof Error ? error.message : String(error)}`);
+    } finally {
+      this.#inFlight.delete(id);
+    }
+  }
+
+  /** The rollout's deployment's status per region, by region name. */
+  async #statuses(rollout: StoredRollout): Promise<Map<string, RegionStatus>> {
+    const statuses = await statusesOf(this.#store, ResourceType.DEPLOYMENT, [rollout.deploymentId], this.#statusOptions);
+    return new Map((statuses.get(rollout.deploymentId) ?? []).map((s) => [s.region, s]));
+  }
+
+  async #observed(events: StatusEvent[]): Promise<void> {
+    const ids = [...new Set(events.filter((e) => e.type === ResourceType.DEPLOYMENT).map((e) => e.id))];
+    if (ids.length === 0 || this.#stopped) return;
+    try {
+      for (const rollout of await this.#store.rollouts.activeOf(ids)) {
+        if (rollout.state === RolloutState.PROGRESSING) void this.drive(rollout.id);
+      }
+    } catch (error) {
+      this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  #transitioned(before: StoredRollout, after: StoredRollout, now: number): void {
+    if (before.state !== after.state) {
+      const ended = ![RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL, RolloutState.PAUSED, RolloutState.FAILED].includes(after.state);
+      if (ended) this.#metrics.rolloutsEnded.inc({ result: RolloutState[after.state] ?? "UNSPECIFIED" });
+    }
+    for (let i = 0; i < after.waves.length; i++) {
+      const wave = after.waves[i]!;
+      if (wave.endTime !== undefined && before.waves[i]?.endTime === undefined && wave.startTime !== undefined) {
+        this.#metrics.waveSeconds.observe((wave.endTime - wave.startTime) / 1000);
+      }
+    }
+    if (after.dueAt !== undefined && after.dueAt < this.#timerAt) this.#setTimer(after.dueAt, now);
+  }
+
+  /** Sets the timer for the earliest due rollout (looked up once per run, not per rollout). */
+  async #arm(): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      const due = await this.#store.rollouts.nextDue();
+      const now = Date.now();
+      // One still due after it was driven waits for a change (its gate had nothing to do): no busy loop.
+      this.#setTimer(due === undefined ? now + MAX_TIMER_MS : Math.max(due, now + OVERDUE_RETRY_MS), now);
+    } catch (error) {
+      this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}`);
+      this.#setTimer(Date.now() + 1000, Date.now());
+    }
+  }
+
+  #setTimer(at: number, now: number): void {
+    if (this.#stopped) return;
+    clearTimeout(this.#timer);
+    const when = Math.min(at, now + MAX_TIMER_MS);
+    this.#timerAt = when;
+    this.#timer = setTimeout(() => void this.#fire(), Math.max(0, when - now));
+    this.#timer.unref();
+  }
+
+  async #fire(): Promise<void> {
+    this.#timerAt = Number.POSITIVE_INFINITY;
+    try {
+      const due = await this.#store.rollouts.due(Date.now(), DUE_BATCH);
+      await Promise.all(due.map((r) => this.drive(r.id)));
+    } catch (error) {
+      this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    await this.#arm();
+  }
+}

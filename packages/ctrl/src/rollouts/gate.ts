@@ -1,0 +1,142 @@
+// The rollout state machine as a pure function: given a rollout and its deployment's status
+// per region now, what (if anything) happens next. The driver (driver.ts) stores what this
+// decides with a compare-and-set; the operators' controls (controls.ts) are decisions too.
+//
+// States and transitions (ARCHITECTURE §9):
+//   PROGRESSING       wave w is under way: its moved regions are to run the new revision.
+//     a moved region FAILED, or the wave's progress deadline passed while one is not RUNNING
+//     (its agent stale included)             → fail: ROLLED_BACK (onFailure ROLLBACK: every
+//                                              moved region gets its previous revision back)
+//                                              or FAILED (onFailure PAUSE: frozen)
+//     every moved region RUNNING, regions of w left (maxParallel) → the next batch moves
+//     every region of w RUNNING             → its bake starts (runningSince); a region leaving
+//                                              RUNNING ends the bake, which starts again
+//     baked, w the last wave                → SUCCEEDED
+//     baked, wave w+1 asks for approval     → WAITING_APPROVAL
+//     baked                                 → wave w+1 starts: its first batch moves
+//   WAITING_APPROVAL  approve or promote     → the wave starts
+//   PAUSED            resume                 → PROGRESSING, the wave's deadline counted anew
+//   FAILED            resume → PROGRESSING; abort → ABORTED; a newer change → SUPERSEDED
+//   any active        abort                  → ABORTED, moved regions restored
+//
+// Invariants: a region moves only in a transition that starts its wave or its batch; a wave
+// starts once (each transition is a compare-and-set on the generation); RUNNING counts only
+// at the region's current desired version (the projection reads PENDING until the agent has
+// applied it), so an older observation that still says RUNNING never passes the gate; a bake
+// counts from its stored start, so a restart never shortens it.
+import { Phase, RolloutFailurePolicy, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { nextBatch, startWave, type StoredRollout, type WaveRegion } from "@flotilla/store";
+
+export interface Decision {
+  next: StoredRollout;
+  /** Regions to move to the new revision. */
+  move: number[];
+  /** Restore every moved region's previous revision. */
+  restore: boolean;
+  /** How the transition is recorded, e.g. "start-wave", "baked", "rolled-back". */
+  action: string;
+}
+
+/** A copy to change: decisions never mutate what was read. */
+function copy(rollout: StoredRollout): StoredRollout {
+  return structuredClone(rollout);
+}
+
+const running = (status: RegionStatus | undefined) => status !== undefined && status.phase === Phase.RUNNING && !status.stale;
+
+/** What the gate decides for `rollout` given its regions' statuses (by region name) at `now`; undefined: wait. */
+export function evaluate(rollout: StoredRollout, statuses: ReadonlyMap<string, RegionStatus>, now: number): Decision | undefined {
+  if (rollout.state !== RolloutState.PROGRESSING) return undefined;
+  const wave = rollout.waves[rollout.currentWave]!;
+  const moved = wave.regions.filter((r) => r.moved);
+  // FAILED counts only of the new revision: an apply error of the version before is no verdict on it.
+  const failed = moved.find((r) => {
+    const status = statuses.get(r.region);
+    return status?.phase === Phase.FAILED && status.appliedVersion >= status.desiredVersion;
+  });
+  if (failed) return fail(rollout, `${failed.region}: FAILED: ${statuses.get(failed.region)!.reason}`, now);
+  const notRunning = moved.filter((r) => !running(statuses.get(r.region)));
+  if (notRunning.length > 0) {
+    if (now >= (wave.startTime ?? now) + wave.deadlineMs) {
+      const why = notRunning.map((r) => `${r.region}: ${describe(statuses.get(r.region))}`).join("; ");
+      return fail(rollout, `wave ${wave.name} not RUNNING within ${seconds(wave.deadlineMs)}: ${why}`, now);
+    }
+    if (wave.runningSince === undefined) return undefined;
+    const next = copy(rollout);
+    next.waves[next.currentWave]!.runningSince = undefined;
+    next.dueAt = (wave.startTime ?? now) + wave.deadlineMs;
+    next.reason = `wave ${wave.name}: bake ended early, ${notRunning.map((r) => r.region).join(", ")} not RUNNING`;
+    return { next, move: [], restore: false, action: "bake-reset" };
+  }
+  const batch = nextBatch(wave);
+  if (batch.length > 0) return moveBatch(rollout, batch, now);
+  if (wave.runningSince === undefined) {
+    const next = copy(rollout);
+    next.waves[next.currentWave]!.runningSince = now;
+    next.dueAt = now + wave.bakeMs;
+    next.reason = `wave ${wave.name}: every region RUNNING, baking ${seconds(wave.bakeMs)}`;
+    return { next, move: [], restore: false, action: "bake" };
+  }
+  if (now < wave.runningSince + wave.bakeMs) return undefined;
+  return waveDone(rollout, now);
+}
+
+/** The current wave is done: the next starts (or waits for approval), or the rollout succeeded. */
+export function waveDone(rollout: StoredRollout, now: number): Decision {
+  const next = copy(rollout);
+  next.waves[next.currentWave]!.endTime = now;
+  if (next.currentWave === next.waves.length - 1) {
+    next.state = RolloutState.SUCCEEDED;
+    next.dueAt = undefined;
+    next.reason = `every wave runs revision ${next.toRevision}`;
+    return { next, move: [], restore: false, action: "succeeded" };
+  }
+  next.currentWave++;
+  const wave = next.waves[next.currentWave]!;
+  if (wave.approval) {
+    next.state = RolloutState.WAITING_APPROVAL;
+    next.dueAt = undefined;
+    next.reason = `wave ${wave.name} waits for approval`;
+    return { next, move: [], restore: false, action: "wait-approval" };
+  }
+  return { next, move: startWave(next, now).map((r) => r.regionId), restore: false, action: "start-wave" };
+}
+
+/** The waiting wave starts (approval or promotion). */
+export function approve(rollout: StoredRollout, now: number): Decision {
+  const next = copy(rollout);
+  return { next, move: startWave(next, now).map((r) => r.regionId), restore: false, action: "start-wave" };
+}
+
+function moveBatch(rollout: StoredRollout, batch: WaveRegion[], now: number): Decision {
+  const next = copy(rollout);
+  const wave = next.waves[next.currentWave]!;
+  const names = new Set(batch.map((r) => r.region));
+  for (const r of wave.regions) if (names.has(r.region)) r.moved = true;
+  wave.startTime = now;
+  next.dueAt = now + wave.deadlineMs;
+  next.reason = `wave ${wave.name}: moving ${[...names].join(", ")}`;
+  return { next, move: batch.map((r) => r.regionId), restore: false, action: "move-batch" };
+}
+
+/** The rollout failed: back (ROLLBACK) or frozen (PAUSE). */
+export function fail(rollout: StoredRollout, reason: string, _now: number): Decision {
+  const next = copy(rollout);
+  next.dueAt = undefined;
+  next.reason = reason;
+  if (rollout.onFailure === RolloutFailurePolicy.PAUSE) {
+    next.state = RolloutState.FAILED;
+    return { next, move: [], restore: false, action: "failed" };
+  }
+  next.state = RolloutState.ROLLED_BACK;
+  return { next, move: [], restore: true, action: "rolled-back" };
+}
+
+function describe(status: RegionStatus | undefined): string {
+  if (!status) return "no status";
+  return `${Phase[status.phase]}${status.stale ? " (agent stale)" : ""}${status.reason ? `: ${status.reason}` : ""}`;
+}
+
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))}s`;
+}

@@ -1,0 +1,242 @@
+// Staged rollouts (ARCHITECTURE §9) with scripted agents reporting through ReportObservedState:
+// a region's desired state moves only when its wave starts; a wave is done after every region
+// of it ran RUNNING at the new revision for its bake; a failure rolls back exactly the regions
+// moved (later waves never written); an older RUNNING observation never passes the gate; the
+// operators' controls and their roles; the deadline, falling due with no observation.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { fromBinary } from "@bufbuild/protobuf";
+import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { DesiredResourceSchema, ResourceType, RolloutFailurePolicy, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+
+const REGIONS = { canary: "canary", eu: "prod", us: "prod" } as const;
+type RegionName = keyof typeof REGIONS;
+const secs = (s: number) => ({ seconds: BigInt(Math.floor(s)), nanos: Math.round((s % 1) * 1e9) });
+
+for (const { db, skip } of await testDatabases()) {
+  describe(`staged rollouts (${db.name})`, { skip }, () => {
+    let t: TestCtrl;
+    before(async () => {
+      t = await startTestCtrl(db);
+      for (const [name, tier] of Object.entries(REGIONS)) await t.client(RegionService).createRegion({ region: { name, labels: { tier } } });
+    });
+    after(() => t.close());
+
+    /** What each region's agent is to run now: its desired version and image (absent: nothing). */
+    const desired = async (id: string) => {
+      const rows = await t.store.database.db
+        .selectFrom("desired_resources")
+        .innerJoin("regions", "regions.id", "desired_resources.region_id")
+        .select(["regions.name", "desired_resources.version", "desired_resources.body"])
+        .where("resource_id", "=", id)
+        .execute();
+      const body = (b: Uint8Array) => fromBinary(DesiredResourceSchema, b).spec;
+      return Object.fromEntries(
+        rows.map((r) => {
+          const spec = body(r.body);
+          return [r.name, { version: Number(r.version), image: spec.case === "deployment" ? spec.value.workload?.image : "" }];
+        }),
+      ) as Partial<Record<RegionName, { version: number; image: string }>>;
+    };
+    /** Outbox rows of `id` written to `region` so far. */
+    const outboxRows = async (id: string, region: RegionName) =>
+      (
+        await t.store.database.db
+          .selectFrom("deployment_changes")
+          .innerJoin("regions", "regions.id", "deployment_changes.region_id")
+          .select("deployment_changes.version")
+          .where("regions.name", "=", region)
+          .where("resource_id", "=", id)
+          .execute()
+      ).length;
+    /** The region's agent reports `id` at `version`: RUNNING with `image` (2/2 ready), or FAILED with an apply error. */
+    const report = (region: RegionName, id: string, version: number, image: string, outcome: "running" | "failed" = "running") =>
+      t.client(ClusterService).reportObservedState({
+        region,
+        appliedVersion: BigInt(version),
+        observations: [
+          {
+            type: ResourceType.DEPLOYMENT,
+            id,
+            appliedVersion: BigInt(version),
+            observedImage: image,
+            desiredReplicas: 2,
+            readyReplicas: outcome === "running" ? 2 : 0,
+            updatedReplicas: 2,
+            lastApplyError: outcome === "failed" ? "ImagePullBackOff: image not found" : "",
+          },
+        ],
+      });
+    /** Every region that holds `id` reports it RUNNING at what it holds. */
+    const agentsRun = async (id: string) => {
+      for (const [region, d] of Object.entries(await desired(id))) await report(region as RegionName, id, d!.version, d!.image);
+    };
+    const rollout = async (id: string): Promise<Rollout> => (await t.client(RolloutService).getRollout({ id })).rollout!;
+    const until = async (id: string, state: RolloutState, timeoutMs = 15_000): Promise<Rollout> => {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const r = await rollout(id);
+        if (r.state === state) return r;
+        if (Date.now() > deadline) throw new Error(`rollout of ${id} is ${RolloutState[r.state]} (${r.reason}), not ${RolloutState[state]}`);
+        await sleep(50);
+      }
+    };
+    const deployment = (id: string, image: string, strategy: object) => ({
+      deployment: {
+        id,
+        namespace: "demo",
+        image,
+        regions: (["canary", "eu", "us"] as const).map((region) => ({ region, replicas: 2 })),
+        strategy,
+      },
+    });
+    const twoWaves = (bake: number, onFailure = RolloutFailurePolicy.ROLLBACK) => ({
+      waves: [{ name: "canary", selector: "tier=canary", bake: secs(bake) }, { name: "rest" }],
+      onFailure,
+    });
+
+    test("a change moves wave by wave: the second wave is written only after the first ran the new revision for its bake", async () => {
+      const deployments = t.client(DeploymentService);
+      await deployments.createDeployment(deployment("shop", "shop:1", twoWaves(1)));
+      assert.deepEqual(Object.keys(await desired("shop")), ["canary"], "only the first wave holds it");
+      assert.equal(await outboxRows("shop", "eu"), 0);
+      const created = await deployments.getDeployment({ id: "shop" });
+      assert.equal(created.deployment!.rollout?.state, RolloutState.PROGRESSING);
+      await agentsRun("shop");
+      const runningAt = Date.now();
+      while (!(await desired("shop")).eu) {
+        assert.ok(Date.now() - runningAt < 10_000, "the second wave starts");
+        await sleep(25);
+      }
+      assert.ok(Date.now() - runningAt >= 1000, `the second wave started ${Date.now() - runningAt} ms after the first ran: before its 1 s bake`);
+      await agentsRun("shop");
+      const done = await until("shop", RolloutState.SUCCEEDED);
+      assert.deepEqual(
+        done.waves.map((w) => [w.name, w.regions.map((r) => r.region)]),
+        [
+          ["canary", ["canary"]],
+          ["rest", ["eu", "us"]],
+        ],
+      );
+      // Each wave started exactly once, read from the stored transitions.
+      const starts = (await t.store.rollouts.transitions(done.id)).filter((x) => x.action === "start-wave").map((x) => x.wave);
+      assert.deepEqual(starts, [0, 1]);
+    });
+
+    test("a failing image: the first wave fails, the regions it moved run the previous spec again, the second wave is never written", async () => {
+      const deployments = t.client(DeploymentService);
+      const before = await desired("shop");
+      const euRows = await outboxRows("shop", "eu");
+      await deployments.updateDeployment(deployment("shop", "shop:broken", twoWaves(1)));
+      const moved = await desired("shop");
+      assert.equal(moved.canary!.image, "shop:broken");
+      assert.deepEqual(moved.eu, before.eu, "eu keeps what it ran");
+      // The stale-status trap: canary's last observation (of the previous version) says RUNNING; it does not pass the gate.
+      await report("canary", "shop", before.canary!.version, "shop:1");
+      await sleep(300);
+      assert.equal((await rollout("shop")).state, RolloutState.PROGRESSING);
+      assert.equal((await rollout("shop")).currentWave, 0);
+      await report("canary", "shop", moved.canary!.version, "shop:broken", "failed");
+      const back = await until("shop", RolloutState.ROLLED_BACK);
+      assert.match(back.reason, /canary: FAILED: apply failed: ImagePullBackOff/);
+      const after = await desired("shop");
+      assert.equal(after.canary!.image, "shop:1", "canary runs the previous spec again");
+      assert.equal(await outboxRows("shop", "eu"), euRows, "the second wave received no write at all");
+      const { deployment: d } = await deployments.getDeployment({ id: "shop" });
+      assert.equal(d!.image, "shop:1");
+      const revisions = await t.store.deployments.revisions("shop", 1, "");
+      assert.equal(revisions.items[0]!.actor, "rollout", "the way back is a revision by actor rollout");
+      assert.match(revisions.items[0]!.message, /canary: FAILED/);
+    });
+
+    test("onFailure PAUSE freezes; a fixed image supersedes it and succeeds", async () => {
+      const deployments = t.client(DeploymentService);
+      await deployments.updateDeployment(deployment("shop", "shop:bad", twoWaves(0, RolloutFailurePolicy.PAUSE)));
+      const moved = await desired("shop");
+      await report("canary", "shop", moved.canary!.version, "shop:bad", "failed");
+      const frozen = await until("shop", RolloutState.FAILED);
+      assert.equal((await desired("shop")).canary!.image, "shop:bad", "frozen where it is");
+      await deployments.updateDeployment(deployment("shop", "shop:2", twoWaves(0, RolloutFailurePolicy.PAUSE)));
+      assert.equal((await t.store.rollouts.get(frozen.id)).state, RolloutState.SUPERSEDED);
+      await agentsRun("shop");
+      await until("shop", RolloutState.PROGRESSING);
+      for (let i = 0; i < 100 && (await desired("shop")).eu?.image !== "shop:2"; i++) await sleep(50);
+      await agentsRun("shop");
+      await until("shop", RolloutState.SUCCEEDED);
+    });
+
+    test("an approval wave waits for a deployer (a viewer is refused); pause, resume and abort", async () => {
+      const operators = t.client(OperatorService);
+      const viewer = (await operators.createOperator({ name: "vic", role: Role.VIEWER })).token;
+      const deployer = (await operators.createOperator({ name: "dee", role: Role.DEPLOYER })).token;
+      const strategy = {
+        waves: [
+          { name: "canary", regions: ["canary"] },
+          { name: "rest", approval: true },
+        ],
+      };
+      await t.client(DeploymentService).updateDeployment(deployment("shop", "shop:3", strategy));
+      await agentsRun("shop");
+      const waiting = await until("shop", RolloutState.WAITING_APPROVAL);
+      assert.equal((await desired("shop")).eu!.image, "shop:2", "the waiting wave is not written");
+      await assert.rejects(
+        t.client(RolloutService, { token: viewer }).approveRollout({ id: "shop" }),
+        (e) => ConnectError.from(e).code === Code.PermissionDenied,
+      );
+      const paused = (await t.client(RolloutService, { token: deployer }).pauseRollout({ id: waiting.id, message: "freeze" })).rollout!;
+      assert.equal(paused.state, RolloutState.PAUSED);
+      await assert.rejects(
+        t.client(RolloutService, { token: deployer }).approveRollout({ id: "shop" }),
+        (e) => ConnectError.from(e).code === Code.FailedPrecondition,
+      );
+      assert.equal((await t.client(RolloutService, { token: deployer }).resumeRollout({ id: "shop" })).rollout!.state, RolloutState.WAITING_APPROVAL);
+      const approved = (await t.client(RolloutService, { token: deployer }).approveRollout({ id: "shop" })).rollout!;
+      assert.equal(approved.state, RolloutState.PROGRESSING);
+      assert.equal((await desired("shop")).eu!.image, "shop:3");
+      const aborted = (await t.client(RolloutService, { token: deployer }).abortRollout({ id: "shop", message: "changed my mind" })).rollout!;
+      assert.equal(aborted.state, RolloutState.ABORTED);
+      const after = await desired("shop");
+      assert.deepEqual([after.canary!.image, after.eu!.image, after.us!.image], ["shop:2", "shop:2", "shop:2"], "every moved region is back");
+      const transitions = await t.store.rollouts.transitions(waiting.id);
+      assert.deepEqual(transitions.map((x) => [x.action, x.actor]).slice(-4), [
+        ["paused", "dee"],
+        ["resumed", "dee"],
+        ["start-wave", "dee"],
+        ["aborted", "dee"],
+      ]);
+    });
+
+    test("a wave whose agent never reports fails at its deadline, with no observation to wake it", async () => {
+      const strategy = { waves: [{ name: "canary", regions: ["canary"], progressDeadline: secs(1.5) }], onFailure: RolloutFailurePolicy.ROLLBACK };
+      await t.client(DeploymentService).updateDeployment(deployment("shop", "shop:4", strategy));
+      const back = await until("shop", RolloutState.ROLLED_BACK, 10_000);
+      assert.match(back.reason, /wave canary not RUNNING within 1\.5s: canary: PENDING/);
+      assert.equal((await desired("shop")).canary!.image, "shop:2");
+    });
+
+    test("a strategy's mistakes are INVALID_ARGUMENT naming the field, and nothing is written", async () => {
+      const bad: [object, RegExp][] = [
+        [{ waves: [{ name: "a" }, { name: "a" }] }, /strategy\.waves\[1\]\.name/],
+        [{ waves: [{ name: "a", regions: ["mars"] }] }, /strategy\.waves\[0\]\.regions\[0\]: "mars" is not one of/],
+        [{ waves: [{ name: "a", selector: "tier in (" }] }, /strategy\.waves\[0\]\.selector/],
+        [{ waves: [{ name: "a", maxParallel: "0" }] }, /strategy\.waves\[0\]\.max_parallel/],
+        [{ waves: [{ name: "a", bake: secs(-1) }] }, /strategy\.waves\[0\]\.bake/],
+      ];
+      for (const [strategy, message] of bad) {
+        await assert.rejects(
+          t.client(DeploymentService).createDeployment(deployment("nope", "x:1", strategy)),
+          (e) => ConnectError.from(e).code === Code.InvalidArgument && message.test(ConnectError.from(e).message),
+        );
+      }
+      assert.equal((await t.store.database.db.selectFrom("rollouts").selectAll().where("deployment_id", "=", "nope").execute()).length, 0);
+    });
+  });
+}

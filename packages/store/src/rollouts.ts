@@ -1,0 +1,605 @@
+// Staged rollouts' storage (ARCHITECTURE §9): what a change of a deployment with a strategy
+// writes at once (its first wave; every other region keeps what it runs), the rollout row
+// that remembers the rest, and the compare-and-set by which a rollout moves on. Deciding
+// when it moves on is ctrl's (packages/ctrl/src/rollouts/driver.ts); this is only storage.
+//
+// Invariants:
+//   * A region's desired state moves to the rollout's revision only in the transaction that
+//     starts its wave (or its batch), so an agent never sees a revision its wave has not
+//     reached, across restarts and resyncs.
+//   * Every change of a rollout row is a compare-and-set on (id, generation) in the
+//     transaction that writes its effects: a writer that lost its turn writes nothing.
+//   * One active rollout per deployment: a new change supersedes the active one in the
+//     change's own transaction.
+import { clone, create, equals, fromBinary } from "@bufbuild/protobuf";
+import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import {
+  DesiredResourceSchema,
+  ResourceType,
+  RolloutFailurePolicy,
+  RolloutSchema,
+  RolloutState,
+  type DesiredResource,
+  type Rollout,
+  type RolloutStrategy,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { parseLabelSelector } from "@flotilla/labels";
+import type { Kysely } from "kysely";
+import { StoreError } from "./errors.ts";
+import type { Tx } from "./outbox.ts";
+import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
+import type { RegionLabels } from "./regions.ts";
+import type { Database, RolloutsTable } from "./schema.ts";
+
+export const DEFAULT_PROGRESS_DEADLINE_MS = 10 * 60_000;
+
+/** States in which a rollout still holds regions back or may move them. */
+export const ACTIVE_ROLLOUT_STATES: readonly RolloutState[] = [
+  RolloutState.PROGRESSING,
+  RolloutState.WAITING_APPROVAL,
+  RolloutState.PAUSED,
+  RolloutState.FAILED,
+];
+
+export interface WaveRegion {
+  region: string;
+  regionId: number;
+  /** Moved to the rollout's revision (its desired state holds it). */
+  moved: boolean;
+}
+
+export interface WavePlan {
+  name: string;
+  regions: WaveRegion[];
+  /** Regions moved at a time (≥ 1). */
+  maxParallel: number;
+  bakeMs: number;
+  approval: boolean;
+  deadlineMs: number;
+  /** When its first regions moved. */
+  startTime?: number;
+  /** Since when every region of it has been RUNNING at the new revision. */
+  runningSince?: number;
+  endTime?: number;
+}
+
+export interface StoredRollout {
+  id: string;
+  deploymentId: string;
+  fromRevision: number;
+  toRevision: number;
+  state: RolloutState;
+  currentWave: number;
+  generation: number;
+  onFailure: RolloutFailurePolicy;
+  reason: string;
+  waves: WavePlan[];
+  dueAt: number | undefined;
+  createTime: number;
+  updateTime: number;
+}
+
+/** A placement region as wave planning sees it. */
+export interface PlacedRegion {
+  name: string;
+  id: number;
+  labels: RegionLabels;
+}
+
+/**
+ * The waves a strategy makes of the placement regions, in order: each wave takes the
+ * placement regions it names or selects that no earlier wave took; a wave naming none takes
+ * the rest; placement regions left over form a last wave. Waves left empty are dropped.
+ */
+export function planWaves(strategy: RolloutStrategy, placed: PlacedRegion[]): WavePlan[] {
+  const taken = new Set<string>();
+  const waves: WavePlan[] = [];
+  const add = (wave: Omit<WavePlan, "regions" | "maxParallel">, maxParallel: string, members: PlacedRegion[]) => {
+    for (const r of members) taken.add(r.name);
+    if (members.length === 0) return;
+    waves.push({
+      ...wave,
+      regions: members.map((r) => ({ region: r.name, regionId: r.id, moved: false })),
+      maxParallel: parallelism(maxParallel, members.length),
+    });
+  };
+  for (const wave of strategy.waves) {
+    const selector = wave.selector === "" ? undefined : parseLabelSelector(wave.selector);
+    const open = placed.filter((r) => !taken.has(r.name));
+    const members = wave.regions.length === 0 && !selector ? open : open.filter((r) => wave.regions.includes(r.name) || selector?.(r.labels));
+    add(
+      {
+        name: wave.name,
+        bakeMs: wave.bake ? durationMs(wave.bake) : 0,
+        approval: wave.approval,
+        deadlineMs: wave.progressDeadline ? durationMs(wave.progressDeadline) : DEFAULT_PROGRESS_DEADLINE_MS,
+      },
+      wave.maxParallel,
+      members,
+    );
+  }
+  add(
+    { name: "rest", bakeMs: 0, approval: false, deadlineMs: DEFAULT_PROGRESS_DEADLINE_MS },
+    "",
+    placed.filter((r) => !taken.has(r.name)),
+  );
+  return waves;
+}
+
+/** "2" → 2, "50%" of 3 → 2 (rounded up, at least 1), "" → every region. */
+export function parallelism(maxParallel: string, regions: number): number {
+  if (maxParallel === "") return regions;
+  const percent = /^(\d+)%$/.exec(maxParallel);
+  const n = percent ? Math.ceil((regions * Number(percent[1])) / 100) : Number(maxParallel);
+  return Math.max(1, Math.min(regions, n));
+}
+
+/** The regions of `wave` to move next: up to its parallelism, counting those moved and not yet done. */
+export function nextBatch(wave: WavePlan): WaveRegion[] {
+  const moved = wave.regions.filter((r) => r.moved).length;
+  if (moved % wave.maxParallel !== 0 && moved < wave.regions.length) return [];
+  return wave.regions.filter((r) => !r.moved).slice(0, wave.maxParallel);
+}
+
+/** What a change of a deployment with a strategy writes now, and the rollout it starts. */
+export interface StagedChange {
+  /** Region id → what it holds after this write (later waves keep their current state). */
+  desired: Map<number, DesiredResource>;
+  rollout: StoredRollout;
+}
+
+/**
+ * Stages a change of deployment `id` from `fromRevision` to `toRevision` whose desired state
+ * is `next` per region: supersedes the deployment's active rollout, plans the waves, and
+ * returns what to write now, or undefined when nothing is staged (no strategy, no region
+ * whose state changes, or a stop, which takes effect at once).
+ */
+export async function stageChange(
+  tx: Tx,
+  change: {
+    id: string;
+    strategy: RolloutStrategy | undefined;
+    fromRevision: number;
+    toRevision: number;
+    next: ReadonlyMap<number, DesiredResource>;
+    regionIds: ReadonlyMap<string, number>;
+    actor: string;
+    now: number;
+  },
+): Promise<StagedChange | undefined> {
+  const { id, strategy, next, now } = change;
+  await supersede(tx, id, change.actor, now);
+  if (!strategy || next.size === 0) return undefined;
+  const current = await currentDesired(tx, id);
+  const changed = [...next].filter(([regionId, desired]) => {
+    const held = current.get(regionId);
+    return !held || !sameSpec(held, desired);
+  });
+  if (changed.length === 0) return undefined;
+  const labels = await tx
+    .selectFrom("regions")
+    .select(["id", "name", "labels"])
+    .where("id", "in", [...next.keys()])
+    .execute();
+  const placed = labels
+    .map((r) => ({ name: r.name, id: r.id, labels: r.labels ? (JSON.parse(r.labels) as RegionLabels) : {} }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  // Placement order decides within "the rest": the order the operator listed the regions in.
+  const order = [...change.regionIds.keys()];
+  placed.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
+  const waves = planWaves(strategy, placed);
+  const rollout: StoredRollout = {
+    id: `${id}-${change.toRevision}`,
+    deploymentId: id,
+    fromRevision: change.fromRevision,
+    toRevision: change.toRevision,
+    state: RolloutState.PROGRESSING,
+    currentWave: 0,
+    generation: 1,
+    onFailure: strategy.onFailure === RolloutFailurePolicy.PAUSE ? RolloutFailurePolicy.PAUSE : RolloutFailurePolicy.ROLLBACK,
+    reason: "",
+    waves,
+    dueAt: undefined,
+    createTime: now,
+    updateTime: now,
+  };
+  const first = waves[0]!;
+  let action = "start-wave";
+  if (first.approval) {
+    rollout.state = RolloutState.WAITING_APPROVAL;
+    rollout.reason = `wave ${first.name} waits for approval`;
+    action = "wait-approval";
+  } else {
+    startWave(rollout, now);
+  }
+  const desired = new Map<number, DesiredResource>();
+  const moving = new Set(first.regions.filter((r) => r.moved).map((r) => r.regionId));
+  for (const [regionId, body] of next) {
+    if (moving.has(regionId)) desired.set(regionId, body);
+    else {
+      const held = current.get(regionId);
+      if (held) desired.set(regionId, held);
+    }
+  }
+  await tx.insertInto("rollouts").values(toRow(rollout)).execute();
+  await recordTransition(tx, rollout, RolloutState.UNSPECIFIED, action, change.actor, rollout.reason, now);
+  return { desired, rollout };
+}
+
+/** Starts the rollout's current wave: its first batch moves; its deadline becomes due. */
+export function startWave(rollout: StoredRollout, now: number): WaveRegion[] {
+  const wave = rollout.waves[rollout.currentWave]!;
+  wave.startTime = now;
+  const batch = nextBatch(wave);
+  for (const r of batch) r.moved = true;
+  rollout.state = RolloutState.PROGRESSING;
+  rollout.reason = `wave ${wave.name}: moving ${batch.map((r) => r.region).join(", ")}`;
+  rollout.dueAt = now + wave.deadlineMs;
+  return batch;
+}
+
+/** The deployment's active rollout ends SUPERSEDED (a newer change starts from the first wave). */
+async function supersede(tx: Tx, deploymentId: string, actor: string, now: number): Promise<void> {
+  const active = await tx
+    .selectFrom("rollouts")
+    .selectAll()
+    .where("deployment_id", "=", deploymentId)
+    .where("state", "in", [...ACTIVE_ROLLOUT_STATES])
+    .execute();
+  for (const row of active) {
+    const rollout = fromRow(row);
+    const from = rollout.state;
+    const result = await tx
+      .updateTable("rollouts")
+      .set({ state: RolloutState.SUPERSEDED, generation: rollout.generation + 1, due_at: null, reason: "superseded by a newer change", update_time: now })
+      .where("id", "=", rollout.id)
+      .where("generation", "=", rollout.generation)
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) !== 1) continue;
+    rollout.generation++;
+    rollout.state = RolloutState.SUPERSEDED;
+    await recordTransition(tx, rollout, from, "superseded", actor, "superseded by a newer change", now);
+  }
+}
+
+/** The deployment's desired state per region, as stored now (unversioned, as writeDesired compares it). */
+export async function currentDesired(tx: Kysely<Database>, deploymentId: string): Promise<Map<number, DesiredResource>> {
+  const rows = await tx
+    .selectFrom("desired_resources")
+    .select(["region_id", "body"])
+    .where("resource_type", "=", ResourceType.DEPLOYMENT)
+    .where("resource_id", "=", deploymentId)
+    .execute();
+  return new Map(rows.map((r) => [r.region_id, fromBinary(DesiredResourceSchema, r.body)]));
+}
+
+/** Equal desired states, versions aside. */
+function sameSpec(a: DesiredResource, b: DesiredResource): boolean {
+  const unversioned = (d: DesiredResource) => {
+    const copy = clone(DesiredResourceSchema, d);
+    copy.version = 0n;
+    return copy;
+  };
+  return equals(DesiredResourceSchema, unversioned(a), unversioned(b));
+}
+
+async function recordTransition(tx: Tx, rollout: StoredRollout, from: RolloutState, action: string, actor: string, reason: string, now: number): Promise<void> {
+  await tx
+    .insertInto("rollout_transitions")
+    .values({
+      rollout_id: rollout.id,
+      generation: rollout.generation,
+      from_state: from,
+      to_state: rollout.state,
+      wave: rollout.currentWave,
+      action,
+      actor,
+      reason: reason.slice(0, 1024),
+      time: now,
+    })
+    .execute();
+}
+
+export interface RolloutTransition {
+  generation: number;
+  from: RolloutState;
+  to: RolloutState;
+  wave: number;
+  action: string;
+  actor: string;
+  reason: string;
+  time: number;
+}
+
+/** How a transition changes a rollout, beyond its row. */
+export interface RolloutEffects {
+  /** Regions to move to the rollout's revision now (marked moved in `next`). */
+  move?: number[];
+  /**
+   * Every region the rollout moved gets what it ran before: a new revision of the deployment
+   * with the spec of `fromRevision` (actor and reason as given); regions never moved keep
+   * what they run.
+   */
+  restore?: boolean;
+}
+
+/** Writes a deployment's revision for a rollout's way back (ResourceRepository.reviseInTx). */
+export type Reviser = (
+  tx: Tx,
+  id: string,
+  toRevision: number,
+  author: { actor: string; message: string },
+  now: number,
+  shape: (next: Map<number, DesiredResource>) => Promise<Map<number, DesiredResource>>,
+) => Promise<number[]>;
+
+/** Writes desired state for a deployment's regions (outbox.ts writeDesired, bound). */
+export type DesiredWriter = (tx: Tx, id: string, next: ReadonlyMap<number, DesiredResource>, now: number) => Promise<number[]>;
+
+/** Desired state of the deployment's current spec per region (kinds.ts deploymentKind.desired, bound). */
+export type DesiredOf = (tx: Tx, id: string) => Promise<{ revision: number; desired: Map<number, DesiredResource> } | undefined>;
+
+export class RolloutRepository {
+  readonly #db: Kysely<Database>;
+  readonly #onCommit: (regionIds: number[]) => void;
+  readonly #parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser };
+
+  /** `onCommit`: called after a transition that moved region versions has committed. */
+  constructor(db: Kysely<Database>, onCommit: (regionIds: number[]) => void, parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser }) {
+    this.#db = db;
+    this.#onCommit = onCommit;
+    this.#parts = parts;
+  }
+
+  /** A rollout by id, or a deployment's newest rollout by the deployment's id; NOT_FOUND otherwise. */
+  async get(id: string): Promise<StoredRollout> {
+    const row =
+      (await this.#db.selectFrom("rollouts").selectAll().where("id", "=", id).executeTakeFirst()) ??
+      (await this.#db
+        .selectFrom("rollouts")
+        .selectAll()
+        .where("deployment_id", "=", id)
+        .orderBy("create_time", "desc")
+        .orderBy("to_revision", "desc")
+        .limit(1)
+        .executeTakeFirst());
+    if (!row) throw new StoreError("not_found", `rollout ${JSON.stringify(id)} not found (nor a deployment's rollout)`, "id");
+    return fromRow(row);
+  }
+
+  /** The newest rollout of each of these deployments that has one. */
+  async newestOf(deploymentIds: string[]): Promise<Map<string, StoredRollout>> {
+    const found = new Map<string, StoredRollout>();
+    if (deploymentIds.length === 0) return found;
+    const rows = await this.#db.selectFrom("rollouts").selectAll().where("deployment_id", "in", deploymentIds).orderBy("to_revision", "asc").execute();
+    for (const row of rows) found.set(row.deployment_id, fromRow(row));
+    return found;
+  }
+
+  /** Active rollouts of these deployments. */
+  async activeOf(deploymentIds: string[]): Promise<StoredRollout[]> {
+    if (deploymentIds.length === 0) return [];
+    const rows = await this.#db
+      .selectFrom("rollouts")
+      .selectAll()
+      .where("deployment_id", "in", deploymentIds)
+      .where("state", "in", [...ACTIVE_ROLLOUT_STATES])
+      .execute();
+    return rows.map(fromRow);
+  }
+
+  /** Newest first (by creation), optionally of one deployment and in one state. */
+  async list(filter: { deployment?: string; state?: RolloutState }, requestedPageSize: number, pageToken: string): Promise<Page<StoredRollout>> {
+    const size = pageSize(requestedPageSize);
+    const after = decodePageToken(pageToken);
+    let query = this.#db
+      .selectFrom("rollouts")
+      .selectAll()
+      .orderBy("create_time", "desc")
+      .orderBy("id", "desc")
+      .limit(size + 1);
+    if (filter.deployment) query = query.where("deployment_id", "=", filter.deployment);
+    if (filter.state) query = query.where("state", "=", filter.state);
+    if (after !== undefined) {
+      const [time, id] = splitToken(after);
+      query = query.where((eb) => eb.or([eb("create_time", "<", time), eb.and([eb("create_time", "=", time), eb("id", "<", id)])]));
+    }
+    return toPage(await query.execute(), size, (r) => `${r.create_time}/${r.id}`, fromRow);
+  }
+
+  /** How many rollouts are in each active state. */
+  async countActive(): Promise<Map<RolloutState, number>> {
+    const rows = await this.#db
+      .selectFrom("rollouts")
+      .select(["state", (eb) => eb.fn.countAll().as("n")])
+      .where("state", "in", [...ACTIVE_ROLLOUT_STATES])
+      .groupBy("state")
+      .execute();
+    return new Map(rows.map((r) => [r.state as RolloutState, Number(r.n)]));
+  }
+
+  /** The earliest time a rollout must be looked at again without an observation; undefined: none. */
+  async nextDue(): Promise<number | undefined> {
+    const row = await this.#db
+      .selectFrom("rollouts")
+      .select((eb) => eb.fn.min("due_at").as("due"))
+      .where("due_at", "is not", null)
+      .executeTakeFirst();
+    return row?.due === null || row?.due === undefined ? undefined : Number(row.due);
+  }
+
+  /** Rollouts due by `now`, at most `limit`. */
+  async due(now: number, limit: number): Promise<StoredRollout[]> {
+    const rows = await this.#db.selectFrom("rollouts").selectAll().where("due_at", "<=", now).orderBy("due_at").limit(limit).execute();
+    return rows.map(fromRow);
+  }
+
+  /** The rollout's transitions, oldest first. */
+  async transitions(id: string): Promise<RolloutTransition[]> {
+    const rows = await this.#db.selectFrom("rollout_transitions").selectAll().where("rollout_id", "=", id).orderBy("id").execute();
+    return rows.map((r) => ({
+      generation: Number(r.generation),
+      from: r.from_state,
+      to: r.to_state,
+      wave: r.wave,
+      action: r.action,
+      actor: r.actor,
+      reason: r.reason,
+      time: Number(r.time),
+    }));
+  }
+
+  /**
+   * Moves `current` to `next` (same id) if nobody moved it since it was read: one transaction
+   * holding the compare-and-set on (id, generation), the effects and the transition record.
+   * Returns the stored rollout, or undefined when the turn was lost (nothing written).
+   */
+  async transition(
+    current: StoredRollout,
+    next: StoredRollout,
+    effects: RolloutEffects,
+    action: string,
+    actor: string,
+    now: number,
+  ): Promise<StoredRollout | undefined> {
+    let regions: number[] = [];
+    const stored = await this.#db
+      .transaction()
+      .setIsolationLevel("read committed")
+      .execute(async (tx) => {
+        const claimed = await tx
+          .updateTable("rollouts")
+          .set({ generation: current.generation + 1 })
+          .where("id", "=", current.id)
+          .where("generation", "=", current.generation)
+          .executeTakeFirst();
+        if (Number(claimed.numUpdatedRows) !== 1) return undefined;
+        const result: StoredRollout = { ...next, generation: current.generation + 1, updateTime: now };
+        if (effects.move && effects.move.length > 0) regions = await this.#move(tx, current, effects.move, now);
+        if (effects.restore) regions = await this.#restore(tx, current, actor, result.reason, now);
+        await tx
+          .updateTable("rollouts")
+          .set({
+            state: result.state,
+            current_wave: result.currentWave,
+            reason: result.reason.slice(0, 1024),
+            plan: JSON.stringify(result.waves),
+            due_at: result.dueAt ?? null,
+            update_time: now,
+          })
+          .where("id", "=", current.id)
+          .execute();
+        await recordTransition(tx, result, current.state, action, actor, result.reason, now);
+        return result;
+      });
+    if (regions.length > 0) this.#onCommit(regions);
+    return stored;
+  }
+
+  /** Writes the rollout's revision into these regions; the others keep what they hold. */
+  async #move(tx: Tx, rollout: StoredRollout, regionIds: number[], now: number): Promise<number[]> {
+    const target = await this.#parts.desiredOf(tx, rollout.deploymentId);
+    if (!target || target.revision !== rollout.toRevision) {
+      throw new StoreError("failed_precondition", `deployment ${JSON.stringify(rollout.deploymentId)} is no longer at revision ${rollout.toRevision}`, "id");
+    }
+    const next = await currentDesired(tx, rollout.deploymentId);
+    for (const regionId of regionIds) {
+      const body = target.desired.get(regionId);
+      if (body) next.set(regionId, body);
+    }
+    return this.#parts.writeDesired(tx, rollout.deploymentId, next, now);
+  }
+
+  /** The way back: the regions it moved get their previous revision (a new revision, actor as given). */
+  async #restore(tx: Tx, rollout: StoredRollout, actor: string, reason: string, now: number): Promise<number[]> {
+    const moved = new Set(rollout.waves.flatMap((w) => w.regions.filter((r) => r.moved).map((r) => r.regionId)));
+    const current = await currentDesired(tx, rollout.deploymentId);
+    if (rollout.fromRevision === 0) {
+      // A first deployment has nothing to go back to: the regions it reached stop running it.
+      const next = new Map([...current].filter(([regionId]) => !moved.has(regionId)));
+      return this.#parts.writeDesired(tx, rollout.deploymentId, next, now);
+    }
+    return this.#parts.revise(tx, rollout.deploymentId, rollout.fromRevision, { actor, message: reason }, now, async (previous) => {
+      const next = new Map<number, DesiredResource>();
+      for (const [regionId, body] of previous) {
+        const held = current.get(regionId);
+        next.set(regionId, moved.has(regionId) || !held ? body : held);
+      }
+      return next;
+    });
+  }
+}
+
+/** A rollout as the API shows it (phases are filled in by ctrl's projection). */
+export function toRolloutMessage(rollout: StoredRollout): Rollout {
+  return create(RolloutSchema, {
+    id: rollout.id,
+    deployment: rollout.deploymentId,
+    toRevision: BigInt(rollout.toRevision),
+    state: rollout.state,
+    currentWave: rollout.currentWave,
+    reason: rollout.reason,
+    onFailure: rollout.onFailure,
+    generation: BigInt(rollout.generation),
+    createTime: timestampFromMs(rollout.createTime),
+    updateTime: timestampFromMs(rollout.updateTime),
+    waves: rollout.waves.map((w) => ({
+      name: w.name,
+      bake: msDuration(w.bakeMs),
+      approval: w.approval,
+      progressDeadline: msDuration(w.deadlineMs),
+      maxParallel: w.maxParallel,
+      startTime: w.startTime === undefined ? undefined : timestampFromMs(w.startTime),
+      runningSince: w.runningSince === undefined ? undefined : timestampFromMs(w.runningSince),
+      endTime: w.endTime === undefined ? undefined : timestampFromMs(w.endTime),
+      regions: w.regions.map((r) => ({ region: r.region, moved: r.moved, revision: BigInt(r.moved ? rollout.toRevision : rollout.fromRevision) })),
+    })),
+  });
+}
+
+function msDuration(ms: number) {
+  return { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 };
+}
+
+function toRow(rollout: StoredRollout): RolloutsTable {
+  return {
+    id: rollout.id,
+    deployment_id: rollout.deploymentId,
+    to_revision: rollout.toRevision,
+    from_revision: rollout.fromRevision,
+    state: rollout.state,
+    current_wave: rollout.currentWave,
+    generation: rollout.generation,
+    on_failure: rollout.onFailure,
+    reason: rollout.reason.slice(0, 1024),
+    plan: JSON.stringify(rollout.waves),
+    due_at: rollout.dueAt ?? null,
+    create_time: rollout.createTime,
+    update_time: rollout.updateTime,
+  };
+}
+
+function fromRow(row: RolloutsTable): StoredRollout {
+  return {
+    id: row.id,
+    deploymentId: row.deployment_id,
+    fromRevision: Number(row.from_revision),
+    toRevision: Number(row.to_revision),
+    state: row.state,
+    currentWave: row.current_wave,
+    generation: Number(row.generation),
+    onFailure: row.on_failure,
+    reason: row.reason,
+    waves: JSON.parse(row.plan) as WavePlan[],
+    dueAt: row.due_at === null ? undefined : Number(row.due_at),
+    createTime: Number(row.create_time),
+    updateTime: Number(row.update_time),
+  };
+}
+
+function splitToken(token: string): [number, string] {
+  const slash = token.indexOf("/");
+  const time = Number(token.slice(0, slash));
+  if (slash < 0 || !Number.isSafeInteger(time)) throw new StoreError("invalid_argument", "page_token: not a token from a previous page", "page_token");
+  return [time, token.slice(slash + 1)];
+}
