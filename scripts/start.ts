@@ -1,6 +1,9 @@
 // `pnpm start`: the whole thing locally on the embedded defaults — the Kubernetes API
 // emulator, ctrl on SQLite, and one agent for region `local` — with prefixed logs.
 // `pnpm start --tls`: the same over mTLS, with getting-started certificates in .flotilla/pki.
+// `pnpm start --regions canary,eu,us`: per region an emulator and an agent (kubeconfig at
+// .flotilla/kubeconfig-<region>); the first region is labelled tier=canary, the others
+// tier=prod, and each geo=<name>, so that a staged strategy can select them.
 // Ctrl-C stops everything.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
@@ -13,12 +16,48 @@ import { agentFiles, initPki, issueAgent, pkiFiles } from "@flotilla/ctrl/pki";
 import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { configPath, setContext } from "@flotilla/cli/config";
 import { resolve } from "node:path";
+import { parseArgs } from "node:util";
 
-const TLS = process.argv.slice(2).includes("--tls");
+const { values: args } = parseArgs({ options: { tls: { type: "boolean", default: false }, regions: { type: "string" } } });
+const TLS = args.tls;
 const CTRL = TLS ? "https://127.0.0.1:7070" : "http://127.0.0.1:7070";
 const PKI_DIR = ".flotilla/pki";
-const KUBECONFIG = ".flotilla/kubeconfig";
-const REGION = "local";
+
+/** A region of the local stack: its emulator, its agent's health port and its labels. */
+interface LocalRegion {
+  name: string;
+  emulator: string;
+  agentHealth: string;
+  kubeconfig: string;
+  labels: Record<string, string>;
+}
+
+/** Plain `pnpm start`: region `local` on the default ports; `--regions`: one of each per region. */
+function localRegions(): LocalRegion[] {
+  if (args.regions === undefined) {
+    return [{ name: "local", emulator: "127.0.0.1:7072", agentHealth: "127.0.0.1:7071", kubeconfig: ".flotilla/kubeconfig", labels: {} }];
+  }
+  const names = args.regions.split(",").map((name) => name.trim());
+  const invalid = names.find((name) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name));
+  if (invalid !== undefined) throw new Error(`--regions: ${JSON.stringify(invalid)} is not a DNS-1123 label (lower-case letters, digits and '-')`);
+  if (new Set(names).size !== names.length) throw new Error("--regions: a region is named twice");
+  if (names.length > 10) throw new Error("--regions: at most 10 regions locally");
+  return names.map((name, i) => ({
+    name,
+    emulator: `127.0.0.1:${7080 + i}`,
+    agentHealth: `127.0.0.1:${7090 + i}`,
+    kubeconfig: `.flotilla/kubeconfig-${name}`,
+    labels: { tier: i === 0 ? "canary" : "prod", geo: name },
+  }));
+}
+
+let REGIONS: LocalRegion[];
+try {
+  REGIONS = localRegions();
+} catch (error) {
+  console.error(`pnpm start: ${(error as Error).message}`);
+  process.exit(2);
+}
 const children: { name: string; child: ChildProcess }[] = [];
 let stopping = false;
 
@@ -60,13 +99,23 @@ async function stop(code: number): Promise<never> {
 process.on("SIGINT", () => void stop(0));
 process.on("SIGTERM", () => void stop(0));
 
+/** The prefix of a region's processes in the log. */
+const logName = (kind: string, region: LocalRegion) => (REGIONS.length === 1 ? kind : `${kind}/${region.name}`);
+
 mkdirSync(".flotilla", { recursive: true });
-await run("k8s", ["packages/k8s-emulator/src/main.ts"], ["--listen", "127.0.0.1:7072", "--kubeconfig-out", KUBECONFIG], {}, /listening|ready|serving/i);
+for (const region of REGIONS) {
+  await run(
+    logName("k8s", region),
+    ["packages/k8s-emulator/src/main.ts"],
+    ["--listen", region.emulator, "--kubeconfig-out", region.kubeconfig],
+    {},
+    /listening|ready|serving/i,
+  );
+}
 const pki = pkiFiles(PKI_DIR);
-const agentCert = agentFiles(PKI_DIR, REGION);
 if (TLS) {
   if (!existsSync(pki.caKey)) initPki(PKI_DIR);
-  if (!existsSync(agentCert.cert)) issueAgent(PKI_DIR, REGION);
+  for (const region of REGIONS) if (!existsSync(agentFiles(PKI_DIR, region.name).cert)) issueAgent(PKI_DIR, region.name);
 }
 const ctrlTls = TLS ? ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert] : [];
 await run("ctrl", [...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"], ctrlTls, {}, /serving on/);
@@ -88,43 +137,67 @@ const regions = createClient(
     ],
   }),
 );
-await regions.createRegion({ region: { name: REGION } });
+for (const region of REGIONS) {
+  await regions.createRegion({ region: { name: region.name, labels: region.labels } });
+  // CreateRegion leaves an existing region's labels: a stack started before keeps its database.
+  await regions.updateRegion({ region: { name: region.name, labels: region.labels } });
+}
 // The CLI's context for this stack, made current: `pnpm flotilla …` works with no flags.
 setContext(
   { name: "local", server: CTRL, tokenFile: tokenVariable ? undefined : resolve(".flotilla/admin-token"), caCert: TLS ? pki.caCert : undefined },
   configPath(),
   true,
 );
-const { token } = await regions.createAgentToken({ region: REGION });
-const agentTls = TLS ? ["--ca-cert", pki.caCert, "--client-cert", agentCert.cert, "--client-key", agentCert.key] : [];
-await run(
-  "agent",
-  [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"],
-  ["--ctrl-url", CTRL, "--region", REGION, "--target", "kubernetes", "--kubeconfig", KUBECONFIG, ...agentTls],
-  {
-    ...AGENT_ENVIRONMENT,
-    FLOTILLA_AGENT_TOKEN: token,
-  },
-);
+for (const region of REGIONS) {
+  const { token } = await regions.createAgentToken({ region: region.name });
+  const agentCert = agentFiles(PKI_DIR, region.name);
+  const agentTls = TLS ? ["--ca-cert", pki.caCert, "--client-cert", agentCert.cert, "--client-key", agentCert.key] : [];
+  await run(
+    logName("agent", region),
+    [...AGENT_NODE_FLAGS, "packages/agent/src/main.ts"],
+    ["--ctrl-url", CTRL, "--region", region.name, "--target", "kubernetes", "--kubeconfig", region.kubeconfig, "--listen", region.agentHealth, ...agentTls],
+    {
+      ...AGENT_ENVIRONMENT,
+      FLOTILLA_AGENT_TOKEN: token,
+    },
+  );
+}
 
 // The admin token is shown here, on the terminal of the person who started the stack (it is
 // read from its file); ctrl itself never logs it.
 const BUF = TLS ? `pnpm exec buf curl --cacert ${pki.caCert}` : "pnpm exec buf curl --http2-prior-knowledge";
+const first = REGIONS[0]!;
+const firstCert = agentFiles(PKI_DIR, first.name);
 const mtlsLines = TLS
   ? `  # ClusterService needs a region certificate (mTLS):
-  ${BUF} --cert ${agentCert.cert} --key ${agentCert.key} -H "$AUTH" $CTRL/ctrl.v1.ClusterService/SyncDesiredState -d '{"region":"local"}'
+  ${BUF} --cert ${firstCert.cert} --key ${firstCert.key} -H "$AUTH" $CTRL/ctrl.v1.ClusterService/SyncDesiredState -d '{"region":"${first.name}"}'
 `
   : "";
+const labelText = (labels: Record<string, string>) =>
+  Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",");
+const multiRegion = args.regions !== undefined;
+const stackLines = !multiRegion
+  ? `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://${first.agentHealth}, Kubernetes emulator http://${first.emulator}
+Region \`${first.name}\` and an agent token for it are created; the agent above uses them.`
+  : `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, and per region an emulator and an agent with its own token:
+${REGIONS.map((r) => `  ${r.name.padEnd(12)} ${labelText(r.labels).padEnd(28)} emulator http://${r.emulator}  agent health http://${r.agentHealth}  kubeconfig ${r.kubeconfig}`).join("\n")}`;
 console.log(`
-Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://127.0.0.1:7071, Kubernetes emulator http://127.0.0.1:7072
-Region \`${REGION}\` and an agent token for it are created; the agent above uses them.
+${stackLines}
 The web console: ${CTRL}/ (sign in with the admin token: ${tokenVariable ? `$${tokenVariable}` : "cat .flotilla/admin-token"}).
 The CLI's context \`local\` (in ${configPath()}) points at this stack${tokenVariable ? ` (export FLOTILLA_TOKEN=$${tokenVariable})` : ""}. Try:
 
-  pnpm flotilla apply -f examples/ --wait
+${
+  multiRegion
+    ? `  pnpm flotilla get regions
+  pnpm flotilla get regions -l tier=canary
+  kubectl --kubeconfig ${first.kubeconfig} get deploy -A`
+    : `  pnpm flotilla apply -f examples/ --wait
   pnpm flotilla get deployments
   pnpm flotilla describe deployment web
-  kubectl --kubeconfig ${KUBECONFIG} get deploy -n demo
+  kubectl --kubeconfig ${first.kubeconfig} get deploy -n demo`
+}
 
 The raw protocol, with buf curl:
 

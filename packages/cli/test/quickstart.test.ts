@@ -1,9 +1,10 @@
 // The README's quick start, run as written: `pnpm start` (the real script, its processes and
 // fixed ports) in a scratch directory that mirrors the repository, then each line of the
 // README's CLI block in a shell there. diff is the one line that exits 1 (changes found).
-import { after, before, test } from "node:test";
+// Then `pnpm start --regions`: a stack of several regions, each with its own cluster.
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,53 +26,105 @@ function quickStartCommands(): string[] {
 
 const pnpmMissing = spawnSync("pnpm", ["--version"]).status !== 0;
 
-let dir: string;
-let start: ChildProcess | undefined;
-let startOutput = "";
-
-before(async () => {
-  if (pnpmMissing) return;
-  dir = mkdtempSync(join(tmpdir(), "flotilla-quickstart-"));
+/** A `pnpm start` (the real script) in a scratch directory that mirrors the repository. */
+async function startStack(args: string[] = []): Promise<{ dir: string; output: () => string; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "flotilla-quickstart-"));
   for (const entry of ["packages", "node_modules", "scripts"]) symlinkSync(join(ROOT, entry), join(dir, entry));
   // A copy: the quick start copies and edits it.
   cpSync(join(ROOT, "examples"), join(dir, "examples"), { recursive: true });
   for (const file of ["package.json", "pnpm-workspace.yaml"]) copyFileSync(join(ROOT, file), join(dir, file));
-  start = spawn(process.execPath, ["scripts/start.ts"], {
+  const start = spawn(process.execPath, ["scripts/start.ts", ...args], {
     cwd: dir,
     env: { ...process.env, FLOTILLA_CONFIG: join(dir, "config.yaml") },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  start.stdout!.on("data", (d) => (startOutput += d));
-  start.stderr!.on("data", (d) => (startOutput += d));
+  let output = "";
+  start.stdout!.on("data", (d) => (output += d));
+  start.stderr!.on("data", (d) => (output += d));
+  const stop = async () => {
+    if (start.exitCode === null && start.signalCode === null) {
+      start.kill("SIGINT");
+      await once(start, "exit");
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
   const deadline = Date.now() + 60_000;
-  while (!startOutput.includes("Ctrl-C stops everything")) {
-    if (start.exitCode !== null || Date.now() > deadline) throw new Error(`pnpm start did not come up:\n${startOutput}`);
+  while (!output.includes("Ctrl-C stops everything")) {
+    if (start.exitCode !== null || Date.now() > deadline) {
+      await stop();
+      throw new Error(`pnpm start did not come up:\n${output}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
-});
+  return { dir, output: () => output, stop };
+}
 
-after(async () => {
-  if (start && start.exitCode === null) {
-    start.kill("SIGINT");
-    await once(start, "exit");
-  }
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+/** Runs `command` in bash in the stack's directory, with its CLI context. */
+function shell(dir: string, command: string) {
+  return spawnSync("bash", ["-c", command], {
+    cwd: dir,
+    env: { ...process.env, FLOTILLA_CONFIG: join(dir, "config.yaml") },
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+}
 
-test("the README's quick start with the CLI, line by line", { skip: pnpmMissing && !process.env.CI ? "pnpm is not on PATH" : false, timeout: 240_000 }, () => {
-  assert.match(startOutput, /pnpm flotilla apply -f examples\/ --wait/, "pnpm start points at the CLI");
+const skip = pnpmMissing && !process.env.CI ? "pnpm is not on PATH" : false;
+
+// The two stacks use the same fixed ports: one after the other.
+test("the README's quick start with the CLI, line by line", { skip, timeout: 240_000 }, async (t) => {
+  const stack = await startStack();
+  t.after(stack.stop);
+  assert.match(stack.output(), /pnpm flotilla apply -f examples\/ --wait/, "pnpm start points at the CLI");
   for (const command of quickStartCommands()) {
-    const result = spawnSync("bash", ["-c", command], {
-      cwd: dir,
-      env: { ...process.env, FLOTILLA_CONFIG: join(dir, "config.yaml") },
-      encoding: "utf8",
-      timeout: 120_000,
-    });
+    const result = shell(stack.dir, command);
     const expected = command.includes("flotilla diff") ? 1 : 0;
     assert.equal(result.status, expected, `${command}\n${result.stdout}${result.stderr}`);
     if (command.includes("apply -f my-fleet/ --wait")) assert.match(result.stdout, /deployment\/web created\n[\s\S]*deployment\/web is RUNNING/);
     if (command.includes("get deployments")) assert.match(result.stdout, /^web +demo +nginx:1\.27 +1 +local:RUNNING 2\/2 /m);
     if (command.includes("history")) assert.match(result.stdout, /^2 +admin .* nginx:1\.28 +nginx 1\.28$/m);
     if (command.includes("describe")) assert.match(result.stdout, /^Image: +nginx:1\.27$/m);
+  }
+});
+
+test("pnpm start --regions: per region an emulator, an agent and a kubeconfig; regions labelled for a strategy", { skip, timeout: 240_000 }, async (t) => {
+  const stack = await startStack(["--regions", "canary,eu"]);
+  t.after(stack.stop);
+  assert.match(stack.output(), /canary +tier=canary,geo=canary +emulator http:\/\/127\.0\.0\.1:7080 .* kubeconfig \.flotilla\/kubeconfig-canary/);
+  const regions = shell(stack.dir, "pnpm flotilla get regions");
+  assert.equal(regions.status, 0, regions.stderr);
+  assert.match(regions.stdout, /^canary .*tier=canary/m);
+  assert.match(regions.stdout, /^eu .*tier=prod/m);
+  assert.doesNotMatch(regions.stdout, /^local /m, "plain pnpm start's region is not made");
+  const canaries = shell(stack.dir, "pnpm -s flotilla get regions -l tier=canary -o json");
+  const listed = JSON.parse(canaries.stdout) as { items: { metadata: { name: string } }[] };
+  assert.deepEqual(
+    listed.items.map((r) => r.metadata.name),
+    ["canary"],
+  );
+  const manifest = `apiVersion: flotilla.dev/v1
+kind: Deployment
+metadata: {name: shop}
+spec:
+  namespace: demo
+  image: nginx:1.27
+  regions: [{region: canary, replicas: 1}, {region: eu, replicas: 2}]
+`;
+  const applied = spawnSync("bash", ["-c", "pnpm flotilla apply -f - --wait"], {
+    cwd: stack.dir,
+    env: { ...process.env, FLOTILLA_CONFIG: join(stack.dir, "config.yaml") },
+    input: manifest,
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  assert.equal(applied.status, 0, `${applied.stdout}${applied.stderr}`);
+  // Each region's own cluster runs its own replicas.
+  for (const [region, replicas] of [
+    ["canary", 1],
+    ["eu", 2],
+  ] as const) {
+    const got = shell(stack.dir, `kubectl --kubeconfig .flotilla/kubeconfig-${region} get deploy shop -n demo -o jsonpath='{.spec.replicas}'`);
+    assert.equal(got.status, 0, got.stderr);
+    assert.equal(got.stdout, String(replicas), region);
   }
 });
