@@ -14,6 +14,7 @@ import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { DesiredResourceSchema, ResourceType, RolloutFailurePolicy, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
+import { StatusService, type WatchStatusResponse } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
@@ -220,6 +221,31 @@ for (const { db, skip } of await testDatabases()) {
       const back = await until("shop", RolloutState.ROLLED_BACK, 10_000);
       assert.match(back.reason, /wave canary not RUNNING within 1\.5s: canary: PENDING/);
       assert.equal((await desired("shop")).canary!.image, "shop:2");
+    });
+
+    test("the status stream sends a deployment's rollout with each of its transitions", async () => {
+      const abort = new AbortController();
+      const stream = t
+        .client(StatusService)
+        .watchStatus({ resourceType: ResourceType.DEPLOYMENT, id: "cart" }, { signal: abort.signal })
+        [Symbol.asyncIterator]();
+      const states: RolloutState[] = [];
+      const seen = async (state: RolloutState) => {
+        while (!states.includes(state)) {
+          const r = (await stream.next()).value as WatchStatusResponse;
+          if (r.event.case === "object" && r.event.value.rollout && states.at(-1) !== r.event.value.rollout.state) states.push(r.event.value.rollout.state);
+        }
+      };
+      try {
+        await t.client(DeploymentService).createDeployment(deployment("cart", "cart:1", twoWaves(0)));
+        await seen(RolloutState.PROGRESSING);
+        await agentsRun("cart");
+        for (let i = 0; i < 100 && !(await desired("cart")).eu; i++) await sleep(20);
+        await agentsRun("cart");
+        await seen(RolloutState.SUCCEEDED);
+      } finally {
+        abort.abort();
+      }
     });
 
     test("a strategy's mistakes are INVALID_ARGUMENT naming the field, and nothing is written", async () => {

@@ -29,6 +29,7 @@ import { StoreError } from "./errors.ts";
 import type { Tx } from "./outbox.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
+import { StatusEvents } from "./status-events.ts";
 import type { Database, RolloutsTable } from "./schema.ts";
 
 export const DEFAULT_PROGRESS_DEADLINE_MS = 10 * 60_000;
@@ -344,7 +345,7 @@ export class RolloutRepository {
   readonly #onCommit: (regionIds: number[]) => void;
   readonly #parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser };
 
-  /** `onCommit`: called after a transition that moved region versions has committed. */
+  /** `onCommit`: called after each transition has committed, with the regions whose versions moved (maybe none). */
   constructor(db: Kysely<Database>, onCommit: (regionIds: number[]) => void, parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser }) {
     this.#db = db;
     this.#onCommit = onCommit;
@@ -490,9 +491,11 @@ export class RolloutRepository {
           .where("id", "=", current.id)
           .execute();
         await recordTransition(tx, result, current.state, action, actor, result.reason, now);
+        // The deployment's status (its rollout included) changed for the status stream.
+        await StatusEvents.append(tx, [{ type: ResourceType.DEPLOYMENT, id: current.deploymentId }], now);
         return result;
       });
-    if (regions.length > 0) this.#onCommit(regions);
+    if (stored) this.#onCommit(regions);
     return stored;
   }
 

@@ -18,7 +18,7 @@ export function deploymentService(store: Store, statusOptions: StatusOptions, va
       statusOptions,
     );
     const rollouts = await store.rollouts.newestOf(deployments.map((d) => d.id));
-    const shown = new Map((await rolloutMessages(store, [...rollouts.values()], statusOptions)).map((r) => [r.deployment, r]));
+    const shown = new Map((await rolloutMessages(store, [...rollouts.values()], statusOptions, statuses)).map((r) => [r.deployment, r]));
     for (const d of deployments) {
       d.status = statuses.get(d.id) ?? [];
       d.rollout = shown.get(d.id);

@@ -3,7 +3,7 @@
 // with the same compare-and-set as the driver's, with the operator as its actor, then the
 // driver takes the rollout on from there.
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { ResourceType, RolloutFailurePolicy, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, RolloutFailurePolicy, RolloutState, type RegionStatus, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { ACTIVE_ROLLOUT_STATES, StoreError, toRolloutMessage, type Store, type StoredRollout } from "@flotilla/store";
 import { recordWrite } from "../audit-trail.ts";
@@ -14,10 +14,18 @@ import type { RolloutDriver } from "../rollouts/driver.ts";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
 
-/** Rollouts as the API shows them: each region with its phase now. */
-export async function rolloutMessages(store: Store, rollouts: StoredRollout[], statusOptions: StatusOptions): Promise<Rollout[]> {
+/**
+ * Rollouts as the API shows them: each region with its phase now (from `known`, the
+ * deployments' statuses when the caller has read them already).
+ */
+export async function rolloutMessages(
+  store: Store,
+  rollouts: StoredRollout[],
+  statusOptions: StatusOptions,
+  known?: ReadonlyMap<string, RegionStatus[]>,
+): Promise<Rollout[]> {
   const ids = [...new Set(rollouts.map((r) => r.deploymentId))];
-  const statuses = await statusesOf(store, ResourceType.DEPLOYMENT, ids, statusOptions);
+  const statuses = known ?? (await statusesOf(store, ResourceType.DEPLOYMENT, ids, statusOptions));
   return rollouts.map((stored) => {
     const rollout = toRolloutMessage(stored);
     const byRegion = new Map((statuses.get(stored.deploymentId) ?? []).map((s) => [s.region, s]));

@@ -10,8 +10,9 @@ import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ObjectStatusSchema, type ObjectStatus, type WatchStatusRequest, type WatchStatusResponseSchema } from "@flotilla/proto/ctrl/v1/status_pb.js";
-import type { ResourceRepository, Store } from "@flotilla/store";
+import type { ResourceRepository, Store, StoredRollout } from "@flotilla/store";
 import { invalidArgument } from "../../errors.ts";
+import { rolloutMessages } from "../rollout-service.ts";
 import { JoinedRead } from "../../status/joined-read.ts";
 import { statusesOf, withAgentStatus, type StatusOptions } from "../../status/region-status.ts";
 import type { StatusFeed } from "../../streaming/status-feed.ts";
@@ -39,7 +40,12 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
   /** The current status of `ids` of one type (deleted ones included, as such). */
   const objectStatuses = async (repository: ResourceRepository<DescMessage>, ids: string[]): Promise<ObjectStatus[]> => {
     const type = repository.kind.type;
-    const [objects, statuses] = await Promise.all([repository.getMany(ids), statusesOf(store, type, ids, statusOptions)]);
+    const [objects, statuses, rollouts] = await Promise.all([
+      repository.getMany(ids),
+      statusesOf(store, type, ids, statusOptions),
+      type === ResourceType.DEPLOYMENT ? store.rollouts.newestOf(ids) : new Map<string, StoredRollout>(),
+    ]);
+    const shownRollouts = new Map((await rolloutMessages(store, [...rollouts.values()], statusOptions, statuses)).map((r) => [r.deployment, r]));
     return ids.map((id) => {
       const object = objects.get(id) as { revision: bigint } | undefined;
       return create(ObjectStatusSchema, {
@@ -48,6 +54,7 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
         revision: object?.revision ?? 0n,
         deleted: !object,
         regions: object ? statuses.get(id) : [],
+        rollout: object ? shownRollouts.get(id) : undefined,
       });
     });
   };

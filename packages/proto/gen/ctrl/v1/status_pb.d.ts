@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { RegionStatus, ResourceType } from "./resources_pb.js";
+import type { RegionStatus, ResourceType, Rollout } from "./resources_pb.js";
 import type { Region } from "./region_pb.js";
 
 /**
@@ -76,6 +76,13 @@ export declare type ObjectStatus = Message<"ctrl.v1.ObjectStatus"> & {
    * @generated from field: repeated ctrl.v1.RegionStatus regions = 5;
    */
   regions: RegionStatus[];
+
+  /**
+   * Deployments: the newest rollout (active or ended), if any; sent again on each of its transitions.
+   *
+   * @generated from field: ctrl.v1.Rollout rollout = 6;
+   */
+  rollout?: Rollout | undefined;
 };
 
 /**
