@@ -1,12 +1,13 @@
 // `pnpm ctrl` (package.json) must start ctrl with the Node flags the rest of the repository
 // (scripts/start.ts, the image, the tests' ctrl processes) takes from CTRL_NODE_FLAGS; a ctrl
 // process started with them has V8's old generation capped at CTRL_OLD_SPACE_PERCENT of the
-// memory it may use.
+// memory it may use, and its young generation at CTRL_SEMI_SPACE_MIB per semi-space however
+// much garbage a burst makes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
-import { CTRL_NODE_FLAGS } from "../src/node-flags.ts";
+import { CTRL_NODE_FLAGS, CTRL_SEMI_SPACE_MIB } from "../src/node-flags.ts";
 
 test("pnpm ctrl runs ctrl with CTRL_NODE_FLAGS", async () => {
   const { scripts } = JSON.parse(await readFile(new URL("../../../package.json", import.meta.url), "utf8")) as { scripts: Record<string, string> };
@@ -18,4 +19,21 @@ test("CTRL_NODE_FLAGS cap V8's old generation below what the machine would give 
     Number(execFileSync(process.execPath, [...flags, "-p", "require('v8').getHeapStatistics().heap_size_limit"], { encoding: "utf8" }));
   const capped = limit(CTRL_NODE_FLAGS);
   assert.ok(capped < limit(["--max-old-space-size-percentage=100"]), `heap limit ${capped} with ${CTRL_NODE_FLAGS.join(" ")}`);
+});
+
+test("CTRL_NODE_FLAGS cap V8's young generation however much garbage a burst makes", () => {
+  // Short-lived objects, some surviving a scavenge or two (what grows V8's new space), as a burst of decoded requests.
+  const script = `const v8 = require("v8"); let kept = [], most = 0;
+    for (let i = 0; i < 3e6; i++) {
+      kept.push({ i, s: "x" + i });
+      if (kept.length > 200000) kept = [];
+      if (i % 10000 === 0) most = Math.max(most, v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space").space_size);
+    }
+    console.log(most);`;
+  const newSpace = (flags: readonly string[]) => Number(execFileSync(process.execPath, [...flags, "-e", script], { encoding: "utf8" }));
+  const capped = newSpace(CTRL_NODE_FLAGS);
+  // The new space is both semi-spaces and V8's bookkeeping of them; the young generation V8 reserves, three semi-spaces.
+  assert.ok(capped <= 3 * CTRL_SEMI_SPACE_MIB * 2 ** 20, `new space ${capped} with ${CTRL_NODE_FLAGS.join(" ")}`);
+  const uncapped = newSpace(CTRL_NODE_FLAGS.filter((flag) => !flag.startsWith("--max-semi-space-size")));
+  assert.ok(capped < uncapped, `new space ${capped} capped, ${uncapped} without the cap`);
 });
