@@ -1,10 +1,11 @@
 // What a burst of malformed and oversized requests from an authenticated client (the protocol
 // fuzz: every RPC, every protocol, both transports, 16 at a time, each input that costs a
 // decoder most) costs ctrl: during the burst its peak RSS stays within 100 MB of its RSS at rest
-// (each RPC's message limit, the decode budget and the shape limits bound what decoding takes),
-// and 45 s after it within 30 MB (ctrl returns what the burst freed once RSS has grown by
-// --memory-release-growth-bytes); a second and a third burst change neither. With the growth
-// at 0 ctrl never releases.
+// (each RPC's message limit, the decode budget and the shape limits bound what decoding takes,
+// and CTRL_NODE_FLAGS' semi-space cap what V8's young generation grows to), and 45 s after it
+// within 30 MB (ctrl returns what the burst freed once RSS has grown by
+// --memory-release-growth-bytes); a second and a third burst change neither: neither figure of
+// theirs is above the first burst's by more than NOISE. With the growth at 0 ctrl never releases.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -28,6 +29,13 @@ const MIB = 2 ** 20;
 /** The bounds this test states, above ctrl's RSS at rest before the first burst. */
 const PEAK_BOUND = 100 * MIB;
 const AFTER_BOUND = 30 * MIB;
+/**
+ * How far a later burst's peak or RSS 45 s later may be above the first's and still count as the
+ * same: the first burst's peak is the highest (it grows what later ones reuse), the others were
+ * 15–26 MiB below it, and RSS 45 s later moved by under 2 MiB from burst to burst; 20 MiB leaves
+ * room for the machine's other work without letting a burst keep what the one before it took.
+ */
+const NOISE = 20 * MIB;
 const skip = process.platform === "linux" ? false : "reads /proc";
 
 const status = (pid: number, field: "VmRSS" | "VmHWM") =>
@@ -57,8 +65,9 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
     await drop();
   });
 
+  const first = { peak: 0, later: 0 };
   for (const round of [1, 2, 3]) {
-    test(`burst ${round}: 45 s later within ${mib(AFTER_BOUND)} MiB of rest`, async (t) => {
+    test(`burst ${round}: peak within ${mib(PEAK_BOUND)} MiB of rest, 45 s later within ${mib(AFTER_BOUND)} MiB`, async (t) => {
       const pid = ctrl.child.pid!;
       writeFileSync(`/proc/${pid}/clear_refs`, "5"); // resets VmHWM to the current RSS
       const outcomes = await sendFuzz(ctrl.url, TOKEN, fuzzRequests(SERVICES, round), 16, 10_000);
@@ -68,9 +77,14 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
       const later = status(pid, "VmRSS") - rest;
       const measured = `rest ${mib(rest)} MiB; peak +${mib(peak)} MiB, 45 s later +${mib(later)} MiB; HTTP statuses ${JSON.stringify(Object.fromEntries(outcomes))}`;
       t.diagnostic(measured);
-      assert.ok(later <= AFTER_BOUND, measured);
-      // Not met yet: +111–167 MiB measured, the first burst highest (docs/benchmarks.md, ctrl's decoding cost).
-      await t.test(`peak within ${mib(PEAK_BOUND)} MiB of rest`, { todo: "not met yet: +111–167 MiB" }, () => assert.ok(peak <= PEAK_BOUND, measured));
+      if (round === 1) Object.assign(first, { peak, later });
+      assert.ok(peak <= PEAK_BOUND, `peak: ${measured}`);
+      assert.ok(later <= AFTER_BOUND, `45 s later: ${measured}`);
+      if (round > 1) {
+        const against = `${measured}; the first burst: peak +${mib(first.peak)} MiB, 45 s later +${mib(first.later)} MiB`;
+        assert.ok(peak <= first.peak + NOISE, `the peak grew from burst to burst: ${against}`);
+        assert.ok(later <= first.later + NOISE, `RSS 45 s later grew from burst to burst: ${against}`);
+      }
     });
   }
 });
