@@ -2,6 +2,7 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { StreamOptions } from "@flotilla/ctrl";
+import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { IpcChild, type ChildMemory } from "./ipc.ts";
 import { now } from "./util.ts";
 
@@ -99,7 +100,8 @@ export class CtrlProcess {
    * from it as the image runs ctrl (JavaScript, --enable-source-maps), not from the sources.
    */
   static async start(config: Omit<ChildConfig, "adminToken">, options: { cpuProfileDir?: string; bundle?: string } = {}): Promise<CtrlProcess> {
-    const execArgv = ["--expose-gc"];
+    // The Node flags ctrl ships with (its heap caps), as the image and `pnpm ctrl` run it.
+    const execArgv = ["--expose-gc", ...CTRL_NODE_FLAGS];
     if (options.cpuProfileDir) execArgv.push("--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`);
     if (options.bundle) execArgv.push("--enable-source-maps");
     const script = options.bundle ? pathToFileURL(join(options.bundle, "ctrl-child.mjs")) : new URL("../ctrl-child.ts", import.meta.url);
