@@ -89,7 +89,7 @@ export class Store {
     this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
     this.audit = new AuditLog(db);
     this.statusEvents = new StatusEvents(db);
-    this.rollouts = new RolloutRepository(db, onCommit, {
+    this.rollouts = new RolloutRepository(db, dialect, onCommit, {
       writeDesired: (tx, id, next, now) => writeDesired(tx, dialect, ResourceType.DEPLOYMENT, id, next, now),
       desiredOf: (tx, id) => this.deployments.desiredInTx(tx, id),
       revise: (tx, id, toRevision, author, now, shape) => this.deployments.reviseInTx(tx, id, toRevision, author, now, shape),

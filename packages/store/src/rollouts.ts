@@ -26,6 +26,7 @@ import {
 import { parseLabelSelector } from "@flotilla/labels";
 import type { Kysely } from "kysely";
 import { StoreError } from "./errors.ts";
+import type { Dialect } from "./database.ts";
 import type { Tx } from "./outbox.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
@@ -342,12 +343,19 @@ export type DesiredOf = (tx: Tx, id: string) => Promise<{ revision: number; desi
 
 export class RolloutRepository {
   readonly #db: Kysely<Database>;
+  readonly #dialect: Dialect;
   readonly #onCommit: (regionIds: number[]) => void;
   readonly #parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser };
 
   /** `onCommit`: called after each transition has committed, with the regions whose versions moved (maybe none). */
-  constructor(db: Kysely<Database>, onCommit: (regionIds: number[]) => void, parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser }) {
+  constructor(
+    db: Kysely<Database>,
+    dialect: Dialect,
+    onCommit: (regionIds: number[]) => void,
+    parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser },
+  ) {
     this.#db = db;
+    this.#dialect = dialect;
     this.#onCommit = onCommit;
     this.#parts = parts;
   }
@@ -468,6 +476,9 @@ export class RolloutRepository {
       .transaction()
       .setIsolationLevel("read committed")
       .execute(async (tx) => {
+        // The deployment's row first, as a change of the deployment locks it before its
+        // rollout's (supersede): one lock order, so the two never deadlock.
+        if (this.#dialect.locksRows) await tx.selectFrom("deployments").select("id").where("id", "=", current.deploymentId).forUpdate().execute();
         const claimed = await tx
           .updateTable("rollouts")
           .set({ generation: current.generation + 1 })
