@@ -32,7 +32,7 @@ const AFTER_BOUND = 30 * MIB;
 /**
  * How far a later burst's peak or RSS 45 s later may be above the first's and still count as the
  * same: the first burst's peak is the highest (it grows what later ones reuse), the others were
- * 15–26 MiB below it, and RSS 45 s later moved by under 2 MiB from burst to burst; 20 MiB leaves
+ * 13–25 MiB below it, and RSS 45 s later moved by under 1 MiB from burst to burst; 20 MiB leaves
  * room for the machine's other work without letting a burst keep what the one before it took.
  */
 const NOISE = 20 * MIB;
