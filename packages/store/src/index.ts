@@ -32,6 +32,7 @@ export {
   RolloutRepository,
   startWave,
   toRolloutMessage,
+  type PlacedRegion,
   type RolloutTransition,
   type StoredRollout,
   type WavePlan,
