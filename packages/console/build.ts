@@ -3,6 +3,7 @@
 // app.css and index.html copied. Nothing is loaded from another origin at run time.
 //   node packages/console/build.ts [--check]
 import { readFileSync, writeFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
 
 const ui = (file: string) => new URL(`./ui/${file}`, import.meta.url);
@@ -39,5 +40,7 @@ if (process.argv.includes("--check")) {
   process.stdout.write("console assets are up to date\n");
 } else {
   for (const [file, text] of outputs) writeFileSync(dist(file), text);
-  process.stdout.write(`console assets written: ${outputs.map(([f, t]) => `${f} ${t.length} B`).join(", ")}\n`);
+  // The gzipped size is what a browser downloads: the one to keep small.
+  const size = (text: string) => `${text.length} B (${gzipSync(text).length} B gzipped)`;
+  process.stdout.write(`console assets written: ${outputs.map(([f, t]) => `${f} ${size(t)}`).join(", ")}\n`);
 }

@@ -4,7 +4,10 @@
 // image that never becomes ready shows FAILED with its reason; rollback from the detail page
 // changes the cluster; a viewer sees no Rollback and its write is refused; ctrl restarted under
 // the open page: the banner shows, then the page catches up; the Deployments table's last row
-// whole inside its frame, and the frame inside the window, at several window heights.
+// whole inside its frame, and the frame inside the window, at several window heights; a staged
+// rollout (scripted agents) live in the Rollouts view and on the deployment page, its waves left
+// to right, the bake counting down in the page, Pause refused with the reason, Resume, Approve
+// by a deployer, Abort, and no controls for a viewer.
 // axe-core on every view; the security headers; a screenshot of each view (test/screenshots/).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -14,9 +17,14 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Locator, Page } from "playwright-core";
 import { CHROMIUM, launchChromium } from "@flotilla/testkit/browser";
+import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, startTestCtrl } from "@flotilla/testkit/ctrl";
 import { deploymentOf, imageOf, REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
@@ -24,6 +32,7 @@ import { deploymentOf, imageOf, REGION, startStack, waitFor, type Stack } from "
 const CLI = fileURLToPath(import.meta.resolve("@flotilla/cli/main"));
 const AXE = readFileSync(fileURLToPath(import.meta.resolve("axe-core/axe.min.js")), "utf8");
 const SHOTS = fileURLToPath(new URL("./screenshots/", import.meta.url));
+const DOCS = fileURLToPath(new URL("../../../docs/", import.meta.url));
 const missing = !existsSync(CHROMIUM);
 if (missing && process.env.CI) throw new Error(`no browser at ${CHROMIUM}: .ci/run installs Debian's chromium`);
 
@@ -262,5 +271,155 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     assert.ok(await page.getByLabel("Operator token").isVisible());
     await page.close();
     writeFileSync(join(dir, "done"), "");
+  });
+
+  test("staged rollouts: waves left to right with region tiles, live; the bake's countdown; controls confirmed, an error shown; Approve by a deployer starts the waiting wave; a viewer sees no controls", async () => {
+    for (const [name, tier] of [
+      ["canary", "canary"],
+      ["eu", "prod"],
+      ["us", "prod"],
+    ] as const)
+      await stack.t.client(RegionService).createRegion({ region: { name, labels: { tier } } });
+    /** Scripted agents of `regions` report `id` RUNNING at what each is to run now. */
+    const agentsRun = async (id: string, regions: string[]) => {
+      const { deployment } = await stack.t.client(DeploymentService).getDeployment({ id });
+      for (const s of deployment!.status.filter((s) => regions.includes(s.region) && s.desiredVersion > 0n)) {
+        await stack.t.client(ClusterService).reportObservedState({
+          region: s.region,
+          appliedVersion: s.desiredVersion,
+          observations: [
+            {
+              type: ResourceType.DEPLOYMENT,
+              id,
+              appliedVersion: s.desiredVersion,
+              observedImage: deployment!.image,
+              desiredReplicas: 2,
+              readyReplicas: 2,
+              updatedReplicas: 2,
+            },
+          ],
+        });
+      }
+    };
+    /** Clicks `button` of `card`, answering its confirmation (checked against `question`) with `answer` first. */
+    const confirmed = async (card: Locator, button: string, question: RegExp, answer: () => Promise<unknown> = async () => {}) => {
+      card.page().once("dialog", async (dialog) => {
+        assert.match(dialog.message(), question);
+        await answer();
+        await dialog.accept();
+      });
+      await card.getByRole("button", { name: button }).click();
+    };
+    const { token: deployerToken } = await stack.t.client(OperatorService).createOperator({ name: "dee", role: Role.DEPLOYER });
+    const page = await browser.newPage();
+    await signIn(page, deployerToken);
+    await page.getByRole("link", { name: "Rollouts" }).click();
+    await page.getByRole("heading", { level: 2, name: "Rollouts" }).waitFor();
+    await stack.t.client(DeploymentService).createDeployment({
+      deployment: {
+        id: "staged",
+        namespace: "shop",
+        image: "shop:1",
+        port: 8080,
+        regions: ["canary", "eu", "us"].map((region) => ({ region, replicas: 2 })),
+        strategy: {
+          waves: [
+            { name: "canary", selector: "tier=canary", bake: { seconds: 6n } },
+            { name: "rest", approval: true },
+          ],
+        },
+      },
+    });
+    const card = page.locator('article[data-rollout="staged-1"]');
+    const tile = (card: Locator, region: string) => card.locator(`li[data-region="${region}"]`);
+    // Without reload: the status stream brings the rollout.
+    await card.locator(".state", { hasText: "PROGRESSING" }).waitFor({ timeout: 20_000 });
+    const [first, second] = [await card.locator('li[data-wave="canary"]').boundingBox(), await card.locator('li[data-wave="rest"]').boundingBox()];
+    assert.ok(first && second && first.x + first.width <= second.x && first.y === second.y, `the waves left to right: ${JSON.stringify({ first, second })}`);
+    assert.match(await tile(card, "canary").innerText(), /^canary\s+(PENDING|PROGRESSING)\s+revision 1$/);
+    assert.match(await tile(card, "eu").innerText(), /^eu\s+\S+\s+no revision yet$/);
+    assert.match(await card.locator('li[data-wave="rest"]').innerText(), /not started, needs approval/);
+
+    await agentsRun("staged", ["canary"]);
+    await tile(card, "canary").getByText("RUNNING").waitFor();
+    const countdown = card.getByRole("timer");
+    const left = async () => Number(/(\d+)s left of 6s/.exec(await countdown.innerText())?.[1]);
+    await countdown.waitFor();
+    const calls: string[] = [];
+    page.on("request", (r) => calls.push(r.url()));
+    const before = await left();
+    await page.waitForTimeout(2200);
+    assert.ok((await left()) <= before - 2, `the countdown ticks: ${before}s left, then ${await left()}s`);
+    assert.deepEqual(calls, [], "the countdown ticks in the page, without a call");
+    await axe(page, "rollouts");
+    await shot(page, "rollouts");
+
+    // Someone else pauses it while the confirmation is open: the console's Pause is refused, and says why.
+    await confirmed(card, "Pause", /^Pause rollout staged-1 at wave canary\?/, () => stack.t.client(RolloutService).pauseRollout({ id: "staged-1" }));
+    await card
+      .getByRole("alert")
+      .filter({ hasText: /Pause refused: FailedPrecondition: rollout staged-1 is PAUSED/ })
+      .waitFor();
+    await card.locator(".state", { hasText: "PAUSED" }).waitFor();
+    await confirmed(card, "Resume", /^Resume rollout staged-1 at wave canary\?/);
+    await card.getByRole("status").filter({ hasText: "Resume: rollout staged-1 is PROGRESSING" }).waitFor();
+    await card.getByRole("timer").waitFor();
+
+    // The deployment page shows its newest rollout, and links to its rollouts.
+    await card.getByRole("link", { name: "staged" }).click();
+    const detail = page.locator('article[data-rollout="staged-1"]');
+    await detail.getByRole("timer").waitFor();
+    await axe(page, "deployment page with a rollout");
+    await shot(page, "deployment-rollout");
+
+    const viewer = await browser.newPage();
+    await signIn(viewer, viewerToken);
+    await viewer.goto(`${stack.t.url}/#/deployments/staged`);
+    const watched = viewer.locator('article[data-rollout="staged-1"]');
+    await watched.locator(".state", { hasText: "WAITING_APPROVAL" }).waitFor({ timeout: 20_000 });
+    await detail.locator(".state", { hasText: "WAITING_APPROVAL" }).waitFor();
+    assert.match(await detail.locator('li[data-wave="rest"]').innerText(), /waiting for approval/);
+    assert.equal(await watched.getByRole("button").count(), 0, "a viewer sees no controls");
+    assert.deepEqual(await detail.getByRole("button").allInnerTexts(), ["Approve", "Pause", "Abort"]);
+
+    await confirmed(detail, "Approve", /^Approve wave rest of rollout staged-1\? Its regions move to revision 1\.$/);
+    for (const region of ["eu", "us"]) await tile(watched, region).getByText("revision 1").waitFor();
+    await agentsRun("staged", ["eu", "us"]);
+    for (const p of [detail, watched]) await p.locator(".state", { hasText: "SUCCEEDED" }).waitFor();
+    assert.match(await tile(watched, "us").innerText(), /^us\s+RUNNING\s+revision 1$/);
+    assert.equal(await detail.getByRole("button").count(), 0, "an ended rollout has no controls");
+
+    // A newer rollout: live at the top of the Rollouts view, the ended one listed below it; the state filter; Abort.
+    await detail.page().getByRole("link", { name: "Every rollout of staged" }).click();
+    await page.getByRole("heading", { level: 2, name: "Rollouts of staged" }).waitFor();
+    const { deployment: staged } = await stack.t.client(DeploymentService).getDeployment({ id: "staged" });
+    await stack.t.client(DeploymentService).updateDeployment({
+      deployment: { ...staged!, image: "shop:2" },
+      expectedRevision: 1n,
+    });
+    const newer = page.locator('article[data-rollout="staged-2"]');
+    await newer.locator(".state", { hasText: "PROGRESSING" }).waitFor();
+    assert.deepEqual(await page.locator("article[data-rollout]").evaluateAll((cards) => cards.map((c) => c.getAttribute("data-rollout"))), [
+      "staged-2",
+      "staged-1",
+    ]);
+    assert.match(
+      await tile(page.locator('article[data-rollout="staged-1"]'), "eu").innerText(),
+      /^eu\s+revision 1$/,
+      "an older rollout's tiles show no phase: its regions moved on",
+    );
+    await agentsRun("staged", ["canary"]);
+    await newer.getByRole("timer").waitFor();
+    // The README's picture of it.
+    await page.screenshot({ path: join(DOCS, "console-rollouts.png") });
+    await page.getByLabel("State").selectOption("SUCCEEDED");
+    await page.locator("article[data-rollout]").first().waitFor();
+    assert.deepEqual(await page.locator("article[data-rollout]").evaluateAll((cards) => cards.map((c) => c.getAttribute("data-rollout"))), ["staged-1"]);
+    await page.getByLabel("State").selectOption("");
+    await confirmed(newer, "Abort", /^Abort rollout staged-2\? The regions it moved get their previous revision back\.$/);
+    await newer.locator(".state", { hasText: "ABORTED" }).waitFor();
+    await axe(page, "rollouts of a deployment");
+    await viewer.close();
+    await page.close();
   });
 });

@@ -8,7 +8,8 @@ import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { ResourceType, type Deployment, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, type Deployment, type RegionStatus, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 
@@ -34,6 +35,7 @@ export const api = {
   regions: createClient(RegionService, transport),
   operators: createClient(OperatorService, transport),
   history: createClient(HistoryService, transport),
+  rollouts: createClient(RolloutService, transport),
   status: createClient(StatusService, transport),
 };
 export type Api = { [K in keyof typeof api]: (typeof api)[K] extends Client<infer S> ? Client<S> : never };
@@ -61,6 +63,8 @@ export interface Fleet {
   deployments: Map<string, Deployment>;
   /** Per deployment, its regions' status (from the stream: newer than `deployments`' own). */
   statuses: Map<string, RegionStatus[]>;
+  /** Per deployment, its newest rollout (active or ended), as the stream last sent it. */
+  rollouts: Map<string, Rollout>;
   regions: Map<string, Region>;
   /** When the stream last confirmed the data (ms); undefined until the first SYNCED. */
   syncedAt: number | undefined;
@@ -69,7 +73,7 @@ export interface Fleet {
 }
 
 export function emptyFleet(): Fleet {
-  return { deployments: new Map(), statuses: new Map(), regions: new Map(), syncedAt: undefined, reconnecting: undefined };
+  return { deployments: new Map(), statuses: new Map(), rollouts: new Map(), regions: new Map(), syncedAt: undefined, reconnecting: undefined };
 }
 
 /**
@@ -98,12 +102,14 @@ export async function followFleet(fleet: Fleet, changed: () => void, signal: Abo
         if (event.case === "synced") fleet.syncedAt = Date.now();
         else if (event.case === "region") fleet.regions.set(event.value.name, event.value);
         else if (event.case === "object" && event.value.resourceType === ResourceType.DEPLOYMENT) {
-          const { id, deleted, revision, regions } = event.value;
+          const { id, deleted, revision, regions, rollout } = event.value;
           if (deleted) {
             fleet.deployments.delete(id);
             fleet.statuses.delete(id);
+            fleet.rollouts.delete(id);
           } else {
             fleet.statuses.set(id, regions);
+            if (rollout) fleet.rollouts.set(id, rollout);
             if (fleet.deployments.get(id)?.revision !== revision && revisions.get(id) !== revision) {
               revisions.set(id, revision);
               // The spec of a new revision (the stream carries status, not specs).

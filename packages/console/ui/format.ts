@@ -1,5 +1,6 @@
 // Small formatting helpers shared by the views.
-import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { html } from "htm/preact";
+import { durationMs, timestampMs, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Phase } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 
 export function phaseName(phase: Phase): string {
@@ -15,7 +16,25 @@ export function ago(ms: number, now = Date.now()): string {
   return `${Math.round(s / 86_400)}d ago`;
 }
 
+/** A relative time, the absolute one on hover. */
+export function Time({ ms }: { ms: number | undefined }) {
+  if (ms === undefined) return html`<span>never</span>`;
+  const iso = new Date(ms).toISOString();
+  return html`<time datetime=${iso} title=${iso}>${ago(ms)}</time>`;
+}
+
 export const msOf = (t: Timestamp | undefined) => (t ? timestampMs(t) : undefined);
+
+export const spanOf = (d: Duration | undefined) => (d ? durationMs(d) : 0);
+
+/** "45s", "2m 05s", "1h 02m": a span of time, to the second under an hour. */
+export function span(ms: number): string {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  const two = (n: number) => String(n).padStart(2, "0");
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${two(s % 60)}s`;
+  return `${Math.floor(s / 3600)}h ${two(Math.floor(s / 60) % 60)}m`;
+}
 
 /** Leaf paths → JSON values, for a field-by-field diff of two specs. */
 export function flatten(value: unknown, prefix = "", into = new Map<string, string>()): Map<string, string> {

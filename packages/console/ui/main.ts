@@ -5,11 +5,14 @@ import { html } from "htm/preact";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, emptyFleet, followFleet, isSignedOut, listDeployments, problem, token, type Fleet, type Session } from "./api.ts";
-import { AuditView, DeploymentDetail, DeploymentsView, FleetView, NetworkPoliciesView, SentinelsView, SignIn, Time } from "./views.ts";
+import { Time } from "./format.ts";
+import { RolloutsView } from "./rollouts.ts";
+import { AuditView, DeploymentDetail, DeploymentsView, FleetView, NetworkPoliciesView, SentinelsView, SignIn } from "./views.ts";
 
 const ROUTES = [
   ["#/fleet", "Fleet"],
   ["#/deployments", "Deployments"],
+  ["#/rollouts", "Rollouts"],
   ["#/sentinels", "Sentinels"],
   ["#/networkpolicies", "Network policies"],
   ["#/audit", "Audit"],
@@ -63,6 +66,7 @@ function App() {
           for (const d of page) {
             live.deployments.set(d.id, d);
             live.statuses.set(d.id, d.status);
+            if (d.rollout) live.rollouts.set(d.id, d.rollout);
           }
           setTick((n) => n + 1);
         });
@@ -93,17 +97,20 @@ function App() {
       }}
     />`;
   const detail = /^#\/deployments\/([a-z0-9-]+)$/.exec(route)?.[1];
+  const rollouts = /^#\/rollouts(?:\?deployment=([a-z0-9-]+))?$/.exec(route);
   const view = detail
     ? html`<${DeploymentDetail} id=${detail} fleet=${fleet} session=${session} />`
-    : route === "#/deployments"
-      ? html`<${DeploymentsView} fleet=${fleet} />`
-      : route === "#/sentinels"
-        ? html`<${SentinelsView} />`
-        : route === "#/networkpolicies"
-          ? html`<${NetworkPoliciesView} />`
-          : route === "#/audit"
-            ? html`<${AuditView} />`
-            : html`<${FleetView} fleet=${fleet} />`;
+    : rollouts
+      ? html`<${RolloutsView} fleet=${fleet} session=${session} deployment=${rollouts[1] ?? ""} />`
+      : route === "#/deployments"
+        ? html`<${DeploymentsView} fleet=${fleet} />`
+        : route === "#/sentinels"
+          ? html`<${SentinelsView} />`
+          : route === "#/networkpolicies"
+            ? html`<${NetworkPoliciesView} />`
+            : route === "#/audit"
+              ? html`<${AuditView} />`
+              : html`<${FleetView} fleet=${fleet} />`;
   return html`<header>
       <span class="brand">Flotilla</span>
       <nav aria-label="Views">

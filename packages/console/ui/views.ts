@@ -8,13 +8,8 @@ import type { NetworkPolicy, Sentinel } from "@flotilla/proto/ctrl/v1/resources_
 import { html } from "htm/preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, canWrite, problem, type Fleet, type Session } from "./api.ts";
-import { ago, flatten, msOf, phaseName } from "./format.ts";
-
-export function Time({ ms }: { ms: number | undefined }) {
-  if (ms === undefined) return html`<span>never</span>`;
-  const iso = new Date(ms).toISOString();
-  return html`<time datetime=${iso} title=${iso}>${ago(ms)}</time>`;
-}
+import { flatten, msOf, phaseName, Time } from "./format.ts";
+import { RolloutCard } from "./rollouts.ts";
 
 export function PhaseBadge({ status }: { status: RegionStatus }) {
   const name = phaseName(status.phase);
@@ -169,6 +164,7 @@ export function DeploymentsView({ fleet }: { fleet: Fleet }) {
 export function DeploymentDetail({ id, fleet, session }: { id: string; fleet: Fleet; session: Session }) {
   const deployment = fleet.deployments.get(id);
   const statuses = fleet.statuses.get(id) ?? deployment?.status ?? [];
+  const rollout = fleet.rollouts.get(id) ?? deployment?.rollout;
   const [revisions, setRevisions] = useState<Revision[]>([]);
   const [error, setError] = useState<string | undefined>();
   const [notice, setNotice] = useState<string | undefined>();
@@ -214,6 +210,7 @@ export function DeploymentDetail({ id, fleet, session }: { id: string; fleet: Fl
     <p>Revision ${String(deployment.revision)}${revisions[0] && revisions[0].revision === deployment.revision ? html` by <strong>${revisions[0].actor}</strong> <${Time} ms=${msOf(revisions[0].createTime)} />` : ""}</p>
     ${notice && html`<p role="status" class="notice">${notice}</p>`}
     ${error && html`<p role="alert" class="error">${error}</p>`}
+    ${rollout && html`<${RolloutCard} key=${rollout.id} rollout=${rollout} newest=${true} session=${session} /><p><a href=${`#/rollouts?deployment=${id}`}>Every rollout of ${id}</a></p>`}
     <h3>Status by region</h3>
     <table>
       <thead><tr><th scope="col">Region</th><th scope="col">Phase</th><th scope="col">Reason</th><th scope="col">Ready</th><th scope="col">Applied / desired version</th><th scope="col">Observed</th><th scope="col">Kubernetes conditions</th></tr></thead>
