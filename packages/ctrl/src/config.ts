@@ -141,6 +141,12 @@ export const CTRL_OPTIONS = [
     default: "50",
     description: "revisions kept per deployment, sentinel and network policy (history, rollback); older ones are pruned",
   },
+  {
+    flag: "default-rollout-strategy",
+    default: "",
+    description:
+      'the rollout strategy of deployments without one, as proto3 JSON (e.g. {"waves":[{"name":"canary","selector":"tier=canary","bake":"300s"}]}); empty: their changes reach every region at once',
+  },
   { flag: "audit-max-age", default: "2160h", description: "audit events (who did what, when) older than this are pruned" },
   {
     flag: "status-events-max-age",

@@ -1,12 +1,15 @@
 // `pnpm ctrl`: runs the ctrl server until SIGINT/SIGTERM.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
+import { fromJsonString } from "@bufbuild/protobuf";
+import { RolloutStrategySchema, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { Store } from "@flotilla/store";
 import { createLogger, logOptions, parseDuration, parseListen, type Logger } from "@flotilla/runtime";
 import { connectionBounds } from "./bounds-config.ts";
 import { ctrlUsage, flagReader, parseConfig, systemNamespaceList } from "./config.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
+import { rolloutStrategy } from "./validate.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
 
@@ -71,7 +74,10 @@ try {
     log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_CTRL_ADMIN_TOKEN");
   }
   const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
-  const store = await Store.open(config["database-url"], { revisionHistoryLimit: read.positiveInt("revision-history-limit") });
+  const store = await Store.open(config["database-url"], {
+    revisionHistoryLimit: read.positiveInt("revision-history-limit"),
+    defaultStrategy: defaultRolloutStrategy(config["default-rollout-strategy"]),
+  });
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security, log });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";
   let stopping = false;
@@ -92,6 +98,18 @@ try {
 } catch (error) {
   log.error(error instanceof Error ? error.message : String(error));
   process.exit(1);
+}
+
+/** --default-rollout-strategy: proto3 JSON of a RolloutStrategy, checked as a deployment's would be. */
+function defaultRolloutStrategy(json: string): RolloutStrategy | undefined {
+  if (json === "") return undefined;
+  try {
+    const strategy = fromJsonString(RolloutStrategySchema, json);
+    rolloutStrategy("strategy", strategy);
+    return strategy;
+  } catch (error) {
+    throw new Error(`--default-rollout-strategy: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 /** The local admin token: reused from .flotilla/admin-token, or generated there once. */

@@ -127,13 +127,17 @@ export function deployment(value: Deployment | undefined, options = DEFAULT_VALI
     regions.add(p.region);
     bounded(`${field}.regions[${i}].replicas`, p.replicas, LIMITS.replicas);
   });
-  if (d.strategy) strategy(`${field}.strategy`, d.strategy, regions);
+  if (d.strategy) rolloutStrategy(`${field}.strategy`, d.strategy, regions);
   if (toBinary(DeploymentSchema, d).length > LIMITS.resourceBytes) throw invalidArgument(field, `larger than ${LIMITS.resourceBytes} bytes encoded`);
   return d;
 }
 
-/** Waves of distinct names, naming placement regions, with selectors that parse and bounds that hold. */
-function strategy(field: string, s: RolloutStrategy, placed: ReadonlySet<string>): void {
+/**
+ * Waves of distinct names, naming placement regions (`placed`; any region for a default
+ * strategy, whose waves apply to the regions a deployment has), with selectors that parse and
+ * bounds that hold.
+ */
+export function rolloutStrategy(field: string, s: RolloutStrategy, placed?: ReadonlySet<string>): void {
   if (s.waves.length > LIMITS.wavesPerStrategy) throw invalidArgument(`${field}.waves`, `at most ${LIMITS.wavesPerStrategy} waves`);
   if (!(s.onFailure in RolloutFailurePolicy)) throw invalidArgument(`${field}.on_failure`, `unknown value ${s.onFailure}`);
   const names = new Set<string>();
@@ -143,7 +147,8 @@ function strategy(field: string, s: RolloutStrategy, placed: ReadonlySet<string>
     if (names.has(wave.name)) throw invalidArgument(`${at}.name`, `${JSON.stringify(wave.name)} names two waves`);
     names.add(wave.name);
     wave.regions.forEach((region, j) => {
-      if (!placed.has(region)) throw invalidArgument(`${at}.regions[${j}]`, `${JSON.stringify(region)} is not one of the deployment's regions`);
+      if (!placed) dnsLabel(`${at}.regions[${j}]`, region);
+      else if (!placed.has(region)) throw invalidArgument(`${at}.regions[${j}]`, `${JSON.stringify(region)} is not one of the deployment's regions`);
     });
     if (wave.selector !== "") {
       try {

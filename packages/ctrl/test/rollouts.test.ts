@@ -16,8 +16,14 @@ import { DesiredResourceSchema, ResourceType, RolloutFailurePolicy, RolloutState
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { StatusService, type WatchStatusResponse } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 
+const CTRL_MAIN = fileURLToPath(new URL("../src/main.ts", import.meta.url));
 const REGIONS = { canary: "canary", eu: "prod", us: "prod" } as const;
 type RegionName = keyof typeof REGIONS;
 const secs = (s: number) => ({ seconds: BigInt(Math.floor(s)), nanos: Math.round((s % 1) * 1e9) });
@@ -266,3 +272,55 @@ for (const { db, skip } of await testDatabases()) {
     });
   });
 }
+
+test("--default-rollout-strategy stages the changes of deployments without a strategy; a malformed one is a startup error naming the flag", async () => {
+  const [{ db: sqlite }] = await testDatabases();
+  const { url, drop } = await sqlite.create();
+  const strategy = JSON.stringify({ waves: [{ name: "canary", selector: "tier=canary", bake: "60s" }] });
+  const child = await spawnCtrl(url, ADMIN_TOKEN, ["--default-rollout-strategy", strategy]);
+  try {
+    const transport = createConnectTransport({
+      baseUrl: child.url,
+      httpVersion: "1.1",
+      interceptors: [
+        (next) => (req) => {
+          req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+          return next(req);
+        },
+      ],
+    });
+    const regions = createClient(RegionService, transport);
+    await regions.createRegion({ region: { name: "canary", labels: { tier: "canary" } } });
+    await regions.createRegion({ region: { name: "eu" } });
+    const deployments = createClient(DeploymentService, transport);
+    await deployments.createDeployment({
+      deployment: {
+        id: "web",
+        namespace: "demo",
+        image: "web:1",
+        regions: [
+          { region: "canary", replicas: 1 },
+          { region: "eu", replicas: 1 },
+        ],
+      },
+    });
+    const { deployment } = await deployments.getDeployment({ id: "web" });
+    assert.equal(deployment!.strategy, undefined, "the deployment keeps no strategy of its own");
+    assert.deepEqual(
+      deployment!.rollout!.waves.map((w) => [w.name, w.regions.map((r) => [r.region, r.moved])]),
+      [
+        ["canary", [["canary", true]]],
+        ["rest", [["eu", false]]],
+      ],
+    );
+  } finally {
+    assert.equal(await child.kill("SIGTERM"), 0, child.log());
+    await drop();
+  }
+  const bad = spawnSync(process.execPath, [CTRL_MAIN, "--database-url", url, "--default-rollout-strategy", '{"waves":[{"name":"Canary"}]}'], {
+    encoding: "utf8",
+    env: { ...process.env, FLOTILLA_CTRL_ADMIN_TOKEN: ADMIN_TOKEN },
+  });
+  assert.equal(bad.status, 1);
+  assert.match(bad.stderr, /--default-rollout-strategy: .*strategy\.waves\[0\]\.name: "Canary" is not a DNS-1123 label/);
+});

@@ -4,7 +4,7 @@ import { AgentTokenRepository } from "./agent-tokens.ts";
 import { ChangeLog } from "./changes.ts";
 import { ObservationRepository } from "./observations.ts";
 import { openDatabase, type OpenDatabase } from "./database.ts";
-import { deploymentKind, networkPolicyKind, sentinelKind } from "./kinds.ts";
+import { deploymentKind, networkPolicyKind, sentinelKind, type DeploymentMessage } from "./kinds.ts";
 import { migrateToLatest, pendingMigrations } from "./migrate.ts";
 import { RegionRepository } from "./regions.ts";
 import { ResourceRepository } from "./resources.ts";
@@ -13,7 +13,7 @@ import { OperatorRepository } from "./operators.ts";
 import { StatusEvents } from "./status-events.ts";
 import { RolloutRepository } from "./rollouts.ts";
 import { writeDesired } from "./outbox.ts";
-import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
@@ -50,6 +50,8 @@ export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 export interface StoreOptions {
   /** Revisions kept per object (DEFAULT_REVISION_HISTORY_LIMIT). */
   revisionHistoryLimit?: number;
+  /** The rollout strategy of deployments without one (ctrl's --default-rollout-strategy). */
+  defaultStrategy?: RolloutStrategy;
 }
 
 export class Store {
@@ -84,7 +86,9 @@ export class Store {
     this.changes = new ChangeLog(db);
     this.observations = new ObservationRepository(db, onStatusEvents);
     const limit = options.revisionHistoryLimit;
-    this.deployments = new ResourceRepository(db, dialect, deploymentKind, onCommit, limit);
+    const defaultStrategy = options.defaultStrategy;
+    const deployments = defaultStrategy ? { ...deploymentKind, strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy } : deploymentKind;
+    this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit);
     this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
     this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit);
     this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
