@@ -32,7 +32,6 @@ import { deploymentOf, imageOf, REGION, startStack, waitFor, type Stack } from "
 const CLI = fileURLToPath(import.meta.resolve("@flotilla/cli/main"));
 const AXE = readFileSync(fileURLToPath(import.meta.resolve("axe-core/axe.min.js")), "utf8");
 const SHOTS = fileURLToPath(new URL("./screenshots/", import.meta.url));
-const DOCS = fileURLToPath(new URL("../../../docs/", import.meta.url));
 const missing = !existsSync(CHROMIUM);
 if (missing && process.env.CI) throw new Error(`no browser at ${CHROMIUM}: .ci/run installs Debian's chromium`);
 
@@ -410,8 +409,8 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     );
     await agentsRun("staged", ["canary"]);
     await newer.getByRole("timer").waitFor();
-    // The README's picture of it.
-    await page.screenshot({ path: join(DOCS, "console-rollouts.png") });
+    // (The README's picture, docs/console-rollouts.png: the window as it is.)
+    await page.screenshot({ path: join(SHOTS, "rollouts-baking.png") });
     await page.getByLabel("State").selectOption("SUCCEEDED");
     await page.locator("article[data-rollout]").first().waitFor();
     assert.deepEqual(await page.locator("article[data-rollout]").evaluateAll((cards) => cards.map((c) => c.getAttribute("data-rollout"))), ["staged-1"]);

@@ -6,7 +6,7 @@
 // except the ended rollouts the Rollouts view lists.
 import { RolloutState, type Rollout, type RolloutWaveStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { html } from "htm/preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, canWrite, problem, type Fleet, type Session } from "./api.ts";
 import { msOf, phaseName, span, spanOf, Time } from "./format.ts";
 
@@ -42,7 +42,6 @@ function Countdown({ until, bakeMs }: { until: number; bakeMs: number }) {
 function WaveProgress({ rollout, wave, index }: { rollout: Rollout; wave: RolloutWaveStatus; index: number }) {
   if (wave.endTime) return html`<span>done <${Time} ms=${msOf(wave.endTime)} /></span>`;
   if (index > rollout.currentWave) return html`<span>not started${wave.approval ? ", needs approval" : ""}</span>`;
-  if (index < rollout.currentWave) return html`<span>skipped</span>`;
   switch (rollout.state) {
     case RolloutState.WAITING_APPROVAL:
       return html`<span>waiting for approval</span>`;
@@ -167,20 +166,22 @@ export function RolloutsView({ fleet, session, deployment }: { fleet: Fleet; ses
   const [next, setNext] = useState("");
   const [error, setError] = useState<string | undefined>();
   const live = [...fleet.rollouts.values()].filter((r) => !deployment || r.deployment === deployment);
-  const liveIds = live
-    .map((r) => r.id)
-    .sort()
-    .join(" ");
+  // (In the fleet's order, which a deployment's next rollout keeps: no sort on every frame.)
+  const liveIds = live.map((r) => r.id).join(" ");
   const state = filter === "ACTIVE" ? undefined : (RolloutState[filter as keyof typeof RolloutState] ?? RolloutState.UNSPECIFIED);
+  // Only the latest read counts: an older one answering late would show another filter's rollouts.
+  const latest = useRef(0);
   const load = (pageToken: string, more: Rollout[]) => {
+    const read = ++latest.current;
     if (state === undefined) return setListed([]);
     api.rollouts.listRollouts({ deployment, state, pageSize: PAGE_SIZE, pageToken }).then(
       (page) => {
+        if (read !== latest.current) return;
         setListed([...more, ...page.rollouts]);
         setNext(page.nextPageToken);
         setError(undefined);
       },
-      (e) => setError(problem(e)),
+      (e) => read === latest.current && setError(problem(e)),
     );
   };
   useEffect(() => load("", []), [filter, deployment, liveIds]);
