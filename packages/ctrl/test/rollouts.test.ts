@@ -117,6 +117,7 @@ for (const { db, skip } of await testDatabases()) {
       assert.equal(await outboxRows("shop", "eu"), 0);
       const created = await deployments.getDeployment({ id: "shop" });
       assert.equal(created.deployment!.rollout?.state, RolloutState.PROGRESSING);
+      assert.match(await t.ctrl.metrics.registry.metrics(), /^flotilla_ctrl_rollouts_active\{state="PROGRESSING"\} 1$/m);
       await agentsRun("shop");
       const runningAt = Date.now();
       while (!(await desired("shop")).eu) {
@@ -136,6 +137,9 @@ for (const { db, skip } of await testDatabases()) {
       // Each wave started exactly once, read from the stored transitions.
       const starts = (await t.store.rollouts.transitions(done.id)).filter((x) => x.action === "start-wave").map((x) => x.wave);
       assert.deepEqual(starts, [0, 1]);
+      const metrics = await t.ctrl.metrics.registry.metrics();
+      assert.match(metrics, /^flotilla_ctrl_rollouts_ended_total\{result="SUCCEEDED"\} 1$/m);
+      assert.match(metrics, /^flotilla_ctrl_rollout_wave_duration_seconds_count 2$/m);
     });
 
     test("a failing image: the first wave fails, the regions it moved run the previous spec again, the second wave is never written", async () => {
