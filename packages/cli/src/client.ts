@@ -7,6 +7,7 @@ import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import type { Connection } from "./config.ts";
@@ -19,6 +20,7 @@ export interface Clients {
   regions: Client<typeof RegionService>;
   operators: Client<typeof OperatorService>;
   history: Client<typeof HistoryService>;
+  rollouts: Client<typeof RolloutService>;
   status: Client<typeof StatusService>;
 }
 
@@ -42,6 +44,7 @@ export function connect(connection: Connection): Clients {
     regions: client(RegionService),
     operators: client(OperatorService),
     history: client(HistoryService),
+    rollouts: client(RolloutService),
     status: client(StatusService),
   };
 }

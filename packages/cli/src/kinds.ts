@@ -2,6 +2,7 @@
 // message, its RPCs, and its spec (the message's fields an operator writes).
 import { clone, create, equals, fromJson, toJson, type DescMessage, type JsonObject, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { formatDuration, millisecondsIn } from "@flotilla/runtime";
 import { DeploymentSchema, NetworkPolicySchema, ResourceType, SentinelSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Clients } from "./client.ts";
 
@@ -116,29 +117,78 @@ export function resourceKindNamed(name: string): ResourceKindOps<AnyResource> | 
 }
 
 /** Output-only fields: never part of a spec. */
-const OUTPUT_FIELDS = ["id", "revision", "createTime", "updateTime", "status"];
+const OUTPUT_FIELDS = ["id", "revision", "createTime", "updateTime", "status", "rollout"];
 
-/** The spec of a resource as a manifest writes it: JSON names, enums by their short names, no output fields. */
-export function specOf(schema: DescMessage, resource: MessageShape<DescMessage>): JsonObject {
-  const json = toJson(schema, resource) as JsonObject;
-  for (const field of OUTPUT_FIELDS) delete json[field];
-  for (const field of schema.fields) {
-    if (field.fieldKind !== "enum" || typeof json[field.jsonName] !== "string") continue;
-    const value = field.enum.values.find((v) => v.name === json[field.jsonName]);
-    if (value) json[field.jsonName] = value.localName;
+/** A field of a manifest's spec at fault: `field` is its path in the spec (strategy.waves[0].bake). */
+export class SpecFieldError extends Error {
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(message);
+    this.field = field;
   }
+}
+
+/** Fields a manifest may give as a number or a string ("2" or "50%"), as Kubernetes' IntOrString. */
+const COUNT_OR_PERCENT_FIELDS = new Set(["ctrl.v1.RolloutWave.max_parallel"]);
+
+/**
+ * How a manifest writes a message's fields, converted to or from the protocol's JSON, nested
+ * messages included: enums by their short names (ROLLBACK, not ROLLOUT_FAILURE_POLICY_ROLLBACK),
+ * durations as people write them (5s, 10m, 1h30m, not "5400s").
+ */
+function convert(schema: DescMessage, json: JsonObject, toManifest: boolean, path: string): JsonObject {
+  const out: Record<string, JsonValue> = { ...json };
+  for (const field of schema.fields) {
+    const key = field.jsonName in out ? field.jsonName : field.name in out ? field.name : undefined;
+    if (key === undefined || out[key] === null) continue;
+    const at = path ? `${path}.${key}` : key;
+    const one = (value: JsonValue, at: string): JsonValue => {
+      if (field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum")) {
+        if (typeof value !== "string") return value;
+        const values = field.enum!.values;
+        return (toManifest ? values.find((v) => v.name === value)?.localName : values.find((v) => v.localName === value)?.name) ?? value;
+      }
+      const message = field.fieldKind === "message" ? field.message : field.fieldKind === "list" && field.listKind === "message" ? field.message : undefined;
+      if (message?.typeName === "google.protobuf.Duration") return toManifest ? manifestDuration(value) : protocolDuration(value, at);
+      if (message && !message.typeName.startsWith("google.protobuf.") && typeof value === "object" && !Array.isArray(value))
+        return convert(message, value as JsonObject, toManifest, at);
+      if (!toManifest && COUNT_OR_PERCENT_FIELDS.has(`${schema.typeName}.${field.name}`) && typeof value === "number") return String(value);
+      return value;
+    };
+    const value = out[key]!;
+    out[key] = field.fieldKind === "list" && Array.isArray(value) ? value.map((v, i) => one(v, `${at}[${i}]`)) : one(value, at);
+  }
+  return out;
+}
+
+/** "5400s" (the protocol's JSON) → "90m". */
+function manifestDuration(value: JsonValue): JsonValue {
+  if (typeof value !== "string" || !value.endsWith("s")) return value;
+  return formatDuration(Math.round(Number(value.slice(0, -1)) * 1000));
+}
+
+/** "1h30m" → "5400s"; anything else is refused naming the field. */
+function protocolDuration(value: JsonValue, field: string): string {
+  const ms = typeof value === "string" ? millisecondsIn(value) : undefined;
+  if (ms === undefined) throw new SpecFieldError(field, `${JSON.stringify(value)} is not a duration (such as 5s, 10m, 1h30m)`);
+  return `${ms / 1000}s`;
+}
+
+/** A message as people read it: JSON names, enums by their short names, durations as 5s or 10m. */
+export function readableJson(schema: DescMessage, message: MessageShape<DescMessage>): JsonObject {
+  return convert(schema, toJson(schema, message) as JsonObject, true, "");
+}
+
+/** The spec of a resource as a manifest writes it (readableJson), without output fields. */
+export function specOf(schema: DescMessage, resource: MessageShape<DescMessage>): JsonObject {
+  const json = readableJson(schema, resource) as Record<string, JsonValue>;
+  for (const field of OUTPUT_FIELDS) delete json[field];
   return json;
 }
 
 /** The resource a manifest's name and spec describe; throws with the field at fault. */
 export function resourceFromSpec(schema: DescMessage, name: string, spec: JsonObject): MessageShape<DescMessage> {
-  const json: Record<string, JsonValue> = { ...spec, id: name };
-  for (const field of schema.fields) {
-    if (field.fieldKind !== "enum" || typeof json[field.jsonName] !== "string") continue;
-    const value = field.enum.values.find((v) => v.localName === json[field.jsonName]);
-    if (value) json[field.jsonName] = value.name;
-  }
-  return fromJson(schema, json, { ignoreUnknownFields: false });
+  return fromJson(schema, { ...convert(schema, spec, false, ""), id: name }, { ignoreUnknownFields: false });
 }
 
 /** Whether two resources have the same spec (output fields aside). */

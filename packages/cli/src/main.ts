@@ -11,6 +11,7 @@ import { loadManifests } from "./manifests.ts";
 import { OUTPUT_FORMATS, roleName, table, type OutputFormat } from "./output.ts";
 import { apply, deleteManifests, diff, waitRunning } from "./commands/apply.ts";
 import { completionScript } from "./commands/completion.ts";
+import { CONTROLS, controlDescription, controlRollout, rolloutStatus } from "./commands/rollout.ts";
 import { describe, get, GET_KINDS } from "./commands/get.ts";
 import { audit, history, rollback } from "./commands/history.ts";
 import { resourceKindNamed } from "./kinds.ts";
@@ -55,7 +56,7 @@ export function program(): Command {
     .showHelpAfterError()
     .addHelpText(
       "after",
-      `\nConfig: ${"$"}FLOTILLA_CONFIG or ~/.config/flotilla/config.yaml (flotilla context --help).\nExit codes: 0 success; 1 error, refused call, FAILED rollout or (diff) changes found; 2 a wait timed out.\n` +
+      `\nConfig: ${"$"}FLOTILLA_CONFIG or ~/.config/flotilla/config.yaml (flotilla context --help).\nExit codes: 0 success; 1 error, refused call, FAILED or rolled back rollout or (diff) changes found; 2 a wait timed out.\n` +
         examples("flotilla apply -f examples/ --wait", "flotilla get deployments -o wide", "flotilla rollback deployment web --to-revision 2"),
     );
 
@@ -65,7 +66,7 @@ export function program(): Command {
     .requiredOption("-f, --filename <path...>", "manifest files or directories")
     .option("-m, --message <text>", "why: recorded with each change's revision and in the audit trail", "")
     .option("--dry-run", "check every change with the server, change nothing")
-    .option("--wait", "then wait until the deployments are RUNNING (exit 1 on FAILED, 2 on timeout)")
+    .option("--wait", "then wait until the deployments are RUNNING, or their staged rollouts SUCCEEDED (exit 1 on FAILED or rolled back, 2 on timeout)")
     .option("--timeout <duration>", "how long --wait waits", duration("timeout"), 300_000)
     .addHelpText("after", examples("flotilla apply -f web.yaml", "flotilla apply -f examples/ --wait --timeout 5m", "cat web.yaml | flotilla apply -f -"))
     .action(async (opts, command: Command) => {
@@ -125,6 +126,7 @@ export function program(): Command {
         "flotilla get deployments --region eu-west -o wide",
         "flotilla get regions",
         "flotilla get regions -l 'geo in (eu,us)'",
+        "flotilla get rollouts",
       ),
     )
     .action(async (kind: string, name: string | undefined, opts, command: Command) =>
@@ -141,7 +143,9 @@ export function program(): Command {
 
   root
     .command("wait")
-    .description("wait until a deployment is RUNNING at its current revision in every region (exit 1 on FAILED, 2 on timeout)")
+    .description(
+      "wait until a deployment is RUNNING at its current revision in every region, or its staged rollout SUCCEEDED (exit 1 on FAILED or rolled back, 2 on timeout)",
+    )
     .argument("<kind>", "deployment")
     .argument("<name>")
     .addOption(new Option("--for <condition>", "the condition to wait for").choices(["running"]).default("running"))
@@ -152,14 +156,32 @@ export function program(): Command {
       await waitRunning(clients(command), [name], opts.timeout, out);
     });
 
-  const rollout = root.command("rollout").description("follow a deployment's rollout");
+  const rollout = root.command("rollout").description("follow and control a deployment's staged rollout");
   rollout
     .command("status")
-    .description("follow a deployment until it is RUNNING everywhere (exit 1 on FAILED, 2 on timeout)")
+    .description(
+      "a deployment's rollout: waves, regions, the revision each runs, phases, the bake's time left; live until it ends (exit 0 SUCCEEDED, 1 failed or rolled back, 2 on timeout)",
+    )
     .argument("<name>", "the deployment")
-    .option("--timeout <duration>", "how long to wait", duration("timeout"), 300_000)
-    .addHelpText("after", examples("flotilla rollout status web"))
-    .action(async (name: string, opts, command: Command) => waitRunning(clients(command), [name], opts.timeout, out));
+    .addOption(
+      new Option("-w, --watch <bool>", "follow until the rollout ends; false: print it once (exit 0 done, 1 failed, 2 still under way)")
+        .choices(["true", "false"])
+        .default("true"),
+    )
+    .option("--timeout <duration>", "how long to follow", duration("timeout"), 300_000)
+    .addHelpText("after", examples("flotilla rollout status shop", "flotilla rollout status shop --watch=false"))
+    .action(async (name: string, opts, command: Command) =>
+      rolloutStatus(clients(command), name, { watch: opts.watch === "true", timeoutMs: opts.timeout, redraw: !!process.stdout.isTTY }, out),
+    );
+  for (const control of CONTROLS) {
+    rollout
+      .command(control)
+      .description(`${controlDescription(control)} (deployer)`)
+      .argument("<name>", "the deployment (its newest rollout), or a rollout (shop-7)")
+      .option("-m, --message <text>", "why: recorded in the audit trail", "")
+      .addHelpText("after", examples(`flotilla rollout ${control} shop -m "…"`))
+      .action(async (name: string, opts, command: Command) => controlRollout(clients(command), control, name, opts.message, out));
+  }
 
   root
     .command("history")

@@ -9,6 +9,9 @@
 //     namespace: demo
 //     image: nginx:1.27
 //     regions: [{ region: local, replicas: 2 }]
+//     strategy:                 # a staged rollout (ARCHITECTURE §9); durations as 5s, 10m, 1h30m
+//       waves: [{ name: canary, regions: [local], bake: 5s }, { name: rest, maxParallel: "50%" }]
+//       onFailure: ROLLBACK
 //
 // Every document is read and checked before anything is sent; a mistake names the file,
 // the document and the field.
@@ -18,7 +21,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { labelKeyProblem, labelValueProblem } from "@flotilla/labels";
 import { parseAllDocuments } from "yaml";
 import { UsageError } from "./errors.ts";
-import { API_VERSION, RESOURCE_KINDS, resourceFromSpec, type AnyResource, type ResourceKindOps } from "./kinds.ts";
+import { API_VERSION, RESOURCE_KINDS, resourceFromSpec, SpecFieldError, type AnyResource, type ResourceKindOps } from "./kinds.ts";
 
 export interface ResourceManifest {
   /** "examples/web.yaml#2": the file and the document (1-based). */
@@ -138,6 +141,7 @@ function parseDocument(source: string, value: unknown): Manifest {
   try {
     return { source, kind, name, resource: resourceFromSpec(kind.schema, name, spec as JsonObject) as AnyResource };
   } catch (error) {
+    if (error instanceof SpecFieldError) throw new Error(`spec.${error.field}: ${error.message}`);
     // protobuf-es: `cannot decode message ctrl.v1.Deployment from JSON: key "imag" is unknown`
     throw new Error(`spec: ${(error as Error).message.replace(/^cannot decode message [\w.]+ from JSON: /, "")}`);
   }

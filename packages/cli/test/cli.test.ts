@@ -6,7 +6,6 @@
 // write; delete; errors a person can act on.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,17 +13,11 @@ import { parse } from "yaml";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN } from "@flotilla/testkit/ctrl";
+import { maskedTable as masked, runCli } from "./cli-harness.ts";
 import { deploymentOf, imageOf, managedNames, REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
 
-const CLI = new URL("../src/main.ts", import.meta.url).pathname;
 const EXAMPLES = new URL("../../../examples/", import.meta.url).pathname;
 const GOLDEN = new URL("./golden/", import.meta.url).pathname;
-
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 const [{ db }] = await testDatabases();
 
@@ -32,26 +25,7 @@ describe("flotilla, the CLI, against a running stack", () => {
   let stack: Stack;
   let dir: string;
   let env: NodeJS.ProcessEnv;
-  const flotilla = (args: string[], extraEnv: NodeJS.ProcessEnv = {}, input?: string): Promise<Result> =>
-    new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [CLI, ...args], { env: { ...env, ...extraEnv }, stdio: ["pipe", "pipe", "pipe"] });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.on("data", (d) => (stdout += d));
-      child.stderr.on("data", (d) => (stderr += d));
-      child.on("error", reject);
-      child.on("close", (code) => resolve({ code: code ?? -1, stdout, stderr }));
-      child.stdin.end(input ?? "");
-    });
-  /** The AGE column changes with time: masked for the golden files (cells are three spaces apart or more). */
-  const masked = (text: string) => {
-    const rows = text
-      .trimEnd()
-      .split("\n")
-      .map((line) => line.split(/ {3,}/));
-    const age = rows[0]!.indexOf("AGE");
-    return `${rows.map((cells) => cells.map((c, i) => (i === age && c !== "AGE" ? "<age>" : c)).join(" | ")).join("\n")}\n`;
-  };
+  const flotilla = (args: string[], extraEnv: NodeJS.ProcessEnv = {}, input?: string) => runCli({ ...env, ...extraEnv }, args, input);
   const manifests = () => join(dir, "manifests");
   const edit = (file: string, from: string, to: string) => {
     const path = join(manifests(), file);

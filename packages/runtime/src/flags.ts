@@ -81,12 +81,23 @@ export function markdownTable(specs: readonly OptionSpec[], prefix: string): str
   return ["| Flag | Environment | Default | Meaning |", "| --- | --- | --- | --- |", ...rows].join("\n");
 }
 
-/** Milliseconds from "250ms", "30s", "10m", "1h" (a bare 0 is 0); anything else throws naming `flag`. */
+const DURATION_UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+
+/** Milliseconds of "250ms", "30s", "10m", "1h", "1h30m" (units in any sequence, as Go's time.ParseDuration), or a bare 0; undefined for anything else. */
+export function millisecondsIn(text: string): number | undefined {
+  const trimmed = text.trim();
+  if (trimmed === "0") return 0;
+  if (!/^(\d+(?:\.\d+)?(?:ms|s|m|h))+$/.test(trimmed)) return undefined;
+  let ms = 0;
+  for (const [, n, unit] of trimmed.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)) ms += Number(n) * DURATION_UNIT_MS[unit as keyof typeof DURATION_UNIT_MS];
+  return ms;
+}
+
+/** Milliseconds from "250ms", "30s", "10m", "1h", "1h30m" (a bare 0 is 0); anything else throws naming `flag`. */
 export function parseDuration(text: string, flag = "duration"): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text.trim());
-  if (text.trim() === "0") return 0;
-  if (!match) throw new Error(`--${flag} ${JSON.stringify(text)}: expected a duration such as 250ms, 30s, 10m, 1h`);
-  return Number(match[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2]!]!;
+  const ms = millisecondsIn(text);
+  if (ms === undefined) throw new Error(`--${flag} ${JSON.stringify(text)}: expected a duration such as 250ms, 30s, 10m, 1h`);
+  return ms;
 }
 
 /** The shortest of "1h", "10m", "30s", "250ms" that is exactly `ms`. */

@@ -12,6 +12,17 @@ export {
   type LogLevel,
   type LoggerOptions,
 } from "./log.ts";
-export { envName, formatDuration, markdownTable, parseDuration, parseFlags, usage, type LegacyName, type OptionSpec, type ParsedFlags } from "./flags.ts";
+export {
+  envName,
+  formatDuration,
+  markdownTable,
+  millisecondsIn,
+  parseDuration,
+  parseFlags,
+  usage,
+  type LegacyName,
+  type OptionSpec,
+  type ParsedFlags,
+} from "./flags.ts";
 export { ReloadingFiles, type ReloadingFilesOptions } from "./reloading-files.ts";
 export { FLOTILLA_VERSION } from "./version.ts";

@@ -32,11 +32,12 @@ test("former names still work, in their old unit, each with a deprecation", () =
   assert.equal(parseFlags(SPECS, "X_", [], { OLD_POLL_INTERVAL_MS: "300", X_POLL_INTERVAL: "1s" }).values["poll-interval"], "1s", "the new name wins");
 });
 
-test("durations: 250ms, 30s, 10m, 1h and 0; anything else names its flag", () => {
+test("durations: 250ms, 30s, 10m, 1h, 1h30m and 0; anything else names its flag", () => {
   assert.deepEqual(
-    ["250ms", "30s", "10m", "1h", "0", "1.5s"].map((text) => parseDuration(text)),
-    [250, 30_000, 600_000, 3_600_000, 0, 1500],
+    ["250ms", "30s", "10m", "1h", "0", "1.5s", "1h30m", "2m0.5s"].map((text) => parseDuration(text)),
+    [250, 30_000, 600_000, 3_600_000, 0, 1500, 5_400_000, 120_500],
   );
+  assert.throws(() => parseDuration("1h 30m"), /expected a duration/);
   assert.throws(() => parseDuration("200", "poll-interval"), /--poll-interval "200": expected a duration such as 250ms, 30s, 10m, 1h/);
   assert.throws(() => parseDuration("soon", "x"), /--x "soon"/);
   assert.deepEqual([250, 30_000, 600_000, 7 * 24 * 3_600_000, 0].map(formatDuration), ["250ms", "30s", "10m", "168h", "0"]);

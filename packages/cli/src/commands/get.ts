@@ -6,8 +6,9 @@ import { UsageError } from "../errors.ts";
 import { all, API_VERSION, resourceKindNamed, specOf, type AnyResource, type ResourceKindOps } from "../kinds.ts";
 import { age, isoTime, roleName, structured, table, type OutputFormat } from "../output.ts";
 import { phaseName } from "../status.ts";
+import { getRollouts, rolloutLines, strategyLines } from "./rollout.ts";
 
-export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "tokens", "operators"];
+export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "rollouts", "tokens", "operators"];
 
 type Out = (text: string) => void;
 
@@ -119,6 +120,10 @@ export async function get(clients: Clients, kindName: string, name: string | und
     case "operator":
     case "operators":
       return getOperators(clients, format, out);
+    case "rollout":
+    case "rollouts":
+      if (region !== undefined) throw new UsageError("--region: rollouts span regions; see flotilla rollout status NAME");
+      return getRollouts(clients, name, format, out);
   }
   throw new UsageError(`unknown kind ${JSON.stringify(kindName)}: one of ${GET_KINDS.join(", ")}`);
 }
@@ -272,7 +277,9 @@ export async function describe(clients: Clients, kindName: string, name: string,
   const lines = fields.map(([l, value]) => `${`${l}:`.padEnd(width)}${value}`);
   for (const [key, value] of Object.entries(spec)) {
     if (typeof value !== "object" || value === null || key === "regions") continue;
-    lines.push(`${label(key)}:`, ...indented(key === "env" ? envLines(value as EnvJson[]) : JSON.stringify(value, null, 2)));
+    const block =
+      key === "env" ? envLines(value as EnvJson[]) : key === "strategy" ? strategyLines(value as object).join("\n") : JSON.stringify(value, null, 2);
+    lines.push(`${label(key)}:`, ...indented(block));
   }
   const statuses =
     kind.type === ResourceType.DEPLOYMENT
@@ -297,6 +304,7 @@ export async function describe(clients: Clients, kindName: string, name: string,
       lines.push(...indented(table(["REGION", "TYPE", "STATUS", "REASON", "MESSAGE"], conditions)));
     }
   }
+  if (kind.type === ResourceType.DEPLOYMENT) lines.push(...(await rolloutLines(clients, name, Date.now())));
   const { transitions } = await clients.history.listStatusTransitions({ resourceType: kind.type, id: name, limit: 10 });
   if (transitions.length > 0) {
     lines.push("Recent status transitions:");
