@@ -1,11 +1,12 @@
 // The README's quick start, run as written: `pnpm start` (the real script, its processes and
 // fixed ports) in a scratch directory that mirrors the repository, then each line of the
 // README's CLI block in a shell there. diff is the one line that exits 1 (changes found).
-// Then `pnpm start --regions`: a stack of several regions, each with its own cluster.
+// Then `pnpm start --regions`: a stack of several regions, each with its own cluster, where a
+// staged deployment as a user types it rolls out wave by wave (apply --wait, rollout status).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
@@ -87,8 +88,11 @@ test("the README's quick start with the CLI, line by line", { skip, timeout: 240
   }
 });
 
-test("pnpm start --regions: per region an emulator, an agent and a kubeconfig; regions labelled for a strategy", { skip, timeout: 240_000 }, async (t) => {
-  const stack = await startStack(["--regions", "canary,eu"]);
+test("pnpm start --regions: per region an emulator, an agent and a kubeconfig; regions labelled for a strategy; a staged rollout as the issue types it", {
+  skip,
+  timeout: 240_000,
+}, async (t) => {
+  const stack = await startStack(["--regions", "canary,eu,us"]);
   t.after(stack.stop);
   assert.match(stack.output(), /canary +tier=canary,geo=canary +emulator http:\/\/127\.0\.0\.1:7080 .* kubeconfig \.flotilla\/kubeconfig-canary/);
   const regions = shell(stack.dir, "pnpm flotilla get regions");
@@ -102,26 +106,37 @@ test("pnpm start --regions: per region an emulator, an agent and a kubeconfig; r
     listed.items.map((r) => r.metadata.name),
     ["canary"],
   );
-  const manifest = `apiVersion: flotilla.dev/v1
+  writeFileSync(
+    join(stack.dir, "shop.yaml"),
+    `apiVersion: flotilla.dev/v1
 kind: Deployment
 metadata: {name: shop}
 spec:
   namespace: demo
   image: nginx:1.27
-  regions: [{region: canary, replicas: 1}, {region: eu, replicas: 2}]
-`;
-  const applied = spawnSync("bash", ["-c", "pnpm flotilla apply -f - --wait"], {
-    cwd: stack.dir,
-    env: { ...process.env, FLOTILLA_CONFIG: join(stack.dir, "config.yaml") },
-    input: manifest,
-    encoding: "utf8",
-    timeout: 120_000,
-  });
+  port: 80
+  regions: [{region: canary, replicas: 1}, {region: eu, replicas: 2}, {region: us, replicas: 2}]
+  strategy:
+    waves:
+      - {name: canary, regions: [canary], bake: 5s}
+      - {name: rest}                  # no regions named: every placement region not in a wave before
+    onFailure: ROLLBACK
+`,
+  );
+  const applied = shell(stack.dir, "pnpm flotilla apply -f shop.yaml --wait");
   assert.equal(applied.status, 0, `${applied.stdout}${applied.stderr}`);
+  assert.match(applied.stdout, /rollout shop-1 SUCCEEDED/);
+  const status = shell(stack.dir, "pnpm flotilla rollout status shop");
+  assert.equal(status.status, 0, status.stderr);
+  assert.match(status.stdout, /^State: +SUCCEEDED, wave 2\/2 rest$/m);
+  assert.match(status.stdout, /^ {2}rest +done +- +eu +1 +RUNNING\n {2}.* us +1 +RUNNING$/m);
+  const rollouts = shell(stack.dir, "pnpm flotilla get rollouts");
+  assert.match(rollouts.stdout, /^shop-1 +shop +1 +SUCCEEDED +2\/2 rest /m);
   // Each region's own cluster runs its own replicas.
   for (const [region, replicas] of [
     ["canary", 1],
     ["eu", 2],
+    ["us", 2],
   ] as const) {
     const got = shell(stack.dir, `kubectl --kubeconfig .flotilla/kubeconfig-${region} get deploy shop -n demo -o jsonpath='{.spec.replicas}'`);
     assert.equal(got.status, 0, got.stderr);
