@@ -23,8 +23,8 @@ import { maskedTable, runCli } from "./cli-harness.ts";
 const GOLDEN = new URL("./golden/", import.meta.url).pathname;
 const [{ db }] = await testDatabases();
 
-/** Deployment shop in east (wave canary) and west (the rest), with `strategy` lines under its waves' first one. */
-function shop(image: string, canary: string, rest = "{name: rest}", extra = ""): string {
+/** Deployment shop: east in wave canary (`canary`: that wave's other fields), west in the last wave (`rest`: the whole wave). */
+function shop(image: string, canary: string, rest = "{name: rest}"): string {
   return `apiVersion: flotilla.dev/v1
 kind: Deployment
 metadata: {name: shop}
@@ -38,7 +38,7 @@ spec:
       - {name: canary, regions: [${REGION}], ${canary}}
       - ${rest}
     onFailure: ROLLBACK
-${extra}`;
+`;
 }
 
 /** A rollout status with the bake's countdown masked. */
