@@ -2,9 +2,9 @@
 // compare-and-set). A rollout is looked at when something it waits for may have changed:
 // a status event of its deployment (an agent's report, through the status feed: at once for
 // this process's writes, within the poll interval for other replicas'), its stored due time
-// (a bake's end, a wave's deadline: one timer per process, armed for the earliest), or an
-// operator's control. Nothing polls every rollout, so rollouts waiting on a bake cost nothing
-// at rest. Every replica drives; the compare-and-set lets exactly one of them move a rollout
+// (a bake's end, a wave's deadline: one timer per process, armed for the earliest), an
+// operator's control, or this process's start (what happened before its feed began).
+// Nothing polls every rollout, so rollouts waiting on a bake cost nothing at rest. Every replica drives; the compare-and-set lets exactly one of them move a rollout
 // at a time, and a replica that lost its turn writes nothing.
 import { ResourceType, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Logger } from "@flotilla/runtime";
@@ -20,6 +20,8 @@ const MAX_STEPS = 20;
 const DUE_BATCH = 100;
 /** How soon a rollout whose due time passed without a transition is looked at again. */
 const OVERDUE_RETRY_MS = 250;
+/** How soon a rollout whose look failed (the database) is looked at again. */
+const RETRY_MS = 1000;
 /** Longest a timer is set for: the due time of another replica's new rollout is found by then. */
 const MAX_TIMER_MS = 60_000;
 
@@ -42,10 +44,15 @@ export class RolloutDriver {
     this.#log = log;
   }
 
-  /** Follows `feed` and arms the timer for the earliest due rollout. */
+  /**
+   * Follows `feed`, arms the timer for the earliest due rollout, and looks once at every
+   * progressing rollout: an observation stored before the feed's start (by a replica killed
+   * before it drove the rollout on) wakes no one else, and would leave it waiting for its deadline.
+   */
   start(feed: StatusFeed): void {
     this.#unsubscribe = feed.subscribe((events) => void this.#observed(events));
     void this.#arm();
+    void this.#driveProgressing();
   }
 
   stop(): void {
@@ -97,9 +104,25 @@ export class RolloutDriver {
         }
       }
     } catch (error) {
-      this.#log.error(`rollout ${id}: ${error instanceof Error ? error.message : String(error)}`);
+      // A transient failure (a deadlock, a lost connection) must not leave it waiting for its next due time.
+      this.#log.error(`rollout ${id}: ${error instanceof Error ? error.message : String(error)}; looking again in ${RETRY_MS} ms`);
+      if (!this.#stopped) setTimeout(() => void this.drive(id), RETRY_MS).unref();
     } finally {
       this.#inFlight.delete(id);
+    }
+  }
+
+  /** Drives every progressing rollout once, a page at a time. */
+  async #driveProgressing(): Promise<void> {
+    try {
+      let pageToken = "";
+      do {
+        const page = await this.#store.rollouts.list({ state: RolloutState.PROGRESSING }, 0, pageToken);
+        await Promise.all(page.items.map((r) => this.drive(r.id)));
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "" && !this.#stopped);
+    } catch (error) {
+      this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}`);
     }
   }
 
