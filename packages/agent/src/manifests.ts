@@ -1,6 +1,6 @@
 // The one place that decides which Kubernetes objects a desired resource becomes. Both targets
 // use it: the kubernetes target applies these objects, the render target writes them.
-import { ResourceType, type DesiredResource, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, type DesiredResource, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { typeFromName, typeName, resourceKey } from "./keys.ts";
 
 export const FIELD_MANAGER = "flotilla-agent";
@@ -153,6 +153,13 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
   if (workload.env.length > 0) container.env = workload.env.map(({ name, value }) => ({ name, value }));
   if (workload.port > 0) container.ports = [{ name: "http", containerPort: workload.port, protocol: "TCP" }];
   if (Object.keys(requests).length > 0) container.resources = { requests };
+  for (const [field, probe] of [
+    ["readinessProbe", workload.readinessProbe],
+    ["livenessProbe", workload.livenessProbe],
+    ["startupProbe", workload.startupProbe],
+  ] as const) {
+    if (probe) container[field] = probeObject(probe);
+  }
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
@@ -164,6 +171,29 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
       // change the pod spec must not restart the pods.
       template: { metadata: { labels: { ...metadata.labels } }, spec: { containers: [container] } },
     },
+  };
+}
+
+/**
+ * A container probe with every default written out, as the API server stores it: what we
+ * apply then compares equal to what we read back.
+ */
+function probeObject(probe: Probe): Record<string, unknown> {
+  const handler = probe.handler;
+  const action =
+    handler.case === "httpGet"
+      ? { httpGet: { path: handler.value.path || "/", port: handler.value.port, scheme: "HTTP" } }
+      : handler.case === "tcpSocket"
+        ? { tcpSocket: { port: handler.value.port } }
+        : { exec: { command: [...(handler.value?.command ?? [])] } };
+  return {
+    ...action,
+    // 0 is the API server's default, which it stores as absent.
+    ...(probe.initialDelaySeconds > 0 ? { initialDelaySeconds: probe.initialDelaySeconds } : {}),
+    timeoutSeconds: probe.timeoutSeconds || 1,
+    periodSeconds: probe.periodSeconds || 10,
+    successThreshold: probe.successThreshold || 1,
+    failureThreshold: probe.failureThreshold || 3,
   };
 }
 

@@ -106,4 +106,31 @@ describe("rollout status against the emulator", () => {
     await deployments.updateDeployment({ deployment: web("app:5") });
     await sampleUntilRunning(stack, 3, "app:5");
   });
+
+  test("probes reach the container with Kubernetes' defaults; RUNNING waits for readiness; a readiness that never passes ends FAILED naming the probe", async () => {
+    const deployments = stack.t.client(DeploymentService);
+    const probed = (image: string) => ({
+      ...web(image, 2),
+      readinessProbe: { handler: { case: "httpGet" as const, value: { path: "/healthz", port: 80 } }, initialDelaySeconds: 2, periodSeconds: 5 },
+      livenessProbe: { handler: { case: "tcpSocket" as const, value: { port: 80 } } },
+    });
+    const started = Date.now();
+    await deployments.updateDeployment({ deployment: probed("app:6") });
+    await sampleUntilRunning(stack, 2, "app:6");
+    assert.ok(Date.now() - started >= 2000, `RUNNING ${Date.now() - started} ms after the change: before the readiness probe's 2 s initial delay`);
+    const container = (deploymentOf(stack.emulator, "rollout", "web")!.spec as { template: { spec: { containers: Record<string, unknown>[] } } }).template.spec
+      .containers[0]!;
+    assert.deepEqual(container.readinessProbe, {
+      httpGet: { path: "/healthz", port: 80, scheme: "HTTP" },
+      initialDelaySeconds: 2,
+      timeoutSeconds: 1,
+      periodSeconds: 5,
+      successThreshold: 1,
+      failureThreshold: 3,
+    });
+    assert.deepEqual(container.livenessProbe, { tcpSocket: { port: 80 }, timeoutSeconds: 1, periodSeconds: 10, successThreshold: 1, failureThreshold: 3 });
+    await deployments.updateDeployment({ deployment: probed("app:fail-7") });
+    const failed = await waitForPhase(stack, "web", "FAILED");
+    assert.match(failed.reason, /rollout deadline exceeded: .*\(new pods not ready under the readiness probe HTTP GET :80\/healthz\)$/);
+  });
 });

@@ -9,6 +9,7 @@ import {
   type Deployment,
   type RolloutStrategy,
   type EnvVar,
+  type Probe,
   type NetworkPolicy,
   type Sentinel,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -127,9 +128,50 @@ export function deployment(value: Deployment | undefined, options = DEFAULT_VALI
     regions.add(p.region);
     bounded(`${field}.regions[${i}].replicas`, p.replicas, LIMITS.replicas);
   });
+  probes(field, d);
   if (d.strategy) rolloutStrategy(`${field}.strategy`, d.strategy, regions);
   if (toBinary(DeploymentSchema, d).length > LIMITS.resourceBytes) throw invalidArgument(field, `larger than ${LIMITS.resourceBytes} bytes encoded`);
   return d;
+}
+
+/** A workload's probes: one handler each, ports and bounds as Kubernetes takes them. */
+function probes(field: string, w: { readinessProbe?: Probe; livenessProbe?: Probe; startupProbe?: Probe }): void {
+  if (w.readinessProbe) probe(`${field}.readiness_probe`, w.readinessProbe, false);
+  if (w.livenessProbe) probe(`${field}.liveness_probe`, w.livenessProbe, true);
+  if (w.startupProbe) probe(`${field}.startup_probe`, w.startupProbe, true);
+}
+
+function probe(field: string, p: Probe, successMustBeOne: boolean): void {
+  const port = (at: string, value: number) => {
+    if (!Number.isInteger(value) || value < 1 || value > 65535) throw invalidArgument(at, `must be a port from 1 to 65535, not ${value}`);
+  };
+  const handler = p.handler;
+  if (handler.case === undefined) throw invalidArgument(field, "needs one of http_get, tcp_socket and exec");
+  if (handler.case === "httpGet") {
+    port(`${field}.http_get.port`, handler.value.port);
+    const path = handler.value.path;
+    if (path !== "" && (!path.startsWith("/") || path.length > 2048 || /[\s\x00-\x1f]/.test(path))) {
+      throw invalidArgument(`${field}.http_get.path`, "must start with / and hold no spaces or control characters (at most 2048)");
+    }
+  } else if (handler.case === "tcpSocket") {
+    port(`${field}.tcp_socket.port`, handler.value.port);
+  } else {
+    const command = handler.value.command;
+    if (command.length === 0 || command.length > LIMITS.commandArgs)
+      throw invalidArgument(`${field}.exec.command`, `needs 1 to ${LIMITS.commandArgs} arguments`);
+    command.forEach((arg, i) => {
+      if (Buffer.byteLength(arg) > LIMITS.commandArgBytes) throw invalidArgument(`${field}.exec.command[${i}]`, `longer than ${LIMITS.commandArgBytes} bytes`);
+    });
+  }
+  const within = (name: string, value: number, max: number) => {
+    if (!Number.isInteger(value) || value < 0 || value > max) throw invalidArgument(`${field}.${name}`, `must be from 0 to ${max}, not ${value}`);
+  };
+  within("initial_delay_seconds", p.initialDelaySeconds, 3600);
+  within("period_seconds", p.periodSeconds, 3600);
+  within("timeout_seconds", p.timeoutSeconds, 3600);
+  within("success_threshold", p.successThreshold, 100);
+  within("failure_threshold", p.failureThreshold, 100);
+  if (successMustBeOne && p.successThreshold > 1) throw invalidArgument(`${field}.success_threshold`, "must be 1 for liveness and startup probes");
 }
 
 /**
@@ -186,6 +228,7 @@ export function sentinel(value: Sentinel | undefined, options = DEFAULT_VALIDATI
   bounded(`${field}.replicas`, s.replicas, LIMITS.replicas);
   bounded(`${field}.port`, s.port, 65535);
   if (!(s.desiredState in SentinelDesiredState)) throw invalidArgument(`${field}.desired_state`, `unknown value ${s.desiredState}`);
+  probes(field, s);
   return s;
 }
 

@@ -113,6 +113,23 @@ function statusOf(d: KubeObject): JsonObject {
   return isObject(d.status) ? d.status : {};
 }
 
+/**
+ * How long a pod of `d` takes at least to be ready: the kubelet runs no readiness probe before
+ * its initialDelaySeconds, nor before a startup probe's first success.
+ */
+function probeDelayMs(d: KubeObject): number {
+  const template = isObject(spec(d).template) ? (spec(d).template as JsonObject) : {};
+  const pod = isObject(template.spec) ? template.spec : {};
+  let delay = 0;
+  for (const c of Array.isArray(pod.containers) ? pod.containers : []) {
+    if (!isObject(c)) continue;
+    for (const probe of [c.readinessProbe, c.startupProbe]) {
+      if (isObject(probe)) delay = Math.max(delay, Number(probe.initialDelaySeconds ?? 0) * 1000);
+    }
+  }
+  return delay;
+}
+
 function images(d: KubeObject): string[] {
   const template = isObject(spec(d).template) ? (spec(d).template as JsonObject) : {};
   const pod = isObject(template.spec) ? template.spec : {};
@@ -332,7 +349,10 @@ export class RolloutController {
     const failing = images(d).some((i) => this.opts.failingImage.test(i));
     const removed: [ReplicaSet, Pod][] = [];
     const syncAll = () => {
-      for (const rs of state.sets) for (const pod of this.syncPods(rs, rs === newRS && failing, now)) removed.push([rs, pod]);
+      for (const rs of state.sets) {
+        const readyAfterMs = rs !== newRS ? this.opts.podReadyDelayMs : failing ? Infinity : Math.max(this.opts.podReadyDelayMs, probeDelayMs(d));
+        for (const pod of this.syncPods(rs, readyAfterMs, now)) removed.push([rs, pod]);
+      }
     };
     // The ReplicaSet controller first: pods for a ReplicaSet scaled by hand, or in place of
     // deleted ones, are published before this controller's sync scales anything.
@@ -523,13 +543,20 @@ export class RolloutController {
     return changed;
   }
 
-  /** The ReplicaSet controller: creates or deletes pods to match replicas, deleting unready pods first; returns the deleted. */
-  private syncPods(rs: ReplicaSet, failing: boolean, now: number): Pod[] {
+  /**
+   * The ReplicaSet controller: creates or deletes pods to match replicas, deleting unready pods
+   * first; a new pod is ready `readyAfterMs` after its creation (Infinity: never). Returns the deleted.
+   */
+  private syncPods(rs: ReplicaSet, readyAfterMs: number, now: number): Pod[] {
     while (rs.pods.length < rs.replicas) {
       const n = this.nextPodIp++;
       const pod = { name: `${rs.name}-${randomSuffix(5)}`, ip: `10.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}` };
       rs.pods.push(
-        failing ? { ...pod, readyAt: Infinity } : this.held ? { ...pod, readyAt: Infinity, held: true } : { ...pod, readyAt: now + this.opts.podReadyDelayMs },
+        readyAfterMs === Infinity
+          ? { ...pod, readyAt: Infinity }
+          : this.held
+            ? { ...pod, readyAt: Infinity, held: true }
+            : { ...pod, readyAt: now + readyAfterMs },
       );
     }
     if (rs.pods.length <= rs.replicas) return [];

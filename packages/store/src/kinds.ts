@@ -56,6 +56,9 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
       port: d.port,
       cpuMillicores: d.cpuMillicores,
       memoryMib: d.memoryMib,
+      readinessProbe: d.readinessProbe,
+      livenessProbe: d.livenessProbe,
+      startupProbe: d.startupProbe,
     });
     for (const placement of d.regions) {
       desired.set(
@@ -98,7 +101,13 @@ export const sentinelKind: ResourceKind<typeof SentinelSchema> = {
         type: ResourceType.SENTINEL,
         id: s.id,
         namespace: s.namespace,
-        spec: { case: "sentinel", value: { workload: { image: s.image, port: s.port }, replicas: s.replicas } },
+        spec: {
+          case: "sentinel",
+          value: {
+            workload: { image: s.image, port: s.port, readinessProbe: s.readinessProbe, livenessProbe: s.livenessProbe, startupProbe: s.startupProbe },
+            replicas: s.replicas,
+          },
+        },
       }),
     );
     return desired;

@@ -2,7 +2,7 @@
 // observation and the previous status (ARCHITECTURE §4). Nothing here is sticky: FAILED is
 // derived anew from every observation, so a fixed rollout reads RUNNING with no manual step.
 import type { ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { Phase, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { Phase, type DesiredResource, type Probe } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 
 export interface Projection {
   phase: Phase;
@@ -41,7 +41,25 @@ export function project({ desired, observation: obs, previous }: ProjectionInput
 
   const want = spec.value.replicas;
   const image = spec.value.workload?.image ?? "";
-  return rollout(obs, want, image);
+  const projection = rollout(obs, want, image);
+  // New pods that never turned ready under a readiness probe: the probe is what to look at.
+  const readiness = spec.value.workload?.readinessProbe;
+  if (projection.phase === Phase.FAILED && readiness) {
+    return { phase: Phase.FAILED, reason: `${projection.reason} (new pods not ready under the ${describeProbe("readiness", readiness)})` };
+  }
+  return projection;
+}
+
+/** How a reason names a probe, e.g. "readiness probe HTTP GET :80/healthz". */
+export function describeProbe(kind: string, probe: Probe): string {
+  const handler = probe.handler;
+  const what =
+    handler.case === "httpGet"
+      ? `HTTP GET :${handler.value.port}${handler.value.path || "/"}`
+      : handler.case === "tcpSocket"
+        ? `TCP :${handler.value.port}`
+        : `exec ${(handler.value?.command ?? []).join(" ")}`;
+  return `${kind} probe ${what}`;
 }
 
 /**

@@ -76,6 +76,23 @@ export declare type Workload = Message<"ctrl.v1.Workload"> & {
    * @generated from field: int32 memory_mib = 6;
    */
   memoryMib: number;
+
+  /**
+   * The container's probes (Kubernetes' semantics): RUNNING needs readiness.
+   *
+   * @generated from field: ctrl.v1.Probe readiness_probe = 7;
+   */
+  readinessProbe?: Probe | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Probe liveness_probe = 8;
+   */
+  livenessProbe?: Probe | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Probe startup_probe = 9;
+   */
+  startupProbe?: Probe | undefined;
 };
 
 /**
@@ -83,6 +100,139 @@ export declare type Workload = Message<"ctrl.v1.Workload"> & {
  * Use `create(WorkloadSchema)` to create a new message.
  */
 export declare const WorkloadSchema: GenMessage<Workload>;
+
+/**
+ * A container probe, as Kubernetes runs it: exactly one of http_get, tcp_socket and exec.
+ * Zero fields take Kubernetes' defaults (period 10 s, timeout 1 s, success 1, failure 3).
+ *
+ * @generated from message ctrl.v1.Probe
+ */
+export declare type Probe = Message<"ctrl.v1.Probe"> & {
+  /**
+   * @generated from oneof ctrl.v1.Probe.handler
+   */
+  handler: {
+    /**
+     * @generated from field: ctrl.v1.HttpGetAction http_get = 1;
+     */
+    value: HttpGetAction;
+    case: "httpGet";
+  } | {
+    /**
+     * @generated from field: ctrl.v1.TcpSocketAction tcp_socket = 2;
+     */
+    value: TcpSocketAction;
+    case: "tcpSocket";
+  } | {
+    /**
+     * @generated from field: ctrl.v1.ExecAction exec = 3;
+     */
+    value: ExecAction;
+    case: "exec";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * 0 to 3600.
+   *
+   * @generated from field: int32 initial_delay_seconds = 4;
+   */
+  initialDelaySeconds: number;
+
+  /**
+   * 0 (10) or 1 to 3600.
+   *
+   * @generated from field: int32 period_seconds = 5;
+   */
+  periodSeconds: number;
+
+  /**
+   * 0 (1) or 1 to 3600.
+   *
+   * @generated from field: int32 timeout_seconds = 6;
+   */
+  timeoutSeconds: number;
+
+  /**
+   * 0 (1) or 1 to 100; liveness and startup probes: 1.
+   *
+   * @generated from field: int32 success_threshold = 7;
+   */
+  successThreshold: number;
+
+  /**
+   * 0 (3) or 1 to 100.
+   *
+   * @generated from field: int32 failure_threshold = 8;
+   */
+  failureThreshold: number;
+};
+
+/**
+ * Describes the message ctrl.v1.Probe.
+ * Use `create(ProbeSchema)` to create a new message.
+ */
+export declare const ProbeSchema: GenMessage<Probe>;
+
+/**
+ * @generated from message ctrl.v1.HttpGetAction
+ */
+export declare type HttpGetAction = Message<"ctrl.v1.HttpGetAction"> & {
+  /**
+   * Starts with "/"; empty: "/".
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * 1 to 65535.
+   *
+   * @generated from field: int32 port = 2;
+   */
+  port: number;
+};
+
+/**
+ * Describes the message ctrl.v1.HttpGetAction.
+ * Use `create(HttpGetActionSchema)` to create a new message.
+ */
+export declare const HttpGetActionSchema: GenMessage<HttpGetAction>;
+
+/**
+ * @generated from message ctrl.v1.TcpSocketAction
+ */
+export declare type TcpSocketAction = Message<"ctrl.v1.TcpSocketAction"> & {
+  /**
+   * 1 to 65535.
+   *
+   * @generated from field: int32 port = 1;
+   */
+  port: number;
+};
+
+/**
+ * Describes the message ctrl.v1.TcpSocketAction.
+ * Use `create(TcpSocketActionSchema)` to create a new message.
+ */
+export declare const TcpSocketActionSchema: GenMessage<TcpSocketAction>;
+
+/**
+ * @generated from message ctrl.v1.ExecAction
+ */
+export declare type ExecAction = Message<"ctrl.v1.ExecAction"> & {
+  /**
+   * 1 to 64 arguments.
+   *
+   * @generated from field: repeated string command = 1;
+   */
+  command: string[];
+};
+
+/**
+ * Describes the message ctrl.v1.ExecAction.
+ * Use `create(ExecActionSchema)` to create a new message.
+ */
+export declare const ExecActionSchema: GenMessage<ExecAction>;
 
 /**
  * One region a deployment runs in.
@@ -315,6 +465,21 @@ export declare type Deployment = Message<"ctrl.v1.Deployment"> & {
    * @generated from field: ctrl.v1.Rollout rollout = 16;
    */
   rollout?: Rollout | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Probe readiness_probe = 17;
+   */
+  readinessProbe?: Probe | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Probe liveness_probe = 18;
+   */
+  livenessProbe?: Probe | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Probe startup_probe = 19;
+   */
+  startupProbe?: Probe | undefined;
 };
 
 /**
@@ -663,6 +828,21 @@ export declare type Sentinel = Message<"ctrl.v1.Sentinel"> & {
    * @generated from field: ctrl.v1.RegionStatus status = 11;
    */
   status?: RegionStatus | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Probe readiness_probe = 12;
+   */
+  readinessProbe?: Probe | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Probe liveness_probe = 13;
+   */
+  livenessProbe?: Probe | undefined;
+
+  /**
+   * @generated from field: ctrl.v1.Probe startup_probe = 14;
+   */
+  startupProbe?: Probe | undefined;
 };
 
 /**
