@@ -268,6 +268,18 @@ export declare type ResourceObservation = Message<"ctrl.v1.ResourceObservation">
    * @generated from field: int32 replicas = 15;
    */
   replicas: number;
+
+  /**
+   * With autoscaling: the HorizontalPodAutoscaler's status.currentReplicas and desiredReplicas.
+   *
+   * @generated from field: int32 autoscaler_current_replicas = 16;
+   */
+  autoscalerCurrentReplicas: number;
+
+  /**
+   * @generated from field: int32 autoscaler_desired_replicas = 17;
+   */
+  autoscalerDesiredReplicas: number;
 };
 
 /**

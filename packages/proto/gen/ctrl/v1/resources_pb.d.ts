@@ -21,9 +21,18 @@ export declare type EnvVar = Message<"ctrl.v1.EnvVar"> & {
   name: string;
 
   /**
+   * Ignored when value_from is set.
+   *
    * @generated from field: string value = 2;
    */
   value: string;
+
+  /**
+   * A key of a Secret or ConfigMap that already exists in the cluster (same namespace).
+   *
+   * @generated from field: ctrl.v1.EnvVarSource value_from = 3;
+   */
+  valueFrom?: EnvVarSource | undefined;
 };
 
 /**
@@ -31,6 +40,164 @@ export declare type EnvVar = Message<"ctrl.v1.EnvVar"> & {
  * Use `create(EnvVarSchema)` to create a new message.
  */
 export declare const EnvVarSchema: GenMessage<EnvVar>;
+
+/**
+ * @generated from message ctrl.v1.EnvVarSource
+ */
+export declare type EnvVarSource = Message<"ctrl.v1.EnvVarSource"> & {
+  /**
+   * @generated from oneof ctrl.v1.EnvVarSource.source
+   */
+  source: {
+    /**
+     * @generated from field: ctrl.v1.KeyReference secret_key_ref = 1;
+     */
+    value: KeyReference;
+    case: "secretKeyRef";
+  } | {
+    /**
+     * @generated from field: ctrl.v1.KeyReference config_map_key_ref = 2;
+     */
+    value: KeyReference;
+    case: "configMapKeyRef";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ctrl.v1.EnvVarSource.
+ * Use `create(EnvVarSourceSchema)` to create a new message.
+ */
+export declare const EnvVarSourceSchema: GenMessage<EnvVarSource>;
+
+/**
+ * A key of a Secret or ConfigMap (DNS-1123 subdomain name; key in Kubernetes' key syntax).
+ *
+ * @generated from message ctrl.v1.KeyReference
+ */
+export declare type KeyReference = Message<"ctrl.v1.KeyReference"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string key = 2;
+   */
+  key: string;
+};
+
+/**
+ * Describes the message ctrl.v1.KeyReference.
+ * Use `create(KeyReferenceSchema)` to create a new message.
+ */
+export declare const KeyReferenceSchema: GenMessage<KeyReference>;
+
+/**
+ * Every key of a Secret or ConfigMap that already exists in the cluster, as env.
+ *
+ * @generated from message ctrl.v1.EnvFromSource
+ */
+export declare type EnvFromSource = Message<"ctrl.v1.EnvFromSource"> & {
+  /**
+   * @generated from oneof ctrl.v1.EnvFromSource.source
+   */
+  source: {
+    /**
+     * @generated from field: string secret_name = 1;
+     */
+    value: string;
+    case: "secretName";
+  } | {
+    /**
+     * @generated from field: string config_map_name = 2;
+     */
+    value: string;
+    case: "configMapName";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Prepended to each key (a C identifier prefix).
+   *
+   * @generated from field: string prefix = 3;
+   */
+  prefix: string;
+};
+
+/**
+ * Describes the message ctrl.v1.EnvFromSource.
+ * Use `create(EnvFromSourceSchema)` to create a new message.
+ */
+export declare const EnvFromSourceSchema: GenMessage<EnvFromSource>;
+
+/**
+ * A PodDisruptionBudget for the workload's pods: exactly one of the two, a count ("1") or a
+ * percentage ("50%").
+ *
+ * @generated from message ctrl.v1.DisruptionBudget
+ */
+export declare type DisruptionBudget = Message<"ctrl.v1.DisruptionBudget"> & {
+  /**
+   * @generated from oneof ctrl.v1.DisruptionBudget.budget
+   */
+  budget: {
+    /**
+     * @generated from field: string min_available = 1;
+     */
+    value: string;
+    case: "minAvailable";
+  } | {
+    /**
+     * @generated from field: string max_unavailable = 2;
+     */
+    value: string;
+    case: "maxUnavailable";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ctrl.v1.DisruptionBudget.
+ * Use `create(DisruptionBudgetSchema)` to create a new message.
+ */
+export declare const DisruptionBudgetSchema: GenMessage<DisruptionBudget>;
+
+/**
+ * An autoscaling/v2 HorizontalPodAutoscaler owning the replicas in one region.
+ *
+ * @generated from message ctrl.v1.Autoscaling
+ */
+export declare type Autoscaling = Message<"ctrl.v1.Autoscaling"> & {
+  /**
+   * 1 to max_replicas.
+   *
+   * @generated from field: int32 min_replicas = 1;
+   */
+  minReplicas: number;
+
+  /**
+   * 1 to 1000.
+   *
+   * @generated from field: int32 max_replicas = 2;
+   */
+  maxReplicas: number;
+
+  /**
+   * 1 to 1000; at least one of the two targets.
+   *
+   * @generated from field: int32 target_cpu_utilization_percent = 3;
+   */
+  targetCpuUtilizationPercent: number;
+
+  /**
+   * @generated from field: int32 target_memory_utilization_percent = 4;
+   */
+  targetMemoryUtilizationPercent: number;
+};
+
+/**
+ * Describes the message ctrl.v1.Autoscaling.
+ * Use `create(AutoscalingSchema)` to create a new message.
+ */
+export declare const AutoscalingSchema: GenMessage<Autoscaling>;
 
 /**
  * How a workload runs. Shared by deployments and sentinels; the agent renders both as an
@@ -93,6 +260,45 @@ export declare type Workload = Message<"ctrl.v1.Workload"> & {
    * @generated from field: ctrl.v1.Probe startup_probe = 9;
    */
   startupProbe?: Probe | undefined;
+
+  /**
+   * @generated from field: repeated ctrl.v1.EnvFromSource env_from = 10;
+   */
+  envFrom: EnvFromSource[];
+
+  /**
+   * @generated from field: ctrl.v1.DisruptionBudget disruption_budget = 11;
+   */
+  disruptionBudget?: DisruptionBudget | undefined;
+
+  /**
+   * The Deployment's rolling update: counts or percentages; empty: Kubernetes' 25%.
+   *
+   * @generated from field: string max_surge = 12;
+   */
+  maxSurge: string;
+
+  /**
+   * @generated from field: string max_unavailable = 13;
+   */
+  maxUnavailable: string;
+
+  /**
+   * @generated from field: optional int64 termination_grace_period_seconds = 14;
+   */
+  terminationGracePeriodSeconds?: bigint | undefined;
+
+  /**
+   * On the pods only (never the ownership marks).
+   *
+   * @generated from field: map<string, string> pod_labels = 15;
+   */
+  podLabels: { [key: string]: string };
+
+  /**
+   * @generated from field: map<string, string> pod_annotations = 16;
+   */
+  podAnnotations: { [key: string]: string };
 };
 
 /**
@@ -246,9 +452,23 @@ export declare type DeploymentPlacement = Message<"ctrl.v1.DeploymentPlacement">
   region: string;
 
   /**
+   * Ignored while autoscaling is set (the autoscaler owns the replicas).
+   *
    * @generated from field: int32 replicas = 2;
    */
   replicas: number;
+
+  /**
+   * @generated from field: ctrl.v1.Autoscaling autoscaling = 3;
+   */
+  autoscaling?: Autoscaling | undefined;
+
+  /**
+   * This region's values of env variables: replace the deployment's of the same name, or add.
+   *
+   * @generated from field: repeated ctrl.v1.EnvVar env = 4;
+   */
+  env: EnvVar[];
 };
 
 /**
@@ -321,6 +541,18 @@ export declare type RegionStatus = Message<"ctrl.v1.RegionStatus"> & {
    * @generated from field: repeated ctrl.v1.RolloutCondition conditions = 10;
    */
   conditions: RolloutCondition[];
+
+  /**
+   * With autoscaling: the autoscaler's current and desired replicas, as last observed.
+   *
+   * @generated from field: int32 autoscaler_current_replicas = 11;
+   */
+  autoscalerCurrentReplicas: number;
+
+  /**
+   * @generated from field: int32 autoscaler_desired_replicas = 12;
+   */
+  autoscalerDesiredReplicas: number;
 };
 
 /**
@@ -480,6 +712,41 @@ export declare type Deployment = Message<"ctrl.v1.Deployment"> & {
    * @generated from field: ctrl.v1.Probe startup_probe = 19;
    */
   startupProbe?: Probe | undefined;
+
+  /**
+   * @generated from field: repeated ctrl.v1.EnvFromSource env_from = 20;
+   */
+  envFrom: EnvFromSource[];
+
+  /**
+   * @generated from field: ctrl.v1.DisruptionBudget disruption_budget = 21;
+   */
+  disruptionBudget?: DisruptionBudget | undefined;
+
+  /**
+   * @generated from field: string max_surge = 22;
+   */
+  maxSurge: string;
+
+  /**
+   * @generated from field: string max_unavailable = 23;
+   */
+  maxUnavailable: string;
+
+  /**
+   * @generated from field: optional int64 termination_grace_period_seconds = 24;
+   */
+  terminationGracePeriodSeconds?: bigint | undefined;
+
+  /**
+   * @generated from field: map<string, string> pod_labels = 25;
+   */
+  podLabels: { [key: string]: string };
+
+  /**
+   * @generated from field: map<string, string> pod_annotations = 26;
+   */
+  podAnnotations: { [key: string]: string };
 };
 
 /**
@@ -981,9 +1248,16 @@ export declare type DeploymentSpec = Message<"ctrl.v1.DeploymentSpec"> & {
   workload?: Workload | undefined;
 
   /**
+   * Unset in the applied Deployment while autoscaling is set.
+   *
    * @generated from field: int32 replicas = 2;
    */
   replicas: number;
+
+  /**
+   * @generated from field: ctrl.v1.Autoscaling autoscaling = 3;
+   */
+  autoscaling?: Autoscaling | undefined;
 };
 
 /**
