@@ -191,9 +191,10 @@ The CLI's context \`local\` (in ${configPath()}) points at this stack${tokenVari
 ${
   multiRegion
     ? `  pnpm flotilla get regions
-  pnpm flotilla get regions -l tier=canary
+  pnpm flotilla apply -f examples/staged/shop.yaml --wait
+  pnpm flotilla rollout status shop
   kubectl --kubeconfig ${first.kubeconfig} get deploy -A`
-    : `  pnpm flotilla apply -f examples/ --wait
+    : `  pnpm flotilla apply -f examples/local/ --wait
   pnpm flotilla get deployments
   pnpm flotilla describe deployment web
   kubectl --kubeconfig ${first.kubeconfig} get deploy -n demo`

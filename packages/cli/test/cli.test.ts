@@ -16,7 +16,7 @@ import { ADMIN_TOKEN } from "@flotilla/testkit/ctrl";
 import { maskedTable as masked, runCli } from "./cli-harness.ts";
 import { deploymentOf, imageOf, managedNames, REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
 
-const EXAMPLES = new URL("../../../examples/", import.meta.url).pathname;
+const EXAMPLES = new URL("../../../examples/local/", import.meta.url).pathname;
 const GOLDEN = new URL("./golden/", import.meta.url).pathname;
 
 const [{ db }] = await testDatabases();

@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
@@ -14,15 +14,15 @@ import { once } from "node:events";
 const ROOT = new URL("../../../", import.meta.url).pathname;
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
 
-/** The commands of the sh block under "## Quick start with the CLI", comments removed. */
-function quickStartCommands(): string[] {
-  const section = README.slice(README.indexOf("## Quick start with the CLI"));
+/** The commands of the first sh block under `heading`, comments removed; "(exits 1)" in a comment says what it exits with. */
+function readmeCommands(heading: string): { command: string; exit: number }[] {
+  const section = README.slice(README.indexOf(heading));
   const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1];
-  assert.ok(block, "the README has a quick start block");
+  assert.ok(block, `the README has a block under ${heading}`);
   return block
     .split("\n")
-    .map((line) => line.replace(/\s+# .*$/, "").trim())
-    .filter(Boolean);
+    .filter((line) => line.trim() !== "")
+    .map((line) => ({ command: line.replace(/\s+# .*$/, "").trim(), exit: /# .*\(exits 1\)/.test(line) ? 1 : 0 }));
 }
 
 const pnpmMissing = spawnSync("pnpm", ["--version"]).status !== 0;
@@ -76,11 +76,10 @@ const skip = pnpmMissing && !process.env.CI ? "pnpm is not on PATH" : false;
 test("the README's quick start with the CLI, line by line", { skip, timeout: 240_000 }, async (t) => {
   const stack = await startStack();
   t.after(stack.stop);
-  assert.match(stack.output(), /pnpm flotilla apply -f examples\/ --wait/, "pnpm start points at the CLI");
-  for (const command of quickStartCommands()) {
+  assert.match(stack.output(), /pnpm flotilla apply -f examples\/local\/ --wait/, "pnpm start points at the CLI");
+  for (const { command, exit } of readmeCommands("## Quick start with the CLI")) {
     const result = shell(stack.dir, command);
-    const expected = command.includes("flotilla diff") ? 1 : 0;
-    assert.equal(result.status, expected, `${command}\n${result.stdout}${result.stderr}`);
+    assert.equal(result.status, exit, `${command}\n${result.stdout}${result.stderr}`);
     if (command.includes("apply -f my-fleet/ --wait")) assert.match(result.stdout, /deployment\/web created\n[\s\S]*deployment\/web is RUNNING/);
     if (command.includes("get deployments")) assert.match(result.stdout, /^web +demo +nginx:1\.27 +1 +local:RUNNING 2\/2 /m);
     if (command.includes("history")) assert.match(result.stdout, /^2 +admin .* nginx:1\.28 +nginx 1\.28$/m);
@@ -106,32 +105,28 @@ test("pnpm start --regions: per region an emulator, an agent and a kubeconfig; r
     listed.items.map((r) => r.metadata.name),
     ["canary"],
   );
-  writeFileSync(
-    join(stack.dir, "shop.yaml"),
-    `apiVersion: flotilla.dev/v1
-kind: Deployment
-metadata: {name: shop}
-spec:
-  namespace: demo
-  image: nginx:1.27
-  port: 80
-  regions: [{region: canary, replicas: 1}, {region: eu, replicas: 2}, {region: us, replicas: 2}]
-  strategy:
-    waves:
-      - {name: canary, regions: [canary], bake: 5s}
-      - {name: rest}                  # no regions named: every placement region not in a wave before
-    onFailure: ROLLBACK
-`,
-  );
-  const applied = shell(stack.dir, "pnpm flotilla apply -f shop.yaml --wait");
-  assert.equal(applied.status, 0, `${applied.stdout}${applied.stderr}`);
-  assert.match(applied.stdout, /rollout shop-1 SUCCEEDED/);
-  const status = shell(stack.dir, "pnpm flotilla rollout status shop");
-  assert.equal(status.status, 0, status.stderr);
-  assert.match(status.stdout, /^State: +SUCCEEDED, wave 2\/2 rest$/m);
-  assert.match(status.stdout, /^ {2}rest +done +- +eu +1 +RUNNING\n {2}.* us +1 +RUNNING$/m);
-  const rollouts = shell(stack.dir, "pnpm flotilla get rollouts");
-  assert.match(rollouts.stdout, /^shop-1 +shop +1 +SUCCEEDED +2\/2 rest /m);
+  // The README's walkthrough as written: a good rollout, then a bad image stopped in the canary wave.
+  const outputs = new Map<string, string>();
+  for (const { command, exit } of readmeCommands("## A staged rollout, locally")) {
+    const result = shell(stack.dir, command);
+    assert.equal(result.status, exit, `${command}\n${result.stdout}${result.stderr}`);
+    outputs.set(command, result.stdout + result.stderr);
+  }
+  const output = (part: string) => [...outputs].find(([command]) => command.includes(part))![1];
+  assert.match(output("apply -f examples/staged/shop.yaml"), /rollout shop-1 SUCCEEDED/);
+  assert.match(output("get rollouts"), /^shop-1 +shop +1 +SUCCEEDED +2\/2 rest /m);
+  assert.match(output("apply -f bad-shop.yaml"), /ROLLED_BACK: canary: FAILED/);
+  assert.match(output("rollout status"), /ROLLED_BACK/);
+  assert.match(output("get deploy shop -n demo -o wide"), /nginx:1\.27/);
+  for (const region of ["canary", "eu", "us"]) {
+    const image = shell(
+      stack.dir,
+      `kubectl --kubeconfig .flotilla/kubeconfig-${region} get deploy shop -n demo -o jsonpath='{.spec.template.spec.containers[0].image}'`,
+    );
+    assert.equal(image.stdout, "nginx:1.27", `${region} runs the good image (the canary again, eu and us never left it)`);
+  }
+  const requests = shell(stack.dir, "pnpm -s flotilla describe deployment shop");
+  assert.match(requests.stdout, /rollout/);
   // Each region's own cluster runs its own replicas.
   for (const [region, replicas] of [
     ["canary", 1],

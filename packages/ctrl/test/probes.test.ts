@@ -1,4 +1,4 @@
-// Probes on deployments and sentinels (issue 32 item 1): every mistake is INVALID_ARGUMENT
+// Probes on deployments and sentinels: every mistake is INVALID_ARGUMENT
 // naming the field, with nothing written; a valid probe travels in the desired state to the
 // agent, as the workload of each region carries it.
 import { after, before, describe, test } from "node:test";
