@@ -10,8 +10,8 @@
 // * resources.requests / resources.limits compare as quantities (exact rational values);
 // * int-or-string fields compare an integer with its decimal string form.
 
-/** Fields of type IntOrString in what the agent applies (apps/v1 Deployment strategy, v1 Service and probes). */
-const INT_OR_STRING_FIELDS = new Set(["targetPort", "maxSurge", "maxUnavailable", "port"]);
+/** Fields of type IntOrString in what the agent applies (apps/v1 Deployment strategy, v1 Service, probes, policy/v1 PodDisruptionBudget). */
+const INT_OR_STRING_FIELDS = new Set(["targetPort", "maxSurge", "maxUnavailable", "port", "minAvailable"]);
 
 /** Whether every field of `wanted` has its value, in canonical form, in `live`. List items are compared by position. */
 export function containsCanonical(live: unknown, wanted: unknown, path: readonly string[] = []): boolean {

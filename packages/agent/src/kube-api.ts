@@ -114,6 +114,7 @@ const RESOURCES: Record<string, { plural: string; namespaced: boolean }> = {
   "v1/Service": { plural: "services", namespaced: true },
   "apps/v1/Deployment": { plural: "deployments", namespaced: true },
   "cilium.io/v2/CiliumNetworkPolicy": { plural: "ciliumnetworkpolicies", namespaced: true },
+  "policy/v1/PodDisruptionBudget": { plural: "poddisruptionbudgets", namespaced: true },
   "coordination.k8s.io/v1/Lease": { plural: "leases", namespaced: true },
 };
 

@@ -1,6 +1,6 @@
 // The one place that decides which Kubernetes objects a desired resource becomes. Both targets
 // use it: the kubernetes target applies these objects, the render target writes them.
-import { ResourceType, type DesiredResource, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, type DesiredResource, type EnvVar, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { typeFromName, typeName, resourceKey } from "./keys.ts";
 
 export const FIELD_MANAGER = "flotilla-agent";
@@ -37,7 +37,7 @@ export interface KubeObject {
 export interface Manifests {
   /** Objects to apply, in order (the Namespace first). */
   apply: KubeObject[];
-  /** Objects the resource may have had before and must not have now (its Service once port is 0). */
+  /** Objects the resource may have had before and must not have now (its Service once port is 0, its PodDisruptionBudget once it has none). */
   absent: ObjectRef[];
 }
 
@@ -68,11 +68,12 @@ export function describeObject(object: { kind: string; metadata: { name: string;
 /**
  * Whether the object's desired-version annotation must follow every new desired version: the
  * Deployment's and the policy's do (status reports read the applied version from them). Other
- * objects (a Service) keep the version they were last applied from while nothing else about them
- * changes, so a new desired version that changes only the Deployment is not applied to them.
+ * objects (a Service, a PodDisruptionBudget) keep the version they were last applied from while
+ * nothing else about them changes, so a new desired version that changes only the Deployment is
+ * not applied to them.
  */
 export function tracksDesiredVersion(object: { kind: string }): boolean {
-  return object.kind !== "Service";
+  return object.kind === "Deployment" || object.kind === "CiliumNetworkPolicy";
 }
 
 /** The object without its desired-version annotation: the content that decides whether it changed. */
@@ -89,11 +90,12 @@ export function refOf(object: KubeObject): ObjectRef {
 const deploymentRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "apps/v1", kind: "Deployment", namespace, name });
 const serviceRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "v1", kind: "Service", namespace, name });
 const policyRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", namespace, name });
+const budgetRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "policy/v1", kind: "PodDisruptionBudget", namespace, name });
 
 /** Every object a resource of `type` can own (what a delete removes). Never its Namespace. */
 export function ownedRefs(type: ResourceType, namespace: string, name: string): ObjectRef[] {
   if (type === ResourceType.CILIUM_NETWORK_POLICY) return [policyRef(namespace, name)];
-  return [deploymentRef(namespace, name), serviceRef(namespace, name)];
+  return [deploymentRef(namespace, name), serviceRef(namespace, name), budgetRef(namespace, name)];
 }
 
 export function buildManifests(resource: DesiredResource, region: string): Manifests {
@@ -123,9 +125,13 @@ export function buildManifests(resource: DesiredResource, region: string): Manif
     case "sentinel": {
       const workload = spec.value.workload;
       if (!workload) throw new Error(`${resourceKey(resource.type, id)}: no workload`);
-      const objects = [namespaceObject, deploymentObject(metadata(), workload, spec.value.replicas)];
-      if (workload.port > 0) return { apply: [...objects, serviceObject(metadata(), workload.port)], absent: [] };
-      return { apply: objects, absent: [serviceRef(namespace, id)] };
+      const apply = [namespaceObject, deploymentObject(metadata(), workload, spec.value.replicas)];
+      const absent: ObjectRef[] = [];
+      if (workload.port > 0) apply.push(serviceObject(metadata(), workload.port));
+      else absent.push(serviceRef(namespace, id));
+      if (workload.disruptionBudget?.budget.case !== undefined) apply.push(disruptionBudgetObject(metadata(), workload));
+      else absent.push(budgetRef(namespace, id));
+      return { apply, absent };
     }
     case "ciliumNetworkPolicy":
       return {
@@ -150,7 +156,13 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
   if (workload.memoryMib > 0) requests.memory = `${workload.memoryMib}Mi`;
   const container: Record<string, unknown> = { name: "app", image: workload.image };
   if (workload.command.length > 0) container.command = [...workload.command];
-  if (workload.env.length > 0) container.env = workload.env.map(({ name, value }) => ({ name, value }));
+  if (workload.env.length > 0) container.env = workload.env.map(envVarObject);
+  if (workload.envFrom.length > 0) {
+    container.envFrom = workload.envFrom.map(({ source, prefix }) => ({
+      ...(prefix ? { prefix } : {}),
+      ...(source.case === "secretName" ? { secretRef: { name: source.value } } : { configMapRef: { name: source.value ?? "" } }),
+    }));
+  }
   if (workload.port > 0) container.ports = [{ name: "http", containerPort: workload.port, protocol: "TCP" }];
   if (Object.keys(requests).length > 0) container.resources = { requests };
   for (const [field, probe] of [
@@ -160,6 +172,13 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
   ] as const) {
     if (probe) container[field] = probeObject(probe);
   }
+  const podSpec: Record<string, unknown> = { containers: [container] };
+  if (workload.terminationGracePeriodSeconds !== undefined) podSpec.terminationGracePeriodSeconds = Number(workload.terminationGracePeriodSeconds);
+  // Pods get the labels but not the version annotation: a new desired version that does not
+  // change the pod spec must not restart the pods. The operator's pod labels never replace ours
+  // (validation refuses them; ours are spread last all the same).
+  const podMetadata: Record<string, unknown> = { labels: { ...workload.podLabels, ...metadata.labels } };
+  if (Object.keys(workload.podAnnotations).length > 0) podMetadata.annotations = { ...workload.podAnnotations };
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
@@ -167,11 +186,38 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
     spec: {
       replicas,
       selector: { matchLabels: selectorLabels(metadata.labels) },
-      // Pods get the labels but not the version annotation: a new desired version that does not
-      // change the pod spec must not restart the pods.
-      template: { metadata: { labels: { ...metadata.labels } }, spec: { containers: [container] } },
+      ...(workload.maxSurge || workload.maxUnavailable
+        ? {
+            // The API server's defaults written out: the type, and 25% for the one not given.
+            strategy: {
+              type: "RollingUpdate",
+              rollingUpdate: { maxSurge: intOrString(workload.maxSurge || "25%"), maxUnavailable: intOrString(workload.maxUnavailable || "25%") },
+            },
+          }
+        : {}),
+      template: { metadata: podMetadata, spec: podSpec },
     },
   };
+}
+
+/** A plain value, or a key of an existing Secret or ConfigMap. */
+function envVarObject({ name, value, valueFrom }: EnvVar): Record<string, unknown> {
+  const source = valueFrom?.source;
+  if (source?.case === "secretKeyRef") return { name, valueFrom: { secretKeyRef: { name: source.value.name, key: source.value.key } } };
+  if (source?.case === "configMapKeyRef") return { name, valueFrom: { configMapKeyRef: { name: source.value.name, key: source.value.key } } };
+  return { name, value };
+}
+
+/** "3" → 3, "25%" → "25%": an IntOrString as the API server keeps it (its type as written). */
+function intOrString(value: string): number | string {
+  return value.endsWith("%") ? value : Number(value);
+}
+
+/** A policy/v1 PodDisruptionBudget over the Deployment's pods (its selector). */
+function disruptionBudgetObject(metadata: Metadata, workload: Workload): KubeObject {
+  const budget = workload.disruptionBudget!.budget;
+  const bound = budget.case === "minAvailable" ? { minAvailable: intOrString(budget.value) } : { maxUnavailable: intOrString(budget.value ?? "") };
+  return { apiVersion: "policy/v1", kind: "PodDisruptionBudget", metadata, spec: { ...bound, selector: { matchLabels: selectorLabels(metadata.labels) } } };
 }
 
 /**

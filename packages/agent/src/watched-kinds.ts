@@ -18,5 +18,11 @@ export const CILIUM_NETWORK_POLICIES: WatchedKind = {
   path: "/apis/cilium.io/v2/ciliumnetworkpolicies",
 };
 
+export const POD_DISRUPTION_BUDGETS: WatchedKind = {
+  apiVersion: "policy/v1",
+  kind: "PodDisruptionBudget",
+  path: "/apis/policy/v1/poddisruptionbudgets",
+};
+
 /** Kinds of the objects the agent applies (Namespaces are shared and not watched). */
-export const APPLIED_KINDS: readonly WatchedKind[] = [DEPLOYMENTS, SERVICES, CILIUM_NETWORK_POLICIES];
+export const APPLIED_KINDS: readonly WatchedKind[] = [DEPLOYMENTS, SERVICES, CILIUM_NETWORK_POLICIES, POD_DISRUPTION_BUDGETS];

@@ -22,10 +22,20 @@ const web = {
   namespace: "demo",
   image: "nginx:1.27",
   command: ["nginx"],
-  env: [{ name: "MODE", value: "prod" }],
+  env: [
+    { name: "MODE", value: "prod" },
+    { name: "DB_PASSWORD", valueFrom: { source: { case: "secretKeyRef" as const, value: { name: "db", key: "password" } } } },
+  ],
+  envFrom: [{ source: { case: "configMapName" as const, value: "web-config" }, prefix: "CFG_" }],
   port: 80,
   cpuMillicores: 250,
   memoryMib: 128,
+  disruptionBudget: { budget: { case: "minAvailable" as const, value: "1" } },
+  maxSurge: "1",
+  maxUnavailable: "0",
+  terminationGracePeriodSeconds: 45n,
+  podLabels: { tier: "frontend" },
+  podAnnotations: { "prometheus.io/scrape": "true" },
 };
 const gateway = { id: "gw", namespace: "env-prod", image: "sentinel:1", port: 0 };
 const policySpec = { endpointSelector: { matchLabels: { app: "web" } }, ingress: [{ fromEndpoints: [{ matchLabels: { app: "lb" } }] }] };
@@ -92,6 +102,7 @@ describe("render target", () => {
     assert.deepEqual(managed, [
       "cilium_network_policy/allow-lb CiliumNetworkPolicy demo/allow-lb",
       "deployment/web Deployment demo/web",
+      "deployment/web PodDisruptionBudget demo/web",
       "deployment/web Service demo/web",
       "sentinel/gw Deployment env-prod/gw",
     ]);
@@ -125,7 +136,7 @@ describe("render target", () => {
       setImmediate(tick);
       const managed = await target.listManaged();
       ticking = false;
-      assert.equal(managed.length, 102, "a Deployment and a Service per resource");
+      assert.equal(managed.length, 153, "a Deployment, a Service and a PodDisruptionBudget per resource");
       assert.ok(turns >= managed.length, `${turns} event-loop turns while ${managed.length} files were read`);
     } finally {
       await rm(many, { recursive: true, force: true });

@@ -8,12 +8,13 @@ import {
   SentinelDesiredState,
   type Deployment,
   type RolloutStrategy,
+  type EnvFromSource,
   type EnvVar,
   type Probe,
   type NetworkPolicy,
   type Sentinel,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { labelKeyProblem, LabelSelectorError, labelValueProblem, parseLabelSelector, type LabelMatcher } from "@flotilla/labels";
+import { dns1123SubdomainProblem, labelKeyProblem, LabelSelectorError, labelValueProblem, parseLabelSelector, type LabelMatcher } from "@flotilla/labels";
 import { invalidArgument } from "./errors.ts";
 
 export const LIMITS = {
@@ -34,7 +35,19 @@ export const LIMITS = {
   wavesPerStrategy: 20,
   /** A wave's bake or progress deadline. */
   waveDurationMs: 24 * 3_600_000,
+  envFromSources: 64,
+  /** Pod labels and annotations of one workload, each. */
+  podMetadataEntries: 64,
+  /** Pod annotations of one workload, keys and values together. */
+  podAnnotationBytes: 64 * 1024,
+  terminationGracePeriodSeconds: 86_400,
 } as const;
+
+/**
+ * Pod label and annotation keys an operator may not set: the ownership marks and the
+ * selector labels (app.kubernetes.io/managed-by and everything under flotilla.dev/).
+ */
+const RESERVED_POD_KEY = /^(flotilla\.dev\/|app\.kubernetes\.io\/managed-by$)/;
 
 /**
  * Namespaces refused unless --allowed-system-namespaces lists them: a workload there could
@@ -55,6 +68,9 @@ const DOMAIN = String.raw`(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a
 const PATH_COMPONENT = "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*";
 const IMAGE_REFERENCE = new RegExp(String.raw`^(?:${DOMAIN}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$`);
 const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
+const C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+// A Secret's or ConfigMap's key (IsConfigMapKey): at most 253 of [-._a-zA-Z0-9], not "." or "..".
+const CONFIG_KEY = /^[-._a-zA-Z0-9]{1,253}$/;
 
 export function dnsLabel(field: string, value: string): void {
   if (value === "") throw invalidArgument(field, "is required");
@@ -101,7 +117,88 @@ function env(field: string, vars: EnvVar[]): void {
     if (names.has(v.name)) throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(v.name)} is set twice`);
     names.add(v.name);
     if (byteLength(v.value) > LIMITS.envValueBytes) throw invalidArgument(`${field}[${i}].value`, `longer than ${LIMITS.envValueBytes} bytes`);
+    const source = v.valueFrom?.source;
+    if (v.valueFrom && source?.case === undefined) throw invalidArgument(`${field}[${i}].value_from`, "needs one of secret_key_ref and config_map_key_ref");
+    if (source?.case === undefined) return;
+    if (v.value !== "") throw invalidArgument(`${field}[${i}].value`, "must be empty when value_from is set");
+    const at = `${field}[${i}].value_from.${source.case === "secretKeyRef" ? "secret_key_ref" : "config_map_key_ref"}`;
+    objectName(`${at}.name`, source.value.name);
+    if (!CONFIG_KEY.test(source.value.key) || source.value.key === "." || source.value.key === "..") {
+      throw invalidArgument(
+        `${at}.key`,
+        `${JSON.stringify(source.value.key.slice(0, 80))} is not a valid key (at most 253 of letters, digits, '-', '_' and '.')`,
+      );
+    }
   });
+}
+
+/** The name of a Secret or ConfigMap: a DNS-1123 subdomain. */
+function objectName(field: string, value: string): void {
+  if (value === "") throw invalidArgument(field, "is required");
+  const problem = dns1123SubdomainProblem(value);
+  if (problem) throw invalidArgument(field, `${JSON.stringify(value.slice(0, 80))}: ${problem}`);
+}
+
+function envFrom(field: string, sources: EnvFromSource[]): void {
+  if (sources.length > LIMITS.envFromSources) throw invalidArgument(field, `at most ${LIMITS.envFromSources} sources`);
+  sources.forEach((s, i) => {
+    const { source } = s;
+    if (source.case === undefined) throw invalidArgument(`${field}[${i}]`, "needs one of secret_name and config_map_name");
+    objectName(`${field}[${i}].${source.case === "secretName" ? "secret_name" : "config_map_name"}`, source.value);
+    if (s.prefix !== "" && (s.prefix.length > 253 || !C_IDENTIFIER.test(s.prefix))) {
+      throw invalidArgument(
+        `${field}[${i}].prefix`,
+        `${JSON.stringify(s.prefix.slice(0, 80))} is not a C identifier (letters, digits and '_', not starting with a digit)`,
+      );
+    }
+  });
+}
+
+/**
+ * An IntOrString as Kubernetes takes it for a count or share of pods: a count ("1") or a
+ * percentage ("25%"), at most 100% where it is a share of the pods that may be missing.
+ */
+function countOrPercent(field: string, value: string, upToHundredPercent: boolean): void {
+  const percent = /^(0|[1-9]\d{0,3})%$/.exec(value);
+  if (percent ? upToHundredPercent && Number(percent[1]) > 100 : !/^(0|[1-9]\d{0,5})$/.test(value)) {
+    throw invalidArgument(
+      field,
+      `must be a count ("1") or a percentage ("25%"${upToHundredPercent ? ", at most 100%" : ""}), not ${JSON.stringify(value.slice(0, 80))}`,
+    );
+  }
+}
+
+/** The pod template's parameters beyond the container: budget, rolling update, grace, labels and annotations. */
+function podParameters(field: string, d: Deployment): void {
+  const budget = d.disruptionBudget?.budget;
+  if (d.disruptionBudget && budget?.case === undefined) throw invalidArgument(`${field}.disruption_budget`, "needs one of min_available and max_unavailable");
+  if (budget?.case !== undefined) {
+    countOrPercent(`${field}.disruption_budget.${budget.case === "minAvailable" ? "min_available" : "max_unavailable"}`, budget.value, true);
+  }
+  if (d.maxSurge !== "") countOrPercent(`${field}.max_surge`, d.maxSurge, false);
+  if (d.maxUnavailable !== "") countOrPercent(`${field}.max_unavailable`, d.maxUnavailable, true);
+  const zero = (value: string) => value === "0" || value === "0%";
+  if (zero(d.maxSurge) && zero(d.maxUnavailable)) throw invalidArgument(`${field}.max_unavailable`, "may not be 0 when max_surge is 0 too");
+  const grace = d.terminationGracePeriodSeconds;
+  if (grace !== undefined && (grace < 0n || grace > BigInt(LIMITS.terminationGracePeriodSeconds))) {
+    throw invalidArgument(`${field}.termination_grace_period_seconds`, `must be from 0 to ${LIMITS.terminationGracePeriodSeconds}, not ${grace}`);
+  }
+  podMetadata(`${field}.pod_labels`, d.podLabels, labelValueProblem);
+  podMetadata(`${field}.pod_annotations`, d.podAnnotations, () => undefined);
+  const annotationBytes = Object.entries(d.podAnnotations).reduce((sum, [key, value]) => sum + byteLength(key) + byteLength(value), 0);
+  if (annotationBytes > LIMITS.podAnnotationBytes) throw invalidArgument(`${field}.pod_annotations`, `larger than ${LIMITS.podAnnotationBytes} bytes`);
+}
+
+/** Keys in Kubernetes' qualified-name syntax, none of them ours; an error names the key. */
+function podMetadata(field: string, entries: Record<string, string>, valueProblem: (value: string) => string | undefined): void {
+  const keys = Object.keys(entries);
+  if (keys.length > LIMITS.podMetadataEntries) throw invalidArgument(field, `at most ${LIMITS.podMetadataEntries} entries, got ${keys.length}`);
+  for (const key of keys) {
+    const at = `${field}[${JSON.stringify(key.slice(0, 80))}]`;
+    if (RESERVED_POD_KEY.test(key)) throw invalidArgument(at, "is reserved for flotilla's ownership marks and selector labels");
+    const problem = labelKeyProblem(key) ?? valueProblem(entries[key]!);
+    if (problem) throw invalidArgument(at, problem);
+  }
 }
 
 function required<T>(field: string, value: T | undefined): T {
@@ -116,6 +213,8 @@ export function deployment(value: Deployment | undefined, options = DEFAULT_VALI
   image(`${field}.image`, d.image);
   command(`${field}.command`, d.command);
   env(`${field}.env`, d.env);
+  envFrom(`${field}.env_from`, d.envFrom);
+  podParameters(field, d);
   bounded(`${field}.port`, d.port, 65535);
   bounded(`${field}.cpu_millicores`, d.cpuMillicores, LIMITS.cpuMillicores);
   bounded(`${field}.memory_mib`, d.memoryMib, LIMITS.memoryMib);
@@ -150,7 +249,7 @@ function probe(field: string, p: Probe, successMustBeOne: boolean): void {
   if (handler.case === "httpGet") {
     port(`${field}.http_get.port`, handler.value.port);
     const path = handler.value.path;
-    if (path !== "" && (!path.startsWith("/") || path.length > 2048 || /[\s\x00-\x1f]/.test(path))) {
+    if (path !== "" && (!path.startsWith("/") || path.length > 2048 || /[\s\p{Cc}]/u.test(path))) {
       throw invalidArgument(`${field}.http_get.path`, "must start with / and hold no spaces or control characters (at most 2048)");
     }
   } else if (handler.case === "tcpSocket") {

@@ -165,7 +165,8 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   const { token: agentToken } = await regions.createAgentToken({ region: REGION });
   const web = { id: "web", namespace: "rbac-demo", image: "nginx:1.27", port: 80, regions: [{ region: REGION, replicas: 2 }] };
   await deployments.createDeployment({ deployment: web });
-  await deployments.createDeployment({ deployment: { ...web, id: "api", port: 8080 } });
+  // api has a disruption budget: its PodDisruptionBudget is created, then deleted with it.
+  await deployments.createDeployment({ deployment: { ...web, id: "api", port: 8080, disruptionBudget: { budget: { case: "minAvailable", value: "1" } } } });
   for (const id of ["allow-lb", "deny-all"]) {
     await networkPolicies.createNetworkPolicy({
       networkPolicy: { id, region: REGION, namespace: "rbac-demo", spec: { endpointSelector: { matchLabels: { app: "web" } } } },
@@ -219,10 +220,14 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   assert.ok(get("namespace", "rbac-demo", ""), "namespace applied");
   assert.ok(get("service", "web"), "service applied");
   assert.ok(get("ciliumnetworkpolicy", "allow-lb"), "network policy applied");
+  assert.equal(get("poddisruptionbudget", "api")?.spec.minAvailable, 1, "disruption budget applied");
   await eventually(() => !get("deployment", "orphan", "default"), "the orphan pruned");
   await deployments.deleteDeployment({ id: "api" });
   await networkPolicies.deleteNetworkPolicy({ id: "deny-all" });
-  await eventually(() => !get("deployment", "api") && !get("service", "api") && !get("ciliumnetworkpolicy", "deny-all"), "deleted resources removed");
+  await eventually(
+    () => !get("deployment", "api") && !get("service", "api") && !get("poddisruptionbudget", "api") && !get("ciliumnetworkpolicy", "deny-all"),
+    "deleted resources removed",
+  );
   assert.doesNotMatch(agent.output(), /forbidden/i, "nothing was forbidden with the full ClusterRole");
 
   // And the ClusterRole and the leader-election Role are minimal: the agent used every verb they

@@ -59,6 +59,13 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
       readinessProbe: d.readinessProbe,
       livenessProbe: d.livenessProbe,
       startupProbe: d.startupProbe,
+      envFrom: d.envFrom,
+      disruptionBudget: d.disruptionBudget,
+      maxSurge: d.maxSurge,
+      maxUnavailable: d.maxUnavailable,
+      terminationGracePeriodSeconds: d.terminationGracePeriodSeconds,
+      podLabels: d.podLabels,
+      podAnnotations: d.podAnnotations,
     });
     for (const placement of d.regions) {
       desired.set(

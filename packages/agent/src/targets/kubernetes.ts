@@ -18,6 +18,7 @@ const PRUNABLE_KINDS = [
   { apiVersion: "apps/v1", kind: "Deployment" },
   { apiVersion: "v1", kind: "Service" },
   { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy" },
+  { apiVersion: "policy/v1", kind: "PodDisruptionBudget" },
 ];
 
 const LIST_PAGE_SIZE = 500;
