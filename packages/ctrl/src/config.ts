@@ -147,6 +147,12 @@ export const CTRL_OPTIONS = [
     description:
       'the rollout strategy of deployments without one, as proto3 JSON (e.g. {"waves":[{"name":"canary","selector":"tier=canary","bake":"300s"}]}); empty: their changes reach every region at once',
   },
+  {
+    flag: "secrets-key-file",
+    default: "",
+    description:
+      "the data keys secret env values are sealed under (JSON, made by `pnpm pki secrets-key`): new values under the last, stored ones under any; empty: a write carrying a secret value is refused",
+  },
   { flag: "audit-max-age", default: "2160h", description: "audit events (who did what, when) older than this are pruned" },
   {
     flag: "status-events-max-age",

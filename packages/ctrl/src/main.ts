@@ -7,6 +7,7 @@ import { Store } from "@flotilla/store";
 import { createLogger, logOptions, parseDuration, parseListen, type Logger } from "@flotilla/runtime";
 import { connectionBounds } from "./bounds-config.ts";
 import { ctrlUsage, flagReader, parseConfig, systemNamespaceList } from "./config.ts";
+import { secretKeyRing } from "./secrets-key-file.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
 import { rolloutStrategy } from "./validate.ts";
@@ -77,6 +78,7 @@ try {
   const store = await Store.open(config["database-url"], {
     revisionHistoryLimit: read.positiveInt("revision-history-limit"),
     defaultStrategy: defaultRolloutStrategy(config["default-rollout-strategy"]),
+    secrets: secretKeyRing(config["secrets-key-file"]),
   });
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security, log });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";

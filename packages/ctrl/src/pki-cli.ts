@@ -2,6 +2,7 @@
 import { parseArgs } from "node:util";
 import { DEFAULT_TRUST_DOMAIN, DEFAULT_VALIDITY_DAYS, initPki, issueAgent, issueServer, pkiFiles } from "./pki.ts";
 import { positiveInt } from "./config.ts";
+import { writeSecretsKeyFile } from "./secrets-key-file.ts";
 
 const USAGE = `usage: pnpm pki <command> [options]
 
@@ -15,6 +16,8 @@ commands:
                      for localhost, 127.0.0.1, ::1 and every --host
   issue-server       re-issue ctrl's server certificate (e.g. for new --host names)
   issue-agent        issue agent-<region>.pem/.key for --region
+  secrets-key        make ctrl's secrets key file (--file, owner-only) with one fresh data key;
+                     with --add, append a new newest key to it (then: pnpm secrets rotate)
 
 options:
   --dir <path>           default .flotilla/pki
@@ -22,6 +25,8 @@ options:
   --region <name>        the agent's region (issue-agent)
   --trust-domain <name>  default ${DEFAULT_TRUST_DOMAIN}
   --days <n>             validity, default ${DEFAULT_VALIDITY_DAYS}
+  --file <path>          the secrets key file (secrets-key), default .flotilla/secrets-key.json
+  --add                  append a key to an existing secrets key file
   --help
 `;
 
@@ -34,6 +39,8 @@ try {
       region: { type: "string" },
       "trust-domain": { type: "string", default: DEFAULT_TRUST_DOMAIN },
       days: { type: "string", default: String(DEFAULT_VALIDITY_DAYS) },
+      file: { type: "string", default: ".flotilla/secrets-key.json" },
+      add: { type: "boolean" },
       help: { type: "boolean" },
     },
   });
@@ -53,6 +60,9 @@ try {
     if (!values.region) throw new Error("--region is required");
     const files = issueAgent(values.dir, values.region, values["trust-domain"], { days });
     console.log(`agent certificate ${files.cert} (key ${files.key}), CA ${pkiFiles(values.dir).caCert}`);
+  } else if (command === "secrets-key") {
+    const id = writeSecretsKeyFile(values.file, values.add === true);
+    console.log(`secrets key ${id} in ${values.file}: pass it to ctrl as --secrets-key-file`);
   } else {
     throw new Error(`unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
   }

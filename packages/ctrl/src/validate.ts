@@ -12,6 +12,7 @@ import {
   type EnvVar,
   type Probe,
   type NetworkPolicy,
+  type SecretEnvVar,
   type Sentinel,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { dns1123SubdomainProblem, labelKeyProblem, LabelSelectorError, labelValueProblem, parseLabelSelector, type LabelMatcher } from "@flotilla/labels";
@@ -41,6 +42,8 @@ export const LIMITS = {
   /** Pod annotations of one workload, keys and values together. */
   podAnnotationBytes: 64 * 1024,
   terminationGracePeriodSeconds: 86_400,
+  /** Secret env variables of one deployment (resources.proto says so). */
+  secretEnvVars: 100,
 } as const;
 
 /**
@@ -132,6 +135,26 @@ function env(field: string, vars: EnvVar[]): void {
   });
 }
 
+/**
+ * Secret env: names as env names, unique, none also a plain env variable; a value as long as
+ * a plain one may be. Set and fingerprint are output only, and what a caller sends as sealed
+ * is never used (the store seals: secret-env.ts).
+ */
+function secretEnv(field: string, secrets: SecretEnvVar[], plain: EnvVar[]): void {
+  if (secrets.length > LIMITS.secretEnvVars) throw invalidArgument(field, `at most ${LIMITS.secretEnvVars} variables`);
+  const names = new Set<string>();
+  const plainNames = new Set(plain.map((v) => v.name));
+  secrets.forEach((s, i) => {
+    if (!ENV_NAME.test(s.name) || s.name.length > 256)
+      throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(s.name.slice(0, 80))} is not a valid variable name`);
+    if (names.has(s.name)) throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(s.name)} is listed twice`);
+    if (plainNames.has(s.name)) throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(s.name)} is also a plain env variable`);
+    names.add(s.name);
+    if (s.value !== undefined && byteLength(s.value) > LIMITS.envValueBytes)
+      throw invalidArgument(`${field}[${i}].value`, `longer than ${LIMITS.envValueBytes} bytes`);
+  });
+}
+
 /** The name of a Secret or ConfigMap: a DNS-1123 subdomain. */
 function objectName(field: string, value: string): void {
   if (value === "") throw invalidArgument(field, "is required");
@@ -214,6 +237,7 @@ export function deployment(value: Deployment | undefined, options = DEFAULT_VALI
   command(`${field}.command`, d.command);
   env(`${field}.env`, d.env);
   envFrom(`${field}.env_from`, d.envFrom);
+  secretEnv(`${field}.secret_env`, d.secretEnv, d.env);
   podParameters(field, d);
   bounded(`${field}.port`, d.port, 65535);
   bounded(`${field}.cpu_millicores`, d.cpuMillicores, LIMITS.cpuMillicores);

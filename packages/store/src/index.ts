@@ -14,6 +14,8 @@ import { StatusEvents } from "./status-events.ts";
 import { RolloutRepository } from "./rollouts.ts";
 import { writeDesired } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { checkSecretKeys, rotateSecrets } from "./secret-rotation.ts";
+import type { SecretKeyRing } from "./secrets.ts";
 
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
@@ -46,12 +48,16 @@ export { LAST_USE_RESOLUTION_MS, type TokenGrant, type TokenScreen } from "./age
 export type { RegionRow } from "./regions.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
+export { generateKeyFile, SecretKeyRing } from "./secrets.ts";
+export { secretContext } from "./secret-env.ts";
 
 export interface StoreOptions {
   /** Revisions kept per object (DEFAULT_REVISION_HISTORY_LIMIT). */
   revisionHistoryLimit?: number;
   /** The rollout strategy of deployments without one (ctrl's --default-rollout-strategy). */
   defaultStrategy?: RolloutStrategy;
+  /** The data keys secret values are sealed under (ctrl's --secrets-key-file); without, a write carrying a value is refused. */
+  secrets?: SecretKeyRing;
 }
 
 export class Store {
@@ -69,6 +75,7 @@ export class Store {
   readonly rollouts: RolloutRepository;
   readonly #commitListeners = new Set<(regionIds: number[]) => void>();
   readonly #statusListeners = new Set<() => void>();
+  readonly #secrets: SecretKeyRing | undefined;
 
   constructor(database: OpenDatabase, options: StoreOptions = {}) {
     this.database = database;
@@ -88,7 +95,8 @@ export class Store {
     const limit = options.revisionHistoryLimit;
     const defaultStrategy = options.defaultStrategy;
     const deployments = defaultStrategy ? { ...deploymentKind, strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy } : deploymentKind;
-    this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit);
+    this.#secrets = options.secrets;
+    this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit, options.secrets);
     this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
     this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit);
     this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
@@ -101,11 +109,15 @@ export class Store {
     });
   }
 
-  /** Opens the database at `url` and brings its schema up to date. */
+  /**
+   * Opens the database at `url` and brings its schema up to date. Throws when stored secret
+   * values are sealed under keys `options.secrets` does not hold (nothing is changed then).
+   */
   static async open(url?: string, options?: StoreOptions): Promise<Store> {
     const database = openDatabase(url);
     try {
       await migrateToLatest(database.db);
+      await checkSecretKeys(database.db, options?.secrets);
     } catch (error) {
       await database.close();
       throw error;
@@ -119,6 +131,12 @@ export class Store {
       if (repository.kind.type === type) return repository;
     }
     return undefined;
+  }
+
+  /** Re-seals every stored secret value under the newest key (secret-rotation.ts); returns how many moved. */
+  rotateSecrets(): Promise<number> {
+    if (!this.#secrets) throw new Error("no secrets key file: nothing to rotate to");
+    return rotateSecrets(this.database.db, this.#secrets);
   }
 
   /** Subscribes to "these regions' versions moved" after each commit in this process. */

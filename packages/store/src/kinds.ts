@@ -14,6 +14,8 @@ import {
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { ResourceTableName } from "./schema.ts";
+import { redactSecretEnv, sealSecretEnv } from "./secret-env.ts";
+import type { SecretKeyRing } from "./secrets.ts";
 
 export interface ResourceKind<Desc extends DescMessage> {
   type: ResourceType;
@@ -33,6 +35,10 @@ export interface ResourceKind<Desc extends DescMessage> {
   clearOutput(resource: MessageShape<Desc>): void;
   /** The resource's rollout strategy, for kinds whose changes may be staged (rollouts.ts). */
   strategy?(resource: MessageShape<Desc>): RolloutStrategy | undefined;
+  /** Seals the secret values a write carries, keeping stored ones it names without a value (secret-env.ts). */
+  seal?(ring: SecretKeyRing | undefined, input: MessageShape<Desc>, stored: MessageShape<Desc> | undefined): void;
+  /** Clears what no reader may see (sealed secrets), in place. */
+  redact?(resource: MessageShape<Desc>): void;
 }
 
 export type DeploymentMessage = MessageShape<typeof DeploymentSchema>;
@@ -66,6 +72,7 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
       terminationGracePeriodSeconds: d.terminationGracePeriodSeconds,
       podLabels: d.podLabels,
       podAnnotations: d.podAnnotations,
+      secretEnv: d.secretEnv,
     });
     for (const placement of d.regions) {
       desired.set(
@@ -89,6 +96,8 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
     d.rollout = undefined;
   },
   strategy: (d) => d.strategy,
+  seal: sealSecretEnv,
+  redact: (d) => redactSecretEnv(d.secretEnv),
 };
 
 export const sentinelKind: ResourceKind<typeof SentinelSchema> = {

@@ -15,6 +15,7 @@ import { StatusEvents } from "./status-events.ts";
 import { isDuplicateKey } from "./regions.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { Database, ResourceTable } from "./schema.ts";
+import type { SecretKeyRing } from "./secrets.ts";
 
 /** Called after each committed write with the regions whose versions moved (maybe none). */
 export type CommitListener = (regionIds: number[]) => void;
@@ -42,22 +43,32 @@ export class ResourceRepository<Desc extends DescMessage> {
   readonly #onCommit: CommitListener;
   readonly #audit: AuditLog;
   readonly #historyLimit: number;
+  readonly #secrets: SecretKeyRing | undefined;
 
-  constructor(db: Kysely<Database>, dialect: Dialect, kind: ResourceKind<Desc>, onCommit: CommitListener, historyLimit = DEFAULT_REVISION_HISTORY_LIMIT) {
+  constructor(
+    db: Kysely<Database>,
+    dialect: Dialect,
+    kind: ResourceKind<Desc>,
+    onCommit: CommitListener,
+    historyLimit = DEFAULT_REVISION_HISTORY_LIMIT,
+    secrets?: SecretKeyRing,
+  ) {
     this.#db = db;
     this.#dialect = dialect;
     this.kind = kind;
     this.#onCommit = onCommit;
     this.#audit = new AuditLog(db);
     this.#historyLimit = historyLimit;
+    this.#secrets = secrets;
   }
 
   /** Creates the resource; the same id with an equal body returns the stored one unchanged. */
   async create(resource: MessageShape<Desc>, author: ChangeAuthor = ADMIN_AUTHOR, dryRun = false): Promise<MessageShape<Desc>> {
     const input = this.#withoutOutput(resource);
     const id = this.#id(input);
-    return this.#write(dryRun, async (tx, now) => {
+    const created = await this.#write(dryRun, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
+      this.kind.seal?.(this.#secrets, input, existing && this.#fromRow(existing));
       if (existing) {
         const stored = this.#fromRow(existing);
         if (equals(this.kind.schema, this.#withoutOutput(stored), input)) return { result: stored, regions: [] };
@@ -71,12 +82,13 @@ export class ResourceRepository<Desc extends DescMessage> {
       await this.#recordChange(tx, row, author, "Create", now);
       return { result: this.#fromRow(row), regions };
     });
+    return this.#shown(created);
   }
 
   async get(id: string): Promise<MessageShape<Desc>> {
     const row = await this.#db.selectFrom(this.kind.table).selectAll().where("id", "=", id).executeTakeFirst();
     if (!row) throw this.#notFound(id);
-    return this.#fromRow(row);
+    return this.#shown(this.#fromRow(row));
   }
 
   /** The resources of these ids that exist, by id. */
@@ -88,7 +100,7 @@ export class ResourceRepository<Desc extends DescMessage> {
         .selectAll()
         .where("id", "in", ids.slice(i, i + 1000))
         .execute();
-      for (const row of rows) found.set(row.id, this.#fromRow(row));
+      for (const row of rows) found.set(row.id, this.#shown(this.#fromRow(row)));
     }
     return found;
   }
@@ -106,7 +118,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       await query.execute(),
       size,
       (r) => r.id,
-      (r) => this.#fromRow(r),
+      (r) => this.#shown(this.#fromRow(r)),
     );
   }
 
@@ -117,12 +129,14 @@ export class ResourceRepository<Desc extends DescMessage> {
   async update(resource: MessageShape<Desc>, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR, dryRun = false): Promise<MessageShape<Desc>> {
     const input = this.#withoutOutput(resource);
     const id = this.#id(input);
-    return this.#write(dryRun, async (tx, now) => {
+    const updated = await this.#write(dryRun, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
+      this.kind.seal?.(this.#secrets, input, this.#fromRow(existing));
       return this.#replace(tx, existing, input, author, "Update", now);
     });
+    return this.#shown(updated);
   }
 
   /**
@@ -131,13 +145,14 @@ export class ResourceRepository<Desc extends DescMessage> {
    * the current one writes nothing.
    */
   async rollback(id: string, toRevision: number, expectedRevision: bigint | undefined, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
-    return this.#write(false, async (tx, now) => {
+    const rolledBack = await this.#write(false, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
       const target = await this.#revisionBody(tx, id, toRevision);
       return this.#replace(tx, existing, fromBinary(this.kind.schema, target) as MessageShape<Desc>, author, "Rollback", now);
     });
+    return this.#shown(rolledBack);
   }
 
   /** The kept revisions of `id`, newest first. */
@@ -422,7 +437,14 @@ export class ResourceRepository<Desc extends DescMessage> {
   #fromRevisionRow(row: Database["resource_revisions"]): StoredRevision<MessageShape<Desc>> {
     const resource = fromBinary(this.kind.schema, row.body) as MessageShape<Desc> & { revision: bigint };
     resource.revision = BigInt(row.revision);
+    this.kind.redact?.(resource);
     return { revision: Number(row.revision), resource, actor: row.actor, message: row.message, createTime: Number(row.create_time) };
+  }
+
+  /** `resource` as a reader may see it. */
+  #shown(resource: MessageShape<Desc>): MessageShape<Desc> {
+    this.kind.redact?.(resource);
+    return resource;
   }
 
   #withoutOutput(resource: MessageShape<Desc>): MessageShape<Desc> {

@@ -4,7 +4,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import type { Store } from "@flotilla/store";
+import type { Store, StoreOptions } from "@flotilla/store";
 import { startCtrl, type Ctrl, type CtrlOptions } from "@flotilla/ctrl";
 import { createLogger, type Logger, type LogLevel } from "@flotilla/runtime";
 import { freshStore, type TestDatabase } from "./databases.ts";
@@ -39,8 +39,8 @@ export interface TestCtrl {
   close(): Promise<void>;
 }
 
-export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptions> = {}): Promise<TestCtrl> {
-  const { store, url: databaseUrl, cleanup } = await freshStore(db);
+export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptions> = {}, storeOptions?: StoreOptions): Promise<TestCtrl> {
+  const { store, url: databaseUrl, cleanup } = await freshStore(db, storeOptions);
   // No memory release: it would collect the whole test process's garbage every few seconds
   // (tests of it run ctrl as a process of its own).
   const ctrlOptions = { store, adminToken: ADMIN_TOKEN, port: 0, shutdownGraceMs: 500, log: testLogger(), memoryReleaseGrowthBytes: 0, ...options };

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { createConnection } from "mysql2/promise";
-import { Store } from "@flotilla/store";
+import { Store, type StoreOptions } from "@flotilla/store";
 
 export const MYSQL_URL = process.env.FLOTILLA_TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test";
 
@@ -73,9 +73,9 @@ export async function testDatabases(): Promise<{ db: TestDatabase; skip: string 
 }
 
 /** A migrated store on a fresh database, closed and dropped by the returned function. */
-export async function freshStore(db: TestDatabase): Promise<{ store: Store; url: string; cleanup(): Promise<void> }> {
+export async function freshStore(db: TestDatabase, options?: StoreOptions): Promise<{ store: Store; url: string; cleanup(): Promise<void> }> {
   const { url, drop } = await db.create();
-  const store = await Store.open(url);
+  const store = await Store.open(url, options);
   return {
     store,
     url,

@@ -93,6 +93,59 @@ export declare type KeyReference = Message<"ctrl.v1.KeyReference"> & {
 export declare const KeyReferenceSchema: GenMessage<KeyReference>;
 
 /**
+ * An env variable whose value can be written and never read back. Stored encrypted at rest
+ * (AES-256-GCM under ctrl's data key); delivered in plain text only to its region's agent,
+ * which writes it into the Kubernetes Secret "<deployment>-env" and references it.
+ *
+ * @generated from message ctrl.v1.SecretEnvVar
+ */
+export declare type SecretEnvVar = Message<"ctrl.v1.SecretEnvVar"> & {
+  /**
+   * An env variable name (C identifier); also its key in the Secret.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Input only: never in a response to an operator. On a write: set, the new value; unset,
+   * keep the value stored under this name (so a read-modify-write keeps every secret).
+   *
+   * @generated from field: optional string value = 2;
+   */
+  value?: string | undefined;
+
+  /**
+   * Output only: a value is stored.
+   *
+   * @generated from field: bool set = 3;
+   */
+  set: boolean;
+
+  /**
+   * Output only: a keyed fingerprint of the value (HMAC-SHA-256 under a key derived from the
+   * data key, 16 hex digits). Equal values have equal fingerprints until the key rotates.
+   *
+   * @generated from field: string fingerprint = 4;
+   */
+  fingerprint: string;
+
+  /**
+   * Internal: the value sealed at rest (key id, nonce, AES-256-GCM ciphertext and tag).
+   * Never in a response to an operator nor on an agent's stream.
+   *
+   * @generated from field: bytes sealed = 5;
+   */
+  sealed: Uint8Array;
+};
+
+/**
+ * Describes the message ctrl.v1.SecretEnvVar.
+ * Use `create(SecretEnvVarSchema)` to create a new message.
+ */
+export declare const SecretEnvVarSchema: GenMessage<SecretEnvVar>;
+
+/**
  * Every key of a Secret or ConfigMap that already exists in the cluster, as env.
  *
  * @generated from message ctrl.v1.EnvFromSource
@@ -299,6 +352,13 @@ export declare type Workload = Message<"ctrl.v1.Workload"> & {
    * @generated from field: map<string, string> pod_annotations = 16;
    */
   podAnnotations: { [key: string]: string };
+
+  /**
+   * Sealed in the outbox; with their values on the region's agent stream only.
+   *
+   * @generated from field: repeated ctrl.v1.SecretEnvVar secret_env = 17;
+   */
+  secretEnv: SecretEnvVar[];
 };
 
 /**
@@ -747,6 +807,13 @@ export declare type Deployment = Message<"ctrl.v1.Deployment"> & {
    * @generated from field: map<string, string> pod_annotations = 26;
    */
   podAnnotations: { [key: string]: string };
+
+  /**
+   * At most 100, names unique. A name removed deletes its value.
+   *
+   * @generated from field: repeated ctrl.v1.SecretEnvVar secret_env = 27;
+   */
+  secretEnv: SecretEnvVar[];
 };
 
 /**

@@ -1,0 +1,37 @@
+// `pnpm secrets rotate`: re-seals every stored secret value under the newest key of the key
+// file, after which the older keys may leave it.
+import { parseArgs } from "node:util";
+import { Store } from "@flotilla/store";
+import { secretKeyRing } from "./secrets-key-file.ts";
+
+const USAGE = `usage: pnpm secrets rotate --secrets-key-file <file> [--database-url <url>]
+
+Rotating the data key of secret values:
+  1. pnpm pki secrets-key --file <file> --add     a new newest key, the old ones kept
+  2. restart every ctrl with the file (new values are sealed under the new key)
+  3. pnpm secrets rotate --secrets-key-file <file>  re-seals every stored value under it
+  4. remove the old keys from the file and restart ctrl (it refuses to start if one is still used)
+`;
+
+try {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { "secrets-key-file": { type: "string" }, "database-url": { type: "string" }, help: { type: "boolean" } },
+  });
+  if (values.help || positionals[0] !== "rotate") {
+    process.stdout.write(USAGE);
+    process.exit(values.help ? 0 : 2);
+  }
+  const secrets = secretKeyRing(values["secrets-key-file"] ?? process.env.FLOTILLA_CTRL_SECRETS_KEY_FILE ?? "");
+  if (!secrets) throw new Error("--secrets-key-file is required");
+  const store = await Store.open(values["database-url"] ?? process.env.FLOTILLA_CTRL_DATABASE_URL, { secrets });
+  try {
+    const moved = await store.rotateSecrets();
+    console.log(`${moved} sealed values moved to key ${JSON.stringify(secrets.newestKeyId)}; older keys may now leave the file`);
+  } finally {
+    await store.close();
+  }
+} catch (error) {
+  console.error(`secrets: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+}

@@ -1,0 +1,190 @@
+// Secret env values: written through each protocol, never read back. Every
+// read RPC, the status stream, revisions and the audit trail show only that a value is set
+// and its keyed fingerprint; the database holds them sealed (the SQLite file and a MariaDB
+// dump never contain one); a name without a value keeps the stored one; rotation re-seals
+// every value under the newest key; a missing or wrong key stops ctrl from starting.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
+import { DesiredResourceSchema, ResourceType, SecretEnvVarSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
+import { generateKeyFile, secretContext, SecretKeyRing, Store } from "@flotilla/store";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { rowCounts, startTestCtrl, type Protocol, type TestCtrl } from "@flotilla/testkit/ctrl";
+
+const PROTOCOLS: Protocol[] = ["connect", "grpc", "grpcweb"];
+const newSecret = () => `s3cret-${randomBytes(12).toString("hex")}`;
+const ringOf = (file: string) => SecretKeyRing.parse(file, "test key file");
+
+/** Every byte a response carries, binary and as JSON, must not hold `secret`. */
+function assertHidden<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>, secrets: string[], what: string): void {
+  const binary = Buffer.from(toBinary(schema, message));
+  const json = JSON.stringify(message, (_, v) => (typeof v === "bigint" ? String(v) : v instanceof Uint8Array ? Buffer.from(v).toString("latin1") : v));
+  for (const secret of secrets) {
+    assert.ok(!binary.includes(secret), `${what} carries a secret value (binary)`);
+    assert.ok(!json.includes(secret), `${what} carries a secret value`);
+  }
+}
+
+/** The plain text of every file and dump the database is: no secret value may be in it. */
+function databaseText(databaseUrl: string): Buffer {
+  if (databaseUrl.startsWith("sqlite:")) {
+    const file = databaseUrl.slice("sqlite:".length);
+    return Buffer.concat([file, `${file}-wal`].filter(existsSync).map((f) => readFileSync(f)));
+  }
+  const url = new URL(databaseUrl);
+  return execFileSync("mysqldump", ["-h", url.hostname, "-P", url.port || "3306", "-u", url.username, url.pathname.slice(1)]);
+}
+
+for (const { db, skip } of await testDatabases()) {
+  describe(`secret env (${db.name})`, { skip }, () => {
+    const keyFile = generateKeyFile("k1");
+    let t: TestCtrl;
+    before(async () => {
+      t = await startTestCtrl(db, {}, { secrets: ringOf(keyFile) });
+      await t.store.regions.create("local");
+    });
+    after(() => t?.close());
+
+    const written = new Map<string, string>();
+
+    test("a value written through each protocol is never in a response, the status stream, revisions or the audit trail", async () => {
+      for (const protocol of PROTOCOLS) {
+        const secret = newSecret();
+        const id = `api-${protocol}`;
+        written.set(id, secret);
+        const client = t.client(DeploymentService, { protocol });
+        const created = await client.createDeployment({
+          deployment: {
+            id,
+            namespace: "demo",
+            image: "api:1",
+            regions: [{ region: "local", replicas: 1 }],
+            secretEnv: [{ name: "DB_PASSWORD", value: secret }],
+          },
+        });
+        const shown = created.deployment!.secretEnv[0]!;
+        assert.equal(shown.set, true);
+        assert.match(shown.fingerprint, /^[0-9a-f]{16}$/);
+        assert.equal(shown.value, undefined);
+        assert.equal(shown.sealed.length, 0);
+        assert.equal(shown.fingerprint, ringOf(keyFile).fingerprint(secret), "the fingerprint is the keyed one");
+      }
+      const secrets = [...written.values()];
+      for (const protocol of PROTOCOLS) {
+        const deployments = t.client(DeploymentService, { protocol });
+        const history = t.client(HistoryService, { protocol });
+        for (const id of written.keys()) {
+          const got = await deployments.getDeployment({ id });
+          assert.equal(got.deployment!.secretEnv[0]!.set, true);
+          assert.equal(got.deployment!.secretEnv[0]!.fingerprint, ringOf(keyFile).fingerprint(written.get(id)!));
+          assertHidden(DeploymentService.method.getDeployment.output, got, secrets, `GetDeployment over ${protocol}`);
+          const revisions = await history.listRevisions({ resourceType: ResourceType.DEPLOYMENT, id });
+          const spec = revisions.revisions[0]!.spec;
+          assert.equal(spec.case === "deployment" && spec.value.secretEnv[0]!.set, true, "a revision shows the value set");
+          assertHidden(HistoryService.method.listRevisions.output, revisions, secrets, `ListRevisions over ${protocol}`);
+          const revision = await history.getRevision({ resourceType: ResourceType.DEPLOYMENT, id, revision: 1n });
+          assertHidden(HistoryService.method.getRevision.output, revision, secrets, `GetRevision over ${protocol}`);
+        }
+        assertHidden(DeploymentService.method.listDeployments.output, await deployments.listDeployments({}), secrets, `ListDeployments over ${protocol}`);
+        assertHidden(HistoryService.method.listAuditEvents.output, await history.listAuditEvents({}), secrets, `ListAuditEvents over ${protocol}`);
+        const abort = new AbortController();
+        for await (const event of t.client(StatusService, { protocol }).watchStatus({}, { signal: abort.signal })) {
+          assertHidden(StatusService.method.watchStatus.output, event, secrets, `WatchStatus over ${protocol}`);
+          if (event.event.case === "synced") break;
+        }
+        abort.abort();
+      }
+    });
+
+    test("a read-modify-write keeps every value; a value replaces, a removed name deletes", async () => {
+      const client = t.client(DeploymentService);
+      const id = "api-connect";
+      const before = (await client.getDeployment({ id })).deployment!;
+      const fingerprint = before.secretEnv[0]!.fingerprint;
+      before.image = "api:2";
+      before.secretEnv.push(create(SecretEnvVarSchema, { name: "API_KEY", value: "k-1" }));
+      const updated = (await client.updateDeployment({ deployment: before })).deployment!;
+      assert.deepEqual(
+        updated.secretEnv.map((s) => [s.name, s.set, s.fingerprint]),
+        [
+          ["DB_PASSWORD", true, fingerprint],
+          ["API_KEY", true, ringOf(keyFile).fingerprint("k-1")],
+        ],
+      );
+      const stored = await desiredSecrets(t.store, id, ringOf(keyFile));
+      assert.equal(stored.get("DB_PASSWORD"), written.get(id), "the value kept is the one written");
+      const replaced = newSecret();
+      written.set(id, replaced);
+      updated.secretEnv = [create(SecretEnvVarSchema, { name: "DB_PASSWORD", value: replaced })];
+      const after = (await client.updateDeployment({ deployment: updated })).deployment!;
+      assert.deepEqual(
+        after.secretEnv.map((s) => s.name),
+        ["DB_PASSWORD"],
+      );
+      assert.notEqual(after.secretEnv[0]!.fingerprint, fingerprint);
+      assert.deepEqual([...(await desiredSecrets(t.store, id, ringOf(keyFile)))], [["DB_PASSWORD", replaced]]);
+      const same = (
+        await client.updateDeployment({ deployment: { ...after, secretEnv: [create(SecretEnvVarSchema, { name: "DB_PASSWORD", value: replaced })] } })
+      ).deployment!;
+      assert.equal(same.revision, after.revision, "writing the same value again is no change");
+    });
+
+    test("a new name without a value, or a name twice, is INVALID_ARGUMENT naming the field, writing nothing", async () => {
+      const counts = await rowCounts(t.store);
+      const bad: [object[], RegExp][] = [
+        [[{ name: "NEW_ONE" }], /deployment\.secret_env\[0\]\.value: required: no value is stored under "NEW_ONE"/],
+        [
+          [
+            { name: "A", value: "1" },
+            { name: "A", value: "2" },
+          ],
+          /deployment\.secret_env\[1\]\.name: "A" is listed twice/,
+        ],
+        [[{ name: "1BAD", value: "x" }], /deployment\.secret_env\[0\]\.name/],
+      ];
+      for (const [secretEnv, message] of bad) {
+        await assert.rejects(
+          t.client(DeploymentService).createDeployment({ deployment: { id: "bad", namespace: "demo", image: "x:1", secretEnv } as never }),
+          (e) => ConnectError.from(e).code === Code.InvalidArgument && message.test(ConnectError.from(e).message),
+          JSON.stringify(secretEnv),
+        );
+      }
+      assert.deepEqual(await rowCounts(t.store), counts);
+    });
+
+    test("the database holds no value in plain text", async () => {
+      const text = databaseText(t.databaseUrl);
+      for (const secret of written.values()) assert.ok(!text.includes(secret), `the ${db.name} database holds a secret in plain text`);
+    });
+
+    test("rotation: a second key, re-seal, the first removed: every value still opens; a missing or wrong key is a startup error", async () => {
+      const both = generateKeyFile("k2", keyFile);
+      const newest = JSON.stringify({ keys: [JSON.parse(both).keys[1]] });
+      const rotating = new Store(t.store.database, { secrets: ringOf(both) });
+      assert.ok((await rotating.rotateSecrets()) >= written.size);
+      assert.equal(await rotating.rotateSecrets(), 0, "a second rotation has nothing to move");
+      for (const [id, secret] of written) assert.equal((await desiredSecrets(t.store, id, ringOf(newest))).get("DB_PASSWORD"), secret);
+      await assert.doesNotReject(Store.open(t.databaseUrl, { secrets: ringOf(newest) }).then((s) => s.close()));
+      await assert.rejects(Store.open(t.databaseUrl), /sealed under keys "k2": start with --secrets-key-file holding them/);
+      await assert.rejects(Store.open(t.databaseUrl, { secrets: ringOf(keyFile) }), /sealed under key "k2", which the secrets key file does not hold/);
+      await assert.rejects(Store.open(t.databaseUrl, { secrets: ringOf(generateKeyFile("k2")) }), /does not open under key "k2"/);
+      const text = databaseText(t.databaseUrl);
+      for (const secret of written.values()) assert.ok(!text.includes(secret), "no value in plain text after the rotation");
+    });
+  });
+}
+
+/** The values of a deployment's secrets as the desired state of its region holds them, opened. */
+async function desiredSecrets(store: Store, id: string, ring: SecretKeyRing): Promise<Map<string, string>> {
+  const row = await store.database.db.selectFrom("desired_resources").select("body").where("resource_id", "=", id).executeTakeFirstOrThrow();
+  const resource = fromBinary(DesiredResourceSchema, row.body);
+  const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
+  return new Map(secretEnv.map((s) => [s.name, ring.open(secretContext(id, s.name), s.sealed)]));
+}

@@ -1,0 +1,47 @@
+// A deployment's secret env on its way in and out of the store: a write seals each new
+// value (secrets.ts) and keeps the stored one for a name that comes without a value; a read
+// shows only that a value is set and its fingerprint.
+import { create } from "@bufbuild/protobuf";
+import { type Deployment, SecretEnvVarSchema, type SecretEnvVar } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { StoreError } from "./errors.ts";
+import type { SecretKeyRing } from "./secrets.ts";
+
+/** What binds a sealed value to its place: another deployment's or name's seal does not open here. */
+export function secretContext(deploymentId: string, name: string): string {
+  return `${deploymentId}/${name}`;
+}
+
+/**
+ * Replaces `input`'s secret env by sealed entries: a value is sealed (an unchanged value keeps
+ * its stored seal, so rewriting it is no change); no value keeps the stored one; a name not
+ * listed is gone. Throws naming the field when a name without a value has none stored, or
+ * when a value comes and ctrl holds no key.
+ */
+export function sealSecretEnv(ring: SecretKeyRing | undefined, input: Deployment, stored: Deployment | undefined): void {
+  const kept = new Map((stored?.secretEnv ?? []).map((s) => [s.name, s]));
+  input.secretEnv = input.secretEnv.map((s, i) => {
+    const field = `deployment.secret_env[${i}].value`;
+    const previous = kept.get(s.name);
+    if (s.value === undefined) {
+      if (!previous) throw new StoreError("invalid_argument", `${field}: required: no value is stored under ${JSON.stringify(s.name)}`, field);
+      return sealedEntry(s.name, previous.sealed, previous.fingerprint);
+    }
+    if (!ring) throw new StoreError("failed_precondition", `${field}: ctrl runs without a secrets key file (--secrets-key-file)`, field);
+    const fingerprint = ring.fingerprint(s.value);
+    if (previous?.fingerprint === fingerprint) return sealedEntry(s.name, previous.sealed, fingerprint);
+    return sealedEntry(s.name, ring.seal(secretContext(input.id, s.name), s.value), fingerprint);
+  });
+}
+
+/** Leaves of each secret only that it is set and its fingerprint: what every reader gets. */
+export function redactSecretEnv(secretEnv: SecretEnvVar[]): void {
+  for (const s of secretEnv) {
+    s.set = s.sealed.length > 0;
+    s.sealed = new Uint8Array(0);
+    s.value = undefined;
+  }
+}
+
+function sealedEntry(name: string, sealed: Uint8Array, fingerprint: string): SecretEnvVar {
+  return create(SecretEnvVarSchema, { name, sealed, fingerprint });
+}
