@@ -13,6 +13,7 @@ import * as leaderSince from "./0007_leader_since.ts";
 import * as statusTransitions from "./0008_status_transitions.ts";
 import * as regionLabels from "./0009_region_labels.ts";
 import * as rollouts from "./0010_rollouts.ts";
+import * as leases from "./0011_leases.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -26,4 +27,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0008_status_transitions": statusTransitions,
   "0009_region_labels": regionLabels,
   "0010_rollouts": rollouts,
+  "0011_leases": leases,
 };

@@ -142,6 +142,11 @@ export const CTRL_OPTIONS = [
     description: "revisions kept per deployment, sentinel and network policy (history, rollback); older ones are pruned",
   },
   {
+    flag: "rollout-lease-duration",
+    default: "5s",
+    description: "one replica drives rollouts, holding a database lease this long unrenewed: the longest rollouts wait when it dies",
+  },
+  {
     flag: "default-rollout-strategy",
     default: "",
     description:

@@ -56,6 +56,7 @@ try {
     auditMaxAgeMs: read.positiveDuration("audit-max-age"),
     console: consoleFlag(config.console),
     statusEventsMaxAgeMs: read.positiveDuration("status-events-max-age"),
+    rolloutLeaseMs: read.positiveDuration("rollout-lease-duration"),
     memoryReleaseGrowthBytes: read.nonNegativeInt("memory-release-growth-bytes"),
     memoryReleaseIntervalMs: read.positiveDuration("memory-release-interval"),
   };

@@ -128,6 +128,11 @@ export class CtrlMetrics {
     buckets: [1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200],
     registers: [this.registry],
   });
+  readonly rolloutDriverLeading = new Gauge({
+    name: "flotilla_ctrl_rollout_driver_leading",
+    help: "1 while this replica holds the rollout-driver lease and drives rollouts, else 0.",
+    registers: [this.registry],
+  });
   #countActiveRollouts: (() => Promise<Map<string, number>>) | undefined;
   readonly activeRollouts = new Gauge({
     name: "flotilla_ctrl_rollouts_active",

@@ -67,6 +67,8 @@ export interface CtrlOptions {
   decoding?: Partial<Omit<DecodeOptions, "readMaxBytes">>;
   /** How long shutdown waits for open requests before cutting them. */
   shutdownGraceMs?: number;
+  /** How long the rollout driver's lease lasts unrenewed (DEFAULT_ROLLOUT_LEASE_MS). */
+  rolloutLeaseMs?: number;
   /** Poll interval of the shared change poller: bounds latency of other replicas' writes. */
   pollIntervalMs?: number;
   stream?: Partial<StreamOptions>;
@@ -177,7 +179,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     log,
   );
   await statusFeed.start();
-  const rolloutDriver = new RolloutDriver(store, statusOptions, metrics, log);
+  const rolloutDriver = new RolloutDriver(store, statusOptions, metrics, log, options.rolloutLeaseMs);
   rolloutDriver.start(statusFeed);
   metrics.countRolloutsWith(async () => new Map([...(await store.rollouts.countActive())].map(([state, n]) => [RolloutState[state] ?? String(state), n])));
   const stopWakingPoller = store.onCommit(() => poller.wake());
@@ -332,7 +334,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       clearInterval(retention);
       memoryRelease.stop();
       agentStreams.stop();
-      rolloutDriver.stop();
+      await rolloutDriver.stop();
       stopWakingPoller();
       stopWakingStatusFeed();
       await Promise.all([poller.stop(), statusFeed.stop()]);

@@ -16,7 +16,9 @@ import { DesiredResourceSchema, ResourceType, RolloutFailurePolicy, RolloutState
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { StatusService, type WatchStatusResponse } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { ADMIN_TOKEN, startTestCtrl, testLogger, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { Store } from "@flotilla/store";
+import { startCtrl, type Ctrl } from "../src/server.ts";
 import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -328,3 +330,46 @@ test("--default-rollout-strategy stages the changes of deployments without a str
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /--default-rollout-strategy: .*strategy\.waves\[0\]\.name: "Canary" is not a DNS-1123 label/);
 });
+
+for (const { db, skip } of await testDatabases()) {
+  test(`one replica drives rollouts, holding the rollout-driver lease; when it stops, another takes over (${db.name})`, { skip }, async () => {
+    const LEASE_MS = 900;
+    const a = await startTestCtrl(db, { rolloutLeaseMs: LEASE_MS });
+    const bStore = await Store.open(a.databaseUrl);
+    const b = await startCtrl({
+      store: bStore,
+      adminToken: ADMIN_TOKEN,
+      port: 0,
+      shutdownGraceMs: 500,
+      log: testLogger(),
+      memoryReleaseGrowthBytes: 0,
+      rolloutLeaseMs: LEASE_MS,
+    });
+    const leading = async (ctrl: Ctrl) => /^flotilla_ctrl_rollout_driver_leading 1$/m.test(await ctrl.metrics.registry.metrics());
+    const leaders = async () => [(await leading(a.ctrl)) ? "a" : "", (await leading(b)) ? "b" : ""].filter(Boolean);
+    try {
+      let now = await leaders();
+      for (let i = 0; i < 100 && now.length === 0; i++) {
+        await sleep(20);
+        now = await leaders();
+      }
+      // Renewals over several lease periods never make two drivers.
+      for (let i = 0; i < 3 * (LEASE_MS / 100); i++) {
+        assert.equal((await leaders()).length, 1, `one driver at a time: ${await leaders()}`);
+        await sleep(100);
+      }
+      const [first] = await leaders();
+      await (first === "a" ? a.ctrl : b).shutdown();
+      const survivor = first === "a" ? b : a.ctrl;
+      const stoppedAt = Date.now();
+      while (!(await leading(survivor))) {
+        assert.ok(Date.now() - stoppedAt < 3 * LEASE_MS, "the other replica drives once the lease is given up");
+        await sleep(20);
+      }
+    } finally {
+      await b.shutdown().catch(() => {});
+      await bStore.close();
+      await a.close();
+    }
+  });
+}

@@ -11,6 +11,7 @@ import { ResourceRepository } from "./resources.ts";
 import { AuditLog } from "./audit.ts";
 import { OperatorRepository } from "./operators.ts";
 import { StatusEvents } from "./status-events.ts";
+import { Leases } from "./leases.ts";
 import { RolloutRepository } from "./rollouts.ts";
 import { writeDesired } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -25,6 +26,7 @@ export { DEFAULT_REVISION_HISTORY_LIMIT, ResourceRepository, type StoredRevision
 export { ADMIN_AUTHOR, AuditLog, type AuditRecord, type ChangeAuthor } from "./audit.ts";
 export { OPERATOR_TOKEN_PREFIX, type OperatorGrant } from "./operators.ts";
 export { StatusEvents, type StatusEvent } from "./status-events.ts";
+export { Leases } from "./leases.ts";
 export {
   ACTIVE_ROLLOUT_STATES,
   DEFAULT_PROGRESS_DEADLINE_MS,
@@ -73,6 +75,7 @@ export class Store {
   readonly audit: AuditLog;
   readonly statusEvents: StatusEvents;
   readonly rollouts: RolloutRepository;
+  readonly leases: Leases;
   readonly #commitListeners = new Set<(regionIds: number[]) => void>();
   readonly #statusListeners = new Set<() => void>();
   readonly #secrets: SecretKeyRing | undefined;
@@ -102,6 +105,7 @@ export class Store {
     this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
     this.audit = new AuditLog(db);
     this.statusEvents = new StatusEvents(db);
+    this.leases = new Leases(db);
     this.rollouts = new RolloutRepository(db, dialect, onCommit, {
       writeDesired: (tx, id, next, now) => writeDesired(tx, dialect, ResourceType.DEPLOYMENT, id, next, now),
       desiredOf: (tx, id) => this.deployments.desiredInTx(tx, id),

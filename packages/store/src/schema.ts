@@ -189,6 +189,12 @@ export interface RolloutTransitionsTable {
   time: number;
 }
 
+export interface LeasesTable {
+  name: string;
+  holder: string;
+  expires_at: number;
+}
+
 export interface Database {
   regions: RegionsTable;
   deployments: ResourceTable;
@@ -210,6 +216,7 @@ export interface Database {
   status_transitions: StatusTransitionsTable;
   rollouts: RolloutsTable;
   rollout_transitions: RolloutTransitionsTable;
+  leases: LeasesTable;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

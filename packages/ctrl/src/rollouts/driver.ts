@@ -1,11 +1,18 @@
 // Drives active rollouts through their waves (gate.ts decides, the store writes with a
-// compare-and-set). A rollout is looked at when something it waits for may have changed:
-// a status event of its deployment (an agent's report, through the status feed: at once for
-// this process's writes, within the poll interval for other replicas'), its stored due time
-// (a bake's end, a wave's deadline: one timer per process, armed for the earliest), an
-// operator's control, or this process's start (what happened before its feed began).
-// Nothing polls every rollout, so rollouts waiting on a bake cost nothing at rest. Every replica drives; the compare-and-set lets exactly one of them move a rollout
-// at a time, and a replica that lost its turn writes nothing.
+// compare-and-set). One replica drives at a time: the one holding the database lease
+// "rollout-driver" (renewed every third of --rollout-lease-duration; another replica takes it
+// once it has expired, so a killed driver's rollouts wait at most that long). The others only
+// apply operators' controls, each a compare-and-set too, so a replica that lost its turn (or
+// its lease, mid-look) writes nothing.
+//
+// The driver looks at a rollout when something it waits for may have changed: a status event
+// of its deployment (an agent's report, through the status feed: at once for this process's
+// writes, within the poll interval for other replicas'), its stored due time (a bake's end, a
+// wave's deadline: one timer per process, armed for the earliest), an operator's control, or
+// the moment it takes the lease (what happened before: every progressing rollout, once).
+// Nothing polls every rollout, so rollouts waiting on a bake cost nothing at rest.
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { ResourceType, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Logger } from "@flotilla/runtime";
 import type { StatusEvent, Store, StoredRollout } from "@flotilla/store";
@@ -24,6 +31,9 @@ const OVERDUE_RETRY_MS = 250;
 const RETRY_MS = 1000;
 /** Longest a timer is set for: the due time of another replica's new rollout is found by then. */
 const MAX_TIMER_MS = 60_000;
+/** The lease whose holder drives. */
+const LEASE = "rollout-driver";
+export const DEFAULT_ROLLOUT_LEASE_MS = 5000;
 
 export class RolloutDriver {
   readonly #store: Store;
@@ -36,29 +46,71 @@ export class RolloutDriver {
   #unsubscribe: (() => void) | undefined;
   /** Rollouts being looked at now, with a flag to look again once done (a change meanwhile). */
   readonly #inFlight = new Map<string, { again: boolean }>();
+  readonly #leaseMs: number;
+  readonly #holder = `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
+  #leading = false;
+  #leaseTimer: NodeJS.Timeout | undefined;
 
-  constructor(store: Store, statusOptions: StatusOptions, metrics: CtrlMetrics, log: Logger) {
+  constructor(store: Store, statusOptions: StatusOptions, metrics: CtrlMetrics, log: Logger, leaseMs = DEFAULT_ROLLOUT_LEASE_MS) {
     this.#store = store;
     this.#statusOptions = statusOptions;
     this.#metrics = metrics;
     this.#log = log;
+    this.#leaseMs = leaseMs;
   }
 
-  /**
-   * Follows `feed`, arms the timer for the earliest due rollout, and looks once at every
-   * progressing rollout: an observation stored before the feed's start (by a replica killed
-   * before it drove the rollout on) wakes no one else, and would leave it waiting for its deadline.
-   */
+  /** Whether this replica drives now (holds the lease). */
+  get leading(): boolean {
+    return this.#leading;
+  }
+
+  /** Follows `feed` and competes for the lease. */
   start(feed: StatusFeed): void {
     this.#unsubscribe = feed.subscribe((events) => void this.#observed(events));
-    void this.#arm();
-    void this.#driveProgressing();
+    void this.#renew();
   }
 
-  stop(): void {
+  /** Stops driving and gives the lease up, so that another replica drives at once. */
+  async stop(): Promise<void> {
     this.#stopped = true;
     this.#unsubscribe?.();
     clearTimeout(this.#timer);
+    clearTimeout(this.#leaseTimer);
+    if (this.#leading) await this.#store.leases.release(LEASE, this.#holder).catch(() => {});
+    this.#setLeading(false);
+  }
+
+  /**
+   * Takes or renews the lease. On taking it: arms the timer and looks once at every progressing
+   * rollout (an observation stored while no one drove, e.g. by a replica killed before it drove
+   * the rollout on, wakes no one else and would leave the rollout waiting for its deadline).
+   */
+  async #renew(): Promise<void> {
+    if (this.#stopped) return;
+    let held = false;
+    try {
+      held = await this.#store.leases.acquire(LEASE, this.#holder, this.#leaseMs);
+    } catch (error) {
+      this.#log.error(`rollout driver lease: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (this.#stopped) return;
+    if (held && !this.#leading) {
+      this.#setLeading(true);
+      void this.#arm();
+      void this.#driveProgressing();
+    } else if (!held && this.#leading) {
+      this.#setLeading(false);
+      clearTimeout(this.#timer);
+      this.#timerAt = Number.POSITIVE_INFINITY;
+    }
+    this.#leaseTimer = setTimeout(() => void this.#renew(), this.#leaseMs / 3);
+    this.#leaseTimer.unref();
+  }
+
+  #setLeading(leading: boolean): void {
+    if (leading !== this.#leading) this.#log.info(leading ? "driving rollouts (holds the rollout-driver lease)" : "no longer driving rollouts");
+    this.#leading = leading;
+    this.#metrics.rolloutDriverLeading.set(leading ? 1 : 0);
   }
 
   /**
@@ -81,6 +133,7 @@ export class RolloutDriver {
 
   /** Looks at rollout `id` now and moves it as far as the gate allows. */
   async drive(id: string): Promise<void> {
+    if (!this.#leading) return;
     const flight = this.#inFlight.get(id);
     if (flight) {
       flight.again = true;
@@ -89,7 +142,7 @@ export class RolloutDriver {
     const mine = { again: true };
     this.#inFlight.set(id, mine);
     try {
-      while (mine.again && !this.#stopped) {
+      while (mine.again && !this.#stopped && this.#leading) {
         mine.again = false;
         for (let step = 0; step < MAX_STEPS; step++) {
           const rollout = await this.#store.rollouts.get(id);
@@ -134,7 +187,7 @@ export class RolloutDriver {
 
   async #observed(events: StatusEvent[]): Promise<void> {
     const ids = [...new Set(events.filter((e) => e.type === ResourceType.DEPLOYMENT).map((e) => e.id))];
-    if (ids.length === 0 || this.#stopped) return;
+    if (ids.length === 0 || this.#stopped || !this.#leading) return;
     try {
       for (const rollout of await this.#store.rollouts.activeOf(ids)) {
         if (rollout.state === RolloutState.PROGRESSING) void this.drive(rollout.id);
@@ -160,7 +213,7 @@ export class RolloutDriver {
 
   /** Sets the timer for the earliest due rollout (looked up once per run, not per rollout). */
   async #arm(): Promise<void> {
-    if (this.#stopped) return;
+    if (this.#stopped || !this.#leading) return;
     try {
       const due = await this.#store.rollouts.nextDue();
       const now = Date.now();
@@ -173,7 +226,7 @@ export class RolloutDriver {
   }
 
   #setTimer(at: number, now: number): void {
-    if (this.#stopped) return;
+    if (this.#stopped || !this.#leading) return;
     clearTimeout(this.#timer);
     const when = Math.min(at, now + MAX_TIMER_MS);
     this.#timerAt = when;
