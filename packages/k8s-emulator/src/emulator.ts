@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer, type Server as TlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { Authenticator } from "./auth.ts";
+import { DisruptionController } from "./disruption.ts";
 import { badRequest } from "./errors.ts";
 import { FaultInjector } from "./faults.ts";
 import { createRequestHandler, type RequestLogEntry } from "./http.ts";
@@ -87,6 +88,7 @@ export class KubernetesEmulator {
   private readonly watches: WatchHub;
   private readonly rollout: RolloutController;
   private readonly namespaceController: NamespaceController;
+  private readonly disruption: DisruptionController;
   private readonly authenticator: Authenticator;
   private stopped = false;
 
@@ -107,6 +109,8 @@ export class KubernetesEmulator {
     this.rollout.start();
     this.namespaceController = new NamespaceController(this.registry, options.namespaceDeletionDelayMs);
     this.namespaceController.start();
+    this.disruption = new DisruptionController(this.registry);
+    this.disruption.start();
     this.authenticator = new Authenticator(this.registry);
     this.authenticator.start();
     this.seed();
@@ -262,10 +266,12 @@ export class KubernetesEmulator {
     this.watches.dropAll();
     this.rollout.stop();
     this.namespaceController.stop();
+    this.disruption.stop();
     this.authenticator.stop();
     this.store.reset();
     this.rollout.start();
     this.namespaceController.start();
+    this.disruption.start();
     this.authenticator.start();
     this.seed();
   }
@@ -275,6 +281,7 @@ export class KubernetesEmulator {
     this.stopped = true;
     this.rollout.stop();
     this.namespaceController.stop();
+    this.disruption.stop();
     this.authenticator.stop();
     this.watches.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));

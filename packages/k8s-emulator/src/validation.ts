@@ -87,6 +87,31 @@ export function intOrPercentProblem(value: unknown, max100: boolean): string | u
   return undefined;
 }
 
+/** ValidateLabelSelector (apimachinery's metav1 validation): label keys and values, operators and their values. */
+export function labelSelectorErrors(selector: Record<string, unknown>, field: string): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const [key, value] of Object.entries(isObject(selector.matchLabels) ? selector.matchLabels : {})) {
+    const problem = labelKeyProblem(key) ?? (typeof value === "string" ? labelValueProblem(value) : "must be a string");
+    if (problem) errors.push({ field: `${field}.matchLabels`, type: "Invalid value", value: labelKeyProblem(key) ? key : value, detail: problem });
+  }
+  const expressions = Array.isArray(selector.matchExpressions) ? selector.matchExpressions : [];
+  expressions.forEach((e: unknown, i) => {
+    const at = `${field}.matchExpressions[${i}]`;
+    const { key, operator, values } = (isObject(e) ? e : {}) as { key?: unknown; operator?: unknown; values?: unknown };
+    const count = Array.isArray(values) ? values.length : 0;
+    if (operator === "In" || operator === "NotIn") {
+      if (count === 0) errors.push({ field: `${at}.values`, type: "Required value", detail: "must be specified when `operator` is 'In' or 'NotIn'" });
+    } else if (operator === "Exists" || operator === "DoesNotExist") {
+      if (count > 0) errors.push({ field: `${at}.values`, type: "Forbidden", detail: "may not be specified when `operator` is 'Exists' or 'DoesNotExist'" });
+    } else {
+      errors.push({ field: `${at}.operator`, type: "Invalid value", value: operator, detail: "not a valid selector operator" });
+    }
+    const problem = typeof key === "string" ? labelKeyProblem(key) : "must be a string";
+    if (problem) errors.push({ field: `${at}.key`, type: "Invalid value", value: key, detail: problem });
+  });
+  return errors;
+}
+
 /** ValidatePortNumOrName (core/validation): a number in range, or an IANA service name. */
 export function portNumOrNameProblem(value: unknown): string | undefined {
   if (typeof value === "number") return Number.isInteger(value) && value >= 1 && value <= 65535 ? undefined : "must be between 1 and 65535, inclusive";
