@@ -129,7 +129,13 @@ export class SpecFieldError extends Error {
 }
 
 /** Fields a manifest may give as a number or a string ("2" or "50%"), as Kubernetes' IntOrString. */
-const COUNT_OR_PERCENT_FIELDS = new Set(["ctrl.v1.RolloutWave.max_parallel"]);
+const COUNT_OR_PERCENT_FIELDS = new Set([
+  "ctrl.v1.RolloutWave.max_parallel",
+  "ctrl.v1.DisruptionBudget.min_available",
+  "ctrl.v1.DisruptionBudget.max_unavailable",
+  "ctrl.v1.Deployment.max_surge",
+  "ctrl.v1.Deployment.max_unavailable",
+]);
 
 /**
  * How a manifest writes a message's fields, converted to or from the protocol's JSON, nested
