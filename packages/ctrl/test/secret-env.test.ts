@@ -12,7 +12,9 @@ import { create, fromBinary, toBinary, type DescMessage, type MessageShape } fro
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
-import { DesiredResourceSchema, ResourceType, SecretEnvVarSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { DesiredResourceSchema, ResourceType, SecretEnvVarSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { generateKeyFile, secretContext, SecretKeyRing, Store } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
@@ -159,6 +161,43 @@ for (const { db, skip } of await testDatabases()) {
       assert.deepEqual(await rowCounts(t.store), counts);
     });
 
+    test("the streams give the values to the region's own agent only, over each protocol; the admin token gets names and fingerprints", async () => {
+      const regions = t.client(RegionService);
+      await regions.createRegion({ region: { name: "other" } });
+      const own = (await regions.createAgentToken({ region: "local" })).token;
+      const secrets = [...written.values()];
+      for (const protocol of PROTOCOLS) {
+        const streamed = async (token: string | undefined) => {
+          const cluster = t.client(ClusterService, { protocol, ...(token ? { token } : {}) });
+          const values = new Map<string, string | undefined>();
+          for await (const response of cluster.syncDesiredState({ region: "local" })) {
+            if (response.message.case !== "batch") continue;
+            for (const resource of response.message.value.resources) values.set(resource.id, secretOf(resource));
+          }
+          const abort = new AbortController();
+          for await (const response of cluster.watchDeploymentChanges({ region: "local", versionLastSeen: 0n }, { signal: abort.signal })) {
+            for (const event of response.events)
+              if (event.change.case === "upsert") values.set(`${event.change.value.id}@${event.version}`, secretOf(event.change.value));
+            if (response.events.length === 0) break;
+          }
+          abort.abort();
+          return values;
+        };
+        const agent = await streamed(own);
+        for (const [id, secret] of written) assert.equal(agent.get(id), secret, `${protocol}: the agent of local gets ${id}'s value`);
+        const admin = await streamed(undefined);
+        assert.ok(admin.size > written.size, "the admin's streams carry the changes too");
+        for (const [id, value] of admin) assert.equal(value, undefined, `${protocol}: the admin token's stream carries no value of ${id}`);
+        await assert.rejects(
+          (async () => {
+            for await (const _ of t.client(ClusterService, { protocol, token: own }).syncDesiredState({ region: "other" }));
+          })(),
+          (e) => ConnectError.from(e).code === Code.PermissionDenied,
+        );
+      }
+      assert.ok(secrets.length > 0);
+    });
+
     test("the database holds no value in plain text", async () => {
       const text = databaseText(t.databaseUrl);
       for (const secret of written.values()) assert.ok(!text.includes(secret), `the ${db.name} database holds a secret in plain text`);
@@ -179,6 +218,16 @@ for (const { db, skip } of await testDatabases()) {
       for (const secret of written.values()) assert.ok(!text.includes(secret), "no value in plain text after the rotation");
     });
   });
+}
+
+/** DB_PASSWORD's value as a stream delivered it; undefined when it came without one (nor its seal). */
+function secretOf(resource: DesiredResource): string | undefined {
+  const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
+  const entry = secretEnv.find((s) => s.name === "DB_PASSWORD");
+  assert.ok(entry, `${resource.id} carries its secret's name`);
+  assert.equal(entry.sealed.length, 0, "no stream carries a seal");
+  assert.match(entry.fingerprint, /^[0-9a-f]{16}$/);
+  return entry.value;
 }
 
 /** The values of a deployment's secrets as the desired state of its region holds them, opened. */

@@ -78,7 +78,8 @@ export class Store {
   readonly leases: Leases;
   readonly #commitListeners = new Set<(regionIds: number[]) => void>();
   readonly #statusListeners = new Set<() => void>();
-  readonly #secrets: SecretKeyRing | undefined;
+  /** The key ring of secret values, if ctrl has one (what the agent streams open them with). */
+  readonly secrets: SecretKeyRing | undefined;
 
   constructor(database: OpenDatabase, options: StoreOptions = {}) {
     this.database = database;
@@ -98,7 +99,7 @@ export class Store {
     const limit = options.revisionHistoryLimit;
     const defaultStrategy = options.defaultStrategy;
     const deployments = defaultStrategy ? { ...deploymentKind, strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy } : deploymentKind;
-    this.#secrets = options.secrets;
+    this.secrets = options.secrets;
     this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit, options.secrets);
     this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
     this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit);
@@ -139,8 +140,8 @@ export class Store {
 
   /** Re-seals every stored secret value under the newest key (secret-rotation.ts); returns how many moved. */
   rotateSecrets(): Promise<number> {
-    if (!this.#secrets) throw new Error("no secrets key file: nothing to rotate to");
-    return rotateSecrets(this.database.db, this.#secrets);
+    if (!this.secrets) throw new Error("no secrets key file: nothing to rotate to");
+    return rotateSecrets(this.database.db, this.secrets);
   }
 
   /** Subscribes to "these regions' versions moved" after each commit in this process. */

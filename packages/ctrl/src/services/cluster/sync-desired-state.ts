@@ -11,6 +11,7 @@ import type { CtrlMetrics } from "../../metrics.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
 import { resourceBatchFieldData } from "./resource-batch-encoding.ts";
+import { secretDelivery } from "./secret-delivery.ts";
 import { sendsVerbatim, withVerbatimField } from "./verbatim.ts";
 
 type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
@@ -24,6 +25,7 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
     validate.dnsLabel("region", req.region);
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const binary = sendsVerbatim(ctx);
+    const secrets = secretDelivery(store.secrets, ctx, region);
     const stopTimer = metrics.snapshotDuration.startTimer();
     for await (const item of readSnapshot(store.database, region.id, {
       batchSize: options.snapshotBatchSize,
@@ -34,7 +36,8 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
     })) {
       if ("batch" in item) {
         countByType(metrics, item.batch);
-        yield binary ? wireBatchResponse(item.batch) : { message: { case: "batch", value: decodedBatch(item.batch) } };
+        const batch = item.batch.map((row) => ({ ...row, body: secrets.body(row.body) }));
+        yield binary ? wireBatchResponse(batch) : { message: { case: "batch", value: decodedBatch(batch) } };
       } else if ("removals" in item) {
         yield { message: { case: "removals", value: { resources: item.removals } } };
       } else {

@@ -16,6 +16,7 @@ import type { ChangePoller } from "../../streaming/poller.ts";
 import { batchLength, Overflow, type BatchLimits, type Subscription } from "../../streaming/subscription.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
+import { secretDelivery } from "./secret-delivery.ts";
 import { sendsVerbatim, withVerbatimField } from "./verbatim.ts";
 
 export type NodeServerRequest = IncomingMessage | Http2ServerRequest;
@@ -69,7 +70,9 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       resetTimer = setTimeout(check, options.overflowResetMs);
     };
     const binary = sendsVerbatim(ctx);
-    const send = (changes: Change[]): Response => {
+    const secrets = secretDelivery(store.secrets, ctx, region);
+    const send = (stored: Change[]): Response => {
+      const changes = stored.map((c) => secrets.change(c));
       cursor = changes[changes.length - 1]!.version;
       metrics.watchEvents.inc(changes.length);
       // Binary codecs (gRPC on the direct path, Connect and gRPC-Web under connect) send the
