@@ -12,6 +12,7 @@ export {
   buildManifests,
   DESIRED_VERSION_ANNOTATION,
   FIELD_MANAGER,
+  SECRET_ENV_CHECKSUM_ANNOTATION,
   tracksDesiredVersion,
   type KubeObject,
   type Manifests,

@@ -1,5 +1,6 @@
 // The one place that decides which Kubernetes objects a desired resource becomes. Both targets
 // use it: the kubernetes target applies these objects, the render target writes them.
+import { createHash } from "node:crypto";
 import { ResourceType, type DesiredResource, type EnvVar, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { typeFromName, typeName, resourceKey } from "./keys.ts";
 
@@ -11,6 +12,11 @@ export const REGION_LABEL = "flotilla.dev/region";
 export const TYPE_LABEL = "flotilla.dev/resource-type";
 export const ID_LABEL = "flotilla.dev/resource-id";
 export const DESIRED_VERSION_ANNOTATION = "flotilla.dev/desired-version";
+/**
+ * On the pod template: a digest of the secret env's names and keyed fingerprints, so that a
+ * changed value (which changes no other field of the template) rolls the pods.
+ */
+export const SECRET_ENV_CHECKSUM_ANNOTATION = "flotilla.dev/secret-env-checksum";
 
 export interface ObjectRef {
   apiVersion: string;
@@ -91,11 +97,18 @@ const deploymentRef = (namespace: string, name: string): ObjectRef => ({ apiVers
 const serviceRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "v1", kind: "Service", namespace, name });
 const policyRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", namespace, name });
 const budgetRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "policy/v1", kind: "PodDisruptionBudget", namespace, name });
+const secretRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "v1", kind: "Secret", namespace, name: secretEnvName(name) });
+
+/** The Secret holding a workload's secret env values: "<resource id>-env". */
+export function secretEnvName(id: string): string {
+  return `${id}-env`;
+}
 
 /** Every object a resource of `type` can own (what a delete removes). Never its Namespace. */
 export function ownedRefs(type: ResourceType, namespace: string, name: string): ObjectRef[] {
   if (type === ResourceType.CILIUM_NETWORK_POLICY) return [policyRef(namespace, name)];
-  return [deploymentRef(namespace, name), serviceRef(namespace, name), budgetRef(namespace, name)];
+  const workloadRefs = [deploymentRef(namespace, name), serviceRef(namespace, name), budgetRef(namespace, name)];
+  return type === ResourceType.DEPLOYMENT ? [...workloadRefs, secretRef(namespace, name)] : workloadRefs;
 }
 
 export function buildManifests(resource: DesiredResource, region: string): Manifests {
@@ -131,6 +144,8 @@ export function buildManifests(resource: DesiredResource, region: string): Manif
       else absent.push(serviceRef(namespace, id));
       if (workload.disruptionBudget?.budget.case !== undefined) apply.push(disruptionBudgetObject(metadata(), workload));
       else absent.push(budgetRef(namespace, id));
+      if (workload.secretEnv.length > 0) apply.push(secretEnvObject({ ...metadata(), name: secretEnvName(id) }, workload));
+      else if (spec.case === "deployment") absent.push(secretRef(namespace, id));
       return { apply, absent };
     }
     case "ciliumNetworkPolicy":
@@ -156,7 +171,8 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
   if (workload.memoryMib > 0) requests.memory = `${workload.memoryMib}Mi`;
   const container: Record<string, unknown> = { name: "app", image: workload.image };
   if (workload.command.length > 0) container.command = [...workload.command];
-  if (workload.env.length > 0) container.env = workload.env.map(envVarObject);
+  const secretEnvRefs = workload.secretEnv.map(({ name }) => ({ name, valueFrom: { secretKeyRef: { name: secretEnvName(metadata.name), key: name } } }));
+  if (workload.env.length + secretEnvRefs.length > 0) container.env = [...workload.env.map(envVarObject), ...secretEnvRefs];
   if (workload.envFrom.length > 0) {
     container.envFrom = workload.envFrom.map(({ source, prefix }) => ({
       ...(prefix ? { prefix } : {}),
@@ -178,7 +194,9 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
   // change the pod spec must not restart the pods. The operator's pod labels never replace ours
   // (validation refuses them; ours are spread last all the same).
   const podMetadata: Record<string, unknown> = { labels: { ...workload.podLabels, ...metadata.labels } };
-  if (Object.keys(workload.podAnnotations).length > 0) podMetadata.annotations = { ...workload.podAnnotations };
+  const podAnnotations: Record<string, string> = { ...workload.podAnnotations };
+  if (workload.secretEnv.length > 0) podAnnotations[SECRET_ENV_CHECKSUM_ANNOTATION] = secretEnvChecksum(workload);
+  if (Object.keys(podAnnotations).length > 0) podMetadata.annotations = podAnnotations;
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
@@ -198,6 +216,22 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
       template: { metadata: podMetadata, spec: podSpec },
     },
   };
+}
+
+/**
+ * The v1 Secret of the workload's secret env values (data, base64, as the API server keeps it).
+ * The values come from the region's own ctrl stream and live here only for the apply.
+ */
+function secretEnvObject(metadata: Metadata, workload: Workload): KubeObject {
+  const data: Record<string, string> = {};
+  for (const { name, value } of workload.secretEnv) data[name] = Buffer.from(value ?? "", "utf8").toString("base64");
+  return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", data };
+}
+
+/** Names and keyed fingerprints digested: changes with any value, and shows none. */
+function secretEnvChecksum(workload: Workload): string {
+  const lines = workload.secretEnv.map(({ name, fingerprint }) => `${name}=${fingerprint}\n`).sort();
+  return createHash("sha256").update(lines.join("")).digest("hex").slice(0, 16);
 }
 
 /** A plain value, or a key of an existing Secret or ConfigMap. */

@@ -6,6 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
@@ -158,12 +159,22 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
     }),
   );
 
-  const ctrl = await spawnCtrl(`sqlite:${join(dir, "ctrl.db")}`, ADMIN_TOKEN);
+  const secretsKeyFile = join(dir, "secrets-key.json");
+  writeFileSync(secretsKeyFile, JSON.stringify({ keys: [{ id: "rbac", key: randomBytes(32).toString("base64") }] }), { mode: 0o600 });
+  const ctrl = await spawnCtrl(`sqlite:${join(dir, "ctrl.db")}`, ADMIN_TOKEN, ["--secrets-key-file", secretsKeyFile]);
   t.after(() => ctrl.kill());
   const { regions, deployments, networkPolicies } = operatorClients(ctrl.url, ADMIN_TOKEN);
   await regions.createRegion({ region: { name: REGION } });
   const { token: agentToken } = await regions.createAgentToken({ region: REGION });
-  const web = { id: "web", namespace: "rbac-demo", image: "nginx:1.27", port: 80, regions: [{ region: REGION, replicas: 2 }] };
+  // Both carry a secret env value: their Secrets are written (create, patch), api's deleted with it.
+  const web = {
+    id: "web",
+    namespace: "rbac-demo",
+    image: "nginx:1.27",
+    port: 80,
+    regions: [{ region: REGION, replicas: 2 }],
+    secretEnv: [{ name: "TOKEN", value: "t" }],
+  };
   await deployments.createDeployment({ deployment: web });
   // api has a disruption budget: its PodDisruptionBudget is created, then deleted with it.
   await deployments.createDeployment({ deployment: { ...web, id: "api", port: 8080, disruptionBudget: { budget: { case: "minAvailable", value: "1" } } } });
@@ -221,11 +232,17 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   assert.ok(get("service", "web"), "service applied");
   assert.ok(get("ciliumnetworkpolicy", "allow-lb"), "network policy applied");
   assert.equal(get("poddisruptionbudget", "api")?.spec.minAvailable, 1, "disruption budget applied");
+  assert.ok(get("secret", "web-env"), "secret env applied");
   await eventually(() => !get("deployment", "orphan", "default"), "the orphan pruned");
   await deployments.deleteDeployment({ id: "api" });
   await networkPolicies.deleteNetworkPolicy({ id: "deny-all" });
   await eventually(
-    () => !get("deployment", "api") && !get("service", "api") && !get("poddisruptionbudget", "api") && !get("ciliumnetworkpolicy", "deny-all"),
+    () =>
+      !get("deployment", "api") &&
+      !get("service", "api") &&
+      !get("poddisruptionbudget", "api") &&
+      !get("secret", "api-env") &&
+      !get("ciliumnetworkpolicy", "deny-all"),
     "deleted resources removed",
   );
   assert.doesNotMatch(agent.output(), /forbidden/i, "nothing was forbidden with the full ClusterRole");

@@ -4,7 +4,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import type { Store, StoreOptions } from "@flotilla/store";
+import { generateKeyFile, SecretKeyRing, type Store, type StoreOptions } from "@flotilla/store";
 import { startCtrl, type Ctrl, type CtrlOptions } from "@flotilla/ctrl";
 import { createLogger, type Logger, type LogLevel } from "@flotilla/runtime";
 import { freshStore, type TestDatabase } from "./databases.ts";
@@ -80,6 +80,11 @@ export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptio
       await cleanup();
     },
   };
+}
+
+/** A key ring of one fresh data key, for a ctrl that takes secret values (StoreOptions.secrets). */
+export function testSecretKeyRing(): SecretKeyRing {
+  return SecretKeyRing.parse(generateKeyFile("test"), "test key file");
 }
 
 /** Row counts of every table: a failed write must leave them all unchanged. */

@@ -19,6 +19,7 @@ import {
 } from "@flotilla/agent";
 import { KubeClient, kubeconfigConnectionFromString, KubernetesTarget } from "@flotilla/agent/kubernetes";
 import type { CtrlOptions } from "@flotilla/ctrl";
+import type { StoreOptions } from "@flotilla/store";
 import { startTestCtrl, type TestCtrl } from "./ctrl.ts";
 import type { TestDatabase } from "./databases.ts";
 import { desiredInDatabase } from "./follower.ts";
@@ -41,8 +42,11 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-export async function startStack(db: TestDatabase, options: { ctrl?: Partial<CtrlOptions>; emulator?: EmulatorOptions } = {}): Promise<Stack> {
-  const t = await startTestCtrl(db, { pollIntervalMs: 50, stream: { bookmarkIntervalMs: BOOKMARK_MS }, ...options.ctrl });
+export async function startStack(
+  db: TestDatabase,
+  options: { ctrl?: Partial<CtrlOptions>; emulator?: EmulatorOptions; store?: StoreOptions } = {},
+): Promise<Stack> {
+  const t = await startTestCtrl(db, { pollIntervalMs: 50, stream: { bookmarkIntervalMs: BOOKMARK_MS }, ...options.ctrl }, options.store);
   await t.store.regions.create(REGION);
   await t.store.regions.create(OTHER_REGION);
   const { token } = await t.client(RegionService).createAgentToken({ region: REGION });

@@ -60,7 +60,8 @@ export class KubernetesTarget implements Target {
       }
       try {
         const written = await this.#applyOwned(object, owner, current?.resourceVersion);
-        applied.set(name, written.metadata?.resourceVersion ?? "");
+        // The observer never sees a Secret (it is not watched): nothing to compare its version with.
+        if (object.kind !== "Secret") applied.set(name, written.metadata?.resourceVersion ?? "");
       } catch (error) {
         // The namespace was deleted, or is being deleted, behind our back: ensure it again on the retry.
         if (error instanceof TargetError && (error.statusCode === 404 || error.statusCode === 403)) this.#ensuredNamespaces.delete(resource.namespace);

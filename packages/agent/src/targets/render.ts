@@ -1,6 +1,8 @@
 // The render target (dry run / GitOps): writes exactly the objects the kubernetes target would
 // apply, one deterministic YAML file per object, at <dir>/<namespace>/<kind>-<name>.yaml (a
-// Namespace lives in its own directory). Files are staged in <dir>/.staging and renamed into
+// Namespace lives in its own directory). A Secret of secret env values is written with
+// placeholders in place of the values (stringData, annotated so): no value ever reaches the
+// disk, and a GitOps pipeline supplies them its own way. Files are staged in <dir>/.staging and renamed into
 // place, so a reader listing the tree never sees a partial or temporary file.
 //
 // Files are written, read and renamed with synchronous calls, with one event-loop turn per
@@ -16,6 +18,17 @@ import { parse, stringify } from "yaml";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { buildManifests, isManagedBy, ownedRefs, refOf, type KubeObject, type ObjectRef } from "../manifests.ts";
 import { managedObject, type ManagedObject, type Target } from "../target.ts";
+
+/** Says, on the rendered Secret, that its values are placeholders. */
+export const PLACEHOLDERS_ANNOTATION = "flotilla.dev/values";
+
+/** A Secret with each value replaced by a placeholder naming its key. */
+function withPlaceholders(secret: KubeObject): KubeObject {
+  const { data, ...rest } = secret as KubeObject & { data?: Record<string, string> };
+  const stringData = Object.fromEntries(Object.keys(data ?? {}).map((key) => [key, `<secret value of ${key}: not rendered>`]));
+  const annotations = { ...secret.metadata.annotations, [PLACEHOLDERS_ANNOTATION]: "placeholders: the render target never writes a secret value" };
+  return { ...rest, metadata: { ...secret.metadata, annotations }, stringData };
+}
 
 /** Path of an object's file, relative to the render directory. */
 export function manifestPath(ref: ObjectRef): string {
@@ -55,7 +68,8 @@ export class RenderTarget implements Target {
     await setImmediate();
     const { apply, absent } = buildManifests(resource, this.#region);
     for (const object of apply) {
-      if (object.kind !== "Namespace") this.#write(object);
+      if (object.kind === "Secret") this.#write(withPlaceholders(object));
+      else if (object.kind !== "Namespace") this.#write(object);
       else if (!this.#writtenNamespaces.has(object.metadata.name)) {
         this.#write(object);
         this.#writtenNamespaces.add(object.metadata.name);

@@ -1,0 +1,133 @@
+// Secret env values end to end: ctrl seals them, the agent of the region writes them into the
+// Kubernetes Secret "<deployment>-env" (ownership marks, secretKeyRef from the container, a
+// keyed checksum on the pod template that rolls the pods when a value changes); a deployment of
+// another region never reaches this cluster; the agent's debug log never holds a value; the
+// render target writes placeholders; a foreign Secret of that name is a conflict, untouched.
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { DesiredResourceSchema, ResourceType, SecretEnvVarSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { RenderTarget, SECRET_ENV_CHECKSUM_ANNOTATION } from "@flotilla/agent";
+import { createLogger } from "@flotilla/runtime";
+import { testSecretKeyRing } from "@flotilla/testkit/ctrl";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { deploymentOf, OTHER_REGION, REGION, startStack, waitFor, waitForPhase, type Stack } from "@flotilla/testkit/stack";
+
+const [{ db: sqlite }] = await testDatabases();
+const secretOf = (stack: Stack, name: string) => stack.emulator.get("v1", "Secret", "demo", name);
+const decoded = (secret: ReturnType<typeof secretOf>, key: string) => {
+  const data = (secret as { data?: Record<string, string> } | undefined)?.data?.[key];
+  return data === undefined ? undefined : Buffer.from(data, "base64").toString("utf8");
+};
+const checksumOf = (stack: Stack, name: string) =>
+  (deploymentOf(stack.emulator, "demo", name) as { spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } } | undefined)?.spec?.template
+    ?.metadata?.annotations?.[SECRET_ENV_CHECKSUM_ANNOTATION];
+
+describe("secret env in the cluster", () => {
+  let stack: Stack;
+  const logLines: string[] = [];
+  const value = `s3cret-${randomBytes(12).toString("hex")}`;
+  const westValue = `w3st-${randomBytes(12).toString("hex")}`;
+  before(async () => {
+    stack = await startStack(sqlite, { store: { secrets: testSecretKeyRing() } });
+    await stack.agent({ log: createLogger({ level: "debug", write: (line) => logLines.push(line) }) });
+  });
+  after(() => stack?.close());
+
+  const deployments = () => stack.t.client(DeploymentService);
+
+  test("a value reaches its region's Secret, referenced by secretKeyRef; another region's never does", async () => {
+    await deployments().createDeployment({
+      deployment: { id: "api", namespace: "demo", image: "api:1", regions: [{ region: REGION, replicas: 1 }], secretEnv: [{ name: "DB_PASSWORD", value }] },
+    });
+    await deployments().createDeployment({
+      deployment: {
+        id: "far",
+        namespace: "demo",
+        image: "api:1",
+        regions: [{ region: OTHER_REGION, replicas: 1 }],
+        secretEnv: [{ name: "DB_PASSWORD", value: westValue }],
+      },
+    });
+    const secret = await waitFor(() => secretOf(stack, "api-env"), "the Secret api-env");
+    assert.equal(decoded(secret, "DB_PASSWORD"), value);
+    assert.equal(secret.metadata?.labels?.["app.kubernetes.io/managed-by"], "flotilla", "our ownership marks");
+    assert.equal(secret.metadata?.labels?.["flotilla.dev/resource-id"], "api");
+    const container = (deploymentOf(stack.emulator, "demo", "api") as unknown as { spec: { template: { spec: { containers: { env?: unknown[] }[] } } } }).spec
+      .template.spec.containers[0]!;
+    assert.deepEqual(container.env, [{ name: "DB_PASSWORD", valueFrom: { secretKeyRef: { name: "api-env", key: "DB_PASSWORD" } } }]);
+    await waitForPhase(stack, "api", "RUNNING");
+    assert.equal(secretOf(stack, "far-env"), undefined, "region west's secret never reaches east's cluster");
+    assert.ok(!JSON.stringify(stack.emulator.list("v1", "Secret")).includes(Buffer.from(westValue).toString("base64")));
+  });
+
+  test("a changed value changes the Secret and the pod template's checksum; no value in the agent's debug log", async () => {
+    const before = await waitFor(() => checksumOf(stack, "api"), "the checksum annotation");
+    assert.match(before, /^[0-9a-f]{16}$/);
+    const current = (await deployments().getDeployment({ id: "api" })).deployment!;
+    const next = `n3xt-${randomBytes(12).toString("hex")}`;
+    current.secretEnv = [create(SecretEnvVarSchema, { name: "DB_PASSWORD", value: next })];
+    await deployments().updateDeployment({ deployment: current });
+    await waitFor(() => decoded(secretOf(stack, "api-env"), "DB_PASSWORD") === next, "the new value in the Secret");
+    await waitFor(() => checksumOf(stack, "api") !== before, "a new checksum (the pods roll)");
+    assert.ok(
+      logLines.some((l) => l.includes("applied")),
+      "the agent logged at debug",
+    );
+    for (const secret of [value, next, westValue]) assert.ok(!logLines.join("\n").includes(secret), "no value in the agent's log");
+  });
+
+  test("secret env removed: the Secret goes; a foreign Secret of the name is a conflict and stays", async () => {
+    const current = (await deployments().getDeployment({ id: "api" })).deployment!;
+    current.secretEnv = [];
+    await deployments().updateDeployment({ deployment: current });
+    await waitFor(() => !secretOf(stack, "api-env"), "the Secret deleted");
+    assert.equal(checksumOf(stack, "api"), undefined);
+    await stack.kubeClient.apply(
+      "/api/v1/namespaces/demo/secrets/web-env",
+      { apiVersion: "v1", kind: "Secret", metadata: { name: "web-env", namespace: "demo" }, data: { K: "Zm9yZWlnbg==" } },
+      {
+        fieldManager: "someone-else",
+        force: false,
+      },
+    );
+    await deployments().createDeployment({
+      deployment: { id: "web", namespace: "demo", image: "web:1", regions: [{ region: REGION, replicas: 1 }], secretEnv: [{ name: "K", value: "ours" }] },
+    });
+    await waitForPhase(stack, "web", "FAILED", /web-env/);
+    assert.equal(decoded(secretOf(stack, "web-env"), "K"), "foreign", "the foreign Secret is untouched");
+  });
+});
+
+test("the render target writes the Secret's keys with placeholders, never a value", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "flotilla-render-secret-"));
+  try {
+    const target = new RenderTarget({ dir, region: "local" });
+    const value = `s3cret-${randomBytes(12).toString("hex")}`;
+    await target.apply(
+      create(DesiredResourceSchema, {
+        type: ResourceType.DEPLOYMENT,
+        id: "api",
+        namespace: "demo",
+        version: 1n,
+        spec: {
+          case: "deployment",
+          value: { replicas: 1, workload: { image: "api:1", secretEnv: [{ name: "DB_PASSWORD", value, fingerprint: "0123456789abcdef" }] } },
+        },
+      }),
+    );
+    const files = readdirSync(join(dir, "demo"));
+    assert.ok(files.includes("secret-api-env.yaml"), files.join(", "));
+    const text = files.map((f) => readFileSync(join(dir, "demo", f), "utf8")).join("\n");
+    assert.ok(!text.includes(value) && !text.includes(Buffer.from(value).toString("base64")), "no value on disk");
+    assert.match(readFileSync(join(dir, "demo", "secret-api-env.yaml"), "utf8"), /DB_PASSWORD: "<secret value of DB_PASSWORD: not rendered>"/);
+    assert.match(readFileSync(join(dir, "demo", "secret-api-env.yaml"), "utf8"), /placeholders: the render target never writes a secret value/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
