@@ -14,6 +14,7 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { agentFiles, initPki, issueAgent, pkiFiles } from "@flotilla/ctrl/pki";
 import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
+import { writeSecretsKeyFile } from "@flotilla/ctrl/secrets-key-file";
 import { configPath, setContext } from "@flotilla/cli/config";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -22,6 +23,7 @@ const { values: args } = parseArgs({ options: { tls: { type: "boolean", default:
 const TLS = args.tls;
 const CTRL = TLS ? "https://127.0.0.1:7070" : "http://127.0.0.1:7070";
 const PKI_DIR = ".flotilla/pki";
+const SECRETS_KEY_FILE = ".flotilla/secrets-key.json";
 
 /** A region of the local stack: its emulator, its agent's health port and its labels. */
 interface LocalRegion {
@@ -118,7 +120,9 @@ if (TLS) {
   for (const region of REGIONS) if (!existsSync(agentFiles(PKI_DIR, region.name).cert)) issueAgent(PKI_DIR, region.name);
 }
 const ctrlTls = TLS ? ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert] : [];
-await run("ctrl", [...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"], ctrlTls, {}, /serving on/);
+// The data key of secret env values, made once and kept (the values sealed under it stay readable).
+if (!existsSync(SECRETS_KEY_FILE)) writeSecretsKeyFile(SECRETS_KEY_FILE, false);
+await run("ctrl", [...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"], [...ctrlTls, "--secrets-key-file", SECRETS_KEY_FILE], {}, /serving on/);
 const tokenVariable = ["FLOTILLA_CTRL_ADMIN_TOKEN", "FLOTILLA_ADMIN_TOKEN"].find((name) => process.env[name]);
 const adminToken = tokenVariable ? process.env[tokenVariable]! : readFileSync(".flotilla/admin-token", "utf8").trim();
 // The lines below say where the token is, never the token: a terminal's scrollback or a copied log keeps no secret.

@@ -1,4 +1,5 @@
 // ctrl's secrets key file (--secrets-key-file): read, checked, and made.
+import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { generateKeyFile, SecretKeyRing } from "@flotilla/store";
 
@@ -23,7 +24,8 @@ export function writeSecretsKeyFile(file: string, add: boolean): string {
   if (existing !== undefined && !add) throw new Error(`${file} exists: --add appends a new key to it`);
   if (existing === undefined && add) throw new Error(`${file} does not exist: without --add a new file is made`);
   if (existing !== undefined) SecretKeyRing.parse(existing, file);
-  const id = `k${new Date().toISOString().replace(/[-:]/g, "").replace(/\..*/, "")}`;
+  // When it was made, and a random tail: two keys made in one second still differ.
+  const id = `k${new Date().toISOString().replace(/[-:]/g, "").replace(/\..*/, "")}-${randomBytes(2).toString("hex")}`;
   writeFileSync(file, generateKeyFile(id, existing), { mode: 0o600 });
   return id;
 }

@@ -78,9 +78,9 @@ async function resealTable(db: Kysely<Database>, ring: SecretKeyRing, t: SealedT
     let query = anyDb
       .selectFrom(t.table)
       .select([...t.keys, "body"])
-      .orderBy(t.keys)
       .limit(PAGE)
       .offset(offset);
+    for (const key of t.keys) query = query.orderBy(key);
     if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
     const rows = await query.execute();
     for (const row of rows) {
