@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer, type Server as TlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { Authenticator } from "./auth.ts";
+import { AutoscalerController, type Utilization } from "./autoscaler.ts";
 import { DisruptionController } from "./disruption.ts";
 import { badRequest } from "./errors.ts";
 import { FaultInjector } from "./faults.ts";
@@ -21,6 +22,7 @@ import { RolloutController } from "./rollout.ts";
 import { ObjectStore } from "./store.ts";
 import { isObject, type KubeObject } from "./util.ts";
 import { WatchHub } from "./watch.ts";
+import { EventRecorder } from "./workloads.ts";
 
 export interface EmulatorOptions {
   host?: string;
@@ -89,6 +91,7 @@ export class KubernetesEmulator {
   private readonly rollout: RolloutController;
   private readonly namespaceController: NamespaceController;
   private readonly disruption: DisruptionController;
+  private readonly autoscaler: AutoscalerController;
   private readonly authenticator: Authenticator;
   private stopped = false;
 
@@ -107,6 +110,8 @@ export class KubernetesEmulator {
       eventLimit: options.eventLimit,
     });
     this.rollout.start();
+    this.autoscaler = new AutoscalerController(this.registry, new EventRecorder(this.registry, options.eventLimit));
+    this.autoscaler.start();
     this.namespaceController = new NamespaceController(this.registry, options.namespaceDeletionDelayMs);
     this.namespaceController.start();
     this.disruption = new DisruptionController(this.registry);
@@ -259,17 +264,29 @@ export class KubernetesEmulator {
     return this.rollout.hold();
   }
 
+  /**
+   * Stands in for the resource metrics API (metrics-server) for one HorizontalPodAutoscaler:
+   * from now on its pods' average utilization per resource, in percent of their requests, is
+   * `utilization` (e.g. {cpu: 140}), and it scales its Deployment from that; {} takes the
+   * metrics away again. Without this an HPA behaves as in a cluster without metrics-server.
+   */
+  setAutoscalerUtilization(namespace: string, name: string, utilization: Utilization): void {
+    this.autoscaler.setUtilization(namespace, name, utilization);
+  }
+
   /** Resets faults, the request log, issued tokens and all objects (back to the initial namespaces and, with RBAC, the bootstrap policy); open watches are closed. */
   reset(): void {
     this.faults.clear();
     this.clearRequestLog();
     this.watches.dropAll();
     this.rollout.stop();
+    this.autoscaler.stop();
     this.namespaceController.stop();
     this.disruption.stop();
     this.authenticator.stop();
     this.store.reset();
     this.rollout.start();
+    this.autoscaler.start();
     this.namespaceController.start();
     this.disruption.start();
     this.authenticator.start();
@@ -280,6 +297,7 @@ export class KubernetesEmulator {
     if (this.stopped) return;
     this.stopped = true;
     this.rollout.stop();
+    this.autoscaler.stop();
     this.namespaceController.stop();
     this.disruption.stop();
     this.authenticator.stop();
@@ -340,8 +358,18 @@ export class KubernetesEmulator {
         for (const rt of KINDS) out[`${groupVersion(rt)}/${rt.resource}`] = this.store.list(rt);
         return json(200, out);
       }
-      default:
-        return json(404, { error: `unknown emulator endpoint ${path}` });
+      default: {
+        // /_emulator/hpa/<namespace>/<name>/utilization, body {"cpu": 140}: see setAutoscalerUtilization().
+        const hpa = /^\/_emulator\/hpa\/([^/]+)\/([^/]+)\/utilization$/.exec(path);
+        if (!hpa) return json(404, { error: `unknown emulator endpoint ${path}` });
+        if (method !== "POST" && method !== "PUT") return notAllowed();
+        const utilization = parse();
+        for (const [resource, value] of Object.entries(utilization)) {
+          if (typeof value !== "number" || !(value >= 0)) throw badRequest(`${resource}: utilization must be a number of percent, at least 0`);
+        }
+        this.setAutoscalerUtilization(decodeURIComponent(hpa[1]!), decodeURIComponent(hpa[2]!), utilization as Utilization);
+        return json(200, utilization);
+      }
     }
   }
 }

@@ -449,4 +449,38 @@ spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 
     await ok([...n, "wait", "--for=delete", "pod", "-l", "app=broken", "--timeout=60s"]);
     assert.equal(await ok([...n, "get", "rs", "-l", "app=broken", "-o", "name"]), "");
   });
+
+  it("an autoscaling/v2 HPA: get hpa shows its columns, <unknown> without metrics, then the utilization set through the emulator's hook", async () => {
+    const n = ["-n", "hpa-demo"];
+    await ok(["create", "namespace", "hpa-demo"]);
+    await ok([...n, "create", "deployment", "api", "--image=registry.example/api:1"]);
+    // kubectl autoscale writes autoscaling/v1, which the emulator does not serve: the v2 manifest instead.
+    const manifest = `
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: api}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: api}
+  minReplicas: 2
+  maxReplicas: 5
+  metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}}]
+`;
+    assert.match(await ok([...n, "apply", "--server-side", "-f", "-"], manifest), /horizontalpodautoscaler\.autoscaling\/api serverside-applied/);
+    // Below minReplicas: the controller scales up without metrics; then it cannot compute a count.
+    await ok([...n, "wait", "--for=jsonpath={.status.currentReplicas}=2", "hpa/api", "--timeout=30s"]);
+    const [header, row] = (await ok([...n, "get", "hpa"])).trim().split("\n");
+    assert.match(header!, /^NAME +REFERENCE +TARGETS +MINPODS +MAXPODS +REPLICAS +AGE$/);
+    assert.match(row!, /^api +Deployment\/api +cpu: <unknown>\/70% +2 +5 +2 +\d+s$/);
+    assert.match(await ok([...n, "get", "hpa", "api", "-o", 'jsonpath={.status.conditions[?(@.type=="ScalingActive")].reason}']), /^FailedGetResourceMetric$/);
+    const response = await fetch(`${emu.url}/_emulator/hpa/hpa-demo/api/utilization`, { method: "POST", body: JSON.stringify({ cpu: 140 }) });
+    assert.equal(response.status, 200);
+    await ok([...n, "wait", "--for=jsonpath={.status.currentReplicas}=5", "hpa/api", "--timeout=30s"]);
+    await ok([...n, "wait", "--for=jsonpath={.status.currentMetrics[0].resource.current.averageUtilization}=140", "hpa/api", "--timeout=30s"]);
+    assert.match(await ok([...n, "get", "hpa", "api", "--no-headers"]), /^api +Deployment\/api +cpu: 140%\/70% +2 +5 +\d +\d+s/);
+    assert.match(
+      await ok([...n, "get", "events", "--field-selector", "reason=SuccessfulRescale"]),
+      /New size: 2; reason: Current number of replicas below Spec\.MinReplicas/,
+    );
+    await ok([...n, "delete", "namespace", "hpa-demo", "--wait=false"]);
+  });
 });

@@ -5,6 +5,7 @@ import { ciliumClusterwideNetworkPolicies, ciliumNetworkPolicies } from "./ciliu
 import { configMaps } from "./configmap.ts";
 import { deployments } from "./deployment.ts";
 import { events } from "./event.ts";
+import { horizontalPodAutoscalers } from "./horizontalpodautoscaler.ts";
 import { leases } from "./lease.ts";
 import { namespaces } from "./namespace.ts";
 import { podDisruptionBudgets } from "./poddisruptionbudget.ts";
@@ -34,4 +35,5 @@ export const KINDS: readonly KindStrategy[] = [
   clusterRoleBindings,
   leases,
   podDisruptionBudgets,
+  horizontalPodAutoscalers,
 ];
