@@ -3,7 +3,14 @@
 import { clone, create, equals, fromJson, toJson, type DescMessage, type JsonObject, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { formatDuration, millisecondsIn } from "@flotilla/runtime";
-import { DeploymentSchema, NetworkPolicySchema, ResourceType, SentinelSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import {
+  DeploymentSchema,
+  NetworkPolicySchema,
+  ResourceType,
+  SecretEnvVarSchema,
+  SentinelSchema,
+  type SecretEnvVar,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Clients } from "./client.ts";
 
 export const API_VERSION = "flotilla.dev/v1";
@@ -185,16 +192,33 @@ export function readableJson(schema: DescMessage, message: MessageShape<DescMess
   return convert(schema, toJson(schema, message) as JsonObject, true, "");
 }
 
-/** The spec of a resource as a manifest writes it (readableJson), without output fields. */
+/**
+ * The spec of a resource as a manifest writes it (readableJson), without output fields. Secret
+ * env by names only: a manifest never holds a value, and set and fingerprint are output.
+ */
 export function specOf(schema: DescMessage, resource: MessageShape<DescMessage>): JsonObject {
   const json = readableJson(schema, resource) as Record<string, JsonValue>;
   for (const field of OUTPUT_FIELDS) delete json[field];
+  if (Array.isArray(json.secretEnv)) json.secretEnv = json.secretEnv.map((s) => ({ name: (s as JsonObject).name ?? "" }));
   return json;
 }
 
-/** The resource a manifest's name and spec describe; throws with the field at fault. */
+/** The resource a manifest's name and spec describe; throws with the field at fault (a secret value among them). */
 export function resourceFromSpec(schema: DescMessage, name: string, spec: JsonObject): MessageShape<DescMessage> {
+  const secretEnv = spec.secretEnv ?? spec.secret_env;
+  if (Array.isArray(secretEnv)) {
+    secretEnv.forEach((s, i) => {
+      if (s !== null && typeof s === "object" && "value" in s)
+        throw new SpecFieldError(`secretEnv[${i}].value`, "a manifest never holds a secret value: list the name; set the value with `flotilla secret set`");
+    });
+  }
   return fromJson(schema, { ...convert(schema, spec, false, ""), id: name }, { ignoreUnknownFields: false });
+}
+
+/** A resource's secret env by names only: what apply sends to keep every stored value. */
+export function secretNames(resource: MessageShape<DescMessage>): SecretEnvVar[] {
+  const secretEnv = (resource as { secretEnv?: SecretEnvVar[] }).secretEnv ?? [];
+  return secretEnv.map((s) => create(SecretEnvVarSchema, { name: s.name }));
 }
 
 /** Whether two resources have the same spec (output fields aside). */
@@ -203,6 +227,7 @@ export function sameSpec(schema: DescMessage, a: MessageShape<DescMessage>, b: M
     const copy = clone(schema, m) as Record<string, unknown>;
     const blank = create(schema) as Record<string, unknown>;
     for (const field of OUTPUT_FIELDS) if (field in copy) copy[field] = blank[field];
+    if ("secretEnv" in copy) copy.secretEnv = secretNames(m);
     return copy as MessageShape<DescMessage>;
   };
   return equals(schema, strip(a), strip(b));

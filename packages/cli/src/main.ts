@@ -14,6 +14,7 @@ import { completionScript } from "./commands/completion.ts";
 import { CONTROLS, controlDescription, controlRollout, rolloutStatus } from "./commands/rollout.ts";
 import { describe, get, GET_KINDS } from "./commands/get.ts";
 import { audit, history, rollback } from "./commands/history.ts";
+import { readSecretValue, setSecret, unsetSecret } from "./commands/secret.ts";
 import { resourceKindNamed } from "./kinds.ts";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
@@ -102,7 +103,7 @@ export function program(): Command {
       const resourceKind = resourceKindNamed(kind);
       const source = { source: "command line", name };
       const manifest = resourceKind
-        ? { ...source, kind: resourceKind, resource: undefined as never }
+        ? { ...source, kind: resourceKind, resource: undefined as never, listsSecretEnv: false }
         : kind === "region"
           ? { ...source, kind: "Region" as const, labels: {} }
           : undefined;
@@ -127,6 +128,7 @@ export function program(): Command {
         "flotilla get regions",
         "flotilla get regions -l 'geo in (eu,us)'",
         "flotilla get rollouts",
+        "flotilla get secrets deployment/api",
       ),
     )
     .action(async (kind: string, name: string | undefined, opts, command: Command) =>
@@ -182,6 +184,29 @@ export function program(): Command {
       .addHelpText("after", examples(`flotilla rollout ${control} shop -m "…"`))
       .action(async (name: string, opts, command: Command) => controlRollout(clients(command), control, name, opts.message, out));
   }
+
+  const secret = root.command("secret").description("a deployment's secret env: values are written, never read back (get secrets shows fingerprints)");
+  secret
+    .command("set")
+    .description("set or replace one value, read from stdin or --from-file (never a flag); the other secrets are kept")
+    .argument("<deployment>", "deployment/NAME")
+    .argument("<key>", "the env variable")
+    .option("--from-file <path>", "the value: the file's content as it is")
+    .option("-m, --message <text>", "why: recorded with the revision", "")
+    .addHelpText(
+      "after",
+      examples('echo -n "$VALUE" | flotilla secret set deployment/api DB_PASSWORD', "flotilla secret set deployment/api TLS_KEY --from-file key.pem"),
+    )
+    .action(async (target: string, key: string, opts, command: Command) =>
+      setSecret(clients(command), target, key, readSecretValue(opts.fromFile), opts.message, out),
+    );
+  secret
+    .command("unset")
+    .description("delete one value")
+    .argument("<deployment>", "deployment/NAME")
+    .argument("<key>")
+    .option("-m, --message <text>", "why: recorded with the revision", "")
+    .action(async (target: string, key: string, opts, command: Command) => unsetSecret(clients(command), target, key, opts.message, out));
 
   root
     .command("history")

@@ -29,6 +29,8 @@ export interface ResourceManifest {
   kind: ResourceKindOps<AnyResource>;
   name: string;
   resource: AnyResource;
+  /** The spec lists secretEnv (by names): without, apply keeps the secrets the object has (`flotilla secret set`). */
+  listsSecretEnv: boolean;
 }
 
 export interface RegionManifest {
@@ -139,7 +141,8 @@ function parseDocument(source: string, value: unknown): Manifest {
   if (typeof spec !== "object" || spec === null || Array.isArray(spec)) throw new Error("spec: is required (a mapping of the resource's fields)");
   if ("id" in spec) throw new Error("spec.id: the name is metadata.name");
   try {
-    return { source, kind, name, resource: resourceFromSpec(kind.schema, name, spec as JsonObject) as AnyResource };
+    const resource = resourceFromSpec(kind.schema, name, spec as JsonObject) as AnyResource;
+    return { source, kind, name, resource, listsSecretEnv: "secretEnv" in spec || "secret_env" in spec };
   } catch (error) {
     if (error instanceof SpecFieldError) throw new Error(`spec.${error.field}: ${error.message}`);
     // protobuf-es: `cannot decode message ctrl.v1.Deployment from JSON: key "imag" is unknown`

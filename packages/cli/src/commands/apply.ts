@@ -5,7 +5,7 @@ import type { Clients } from "../client.ts";
 import { ExitError, EXIT, codeName } from "../errors.ts";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import type { Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { all, specOf, sameSpec, type AnyResource } from "../kinds.ts";
+import { all, secretNames, specOf, sameSpec, type AnyResource } from "../kinds.ts";
 import { roleName } from "../output.ts";
 import type { Manifest, ResourceManifest } from "../manifests.ts";
 import { followRollouts, FailedRollout } from "../status.ts";
@@ -64,6 +64,8 @@ async function plan(clients: Clients, manifests: Manifest[]): Promise<{ plans: P
     }
     const current = await manifest.kind.get(clients, manifest.name);
     if (!current) return { manifest, action: "created" };
+    // A manifest without secretEnv keeps the secrets set with `flotilla secret set`.
+    if (!manifest.listsSecretEnv && "secretEnv" in current) (manifest.resource as { secretEnv: unknown }).secretEnv = secretNames(current);
     return { manifest, action: sameSpec(manifest.kind.schema, current, manifest.resource) ? "unchanged" : "configured", current };
   });
   return { plans, regions: new Set(existing.keys()) };

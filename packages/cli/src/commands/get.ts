@@ -5,10 +5,11 @@ import type { Clients } from "../client.ts";
 import { UsageError } from "../errors.ts";
 import { all, API_VERSION, resourceKindNamed, specOf, type AnyResource, type ResourceKindOps } from "../kinds.ts";
 import { age, isoTime, roleName, structured, table, type OutputFormat } from "../output.ts";
+import { getSecrets } from "./secret.ts";
 import { phaseName } from "../status.ts";
 import { getRollouts, rolloutLines, strategyLines } from "./rollout.ts";
 
-export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "rollouts", "tokens", "operators"];
+export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "rollouts", "tokens", "operators", "secrets"];
 
 type Out = (text: string) => void;
 
@@ -124,6 +125,9 @@ export async function get(clients: Clients, kindName: string, name: string | und
     case "rollouts":
       if (region !== undefined) throw new UsageError("--region: rollouts span regions; see flotilla rollout status NAME");
       return getRollouts(clients, name, format, out);
+    case "secret":
+    case "secrets":
+      return getSecrets(clients, name, format, out);
   }
   throw new UsageError(`unknown kind ${JSON.stringify(kindName)}: one of ${GET_KINDS.join(", ")}`);
 }
