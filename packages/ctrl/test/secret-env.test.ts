@@ -14,8 +14,9 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { DesiredResourceSchema, ResourceType, SecretEnvVarSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ChangeEventSchema, DesiredResourceSchema, ResourceType, SecretEnvVarSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
+import { createLogger } from "@flotilla/runtime";
 import { generateKeyFile, secretContext, SecretKeyRing, Store } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { rowCounts, startTestCtrl, type Protocol, type TestCtrl } from "@flotilla/testkit/ctrl";
@@ -48,8 +49,9 @@ for (const { db, skip } of await testDatabases()) {
   describe(`secret env (${db.name})`, { skip }, () => {
     const keyFile = generateKeyFile("k1");
     let t: TestCtrl;
+    const logLines: string[] = [];
     before(async () => {
-      t = await startTestCtrl(db, {}, { secrets: ringOf(keyFile) });
+      t = await startTestCtrl(db, { log: createLogger({ level: "debug", write: (line) => logLines.push(line) }) }, { secrets: ringOf(keyFile) });
       await t.store.regions.create("local");
     });
     after(() => t?.close());
@@ -198,6 +200,11 @@ for (const { db, skip } of await testDatabases()) {
       assert.ok(secrets.length > 0);
     });
 
+    test("ctrl's debug log holds no value", () => {
+      assert.ok(logLines.length > 0, "ctrl logged");
+      for (const secret of written.values()) assert.ok(!logLines.join("\n").includes(secret), "a value in ctrl's log");
+    });
+
     test("the database holds no value in plain text", async () => {
       const text = databaseText(t.databaseUrl);
       for (const secret of written.values()) assert.ok(!text.includes(secret), `the ${db.name} database holds a secret in plain text`);
@@ -210,6 +217,15 @@ for (const { db, skip } of await testDatabases()) {
       assert.ok((await rotating.rotateSecrets()) >= written.size);
       assert.equal(await rotating.rotateSecrets(), 0, "a second rotation has nothing to move");
       for (const [id, secret] of written) assert.equal((await desiredSecrets(t.store, id, ringOf(newest))).get("DB_PASSWORD"), secret);
+      const outbox = await t.store.database.db.selectFrom("deployment_changes").select("body").execute();
+      let opened = 0;
+      for (const row of outbox) {
+        const event = fromBinary(ChangeEventSchema, row.body);
+        const resource = event.change.case === "upsert" ? event.change.value : undefined;
+        const secretEnv = resource?.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
+        for (const s of secretEnv) opened += ringOf(newest).open(secretContext(resource!.id, s.name), s.sealed).length > 0 ? 1 : 0;
+      }
+      assert.ok(opened > written.size, "every outbox row's value opens under the newest key alone");
       await assert.doesNotReject(Store.open(t.databaseUrl, { secrets: ringOf(newest) }).then((s) => s.close()));
       await assert.rejects(Store.open(t.databaseUrl), /sealed under keys "k2": start with --secrets-key-file holding them/);
       await assert.rejects(Store.open(t.databaseUrl, { secrets: ringOf(keyFile) }), /sealed under key "k2", which the secrets key file does not hold/);
