@@ -111,6 +111,12 @@ export class ObservationRepository {
       } catch (error) {
         // Two first reports of a region inserting its rows at once: the loser's rows exist now.
         if (attempt === 0 && isDuplicateKey(error)) continue;
+        // InnoDB chose this report as a deadlock's victim (reports of one region racing a
+        // rollout's transition or each other over status rows): it rolled back whole, so again.
+        if (attempt < 3 && (error as { code?: string })?.code === "ER_LOCK_DEADLOCK") {
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * (attempt + 1)));
+          continue;
+        }
         throw error;
       }
     }
