@@ -31,7 +31,7 @@ const KEPT_CONDITIONS = new Set(["Progressing", "Available"]);
 // A record is its kind's index (one character, see ObjectCache), then its fields: name,
 // namespace, resourceVersion, generation, the desired-version annotation, the labels
 // managed-by, region, resource type and resource id, the held digest (see ObjectCache.set());
-// for a Deployment also spec.replicas, the
+// for a HorizontalPodAutoscaler also status.currentReplicas and desiredReplicas; for a Deployment also spec.replicas, the
 // first container's image, KEPT_STATUS and four fields (type, status, reason, message) per kept
 // condition. A field is the value itself (a string, or a number's decimal form) or one of
 // these marks (a value holding a mark character is stored as JSON, see holdsMarker()):
@@ -151,7 +151,7 @@ function readFromKey(field: string, part: string | undefined): string | undefine
 }
 
 /** The reduced `object` as a record of the kind `tag` (see the field list above). */
-function pack(object: KubeObject, tag: string, deployment: boolean, key: string | undefined, held: string | undefined): string {
+function pack(object: KubeObject, tag: string, kind: string, key: string | undefined, held: string | undefined): string {
   const { metadata } = object;
   const [type, id] = keyParts(key);
   const labels = metadata.labels;
@@ -168,7 +168,11 @@ function pack(object: KubeObject, tag: string, deployment: boolean, key: string 
     putFromKey(labels?.[ID_LABEL], id),
     putString(held),
   ];
-  if (deployment) {
+  if (kind === "HorizontalPodAutoscaler") {
+    const status = object.status as AutoscalerStatus | undefined;
+    fields.push(putNumber(status?.currentReplicas), putNumber(status?.desiredReplicas));
+  }
+  if (kind === "Deployment") {
     const spec = object.spec as DeploymentSpec | undefined;
     const status = object.status as DeploymentStatus | undefined;
     fields.push(putNumber(spec?.replicas), putString(spec?.template?.spec?.containers?.[0]?.image));
@@ -183,7 +187,7 @@ function pack(object: KubeObject, tag: string, deployment: boolean, key: string 
 /**
  * The reduced object of a record's fields, those after its kind (a new one on every call): apiVersion, kind, name, namespace,
  * resourceVersion, generation, the agent's labels and desired-version annotation; for a
- * Deployment also spec.replicas, the first container's image and the status counters and
+ * HorizontalPodAutoscaler also its current and desired replicas; for a Deployment also spec.replicas, the first container's image and the status counters and
  * Progressing/Available conditions.
  */
 function unpack(fields: readonly string[], kind: ObjectKind, key: string | undefined): KubeObject {
@@ -203,6 +207,14 @@ function unpack(fields: readonly string[], kind: ObjectKind, key: string | undef
   if (generation !== undefined) metadata.generation = generation;
   if (desiredVersion !== undefined) metadata.annotations = { [DESIRED_VERSION_ANNOTATION]: desiredVersion };
   const object: KubeObject = { apiVersion: kind.apiVersion, kind: kind.kind, metadata };
+  if (kind.kind === "HorizontalPodAutoscaler") {
+    const status: AutoscalerStatus = {};
+    const [currentReplicas, desiredReplicas] = [readNumber(fields[COMMON_FIELDS]!), readNumber(fields[COMMON_FIELDS + 1]!)];
+    if (currentReplicas !== undefined) status.currentReplicas = currentReplicas;
+    if (desiredReplicas !== undefined) status.desiredReplicas = desiredReplicas;
+    object.status = status;
+    return object;
+  }
   if (kind.kind !== "Deployment") return object;
   const spec: DeploymentSpec = {};
   const replicas = readNumber(fields[COMMON_FIELDS]!);
@@ -340,7 +352,7 @@ export class ObjectCache {
     const tag = this.#tag(kind);
     const removed = this.#remove(tag, namespace, name);
     const key = resourceKeyOf(object);
-    const record = pack(object, tag, kind.kind === "Deployment", key, held);
+    const record = pack(object, tag, kind.kind, key, held);
     // The key's records are written once (each write packs them): the old key's only if the object moved.
     if (removed?.key !== undefined && removed.key !== key) this.#setRecords(removed.key, removed.others);
     if (key === undefined) {
@@ -417,6 +429,12 @@ function splitLocation(at: string): [string, string] {
 interface DeploymentSpec {
   replicas?: number;
   template?: { spec?: { containers?: { image?: string }[] } };
+}
+
+/** The status fields of a HorizontalPodAutoscaler the agent reports, and all the cache keeps of it. */
+export interface AutoscalerStatus {
+  currentReplicas?: number;
+  desiredReplicas?: number;
 }
 
 /** The status fields of a Deployment the agent reads (observation.ts), and all the cache keeps of its status. */

@@ -115,6 +115,7 @@ const RESOURCES: Record<string, { plural: string; namespaced: boolean }> = {
   "apps/v1/Deployment": { plural: "deployments", namespaced: true },
   "cilium.io/v2/CiliumNetworkPolicy": { plural: "ciliumnetworkpolicies", namespaced: true },
   "policy/v1/PodDisruptionBudget": { plural: "poddisruptionbudgets", namespaced: true },
+  "autoscaling/v2/HorizontalPodAutoscaler": { plural: "horizontalpodautoscalers", namespaced: true },
   "v1/Secret": { plural: "secrets", namespaced: true },
   "coordination.k8s.io/v1/Lease": { plural: "leases", namespaced: true },
 };

@@ -1,7 +1,7 @@
 // The one place that decides which Kubernetes objects a desired resource becomes. Both targets
 // use it: the kubernetes target applies these objects, the render target writes them.
 import { createHash } from "node:crypto";
-import { ResourceType, type DesiredResource, type EnvVar, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, type Autoscaling, type DesiredResource, type EnvVar, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { typeFromName, typeName, resourceKey } from "./keys.ts";
 
 export const FIELD_MANAGER = "flotilla-agent";
@@ -74,7 +74,7 @@ export function describeObject(object: { kind: string; metadata: { name: string;
 /**
  * Whether the object's desired-version annotation must follow every new desired version: the
  * Deployment's and the policy's do (status reports read the applied version from them). Other
- * objects (a Service, a PodDisruptionBudget) keep the version they were last applied from while
+ * objects (a Service, a PodDisruptionBudget, a HorizontalPodAutoscaler) keep the version they were last applied from while
  * nothing else about them changes, so a new desired version that changes only the Deployment is
  * not applied to them.
  */
@@ -97,6 +97,7 @@ const deploymentRef = (namespace: string, name: string): ObjectRef => ({ apiVers
 const serviceRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "v1", kind: "Service", namespace, name });
 const policyRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy", namespace, name });
 const budgetRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "policy/v1", kind: "PodDisruptionBudget", namespace, name });
+const autoscalerRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler", namespace, name });
 const secretRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: "v1", kind: "Secret", namespace, name: secretEnvName(name) });
 
 /** The Secret holding a workload's secret env values: "<resource id>-env". */
@@ -108,7 +109,7 @@ export function secretEnvName(id: string): string {
 export function ownedRefs(type: ResourceType, namespace: string, name: string): ObjectRef[] {
   if (type === ResourceType.CILIUM_NETWORK_POLICY) return [policyRef(namespace, name)];
   const workloadRefs = [deploymentRef(namespace, name), serviceRef(namespace, name), budgetRef(namespace, name)];
-  return type === ResourceType.DEPLOYMENT ? [...workloadRefs, secretRef(namespace, name)] : workloadRefs;
+  return type === ResourceType.DEPLOYMENT ? [...workloadRefs, secretRef(namespace, name), autoscalerRef(namespace, name)] : workloadRefs;
 }
 
 export function buildManifests(resource: DesiredResource, region: string): Manifests {
@@ -138,7 +139,10 @@ export function buildManifests(resource: DesiredResource, region: string): Manif
     case "sentinel": {
       const workload = spec.value.workload;
       if (!workload) throw new Error(`${resourceKey(resource.type, id)}: no workload`);
-      const apply = [namespaceObject, deploymentObject(metadata(), workload, spec.value.replicas)];
+      // With an autoscaler the applied Deployment leaves spec.replicas out: the HPA owns that field
+      // (a first create defaults it to 1, then the HPA scales into its bounds); without one it is ours again.
+      const autoscaling = spec.case === "deployment" ? spec.value.autoscaling : undefined;
+      const apply = [namespaceObject, deploymentObject(metadata(), workload, autoscaling ? undefined : spec.value.replicas)];
       const absent: ObjectRef[] = [];
       if (workload.port > 0) apply.push(serviceObject(metadata(), workload.port));
       else absent.push(serviceRef(namespace, id));
@@ -146,6 +150,8 @@ export function buildManifests(resource: DesiredResource, region: string): Manif
       else absent.push(budgetRef(namespace, id));
       if (workload.secretEnv.length > 0) apply.push(secretEnvObject({ ...metadata(), name: secretEnvName(id) }, workload));
       else if (spec.case === "deployment") absent.push(secretRef(namespace, id));
+      if (autoscaling) apply.push(autoscalerObject(metadata(), autoscaling));
+      else if (spec.case === "deployment") absent.push(autoscalerRef(namespace, id));
       return { apply, absent };
     }
     case "ciliumNetworkPolicy":
@@ -165,7 +171,8 @@ function selectorLabels(labels: Record<string, string>): Record<string, string> 
   return { [TYPE_LABEL]: labels[TYPE_LABEL]!, [ID_LABEL]: labels[ID_LABEL]! };
 }
 
-function deploymentObject(metadata: Metadata, workload: Workload, replicas: number): KubeObject {
+/** `replicas` undefined: left to an autoscaler. */
+function deploymentObject(metadata: Metadata, workload: Workload, replicas: number | undefined): KubeObject {
   const requests: Record<string, string> = {};
   if (workload.cpuMillicores > 0) requests.cpu = `${workload.cpuMillicores}m`;
   if (workload.memoryMib > 0) requests.memory = `${workload.memoryMib}Mi`;
@@ -202,7 +209,7 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
     kind: "Deployment",
     metadata,
     spec: {
-      replicas,
+      ...(replicas === undefined ? {} : { replicas }),
       selector: { matchLabels: selectorLabels(metadata.labels) },
       ...(workload.maxSurge || workload.maxUnavailable
         ? {
@@ -245,6 +252,30 @@ function envVarObject({ name, value, valueFrom }: EnvVar): Record<string, unknow
 /** "3" → 3, "25%" → "25%": an IntOrString as the API server keeps it (its type as written). */
 function intOrString(value: string): number | string {
   return value.endsWith("%") ? value : Number(value);
+}
+
+/**
+ * An autoscaling/v2 HorizontalPodAutoscaler of the Deployment, a Resource Utilization metric per
+ * target, with minReplicas written out (the API server's default would be 1).
+ */
+function autoscalerObject(metadata: Metadata, autoscaling: Autoscaling): KubeObject {
+  const targets: [string, number][] = [
+    ["cpu", autoscaling.targetCpuUtilizationPercent],
+    ["memory", autoscaling.targetMemoryUtilizationPercent],
+  ];
+  return {
+    apiVersion: "autoscaling/v2",
+    kind: "HorizontalPodAutoscaler",
+    metadata,
+    spec: {
+      scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: metadata.name },
+      minReplicas: autoscaling.minReplicas,
+      maxReplicas: autoscaling.maxReplicas,
+      metrics: targets
+        .filter(([, percent]) => percent > 0)
+        .map(([name, averageUtilization]) => ({ type: "Resource", resource: { name, target: { type: "Utilization", averageUtilization } } })),
+    },
+  };
 }
 
 /** A policy/v1 PodDisruptionBudget over the Deployment's pods (its selector). */

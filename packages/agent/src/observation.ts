@@ -1,15 +1,16 @@
 // What the agent reports to ctrl about one resource (a ResourceObservation), derived from the
-// desired table (apply outcome) and, with the kubernetes target, the observer's live Deployment.
+// desired table (apply outcome) and, with the kubernetes target, the observer's live Deployment
+// and its HorizontalPodAutoscaler.
 import { create } from "@bufbuild/protobuf";
 import { ResourceObservationSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { RolloutConditionSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { DeploymentStatus } from "./cached-object.ts";
+import type { AutoscalerStatus, DeploymentStatus } from "./cached-object.ts";
 import { desiredResource, type DesiredEntry, type DesiredTable } from "./desired-table.ts";
 import { parseResourceKey } from "./keys.ts";
 import { DESIRED_VERSION_ANNOTATION, type KubeObject } from "./manifests.ts";
 import type { Observer } from "./observer.ts";
-import { DEPLOYMENTS } from "./watched-kinds.ts";
+import { DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS } from "./watched-kinds.ts";
 
 /** Rollout conditions reported to ctrl (its projection reads Progressing). */
 const REPORTED_CONDITIONS = new Set(["Progressing", "Available"]);
@@ -45,7 +46,13 @@ export function clusterObservations(table: DesiredTable, observer: Observer): Ob
       const entry = table.get(key);
       if (parseResourceKey(key).type === ResourceType.CILIUM_NETWORK_POLICY) return fromTable(key, entry);
       if (!observer.isSynced(DEPLOYMENTS)) return undefined;
-      return fromDeployment(key, entry, liveDeployment(observer, key, entry));
+      const live = liveDeployment(observer, key, entry);
+      // A deployment's autoscaler (a sentinel has none), named as its Deployment.
+      const autoscaler =
+        live && parseResourceKey(key).type === ResourceType.DEPLOYMENT
+          ? observer.get(HORIZONTAL_POD_AUTOSCALERS, live.metadata.namespace ?? "", live.metadata.name)
+          : undefined;
+      return fromDeployment(key, entry, live, autoscaler);
     },
     keys: () => new Set([...[...table.entries()].map((entry) => entry.key), ...observer.keys(DEPLOYMENTS)]),
     isKnown: (key) => table.get(key) !== undefined || observer.objectsOf(DEPLOYMENTS, key).length > 0,
@@ -75,7 +82,7 @@ function fromTable(key: string, entry: DesiredEntry | undefined): ResourceObserv
  * The Deployment's status as the controller wrote it, with the generation it describes (ctrl
  * judges the rollout as kstatus does).
  */
-function fromDeployment(key: string, entry: DesiredEntry | undefined, live: KubeObject | undefined): ResourceObservation {
+function fromDeployment(key: string, entry: DesiredEntry | undefined, live: KubeObject | undefined, autoscaler: KubeObject | undefined): ResourceObservation {
   const lastApplyError = entry?.error ?? "";
   if (!live) return create(ResourceObservationSchema, { ...identity(key), missing: true, lastApplyError });
   const spec = (live.spec ?? {}) as { replicas?: number; template?: { spec?: { containers?: { image?: string }[] } } };
@@ -83,6 +90,7 @@ function fromDeployment(key: string, entry: DesiredEntry | undefined, live: Kube
   // A status written for an older generation describes the previous spec: nothing of the current
   // spec is updated yet, and the old rollout's conditions no longer apply. (ctrl also compares the
   // generations; this keeps the counts right for a ctrl that predates them.)
+  const scaled = (autoscaler?.status ?? {}) as AutoscalerStatus;
   const current = status.observedGeneration !== undefined && status.observedGeneration >= Number(live.metadata.generation ?? 1);
   return create(ResourceObservationSchema, {
     ...identity(key),
@@ -101,6 +109,8 @@ function fromDeployment(key: string, entry: DesiredEntry | undefined, live: Kube
           .map((c) => create(RolloutConditionSchema, { type: c.type, status: c.status ?? "", reason: c.reason ?? "", message: c.message ?? "" }))
       : [],
     lastApplyError,
+    autoscalerCurrentReplicas: scaled.currentReplicas ?? 0,
+    autoscalerDesiredReplicas: scaled.desiredReplicas ?? 0,
   });
 }
 

@@ -24,5 +24,11 @@ export const POD_DISRUPTION_BUDGETS: WatchedKind = {
   path: "/apis/policy/v1/poddisruptionbudgets",
 };
 
+export const HORIZONTAL_POD_AUTOSCALERS: WatchedKind = {
+  apiVersion: "autoscaling/v2",
+  kind: "HorizontalPodAutoscaler",
+  path: "/apis/autoscaling/v2/horizontalpodautoscalers",
+};
+
 /** Kinds of the objects the agent applies (Namespaces are shared and not watched). */
-export const APPLIED_KINDS: readonly WatchedKind[] = [DEPLOYMENTS, SERVICES, CILIUM_NETWORK_POLICIES, POD_DISRUPTION_BUDGETS];
+export const APPLIED_KINDS: readonly WatchedKind[] = [DEPLOYMENTS, SERVICES, CILIUM_NETWORK_POLICIES, POD_DISRUPTION_BUDGETS, HORIZONTAL_POD_AUTOSCALERS];

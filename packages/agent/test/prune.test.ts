@@ -64,7 +64,7 @@ for (const { db, skip } of await testDatabases()) {
       assert.equal((await agent.metrics.pruned.get()).values[0]?.value, 1);
       // The prune read the observer's cache: each kind was listed once, by the observer.
       const lists = stack.emulator.requestLog.filter((e) => e.verb === "list").map((e) => e.resource);
-      assert.deepEqual(lists.sort(), ["ciliumnetworkpolicies", "deployments", "poddisruptionbudgets", "services"]);
+      assert.deepEqual(lists.sort(), ["ciliumnetworkpolicies", "deployments", "horizontalpodautoscalers", "poddisruptionbudgets", "services"]);
       await waitConverged(stack);
       await agent.stop();
     });

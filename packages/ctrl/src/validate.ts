@@ -7,6 +7,7 @@ import {
   RolloutFailurePolicy,
   SentinelDesiredState,
   type Deployment,
+  type Autoscaling,
   type RolloutStrategy,
   type EnvFromSource,
   type EnvVar,
@@ -16,6 +17,7 @@ import {
   type Sentinel,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { dns1123SubdomainProblem, labelKeyProblem, LabelSelectorError, labelValueProblem, parseLabelSelector, type LabelMatcher } from "@flotilla/labels";
+import { mergeEnv } from "@flotilla/store";
 import { invalidArgument } from "./errors.ts";
 
 export const LIMITS = {
@@ -42,6 +44,8 @@ export const LIMITS = {
   /** Pod annotations of one workload, keys and values together. */
   podAnnotationBytes: 64 * 1024,
   terminationGracePeriodSeconds: 86_400,
+  /** An autoscaler's utilization targets, in percent of the pods' requests. */
+  utilizationPercent: 1000,
   /** Secret env variables of one deployment (resources.proto says so). */
   secretEnvVars: 100,
 } as const;
@@ -250,11 +254,41 @@ export function deployment(value: Deployment | undefined, options = DEFAULT_VALI
     if (regions.has(p.region)) throw invalidArgument(`${field}.regions[${i}].region`, `${JSON.stringify(p.region)} is listed twice`);
     regions.add(p.region);
     bounded(`${field}.regions[${i}].replicas`, p.replicas, LIMITS.replicas);
+    if (p.autoscaling) autoscaling(`${field}.regions[${i}].autoscaling`, p.autoscaling);
+    regionEnv(`${field}.regions[${i}].env`, p.env, d);
   });
   probes(field, d);
   if (d.strategy) rolloutStrategy(`${field}.strategy`, d.strategy, regions);
   if (toBinary(DeploymentSchema, d).length > LIMITS.resourceBytes) throw invalidArgument(field, `larger than ${LIMITS.resourceBytes} bytes encoded`);
   return d;
+}
+
+/** An autoscaler's bounds (Kubernetes': min at least 1, max at least min) and targets, in percent of the requests. */
+function autoscaling(field: string, a: Autoscaling): void {
+  if (!Number.isInteger(a.minReplicas) || a.minReplicas < 1) throw invalidArgument(`${field}.min_replicas`, `must be at least 1, got ${a.minReplicas}`);
+  if (!Number.isInteger(a.maxReplicas) || a.maxReplicas > LIMITS.replicas) {
+    throw invalidArgument(`${field}.max_replicas`, `must be at most ${LIMITS.replicas}, got ${a.maxReplicas}`);
+  }
+  if (a.maxReplicas < a.minReplicas) throw invalidArgument(`${field}.max_replicas`, `must be at least min_replicas (${a.minReplicas}), got ${a.maxReplicas}`);
+  const targets = { target_cpu_utilization_percent: a.targetCpuUtilizationPercent, target_memory_utilization_percent: a.targetMemoryUtilizationPercent };
+  for (const [name, value] of Object.entries(targets)) {
+    if (!Number.isInteger(value) || value < 0 || value > LIMITS.utilizationPercent) {
+      throw invalidArgument(`${field}.${name}`, `must be from 1 to ${LIMITS.utilizationPercent} percent, got ${value}`);
+    }
+  }
+  if (a.targetCpuUtilizationPercent === 0 && a.targetMemoryUtilizationPercent === 0) {
+    throw invalidArgument(field, "needs target_cpu_utilization_percent or target_memory_utilization_percent");
+  }
+}
+
+/** A region's env values: valid variables, none of them a secret one, and with the deployment's at most LIMITS.envVars together. */
+function regionEnv(field: string, vars: EnvVar[], d: Deployment): void {
+  env(field, vars);
+  const secrets = new Set(d.secretEnv.map((s) => s.name));
+  vars.forEach((v, i) => {
+    if (secrets.has(v.name)) throw invalidArgument(`${field}[${i}].name`, `${JSON.stringify(v.name)} is a secret env variable`);
+  });
+  if (mergeEnv(d.env, vars).length > LIMITS.envVars) throw invalidArgument(field, `with the deployment's env, more than ${LIMITS.envVars} variables`);
 }
 
 /** A workload's probes: one handler each, ports and bounds as Kubernetes takes them. */

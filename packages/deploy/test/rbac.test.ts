@@ -176,8 +176,16 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
     secretEnv: [{ name: "TOKEN", value: "t" }],
   };
   await deployments.createDeployment({ deployment: web });
-  // api has a disruption budget: its PodDisruptionBudget is created, then deleted with it.
-  await deployments.createDeployment({ deployment: { ...web, id: "api", port: 8080, disruptionBudget: { budget: { case: "minAvailable", value: "1" } } } });
+  // api has a disruption budget and an autoscaler: its PodDisruptionBudget and HorizontalPodAutoscaler are created, then deleted with it.
+  await deployments.createDeployment({
+    deployment: {
+      ...web,
+      id: "api",
+      port: 8080,
+      disruptionBudget: { budget: { case: "minAvailable", value: "1" } },
+      regions: [{ region: REGION, replicas: 2, autoscaling: { minReplicas: 1, maxReplicas: 3, targetCpuUtilizationPercent: 70 } }],
+    },
+  });
   for (const id of ["allow-lb", "deny-all"]) {
     await networkPolicies.createNetworkPolicy({
       networkPolicy: { id, region: REGION, namespace: "rbac-demo", spec: { endpointSelector: { matchLabels: { app: "web" } } } },
@@ -233,6 +241,7 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
   assert.ok(get("ciliumnetworkpolicy", "allow-lb"), "network policy applied");
   assert.equal(get("poddisruptionbudget", "api")?.spec.minAvailable, 1, "disruption budget applied");
   assert.ok(get("secret", "web-env"), "secret env applied");
+  assert.equal(get("horizontalpodautoscaler", "api")?.spec.maxReplicas, 3, "autoscaler applied");
   await eventually(() => !get("deployment", "orphan", "default"), "the orphan pruned");
   await deployments.deleteDeployment({ id: "api" });
   await networkPolicies.deleteNetworkPolicy({ id: "deny-all" });
@@ -241,6 +250,7 @@ test("the agent works with exactly its ClusterRole, and reports a missing verb a
       !get("deployment", "api") &&
       !get("service", "api") &&
       !get("poddisruptionbudget", "api") &&
+      !get("horizontalpodautoscaler", "api") &&
       !get("secret", "api-env") &&
       !get("ciliumnetworkpolicy", "deny-all"),
     "deleted resources removed",

@@ -48,6 +48,7 @@ export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
 export type { AgentReport, ReportLeader, StatusInputs, StatusWrite, StoredStatus } from "./observations.ts";
 export { LAST_USE_RESOLUTION_MS, type TokenGrant, type TokenScreen } from "./agent-tokens.ts";
 export type { RegionRow } from "./regions.ts";
+export { mergeEnv } from "./kinds.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 export { generateKeyFile, SecretKeyRing } from "./secrets.ts";

@@ -11,6 +11,7 @@ import {
   SentinelSchema,
   WorkloadSchema,
   type DesiredResource,
+  type EnvVar,
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { ResourceTableName } from "./schema.ts";
@@ -45,6 +46,14 @@ export type DeploymentMessage = MessageShape<typeof DeploymentSchema>;
 export type SentinelMessage = MessageShape<typeof SentinelSchema>;
 export type NetworkPolicyMessage = MessageShape<typeof NetworkPolicySchema>;
 
+/** `base` with each of `overrides` in place of the variable of its name, or added after them. */
+export function mergeEnv(base: readonly EnvVar[], overrides: readonly EnvVar[]): EnvVar[] {
+  const byName = new Map(overrides.map((v) => [v.name, v]));
+  const merged = base.map((v) => byName.get(v.name) ?? v);
+  const present = new Set(base.map((v) => v.name));
+  return [...merged, ...overrides.filter((v) => !present.has(v.name))];
+}
+
 export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
   type: ResourceType.DEPLOYMENT,
   table: "deployments",
@@ -75,13 +84,16 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
       secretEnv: d.secretEnv,
     });
     for (const placement of d.regions) {
+      // A region's env values replace the deployment's of the same name or add to them; its
+      // autoscaler, when set, owns the replicas there.
+      const regionWorkload = placement.env.length > 0 ? create(WorkloadSchema, { ...workload, env: mergeEnv(d.env, placement.env) }) : workload;
       desired.set(
         regionIds.get(placement.region)!,
         create(DesiredResourceSchema, {
           type: ResourceType.DEPLOYMENT,
           id: d.id,
           namespace: d.namespace,
-          spec: { case: "deployment", value: { workload, replicas: placement.replicas } },
+          spec: { case: "deployment", value: { workload: regionWorkload, replicas: placement.replicas, autoscaling: placement.autoscaling } },
         }),
       );
     }

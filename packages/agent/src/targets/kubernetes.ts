@@ -19,6 +19,7 @@ const PRUNABLE_KINDS = [
   { apiVersion: "v1", kind: "Service" },
   { apiVersion: "cilium.io/v2", kind: "CiliumNetworkPolicy" },
   { apiVersion: "policy/v1", kind: "PodDisruptionBudget" },
+  { apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler" },
 ];
 
 const LIST_PAGE_SIZE = 500;
@@ -47,6 +48,10 @@ export class KubernetesTarget implements Target {
     const { apply, absent } = buildManifests(resource, this.#region);
     const owner: Owner = { region: this.#region, type: typeName(resource.type), id: resource.id };
     const applied: AppliedVersions = new Map();
+    // An autoscaler no longer wanted goes first: between the Deployment taking spec.replicas back
+    // and the delete, it would scale the Deployment again.
+    const [retired, unwanted] = [absent.filter(ownsReplicas), absent.filter((ref) => !ownsReplicas(ref))];
+    for (const ref of retired) await this.#deleteManaged(ref, owner);
     for (const object of apply) {
       if (object.kind === "Namespace") {
         await this.#ensureNamespace(object);
@@ -68,7 +73,7 @@ export class KubernetesTarget implements Target {
         throw error;
       }
     }
-    for (const ref of absent) await this.#deleteManaged(ref, owner);
+    for (const ref of unwanted) await this.#deleteManaged(ref, owner);
     return applied;
   }
 
@@ -197,6 +202,11 @@ export class KubernetesTarget implements Target {
       throw targetError(error, `delete ${describe(header)}`);
     }
   }
+}
+
+/** An object that, while it exists, sets its Deployment's replicas. */
+function ownsReplicas(ref: ObjectRef): boolean {
+  return ref.kind === "HorizontalPodAutoscaler";
 }
 
 function isConflict(error: unknown): boolean {

@@ -39,7 +39,7 @@ export function project({ desired, observation: obs, previous }: ProjectionInput
   const partial = obs.observedImage === "" && obs.conditions.length === 0;
   if (partial && previous?.phase === Phase.RUNNING) return previous;
 
-  const want = spec.value.replicas;
+  const want = wantedReplicas(desired, obs);
   const image = spec.value.workload?.image ?? "";
   const projection = rollout(obs, want, image);
   // New pods that never turned ready under a readiness probe: the probe is what to look at.
@@ -48,6 +48,18 @@ export function project({ desired, observation: obs, previous }: ProjectionInput
     return { phase: Phase.FAILED, reason: `${projection.reason} (new pods not ready under the ${describeProbe("readiness", readiness)})` };
   }
   return projection;
+}
+
+/**
+ * The replicas a workload should have: the placement's, or with an autoscaler (which owns the
+ * Deployment's spec.replicas) the replicas it set there as observed, at least its minReplicas.
+ */
+export function wantedReplicas(desired: DesiredResource, obs: ResourceObservation | undefined): number {
+  const spec = desired.spec;
+  if (spec.case !== "deployment" && spec.case !== "sentinel") return 0;
+  const autoscaling = spec.case === "deployment" ? spec.value.autoscaling : undefined;
+  if (!autoscaling) return spec.value.replicas;
+  return Math.max(obs?.desiredReplicas ?? 0, autoscaling.minReplicas);
 }
 
 /** How a reason names a probe, e.g. "readiness probe HTTP GET :80/healthz". */

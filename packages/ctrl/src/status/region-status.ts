@@ -4,7 +4,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { AgentStatusSchema, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { RegionStatusSchema, type Phase, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { StatusInputs, Store } from "@flotilla/store";
-import { project } from "./projection.ts";
+import { project, wantedReplicas } from "./projection.ts";
 
 export interface StatusOptions {
   /** An agent silent for longer than this makes its region's statuses stale. */
@@ -23,7 +23,6 @@ export function regionStatus(input: StatusInputs, now: number, options: StatusOp
   const previous = stored ? { phase: stored.phase as Phase, reason: stored.reason } : undefined;
   // Re-projected on read: the desired state may have moved since the last observation.
   const { phase, reason } = project({ desired: input.desired, observation: stored?.observation, previous });
-  const spec = input.desired?.spec;
   return create(RegionStatusSchema, {
     region: input.region,
     phase,
@@ -32,9 +31,11 @@ export function regionStatus(input: StatusInputs, now: number, options: StatusOp
     stale: !agentConnected(input.agentLastSeen, now, options),
     desiredVersion: input.desired?.version ?? 0n,
     appliedVersion: stored?.observation.appliedVersion ?? 0n,
-    desiredReplicas: spec?.case === "deployment" || spec?.case === "sentinel" ? spec.value.replicas : 0,
+    desiredReplicas: input.desired ? wantedReplicas(input.desired, stored?.observation) : 0,
     readyReplicas: stored?.observation.readyReplicas ?? 0,
     conditions: stored?.observation.conditions ?? [],
+    autoscalerCurrentReplicas: stored?.observation.autoscalerCurrentReplicas ?? 0,
+    autoscalerDesiredReplicas: stored?.observation.autoscalerDesiredReplicas ?? 0,
   });
 }
 
