@@ -54,3 +54,30 @@ test("the service fields read as the issue writes them and round-trip through ge
   const other = read(MANIFEST.replace("{minAvailable: 1}", '{maxUnavailable: "50%"}'));
   assert.deepEqual(other.disruptionBudget?.budget, { case: "maxUnavailable", value: "50%" }, "a percentage string");
 });
+
+test("a region's autoscaling and env values read as the issue writes them and round-trip", () => {
+  const d = read(`
+apiVersion: flotilla.dev/v1
+kind: Deployment
+metadata: {name: api}
+spec:
+  namespace: demo
+  image: nginx:1.27
+  port: 80
+  env: [{name: MODE, value: shared}]
+  regions:
+    - region: local
+      autoscaling: {minReplicas: 2, maxReplicas: 5, targetCpuUtilizationPercent: 70}
+      env: [{name: MODE, value: local}]
+    - {region: eu, replicas: 3}
+`);
+  const [local, eu] = d.regions;
+  assert.deepEqual(
+    { min: local?.autoscaling?.minReplicas, max: local?.autoscaling?.maxReplicas, cpu: local?.autoscaling?.targetCpuUtilizationPercent },
+    { min: 2, max: 5, cpu: 70 },
+  );
+  assert.equal(local?.env[0]?.value, "local");
+  assert.equal(eu?.autoscaling, undefined);
+  const written = stringify({ apiVersion: "flotilla.dev/v1", kind: "Deployment", metadata: { name: "api" }, spec: specOf(DeploymentSchema, d) });
+  assert.ok(equals(DeploymentSchema, read(written), d), written);
+});
