@@ -2,7 +2,8 @@
 // --from-file (a flag is no way to pass one), every output shows names and fingerprints only;
 // manifests list secretEnv by names (a value in a manifest is refused naming the field), a
 // manifest without secretEnv keeps the stored secrets; get -o yaml, describe and diff never
-// show a value; a viewer may not set one.
+// show a value (describe shows each secret's fingerprint, beside the other service fields in
+// words); a viewer may not set one.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -91,6 +92,47 @@ describe("flotilla secret", () => {
     await flotilla(["describe", "deployment", "api"]);
     await flotilla(["history", "deployment", "api", "-o", "yaml"]);
     await flotilla(["audit"]);
+  });
+
+  test("describe: the service fields in words, secret env by fingerprint", async () => {
+    writeFileSync(
+      join(dir, "service.yaml"),
+      `apiVersion: flotilla.dev/v1
+kind: Deployment
+metadata: {name: api}
+spec:
+  namespace: demo
+  image: 'api:1'
+  port: 8080
+  regions: [{region: local, replicas: 2}]
+  readinessProbe: {httpGet: {path: /healthz, port: 8080}, initialDelaySeconds: 5}
+  livenessProbe: {tcpSocket: {port: 8080}}
+  disruptionBudget: {maxUnavailable: 1}
+  maxSurge: 50%
+  terminationGracePeriodSeconds: 45
+  podLabels: {tier: api}
+  podAnnotations: {example.com/owner: shop}
+  envFrom: [{configMapName: api-config, prefix: CFG_}]
+  env:
+    - {name: DB_URL, valueFrom: {secretKeyRef: {name: db, key: url}}}
+`,
+    );
+    const applied = await flotilla(["apply", "-f", join(dir, "service.yaml")]);
+    assert.equal(applied.code, 0, applied.stderr);
+    const fingerprint = JSON.parse((await flotilla(["get", "secrets", "deployment/api", "-o", "json"])).stdout).secretEnv[0].fingerprint;
+    const described = await flotilla(["describe", "deployment", "api"]);
+    assert.equal(described.code, 0, described.stderr);
+    const text = described.stdout;
+    assert.match(text, /^Disruption budget: +max unavailable 1$/m);
+    assert.match(text, /^Rolling update: +max surge 50%, max unavailable 25%$/m);
+    assert.match(text, /^Termination grace: +45s$/m);
+    assert.match(text, /^ {2}readiness +http-get http:\/\/:8080\/healthz delay=5s timeout=1s period=10s #success=1 #failure=3$/m);
+    assert.match(text, /^ {2}liveness +tcp-socket :8080 delay=0s timeout=1s period=10s #success=1 #failure=3$/m);
+    assert.match(text, /^Pod labels:\n {2}tier=api\nPod annotations:\n {2}example\.com\/owner=shop\n/m);
+    assert.match(text, /^Env from:\n {2}every key of configmap api-config, prefixed CFG_\n/m);
+    assert.match(text, /^Env:\n {2}DB_URL from secret db key url\n/m);
+    assert.match(text, new RegExp(`^Secret env:\\n {2}DB_PASSWORD: set, fingerprint ${fingerprint}\\n`, "m"));
+    assert.ok(!text.includes(value), "no secret value");
   });
 
   test("no output of any command held a value", () => {

@@ -8,6 +8,7 @@ import { age, isoTime, roleName, structured, table, type OutputFormat } from "..
 import { getSecrets } from "./secret.ts";
 import { phaseName } from "../status.ts";
 import { getRollouts, rolloutLines, strategyLines } from "./rollout.ts";
+import { DESCRIBED_KEYS, workloadBlocks, workloadFields, type DescribedWorkload } from "../describe-workload.ts";
 
 export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "rollouts", "tokens", "operators", "secrets"];
 
@@ -267,8 +268,9 @@ export async function describe(clients: Clients, kindName: string, name: string,
     ["Name", name],
     ["Kind", kind.kind],
     ...Object.entries(spec)
-      .filter(([, value]) => typeof value !== "object" || value === null)
+      .filter(([key, value]) => (typeof value !== "object" || value === null) && !DESCRIBED_KEYS.has(key))
       .map(([key, value]): [string, string] => [label(key), String(value)]),
+    ...workloadFields(resource as DescribedWorkload),
     [
       "Revision",
       `${resource.revision}${latest && latest.revision === resource.revision ? ` by ${latest.actor}, ${age(latest.createTime)} ago${latest.message ? ` (${JSON.stringify(latest.message)})` : ""}` : ""}`,
@@ -280,11 +282,11 @@ export async function describe(clients: Clients, kindName: string, name: string,
   const width = Math.max(...fields.map(([l]) => l.length)) + 3;
   const lines = fields.map(([l, value]) => `${`${l}:`.padEnd(width)}${value}`);
   for (const [key, value] of Object.entries(spec)) {
-    if (typeof value !== "object" || value === null || key === "regions") continue;
-    const block =
-      key === "env" ? envLines(value as EnvJson[]) : key === "strategy" ? strategyLines(value as object).join("\n") : JSON.stringify(value, null, 2);
+    if (typeof value !== "object" || value === null || DESCRIBED_KEYS.has(key)) continue;
+    const block = key === "strategy" ? strategyLines(value as object).join("\n") : JSON.stringify(value, null, 2);
     lines.push(`${label(key)}:`, ...indented(block));
   }
+  for (const [heading, block] of workloadBlocks(resource as DescribedWorkload)) lines.push(`${heading}:`, ...block.map((l) => `  ${l}`));
   const statuses =
     kind.type === ResourceType.DEPLOYMENT
       ? (resource as Deployment).status
@@ -331,13 +333,6 @@ export async function describe(clients: Clients, kindName: string, name: string,
     ),
   );
   out(`${lines.join("\n")}\n`);
-}
-
-type EnvJson = { name: string; value?: string };
-
-/** NAME=value, as a shell or an env file has it; a value with a line break or another control character is quoted (JSON) to stay on its line. */
-function envLines(env: EnvJson[]): string {
-  return env.map(({ name, value = "" }) => `${name}=${/\p{Cc}/u.test(value) ? JSON.stringify(value) : value}`).join("\n");
 }
 
 /** A block's lines (a table, a list), indented under a heading. */
