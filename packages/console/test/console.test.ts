@@ -7,11 +7,14 @@
 // whole inside its frame, and the frame inside the window, at several window heights; a staged
 // rollout (scripted agents) live in the Rollouts view and on the deployment page, its waves left
 // to right, the bake counting down in the page, Pause refused with the reason, Resume, Approve
-// by a deployer, Abort, and no controls for a viewer.
+// by a deployer, Abort, and no controls for a viewer; a deployment's service fields read-only
+// (probes, budget, autoscaling, secret env by fingerprint: a value written through the API is
+// nowhere in the page).
 // axe-core on every view; the security headers; a screenshot of each view (test/screenshots/).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,7 +29,7 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { ADMIN_TOKEN, startTestCtrl } from "@flotilla/testkit/ctrl";
+import { ADMIN_TOKEN, startTestCtrl, testSecretKeyRing } from "@flotilla/testkit/ctrl";
 import { deploymentOf, imageOf, REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
 
 const CLI = fileURLToPath(import.meta.resolve("@flotilla/cli/main"));
@@ -86,7 +89,7 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
 
   before(async () => {
     // Rollouts slow enough to see PROGRESSING on the page.
-    stack = await startStack(db, { emulator: { rolloutDelayMs: 700 } });
+    stack = await startStack(db, { emulator: { rolloutDelayMs: 700 }, store: { secrets: testSecretKeyRing() } });
     await stack.agent();
     dir = mkdtempSync(join(tmpdir(), "flotilla-console-"));
     mkdirSync(SHOTS, { recursive: true });
@@ -218,6 +221,46 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     }
     await cli(["delete", "-f", "-"], names.map((n) => manifest(n, "shop:1")).join("---\n"));
     await page.close();
+  });
+
+  test("the deployment page shows the service fields read-only: probes, budget, autoscaling, secret env by fingerprint, never a value", async () => {
+    const value = `s3cret-${randomBytes(12).toString("hex")}`;
+    const deployments = stack.t.client(DeploymentService);
+    const { deployment } = await deployments.createDeployment({
+      deployment: {
+        id: "svc",
+        namespace: "shop",
+        image: "shop:1",
+        port: 8080,
+        regions: [{ region: REGION, autoscaling: { minReplicas: 2, maxReplicas: 6, targetCpuUtilizationPercent: 70 } }],
+        readinessProbe: { handler: { case: "httpGet", value: { path: "/healthz", port: 8080 } }, initialDelaySeconds: 1 },
+        disruptionBudget: { budget: { case: "minAvailable", value: "1" } },
+        env: [{ name: "DB_URL", valueFrom: { source: { case: "secretKeyRef", value: { name: "db", key: "url" } } } }],
+        secretEnv: [{ name: "API_TOKEN", value }],
+      },
+    });
+    const fingerprint = deployment!.secretEnv[0]!.fingerprint;
+    assert.match(fingerprint, /^[0-9a-f]{16}$/);
+    const page = await browser.newPage();
+    await signIn(page, viewerToken);
+    await page.goto(`${stack.t.url}/#/deployments/svc`);
+    const secret = page.locator('tr[data-secret="API_TOKEN"]');
+    await secret.waitFor();
+    assert.equal(await secret.innerText(), `API_TOKEN\tset, fingerprint ${fingerprint}`);
+    assert.match(
+      await page.locator('tr[data-probe="readiness"]').innerText(),
+      /http-get http:\/\/:8080\/healthz delay=1s timeout=1s period=10s #success=1 #failure=3/,
+    );
+    assert.match(await page.locator("tr[data-autoscaling]").innerText(), /2–6 replicas, cpu 70%/);
+    const facts = await page.locator("dl.facts").innerText();
+    assert.match(facts, /Disruption budget\s+min available 1/);
+    assert.match(facts, /DB_URL from secret db key url/);
+    assert.ok(!(await page.locator("body").innerText()).includes(value), "no secret value in the page's text");
+    assert.ok(!(await page.content()).includes(value), "no secret value in the page's HTML");
+    await axe(page, "deployment page with service fields");
+    await shot(page, "deployment-service");
+    await page.close();
+    await deployments.deleteDeployment({ id: "svc" });
   });
 
   test("a viewer sees no Rollback, and a write with its token is refused", async () => {

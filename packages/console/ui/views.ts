@@ -10,6 +10,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, canWrite, problem, type Fleet, type Session } from "./api.ts";
 import { flatten, msOf, phaseName, Time } from "./format.ts";
 import { RolloutCard } from "./rollouts.ts";
+import { ServiceFields } from "./service.ts";
 
 export function PhaseBadge({ status }: { status: RegionStatus }) {
   const name = phaseName(status.phase);
@@ -219,6 +220,7 @@ export function DeploymentDetail({ id, fleet, session }: { id: string; fleet: Fl
           html`<tr data-region=${s.region}><th scope="row">${s.region}</th><td><${PhaseBadge} status=${s} /></td><td class="reason">${s.reason}</td><td>${s.readyReplicas}/${s.desiredReplicas}</td><td>${String(s.appliedVersion)} / ${String(s.desiredVersion)}</td><td><${Time} ms=${msOf(s.lastObservedAt)} /></td><td class="reason">${s.conditions.map((c) => html`<div title=${c.message}>${c.type}=${c.status}${c.reason ? ` (${c.reason})` : ""}</div>`)}</td></tr>`,
       )}</tbody>
     </table>
+    <${ServiceFields} deployment=${deployment} statuses=${statuses} />
     <h3>Spec</h3>
     <pre class="spec">${JSON.stringify(spec, null, 2)}</pre>
     <h3>History</h3>
