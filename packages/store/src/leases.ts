@@ -26,7 +26,10 @@ export class Leases {
       .executeTakeFirst();
     if (Number(taken.numUpdatedRows) === 1) return true;
     try {
-      await this.#db.insertInto("leases").values({ name, holder, expires_at: now + durationMs }).execute();
+      await this.#db
+        .insertInto("leases")
+        .values({ name, holder, expires_at: now + durationMs })
+        .execute();
       return true;
     } catch (error) {
       if (isDuplicateKey(error)) return false;
