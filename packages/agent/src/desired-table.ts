@@ -309,7 +309,10 @@ export class DesiredTable {
     return true;
   }
 
-  /** An object of a resource that is not settled (a run due or in flight) was deleted: see DesiredEntry.deletedDuringRun. */
+  /**
+   * An object of a resource that is not settled (a run due or in flight) was deleted, or one it
+   * must not have appeared: see DesiredEntry.deletedDuringRun (the run applies once more).
+   */
   noteDeleted(key: string): void {
     const entry = this.#entries.get(key);
     if (entry?.desired.kind === "upsert" && entry.status !== "done") entry.deletedDuringRun = true;

@@ -68,7 +68,17 @@ export class DriftCorrector {
     // A run is due or in flight: it applies anyway, but one in flight may have written the object
     // before this delete, so a delete is noted for it (edits are caught by the run's own check).
     const unsettled = entry.status !== "done";
-    if (unsettled ? object !== undefined : entry.appliedVersion !== entry.version) return;
+    if (unsettled ? object !== undefined : entry.appliedVersion !== entry.version) {
+      // An object the resource must not have (a Service once port is 0, a budget removed…),
+      // appearing while a run is due or in flight: the run may be past its deletes of absent
+      // objects, so it runs once more, as after a delete during a run. Deployments are always
+      // wanted, so a burst's events build no manifests here.
+      if (unsettled && object && object.kind !== "Deployment" && !this.#wanted(entry, object)) {
+        table.noteDeleted(entry.key);
+        this.#options.metrics.driftCorrections.inc({ type: entry.key.slice(0, entry.key.indexOf("/")), reason: "orphan" });
+      }
+      return;
+    }
     // An object that holds what the agent applies (held() compared it) has not drifted.
     if (object && (held !== undefined || (previous && onlyStatusChanged(previous, object)))) return;
     if (!this.#wanted(entry, object ?? previous!)) {

@@ -96,7 +96,11 @@ test("the agent's ClusterRole grants exactly what the agent uses", { skip }, () 
   const granted = new Map<string, Set<string>>();
   for (const rule of role.rules)
     for (const group of rule.apiGroups) for (const resource of rule.resources) granted.set(`${group}/${resource}`, new Set(rule.verbs));
-  const expected = new Map<string, string[]>([["/namespaces", ["get", "create"]]]);
+  // Secrets are written and deleted by name, never listed or watched: the agent reads no Secret it did not write.
+  const expected = new Map<string, string[]>([
+    ["/namespaces", ["get", "create"]],
+    ["/secrets", ["get", "create", "patch", "delete"]],
+  ]);
   for (const kind of APPLIED_KINDS) {
     const group = kind.apiVersion.includes("/") ? kind.apiVersion.split("/")[0]! : "";
     expected.set(`${group}/${kind.path.split("/").at(-1)}`, ["get", "list", "watch", "create", "patch", "delete"]);
