@@ -101,6 +101,8 @@ describe("agent leader election (processes)", () => {
     const took = performance.now() - killedAt;
     assert.ok(took < (LEASE_SECONDS + 5) * 1000, `took ${Math.round(took)} ms`);
     const leader = await waitFor(() => soleLeader(), "one leader of the two left");
+    // Counted when its run ends, after the Deployment's write (the run then checks the absent objects).
+    await waitFor(async () => (await applies(leader)) >= 1, "the new leader's apply counted");
     assert.equal(await applies(leader), 1);
     await waitFor(async () => (await storedImage()) === "app:2", "app:2 reported");
     assert.deepEqual(await storedLeader(), { epoch: 1, holder: leader.identity() });
