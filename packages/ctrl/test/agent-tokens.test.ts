@@ -192,6 +192,8 @@ async function startCountingCtrl(store: Store, options: { tokenRecheckMs?: numbe
     port: 0,
     shutdownGraceMs: 500,
     pollIntervalMs: 3_600_000,
+    // Renewing the rollout driver's lease is a query of its own, every third of this.
+    rolloutLeaseMs: 3_600_000,
     log: testLogger(),
     ...options,
   });
