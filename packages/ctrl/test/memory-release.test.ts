@@ -75,8 +75,8 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
       const outcomes = await sendFuzz(ctrl.url, TOKEN, fuzzRequests(SERVICES, round), 16, ANSWER_WITHIN_MS);
       const peak = status(pid, "VmHWM") - rest;
       // Under the suite's load a few requests (2 to 4 of about 3,300, in later bursts only) end
-      // with no HTTP status: closed with the connection they shared, not left hanging (each one
-      // waits at most ANSWER_WITHIN_MS). More than 1% would be ctrl failing to answer.
+      // with no HTTP status: a reset or closed connection, or no answer within ANSWER_WITHIN_MS;
+      // which of these is not established. More than 1% would be ctrl failing to answer.
       const sent = [...outcomes.values()].reduce((a, b) => a + b, 0);
       const unanswered = outcomes.get(0) ?? 0;
       assert.ok(unanswered <= sent / 100, `${unanswered} of ${sent} requests got no answer`);
