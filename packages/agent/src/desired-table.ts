@@ -14,6 +14,7 @@ import { DesiredResourceSchema, ResourceTombstoneSchema, type DesiredResource, t
 import type { KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey } from "./keys.ts";
 import { packBytes, unpackBytes } from "./packed.ts";
+import { sealSecretValues } from "./sealed-secrets.ts";
 import { SharedDictionary } from "./shared-dictionary.ts";
 
 /** A desired resource's wire encoding, packed (see desiredResource()). */
@@ -32,7 +33,9 @@ export function desiredResource(desired: { encoded: EncodedResource }): DesiredR
   return fromBinary(DesiredResourceSchema, unpackBytes(DICTIONARY.unpack(desired.encoded)));
 }
 
+/** The table's form of `resource`: its secret values sealed (in place, see sealed-secrets.ts), then encoded. */
 function encode(resource: DesiredResource): EncodedResource {
+  sealSecretValues(resource);
   return DICTIONARY.pack(packBytes(toBinary(DesiredResourceSchema, resource)));
 }
 

@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import { ResourceType, type Autoscaling, type DesiredResource, type EnvVar, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { typeFromName, typeName, resourceKey } from "./keys.ts";
+import { openSecretValue } from "./sealed-secrets.ts";
 
 export const FIELD_MANAGER = "flotilla-agent";
 
@@ -227,11 +228,11 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
 
 /**
  * The v1 Secret of the workload's secret env values (data, base64, as the API server keeps it).
- * The values come from the region's own ctrl stream and live here only for the apply.
+ * The values, sealed in the agent's memory, are opened here for the apply and never become strings.
  */
 function secretEnvObject(metadata: Metadata, workload: Workload): KubeObject {
   const data: Record<string, string> = {};
-  for (const { name, value } of workload.secretEnv) data[name] = Buffer.from(value ?? "", "utf8").toString("base64");
+  for (const secret of workload.secretEnv) data[secret.name] = openSecretValue(secret).toString("base64");
   return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", data };
 }
 

@@ -12,9 +12,16 @@ export interface AgentProcess extends NodeProcess {
   signal(signal: NodeJS.Signals): void;
 }
 
-/** Starts `flotilla-agent` with `args`; the token goes in through the environment (never argv). */
-export async function spawnAgent(token: string, args: string[]): Promise<AgentProcess> {
-  const agent = await spawnNode("agent", MAIN, ["--listen", "127.0.0.1:0", ...args], { FLOTILLA_AGENT_TOKEN: token }, /health and metrics on (http:\/\/\S+),/);
+/** Starts `flotilla-agent` with `args` (and Node's `nodeFlags`); the token goes in through the environment (never argv). */
+export async function spawnAgent(token: string, args: string[], nodeFlags: readonly string[] = []): Promise<AgentProcess> {
+  const agent = await spawnNode(
+    "agent",
+    MAIN,
+    ["--listen", "127.0.0.1:0", ...args],
+    { FLOTILLA_AGENT_TOKEN: token },
+    /health and metrics on (http:\/\/\S+),/,
+    nodeFlags,
+  );
   return {
     ...agent,
     async metric(sample) {

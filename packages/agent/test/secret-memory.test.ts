@@ -1,0 +1,86 @@
+// The agent's memory holds secret env values sealed: a heap snapshot of a running agent process
+// (after the apply, and after the periodic refresh corrected a hand-edited Secret, which opened
+// the values again) contains neither a value nor its base64 form, while it does contain what
+// the agent keeps of the same deployment in plain form (its resource key). Secrets are not
+// watched (that would need list on every Secret of the cluster): a hand edit is undone by the
+// periodic refresh.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { KubernetesEmulator } from "@flotilla/k8s-emulator";
+import { spawnAgent } from "@flotilla/testkit/agent-process";
+import { startTestCtrl, testSecretKeyRing } from "@flotilla/testkit/ctrl";
+import { testDatabases } from "@flotilla/testkit/databases";
+import { waitFor } from "@flotilla/testkit/stack";
+
+const [{ db }] = await testDatabases();
+
+/** The Secret's value of `key`, decoded, or undefined. */
+function secretValue(emulator: KubernetesEmulator, name: string, key: string): string | undefined {
+  const data = (emulator.get("v1", "Secret", "demo", name) as { data?: Record<string, string> } | undefined)?.data?.[key];
+  return data === undefined ? undefined : Buffer.from(data, "base64").toString("utf8");
+}
+
+/** Asks the agent for a heap snapshot (Node's --heapsnapshot-signal) and returns its text once written whole. */
+async function heapSnapshot(agent: Awaited<ReturnType<typeof spawnAgent>>, dir: string): Promise<string> {
+  const before = new Set(readdirSync(dir));
+  agent.signal("SIGUSR2");
+  return waitFor(
+    () => {
+      const file = readdirSync(dir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name));
+      if (file === undefined) return undefined;
+      const text = readFileSync(join(dir, file), "utf8");
+      try {
+        JSON.parse(text);
+        return text;
+      } catch {
+        return undefined; // still being written
+      }
+    },
+    "the agent's heap snapshot",
+    60_000,
+  );
+}
+
+test("a running agent's heap holds no secret value, in plain or base64 form; the refresh undoes a hand-edited Secret", async () => {
+  const t = await startTestCtrl(db, {}, { secrets: testSecretKeyRing() });
+  const emulator = await KubernetesEmulator.start();
+  const dir = mkdtempSync(join(tmpdir(), "flotilla-secret-memory-"));
+  const id = `vault-${randomBytes(4).toString("hex")}`;
+  const value = `s3cret-${randomBytes(16).toString("hex")}`;
+  let agent: Awaited<ReturnType<typeof spawnAgent>> | undefined;
+  try {
+    await t.store.regions.create("east");
+    const { token } = await t.client(RegionService).createAgentToken({ region: "east" });
+    writeFileSync(join(dir, "kubeconfig"), emulator.kubeconfigYaml());
+    agent = await spawnAgent(
+      token,
+      ["--ctrl-url", t.url, "--region", "east", "--kubeconfig", join(dir, "kubeconfig"), "--settle", "0", "--refresh-interval", "2s"],
+      ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`],
+    );
+    await t.client(DeploymentService).createDeployment({
+      deployment: { id, namespace: "demo", image: "api:1", regions: [{ region: "east", replicas: 1 }], secretEnv: [{ name: "DB_PASSWORD", value }] },
+    });
+    await waitFor(() => secretValue(emulator, `${id}-env`, "DB_PASSWORD") === value, "the value in its Secret", 20_000, agent.log);
+
+    const secret = emulator.get("v1", "Secret", "demo", `${id}-env`)!;
+    emulator.put({ ...secret, data: { DB_PASSWORD: Buffer.from("edited by hand").toString("base64") } });
+    assert.equal(secretValue(emulator, `${id}-env`, "DB_PASSWORD"), "edited by hand");
+    await waitFor(() => secretValue(emulator, `${id}-env`, "DB_PASSWORD") === value, "the refresh to restore the value", 30_000, agent.log);
+
+    const snapshot = await heapSnapshot(agent, dir);
+    assert.ok(snapshot.includes(`deployment/${id}`), "the snapshot holds the agent's strings (the resource key)");
+    assert.ok(!snapshot.includes(value), "no plain value in the agent's heap");
+    assert.ok(!snapshot.includes(Buffer.from(value).toString("base64")), "no base64 value in the agent's heap");
+  } finally {
+    await agent?.kill();
+    await emulator.stop();
+    await t.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
