@@ -1,6 +1,7 @@
 // flotilla describe: a workload's service fields (probes, disruption budget, surge, grace, pod
-// labels and annotations, env and its references, secret env, autoscaling per region) in words
-// rather than as the spec's JSON. Secret env by name, set and fingerprint: never a value.
+// labels and annotations, env and its references, each region's env values, secret env,
+// autoscaling per region) in words rather than as the spec's JSON. Secret env by name, set and
+// fingerprint: never a value.
 import type { DeploymentPlacement, EnvFromSource, EnvVar, RegionStatus, SecretEnvVar, DisruptionBudget } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { table } from "./output.ts";
 import {
@@ -8,12 +9,12 @@ import {
   autoscalingText,
   budgetText,
   envFromText,
+  envText,
   graceText,
   probesOf,
   probeText,
   secretText,
   surgeText,
-  valueFromText,
   type Probed,
 } from "./workload-text.ts";
 
@@ -82,7 +83,8 @@ export function workloadBlocks(w: DescribedWorkload): [string, string[]][] {
     ["Pod labels", keyValues(w.podLabels)],
     ["Pod annotations", keyValues(w.podAnnotations)],
     ["Env from", (w.envFrom ?? []).map(envFromText)],
-    ["Env", (w.env ?? []).map(envLine)],
+    ["Env", (w.env ?? []).map(envText)],
+    ["Env by region", (w.regions ?? []).flatMap((p) => p.env.map((e) => `${p.region}: ${envText(e)}`))],
     ["Secret env", (w.secretEnv ?? []).map((s) => `${s.name}: ${secretText(s)}`)],
     [
       "Autoscaling",
@@ -105,11 +107,4 @@ export function workloadBlocks(w: DescribedWorkload): [string, string[]][] {
 /** A table's lines, or none when it has no rows. */
 function lines(text: string, rows: number): string[] {
   return rows === 0 ? [] : text.trimEnd().split("\n");
-}
-
-/** NAME=value, as a shell or an env file has it (a value with a control character quoted, JSON, to stay on its line); a reference as `NAME from secret x key y`. */
-function envLine(env: EnvVar): string {
-  const from = valueFromText(env);
-  if (from !== undefined) return `${env.name} from ${from}`;
-  return `${env.name}=${/\p{Cc}/u.test(env.value) ? JSON.stringify(env.value) : env.value}`;
 }

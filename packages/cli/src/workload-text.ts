@@ -64,6 +64,13 @@ export function valueFromText(env: EnvVar): string | undefined {
   return undefined;
 }
 
+/** NAME=value, as a shell or an env file has it (a value with a control character quoted, JSON, to stay on its line); a reference as `NAME from secret x key y`. */
+export function envText(env: EnvVar): string {
+  const from = valueFromText(env);
+  if (from !== undefined) return `${env.name} from ${from}`;
+  return `${env.name}=${/\p{Cc}/u.test(env.value) ? JSON.stringify(env.value) : env.value}`;
+}
+
 /** "every key of secret db-creds, prefixed DB_". */
 export function envFromText(source: EnvFromSource): string {
   const s = source.source;

@@ -1,7 +1,7 @@
 // describe's service fields in words: each probe on one line with Kubernetes' defaults written
-// out, the budget, surge, grace, pod labels and annotations, env references, autoscaling per
-// region with the autoscaler's replicas once reported, secret env by fingerprint (a value the
-// message holds is never shown).
+// out, the budget, surge, grace, pod labels and annotations, env references, each region's env
+// values, autoscaling per region with the autoscaler's replicas once reported, secret env by
+// fingerprint (a value the message holds is never shown).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
@@ -31,7 +31,14 @@ test("a deployment's service fields as describe prints them, never a secret valu
     regions: [
       { region: "eu", autoscaling: { minReplicas: 2, maxReplicas: 10, targetCpuUtilizationPercent: 70, targetMemoryUtilizationPercent: 80 } },
       { region: "us", autoscaling: { minReplicas: 1, maxReplicas: 3, targetCpuUtilizationPercent: 60 } },
-      { region: "ap", replicas: 2 },
+      {
+        region: "ap",
+        replicas: 2,
+        env: [
+          { name: "MODE", value: "slow" },
+          { name: "REGION_NAME", value: "asia pacific" },
+        ],
+      },
     ],
     status: [
       { region: "eu", autoscalerCurrentReplicas: 3, autoscalerDesiredReplicas: 4 },
@@ -64,6 +71,9 @@ Env:
   MODE=fast
   DB_PASSWORD from secret db key password
   LEVEL from configmap cfg key level
+Env by region:
+  ap: MODE=slow
+  ap: REGION_NAME=asia pacific
 Secret env:
   TOKEN: set, fingerprint 0123456789abcdef
   EMPTY: not set

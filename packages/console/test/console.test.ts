@@ -223,7 +223,7 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     await page.close();
   });
 
-  test("the deployment page shows the service fields read-only: probes, budget, autoscaling, secret env by fingerprint, never a value", async () => {
+  test("the deployment page shows the service fields read-only: probes, budget, region env, autoscaling, secret env by fingerprint, never a value", async () => {
     const value = `s3cret-${randomBytes(12).toString("hex")}`;
     const deployments = stack.t.client(DeploymentService);
     const { deployment } = await deployments.createDeployment({
@@ -232,7 +232,9 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
         namespace: "shop",
         image: "shop:1",
         port: 8080,
-        regions: [{ region: REGION, autoscaling: { minReplicas: 2, maxReplicas: 6, targetCpuUtilizationPercent: 70 } }],
+        regions: [
+          { region: REGION, autoscaling: { minReplicas: 2, maxReplicas: 6, targetCpuUtilizationPercent: 70 }, env: [{ name: "LOG_LEVEL", value: "debug" }] },
+        ],
         readinessProbe: { handler: { case: "httpGet", value: { path: "/healthz", port: 8080 } }, initialDelaySeconds: 1 },
         disruptionBudget: { budget: { case: "minAvailable", value: "1" } },
         env: [{ name: "DB_URL", valueFrom: { source: { case: "secretKeyRef", value: { name: "db", key: "url" } } } }],
@@ -252,6 +254,7 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
       /http-get http:\/\/:8080\/healthz delay=1s timeout=1s period=10s #success=1 #failure=3/,
     );
     assert.match(await page.locator("tr[data-autoscaling]").innerText(), /2–6 replicas, cpu 70%/);
+    assert.equal(await page.locator(`tr[data-region-env="${REGION}"]`).innerText(), `${REGION}\tLOG_LEVEL=debug`);
     const facts = await page.locator("dl.facts").innerText();
     assert.match(facts, /Disruption budget\s+min available 1/);
     assert.match(facts, /DB_URL from secret db key url/);

@@ -1,13 +1,14 @@
 // A deployment's service fields, read-only, in the words `flotilla describe` uses: probes, the
-// disruption budget, surge, grace, pod labels and annotations, env references, secret env by
-// name, set and fingerprint (a response never holds a value), autoscaling per region with the
-// autoscaler's replicas once reported.
+// disruption budget, surge, grace, pod labels and annotations, env references, each region's env
+// values, secret env by name, set and fingerprint (a response never holds a value), autoscaling
+// per region with the autoscaler's replicas once reported.
 import type { Deployment, RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import {
   autoscalerReplicasText,
   autoscalingText,
   budgetText,
   envFromText,
+  envText,
   graceText,
   probesOf,
   probeText,
@@ -44,7 +45,8 @@ export function ServiceFields({ deployment, statuses }: { deployment: Deployment
   ).filter((f): f is [string, string] => f[1] !== undefined);
   const probes = probesOf(d);
   const autoscaled = d.regions.filter((p) => p.autoscaling !== undefined);
-  if (facts.length + probes.length + d.secretEnv.length + autoscaled.length === 0) return null;
+  const regionEnv = d.regions.filter((p) => p.env.length > 0);
+  if (facts.length + probes.length + regionEnv.length + d.secretEnv.length + autoscaled.length === 0) return null;
   return html`<h3>Service</h3>
     ${facts.length > 0 ? html`<dl class="facts">${facts.map(([term, value]) => html`<dt>${term}</dt><dd>${value}</dd>`)}</dl>` : ""}
     ${
@@ -52,6 +54,14 @@ export function ServiceFields({ deployment, statuses }: { deployment: Deployment
         ? html`<table class="service"><caption>Probes</caption>
             <thead><tr><th scope="col">Probe</th><th scope="col">Check</th></tr></thead>
             <tbody>${probes.map(([kind, probe]) => html`<tr data-probe=${kind}><th scope="row">${kind}</th><td>${probeText(probe)}</td></tr>`)}</tbody>
+          </table>`
+        : ""
+    }
+    ${
+      regionEnv.length > 0
+        ? html`<table class="service"><caption>Env by region</caption>
+            <thead><tr><th scope="col">Region</th><th scope="col">Env</th></tr></thead>
+            <tbody>${regionEnv.map((p) => html`<tr data-region-env=${p.region}><th scope="row">${p.region}</th><td>${p.env.map(envText).join(", ")}</td></tr>`)}</tbody>
           </table>`
         : ""
     }
