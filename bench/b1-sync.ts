@@ -3,17 +3,26 @@
 // lean-sync.ts) and connect-node clients (reported: they bound the wall time here).
 // Reference: the same keyset scan straight through mysql2. The lean reader also syncs over TLS
 // from a second ctrl process serving TLS on the same database (target: TLS costs ≤ 20%).
+// A second region of as many resources, 10% of them with five secret values, probes and an
+// autoscaler, is synced by the same lean reader with that region's agent token, interleaved with
+// the first (also with its region's agent token): ctrl opens each secret value for its region's
+// agent, and that must not slow a full sync (target: ≥ 0.95× the plain region).
 import { createConnection } from "mysql2/promise";
 import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
-import { clusterClient, type ClusterClient } from "./lib/clients.ts";
+import { clusterClient, createAgentToken, type ClusterClient } from "./lib/clients.ts";
 import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
-import { createBenchDatabase, migrate, rawKeysetScan, seedRegion } from "./lib/db.ts";
+import { createBenchDatabase, migrate, MIX_SECRET_VALUES, mixEvery, rawKeysetScan, seedRegion, type ServiceMix } from "./lib/db.ts";
+import { benchSecretsKey, type BenchSecretsKey } from "./lib/secrets-key.ts";
 import { benchTls, type BenchTls } from "./lib/tls.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
 import { fmtInt, fmtRatio, log, median, now } from "./lib/util.ts";
 
 const REGION = "sync";
+const MIXED_REGION = "sync-mixed";
+/** The mixed region's share of deployments with secret values, probes and an autoscaler. */
+const MIX_FRACTION = 0.1;
+const TARGET_MIXED_RATIO = 0.95;
 
 interface Variant {
   name: string;
@@ -22,6 +31,27 @@ interface Variant {
   ms: number[];
   cpuMs: number[];
   clientCpuMs: number[];
+}
+
+/**
+ * One full sync of the mixed region as its agent receives it, decoded: every secret value of
+ * the mixed share arrives opened (so the timed syncs pay ctrl's opening), none sealed.
+ */
+async function checkSecretsDelivered(baseUrl: string, token: string, mix: ServiceMix, count: number): Promise<number> {
+  const client = clusterClient(baseUrl, { token });
+  let values = 0;
+  for await (const res of client.syncDesiredState({ region: MIXED_REGION })) {
+    if (res.message.case !== "batch") continue;
+    for (const r of res.message.value.resources) {
+      for (const s of r.spec.case === "deployment" ? (r.spec.value.workload?.secretEnv ?? []) : []) {
+        if (s.sealed.length > 0 || !s.value) throw new Error(`B1: ${r.id}'s secret ${s.name} arrived without its value or with its seal`);
+        values++;
+      }
+    }
+  }
+  const want = Math.ceil(count / mixEvery(mix)) * MIX_SECRET_VALUES;
+  if (values !== want) throw new Error(`B1: the mixed region's agent received ${values} secret values, want ${want}`);
+  return values;
 }
 
 /** SyncDesiredState through connect-node: every resource decoded. */
@@ -56,20 +86,32 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
   let tls: BenchTls | undefined;
   let tlsCtrl: CtrlProcess | undefined;
   let leanTls: LeanSyncClient | undefined;
+  let secretsKey: BenchSecretsKey | undefined;
   const raw = await createConnection({ uri: db.url });
   try {
     await migrate(db.url);
+    secretsKey = benchSecretsKey();
+    const mix: ServiceMix = { fraction: MIX_FRACTION, ring: secretsKey.ring };
     const seedStart = now();
     const seeded = await seedRegion(db.url, REGION, count);
     const seedMs = now() - seedStart;
     log(`B1: seeded ${fmtInt(count)} resources in ${(seedMs / 1000).toFixed(1)} s (${fmtInt(count / (seedMs / 1000))}/s)`);
+    const mixedStart = now();
+    const mixed = await seedRegion(db.url, MIXED_REGION, count, { firstIndex: count, mix });
+    const mixedSeedMs = now() - mixedStart;
+    log(`B1: seeded ${fmtInt(count)} resources (${MIX_FRACTION * 100}% with secret values) in ${(mixedSeedMs / 1000).toFixed(1)} s`);
     await raw.query("ANALYZE TABLE desired_resources");
 
-    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
+    const secretsKeyFile = secretsKey.file;
+    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, secretsKeyFile }, { cpuProfileDir: ctx.cpuProfileDir });
     lean = new LeanSyncClient(ctrl.url);
     tls = benchTls();
-    tlsCtrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, tls: tls.server });
+    tlsCtrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, tls: tls.server, secretsKeyFile });
     leanTls = new LeanSyncClient(tlsCtrl.url, tls.ca);
+    // Each region's agent credential, as its agent syncs (ctrl opens secret values for that caller only).
+    const plainToken = await createAgentToken(ctrl.url, REGION);
+    const mixedToken = await createAgentToken(ctrl.url, MIXED_REGION);
+    const deliveredValues = await checkSecretsDelivered(ctrl.url, mixedToken, mix, count);
     const connectDefault = clusterClient(ctrl.url);
     const connectPlain = clusterClient(ctrl.url, { acceptCompression: [] });
     const variant = (name: string, sync: () => Promise<LeanSyncResult>, served = ctrl!): Variant => ({
@@ -82,26 +124,35 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     });
     const leanClient = lean;
     const leanTlsClient = leanTls;
-    // The first two accept gzip (connect-node's default), so ctrl gzips each batch.
+    // The first three accept gzip (connect-node's default), so ctrl gzips each batch.
     const variants: Variant[] = [
-      variant("lean reader", () => leanClient.sync(REGION)),
-      variant("lean reader over TLS", () => leanTlsClient.sync(REGION), tlsCtrl),
+      variant("lean reader", () => leanClient.sync(REGION, plainToken)),
+      variant("lean reader over TLS", () => leanTlsClient.sync(REGION, plainToken), tlsCtrl),
+      variant(`lean reader, ${MIX_FRACTION * 100}% with secret values`, () => leanClient.sync(MIXED_REGION, mixedToken)),
       variant("connect-node client (decodes every resource)", () => connectSync(connectDefault)),
       variant("connect-node client accepting no compression", () => connectSync(connectPlain)),
     ];
 
+    const mixedVariant = variants[2]!;
     // Warm-up (buffer pool, JIT, HTTP/2 connections); not measured.
     await rawKeysetScan(raw, seeded.regionId, pageSize);
+    await rawKeysetScan(raw, mixed.regionId, pageSize);
     for (const v of variants) await fullSync(v, count, seeded.head);
 
     const rawMs: number[] = [];
+    const rawMixedMs: number[] = [];
     let messages = 0;
+    let mixedMessages = 0;
     // Interleaved, so drifting machine noise hits every variant alike.
     for (let rep = 0; rep < reps; rep++) {
       const t = now();
       const scanned = await rawKeysetScan(raw, seeded.regionId, pageSize);
       rawMs.push(now() - t);
       if (scanned.rows !== count) throw new Error(`B1: raw scan read ${scanned.rows} rows, want ${count}`);
+      const tm = now();
+      const scannedMixed = await rawKeysetScan(raw, mixed.regionId, pageSize);
+      rawMixedMs.push(now() - tm);
+      if (scannedMixed.rows !== count) throw new Error(`B1: raw scan of the mixed region read ${scannedMixed.rows} rows, want ${count}`);
       for (const v of variants) {
         const cpu0 = await v.ctrl.cpu();
         const client0 = process.cpuUsage();
@@ -111,15 +162,18 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
         v.clientCpuMs.push((client1.user + client1.system) / 1000);
         v.ms.push(synced.ms);
         v.cpuMs.push((cpu1.user - cpu0.user + cpu1.system - cpu0.system) / 1000);
-        messages = synced.messages;
+        if (v === mixedVariant) mixedMessages = synced.messages;
+        else messages = synced.messages;
       }
       log(`B1 rep ${rep + 1}/${reps}: raw ${rawMs.at(-1)!.toFixed(0)} ms; ${variants.map((v) => `${v.name} ${v.ms.at(-1)!.toFixed(0)} ms`).join(", ")}`);
     }
     const rawRate = count / (median(rawMs) / 1000);
     const rate = (v: Variant) => count / (median(v.ms) / 1000);
-    const [main, overTls, ...diagnostics] = variants;
+    const [main, overTls, withSecrets, ...diagnostics] = variants;
     const mainRate = rate(main!);
     const tlsRate = rate(overTls!);
+    const mixedRate = rate(withSecrets!);
+    const rawMixedRate = count / (median(rawMixedMs) / 1000);
     const reference = `raw keyset scan ${fmtInt(rawRate)}/s`;
     return {
       rows: [
@@ -139,6 +193,14 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           target: "≥ 0.8× plaintext",
           met: tlsRate / mainRate >= 0.8,
         },
+        {
+          benchmark: `B1 full sync, ${fmtInt(count)} resources, ${MIX_FRACTION * 100}% with five secret values, probes and autoscaling (agent credential)`,
+          measured: `${fmtInt(mixedRate)}/s`,
+          reference: `plain region ${fmtInt(mainRate)}/s`,
+          ratio: fmtRatio(mixedRate / mainRate),
+          target: `≥ ${TARGET_MIXED_RATIO}× plain`,
+          met: mixedRate / mainRate >= TARGET_MIXED_RATIO,
+        },
         ...diagnostics.map((v) => ({
           benchmark: `B1 diagnostic: ${v.name}`,
           measured: `${fmtInt(rate(v))}/s`,
@@ -150,7 +212,12 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       ],
       notes: [
         `B1: median of ${reps} interleaved runs each; batch (page) size ${pageSize}; ${messages} response messages per sync; ` +
-          `mean desired-resource body ${Math.round(seeded.bodyBytes / count)} B (${(seeded.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); seeding ${fmtInt(count)} rows took ${(seedMs / 1000).toFixed(1)} s.`,
+          `mean desired-resource body ${Math.round(seeded.bodyBytes / count)} B (${(seeded.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); seeding ${fmtInt(count)} rows took ${(seedMs / 1000).toFixed(1)} s. ` +
+          `The lean reader syncs with the region's agent token (as an agent does; ctrl then opens secret values), the connect-node clients with the admin token.`,
+        `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed at rest under a key file as ctrl stores them), ` +
+          `readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%); mean body ${Math.round(mixed.bodyBytes / count)} B (${(mixed.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); ` +
+          `${mixedMessages} response messages per sync; seeded in ${(mixedSeedMs / 1000).toFixed(1)} s; a decoded sync with its agent token received all ${fmtInt(deliveredValues)} values opened. ` +
+          `Raw keyset scan of it ${fmtInt(rawMixedRate)}/s (${fmtRatio(rawMixedRate / rawRate)} the plain region's; wall times ${rawMixedMs.map((m) => m.toFixed(0)).join("/")} ms).`,
         `B1: wall times (ms) — raw scan ${rawMs.map((m) => m.toFixed(0)).join("/")}; ` +
           variants
             .map(
@@ -168,6 +235,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     await ctrl?.stop();
     await tlsCtrl?.stop();
     tls?.cleanup();
+    secretsKey?.cleanup();
     await db.drop();
   }
 }

@@ -11,7 +11,9 @@
 // does not move; the requests are counted). A second row runs the render target into a
 // temporary directory (no cluster, no observer). Measured after the first full sync was
 // dispatched and the queue drained, after forced GCs; reference: the same agent process on a
-// region with no resources.
+// region with no resources. `--b7-service-mix F`: that share of the fleet's deployments carries
+// five secret values (sealed at rest under a key file ctrl runs with), probes and an autoscaler,
+// so the agent also holds their values (sealed in its memory) and applies a Secret and an HPA each.
 import { fork } from "node:child_process";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -24,7 +26,8 @@ import type { AgentChildConfig, AgentChildReport } from "./agent-child.ts";
 import { buildBundle } from "./lib/bundle.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { EmulatorProcess, type EmulatorState, type SeedResult } from "./lib/emulator-process.ts";
-import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";
+import { createBenchDatabase, MIX_SECRET_VALUES, migrate, mixEvery, seedRegion, type ServiceMix } from "./lib/db.ts";
+import { benchSecretsKey, type BenchSecretsKey } from "./lib/secrets-key.ts";
 import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { fmtBytes, fmtInt, fmtRatio, log } from "./lib/util.ts";
 
@@ -97,13 +100,16 @@ interface SeededCluster {
   resourceVersion: string;
 }
 
-/** The emulator in its own process, holding what the agent's first run applies to the region's `count` resources. */
-async function seededCluster(databaseUrl: string, count: number, dirs: string[]): Promise<SeededCluster> {
+/**
+ * The emulator in its own process, holding what the agent's first run applies to the region's
+ * `count` resources (secret values opened with `secretsKeyFile`, as the agent receives them).
+ */
+async function seededCluster(databaseUrl: string, count: number, dirs: string[], secretsKeyFile: string | undefined): Promise<SeededCluster> {
   // Every request of a run is counted (a run makes one or two per object).
   const emulator = await EmulatorProcess.start({ requestLogLimit: 4 * 2 * count });
   try {
     const started = Date.now();
-    const seeded = await emulator.seed({ databaseUrl, region: REGION });
+    const seeded = await emulator.seed({ databaseUrl, region: REGION, ...(secretsKeyFile !== undefined && { secretsKeyFile }) });
     const { resourceVersion } = await emulator.state();
     log(
       `B7: emulator seeded with ${Object.entries(seeded.applied)
@@ -158,16 +164,24 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
   const count = ctx.quick ? 10_000 : 100_000;
   const runs = ctx.b7Runs;
   if (!Number.isInteger(runs) || runs < 0) throw new Error("--b7-runs must be a non-negative integer (0: the render target only)");
+  const fraction = ctx.b7ServiceMix;
+  if (!(fraction >= 0 && fraction <= 1)) throw new Error("--b7-service-mix must be from 0 (none) to 1 (every deployment)");
   const db = await createBenchDatabase(ctx.serverUrl, "b7");
   let ctrl: CtrlProcess | undefined;
   let cluster: SeededCluster | undefined;
+  let secretsKey: BenchSecretsKey | undefined;
   const dirs: string[] = [];
   try {
     await migrate(db.url);
+    secretsKey = fraction > 0 ? benchSecretsKey() : undefined;
+    const mix: ServiceMix | undefined = secretsKey && { fraction, ring: secretsKey.ring };
+    const mixed = mix ? Math.ceil(count / mixEvery(mix)) : 0;
+    /** What the region's resources are, in the rows' names. */
+    const resources = `${fmtInt(count)} desired resources${mix ? `, ${fmtInt(mixed)} of them with ${MIX_SECRET_VALUES} secret values, probes and autoscaling` : ""}`;
     const t0 = Date.now();
-    const seeded = await seedRegion(db.url, REGION, count);
+    const seeded = await seedRegion(db.url, REGION, count, { mix });
     log(`B7: seeded ${fmtInt(count)} resources in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    const store = await Store.open(db.url);
+    const store = await Store.open(db.url, { secrets: secretsKey?.ring });
     let token: string;
     let emptyToken: string;
     try {
@@ -180,8 +194,8 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
     const bundleDir = await mkdtemp(join(tmpdir(), "flotilla-b7-bundle-"));
     dirs.push(bundleDir);
     const bundle = buildBundle("agent", join(bundleDir, "agent"), ["agent-child.ts"]);
-    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });
-    cluster = runs > 0 ? await seededCluster(db.url, count, dirs) : undefined;
+    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, ...(secretsKey && { secretsKeyFile: secretsKey.file }) });
+    cluster = runs > 0 ? await seededCluster(db.url, count, dirs, secretsKey?.file) : undefined;
 
     const limit = manifestMemoryLimit();
     const podFlags = podNodeFlags(limit);
@@ -243,7 +257,11 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
         .map(([k, v]) => `${k}=${v}`)
         .join(
           " ",
-        )}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service). Measured after every desired entry was reconciled, every observation reported and a settling pause of ${SETTLE_MS / 1000} s, after 4 forced GCs.`,
+        )}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service${
+        mix
+          ? `; every ${mixEvery(mix)}th, ${fmtInt(mixed)} in all, also ${MIX_SECRET_VALUES} secret values of 32 random bytes (sealed at rest under a key file ctrl runs with, opened by ctrl for the agent's token, a Secret applied by the agent), readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%; an HPA applied, spec.replicas left to it)`
+          : ""
+      }). Measured after every desired entry was reconciled, every observation reported and a settling pause of ${SETTLE_MS / 1000} s, after 4 forced GCs.`,
     ];
     let peakRows: Row[] = [];
     if (cluster) {
@@ -264,7 +282,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
       const f = median.drained;
       rows.push(
         {
-          benchmark: `B7 agent RSS, ${fmtInt(count)} desired resources (kubernetes target, emulator holding the objects), queue drained, ${runs === 1 ? "one run" : `median of ${runs}`}`,
+          benchmark: `B7 agent RSS, ${resources} (kubernetes target, emulator holding the objects), queue drained, ${runs === 1 ? "one run" : `median of ${runs}`}`,
           measured: fmtBytes(f.rss),
           reference: `0 resources: ${fmtBytes(e.rss)}`,
           ratio: fmtRatio(f.rss / e.rss),
@@ -272,7 +290,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
           met: f.rss <= TARGET_RSS,
         },
         {
-          benchmark: `B7 agent heap used, ${fmtInt(count)} desired resources (kubernetes target), queue drained`,
+          benchmark: `B7 agent heap used, ${resources} (kubernetes target), queue drained`,
           measured: fmtBytes(f.heapUsed),
           reference: `0 resources: ${fmtBytes(e.heapUsed)}`,
           ratio: fmtRatio(f.heapUsed / e.heapUsed),
@@ -283,7 +301,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
       const peak = kube.map((r) => r.maxRss).toSorted((a, b) => a - b)[Math.floor(runs / 2)]!;
       peakRows = [
         {
-          benchmark: `B7 agent peak RSS during a restart (relist, first full sync and drain), ${fmtInt(count)} resources (kubernetes target), ${runs === 1 ? "one run" : `median of ${runs}`}`,
+          benchmark: `B7 agent peak RSS during a restart (relist, first full sync and drain), ${resources} (kubernetes target), ${runs === 1 ? "one run" : `median of ${runs}`}`,
           measured: fmtBytes(peak),
           reference: `drained: ${fmtBytes(f.rss)}`,
           ratio: fmtRatio(peak / f.rss),
@@ -315,7 +333,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
     const emptyRender = await run("render, 0 resources", EMPTY_REGION, emptyToken, 60_000);
     const render = await run("render", REGION, token, 30 * 60_000);
     rows.push({
-      benchmark: `B7 agent RSS, ${fmtInt(count)} desired resources (render target), queue drained`,
+      benchmark: `B7 agent RSS, ${resources} (render target), queue drained`,
       measured: fmtBytes(render.report.drained.rss),
       reference: `0 resources: ${fmtBytes(emptyRender.report.drained.rss)}`,
       ratio: fmtRatio(render.report.drained.rss / emptyRender.report.drained.rss),
@@ -331,6 +349,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
     await ctrl?.stop();
     await cluster?.emulator.stop();
     for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+    secretsKey?.cleanup();
     await db.drop();
   }
 }

@@ -8,12 +8,13 @@ import { Store } from "@flotilla/store";
 import { createConnection } from "mysql2/promise";
 import type { BurstResult, BurstSpec, ChildConfig, ChildRequest, WriteSpec } from "./lib/ctrl-process.ts";
 import { memoryAfterGc, serveParent } from "./lib/ipc.ts";
+import { readSecretsKey } from "./lib/secrets-key.ts";
 import { now } from "./lib/util.ts";
 
 const config = JSON.parse(process.env.FLOTILLA_BENCH_CHILD ?? "{}") as ChildConfig;
 if (!process.send) throw new Error("ctrl-child.ts must be started by bench/lib/ctrl-process.ts (IPC channel)");
 
-const store = await Store.open(config.databaseUrl);
+const store = await Store.open(config.databaseUrl, { ...(config.secretsKeyFile !== undefined && { secrets: readSecretsKey(config.secretsKeyFile) }) });
 // ctrl subscribes to the Store's commits to wake its poller; the bulk burst (B6) writes behind
 // the Store's back and calls the same listeners after each of its commits.
 const commitListeners: ((regionIds: number[]) => void)[] = [];

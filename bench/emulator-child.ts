@@ -4,10 +4,12 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { buildManifests, DESIRED_VERSION_ANNOTATION, FIELD_MANAGER } from "@flotilla/agent";
 import { KubernetesEmulator, type KubeObject } from "@flotilla/k8s-emulator";
-import { DesiredResourceSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { secretContext, type SecretKeyRing } from "@flotilla/store";
 import { createConnection } from "mysql2/promise";
 import type { DeploymentWant, EmulatorChildConfig, EmulatorRequest, EmulatorState, SeedResult, SeedSpec } from "./lib/emulator-process.ts";
 import { memoryAfterGc, serveParent } from "./lib/ipc.ts";
+import { readSecretsKey } from "./lib/secrets-key.ts";
 import { now, sleep } from "./lib/util.ts";
 
 const config = JSON.parse(process.env.FLOTILLA_BENCH_EMULATOR ?? "{}") as EmulatorChildConfig;
@@ -21,6 +23,8 @@ const KINDS = [
   { apiVersion: "v1", kind: "Namespace" },
   { apiVersion: "apps/v1", kind: "Deployment" },
   { apiVersion: "v1", kind: "Service" },
+  { apiVersion: "v1", kind: "Secret" },
+  { apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler" },
 ];
 const YIELD_EVERY = 500;
 /** Time without any write after which the rollouts count as settled (several pod-readiness delays). */
@@ -30,16 +34,27 @@ function state(): EmulatorState {
   return { resourceVersion: emulator.resourceVersion, objects: Object.fromEntries(KINDS.map((k) => [k.kind, emulator.list(k).length])) };
 }
 
+/** Opens the resource's secret values in place, as ctrl delivers them to the region's agent (the seal stripped). */
+function openSecrets(resource: DesiredResource, ring: SecretKeyRing): void {
+  if (resource.spec.case !== "deployment") return;
+  for (const s of resource.spec.value.workload?.secretEnv ?? []) {
+    s.value = ring.open(secretContext(resource.id, s.name), s.sealed);
+    s.sealed = new Uint8Array(0);
+  }
+}
+
 /**
  * Fills the store with exactly what the agent of `region` applies on its first run, as that run
  * leaves it: every desired resource of the region, read from ctrl's table, built into objects
  * by the agent's own manifest builder; each namespace created (as the agent creates a missing
  * one) and each object server-side applied by the agent's field manager, through the emulator's
- * own apply (the API's apply without HTTP: defaults, managedFields, generation). The emulator's
+ * own apply (the API's apply without HTTP: defaults, managedFields, generation); secret values
+ * opened with `secretsKeyFile`, as the agent receives them. The emulator's
  * rollout controller then runs every Deployment's rollout to completion, as it would have.
  */
-async function seed({ databaseUrl, region }: SeedSpec): Promise<SeedResult> {
+async function seed({ databaseUrl, region, secretsKeyFile }: SeedSpec): Promise<SeedResult> {
   const started = performance.now();
+  const ring = secretsKeyFile === undefined ? undefined : readSecretsKey(secretsKeyFile);
   const conn = await createConnection({ uri: databaseUrl, supportBigNumbers: true });
   const namespaces = new Set(emulator.list({ apiVersion: "v1", kind: "Namespace" }).map((n) => n.metadata.name));
   const applied: Record<string, number> = {};
@@ -54,6 +69,7 @@ async function seed({ databaseUrl, region }: SeedSpec): Promise<SeedResult> {
     for (const row of rows as { version: number | string; body: Buffer }[]) {
       const resource = fromBinary(DesiredResourceSchema, row.body);
       resource.version = BigInt(row.version);
+      if (ring) openSecrets(resource, ring);
       for (const object of buildManifests(resource, region).apply) {
         const kube = object as KubeObject;
         if (object.kind === "Namespace") {

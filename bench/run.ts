@@ -1,7 +1,7 @@
 // Flotilla ctrl benchmarks on MySQL/MariaDB. Usage:
 //   node bench/run.ts [--only B1,B2] [--quick] [--database-url mysql://user@host:port]
 //                     [--poll-interval-ms 200] [--write-docs | --no-docs] [--cpu-prof-dir DIR]
-//                     [--heap-snapshot-dir DIR] [--b7-runs N]
+//                     [--heap-snapshot-dir DIR] [--b7-runs N] [--b7-service-mix F]
 // Each benchmark gets a fresh database (flotilla_bench_<pid>_<bN>), dropped at the end.
 // A full run of all benchmarks rewrites the Results section of docs/benchmarks.md.
 import { execFileSync } from "node:child_process";
@@ -47,6 +47,7 @@ const { values: args } = parseArgs({
     "cpu-prof-dir": { type: "string" },
     "heap-snapshot-dir": { type: "string" },
     "b7-runs": { type: "string", default: "3" },
+    "b7-service-mix": { type: "string", default: "0" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -55,7 +56,7 @@ if (args.help) {
   process.stdout.write(
     "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8,B10,B11,B12] [--quick] [--database-url mysql://user:pass@host:port]\n" +
       "                  [--poll-interval-ms N] [--write-docs | --no-docs] [--cpu-prof-dir DIR]\n" +
-      "                  [--heap-snapshot-dir DIR] [--b7-runs N]\n",
+      "                  [--heap-snapshot-dir DIR] [--b7-runs N] [--b7-service-mix F]\n",
   );
   process.exit(0);
 }
@@ -76,6 +77,7 @@ const ctx: BenchContext = {
   cpuProfileDir: args["cpu-prof-dir"],
   heapSnapshotDir: args["heap-snapshot-dir"],
   b7Runs: Number(args["b7-runs"]),
+  b7ServiceMix: Number(args["b7-service-mix"]),
 };
 const fullRun = !ctx.quick && only.length === Object.keys(BENCHMARKS).length;
 const writeDocs = !args["no-docs"] && (args["write-docs"] || fullRun);

@@ -6,20 +6,35 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import http2 from "node:http2";
 import { ClusterService, WatchDeploymentChangesRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ADMIN_TOKEN } from "./ctrl-process.ts";
 import { now } from "./util.ts";
 
 export type ClusterClient = Client<typeof ClusterService>;
 
-/** Sends the benchmark ctrl's admin token with every call. */
-export const adminAuth: Interceptor = (next) => (req) => {
-  req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-  return next(req);
-};
+/** Sends `token` with every call. */
+function bearerAuth(token: string): Interceptor {
+  return (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+}
 
-/** One client per HTTP/2 connection (each transport owns one session). */
-export function clusterClient(baseUrl: string, options: { acceptCompression?: Compression[] } = {}): ClusterClient {
-  return createClient(ClusterService, createGrpcTransport({ baseUrl, interceptors: [adminAuth], ...options }));
+/** Sends the benchmark ctrl's admin token with every call. */
+export const adminAuth = bearerAuth(ADMIN_TOKEN);
+
+/**
+ * One client per HTTP/2 connection (each transport owns one session), with the admin token or
+ * `token` (e.g. a region's agent token).
+ */
+export function clusterClient(baseUrl: string, { token, ...options }: { acceptCompression?: Compression[]; token?: string } = {}): ClusterClient {
+  return createClient(ClusterService, createGrpcTransport({ baseUrl, interceptors: [token === undefined ? adminAuth : bearerAuth(token)], ...options }));
+}
+
+/** A new agent token of `region`, minted through ctrl with the admin token (RegionService.CreateAgentToken). */
+export async function createAgentToken(baseUrl: string, region: string): Promise<string> {
+  const regions = createClient(RegionService, createGrpcTransport({ baseUrl, interceptors: [adminAuth] }));
+  return (await regions.createAgentToken({ region })).token;
 }
 
 export interface WatchStream {

@@ -18,6 +18,8 @@ export interface ChildConfig {
   streamSendTimeoutMs?: number;
   /** Serve TLS with these files (the B1/B2 TLS variants). */
   tls?: { certFile: string; keyFile: string };
+  /** ctrl's --secrets-key-file (secret env values sealed under it; the region's agent gets them opened). */
+  secretsKeyFile?: string;
   /** ctrl's --memory-release-growth-bytes (0: no release of its own); ctrl's default when absent. */
   memoryReleaseGrowthBytes?: number;
 }

@@ -2,8 +2,15 @@
 // and fast bulk seeding that bypasses the API (multi-row INSERTs inside transactions).
 import { randomBytes } from "node:crypto";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { DeploymentSchema, DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { Store } from "@flotilla/store";
+import {
+  AutoscalingSchema,
+  DeploymentSchema,
+  DesiredResourceSchema,
+  ProbeSchema,
+  ResourceType,
+  SecretEnvVarSchema,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { secretContext, type SecretKeyRing, Store } from "@flotilla/store";
 import { createConnection, type Connection } from "mysql2/promise";
 
 export interface BenchDatabase {
@@ -86,6 +93,38 @@ function workload(i: number, padBytes = 0) {
 }
 
 /**
+ * A share of richer deployments: every (1 / `fraction`)-th one carries five secret env values
+ * (sealed under `ring` as ctrl stores them), readiness and liveness HTTP probes, and an
+ * autoscaler owning its replicas (so the agent also applies a Secret and an HPA for it).
+ */
+export interface ServiceMix {
+  /** 0 < fraction ≤ 1, e.g. 0.1: every 10th deployment. */
+  fraction: number;
+  ring: SecretKeyRing;
+}
+
+export const MIX_SECRET_VALUES = 5;
+const MIX_AUTOSCALING = create(AutoscalingSchema, { minReplicas: 2, maxReplicas: 10, targetCpuUtilizationPercent: 70 });
+
+/** Every how many-th deployment `mix` makes richer. */
+export function mixEvery(mix: ServiceMix): number {
+  if (!(mix.fraction > 0 && mix.fraction <= 1)) throw new Error(`a service mix's fraction must be in (0, 1], got ${mix.fraction}`);
+  return Math.round(1 / mix.fraction);
+}
+
+/** What a mixed deployment adds to its workload: the secret env as ctrl stores it (sealed, fingerprinted), the probes. */
+function mixedWorkload(id: string, ring: SecretKeyRing) {
+  const secretEnv = Array.from({ length: MIX_SECRET_VALUES }, (_, n) => {
+    const name = `SECRET_${n}`;
+    // A random 32-byte credential, as a password or an API key might be.
+    const value = randomBytes(32).toString("base64url");
+    return create(SecretEnvVarSchema, { name, sealed: ring.seal(secretContext(id, name), value), fingerprint: ring.fingerprint(value) });
+  });
+  const probe = (path: string) => create(ProbeSchema, { handler: { case: "httpGet", value: { path, port: 8080 } } });
+  return { secretEnv, readinessProbe: probe("/ready"), livenessProbe: probe("/healthz") };
+}
+
+/**
  * Seeds `count` running deployments placed in one new region, exactly as `count` creates
  * through the API would leave the tables: deployments, placements, desired_resources (with
  * versions 1..count) and regions.head_version = count. The outbox (deployment_changes) is
@@ -95,8 +134,11 @@ export async function seedRegion(
   url: string,
   region: string,
   count: number,
-  /** `padBytes` of environment more per resource; ids from deploymentId(`firstIndex`) (another region's may not overlap). */
-  { padBytes = 0, firstIndex = 0 }: { padBytes?: number; firstIndex?: number } = {},
+  /**
+   * `padBytes` of environment more per resource; ids from deploymentId(`firstIndex`) (another
+   * region's may not overlap); `mix`: a share of richer deployments (see ServiceMix).
+   */
+  { padBytes = 0, firstIndex = 0, mix }: { padBytes?: number; firstIndex?: number; mix?: ServiceMix } = {},
 ): Promise<{ regionId: number; head: number; bodyBytes: number }> {
   const conn = await createConnection({ uri: url });
   try {
@@ -107,6 +149,7 @@ export async function seedRegion(
     // Multi-row INSERTs of at most a few MB (binary travels hex-escaped; the server caps a packet).
     const chunk = padBytes > 0 ? Math.max(1, Math.floor(4_000_000 / padBytes)) : 2000;
     const perTransaction = 20_000;
+    const every = mix ? mixEvery(mix) : 0;
     let bodyBytes = 0;
     for (let start = 0; start < count; start += perTransaction) {
       await conn.beginTransaction();
@@ -117,9 +160,11 @@ export async function seedRegion(
         for (let i = from; i < Math.min(count, from + chunk); i++) {
           const id = deploymentId(firstIndex + i);
           const namespace = `team-${i % 50}`;
-          const w = workload(i, padBytes);
+          const mixed = mix !== undefined && i % every === 0;
+          const w = { ...workload(i, padBytes), ...(mixed && mixedWorkload(id, mix.ring)) };
           const replicas = 1 + (i % 5);
-          const deployment = create(DeploymentSchema, { id, namespace, ...w, regions: [{ region, replicas }] });
+          const autoscaling = mixed ? MIX_AUTOSCALING : undefined;
+          const deployment = create(DeploymentSchema, { id, namespace, ...w, regions: [{ region, replicas, autoscaling }] });
           deployments.push([id, 1, Buffer.from(toBinary(DeploymentSchema, deployment)), now, now]);
           placements.push([ResourceType.DEPLOYMENT, id, regionId]);
           const body = toBinary(
@@ -128,7 +173,7 @@ export async function seedRegion(
               type: ResourceType.DEPLOYMENT,
               id,
               namespace,
-              spec: { case: "deployment", value: { workload: w, replicas } },
+              spec: { case: "deployment", value: { workload: w, replicas, autoscaling } },
             }),
           );
           bodyBytes += body.length;

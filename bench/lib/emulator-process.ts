@@ -13,6 +13,8 @@ export interface EmulatorChildConfig {
 export interface SeedSpec {
   databaseUrl: string;
   region: string;
+  /** The key file the region's secret env values are sealed under: the Secrets the agent applies hold them opened. */
+  secretsKeyFile?: string;
 }
 
 export interface SeedResult {

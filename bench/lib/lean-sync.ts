@@ -29,14 +29,15 @@ export class LeanSyncClient {
     this.#session.on("error", () => {});
   }
 
-  async sync(region: string): Promise<LeanSyncResult> {
+  /** `token`: the admin token unless given (a region's agent token gets its secret values opened). */
+  async sync(region: string, token = ADMIN_TOKEN): Promise<LeanSyncResult> {
     const call = this.#session.request({
       ":method": "POST",
       ":path": `/${ClusterService.typeName}/${ClusterService.method.syncDesiredState.name}`,
       "content-type": "application/grpc",
       "grpc-accept-encoding": "gzip",
       te: "trailers",
-      authorization: `Bearer ${ADMIN_TOKEN}`,
+      authorization: `Bearer ${token}`,
     });
     const body = toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region }));
     call.end(encodeEnvelope(0, body));

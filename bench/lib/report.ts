@@ -26,6 +26,8 @@ export interface BenchContext {
   heapSnapshotDir: string | undefined;
   /** B7: agent runs with the kubernetes target, the median is the figure (default 3). */
   b7Runs: number;
+  /** B7: this share of the fleet's deployments with five secret values, probes and autoscaling (0: none, the default). */
+  b7ServiceMix: number;
 }
 
 export function markdownTable(rows: readonly Row[]): string {
