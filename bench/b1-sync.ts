@@ -104,14 +104,15 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
 
     const secretsKeyFile = secretsKey.file;
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, secretsKeyFile }, { cpuProfileDir: ctx.cpuProfileDir });
+    // Each region's agent credential, as its agent syncs (ctrl opens secret values for that caller only).
+    const plainToken = await createAgentToken(ctrl.url, REGION);
+    const mixedToken = await createAgentToken(ctrl.url, MIXED_REGION);
+    // Before the lean readers connect: ctrl closes a connection whose first request takes longer (10 s).
+    const deliveredValues = await checkSecretsDelivered(ctrl.url, mixedToken, mix, count);
     lean = new LeanSyncClient(ctrl.url);
     tls = benchTls();
     tlsCtrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, tls: tls.server, secretsKeyFile });
     leanTls = new LeanSyncClient(tlsCtrl.url, tls.ca);
-    // Each region's agent credential, as its agent syncs (ctrl opens secret values for that caller only).
-    const plainToken = await createAgentToken(ctrl.url, REGION);
-    const mixedToken = await createAgentToken(ctrl.url, MIXED_REGION);
-    const deliveredValues = await checkSecretsDelivered(ctrl.url, mixedToken, mix, count);
     const connectDefault = clusterClient(ctrl.url);
     const connectPlain = clusterClient(ctrl.url, { acceptCompression: [] });
     const variant = (name: string, sync: () => Promise<LeanSyncResult>, served = ctrl!): Variant => ({
