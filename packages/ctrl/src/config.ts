@@ -178,6 +178,18 @@ export const CTRL_OPTIONS = [
     ...was("STREAM_SEND_TIMEOUT_MS", { flag: "stream-send-timeout-ms", unit: "ms" }),
   },
   {
+    flag: "send-budget-bytes",
+    default: String(16 * 1024 * 1024),
+    description:
+      "bytes of stream messages (SyncDesiredState pages, WatchDeploymentChanges batches) waiting for their clients, process-wide; the next messages wait for their share",
+  },
+  {
+    flag: "send-budget-stall",
+    default: "1s",
+    description:
+      "while --send-budget-bytes is exhausted, a stream whose client has not taken its message for this long is reset to make room, oldest first (gRPC: RESOURCE_EXHAUSTED)",
+  },
+  {
     flag: "snapshot-concurrency",
     default: "6",
     description: "SyncDesiredState page queries running at once (keep below the MySQL pool of 10)",

@@ -26,6 +26,7 @@ import {
   type StreamRequest,
   type StreamResponse,
 } from "@connectrpc/connect";
+import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
 import { DECODE_OPTIONS, readRequestBody, type RequestBounds } from "./request-body.ts";
 import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
@@ -145,7 +146,7 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
     for await (const message of res.message) {
       const shared = responseCompression ? undefined : sharedFrames.get(message);
       if (shared === undefined) {
-        await writer.message(ctx.responseHeader, toBinary(method.output, message));
+        await writer.message(ctx.responseHeader, encodedChunks(method.output, message));
         continue;
       }
       const frame = shared ?? encodeEnvelope(0, toBinary(method.output, message));
@@ -181,20 +182,38 @@ class GrpcResponseWriter {
     this.#stream.respond(this.#headers(header), { waitForTrailers: true });
   }
 
-  /** Writes one message; resolves once the stream can take more (or is gone). */
-  async message(header: Headers, bytes: Uint8Array): Promise<void> {
-    const compress = this.#compression !== undefined && bytes.byteLength >= COMPRESS_MIN_BYTES;
-    await this.frame(header, compress ? encodeEnvelope(compressedFlag, await this.#compression.compress(bytes)) : encodeEnvelope(0, bytes));
+  /** Writes one message, encoded as `chunks`; resolves once the stream can take more (or is gone). */
+  async message(header: Headers, chunks: Uint8Array[]): Promise<void> {
+    const length = chunks.reduce((n, chunk) => n + chunk.byteLength, 0);
+    if (this.#compression !== undefined && length >= COMPRESS_MIN_BYTES) {
+      await this.frame(header, encodeEnvelope(compressedFlag, await this.#compression.compress(Buffer.concat(chunks, length))));
+      return;
+    }
+    // The chunks as they are, behind their own prefix: a copy of a large message into one
+    // envelope is what a stream whose client does not read would hold besides it.
+    const prefix = Buffer.allocUnsafe(5);
+    prefix[0] = 0;
+    prefix.writeUInt32BE(length, 1);
+    await this.frame(header, prefix, ...chunks);
   }
 
   /**
-   * Writes one framed message. Returns nothing when the stream can take more, else a promise
-   * that resolves once it can (or is gone): most writes then cost a fan-out no promise.
+   * Writes one framed message (in chunks, its prefix first). Returns nothing when the stream
+   * can take more, else a promise that resolves once it can (or is gone): most writes then
+   * cost a fan-out no promise.
    */
-  frame(header: Headers, envelope: Uint8Array): Promise<void> | undefined {
+  frame(header: Headers, ...envelope: Uint8Array[]): Promise<void> | undefined {
     if (this.#stream.destroyed) throw new ConnectError("client went away", Code.Canceled);
     this.open(header);
-    if (this.#stream.write(envelope)) return undefined;
+    let more = true;
+    if (envelope.length === 1) {
+      more = this.#stream.write(envelope[0]);
+    } else {
+      this.#stream.cork();
+      for (const chunk of envelope) more = this.#stream.write(chunk);
+      this.#stream.uncork();
+    }
+    if (more) return undefined;
     return new Promise<void>((resolve) => {
       const done = () => {
         this.#stream.off("drain", done);
@@ -223,6 +242,18 @@ class GrpcResponseWriter {
   #headers(header: Headers): Record<string, string> {
     return { ...Object.fromEntries(header), ":status": "200", "content-type": this.#contentType };
   }
+}
+
+/**
+ * `message`'s encoding in chunks: its verbatim fields (unknown fields, which protobuf-es
+ * writes after the known ones) by reference, each behind its tag, rather than copied.
+ */
+export function encodedChunks<O extends DescMessage>(schema: O, message: MessageShape<O>): Uint8Array[] {
+  const unknown = message.$unknown;
+  if (unknown === undefined || unknown.length === 0) return [toBinary(schema, message)];
+  const chunks: Uint8Array[] = [toBinary(schema, message, { writeUnknownFields: false })];
+  for (const { no, wireType, data } of unknown) chunks.push(new BinaryWriter().tag(no, wireType).finish(), data);
+  return chunks;
 }
 
 async function readRequest<I extends DescMessage>(

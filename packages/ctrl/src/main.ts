@@ -45,6 +45,8 @@ try {
       snapshotReadAheadBytes: read.positiveInt("snapshot-read-ahead-bytes"),
     },
     streamSendTimeoutMs: read.positiveDuration("stream-send-timeout"),
+    sendBudgetBytes: read.positiveInt("send-budget-bytes"),
+    sendBudgetStallMs: read.positiveDuration("send-budget-stall"),
     tokenLookupConcurrency: read.positiveInt("token-lookup-concurrency"),
     bounds: connectionBounds(config),
     status: { staleAfterMs: read.positiveDuration("status-stale-after") },

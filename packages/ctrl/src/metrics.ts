@@ -146,8 +146,23 @@ export class CtrlMetrics {
     },
   });
 
+  #sendBudgetUsed: (() => number) | undefined;
+  readonly sendBudgetUsed = new Gauge({
+    name: "flotilla_ctrl_send_budget_used_bytes",
+    help: "Bytes of stream messages waiting for their clients, of --send-budget-bytes.",
+    registers: [this.registry],
+    collect: () => {
+      if (this.#sendBudgetUsed) this.sendBudgetUsed.set(this.#sendBudgetUsed());
+    },
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Where flotilla_ctrl_send_budget_used_bytes reads its value from. */
+  countSendBudgetWith(used: () => number): void {
+    this.#sendBudgetUsed = used;
   }
 
   /** Where flotilla_ctrl_rollouts_active reads its counts from. */

@@ -43,6 +43,7 @@ import { reflectionService } from "./services/reflection.ts";
 import { rolloutService } from "./services/rollout-service.ts";
 import { RolloutDriver } from "./rollouts/driver.ts";
 import { SendTimeout } from "./send-timeout.ts";
+import { DEFAULT_SEND_BUDGET_BYTES, DEFAULT_SEND_BUDGET_STALL_MS, SendBudget } from "./send-budget.ts";
 import { requestGate } from "./request-gate.ts";
 import { boundedConnectRequest, DECODE_OPTIONS, DEFAULT_DECODE_OPTIONS, requestBounds, type DecodeOptions } from "./request-body.ts";
 import { earlyRefusal } from "./early-refusal.ts";
@@ -74,6 +75,10 @@ export interface CtrlOptions {
   stream?: Partial<StreamOptions>;
   /** A stream whose client reads nothing for this long is reset, freeing what it holds. */
   streamSendTimeoutMs?: number;
+  /** Bytes of stream messages waiting for their clients, process-wide (send-budget.ts). Default 16 MiB. */
+  sendBudgetBytes?: number;
+  /** While the send budget is exhausted, a stream whose client has not taken its message for this long is reset. Default 1 s. */
+  sendBudgetStallMs?: number;
   /** Agent-token lookups in the database at once (a spray of unknown tokens waits, unary calls do not). */
   tokenLookupConcurrency?: number;
   /** What one connection may cost (idle and request timeouts, stream, reset and ping caps). */
@@ -201,7 +206,11 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     log,
   );
 
-  const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions);
+  const sendBudget = new SendBudget(options.sendBudgetBytes ?? DEFAULT_SEND_BUDGET_BYTES, options.sendBudgetStallMs ?? DEFAULT_SEND_BUDGET_STALL_MS, () =>
+    metrics.connectionBounds.inc({ reason: "send_budget" }),
+  );
+  metrics.countSendBudgetWith(() => sendBudget.used);
+  const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions, sendBudget);
   const routes = (router: ConnectRouter) => {
     router.service(DeploymentService, deploymentService(store, statusOptions, validation));
     router.service(SentinelService, sentinelService(store, statusOptions, validation));

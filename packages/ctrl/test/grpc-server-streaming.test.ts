@@ -12,6 +12,8 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { compressedFlag, encodeEnvelope } from "@connectrpc/connect/protocol";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { encodedChunks } from "../src/grpc-server-streaming.ts";
+import { withVerbatimField } from "../src/services/cluster/verbatim.ts";
 
 type WatchRequest = MessageInitShape<typeof WatchDeploymentChangesRequestSchema>;
 
@@ -233,4 +235,17 @@ describe("gRPC watch streams served directly", () => {
     assert.match(text, /flotilla_ctrl_requests_total\{procedure="ctrl\.v1\.ClusterService\/WatchDeploymentChanges",code="unauthenticated"\} [1-9]/);
     assert.match(text, /flotilla_ctrl_requests_total\{procedure="ctrl\.v1\.ClusterService\/WatchDeploymentChanges",code="deadline_exceeded"\} [1-9]/);
   });
+});
+
+test("a message's verbatim fields are written by reference, and its chunks are its encoding", () => {
+  const changes = [new Uint8Array([2, 8, 1]), new Uint8Array([2, 8, 2])]; // length-prefixed, as a change's bytes are
+  const message = withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: 7n }), 1, changes);
+  const chunks = encodedChunks(WatchDeploymentChangesResponseSchema, message);
+  assert.deepEqual(Buffer.concat(chunks), Buffer.from(toBinary(WatchDeploymentChangesResponseSchema, message)));
+  assert.ok(
+    changes.every((change) => chunks.includes(change)),
+    "a verbatim field was copied",
+  );
+  const plain = create(WatchDeploymentChangesResponseSchema, { version: 7n });
+  assert.deepEqual(encodedChunks(WatchDeploymentChangesResponseSchema, plain), [toBinary(WatchDeploymentChangesResponseSchema, plain)]);
 });

@@ -153,3 +153,68 @@ for (const { db, skip } of await testDatabases()) {
     });
   });
 }
+
+/** Resolves once `condition()` holds, checking every 10 ms. */
+async function until(condition: () => Promise<boolean>): Promise<void> {
+  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+for (const { db, skip } of await testDatabases()) {
+  describe(`the send budget (${db.name})`, { skip }, () => {
+    /** What a sync reserves before its first page (sync-desired-state.ts); the pages here (4 resources of about 60 KB) are a little smaller. */
+    const FIRST_PAGE_RESERVED = 256 * 1024;
+    const FITTING = 4;
+    const BUDGET = FITTING * FIRST_PAGE_RESERVED;
+    let t: TestCtrl;
+    before(async () => {
+      // The send timeout is its default (1 min): what ends stalled streams here is the budget.
+      t = await startTestCtrl(db, { sendBudgetBytes: BUDGET, sendBudgetStallMs: 1000 });
+      await t.store.regions.create("big");
+      await createBulkyDeployments(t, "big", 20, 60_000);
+    });
+    after(() => t.close());
+
+    test(`${FITTING} stalled syncs fill it; one past it waits, holding no page, until the one stalled longest is reset; a reading client's sync completes; every byte is released when the streams end`, async () => {
+      const used = async () => (await t.ctrl.metrics.sendBudgetUsed.get()).values[0]?.value ?? 0;
+      const resets = async () => (await t.ctrl.metrics.connectionBounds.get()).values.find((v) => v.labels.reason === "send_budget")?.value ?? 0;
+      let mostUsed = 0;
+      const sampler = setInterval(async () => (mostUsed = Math.max(mostUsed, await used())), 5);
+      const stall = () => {
+        const call = rawGrpcCall(t.url, ClusterService.method.syncDesiredState, { region: "big" }, ADMIN_TOKEN, { initialWindowSize: 1024 });
+        const ended = new Promise<number>((resolve) => call.stream.once("close", () => resolve(call.stream.rstCode ?? -1)));
+        const responded = new Promise((resolve) => call.stream.once("response", resolve));
+        return { ...call, ended, responded };
+      };
+      const stalled = Array.from({ length: FITTING }, stall);
+      // Each has its first page waiting for its client.
+      await until(async () => (await used()) >= FITTING * 200_000);
+      assert.equal(await resets(), 0);
+
+      const past = stall();
+      await past.responded;
+      // Until a stalled stream is reset, the one past the budget gets no data (its page is not even read).
+      while ((await resets()) === 0) {
+        assert.equal(past.stream.readableLength, 0, "the stream past the budget got data before any stalled stream was reset");
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.equal(await resets(), 1);
+      const first = await Promise.race(stalled.map((s, i) => s.ended.then((code) => ({ i, code }))));
+      assert.equal(first.code, h2.NGHTTP2_ENHANCE_YOUR_CALM);
+      await until(async () => past.stream.readableLength > 0);
+
+      // A reading client goes through, taking the places of stalled streams as it needs them.
+      let resources = 0;
+      let complete = false;
+      for await (const res of t.client(ClusterService, { protocol: "grpc" }).syncDesiredState({ region: "big" }, { timeoutMs: 30_000 })) {
+        if (res.message.case === "batch") resources += res.message.value.resources.length;
+        else if (res.message.case === "complete") complete = true;
+      }
+      assert.deepEqual({ resources, complete }, { resources: 20, complete: true });
+      clearInterval(sampler);
+      assert.ok(mostUsed <= BUDGET, `${mostUsed} bytes were waiting for clients, beyond the budget of ${BUDGET}`);
+
+      for (const s of [...stalled, past]) s.close();
+      await until(async () => (await used()) === 0);
+    });
+  });
+}

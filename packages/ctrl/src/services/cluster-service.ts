@@ -3,6 +3,7 @@ import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import type { Store } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
+import type { SendBudget } from "../send-budget.ts";
 import type { StatusOptions } from "../status/region-status.ts";
 import type { ChangePoller } from "../streaming/poller.ts";
 import type { StreamOptions } from "./cluster/options.ts";
@@ -16,10 +17,11 @@ export function clusterService(
   metrics: CtrlMetrics,
   options: StreamOptions,
   statusOptions: StatusOptions,
+  sendBudget: SendBudget,
 ): ServiceImpl<typeof ClusterService> {
   return {
-    syncDesiredState: syncDesiredState(store, metrics, options),
-    watchDeploymentChanges: watchDeploymentChanges(store, poller, metrics, options),
+    syncDesiredState: syncDesiredState(store, metrics, options, sendBudget),
+    watchDeploymentChanges: watchDeploymentChanges(store, poller, metrics, options, sendBudget),
     reportObservedState: reportObservedState(store, metrics, statusOptions),
   };
 }

@@ -8,15 +8,20 @@ import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/res
 import { ReadAheadBudget, readSnapshot, Slots, type SnapshotRow, type Store } from "@flotilla/store";
 import { resolveAuthorizedRegion } from "../../auth.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
+import type { SendBudget } from "../../send-budget.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
 import { resourceBatchFieldData } from "./resource-batch-encoding.ts";
 import { secretDelivery } from "./secret-delivery.ts";
 import { sendsVerbatim, withVerbatimField } from "./verbatim.ts";
+import { nodeRequestKey, resetTransport } from "./watch-deployment-changes.ts";
 
 type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
 
-export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: StreamOptions) {
+/** What a stream reserves of the send budget before its first page is read: the size pages aim at (the store's snapshot pages). */
+const FIRST_MESSAGE_BYTES = 256 * 1024;
+
+export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: StreamOptions, sendBudget: SendBudget) {
   // Snapshot queries draw from a bounded share of the database pool: unary calls, watches
   // and the poller always find a connection, however many syncs are open.
   const queries = new Slots(options.snapshotConcurrency);
@@ -26,24 +31,38 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const binary = sendsVerbatim(ctx);
     const secrets = secretDelivery(store.secrets, ctx, region);
+    const share = sendBudget.share(() => resetTransport(ctx.values.get(nodeRequestKey)), ctx.signal);
     const stopTimer = metrics.snapshotDuration.startTimer();
-    for await (const item of readSnapshot(store.database, region.id, {
-      batchSize: options.snapshotBatchSize,
-      batchBytes: options.messageBytesMax,
-      readAhead,
-      queries,
-      signal: ctx.signal,
-    })) {
-      if ("batch" in item) {
-        countByType(metrics, item.batch);
-        const batch = item.batch.map((row) => ({ ...row, body: secrets.body(row.body) }));
-        yield binary ? wireBatchResponse(batch) : { message: { case: "batch", value: decodedBatch(batch) } };
-      } else if ("removals" in item) {
-        yield { message: { case: "removals", value: { resources: item.removals } } };
-      } else {
-        const { version, count, removals } = item.complete;
-        yield { message: { case: "complete", value: { version: BigInt(version), resourceCount: BigInt(count), removalCount: BigInt(removals) } } };
+    try {
+      // Each page is read once the next message fits the send budget (about as large as the one before).
+      let expectedBytes = Math.min(FIRST_MESSAGE_BYTES, options.messageBytesMax);
+      await share.reserve(expectedBytes);
+      for await (const item of readSnapshot(store.database, region.id, {
+        batchSize: options.snapshotBatchSize,
+        batchBytes: options.messageBytesMax,
+        readAhead,
+        queries,
+        signal: ctx.signal,
+      })) {
+        let response: Response;
+        let bytes = 0;
+        if ("batch" in item) {
+          countByType(metrics, item.batch);
+          const batch = item.batch.map((row) => ({ ...row, body: secrets.body(row.body) }));
+          bytes = expectedBytes = batch.reduce((n, row) => n + row.body.length, 0);
+          response = binary ? wireBatchResponse(batch) : { message: { case: "batch", value: decodedBatch(batch) } };
+        } else if ("removals" in item) {
+          response = { message: { case: "removals", value: { resources: item.removals } } };
+        } else {
+          const { version, count, removals } = item.complete;
+          response = { message: { case: "complete", value: { version: BigInt(version), resourceCount: BigInt(count), removalCount: BigInt(removals) } } };
+        }
+        share.sent(bytes);
+        yield response;
+        await share.reserve(expectedBytes);
       }
+    } finally {
+      share.release();
     }
     stopTimer();
   };

@@ -12,6 +12,7 @@ import { resolveAuthorizedRegion } from "../../auth.ts";
 import { sharedMessage } from "../../grpc-server-streaming.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
+import type { SendBudget } from "../../send-budget.ts";
 import type { ChangePoller } from "../../streaming/poller.ts";
 import { batchLength, Overflow, type BatchLimits, type Subscription } from "../../streaming/subscription.ts";
 import * as validate from "../../validate.ts";
@@ -31,7 +32,7 @@ export function resyncRequired(message: string, version: number): Error {
   });
 }
 
-export function watchDeploymentChanges(store: Store, poller: ChangePoller, metrics: CtrlMetrics, options: StreamOptions) {
+export function watchDeploymentChanges(store: Store, poller: ChangePoller, metrics: CtrlMetrics, options: StreamOptions, sendBudget: SendBudget) {
   /** A live change's response, the same message for every stream it is fanned out to. */
   const liveResponses = new WeakMap<Change, Response>();
   const liveResponse = (change: Change): Response => {
@@ -71,12 +72,19 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
     };
     const binary = sendsVerbatim(ctx);
     const secrets = secretDelivery(store.secrets, ctx, region);
-    const send = (stored: Change[]): Response => {
+    const share = sendBudget.share(() => resetTransport(ctx.values.get(nodeRequestKey)), ctx.signal);
+    /** The message of `stored`, once its bytes fit the send budget. */
+    const send = async (stored: Change[], live: boolean): Promise<Response> => {
       const changes = stored.map((c) => secrets.change(c));
       cursor = changes[changes.length - 1]!.version;
       metrics.watchEvents.inc(changes.length);
       // Binary codecs (gRPC on the direct path, Connect and gRPC-Web under connect) send the
-      // changes' framed bytes as they are; JSON encodes the decoded events.
+      // changes' framed bytes as they are; JSON encodes the decoded events. A live change's
+      // message is one for all of its region's streams: it costs no stream its own bytes.
+      const shared = live && binary && changes.length === 1 && changes[0] === stored[0];
+      const bytes = shared ? 0 : changes.reduce((n, c) => n + c.bytes.length, 0);
+      await share.reserve(bytes);
+      share.sent(bytes);
       if (binary && changes.length === 1) return liveResponse(changes[0]!);
       if (binary)
         return withVerbatimField(
@@ -95,7 +103,8 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
         }
         for (let i = 0; i < changes.length; ) {
           const n = batchLength(changes.slice(i), limits);
-          yield send(changes.slice(i, i + n));
+          yield await send(changes.slice(i, i + n), false);
+          share.release(); // taken by the client
           lastProgress = Date.now();
           i += n;
         }
@@ -103,7 +112,8 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       while (!ctx.signal.aborted) {
         const changes = takeOrThrow(sub, limits, cursor);
         if (changes.length > 0) {
-          yield send(changes);
+          yield await send(changes, true);
+          share.release(); // taken by the client
           lastProgress = Date.now();
           continue;
         }
@@ -120,6 +130,7 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       throw ConnectError.from(ctx.signal.reason, Code.Canceled);
     } finally {
       clearTimeout(resetTimer);
+      share.release();
       poller.unsubscribe(sub);
       streams.dec();
     }
