@@ -79,7 +79,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     metrics,
     log,
     prune: config.prune,
-    liveObjects: (key) => observer?.liveObjects(key) ?? new Map(),
+    liveObjects: (key) => observer?.liveObjects(key),
     // The observer's first list runs beside the first prune, which waits for it instead of listing too.
     managedObjects: observer && (() => observer.firstListed.then(() => observer.managedObjects())),
     namespaces: config.namespaces,

@@ -21,7 +21,17 @@
 //   resource key are kept by location, in two small maps that are empty in normal operation.
 import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey, RESOURCE_TYPE_NAMES } from "./keys.ts";
-import { DESIRED_VERSION_ANNOTATION, ID_LABEL, MANAGED_BY_LABEL, REGION_LABEL, resourceOfLabels, TYPE_LABEL, type KubeObject } from "./manifests.ts";
+import {
+  DESIRED_VERSION_ANNOTATION,
+  ID_LABEL,
+  MANAGED_BY_LABEL,
+  REGION_LABEL,
+  resourceOfLabels,
+  SECRET_ENV_CHECKSUM_ANNOTATION,
+  secretEnvChecksumOf,
+  TYPE_LABEL,
+  type KubeObject,
+} from "./manifests.ts";
 
 /** Status fields of a Deployment that observations read. */
 const KEPT_STATUS = ["observedGeneration", "replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] as const;
@@ -32,7 +42,7 @@ const KEPT_CONDITIONS = new Set(["Progressing", "Available"]);
 // namespace, resourceVersion, generation, the desired-version annotation, the labels
 // managed-by, region, resource type and resource id, the held digest (see ObjectCache.set());
 // for a HorizontalPodAutoscaler also status.currentReplicas and desiredReplicas; for a Deployment also spec.replicas, the
-// first container's image, KEPT_STATUS and four fields (type, status, reason, message) per kept
+// first container's image, the pod template's secret env checksum annotation, KEPT_STATUS and four fields (type, status, reason, message) per kept
 // condition. A field is the value itself (a string, or a number's decimal form) or one of
 // these marks (a value holding a mark character is stored as JSON, see holdsMarker()):
 /** Between fields. */
@@ -57,7 +67,7 @@ const HIGHEST_MARKER = 9;
 /** "<name>-<hash>" in a message, the name already replaced: the hash (a pod-template hash is base-36 digits). */
 const REPLICA_SET_HASH = new RegExp(`${NAME_IN_MESSAGE}-([a-z0-9]{1,20})(?![a-z0-9])`);
 const COMMON_FIELDS = 10;
-const DEPLOYMENT_FIELDS = COMMON_FIELDS + 2 + KEPT_STATUS.length;
+const DEPLOYMENT_FIELDS = COMMON_FIELDS + 3 + KEPT_STATUS.length;
 
 /**
  * Values stored once and referenced by index. Bounded: values longer than `MAX_SHARED_LENGTH` or
@@ -175,7 +185,7 @@ function pack(object: KubeObject, tag: string, kind: string, key: string | undef
   if (kind === "Deployment") {
     const spec = object.spec as DeploymentSpec | undefined;
     const status = object.status as DeploymentStatus | undefined;
-    fields.push(putNumber(spec?.replicas), putString(spec?.template?.spec?.containers?.[0]?.image));
+    fields.push(putNumber(spec?.replicas), putString(spec?.template?.spec?.containers?.[0]?.image), putString(secretEnvChecksumOf(object)));
     for (const field of KEPT_STATUS) fields.push(putNumber(status?.[field]));
     for (const { type, status: conditionStatus, reason, message } of status?.conditions?.filter((c) => KEPT_CONDITIONS.has(c.type ?? "")) ?? []) {
       fields.push(putString(type, true), putString(conditionStatus, true), putString(reason, true), putMessage(message, metadata.name));
@@ -187,8 +197,8 @@ function pack(object: KubeObject, tag: string, kind: string, key: string | undef
 /**
  * The reduced object of a record's fields, those after its kind (a new one on every call): apiVersion, kind, name, namespace,
  * resourceVersion, generation, the agent's labels and desired-version annotation; for a
- * HorizontalPodAutoscaler also its current and desired replicas; for a Deployment also spec.replicas, the first container's image and the status counters and
- * Progressing/Available conditions.
+ * HorizontalPodAutoscaler also its current and desired replicas; for a Deployment also spec.replicas, the first container's image, the pod
+ * template's secret env checksum annotation, and the status counters and Progressing/Available conditions.
  */
 function unpack(fields: readonly string[], kind: ObjectKind, key: string | undefined): KubeObject {
   const [type, id] = keyParts(key);
@@ -219,11 +229,17 @@ function unpack(fields: readonly string[], kind: ObjectKind, key: string | undef
   const spec: DeploymentSpec = {};
   const replicas = readNumber(fields[COMMON_FIELDS]!);
   const image = readString(fields[COMMON_FIELDS + 1]!);
+  const secretEnvChecksum = readString(fields[COMMON_FIELDS + 2]!);
   if (replicas !== undefined) spec.replicas = replicas;
-  if (image !== undefined) spec.template = { spec: { containers: [{ image }] } };
+  if (image !== undefined || secretEnvChecksum !== undefined) {
+    spec.template = {
+      ...(secretEnvChecksum !== undefined ? { metadata: { annotations: { [SECRET_ENV_CHECKSUM_ANNOTATION]: secretEnvChecksum } } } : {}),
+      spec: { containers: image !== undefined ? [{ image }] : [] },
+    };
+  }
   const status: DeploymentStatus = {};
   for (const [index, field] of KEPT_STATUS.entries()) {
-    const value = readNumber(fields[COMMON_FIELDS + 2 + index]!);
+    const value = readNumber(fields[COMMON_FIELDS + 3 + index]!);
     if (value !== undefined) status[field] = value;
   }
   const conditions: NonNullable<DeploymentStatus["conditions"]> = [];
@@ -428,7 +444,7 @@ function splitLocation(at: string): [string, string] {
 
 interface DeploymentSpec {
   replicas?: number;
-  template?: { spec?: { containers?: { image?: string }[] } };
+  template?: { metadata?: { annotations?: Record<string, string> }; spec?: { containers?: { image?: string }[] } };
 }
 
 /** The status fields of a HorizontalPodAutoscaler the agent reports, and all the cache keeps of it. */

@@ -236,6 +236,12 @@ function secretEnvObject(metadata: Metadata, workload: Workload): KubeObject {
   return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", data };
 }
 
+/** The secret env checksum on a Deployment's pod template (it references its secret env Secret), if any. */
+export function secretEnvChecksumOf(deployment: KubeObject): string | undefined {
+  const template = (deployment.spec as { template?: { metadata?: { annotations?: Record<string, string> } } } | undefined)?.template;
+  return template?.metadata?.annotations?.[SECRET_ENV_CHECKSUM_ANNOTATION];
+}
+
 /** Names and keyed fingerprints digested: changes with any value, and shows none. */
 function secretEnvChecksum(workload: Workload): string {
   const lines = workload.secretEnv.map(({ name, fingerprint }) => `${name}=${fingerprint}\n`).sort();

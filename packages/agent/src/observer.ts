@@ -15,10 +15,10 @@ import { backoffDelay, sleep, type BackoffOptions } from "./backoff.ts";
 import { Watchdog } from "./watchdog.ts";
 import { ObjectCache, resourceKeyOf, type CachedObject } from "./cached-object.ts";
 import type { KeyedStrings } from "./keyed-strings.ts";
-import { describeObject, managedSelector, type KubeObject } from "./manifests.ts";
+import { describeObject, managedSelector, secretEnvChecksumOf, type KubeObject } from "./manifests.ts";
 import { statusCodeOf, type KubeClient, type WatchEvent } from "./kube-api.ts";
 import { parseResourceKey } from "./keys.ts";
-import type { LiveObjects, ManagedObject } from "./target.ts";
+import type { LiveObject, LiveObjects, ManagedObject } from "./target.ts";
 import type { WatchedKind } from "./watched-kinds.ts";
 
 /** Why a watch was restarted (the `reason` label of flotilla_agent_observer_restarts_total). */
@@ -83,12 +83,20 @@ export class Observer {
     return this.#watcher(kind)?.isSynced ?? false;
   }
 
-  /** The known resourceVersion and held digest of each cached object of resource `key`, by describeObject() name. */
-  liveObjects(key: string): LiveObjects {
+  /**
+   * The known resourceVersion and held digest of each cached object of resource `key`, by
+   * describeObject() name; undefined until every kind was listed (an object missing from the
+   * cache is unknown until then, not absent).
+   */
+  liveObjects(key: string): LiveObjects | undefined {
+    if (!this.#watchers.every((w) => w.isSynced)) return undefined;
     const live: LiveObjects = new Map();
     for (const watcher of this.#watchers) {
-      for (const { object, held } of watcher.cachedOf(key))
-        live.set(describeObject(object), { resourceVersion: object.metadata.resourceVersion as string, held });
+      for (const { object, held } of watcher.cachedOf(key)) {
+        const found: LiveObject = { resourceVersion: object.metadata.resourceVersion as string, held };
+        if (object.kind === "Deployment") found.referencesSecretEnv = secretEnvChecksumOf(object) !== undefined;
+        live.set(describeObject(object), found);
+      }
     }
     return live;
   }

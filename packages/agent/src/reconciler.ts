@@ -16,11 +16,12 @@ export interface ReconcilerDeps {
   metrics: AgentMetrics;
   log: Logger;
   /**
-   * A key's objects as last observed (by describeObject() name), if known: the target skips
-   * those that hold what it would apply, and a re-apply that moves one of their versions
-   * corrected drift (counted in drift_corrections_total).
+   * A key's objects as last observed (by describeObject() name), once the observer listed
+   * every kind: the target skips those that hold what it would apply and the deletes of objects
+   * not there, and a re-apply that moves one of their versions corrected drift (counted in
+   * drift_corrections_total).
    */
-  liveObjects?: (key: string) => LiveObjects;
+  liveObjects?: (key: string) => LiveObjects | undefined;
   /** Namespaces the agent may write into; the others are refused (reported, not applied). */
   namespaces: NamespaceRules;
   /** Interval at which an ownership conflict is checked again (it clears once the object is removed or marked for adoption). */
@@ -90,7 +91,8 @@ export function reconciler({
       // alone (skipped or a no-op) that changed meanwhile would go uncorrected otherwise.
       // An object this run wrote and someone deleted before the run ended shows only as a noted delete.
       const drifted =
-        (!reapply && before && applied ? changedMeanwhile(before, applied, liveObjects!(key)) : undefined) ?? (entry.deletedDuringRun ? "deleted" : undefined);
+        (!reapply && before && applied ? changedMeanwhile(before, applied, liveObjects!(key) ?? new Map()) : undefined) ??
+        (entry.deletedDuringRun ? "deleted" : undefined);
       table.markDone(key, version);
       if (drifted) table.requestReapply(key, drifted);
       if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });

@@ -37,9 +37,14 @@ export type AppliedVersions = Map<string, string>;
 export interface LiveObject {
   resourceVersion: string;
   held: string | undefined;
+  /** A Deployment only: whether its pod template references a secret env Secret (carries the checksum annotation). */
+  referencesSecretEnv?: boolean;
 }
 
-/** The live objects of a resource, by describeObject() name. */
+/**
+ * The live objects of a resource of the watched kinds (APPLIED_KINDS), by describeObject() name,
+ * once every kind was listed: an object of those kinds missing from it is not the resource's.
+ */
 export type LiveObjects = Map<string, LiveObject>;
 
 export interface Target {

@@ -369,7 +369,7 @@ describe("Observer", () => {
       const deployment = buildManifests(web, "east").apply.find((object) => object.kind === "Deployment")!;
       await cluster.apply(deployment as never);
       await waitFor(() => changes.includes("deployment/web"), 5000, "the change observed");
-      assert.equal(observer.liveObjects("deployment/web").size, 1, "its live resourceVersion is known");
+      assert.equal(observer.liveObjects("deployment/web")?.size, 1, "its live resourceVersion is known");
       // What the prune reads instead of listing: what the target would list.
       const byPlace = (objects: ManagedObject[]) => objects.map((o) => JSON.stringify(o)).sort();
       const listed = await new KubernetesTarget({ kubeClient: cluster.kube, region: "east" }).listManaged();

@@ -38,6 +38,11 @@ export class KubernetesTarget implements Target {
   readonly #region: string;
   /** Namespaces applied by this process; forgotten when an apply into one finds it missing. */
   readonly #ensuredNamespaces = new Set<string>();
+  /**
+   * Secrets (describeObject() names) this process applied while the live Deployment did not
+   * reference them yet, until it is seen to or the Secret is deleted: see #knownAbsent().
+   */
+  readonly #appliedSecrets = new Set<string>();
 
   constructor({ kubeClient, region }: KubernetesTargetOptions) {
     this.kubeClient = kubeClient;
@@ -50,7 +55,10 @@ export class KubernetesTarget implements Target {
     const applied: AppliedVersions = new Map();
     // An autoscaler no longer wanted goes first: between the Deployment taking spec.replicas back
     // and the delete, it would scale the Deployment again.
-    const [retired, unwanted] = [absent.filter(ownsReplicas), absent.filter((ref) => !ownsReplicas(ref))];
+    const secretReferenced = live?.get(describe({ kind: "Deployment", metadata: { namespace: resource.namespace, name: resource.id } }))?.referencesSecretEnv;
+    const [retired, unwanted] = [absent.filter(ownsReplicas), absent.filter((ref) => !ownsReplicas(ref))].map((refs) =>
+      refs.filter((ref) => !this.#knownAbsent(ref, live, secretReferenced)),
+    );
     for (const ref of retired) await this.#deleteManaged(ref, owner);
     for (const object of apply) {
       if (object.kind === "Namespace") {
@@ -62,6 +70,12 @@ export class KubernetesTarget implements Target {
       if (current?.held !== undefined && current.held === contentDigest(object)) {
         applied.set(name, current.resourceVersion);
         continue;
+      }
+      // Noted before the write (a write that fails may still have created it), unless the live
+      // Deployment already references it: the removal will see that.
+      if (object.kind === "Secret") {
+        if (secretReferenced) this.#appliedSecrets.delete(name);
+        else this.#appliedSecrets.add(name);
       }
       try {
         const written = await this.#applyOwned(object, owner, current?.resourceVersion);
@@ -184,6 +198,25 @@ export class KubernetesTarget implements Target {
   }
 
   /**
+   * Whether `ref`, an object the resource must not have, is known not to be there as ours, so
+   * its delete (which reads it first) is skipped: without that, every apply read each object a
+   * deployment does not use (a Service at port 0, a budget, an autoscaler, a Secret). Known only
+   * with `live` (every watched kind listed; a re-apply passes none and reads them all):
+   *
+   * * a watched kind: the object is not among the resource's live objects. Had it been created
+   *   since the cache last heard, its watch event makes drift correction run the resource again.
+   * * a Secret (not watched): the live Deployment's pod template references no secret env
+   *   (`secretReferenced` false), and this process did not apply the Secret while the cache
+   *   lagged behind (#appliedSecrets). One left behind by a crash between the Deployment's write
+   *   and the Secret's delete goes with the periodic refresh, which passes no live objects.
+   */
+  #knownAbsent(ref: ObjectRef, live: LiveObjects | undefined, secretReferenced: boolean | undefined): boolean {
+    if (!live) return false;
+    const name = describe({ kind: ref.kind, metadata: ref });
+    return ref.kind === "Secret" ? secretReferenced === false && !this.#appliedSecrets.has(name) : !live.has(name);
+  }
+
+  /**
    * Deletes the object only if its labels say it is `owner`'s in this region. The preconditions
    * (uid and resourceVersion of the read) make the delete fail (409) rather than remove an object
    * that was replaced or relabelled since; the retry reads it again.
@@ -191,16 +224,18 @@ export class KubernetesTarget implements Target {
   async #deleteManaged(ref: ObjectRef, owner: Owner): Promise<void> {
     const header = { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } };
     const live = await this.#read(header);
-    if (!live || !isOwnedBy(live, owner)) return;
-    try {
-      await this.kubeClient.delete(objectPath(header), {
-        propagationPolicy: "Background",
-        preconditions: { uid: live.metadata?.uid, resourceVersion: live.metadata?.resourceVersion },
-      });
-    } catch (error) {
-      if (isNotFound(error)) return;
-      throw targetError(error, `delete ${describe(header)}`);
+    if (live && isOwnedBy(live, owner)) {
+      try {
+        await this.kubeClient.delete(objectPath(header), {
+          propagationPolicy: "Background",
+          preconditions: { uid: live.metadata?.uid, resourceVersion: live.metadata?.resourceVersion },
+        });
+      } catch (error) {
+        if (!isNotFound(error)) throw targetError(error, `delete ${describe(header)}`);
+      }
     }
+    // Not ours to delete, or gone: either way not a Secret this process applied any more.
+    this.#appliedSecrets.delete(describe(header));
   }
 }
 
