@@ -1,7 +1,7 @@
 // The agent's memory holds secret env values sealed: a heap snapshot of a running agent process
-// (after the apply, and after the periodic refresh corrected a hand-edited Secret, which opened
-// the values again) contains neither a value nor its base64 form, while it does contain what
-// the agent keeps of the same deployment in plain form (its resource key). Secrets are not
+// (its first sync applied the Secret, opening the value; no apply in flight) contains neither
+// the value nor its base64 form, while it does contain what the agent keeps of the same
+// deployment in plain form (its resource key). Secrets are not
 // watched (that would need list on every Secret of the cluster): a hand edit is undone by the
 // periodic refresh.
 import { test } from "node:test";
@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
-import { spawnAgent } from "@flotilla/testkit/agent-process";
+import { spawnAgent, type AgentProcess } from "@flotilla/testkit/agent-process";
 import { startTestCtrl, testSecretKeyRing } from "@flotilla/testkit/ctrl";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { waitFor } from "@flotilla/testkit/stack";
@@ -27,7 +27,7 @@ function secretValue(emulator: KubernetesEmulator, name: string, key: string): s
 }
 
 /** Asks the agent for a heap snapshot (Node's --heapsnapshot-signal) and returns its text once written whole. */
-async function heapSnapshot(agent: Awaited<ReturnType<typeof spawnAgent>>, dir: string): Promise<string> {
+async function heapSnapshot(agent: AgentProcess, dir: string): Promise<string> {
   const before = new Set(readdirSync(dir));
   agent.signal("SIGUSR2");
   return waitFor(
@@ -53,26 +53,34 @@ test("a running agent's heap holds no secret value, in plain or base64 form; the
   const dir = mkdtempSync(join(tmpdir(), "flotilla-secret-memory-"));
   const id = `vault-${randomBytes(4).toString("hex")}`;
   const value = `s3cret-${randomBytes(16).toString("hex")}`;
-  let agent: Awaited<ReturnType<typeof spawnAgent>> | undefined;
+  let agent: AgentProcess | undefined;
   try {
     await t.store.regions.create("east");
     const { token } = await t.client(RegionService).createAgentToken({ region: "east" });
     writeFileSync(join(dir, "kubeconfig"), emulator.kubeconfigYaml());
-    agent = await spawnAgent(
-      token,
-      ["--ctrl-url", t.url, "--region", "east", "--kubeconfig", join(dir, "kubeconfig"), "--settle", "0", "--refresh-interval", "2s"],
-      ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`],
-    );
+    const args = ["--ctrl-url", t.url, "--region", "east", "--kubeconfig", join(dir, "kubeconfig"), "--settle", "0"];
+    // An agent refreshing every 2 s: a hand edit of the Secret is undone.
+    agent = await spawnAgent(token, [...args, "--refresh-interval", "2s"]);
     await t.client(DeploymentService).createDeployment({
       deployment: { id, namespace: "demo", image: "api:1", regions: [{ region: "east", replicas: 1 }], secretEnv: [{ name: "DB_PASSWORD", value }] },
     });
     await waitFor(() => secretValue(emulator, `${id}-env`, "DB_PASSWORD") === value, "the value in its Secret", 20_000, agent.log);
-
     const secret = emulator.get("v1", "Secret", "demo", `${id}-env`)!;
     emulator.put({ ...secret, data: { DB_PASSWORD: Buffer.from("edited by hand").toString("base64") } });
     assert.equal(secretValue(emulator, `${id}-env`, "DB_PASSWORD"), "edited by hand");
     await waitFor(() => secretValue(emulator, `${id}-env`, "DB_PASSWORD") === value, "the refresh to restore the value", 30_000, agent.log);
+    await agent.kill();
 
+    // An agent with the default refresh, after its first sync applied the Secret: no apply is in
+    // flight (one in flight holds the value in its request, as long as the apply needs).
+    emulator.put({ ...secret, data: { DB_PASSWORD: Buffer.from("edited by hand").toString("base64") } });
+    agent = await spawnAgent(token, args, ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${dir}`]);
+    await waitFor(() => secretValue(emulator, `${id}-env`, "DB_PASSWORD") === value, "the value applied again", 20_000, agent.log);
+    await waitFor(
+      async () =>
+        (await agent!.metric('workqueue_depth{name="agent"}')) === 0 && (await agent!.metric('workqueue_work_duration_seconds_count{name="agent"}'))! >= 1,
+      "the queue drained",
+    );
     const snapshot = await heapSnapshot(agent, dir);
     assert.ok(snapshot.includes(`deployment/${id}`), "the snapshot holds the agent's strings (the resource key)");
     assert.ok(!snapshot.includes(value), "no plain value in the agent's heap");

@@ -61,7 +61,12 @@ for (const { db, skip } of await testDatabases()) {
         createConnectTransport({
           baseUrl: ctrl!.url,
           httpVersion: "1.1",
-          interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`), next(req))],
+          interceptors: [
+            (next) => (req) => {
+              req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
+              return next(req);
+            },
+          ],
         }),
       );
     const setSecret = (id: string, value: string) =>
