@@ -13,7 +13,7 @@ import { OperatorRepository } from "./operators.ts";
 import { StatusEvents } from "./status-events.ts";
 import { Leases } from "./leases.ts";
 import { RolloutRepository } from "./rollouts.ts";
-import { writeDesired } from "./outbox.ts";
+import { writeDesiredMany } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { checkSecretKeys, rotateSecrets } from "./secret-rotation.ts";
 import type { SecretKeyRing } from "./secrets.ts";
@@ -37,6 +37,8 @@ export {
   startWave,
   toRolloutMessage,
   type PlacedRegion,
+  type RolloutChange,
+  type RolloutStep,
   type RolloutTransition,
   type StoredRollout,
   type WavePlan,
@@ -109,8 +111,8 @@ export class Store {
     this.statusEvents = new StatusEvents(db);
     this.leases = new Leases(db);
     this.rollouts = new RolloutRepository(db, dialect, onCommit, {
-      writeDesired: (tx, id, next, now) => writeDesired(tx, dialect, ResourceType.DEPLOYMENT, id, next, now),
-      desiredOf: (tx, id) => this.deployments.desiredInTx(tx, id),
+      writeDesired: (tx, writes, now) => writeDesiredMany(tx, dialect, ResourceType.DEPLOYMENT, writes, now),
+      desiredOf: (tx, ids) => this.deployments.desiredManyInTx(tx, ids),
       revise: (tx, id, toRevision, author, now, shape) => this.deployments.reviseInTx(tx, id, toRevision, author, now, shape),
     });
   }

@@ -5,7 +5,7 @@ import { ChangeEventSchema, DesiredResourceSchema, type ChangeEvent, type Desire
 import type { Transaction } from "kysely";
 import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
-import type { Database } from "./schema.ts";
+import type { Database, DeploymentChangesTable, DesiredResourcesTable } from "./schema.ts";
 
 export type Tx = Transaction<Database>;
 
@@ -15,11 +15,19 @@ export type Tx = Transaction<Database>;
  * ends, so within a region version order is commit order and a rollback leaves no gap.
  */
 export async function takeVersions(tx: Tx, regionIds: Iterable<number>): Promise<Map<number, number>> {
+  return takeVersionRanges(tx, new Map([...regionIds].map((id) => [id, 1])));
+}
+
+/**
+ * As takeVersions, `count` versions of each region at once (region id → count): returns the
+ * last of each region's new versions; the range is the `count` versions up to it.
+ */
+async function takeVersionRanges(tx: Tx, counts: ReadonlyMap<number, number>): Promise<Map<number, number>> {
   const versions = new Map<number, number>();
-  for (const id of [...new Set(regionIds)].sort((a, b) => a - b)) {
+  for (const [id, count] of [...counts].sort(([a], [b]) => a - b)) {
     const result = await tx
       .updateTable("regions")
-      .set((eb) => ({ head_version: eb("head_version", "+", 1) }))
+      .set((eb) => ({ head_version: eb("head_version", "+", count) }))
       .where("id", "=", id)
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) !== 1) throw new StoreError("not_found", `region ${id} was deleted meanwhile`);
@@ -30,12 +38,25 @@ export async function takeVersions(tx: Tx, regionIds: Iterable<number>): Promise
 }
 
 interface PendingChange {
+  id: string;
   regionId: number;
   /** Undefined for a tombstone. */
   desired: DesiredResource | undefined;
   namespace: string;
   rowExists: boolean;
 }
+
+/** A resource's desired state in every region: region id → desired state (version unset). */
+export interface DesiredWrite {
+  id: string;
+  next: ReadonlyMap<number, DesiredResource>;
+  /** Regions absent from `next` keep what they hold (no tombstone). */
+  keepOthers?: boolean;
+}
+
+/** Rows a multi-row statement carries at most, and the bytes of bodies it carries at most (one larger body goes alone). */
+const ROWS_PER_STATEMENT = 500;
+const BYTES_PER_STATEMENT = 4 * 1024 * 1024;
 
 /**
  * Locks the regions' rows in id order. Every write locks all the regions it will touch here,
@@ -65,76 +86,116 @@ export async function writeDesired(
   now: number,
   alsoLock: Iterable<number> = [],
 ): Promise<number[]> {
-  const current = await tx
-    .selectFrom("desired_resources")
-    .select(["region_id", "namespace", "body"])
-    .where("resource_type", "=", type)
-    .where("resource_id", "=", id)
-    .execute();
-  await lockRegions(tx, [...current.map((r) => r.region_id), ...next.keys(), ...alsoLock], dialect);
-  const changes: PendingChange[] = [];
-  const seen = new Set<number>();
-  for (const row of current) {
-    seen.add(row.region_id);
-    const desired = next.get(row.region_id);
-    if (!desired) changes.push({ regionId: row.region_id, desired: undefined, namespace: row.namespace, rowExists: true });
-    else if (!equals(DesiredResourceSchema, fromBinary(DesiredResourceSchema, row.body), desired))
-      changes.push({ regionId: row.region_id, desired, namespace: desired.namespace, rowExists: true });
+  return writeDesiredMany(tx, dialect, type, [{ id, next }], now, alsoLock);
+}
+
+/**
+ * writeDesired of several resources of one type in one go (distinct ids): every region any
+ * of them touches is locked once and its version row taken once, for all of their changes
+ * in that region (consecutive versions, in the order of `writes`).
+ */
+export async function writeDesiredMany(
+  tx: Tx,
+  dialect: Dialect,
+  type: ResourceType,
+  writes: readonly DesiredWrite[],
+  now: number,
+  alsoLock: Iterable<number> = [],
+): Promise<number[]> {
+  const current = new Map<string, { region_id: number; namespace: string; body: Uint8Array }[]>(writes.map((w) => [w.id, []]));
+  for (let i = 0; i < writes.length; i += ROWS_PER_STATEMENT) {
+    const rows = await tx
+      .selectFrom("desired_resources")
+      .select(["resource_id", "region_id", "namespace", "body"])
+      .where("resource_type", "=", type)
+      .where(
+        "resource_id",
+        "in",
+        writes.slice(i, i + ROWS_PER_STATEMENT).map((w) => w.id),
+      )
+      .execute();
+    for (const row of rows) current.get(row.resource_id)?.push(row);
   }
-  for (const [regionId, desired] of next) {
-    if (!seen.has(regionId)) changes.push({ regionId, desired, namespace: desired.namespace, rowExists: false });
+  const touched = [...current.values()].flatMap((rows) => rows.map((r) => r.region_id));
+  await lockRegions(tx, [...touched, ...writes.flatMap((w) => [...w.next.keys()]), ...alsoLock], dialect);
+  const changes: PendingChange[] = [];
+  for (const { id, next, keepOthers } of writes) {
+    const seen = new Set<number>();
+    for (const row of current.get(id)!) {
+      seen.add(row.region_id);
+      const desired = next.get(row.region_id);
+      if (!desired) {
+        if (!keepOthers) changes.push({ id, regionId: row.region_id, desired: undefined, namespace: row.namespace, rowExists: true });
+      } else if (!equals(DesiredResourceSchema, fromBinary(DesiredResourceSchema, row.body), desired))
+        changes.push({ id, regionId: row.region_id, desired, namespace: desired.namespace, rowExists: true });
+    }
+    for (const [regionId, desired] of next) {
+      if (!seen.has(regionId)) changes.push({ id, regionId, desired, namespace: desired.namespace, rowExists: false });
+    }
   }
   if (changes.length === 0) return [];
 
-  const versions = await takeVersions(
-    tx,
-    changes.map((c) => c.regionId),
-  );
+  const counts = new Map<number, number>();
+  for (const c of changes) counts.set(c.regionId, (counts.get(c.regionId) ?? 0) + 1);
+  const last = await takeVersionRanges(tx, counts);
+  // Each region's range, handed out in the order of the changes.
+  const nextVersion = new Map([...last].map(([regionId, version]) => [regionId, version - counts.get(regionId)! + 1]));
+  const rows: DesiredResourcesTable[] = [];
+  const events: DeploymentChangesTable[] = [];
   for (const change of changes) {
-    const version = versions.get(change.regionId)!;
+    const version = nextVersion.get(change.regionId)!;
+    nextVersion.set(change.regionId, version + 1);
     let event: ChangeEvent;
     if (change.desired) {
-      const body = toBinary(DesiredResourceSchema, change.desired);
-      if (change.rowExists) {
-        await tx
-          .updateTable("desired_resources")
-          .set({ namespace: change.namespace, version, body })
-          .where("region_id", "=", change.regionId)
-          .where("resource_type", "=", type)
-          .where("resource_id", "=", id)
-          .execute();
-      } else {
-        await tx
-          .insertInto("desired_resources")
-          .values({ region_id: change.regionId, resource_type: type, resource_id: id, namespace: change.namespace, version, body })
-          .execute();
-      }
+      rows.push({
+        region_id: change.regionId,
+        resource_type: type,
+        resource_id: change.id,
+        namespace: change.namespace,
+        version,
+        body: toBinary(DesiredResourceSchema, change.desired),
+      });
       const upsert = clone(DesiredResourceSchema, change.desired);
       upsert.version = BigInt(version);
       event = create(ChangeEventSchema, { version: BigInt(version), change: { case: "upsert", value: upsert } });
     } else {
-      await tx
-        .deleteFrom("desired_resources")
-        .where("region_id", "=", change.regionId)
-        .where("resource_type", "=", type)
-        .where("resource_id", "=", id)
-        .execute();
       event = create(ChangeEventSchema, {
         version: BigInt(version),
-        change: { case: "delete", value: { type, id, namespace: change.namespace, name: id } },
+        change: { case: "delete", value: { type, id: change.id, namespace: change.namespace, name: change.id } },
       });
     }
-    await tx
-      .insertInto("deployment_changes")
-      .values({
-        region_id: change.regionId,
-        version,
-        resource_type: type,
-        resource_id: id,
-        body: toBinary(ChangeEventSchema, event),
-        create_time: now,
-      })
-      .execute();
+    events.push({
+      region_id: change.regionId,
+      version,
+      resource_type: type,
+      resource_id: change.id,
+      body: toBinary(ChangeEventSchema, event),
+      create_time: now,
+    });
   }
-  return [...versions.keys()];
+  // A changed row is written anew (one statement per resource, one for all new rows) rather than updated row by row.
+  const replaced = new Map<string, number[]>();
+  for (const c of changes) if (c.rowExists) replaced.set(c.id, [...(replaced.get(c.id) ?? []), c.regionId]);
+  for (const [id, regionIds] of replaced) {
+    await tx.deleteFrom("desired_resources").where("region_id", "in", regionIds).where("resource_type", "=", type).where("resource_id", "=", id).execute();
+  }
+  for (const chunk of chunks(rows)) await tx.insertInto("desired_resources").values(chunk).execute();
+  for (const chunk of chunks(events)) await tx.insertInto("deployment_changes").values(chunk).execute();
+  return [...last.keys()];
+}
+
+/** `rows` in runs a multi-row statement may carry (ROWS_PER_STATEMENT, BYTES_PER_STATEMENT). */
+function* chunks<R extends { body: Uint8Array }>(rows: R[]): Generator<R[]> {
+  let chunk: R[] = [];
+  let bytes = 0;
+  for (const row of rows) {
+    if (chunk.length > 0 && (chunk.length >= ROWS_PER_STATEMENT || bytes + row.body.length > BYTES_PER_STATEMENT)) {
+      yield chunk;
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(row);
+    bytes += row.body.length;
+  }
+  if (chunk.length > 0) yield chunk;
 }

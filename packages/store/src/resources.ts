@@ -77,7 +77,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       const regionIds = await this.#resolveRegions(tx, input);
       const row: ResourceTable = { id, revision: 1, body: toBinary(this.kind.schema, input), create_time: now, update_time: now };
       await tx.insertInto(this.kind.table).values(row).execute();
-      const regions = await this.#writeDesired(tx, id, input, regionIds, now, { from: 0, to: 1, actor: author.actor });
+      const regions = await this.#writeDesired(tx, id, input, undefined, regionIds, now, { from: 0, to: 1, actor: author.actor });
       await this.#writePlacements(tx, id, regionIds, false);
       await this.#recordChange(tx, row, author, "Create", now);
       return { result: this.#fromRow(row), regions };
@@ -212,7 +212,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       update_time: now,
     };
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
-    const regions = await this.#writeDesired(tx, id, input, regionIds, now, { from: Number(existing.revision), to: row.revision, actor: author.actor });
+    const regions = await this.#writeDesired(tx, id, input, stored, regionIds, now, { from: Number(existing.revision), to: row.revision, actor: author.actor });
     await this.#writePlacements(tx, id, regionIds, true);
     await this.#recordChange(tx, row, author, action, now);
     return { result: this.#fromRow(row), regions };
@@ -250,9 +250,10 @@ export class ResourceRepository<Desc extends DescMessage> {
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
       await tx.deleteFrom(this.kind.table).where("id", "=", id).execute();
-      if (this.kind.strategy)
+      if (this.kind.strategy?.(this.#fromRow(existing)))
         await stageChange(tx, {
           id,
+          supersede: true,
           strategy: undefined,
           fromRevision: Number(existing.revision),
           toRevision: 0,
@@ -279,12 +280,14 @@ export class ResourceRepository<Desc extends DescMessage> {
   /**
    * Desired state of `resource` in its regions, region rows locked first (placements reference
    * them). A kind with a strategy stages the change (rollouts.ts): its first wave moves now,
-   * the other regions keep what they hold until their wave starts.
+   * the other regions keep what they hold until their wave starts. `stored`: the resource
+   * before this change (undefined: a create).
    */
   async #writeDesired(
     tx: Tx,
     id: string,
     resource: MessageShape<Desc>,
+    stored: MessageShape<Desc> | undefined,
     regionIds: ReadonlyMap<string, number>,
     now: number,
     revisions: { from: number; to: number; actor: string },
@@ -293,6 +296,9 @@ export class ResourceRepository<Desc extends DescMessage> {
     const staged = this.kind.strategy
       ? await stageChange(tx, {
           id,
+          // A deployment whose stored spec has no strategy has no active rollout (but one started
+          // under a default strategy since removed: a change with a strategy supersedes it).
+          supersede: (stored !== undefined && this.kind.strategy(stored) !== undefined) || this.kind.strategy(resource) !== undefined,
           strategy: this.kind.strategy(resource),
           fromRevision: revisions.from,
           toRevision: revisions.to,
@@ -305,12 +311,23 @@ export class ResourceRepository<Desc extends DescMessage> {
     return writeDesired(tx, this.#dialect, this.kind.type, id, staged?.desired ?? next, now, regionIds.values());
   }
 
-  /** In `tx`: the revision and desired state per placed region of `id` as it is now; undefined if it is gone. */
-  async desiredInTx(tx: Tx, id: string): Promise<{ revision: number; desired: Map<number, DesiredResource> } | undefined> {
-    const row = await this.#lockRow(tx, id);
-    if (!row) return undefined;
-    const resource = this.#withoutOutput(this.#fromRow(row));
-    return { revision: Number(row.revision), desired: this.kind.desired(resource, await this.#resolveRegions(tx, resource)) };
+  /**
+   * In `tx`, their rows locked already: the revision and desired state per placed region of
+   * each of `ids` that exists, by id.
+   */
+  async desiredManyInTx(tx: Tx, ids: readonly string[]): Promise<Map<string, { revision: number; desired: Map<number, DesiredResource> }>> {
+    const result = new Map<string, { revision: number; desired: Map<number, DesiredResource> }>();
+    if (ids.length === 0) return result;
+    const rows = await tx.selectFrom(this.kind.table).selectAll().where("id", "in", ids).execute();
+    const resources = rows.map((row) => ({ row, resource: this.#withoutOutput(this.#fromRow(row)) }));
+    const regionIds = await this.#regionIds(
+      tx,
+      resources.flatMap(({ resource }) => this.kind.placements(resource).map((p) => p.region)),
+    );
+    for (const { row, resource } of resources) {
+      result.set(row.id, { revision: Number(row.revision), desired: this.kind.desired(resource, placed(this.kind.placements(resource), regionIds)) });
+    }
+    return result;
   }
 
   /**
@@ -392,13 +409,21 @@ export class ResourceRepository<Desc extends DescMessage> {
   /** Region name → id for every placement (locked later, with the others, in id order). */
   async #resolveRegions(tx: Tx, resource: MessageShape<Desc>): Promise<Map<string, number>> {
     const placements = this.kind.placements(resource);
-    const names = [...new Set(placements.map((p) => p.region))];
-    const ids = new Map<string, number>();
-    if (names.length === 0) return ids;
-    for (const row of await tx.selectFrom("regions").select(["id", "name"]).where("name", "in", names).execute()) ids.set(row.name, row.id);
-    const missing = placements.find((p) => !ids.has(p.region));
-    if (missing) throw new StoreError("not_found", `${missing.field}: region ${JSON.stringify(missing.region)} not found`, missing.field);
-    return ids;
+    return placed(
+      placements,
+      await this.#regionIds(
+        tx,
+        placements.map((p) => p.region),
+      ),
+    );
+  }
+
+  /** Region name → id of these regions that exist. */
+  async #regionIds(tx: Tx, names: string[]): Promise<Map<string, number>> {
+    const unique = [...new Set(names)];
+    if (unique.length === 0) return new Map();
+    const rows = await tx.selectFrom("regions").select(["id", "name"]).where("name", "in", unique).execute();
+    return new Map(rows.map((r) => [r.name, r.id]));
   }
 
   async #writePlacements(tx: Tx, id: string, regionIds: ReadonlyMap<string, number>, replace: boolean): Promise<void> {
@@ -479,4 +504,15 @@ function isRetryable(error: unknown): boolean {
 /** Immutable fields are scalars, so strict equality compares them. */
 function fieldOf(message: object, field: string): unknown {
   return (message as Record<string, unknown>)[field];
+}
+
+/** Region name → id of each placement's region; NOT_FOUND (naming the placement's field) for one that does not exist. */
+function placed(placements: { region: string; field: string }[], regionIds: ReadonlyMap<string, number>): Map<string, number> {
+  const ids = new Map<string, number>();
+  for (const p of placements) {
+    const id = regionIds.get(p.region);
+    if (id === undefined) throw new StoreError("not_found", `${p.field}: region ${JSON.stringify(p.region)} not found`, p.field);
+    ids.set(p.region, id);
+  }
+  return ids;
 }

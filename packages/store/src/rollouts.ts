@@ -8,9 +8,15 @@
 //     starts its wave (or its batch), so an agent never sees a revision its wave has not
 //     reached, across restarts and resyncs.
 //   * Every change of a rollout row is a compare-and-set on (id, generation) in the
-//     transaction that writes its effects: a writer that lost its turn writes nothing.
+//     transaction that writes its effects: a writer that lost its turn writes nothing. Several
+//     rollouts' transitions may share one transaction (transitionMany: each region's version
+//     row taken once for all), each its own compare-and-set: a loser is left out of it, the
+//     others are written.
 //   * One active rollout per deployment: a new change supersedes the active one in the
-//     change's own transaction.
+//     change's own transaction. A change with no strategy before or after looks for none (it
+//     can find one only if --default-rollout-strategy was removed since that one started): a
+//     rollout whose deployment is no longer at its revision moves nothing, its next
+//     transition supersedes it.
 import { clone, create, equals, fromBinary } from "@bufbuild/protobuf";
 import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
@@ -24,14 +30,14 @@ import {
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { parseLabelSelector } from "@flotilla/labels";
-import type { Kysely } from "kysely";
+import type { Insertable, Kysely } from "kysely";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
-import type { Tx } from "./outbox.ts";
+import type { DesiredWrite, Tx } from "./outbox.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
-import type { Database, RolloutsTable } from "./schema.ts";
+import type { Database, RolloutsTable, RolloutTransitionsTable } from "./schema.ts";
 
 export const DEFAULT_PROGRESS_DEADLINE_MS = 10 * 60_000;
 
@@ -152,7 +158,9 @@ export interface StagedChange {
 
 /**
  * Stages a change of deployment `id` from `fromRevision` to `toRevision` whose desired state
- * is `next` per region: supersedes the deployment's active rollout, plans the waves, and
+ * is `next` per region: supersedes the deployment's active rollout (`supersede`: false when
+ * neither its stored spec nor `strategy` has a strategy: it has none to supersede, or one that
+ * moves nothing any more, see transitionMany), plans the waves, and
  * returns what to write now, or undefined when nothing is staged (no strategy, no region
  * whose state changes, or a stop, which takes effect at once).
  */
@@ -160,6 +168,7 @@ export async function stageChange(
   tx: Tx,
   change: {
     id: string;
+    supersede: boolean;
     strategy: RolloutStrategy | undefined;
     fromRevision: number;
     toRevision: number;
@@ -170,7 +179,7 @@ export async function stageChange(
   },
 ): Promise<StagedChange | undefined> {
   const { id, strategy, next, now } = change;
-  await supersede(tx, id, change.actor, now);
+  if (change.supersede) await supersede(tx, id, change.actor, now);
   if (!strategy || next.size === 0) return undefined;
   const current = await currentDesired(tx, id);
   const changed = [...next].filter(([regionId, desired]) => {
@@ -224,7 +233,10 @@ export async function stageChange(
     }
   }
   await tx.insertInto("rollouts").values(toRow(rollout)).execute();
-  await recordTransition(tx, rollout, RolloutState.UNSPECIFIED, action, change.actor, rollout.reason, now);
+  await tx
+    .insertInto("rollout_transitions")
+    .values(transitionRow(rollout, rollout.generation, RolloutState.UNSPECIFIED, action, change.actor, now))
+    .execute();
   return { desired, rollout };
 }
 
@@ -240,6 +252,8 @@ export function startWave(rollout: StoredRollout, now: number): WaveRegion[] {
   return batch;
 }
 
+const SUPERSEDED_REASON = "superseded by a newer change";
+
 /** The deployment's active rollout ends SUPERSEDED (a newer change starts from the first wave). */
 async function supersede(tx: Tx, deploymentId: string, actor: string, now: number): Promise<void> {
   const active = await tx
@@ -253,14 +267,18 @@ async function supersede(tx: Tx, deploymentId: string, actor: string, now: numbe
     const from = rollout.state;
     const result = await tx
       .updateTable("rollouts")
-      .set({ state: RolloutState.SUPERSEDED, generation: rollout.generation + 1, due_at: null, reason: "superseded by a newer change", update_time: now })
+      .set({ state: RolloutState.SUPERSEDED, generation: rollout.generation + 1, due_at: null, reason: SUPERSEDED_REASON, update_time: now })
       .where("id", "=", rollout.id)
       .where("generation", "=", rollout.generation)
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) !== 1) continue;
     rollout.generation++;
     rollout.state = RolloutState.SUPERSEDED;
-    await recordTransition(tx, rollout, from, "superseded", actor, "superseded by a newer change", now);
+    rollout.reason = SUPERSEDED_REASON;
+    await tx
+      .insertInto("rollout_transitions")
+      .values(transitionRow(rollout, rollout.generation, from, "superseded", actor, now))
+      .execute();
   }
 }
 
@@ -285,21 +303,35 @@ function sameSpec(a: DesiredResource, b: DesiredResource): boolean {
   return equals(DesiredResourceSchema, unversioned(a), unversioned(b));
 }
 
-async function recordTransition(tx: Tx, rollout: StoredRollout, from: RolloutState, action: string, actor: string, reason: string, now: number): Promise<void> {
-  await tx
-    .insertInto("rollout_transitions")
-    .values({
-      rollout_id: rollout.id,
-      generation: rollout.generation,
-      from_state: from,
-      to_state: rollout.state,
-      wave: rollout.currentWave,
-      action,
-      actor,
-      reason: reason.slice(0, 1024),
-      time: now,
-    })
-    .execute();
+/** Transition records a multi-row statement carries at most. */
+const TRANSITIONS_PER_STATEMENT = 500;
+
+/** The record of a transition to `rollout` (its state, wave and reason) as generation `generation`. */
+function transitionRow(
+  rollout: StoredRollout,
+  generation: number,
+  from: RolloutState,
+  action: string,
+  actor: string,
+  now: number,
+): Insertable<RolloutTransitionsTable> {
+  return {
+    rollout_id: rollout.id,
+    generation,
+    from_state: from,
+    to_state: rollout.state,
+    wave: rollout.currentWave,
+    action,
+    actor,
+    reason: rollout.reason.slice(0, 1024),
+    time: now,
+  };
+}
+
+/** The one step of a rollout whose deployment moved on without superseding it (revision: the deployment's now; undefined: gone). */
+function outdated(rollout: StoredRollout, revision: number | undefined): RolloutStep {
+  const reason = `superseded: deployment ${rollout.deploymentId} ${revision === undefined ? "is gone" : `is at revision ${revision}`}`;
+  return { next: { ...rollout, state: RolloutState.SUPERSEDED, dueAt: undefined, reason }, effects: {}, action: "superseded" };
 }
 
 export interface RolloutTransition {
@@ -335,11 +367,25 @@ export type Reviser = (
   shape: (next: Map<number, DesiredResource>) => Promise<Map<number, DesiredResource>>,
 ) => Promise<number[]>;
 
-/** Writes desired state for a deployment's regions (outbox.ts writeDesired, bound). */
-export type DesiredWriter = (tx: Tx, id: string, next: ReadonlyMap<number, DesiredResource>, now: number) => Promise<number[]>;
+/** Writes desired state for deployments' regions (outbox.ts writeDesiredMany, bound). */
+export type DesiredWriter = (tx: Tx, writes: readonly DesiredWrite[], now: number) => Promise<number[]>;
 
-/** Desired state of the deployment's current spec per region (kinds.ts deploymentKind.desired, bound). */
-export type DesiredOf = (tx: Tx, id: string) => Promise<{ revision: number; desired: Map<number, DesiredResource> } | undefined>;
+/** Desired state of each deployment's current spec per region, by deployment id; rows already locked (kinds.ts deploymentKind.desired, bound). */
+export type DesiredOf = (tx: Tx, ids: readonly string[]) => Promise<Map<string, { revision: number; desired: Map<number, DesiredResource> }>>;
+
+/** One step of a rollout's transition: the rollout after it, its effects, how it is recorded (e.g. "start-wave"). */
+export interface RolloutStep {
+  next: StoredRollout;
+  effects: RolloutEffects;
+  action: string;
+}
+
+/** A transition of `current`: its steps in order, one compare-and-set for all of them, each recorded as a transition of its own. */
+export interface RolloutChange {
+  current: StoredRollout;
+  steps: readonly RolloutStep[];
+  actor: string;
+}
 
 export class RolloutRepository {
   readonly #db: Kysely<Database>;
@@ -471,57 +517,129 @@ export class RolloutRepository {
     actor: string,
     now: number,
   ): Promise<StoredRollout | undefined> {
+    const [stored] = await this.transitionMany([{ current, steps: [{ next, effects, action }], actor }], now);
+    return stored;
+  }
+
+  /**
+   * The transitions of several rollouts (of distinct deployments) in one transaction: each a
+   * compare-and-set on (id, generation) of its own, so a rollout moved meanwhile by someone
+   * else is left out (undefined in its place: nothing of it written) and the others are
+   * written; each region's version row is taken once for all of their moves. A change with a
+   * way back (restore) writes a new revision of its deployment, with region locks of its own:
+   * it gets a transaction of its own. Returns the stored rollouts, in the order of `changes`.
+   */
+  async transitionMany(changes: readonly RolloutChange[], now: number): Promise<(StoredRollout | undefined)[]> {
+    const deployments = changes.map((c) => c.current.deploymentId);
+    if (new Set(deployments).size !== deployments.length) throw new StoreError("invalid_argument", "one transition per deployment in a batch");
+    const restores = (c: RolloutChange) => c.steps.some((s) => s.effects.restore);
+    const stored = new Map<RolloutChange, StoredRollout | undefined>();
+    const together = changes.filter((c) => !restores(c));
+    if (together.length > 0) for (const [change, result] of await this.#write(together, now)) stored.set(change, result);
+    for (const change of changes.filter(restores)) for (const [c, result] of await this.#write([change], now)) stored.set(c, result);
+    return changes.map((c) => stored.get(c));
+  }
+
+  async #write(changes: readonly RolloutChange[], now: number): Promise<Map<RolloutChange, StoredRollout | undefined>> {
     let regions: number[] = [];
     const stored = await this.#db
       .transaction()
       .setIsolationLevel("read committed")
       .execute(async (tx) => {
-        // The deployment's row first, as a change of the deployment locks it before its
-        // rollout's (supersede): one lock order, so the two never deadlock.
-        if (this.#dialect.locksRows) await tx.selectFrom("deployments").select("id").where("id", "=", current.deploymentId).forUpdate().execute();
-        const claimed = await tx
-          .updateTable("rollouts")
-          .set({ generation: current.generation + 1 })
-          .where("id", "=", current.id)
-          .where("generation", "=", current.generation)
-          .executeTakeFirst();
-        if (Number(claimed.numUpdatedRows) !== 1) return undefined;
-        const result: StoredRollout = { ...next, generation: current.generation + 1, updateTime: now };
-        if (effects.move && effects.move.length > 0) regions = await this.#move(tx, current, effects.move, now);
-        if (effects.restore) regions = await this.#restore(tx, current, actor, result.reason, now);
-        await tx
-          .updateTable("rollouts")
-          .set({
-            state: result.state,
-            current_wave: result.currentWave,
-            reason: result.reason.slice(0, 1024),
-            plan: JSON.stringify(result.waves),
-            due_at: result.dueAt ?? null,
-            update_time: now,
-          })
-          .where("id", "=", current.id)
-          .execute();
-        await recordTransition(tx, result, current.state, action, actor, result.reason, now);
-        // The deployment's status (its rollout included) changed for the status stream.
-        await StatusEvents.append(tx, [{ type: ResourceType.DEPLOYMENT, id: current.deploymentId }], now);
-        return result;
+        // The deployments' rows first (in id order), as a change of a deployment locks it
+        // before its rollout's (supersede): one lock order, so the two never deadlock.
+        let query = tx
+          .selectFrom("deployments")
+          .select(["id", "revision"])
+          .where(
+            "id",
+            "in",
+            changes.map((c) => c.current.deploymentId),
+          )
+          .orderBy("id");
+        if (this.#dialect.locksRows) query = query.forUpdate();
+        const revisions = new Map((await query.execute()).map((r) => [r.id, Number(r.revision)]));
+        const results = new Map<RolloutChange, StoredRollout | undefined>();
+        const won: { change: RolloutChange; steps: readonly RolloutStep[]; result: StoredRollout }[] = [];
+        for (const change of changes) {
+          const { current } = change;
+          // A change of the deployment supersedes its rollout in the same transaction, unless
+          // the deployment had no strategy then (--default-rollout-strategy removed since the
+          // rollout started): such a rollout moves nothing any more.
+          const steps = revisions.get(current.deploymentId) === current.toRevision ? change.steps : [outdated(current, revisions.get(current.deploymentId))];
+          const last = steps[steps.length - 1]!.next;
+          const result: StoredRollout = { ...last, generation: current.generation + steps.length, updateTime: now };
+          const claimed = await tx
+            .updateTable("rollouts")
+            .set({
+              generation: result.generation,
+              state: result.state,
+              current_wave: result.currentWave,
+              reason: result.reason.slice(0, 1024),
+              plan: JSON.stringify(result.waves),
+              due_at: result.dueAt ?? null,
+              update_time: now,
+            })
+            .where("id", "=", current.id)
+            .where("generation", "=", current.generation)
+            .executeTakeFirst();
+          const mine = Number(claimed.numUpdatedRows) === 1;
+          results.set(change, mine ? result : undefined);
+          if (mine) won.push({ change, steps, result });
+        }
+        const moves = won.filter((w) => w.steps.some((s) => s.effects.move?.length));
+        if (moves.length > 0) regions = await this.#move(tx, moves, now);
+        for (const { change, steps, result } of won) {
+          if (steps.some((s) => s.effects.restore)) regions = [...regions, ...(await this.#restore(tx, change.current, change.actor, result.reason, now))];
+        }
+        const records = won.flatMap(({ change, steps }) =>
+          steps.map((step, i) =>
+            transitionRow(
+              step.next,
+              change.current.generation + i + 1,
+              i === 0 ? change.current.state : steps[i - 1]!.next.state,
+              step.action,
+              change.actor,
+              now,
+            ),
+          ),
+        );
+        for (let i = 0; i < records.length; i += TRANSITIONS_PER_STATEMENT) {
+          await tx
+            .insertInto("rollout_transitions")
+            .values(records.slice(i, i + TRANSITIONS_PER_STATEMENT))
+            .execute();
+        }
+        // The deployments' statuses (their rollouts included) changed for the status stream.
+        await StatusEvents.append(
+          tx,
+          won.map((w) => ({ type: ResourceType.DEPLOYMENT, id: w.change.current.deploymentId })),
+          now,
+        );
+        return results;
       });
-    if (stored) this.#onCommit(regions);
+    if ([...stored.values()].some((r) => r !== undefined)) this.#onCommit([...new Set(regions)]);
     return stored;
   }
 
-  /** Writes the rollout's revision into these regions; the others keep what they hold. */
-  async #move(tx: Tx, rollout: StoredRollout, regionIds: number[], now: number): Promise<number[]> {
-    const target = await this.#parts.desiredOf(tx, rollout.deploymentId);
-    if (!target || target.revision !== rollout.toRevision) {
-      throw new StoreError("failed_precondition", `deployment ${JSON.stringify(rollout.deploymentId)} is no longer at revision ${rollout.toRevision}`, "id");
-    }
-    const next = await currentDesired(tx, rollout.deploymentId);
-    for (const regionId of regionIds) {
-      const body = target.desired.get(regionId);
-      if (body) next.set(regionId, body);
-    }
-    return this.#parts.writeDesired(tx, rollout.deploymentId, next, now);
+  /** Writes each rollout's revision into the regions its steps move; their other regions keep what they hold. */
+  async #move(tx: Tx, moves: readonly { change: RolloutChange; steps: readonly RolloutStep[] }[], now: number): Promise<number[]> {
+    const targets = await this.#parts.desiredOf(
+      tx,
+      moves.map((m) => m.change.current.deploymentId),
+    );
+    const writes = moves.map(({ change, steps }) => {
+      const id = change.current.deploymentId;
+      const target = targets.get(id);
+      if (!target) throw new StoreError("failed_precondition", `deployment ${JSON.stringify(id)} is gone`, "id");
+      const next = new Map<number, DesiredResource>();
+      for (const regionId of steps.flatMap((s) => s.effects.move ?? [])) {
+        const body = target.desired.get(regionId);
+        if (body) next.set(regionId, body);
+      }
+      return { id, next, keepOthers: true };
+    });
+    return this.#parts.writeDesired(tx, writes, now);
   }
 
   /** The way back: the regions it moved get their previous revision (a new revision, actor as given). */
@@ -531,7 +649,7 @@ export class RolloutRepository {
     if (rollout.fromRevision === 0) {
       // A first deployment has nothing to go back to: the regions it reached stop running it.
       const next = new Map([...current].filter(([regionId]) => !moved.has(regionId)));
-      return this.#parts.writeDesired(tx, rollout.deploymentId, next, now);
+      return this.#parts.writeDesired(tx, [{ id: rollout.deploymentId, next }], now);
     }
     return this.#parts.revise(tx, rollout.deploymentId, rollout.fromRevision, { actor, message: reason }, now, async (previous) => {
       const next = new Map<number, DesiredResource>();
