@@ -147,6 +147,11 @@ export const CTRL_OPTIONS = [
     description: "one replica drives rollouts, holding a database lease this long unrenewed: the longest rollouts wait when it dies",
   },
   {
+    flag: "rollout-batch-size",
+    default: "100",
+    description: "rollouts the driver looks at and moves on per database transaction (many waves ending at once take each region's version once per batch)",
+  },
+  {
     flag: "default-rollout-strategy",
     default: "",
     description:

@@ -59,6 +59,7 @@ try {
     console: consoleFlag(config.console),
     statusEventsMaxAgeMs: read.positiveDuration("status-events-max-age"),
     rolloutLeaseMs: read.positiveDuration("rollout-lease-duration"),
+    rolloutBatchSize: read.positiveInt("rollout-batch-size"),
     memoryReleaseGrowthBytes: read.nonNegativeInt("memory-release-growth-bytes"),
     memoryReleaseIntervalMs: read.positiveDuration("memory-release-interval"),
   };

@@ -70,6 +70,8 @@ export interface CtrlOptions {
   shutdownGraceMs?: number;
   /** How long the rollout driver's lease lasts unrenewed (DEFAULT_ROLLOUT_LEASE_MS). */
   rolloutLeaseMs?: number;
+  /** Rollouts the driver looks at and writes per transaction (DEFAULT_ROLLOUT_BATCH_SIZE). */
+  rolloutBatchSize?: number;
   /** Poll interval of the shared change poller: bounds latency of other replicas' writes. */
   pollIntervalMs?: number;
   stream?: Partial<StreamOptions>;
@@ -184,7 +186,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     log,
   );
   await statusFeed.start();
-  const rolloutDriver = new RolloutDriver(store, statusOptions, metrics, log, options.rolloutLeaseMs);
+  const rolloutDriver = new RolloutDriver(store, statusOptions, metrics, log, { leaseMs: options.rolloutLeaseMs, batchSize: options.rolloutBatchSize });
   rolloutDriver.start(statusFeed);
   metrics.countRolloutsWith(async () => new Map([...(await store.rollouts.countActive())].map(([state, n]) => [RolloutState[state] ?? String(state), n])));
   const stopWakingPoller = store.onCommit(() => poller.wake());

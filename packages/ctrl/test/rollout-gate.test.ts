@@ -12,7 +12,7 @@ import {
   type RegionStatus,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { parallelism, planWaves, startWave, type PlacedRegion, type StoredRollout } from "@flotilla/store";
-import { evaluate } from "../src/rollouts/gate.ts";
+import { evaluate, evaluateSteps } from "../src/rollouts/gate.ts";
 
 const placed: PlacedRegion[] = [
   { name: "canary", id: 1, labels: { tier: "canary" } },
@@ -146,5 +146,39 @@ describe("evaluate", () => {
     for (const state of [RolloutState.PAUSED, RolloutState.WAITING_APPROVAL, RolloutState.FAILED, RolloutState.SUCCEEDED]) {
       assert.equal(evaluate({ ...rollout(0), state }, statuses({ canary: Phase.RUNNING }), 1e12), undefined, RolloutState[state]);
     }
+  });
+});
+
+describe("evaluateSteps", () => {
+  test("one look takes the steps in a row a bake of 0 allows, and ends with the step that moves regions", () => {
+    const t0 = 1_000_000;
+    const steps = evaluateSteps(rollout(t0, { bake: 0 }), statuses({ canary: Phase.RUNNING }), t0 + 1000, 20);
+    assert.deepEqual(
+      steps.map((s) => [s.action, s.move]),
+      [
+        ["bake", []],
+        ["start-wave", [2]],
+      ],
+      "the next batch (us) waits for statuses read after eu moved",
+    );
+    assert.equal(steps[1]!.next.waves[0]!.runningSince, t0 + 1000, "the next wave starts no earlier than the bake's end");
+    assert.equal(steps[1]!.next.waves[1]!.startTime, t0 + 1000);
+  });
+
+  test("a bake not over ends the row; so does a failure that restores; at most `max` steps", () => {
+    const t0 = 1_000_000;
+    assert.deepEqual(
+      evaluateSteps(rollout(t0), statuses({ canary: Phase.RUNNING }), t0, 20).map((s) => s.action),
+      ["bake"],
+    );
+    assert.deepEqual(
+      evaluateSteps(rollout(t0), statuses({ canary: Phase.FAILED }), t0, 20).map((s) => [s.action, s.restore]),
+      [["rolled-back", true]],
+    );
+    assert.deepEqual(
+      evaluateSteps(rollout(t0, { bake: 0 }), statuses({ canary: Phase.RUNNING }), t0, 1).map((s) => s.action),
+      ["bake"],
+    );
+    assert.deepEqual(evaluateSteps(rollout(t0), statuses({ canary: Phase.PENDING }), t0, 20), []);
   });
 });

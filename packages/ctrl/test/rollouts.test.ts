@@ -2,7 +2,8 @@
 // a region's desired state moves only when its wave starts; a wave is done after every region
 // of it ran RUNNING at the new revision for its bake; a failure rolls back exactly the regions
 // moved (later waves never written); an older RUNNING observation never passes the gate; the
-// operators' controls and their roles; the deadline, falling due with no observation.
+// operators' controls and their roles; the deadline, falling due with no observation; rollouts
+// due at once moving on in one transaction per batch.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -372,4 +373,64 @@ for (const { db, skip } of await testDatabases()) {
       await a.close();
     }
   });
+}
+
+for (const { db, skip } of await testDatabases()) {
+  for (const batchSize of [undefined, 2]) {
+    test(`rollouts due at once move on in one transaction per batch of --rollout-batch-size (${batchSize ?? "default"}) (${db.name})`, { skip }, async () => {
+      const t = await startTestCtrl(db, { rolloutBatchSize: batchSize });
+      try {
+        await t.client(RegionService).createRegion({ region: { name: "canary" } });
+        await t.client(RegionService).createRegion({ region: { name: "eu" } });
+        const ids = ["a0", "a1", "a2", "a3", "a4"];
+        const strategy = { waves: [{ name: "canary", regions: ["canary"], bake: secs(1) }, { name: "rest" }] };
+        for (const id of ids) {
+          const regions = ["canary", "eu"].map((region) => ({ region, replicas: 1 }));
+          await t.client(DeploymentService).createDeployment({ deployment: { id, namespace: "demo", image: `${id}:1`, regions, strategy } });
+        }
+        const canary = (await t.store.regions.resolve("canary")).id;
+        const eu = (await t.store.regions.resolve("eu")).id;
+        const held = await t.store.database.db.selectFrom("desired_resources").select(["resource_id", "version"]).where("region_id", "=", canary).execute();
+        const commits: number[][] = [];
+        const stop = t.store.onCommit((regions) => commits.push(regions));
+        // One report says all five RUNNING: their bakes start in one look and end at the same time.
+        await t.client(ClusterService).reportObservedState({
+          region: "canary",
+          appliedVersion: BigInt(Math.max(...held.map((r) => Number(r.version)))),
+          observations: held.map((r) => ({
+            type: ResourceType.DEPLOYMENT,
+            id: r.resource_id,
+            appliedVersion: BigInt(r.version),
+            observedImage: `${r.resource_id}:1`,
+            desiredReplicas: 1,
+            readyReplicas: 1,
+            updatedReplicas: 1,
+          })),
+        });
+        const started = async () =>
+          (await t.store.database.db.selectFrom("desired_resources").select("resource_id").where("region_id", "=", eu).execute()).length;
+        const reportedAt = Date.now();
+        while ((await started()) < ids.length) {
+          assert.ok(Date.now() - reportedAt < 15_000, `the second waves start (${await started()} of ${ids.length})`);
+          await sleep(50);
+        }
+        stop();
+        assert.deepEqual(
+          commits.map((regions) => regions.length),
+          batchSize === 2 ? [1, 1, 1] : [1],
+          "one transaction per batch moved the second waves (eu's version taken once in each)",
+        );
+        const starts = await Promise.all(
+          ids.map(async (id) => (await t.store.rollouts.transitions((await t.store.rollouts.get(id)).id)).filter((x) => x.action === "start-wave")),
+        );
+        assert.ok(
+          starts.every((s) => s.length === 2),
+          "each wave started once",
+        );
+        assert.equal(new Set(starts.map((s) => s[1]!.time)).size, batchSize === 2 ? 3 : 1, "the second waves' starts written together");
+      } finally {
+        await t.close();
+      }
+    });
+  }
 }

@@ -8,23 +8,33 @@
 // The driver looks at a rollout when something it waits for may have changed: a status event
 // of its deployment (an agent's report, through the status feed: at once for this process's
 // writes, within the poll interval for other replicas'), its stored due time (a bake's end, a
-// wave's deadline: one timer per process, armed for the earliest), an operator's control, or
-// the moment it takes the lease (what happened before: every progressing rollout, once).
-// Nothing polls every rollout, so rollouts waiting on a bake cost nothing at rest.
+// wave's deadline: one timer per process, armed for the earliest), an operator's control, its
+// own transition (what it stored may let it move on), or the moment it takes the lease (what
+// happened before: every progressing rollout, once). Nothing polls every rollout, so rollouts
+// waiting on a bake cost nothing at rest.
+//
+// Looks are queued by deployment and taken in batches (--rollout-batch-size) by one loop: a
+// batch is read at once (its active rollouts, their statuses) and its transitions written in
+// one transaction, each still a compare-and-set of its own (a rollout moved meanwhile by
+// another replica is left out of the write and looked at again; the others are written), so
+// when many waves end at once each region's version row is taken once per batch, not once per
+// rollout. A rollout is in at most one look at a time (the loop's), so a wave starts once; a
+// batch whose write fails is written again in halves, down to one rollout, so one that cannot
+// be written holds no other back. What is stored (the rollouts' rows, their due times) is all
+// there is: a driver killed mid-batch leaves each rollout as its last committed transition
+// left it, and the next driver's first look (every progressing rollout) takes them on.
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { ResourceType, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Logger } from "@flotilla/runtime";
-import type { StatusEvent, Store, StoredRollout } from "@flotilla/store";
+import type { RolloutChange, StatusEvent, Store, StoredRollout } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import type { StatusFeed } from "../streaming/status-feed.ts";
-import { evaluate, type Decision } from "./gate.ts";
+import { evaluateSteps, type Decision } from "./gate.ts";
 
-/** Transitions one look at a rollout may make in a row (a wave with no bake ends and the next starts at once). */
+/** Transitions a rollout may make in a row without an outside cause (a look's own steps and the looks again after them). */
 const MAX_STEPS = 20;
-/** Due rollouts handled per timer run. */
-const DUE_BATCH = 100;
 /** How soon a rollout whose due time passed without a transition is looked at again. */
 const OVERDUE_RETRY_MS = 250;
 /** How soon a rollout whose look failed (the database) is looked at again. */
@@ -34,6 +44,15 @@ const MAX_TIMER_MS = 60_000;
 /** The lease whose holder drives. */
 const LEASE = "rollout-driver";
 export const DEFAULT_ROLLOUT_LEASE_MS = 5000;
+/** Rollouts looked at, and their transitions written, per transaction. */
+export const DEFAULT_ROLLOUT_BATCH_SIZE = 100;
+
+export interface RolloutDriverOptions {
+  /** How long the driver's lease lasts unrenewed (DEFAULT_ROLLOUT_LEASE_MS). */
+  leaseMs?: number;
+  /** Rollouts per look and per transaction (DEFAULT_ROLLOUT_BATCH_SIZE). */
+  batchSize?: number;
+}
 
 export class RolloutDriver {
   readonly #store: Store;
@@ -44,19 +63,25 @@ export class RolloutDriver {
   #timerAt = Number.POSITIVE_INFINITY;
   #stopped = false;
   #unsubscribe: (() => void) | undefined;
-  /** Rollouts being looked at now, with a flag to look again once done (a change meanwhile). */
-  readonly #inFlight = new Map<string, { again: boolean }>();
+  /** Deployments whose active rollout is to be looked at, in order, each with the transitions it made in a row before. */
+  readonly #queue = new Map<string, number>();
+  /** Whether the loop taking the queue runs. */
+  #working = false;
+  /** Resolved when the loop ends (the queue empty). */
+  #idle: (() => void)[] = [];
   readonly #leaseMs: number;
+  readonly #batchSize: number;
   readonly #holder = `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
   #leading = false;
   #leaseTimer: NodeJS.Timeout | undefined;
 
-  constructor(store: Store, statusOptions: StatusOptions, metrics: CtrlMetrics, log: Logger, leaseMs = DEFAULT_ROLLOUT_LEASE_MS) {
+  constructor(store: Store, statusOptions: StatusOptions, metrics: CtrlMetrics, log: Logger, options: RolloutDriverOptions = {}) {
     this.#store = store;
     this.#statusOptions = statusOptions;
     this.#metrics = metrics;
     this.#log = log;
-    this.#leaseMs = leaseMs;
+    this.#leaseMs = options.leaseMs ?? DEFAULT_ROLLOUT_LEASE_MS;
+    this.#batchSize = options.batchSize ?? DEFAULT_ROLLOUT_BATCH_SIZE;
   }
 
   /** Whether this replica drives now (holds the lease). */
@@ -66,7 +91,7 @@ export class RolloutDriver {
 
   /** Follows `feed` and competes for the lease. */
   start(feed: StatusFeed): void {
-    this.#unsubscribe = feed.subscribe((events) => void this.#observed(events));
+    this.#unsubscribe = feed.subscribe((events) => this.#observed(events));
     void this.#renew();
   }
 
@@ -102,6 +127,7 @@ export class RolloutDriver {
       this.#setLeading(false);
       clearTimeout(this.#timer);
       this.#timerAt = Number.POSITIVE_INFINITY;
+      this.#queue.clear();
     }
     this.#leaseTimer = setTimeout(() => void this.#renew(), this.#leaseMs / 3);
     this.#leaseTimer.unref();
@@ -114,8 +140,8 @@ export class RolloutDriver {
   }
 
   /**
-   * Applies `decide` to the rollout `id` (an operator's control, or the gate) and drives it
-   * on: returns the rollout as stored after, or undefined when `decide` had nothing to do.
+   * Applies `decision` to `current` (an operator's control): returns the rollout as stored
+   * after, or undefined when another writer moved it meanwhile.
    */
   async apply(current: StoredRollout, decision: Decision, actor: string): Promise<StoredRollout | undefined> {
     const now = Date.now();
@@ -131,70 +157,130 @@ export class RolloutDriver {
     return stored;
   }
 
-  /** Looks at rollout `id` now and moves it as far as the gate allows. */
-  async drive(id: string): Promise<void> {
-    if (!this.#leading) return;
-    const flight = this.#inFlight.get(id);
-    if (flight) {
-      flight.again = true;
-      return;
-    }
-    const mine = { again: true };
-    this.#inFlight.set(id, mine);
+  /** Looks at `rollout` (its deployment's active rollout) soon and moves it as far as the gate allows. */
+  drive(rollout: StoredRollout): void {
+    this.#enqueue([rollout.deploymentId]);
+  }
+
+  /** Queues looks at these deployments' rollouts (`steps`: transitions they made in a row before) and starts the loop. */
+  #enqueue(deploymentIds: Iterable<string>, steps = 0): void {
+    if (!this.#leading || this.#stopped) return;
+    for (const id of deploymentIds) if (!this.#queue.has(id)) this.#queue.set(id, steps);
+    if (!this.#working) void this.#work();
+  }
+
+  /** Takes the queue a batch at a time until it is empty. */
+  async #work(): Promise<void> {
+    this.#working = true;
     try {
-      while (mine.again && !this.#stopped && this.#leading) {
-        mine.again = false;
-        for (let step = 0; step < MAX_STEPS; step++) {
-          const rollout = await this.#store.rollouts.get(id);
-          const decision = evaluate(rollout, await this.#statuses(rollout), Date.now());
-          if (!decision) {
-            // Staged by a write (not by this driver): its deadline is due here too.
-            if (rollout.dueAt !== undefined && rollout.dueAt < this.#timerAt) this.#setTimer(rollout.dueAt, Date.now());
-            break;
-          }
-          // Lost to another replica: look again at what it stored.
-          await this.apply(rollout, decision, "rollout");
+      while (this.#queue.size > 0 && !this.#stopped && this.#leading) {
+        const batch = new Map<string, number>();
+        for (const [id, steps] of this.#queue) {
+          if (batch.size >= this.#batchSize) break;
+          batch.set(id, steps);
         }
+        for (const id of batch.keys()) this.#queue.delete(id);
+        await this.#look(batch);
       }
-    } catch (error) {
-      // A transient failure (a deadlock, a lost connection) must not leave it waiting for its next due time.
-      this.#log.error(`rollout ${id}: ${error instanceof Error ? error.message : String(error)}; looking again in ${RETRY_MS} ms`);
-      if (!this.#stopped) setTimeout(() => void this.drive(id), RETRY_MS).unref();
     } finally {
-      this.#inFlight.delete(id);
+      this.#working = false;
+      for (const resolve of this.#idle.splice(0)) resolve();
     }
   }
 
-  /** Drives every progressing rollout once, a page at a time. */
+  /** Until the loop has taken every look queued now (at once when it does not run). */
+  #drained(): Promise<void> {
+    if (!this.#working) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  /** Looks at the active rollouts of these deployments (deployment id → transitions in a row before) and writes what the gate decides. */
+  async #look(batch: ReadonlyMap<string, number>): Promise<void> {
+    let changes: RolloutChange[];
+    try {
+      const rollouts = (await this.#store.rollouts.activeOf([...batch.keys()])).filter((r) => r.state === RolloutState.PROGRESSING);
+      if (rollouts.length === 0) return;
+      const statuses = await statusesOf(
+        this.#store,
+        ResourceType.DEPLOYMENT,
+        rollouts.map((r) => r.deploymentId),
+        this.#statusOptions,
+      );
+      const now = Date.now();
+      changes = [];
+      for (const rollout of rollouts) {
+        const byRegion = new Map<string, RegionStatus>((statuses.get(rollout.deploymentId) ?? []).map((s) => [s.region, s]));
+        const steps = evaluateSteps(rollout, byRegion, now, MAX_STEPS - batch.get(rollout.deploymentId)!);
+        if (steps.length > 0) {
+          const effects = (d: Decision) => ({ move: d.move, restore: d.restore });
+          changes.push({ current: rollout, steps: steps.map((d) => ({ next: d.next, effects: effects(d), action: d.action })), actor: "rollout" });
+        } else if (rollout.dueAt !== undefined && rollout.dueAt < this.#timerAt) {
+          // Staged by a write (not by this driver): its deadline is due here too.
+          this.#setTimer(rollout.dueAt, now);
+        }
+      }
+    } catch (error) {
+      // A transient failure (a lost connection) must not leave them waiting for their next due time.
+      this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}; looking again in ${RETRY_MS} ms`);
+      this.#retry([...batch.keys()]);
+      return;
+    }
+    await this.#write(changes, batch);
+  }
+
+  /**
+   * Writes `changes` in one transaction; after a failure (a deadlock, a lost connection, one
+   * rollout that cannot be written), each half on its own, down to one rollout, which is looked
+   * at again in RETRY_MS. Each written (or lost to another writer) is looked at again at once.
+   */
+  async #write(changes: RolloutChange[], batch: ReadonlyMap<string, number>): Promise<void> {
+    if (changes.length === 0) return;
+    let stored: (StoredRollout | undefined)[];
+    const now = Date.now();
+    try {
+      stored = await this.#store.rollouts.transitionMany(changes, now);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (changes.length === 1) {
+        this.#log.error(`rollout ${changes[0]!.current.id}: ${message}; looking again in ${RETRY_MS} ms`);
+        this.#retry([changes[0]!.current.deploymentId]);
+        return;
+      }
+      this.#log.warn(`rollouts: a batch of ${changes.length} transitions failed (${message}); writing it in halves`);
+      const half = Math.ceil(changes.length / 2);
+      await this.#write(changes.slice(0, half), batch);
+      await this.#write(changes.slice(half), batch);
+      return;
+    }
+    for (const [i, change] of changes.entries()) {
+      const after = stored[i];
+      if (after) this.#transitioned(change.current, after, now);
+      // What it stored may let it move on; lost to another replica: look at what that one stored.
+      const steps = batch.get(change.current.deploymentId)! + (after ? change.steps.length : 1);
+      if (steps < MAX_STEPS) this.#enqueue([change.current.deploymentId], steps);
+    }
+  }
+
+  #retry(deploymentIds: string[]): void {
+    if (!this.#stopped) setTimeout(() => this.#enqueue(deploymentIds), RETRY_MS).unref();
+  }
+
+  /** Looks at every progressing rollout once, a page at a time. */
   async #driveProgressing(): Promise<void> {
     try {
       let pageToken = "";
       do {
         const page = await this.#store.rollouts.list({ state: RolloutState.PROGRESSING }, 0, pageToken);
-        await Promise.all(page.items.map((r) => this.drive(r.id)));
+        this.#enqueue(page.items.map((r) => r.deploymentId));
         pageToken = page.nextPageToken;
-      } while (pageToken !== "" && !this.#stopped);
+      } while (pageToken !== "" && !this.#stopped && this.#leading);
     } catch (error) {
       this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}`);
     }
   }
 
-  /** The rollout's deployment's status per region, by region name. */
-  async #statuses(rollout: StoredRollout): Promise<Map<string, RegionStatus>> {
-    const statuses = await statusesOf(this.#store, ResourceType.DEPLOYMENT, [rollout.deploymentId], this.#statusOptions);
-    return new Map((statuses.get(rollout.deploymentId) ?? []).map((s) => [s.region, s]));
-  }
-
-  async #observed(events: StatusEvent[]): Promise<void> {
-    const ids = [...new Set(events.filter((e) => e.type === ResourceType.DEPLOYMENT).map((e) => e.id))];
-    if (ids.length === 0 || this.#stopped || !this.#leading) return;
-    try {
-      for (const rollout of await this.#store.rollouts.activeOf(ids)) {
-        if (rollout.state === RolloutState.PROGRESSING) void this.drive(rollout.id);
-      }
-    } catch (error) {
-      this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}`);
-    }
+  #observed(events: StatusEvent[]): void {
+    this.#enqueue(events.filter((e) => e.type === ResourceType.DEPLOYMENT).map((e) => e.id));
   }
 
   #transitioned(before: StoredRollout, after: StoredRollout, now: number): void {
@@ -217,7 +303,7 @@ export class RolloutDriver {
     try {
       const due = await this.#store.rollouts.nextDue();
       const now = Date.now();
-      // One still due after it was driven waits for a change (its gate had nothing to do): no busy loop.
+      // One still due after it was looked at waits for a change (its gate had nothing to do): no busy loop.
       this.#setTimer(due === undefined ? now + MAX_TIMER_MS : Math.max(due, now + OVERDUE_RETRY_MS), now);
     } catch (error) {
       this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}`);
@@ -234,11 +320,13 @@ export class RolloutDriver {
     this.#timer.unref();
   }
 
+  /** The due rollouts (a batch's worth) are looked at; then the timer is armed for the next. */
   async #fire(): Promise<void> {
     this.#timerAt = Number.POSITIVE_INFINITY;
     try {
-      const due = await this.#store.rollouts.due(Date.now(), DUE_BATCH);
-      await Promise.all(due.map((r) => this.drive(r.id)));
+      const due = await this.#store.rollouts.due(Date.now(), this.#batchSize);
+      this.#enqueue(due.map((r) => r.deploymentId));
+      await this.#drained();
     } catch (error) {
       this.#log.error(`rollouts: ${error instanceof Error ? error.message : String(error)}`);
     }

@@ -20,10 +20,12 @@
 //   any active        abort                  → ABORTED, moved regions restored
 //
 // Invariants: a region moves only in a transition that starts its wave or its batch; a wave
-// starts once (each transition is a compare-and-set on the generation); RUNNING counts only
-// at the region's current desired version (the projection reads PENDING until the agent has
-// applied it), so an older observation that still says RUNNING never passes the gate; a bake
-// counts from its stored start, so a restart never shortens it.
+// starts once (each transition is a compare-and-set on the generation; the steps of one look,
+// evaluateSteps, are one compare-and-set); RUNNING counts only at the region's current desired
+// version (the projection reads PENDING until the agent has applied it), so an older
+// observation that still says RUNNING never passes the gate, and no step is decided on
+// statuses read before a region it moved (a row of steps ends with a move); a bake counts from
+// its stored start, so a restart never shortens it.
 import { Phase, RolloutFailurePolicy, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { nextBatch, startWave, type StoredRollout, type WaveRegion } from "@flotilla/store";
 
@@ -79,6 +81,24 @@ export function evaluate(rollout: StoredRollout, statuses: ReadonlyMap<string, R
   }
   if (now < wave.runningSince + wave.bakeMs) return undefined;
   return waveDone(rollout, now);
+}
+
+/**
+ * The gate's decisions in a row for `rollout` from one look at its regions' statuses, at most
+ * `max`: a wave with no bake ends and the next starts at once. The row ends after a step that
+ * moves or restores regions, as the statuses no longer tell what those regions run.
+ */
+export function evaluateSteps(rollout: StoredRollout, statuses: ReadonlyMap<string, RegionStatus>, now: number, max: number): Decision[] {
+  const steps: Decision[] = [];
+  let at = rollout;
+  while (steps.length < max) {
+    const decision = evaluate(at, statuses, now);
+    if (!decision) break;
+    steps.push(decision);
+    if (decision.move.length > 0 || decision.restore) break;
+    at = decision.next;
+  }
+  return steps;
 }
 
 /** The current wave is done: the next starts (or waits for approval), or the rollout succeeded. */

@@ -107,7 +107,7 @@ export function rolloutService(store: Store, driver: RolloutDriver, statusOption
       const stored = await driver.apply(rollout, CONTROLS[name](rollout, Date.now()), actor);
       if (stored) {
         await recordWrite(store, ctx, "rollout", stored.id, req.message);
-        void driver.drive(stored.id);
+        driver.drive(stored);
         return { rollout: await shown(stored) };
       }
       if (attempt > 0) throw new StoreError("aborted", `rollout ${rollout.id} changed meanwhile; look at it again`, "id");
