@@ -55,7 +55,7 @@ export interface DesiredWrite {
 }
 
 /** Rows a multi-row statement carries at most, and the bytes of bodies it carries at most (one larger body goes alone). */
-const ROWS_PER_STATEMENT = 500;
+export const ROWS_PER_STATEMENT = 500;
 const BYTES_PER_STATEMENT = 4 * 1024 * 1024;
 
 /**
@@ -74,8 +74,9 @@ export async function lockRegions(tx: Tx, regionIds: Iterable<number>, dialect: 
  * Makes the desired state of resource (type, id) equal `next` (region id → desired state,
  * version unset) in every region, writing an outbox row for each region whose state
  * actually changed: a full upsert, or a tombstone where the resource left the region.
- * Locks every region it may touch (see lockRegions) plus `alsoLock`, so call it before
- * writing rows that reference regions. Returns the ids of the regions whose version moved.
+ * Locks the regions whose state changes (see lockRegions) plus `alsoLock`, so call it before
+ * writing rows that reference regions, naming theirs in `alsoLock`. Returns the ids of the
+ * regions whose version moved.
  */
 export async function writeDesired(
   tx: Tx,
@@ -116,8 +117,6 @@ export async function writeDesiredMany(
       .execute();
     for (const row of rows) current.get(row.resource_id)?.push(row);
   }
-  const touched = [...current.values()].flatMap((rows) => rows.map((r) => r.region_id));
-  await lockRegions(tx, [...touched, ...writes.flatMap((w) => [...w.next.keys()]), ...alsoLock], dialect);
   const changes: PendingChange[] = [];
   for (const { id, next, keepOthers } of writes) {
     const seen = new Set<number>();
@@ -133,6 +132,8 @@ export async function writeDesiredMany(
       if (!seen.has(regionId)) changes.push({ id, regionId, desired, namespace: desired.namespace, rowExists: false });
     }
   }
+  // The rows read above cannot change meanwhile: every writer of a resource holds its row's lock.
+  await lockRegions(tx, [...changes.map((c) => c.regionId), ...alsoLock], dialect);
   if (changes.length === 0) return [];
 
   const counts = new Map<number, number>();
@@ -173,11 +174,14 @@ export async function writeDesiredMany(
       create_time: now,
     });
   }
-  // A changed row is written anew (one statement per resource, one for all new rows) rather than updated row by row.
-  const replaced = new Map<string, number[]>();
-  for (const c of changes) if (c.rowExists) replaced.set(c.id, [...(replaced.get(c.id) ?? []), c.regionId]);
-  for (const [id, regionIds] of replaced) {
-    await tx.deleteFrom("desired_resources").where("region_id", "in", regionIds).where("resource_type", "=", type).where("resource_id", "=", id).execute();
+  // A changed row is written anew (one statement for the old rows, one for the new) rather than updated row by row.
+  const replaced = changes.filter((c) => c.rowExists);
+  for (let i = 0; i < replaced.length; i += ROWS_PER_STATEMENT) {
+    await tx
+      .deleteFrom("desired_resources")
+      .where("resource_type", "=", type)
+      .where((eb) => eb.or(replaced.slice(i, i + ROWS_PER_STATEMENT).map((c) => eb.and([eb("region_id", "=", c.regionId), eb("resource_id", "=", c.id)]))))
+      .execute();
   }
   for (const chunk of chunks(rows)) await tx.insertInto("desired_resources").values(chunk).execute();
   for (const chunk of chunks(events)) await tx.insertInto("deployment_changes").values(chunk).execute();

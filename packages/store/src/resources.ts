@@ -77,7 +77,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       const regionIds = await this.#resolveRegions(tx, input);
       const row: ResourceTable = { id, revision: 1, body: toBinary(this.kind.schema, input), create_time: now, update_time: now };
       await tx.insertInto(this.kind.table).values(row).execute();
-      const regions = await this.#writeDesired(tx, id, input, undefined, regionIds, now, { from: 0, to: 1, actor: author.actor });
+      const regions = await this.#writeDesired(tx, id, input, undefined, regionIds, now, { from: 0, to: 1, actor: author.actor }, regionIds.values());
       await this.#writePlacements(tx, id, regionIds, false);
       await this.#recordChange(tx, row, author, "Create", now);
       return { result: this.#fromRow(row), regions };
@@ -212,8 +212,10 @@ export class ResourceRepository<Desc extends DescMessage> {
       update_time: now,
     };
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
-    const regions = await this.#writeDesired(tx, id, input, stored, regionIds, now, { from: Number(existing.revision), to: row.revision, actor: author.actor });
-    await this.#writePlacements(tx, id, regionIds, true);
+    const placed = await this.#placementsChange(tx, id, regionIds);
+    const revisions = { from: Number(existing.revision), to: row.revision, actor: author.actor };
+    const regions = await this.#writeDesired(tx, id, input, stored, regionIds, now, revisions, placed ? regionIds.values() : []);
+    if (placed) await this.#writePlacements(tx, id, regionIds, true);
     await this.#recordChange(tx, row, author, action, now);
     return { result: this.#fromRow(row), regions };
   }
@@ -278,10 +280,11 @@ export class ResourceRepository<Desc extends DescMessage> {
   }
 
   /**
-   * Desired state of `resource` in its regions, region rows locked first (placements reference
-   * them). A kind with a strategy stages the change (rollouts.ts): its first wave moves now,
-   * the other regions keep what they hold until their wave starts. `stored`: the resource
-   * before this change (undefined: a create).
+   * Desired state of `resource` in its regions, the rows of the regions it changes and of
+   * `alsoLock` (placements about to be written reference them) locked first. A kind with a
+   * strategy stages the change (rollouts.ts): its first wave moves now, the other regions keep
+   * what they hold until their wave starts. `stored`: the resource before this change
+   * (undefined: a create).
    */
   async #writeDesired(
     tx: Tx,
@@ -291,6 +294,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     regionIds: ReadonlyMap<string, number>,
     now: number,
     revisions: { from: number; to: number; actor: string },
+    alsoLock: Iterable<number>,
   ): Promise<number[]> {
     const next = this.kind.desired(resource, regionIds);
     const staged = this.kind.strategy
@@ -308,7 +312,7 @@ export class ResourceRepository<Desc extends DescMessage> {
           now,
         })
       : undefined;
-    return writeDesired(tx, this.#dialect, this.kind.type, id, staged?.desired ?? next, now, regionIds.values());
+    return writeDesired(tx, this.#dialect, this.kind.type, id, staged?.desired ?? next, now, alsoLock);
   }
 
   /**
@@ -350,8 +354,10 @@ export class ResourceRepository<Desc extends DescMessage> {
     const regionIds = await this.#resolveRegions(tx, input);
     const row: ResourceTable = { id, revision: Number(existing.revision) + 1, body: target, create_time: Number(existing.create_time), update_time: now };
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
-    const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, await shape(this.kind.desired(input, regionIds)), now, regionIds.values());
-    await this.#writePlacements(tx, id, regionIds, true);
+    const placed = await this.#placementsChange(tx, id, regionIds);
+    const next = await shape(this.kind.desired(input, regionIds));
+    const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, next, now, placed ? regionIds.values() : []);
+    if (placed) await this.#writePlacements(tx, id, regionIds, true);
     await this.#recordChange(tx, row, author, "Rollback", now);
     return regions;
   }
@@ -424,6 +430,17 @@ export class ResourceRepository<Desc extends DescMessage> {
     if (unique.length === 0) return new Map();
     const rows = await tx.selectFrom("regions").select(["id", "name"]).where("name", "in", unique).execute();
     return new Map(rows.map((r) => [r.name, r.id]));
+  }
+
+  /**
+   * Whether `id`'s stored placements differ from `regionIds`: only then are they written, and
+   * their regions locked with the desired state's (the rows reference them), so a change of
+   * one region's state locks that region alone.
+   */
+  async #placementsChange(tx: Tx, id: string, regionIds: ReadonlyMap<string, number>): Promise<boolean> {
+    const rows = await tx.selectFrom("placements").select("region_id").where("resource_type", "=", this.kind.type).where("resource_id", "=", id).execute();
+    const next = new Set(regionIds.values());
+    return rows.length !== next.size || rows.some((r) => !next.has(r.region_id));
   }
 
   async #writePlacements(tx: Tx, id: string, regionIds: ReadonlyMap<string, number>, replace: boolean): Promise<void> {

@@ -30,10 +30,10 @@ import {
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { parseLabelSelector } from "@flotilla/labels";
-import type { Insertable, Kysely } from "kysely";
+import { sql, type Insertable, type Kysely } from "kysely";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
-import type { DesiredWrite, Tx } from "./outbox.ts";
+import { ROWS_PER_STATEMENT, type DesiredWrite, type Tx } from "./outbox.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
@@ -303,8 +303,28 @@ function sameSpec(a: DesiredResource, b: DesiredResource): boolean {
   return equals(DesiredResourceSchema, unversioned(a), unversioned(b));
 }
 
-/** Transition records a multi-row statement carries at most. */
-const TRANSITIONS_PER_STATEMENT = 500;
+/** Writes these rollouts' rows as `result` (one statement), each on the generation it was read at. */
+async function updateRollouts(tx: Tx, rollouts: readonly { change: RolloutChange; result: StoredRollout }[], now: number): Promise<void> {
+  const each = (value: (r: StoredRollout) => unknown) =>
+    sql<never>`case id ${sql.join(
+      rollouts.map(({ result }) => sql`when ${result.id} then ${value(result)}`),
+      sql` `,
+    )} end`;
+  const updated = await tx
+    .updateTable("rollouts")
+    .set({
+      generation: each((r) => r.generation),
+      state: each((r) => r.state),
+      current_wave: each((r) => r.currentWave),
+      reason: each((r) => r.reason.slice(0, 1024)),
+      plan: each((r) => JSON.stringify(r.waves)),
+      due_at: each((r) => r.dueAt ?? null),
+      update_time: now,
+    })
+    .where((eb) => eb.or(rollouts.map(({ change }) => eb.and([eb("id", "=", change.current.id), eb("generation", "=", change.current.generation)]))))
+    .executeTakeFirst();
+  if (Number(updated.numUpdatedRows) !== rollouts.length) throw new StoreError("aborted", "rollouts changed under their row locks");
+}
 
 /** The record of a transition to `rollout` (its state, wave and reason) as generation `generation`. */
 function transitionRow(
@@ -559,34 +579,36 @@ export class RolloutRepository {
           .orderBy("id");
         if (this.#dialect.locksRows) query = query.forUpdate();
         const revisions = new Map((await query.execute()).map((r) => [r.id, Number(r.revision)]));
+        // The compare-and-set: each rollout's row locked and its generation compared, then the
+        // winners' rows written in one statement (still on the generation read).
+        let read = tx
+          .selectFrom("rollouts")
+          .select(["id", "generation"])
+          .where(
+            "id",
+            "in",
+            changes.map((c) => c.current.id),
+          )
+          .orderBy("id");
+        if (this.#dialect.locksRows) read = read.forUpdate();
+        const generations = new Map((await read.execute()).map((r) => [r.id, Number(r.generation)]));
         const results = new Map<RolloutChange, StoredRollout | undefined>();
         const won: { change: RolloutChange; steps: readonly RolloutStep[]; result: StoredRollout }[] = [];
         for (const change of changes) {
           const { current } = change;
+          if (generations.get(current.id) !== current.generation) {
+            results.set(change, undefined);
+            continue;
+          }
           // A change of the deployment supersedes its rollout in the same transaction, unless
           // the deployment had no strategy then (--default-rollout-strategy removed since the
           // rollout started): such a rollout moves nothing any more.
           const steps = revisions.get(current.deploymentId) === current.toRevision ? change.steps : [outdated(current, revisions.get(current.deploymentId))];
-          const last = steps[steps.length - 1]!.next;
-          const result: StoredRollout = { ...last, generation: current.generation + steps.length, updateTime: now };
-          const claimed = await tx
-            .updateTable("rollouts")
-            .set({
-              generation: result.generation,
-              state: result.state,
-              current_wave: result.currentWave,
-              reason: result.reason.slice(0, 1024),
-              plan: JSON.stringify(result.waves),
-              due_at: result.dueAt ?? null,
-              update_time: now,
-            })
-            .where("id", "=", current.id)
-            .where("generation", "=", current.generation)
-            .executeTakeFirst();
-          const mine = Number(claimed.numUpdatedRows) === 1;
-          results.set(change, mine ? result : undefined);
-          if (mine) won.push({ change, steps, result });
+          const result: StoredRollout = { ...steps[steps.length - 1]!.next, generation: current.generation + steps.length, updateTime: now };
+          results.set(change, result);
+          won.push({ change, steps, result });
         }
+        for (let i = 0; i < won.length; i += ROWS_PER_STATEMENT) await updateRollouts(tx, won.slice(i, i + ROWS_PER_STATEMENT), now);
         const moves = won.filter((w) => w.steps.some((s) => s.effects.move?.length));
         if (moves.length > 0) regions = await this.#move(tx, moves, now);
         for (const { change, steps, result } of won) {
@@ -604,10 +626,10 @@ export class RolloutRepository {
             ),
           ),
         );
-        for (let i = 0; i < records.length; i += TRANSITIONS_PER_STATEMENT) {
+        for (let i = 0; i < records.length; i += ROWS_PER_STATEMENT) {
           await tx
             .insertInto("rollout_transitions")
-            .values(records.slice(i, i + TRANSITIONS_PER_STATEMENT))
+            .values(records.slice(i, i + ROWS_PER_STATEMENT))
             .execute();
         }
         // The deployments' statuses (their rollouts included) changed for the status stream.
