@@ -8,7 +8,8 @@
 // (b) Rollouts waiting on a bake: a ctrl's database queries per second (counted by a proxy
 //     between it and the server) and its RSS after forced GCs, without rollouts and then with
 //     rollouts baking for an hour (staged through a second ctrl, as another replica would);
-//     then a ctrl started over them (its start looks once at every progressing rollout).
+//     then, the two stopped, a ctrl started over them (it takes the driver's lease: its start
+//     looks once at every progressing rollout).
 import net from "node:net";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -360,7 +361,9 @@ async function waiting(ctx: BenchContext, count: number, windowMs: number) {
     const baked = await atRest(measured.ctrl, measured.proxy, windowMs);
     log(`B12: ${fmtInt(count)} baking: ${baked.qps.toFixed(2)} queries/s, RSS ${fmtBytes(baked.memory.rss)}`);
 
-    // A replica started over them: its start looks at every progressing rollout once.
+    // A replica started over them, the others gone (they give the driver's lease up): it takes
+    // the lease at once, and its start looks at every progressing rollout once.
+    for (const c of [measured.ctrl, other]) await c.stop();
     const started = await viaProxy();
     const s0 = now();
     let last = -1;
