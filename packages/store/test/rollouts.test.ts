@@ -2,8 +2,9 @@
 // starts are one transaction that takes each region's version once for all of them; each is
 // still a compare-and-set of its own, so one moved meanwhile by another writer is left out
 // and the others are written; the steps of one look are one compare-and-set, recorded one by
-// one. A rollout whose deployment moved on without superseding it (a default strategy
-// removed since) moves nothing: its next transition supersedes it.
+// one. A write locks only the regions whose state it changes. A rollout whose deployment
+// moved on without superseding it (a default strategy removed since) moves nothing: its next
+// transition supersedes it.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { create, fromBinary } from "@bufbuild/protobuf";
@@ -123,6 +124,30 @@ for (const { db, skip } of await testDatabases()) {
         "two steps, two records, consecutive generations",
       );
       assert.equal((await store.rollouts.get("b3")).generation, 3);
+    });
+
+    test("a staged change locks the regions it writes, not the others: it commits while another transaction holds a later wave's region", {
+      skip: db.name !== "mysql" && "no row locks",
+    }, async () => {
+      await store.deployments.create(deployment("l0", "app:1", TWO_WAVES));
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((resolve) => (locked = resolve));
+      const holder = store.database.db.transaction().execute(async (tx) => {
+        await tx.selectFrom("regions").select("id").where("id", "=", regionIds.get("r2")!).forUpdate().execute();
+        locked();
+        await released;
+      });
+      await isLocked;
+      try {
+        const hung = new Promise((_, reject) => setTimeout(() => reject(new Error("the update waits for r2's row")), 20_000).unref());
+        await Promise.race([store.deployments.update(deployment("l0", "app:2", TWO_WAVES)), hung]);
+      } finally {
+        release();
+        await holder;
+      }
+      assert.deepEqual(await images("l0"), { r1: "app:2" });
     });
 
     test("a rollout whose deployment moved on without superseding it moves nothing: its next transition supersedes it", async () => {
