@@ -2,7 +2,7 @@
 // three times on the same ctrl: growth that does not repeat is the allocator keeping its
 // high-water mark, growth that repeats is a leak; and each attack's peak RSS (VmHWM, reset
 // when it starts) above the RSS before it. The stalled streams sync the region B8's do (150
-// resources of about 60 KB). node bench/diag/b8-each.ts
+// resources of about 60 KB). node bench/diag/b8-each.ts (FLOTILLA_B8_EACH=stalledStreams: that attack only)
 import { fork } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -18,7 +18,10 @@ try {
   await seedRegion(db.url, "large", 150, { padBytes: 60_000, firstIndex: 2000 });
   console.log(`snapshot bodies: ${fmtBytes(seeded.bodyBytes)}`);
   const none = { malformed: 0, forgedTokens: 0, rapidResets: 0, stalledStreams: 0 };
-  for (const only of [{ stalledStreams: 50 }, { forgedTokens: 10_000 }, { malformed: 2000 }, { rapidResets: 1000 }]) {
+  // FLOTILLA_B8_EACH=stalledStreams,… runs only those attacks.
+  const chosen = process.env.FLOTILLA_B8_EACH?.split(",");
+  const attacks = [{ stalledStreams: 50 }, { forgedTokens: 10_000 }, { malformed: 2000 }, { rapidResets: 1000 }];
+  for (const only of attacks.filter((a) => !chosen || chosen.includes(Object.keys(a)[0]!))) {
     const ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200, streamSendTimeoutMs: 5000 });
     for (let round = 0; round < 3; round++) {
       const before = await ctrl.memory();

@@ -29,6 +29,7 @@ import {
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
 import { DECODE_OPTIONS, readRequestBody, type RequestBounds } from "./request-body.ts";
+import { chunkedEncoding } from "./services/cluster/verbatim.ts";
 import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Http2ServerRequest, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
 
@@ -246,9 +247,12 @@ class GrpcResponseWriter {
 
 /**
  * `message`'s encoding in chunks: its verbatim fields (unknown fields, which protobuf-es
- * writes after the known ones) by reference, each behind its tag, rather than copied.
+ * writes after the known ones, or those of `messageWithVerbatimChunks`) by reference, each behind
+ * its tag, rather than copied.
  */
 export function encodedChunks<O extends DescMessage>(schema: O, message: MessageShape<O>): Uint8Array[] {
+  const chunked = chunkedEncoding(message);
+  if (chunked !== undefined) return [...chunked];
   const unknown = message.$unknown;
   if (unknown === undefined || unknown.length === 0) return [toBinary(schema, message)];
   const chunks: Uint8Array[] = [toBinary(schema, message, { writeUnknownFields: false })];

@@ -11,9 +11,9 @@ import type { CtrlMetrics } from "../../metrics.ts";
 import type { SendBudget } from "../../send-budget.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
-import { resourceBatchFieldData } from "./resource-batch-encoding.ts";
+import { resourceBatchFieldChunks } from "./resource-batch-encoding.ts";
 import { secretDelivery } from "./secret-delivery.ts";
-import { sendsVerbatim, withVerbatimField } from "./verbatim.ts";
+import { messageWithVerbatimChunks, sendsVerbatim } from "./verbatim.ts";
 import { nodeRequestKey, resetTransport } from "./watch-deployment-changes.ts";
 
 type Response = MessageInitShape<typeof SyncDesiredStateResponseSchema>;
@@ -90,5 +90,5 @@ function decodedBatch(rows: SnapshotRow[]) {
  * sync's CPU otherwise): the response's `batch` (field 1) carried as one verbatim field.
  */
 function wireBatchResponse(rows: SnapshotRow[]) {
-  return withVerbatimField(create(SyncDesiredStateResponseSchema), 1, [resourceBatchFieldData(rows)]);
+  return messageWithVerbatimChunks(SyncDesiredStateResponseSchema, {}, 1, resourceBatchFieldChunks(rows));
 }
