@@ -67,7 +67,7 @@ export class RolloutDriver {
   readonly #queue = new Map<string, number>();
   /** Whether the loop taking the queue runs. */
   #working = false;
-  /** Resolved when the loop ends (the queue empty). */
+  /** Called when the loop ends (the queue empty). */
   #idle: (() => void)[] = [];
   readonly #leaseMs: number;
   readonly #batchSize: number;
@@ -188,7 +188,7 @@ export class RolloutDriver {
     }
   }
 
-  /** Until the loop has taken every look queued now (at once when it does not run). */
+  /** Resolves once the loop has emptied the queue (at once when it does not run). */
   #drained(): Promise<void> {
     if (!this.#working) return Promise.resolve();
     return new Promise((resolve) => this.#idle.push(resolve));
