@@ -7,11 +7,17 @@
 //
 // When the budget is exhausted, a stream waits, and the streams whose clients have not taken
 // their message for --send-budget-stall are reset (oldest first; gRPC: RESOURCE_EXHAUSTED)
-// until it fits: a client that reads takes its message in milliseconds, so what waits is
-// never a reading client's message but the newcomer's, for at most the stall time, and a
-// reading client is never refused. Refusing the newcomer instead would refuse good clients as
-// long as the stalled ones hold the budget (up to the send timeout); smaller messages would
-// still leave every stalled stream holding one.
+// until it fits. That keeps a reading client fast: it takes a message in milliseconds, so what
+// holds the budget is the clients that do not read, and its share is taken from theirs at once
+// (at worst after the stall time, while the first stalled messages are younger); it is never
+// refused. Refusing the newcomer instead would refuse good clients for as long as stalled ones
+// hold the budget (up to the send timeout); smaller messages would still leave every stalled
+// stream holding one.
+//
+// The default, as the decode budget's: of the manifests' 512 MiB, V8's old generation may take
+// half; the other half holds the young generation, code, Node itself (about 50 MB), the decode
+// budget, the snapshots' read-ahead (--snapshot-read-ahead-bytes) and this. A message costs
+// about its bytes: a snapshot batch's large resources are its page's own bytes, not a copy.
 export const DEFAULT_SEND_BUDGET_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_SEND_BUDGET_STALL_MS = 1000;
 

@@ -174,8 +174,19 @@ for (const { db, skip } of await testDatabases()) {
     });
     after(() => t.close());
 
+    const used = async () => (await t.ctrl.metrics.sendBudgetUsed.get()).values[0]?.value ?? 0;
+
+    test("a watch's catch-up batch waiting for a client that does not read counts until its stream ends", async () => {
+      const watch = rawGrpcCall(t.url, ClusterService.method.watchDeploymentChanges, { region: "big", versionLastSeen: 0n }, ADMIN_TOKEN, {
+        initialWindowSize: 1024,
+      });
+      // As many of the changes of about 60 KB as a message takes (1 MiB).
+      await until(async () => (await used()) >= 15 * 60_000);
+      watch.close();
+      await until(async () => (await used()) === 0);
+    });
+
     test(`${FITTING} stalled syncs fill it; one past it waits, holding no page, until the one stalled longest is reset; a reading client's sync completes; every byte is released when the streams end`, async () => {
-      const used = async () => (await t.ctrl.metrics.sendBudgetUsed.get()).values[0]?.value ?? 0;
       const resets = async () => (await t.ctrl.metrics.connectionBounds.get()).values.find((v) => v.labels.reason === "send_budget")?.value ?? 0;
       let mostUsed = 0;
       const sampler = setInterval(async () => (mostUsed = Math.max(mostUsed, await used())), 5);

@@ -76,8 +76,6 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
     /** The message of `stored`, once its bytes fit the send budget. */
     const send = async (stored: Change[], live: boolean): Promise<Response> => {
       const changes = stored.map((c) => secrets.change(c));
-      cursor = changes[changes.length - 1]!.version;
-      metrics.watchEvents.inc(changes.length);
       // Binary codecs (gRPC on the direct path, Connect and gRPC-Web under connect) send the
       // changes' framed bytes as they are; JSON encodes the decoded events. A live change's
       // message is one for all of its region's streams: it costs no stream its own bytes.
@@ -85,6 +83,8 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       const bytes = shared ? 0 : changes.reduce((n, c) => n + c.bytes.length, 0);
       await share.reserve(bytes);
       share.sent(bytes);
+      cursor = changes[changes.length - 1]!.version;
+      metrics.watchEvents.inc(changes.length);
       if (binary && changes.length === 1) return liveResponse(changes[0]!);
       if (binary)
         return withVerbatimField(
