@@ -98,7 +98,7 @@ export class Store {
     this.regions = new RegionRepository(db, dialect);
     this.agentTokens = new AgentTokenRepository(db, this.regions);
     this.changes = new ChangeLog(db);
-    this.observations = new ObservationRepository(db, onStatusEvents);
+    this.observations = new ObservationRepository(db, dialect, onStatusEvents);
     const limit = options.revisionHistoryLimit;
     const defaultStrategy = options.defaultStrategy;
     const deployments = defaultStrategy ? { ...deploymentKind, strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy } : deploymentKind;

@@ -3,7 +3,8 @@
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ResourceObservationSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { Kysely } from "kysely";
+import { type Kysely, type RawBuilder, sql } from "kysely";
+import type { Dialect } from "./database.ts";
 import { isDuplicateKey } from "./regions.ts";
 import type { Database } from "./schema.ts";
 import { StatusEvents } from "./status-events.ts";
@@ -50,28 +51,35 @@ export interface StatusWrite {
 
 const key = (type: number, id: string) => `${type}/${id}`;
 
+/** Rows per multi-row statement: within SQLite's 32,766 parameters at 7 columns a row. */
+export const ROWS_PER_STATEMENT = 1000;
+
 export class ObservationRepository {
   readonly #db: Kysely<Database>;
+  readonly #dialect: Dialect;
   readonly #onStatusEvents: () => void;
 
   /** `onStatusEvents`: called after a report that appended status events has committed. */
-  constructor(db: Kysely<Database>, onStatusEvents: () => void) {
+  constructor(db: Kysely<Database>, dialect: Dialect, onStatusEvents: () => void) {
     this.#db = db;
+    this.#dialect = dialect;
     this.#onStatusEvents = onStatusEvents;
   }
 
-  /** Stored statuses and desired states of these resources in one region (two queries). */
+  /** Stored statuses and desired states of these resources in one region (two queries at once). */
   async load(regionId: number, keys: { type: number; id: string }[]): Promise<Map<string, { stored?: StoredStatus; desired?: DesiredResource }>> {
     const result = new Map<string, { stored?: StoredStatus; desired?: DesiredResource }>();
     if (keys.length === 0) return result;
     const ids = [...new Set(keys.map((k) => k.id))];
-    const stored = await this.#db.selectFrom("observations").selectAll().where("region_id", "=", regionId).where("resource_id", "in", ids).execute();
-    const desired = await this.#db
-      .selectFrom("desired_resources")
-      .select(["resource_type", "resource_id", "version", "body"])
-      .where("region_id", "=", regionId)
-      .where("resource_id", "in", ids)
-      .execute();
+    const [stored, desired] = await Promise.all([
+      this.#db.selectFrom("observations").selectAll().where("region_id", "=", regionId).where("resource_id", "in", ids).execute(),
+      this.#db
+        .selectFrom("desired_resources")
+        .select(["resource_type", "resource_id", "version", "body"])
+        .where("region_id", "=", regionId)
+        .where("resource_id", "in", ids)
+        .execute(),
+    ]);
     for (const k of keys) result.set(key(k.type, k.id), {});
     for (const row of stored) {
       result.get(key(row.resource_type, row.resource_id))!.stored = toStored(row);
@@ -90,33 +98,36 @@ export class ObservationRepository {
    * another holder — writes nothing and returns that newest leader. The check takes the row's
    * lock (an UPDATE) before any write, so a report of an older leader that runs concurrently
    * with a newer one is either done before the newer one starts or refused.
+   *
+   * READ COMMITTED, and statuses written as upserts in key order: no statement takes a gap lock
+   * (an UPDATE that misses does under REPEATABLE READ), so reports of regions whose new rows
+   * interleave in the by-resource index, or of one region, cannot deadlock (B12 saw that).
    */
   async saveReport(regionId: number, report: AgentReport): Promise<{ fencedBy?: ReportLeader }> {
     if (!report.leader && report.writes.length === 0 && !report.heartbeat) return {};
+    const now = report.heartbeat?.at ?? Date.now();
+    const writes = report.writes.toSorted((a, b) => a.type - b.type || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     for (let attempt = 0; ; attempt++) {
       try {
-        const result = await this.#db.transaction().execute(async (tx) => {
-          if (report.leader) {
-            const fencedBy = await fence(tx, regionId, report.leader, report.heartbeat?.at ?? Date.now());
-            if (fencedBy) return { fencedBy };
-          }
-          await saveStatuses(tx, regionId, report.writes);
-          await saveTransitions(tx, regionId, report.writes, report.heartbeat?.at ?? Date.now());
-          await StatusEvents.append(tx, report.writes, report.heartbeat?.at ?? Date.now());
-          if (report.heartbeat) await touchAgent(tx, regionId, report.heartbeat.at, report.heartbeat.appliedVersion);
-          return {};
-        });
-        if (!result.fencedBy && report.writes.length > 0) this.#onStatusEvents();
+        const result = await this.#db
+          .transaction()
+          .setIsolationLevel("read committed")
+          .execute(async (tx) => {
+            if (report.leader) {
+              const fencedBy = await fence(tx, regionId, report.leader, now);
+              if (fencedBy) return { fencedBy };
+            }
+            await saveStatuses(tx, this.#dialect, regionId, writes);
+            await saveTransitions(tx, regionId, writes, now);
+            await StatusEvents.append(tx, writes, now);
+            if (report.heartbeat) await touchAgent(tx, this.#dialect, regionId, report.heartbeat.at, report.heartbeat.appliedVersion);
+            return {};
+          });
+        if (!result.fencedBy && writes.length > 0) this.#onStatusEvents();
         return result;
       } catch (error) {
-        // Two first reports of a region inserting its rows at once: the loser's rows exist now.
+        // Two first reports of a region inserting its leader row at once: the loser's row exists now.
         if (attempt === 0 && isDuplicateKey(error)) continue;
-        // InnoDB chose this report as a deadlock's victim (reports of one region racing a
-        // rollout's transition or each other over status rows): it rolled back whole, so again.
-        if (attempt < 3 && (error as { code?: string })?.code === "ER_LOCK_DEADLOCK") {
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * (attempt + 1)));
-          continue;
-        }
         throw error;
       }
     }
@@ -242,55 +253,58 @@ async function fence(tx: Kysely<Database>, regionId: number, leader: ReportLeade
   return undefined;
 }
 
-/** Writes changed statuses of one region (one statement per row). */
-async function saveStatuses(tx: Kysely<Database>, regionId: number, writes: StatusWrite[]): Promise<void> {
-  for (const w of writes) {
-    const row = { body: toBinary(ResourceObservationSchema, w.observation), observed_at: w.observedAt, phase: w.phase, reason: w.reason.slice(0, 1024) };
-    const updated = await tx
-      .updateTable("observations")
-      .set(row)
-      .where("region_id", "=", regionId)
-      .where("resource_type", "=", w.type)
-      .where("resource_id", "=", w.id)
-      .executeTakeFirst();
-    if (Number(updated.numUpdatedRows) === 0) {
-      await tx
-        .insertInto("observations")
-        .values({ region_id: regionId, resource_type: w.type, resource_id: w.id, ...row })
-        .execute();
-    }
+/** Writes changed statuses of one region: inserted or replaced, a statement per ROWS_PER_STATEMENT. */
+async function saveStatuses(tx: Kysely<Database>, dialect: Dialect, regionId: number, writes: StatusWrite[]): Promise<void> {
+  for (let i = 0; i < writes.length; i += ROWS_PER_STATEMENT) {
+    const rows = writes.slice(i, i + ROWS_PER_STATEMENT).map((w) => ({
+      region_id: regionId,
+      resource_type: w.type,
+      resource_id: w.id,
+      body: toBinary(ResourceObservationSchema, w.observation),
+      observed_at: w.observedAt,
+      phase: w.phase,
+      reason: w.reason.slice(0, 1024),
+    }));
+    const replaced = replacing(dialect, ["body", "observed_at", "phase", "reason"]);
+    const insert = tx.insertInto("observations").values(rows);
+    await (dialect.name === "mysql"
+      ? insert.onDuplicateKeyUpdate(replaced)
+      : insert.onConflict((c) => c.columns(["region_id", "resource_type", "resource_id"]).doUpdateSet(replaced))
+    ).execute();
   }
 }
 
 /** Records each phase change of the written statuses. */
 async function saveTransitions(tx: Kysely<Database>, regionId: number, writes: StatusWrite[], now: number): Promise<void> {
   const changed = writes.filter((w) => w.previousPhase !== w.phase);
-  if (changed.length === 0) return;
-  await tx
-    .insertInto("status_transitions")
-    .values(
-      changed.map((w) => ({
-        region_id: regionId,
-        resource_type: w.type,
-        resource_id: w.id,
-        time: now,
-        from_phase: w.previousPhase ?? 0,
-        to_phase: w.phase,
-        reason: w.reason.slice(0, 1024),
-      })),
-    )
-    .execute();
+  for (let i = 0; i < changed.length; i += ROWS_PER_STATEMENT) {
+    await tx
+      .insertInto("status_transitions")
+      .values(
+        changed.slice(i, i + ROWS_PER_STATEMENT).map((w) => ({
+          region_id: regionId,
+          resource_type: w.type,
+          resource_id: w.id,
+          time: now,
+          from_phase: w.previousPhase ?? 0,
+          to_phase: w.phase,
+          reason: w.reason.slice(0, 1024),
+        })),
+      )
+      .execute();
+  }
 }
 
 /** Records the agent's heartbeat. */
-async function touchAgent(tx: Kysely<Database>, regionId: number, lastSeen: number, appliedVersion: number): Promise<void> {
-  const updated = await tx
-    .updateTable("agents")
-    .set({ last_seen: lastSeen, applied_version: appliedVersion })
-    .where("region_id", "=", regionId)
-    .executeTakeFirst();
-  if (Number(updated.numUpdatedRows) === 0)
-    await tx.insertInto("agents").values({ region_id: regionId, last_seen: lastSeen, applied_version: appliedVersion }).execute();
+async function touchAgent(tx: Kysely<Database>, dialect: Dialect, regionId: number, lastSeen: number, appliedVersion: number): Promise<void> {
+  const replaced = replacing(dialect, ["last_seen", "applied_version"]);
+  const insert = tx.insertInto("agents").values({ region_id: regionId, last_seen: lastSeen, applied_version: appliedVersion });
+  await (dialect.name === "mysql" ? insert.onDuplicateKeyUpdate(replaced) : insert.onConflict((c) => c.column("region_id").doUpdateSet(replaced))).execute();
+}
+
+/** An upsert's assignments: each column takes the value the conflicting insert carried. */
+function replacing(dialect: Dialect, columns: string[]): Record<string, RawBuilder<unknown>> {
+  return Object.fromEntries(columns.map((c) => [c, dialect.name === "mysql" ? sql`values(${sql.ref(c)})` : sql.ref(`excluded.${c}`)]));
 }
 
 function toStored(row: { body: Uint8Array; observed_at: number; phase: number; reason: string }): StoredStatus {
