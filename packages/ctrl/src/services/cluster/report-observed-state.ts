@@ -11,7 +11,7 @@ import { create } from "@bufbuild/protobuf";
 import { ReportObservedStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { Code } from "@connectrpc/connect";
 import { FENCED } from "@flotilla/runtime";
-import { authorizeRegion, resolveAuthorizedRegion } from "../../auth.ts";
+import { authorizeRegion, principalKey, resolveAuthorizedRegion } from "../../auth.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import { project } from "../../status/projection.ts";
@@ -43,10 +43,18 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
     if (leader && !(leader.epoch >= 0 && Number.isSafeInteger(leader.epoch))) throw invalidArgument("leader.epoch", "must be a non-negative integer");
     if (leader && !(leader.holderIdentity.length > 0 && leader.holderIdentity.length <= 253))
       throw invalidArgument("leader.holder_identity", "must be 1 to 253 characters");
-    const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
+    const resolving = resolveAuthorizedRegion(ctx, store.regions, req.region);
+    // An agent's token names its region's id: the stored statuses are read while the region is
+    // resolved (a token of a since deleted region is refused by the resolve, the read unused).
+    const principal = ctx.values.get(principalKey);
+    const [region, current] = await Promise.all([
+      resolving,
+      principal.kind === "agent"
+        ? store.observations.load(principal.regionId, req.observations)
+        : resolving.then((r) => store.observations.load(r.id, req.observations)),
+    ]);
     const now = Date.now();
 
-    const current = await store.observations.load(region.id, req.observations);
     const writes: StatusWrite[] = [];
     for (const observation of req.observations) {
       const { stored, desired } = current.get(`${observation.type}/${observation.id}`)!;
