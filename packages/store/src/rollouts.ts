@@ -568,7 +568,7 @@ export class RolloutRepository {
       .execute(async (tx) => {
         // The deployments' rows first (in id order), as a change of a deployment locks it
         // before its rollout's (supersede): one lock order, so the two never deadlock.
-        let query = tx
+        const deploymentRows = await tx
           .selectFrom("deployments")
           .select(["id", "revision"])
           .where(
@@ -576,12 +576,13 @@ export class RolloutRepository {
             "in",
             changes.map((c) => c.current.deploymentId),
           )
-          .orderBy("id");
-        if (this.#dialect.locksRows) query = query.forUpdate();
-        const revisions = new Map((await query.execute()).map((r) => [r.id, Number(r.revision)]));
+          .orderBy("id")
+          .$if(this.#dialect.locksRows, (q) => q.forUpdate())
+          .execute();
+        const revisions = new Map(deploymentRows.map((r) => [r.id, Number(r.revision)]));
         // The compare-and-set: each rollout's row locked and its generation compared, then the
         // winners' rows written in one statement (still on the generation read).
-        let read = tx
+        const rolloutRows = await tx
           .selectFrom("rollouts")
           .select(["id", "generation"])
           .where(
@@ -589,9 +590,10 @@ export class RolloutRepository {
             "in",
             changes.map((c) => c.current.id),
           )
-          .orderBy("id");
-        if (this.#dialect.locksRows) read = read.forUpdate();
-        const generations = new Map((await read.execute()).map((r) => [r.id, Number(r.generation)]));
+          .orderBy("id")
+          .$if(this.#dialect.locksRows, (q) => q.forUpdate())
+          .execute();
+        const generations = new Map(rolloutRows.map((r) => [r.id, Number(r.generation)]));
         const results = new Map<RolloutChange, StoredRollout | undefined>();
         const won: { change: RolloutChange; steps: readonly RolloutStep[]; result: StoredRollout }[] = [];
         for (const change of changes) {
