@@ -5,9 +5,11 @@
 // from a second ctrl process serving TLS on the same database (target: TLS costs ≤ 20%).
 // A second region of as many resources, 10% of them with five secret values, probes and an
 // autoscaler, is synced by the same lean reader with that region's agent token, interleaved with
-// the first (also with its region's agent token): ctrl opens each secret value for its region's
-// agent, and that must not slow a full sync (target: ≥ 0.95× the plain region).
+// the first (also with its region's agent token): the values, sealed for the region's agent
+// as stored, must not slow a full sync (target: ≥ 0.95× the plain region).
+import { createSecretKey } from "node:crypto";
 import { createConnection } from "mysql2/promise";
+import { openValue, sealedKeyId, secretContext } from "@flotilla/runtime/sealed-values";
 import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
 import { clusterClient, createAgentToken, type ClusterClient } from "./lib/clients.ts";
 import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
@@ -35,16 +37,20 @@ interface Variant {
 
 /**
  * One full sync of the mixed region as its agent receives it, decoded: every secret value of
- * the mixed share arrives opened (so the timed syncs pay ctrl's opening), none sealed.
+ * the mixed share arrives sealed for the region and opens under the keys GetSecretKeys gives
+ * the agent, as the agent opens it.
  */
 async function checkSecretsDelivered(baseUrl: string, token: string, mix: ServiceMix, count: number): Promise<number> {
   const client = clusterClient(baseUrl, { token });
+  const keys = new Map((await client.getSecretKeys({ region: MIXED_REGION })).keys.map((k) => [k.id, createSecretKey(k.key)]));
   let values = 0;
   for await (const res of client.syncDesiredState({ region: MIXED_REGION })) {
     if (res.message.case !== "batch") continue;
     for (const r of res.message.value.resources) {
       for (const s of r.spec.case === "deployment" ? (r.spec.value.workload?.secretEnv ?? []) : []) {
-        if (s.sealed.length > 0 || !s.value) throw new Error(`B1: ${r.id}'s secret ${s.name} arrived without its value or with its seal`);
+        const key = keys.get(sealedKeyId(s.sealed));
+        if (s.value !== undefined || !key) throw new Error(`B1: ${r.id}'s secret ${s.name} arrived in plain text or under a key the agent lacks`);
+        if (openValue(key, secretContext(r.id, s.name), s.sealed).length === 0) throw new Error(`B1: ${r.id}'s secret ${s.name} opened empty`);
         values++;
       }
     }
@@ -104,7 +110,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
 
     const secretsKeyFile = secretsKey.file;
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, secretsKeyFile }, { cpuProfileDir: ctx.cpuProfileDir });
-    // Each region's agent credential, as its agent syncs (ctrl opens secret values for that caller only).
+    // Each region's agent credential, as its agent syncs (the values' seals go to that caller only).
     const plainToken = await createAgentToken(ctrl.url, REGION);
     const mixedToken = await createAgentToken(ctrl.url, MIXED_REGION);
     // Before the lean readers connect: ctrl closes a connection whose first request takes longer (10 s).
@@ -214,10 +220,10 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       notes: [
         `B1: median of ${reps} interleaved runs each; batch (page) size ${pageSize}; ${messages} response messages per sync; ` +
           `mean desired-resource body ${Math.round(seeded.bodyBytes / count)} B (${(seeded.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); seeding ${fmtInt(count)} rows took ${(seedMs / 1000).toFixed(1)} s. ` +
-          `The lean reader syncs with the region's agent token (as an agent does; ctrl then opens secret values), the connect-node clients with the admin token.`,
-        `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed at rest under a key file as ctrl stores them), ` +
+          `The lean reader syncs with the region's agent token (as an agent does: it receives the values sealed for its region, as stored), the connect-node clients with the admin token.`,
+        `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed for the region's agent as ctrl stores them), ` +
           `readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%); mean body ${Math.round(mixed.bodyBytes / count)} B (${(mixed.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); ` +
-          `${mixedMessages} response messages per sync; seeded in ${(mixedSeedMs / 1000).toFixed(1)} s; a decoded sync with its agent token received all ${fmtInt(deliveredValues)} values opened. ` +
+          `${mixedMessages} response messages per sync; seeded in ${(mixedSeedMs / 1000).toFixed(1)} s; a decoded sync with its agent token received all ${fmtInt(deliveredValues)} values, each opening under the keys GetSecretKeys gave it. ` +
           `Raw keyset scan of it ${fmtInt(rawMixedRate)}/s (${fmtRatio(rawMixedRate / rawRate)} the plain region's; wall times ${rawMixedMs.map((m) => m.toFixed(0)).join("/")} ms).`,
         `B1: wall times (ms) — raw scan ${rawMs.map((m) => m.toFixed(0)).join("/")}; ` +
           variants

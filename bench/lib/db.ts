@@ -112,16 +112,24 @@ export function mixEvery(mix: ServiceMix): number {
   return Math.round(1 / mix.fraction);
 }
 
-/** What a mixed deployment adds to its workload: the secret env as ctrl stores it (sealed, fingerprinted), the probes. */
-function mixedWorkload(id: string, ring: SecretKeyRing) {
-  const secretEnv = Array.from({ length: MIX_SECRET_VALUES }, (_, n) => {
-    const name = `SECRET_${n}`;
+/**
+ * What a mixed deployment adds to its workload: the secret env as ctrl stores it (fingerprinted;
+ * sealed under the data key in the deployment, for the region's agent in its desired state), the probes.
+ */
+function mixedWorkload(id: string, ring: SecretKeyRing, regionId: number) {
+  const values = Array.from({ length: MIX_SECRET_VALUES }, (_, n) => ({
+    name: `SECRET_${n}`,
     // A random 32-byte credential, as a password or an API key might be.
-    const value = randomBytes(32).toString("base64url");
-    return create(SecretEnvVarSchema, { name, sealed: ring.seal(secretContext(id, name), value), fingerprint: ring.fingerprint(value) });
-  });
+    value: randomBytes(32).toString("base64url"),
+  }));
+  const secretEnv = (seal: (context: string, value: string) => Uint8Array) =>
+    values.map(({ name, value }) => create(SecretEnvVarSchema, { name, sealed: seal(secretContext(id, name), value), fingerprint: ring.fingerprint(value) }));
   const probe = (path: string) => create(ProbeSchema, { handler: { case: "httpGet", value: { path, port: 8080 } } });
-  return { secretEnv, readinessProbe: probe("/ready"), livenessProbe: probe("/healthz") };
+  const probes = { readinessProbe: probe("/ready"), livenessProbe: probe("/healthz") };
+  return {
+    deployment: { ...probes, secretEnv: secretEnv((context, value) => ring.seal(context, value)) },
+    desired: { ...probes, secretEnv: secretEnv((context, value) => ring.sealForRegion(regionId, context, value)) },
+  };
 }
 
 /**
@@ -161,7 +169,8 @@ export async function seedRegion(
           const id = deploymentId(firstIndex + i);
           const namespace = `team-${i % 50}`;
           const mixed = mix !== undefined && i % every === 0;
-          const w = { ...workload(i, padBytes), ...(mixed && mixedWorkload(id, mix.ring)) };
+          const rich = mixed ? mixedWorkload(id, mix.ring, regionId) : undefined;
+          const w = { ...workload(i, padBytes), ...rich?.deployment };
           const replicas = 1 + (i % 5);
           const autoscaling = mixed ? MIX_AUTOSCALING : undefined;
           const deployment = create(DeploymentSchema, { id, namespace, ...w, regions: [{ region, replicas, autoscaling }] });
@@ -173,7 +182,7 @@ export async function seedRegion(
               type: ResourceType.DEPLOYMENT,
               id,
               namespace,
-              spec: { case: "deployment", value: { workload: w, replicas, autoscaling } },
+              spec: { case: "deployment", value: { workload: { ...w, ...rich?.desired }, replicas, autoscaling } },
             }),
           );
           bodyBytes += body.length;

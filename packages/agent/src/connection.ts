@@ -2,6 +2,8 @@
 // after-snapshot work (prune) → WatchDeploymentChanges from the snapshot's version, for as long
 // as it lasts.
 //
+// * Before each stream, the keys that open the region's secret values (GetSecretKeys): a
+//   rotation of ctrl's keys may have added one.
 // * Any stream failure reconnects with capped exponential backoff and jitter, resuming the
 //   watch from the last version received (no resync needed: the table already holds it).
 // * RESYNC_REQUIRED (cursor past the outbox retention, or ahead of a restored database) → full sync.
@@ -9,7 +11,7 @@
 // * A full sync runs periodically anyway (jittered), as a safety net.
 import type { Logger } from "@flotilla/runtime";
 import type { Client } from "@connectrpc/connect";
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
 import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
@@ -79,6 +81,7 @@ export class Connection {
         signal.addEventListener("abort", stopStream, { once: true });
         let reason: ReconnectReason;
         try {
+          await this.#fetchSecretKeys(stream.signal);
           if (syncNeeded) {
             await this.#fullSync(stream.signal);
             syncNeeded = false;
@@ -106,6 +109,16 @@ export class Connection {
     } finally {
       this.#connected = false;
       clearTimeout(this.#fullSyncTimer);
+    }
+  }
+
+  async #fetchSecretKeys(signal: AbortSignal): Promise<void> {
+    const { client, region, table } = this.#options;
+    try {
+      table.secretKeys.set((await client.getSecretKeys({ region }, { signal })).keys);
+    } catch (error) {
+      // A ctrl of an earlier version has no such call: it sends values in plain text.
+      if (ConnectError.from(error).code !== Code.Unimplemented) throw error;
     }
   }
 

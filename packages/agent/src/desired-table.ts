@@ -14,7 +14,7 @@ import { DesiredResourceSchema, ResourceTombstoneSchema, type DesiredResource, t
 import type { KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey } from "./keys.ts";
 import { packBytes, unpackBytes } from "./packed.ts";
-import { sealSecretValues } from "./sealed-secrets.ts";
+import { RegionSecretKeys, sealSecretValues } from "./sealed-secrets.ts";
 import { SharedDictionary } from "./shared-dictionary.ts";
 
 /** A desired resource's wire encoding, packed (see desiredResource()). */
@@ -33,9 +33,9 @@ export function desiredResource(desired: { encoded: EncodedResource }): DesiredR
   return fromBinary(DesiredResourceSchema, unpackBytes(DICTIONARY.unpack(desired.encoded)));
 }
 
-/** The table's form of `resource`: its secret values sealed (in place, see sealed-secrets.ts), then encoded. */
-function encode(resource: DesiredResource): EncodedResource {
-  sealSecretValues(resource);
+/** The table's form of `resource`: its secret values sealed for this process (in place, see sealed-secrets.ts), then encoded. */
+function encode(resource: DesiredResource, regionKeys: RegionSecretKeys): EncodedResource {
+  sealSecretValues(resource, regionKeys);
   return DICTIONARY.pack(packBytes(toBinary(DesiredResourceSchema, resource)));
 }
 
@@ -197,6 +197,8 @@ export class DesiredTable {
   readonly #onChange: (key: string) => void;
   /** The attachments of keys without an entry (objects nothing desires, keys deleted from the table). */
   readonly #detached = new Map<string, string>();
+  /** The keys that open the secret values ctrl sealed for this region (the connection sets them before each stream). */
+  readonly secretKeys = new RegionSecretKeys();
 
   /** `onChange(key)` is called after each entry whose desired state changed. */
   constructor(onChange: (key: string) => void) {
@@ -220,7 +222,7 @@ export class DesiredTable {
     const key = resourceKey(resource.type, resource.id);
     const entry = this.#entries.get(key);
     if (entry && entry.version >= version) return;
-    this.#set(key, { kind: "upsert", encoded: encode(resource) }, version);
+    this.#set(key, { kind: "upsert", encoded: encode(resource, this.secretKeys) }, version);
   }
 
   /** A watch event or a prune decision: the resource must not exist as of `version`. */
@@ -404,7 +406,7 @@ export class SnapshotStage {
   add(resource: DesiredResource): void {
     const key = resourceKey(resource.type, resource.id);
     const version = Number(resource.version);
-    this.resources.set(key, { version, encoded: this.#table.holds(key, version) ? undefined : encode(resource) });
+    this.resources.set(key, { version, encoded: this.#table.holds(key, version) ? undefined : encode(resource, this.#table.secretKeys) });
     this.#added++;
   }
 

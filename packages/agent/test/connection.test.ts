@@ -43,6 +43,9 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
       const resourceCount = BigInt(snapshot.announce ?? snapshot.resources.length);
       yield { message: { case: "complete", value: { version: BigInt(snapshot.version), resourceCount, removalCount: BigInt(removals.length) } } };
     },
+    async getSecretKeys() {
+      return { keys: [] };
+    },
     watchDeploymentChanges(request: WatchDeploymentChangesRequest, options: { signal: AbortSignal }) {
       watchedFrom.push(request.versionLastSeen);
       const step =

@@ -6,17 +6,25 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { createSecretKey, randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
-import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ClusterService, SyncDesiredStateResponseSchema, WatchDeploymentChangesResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { ChangeEventSchema, DesiredResourceSchema, ResourceType, SecretEnvVarSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import {
+  ChangeEventSchema,
+  DesiredResourceSchema,
+  ResourceType,
+  SecretEnvVarSchema,
+  type DesiredResource,
+  type SecretEnvVar,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { createLogger } from "@flotilla/runtime";
+import { openValue, sealedKeyId } from "@flotilla/runtime/sealed-values";
 import { generateKeyFile, secretContext, SecretKeyRing, Store } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { rowCounts, startTestCtrl, type Protocol, type TestCtrl } from "@flotilla/testkit/ctrl";
@@ -166,41 +174,62 @@ for (const { db, skip } of await testDatabases()) {
       assert.deepEqual(await rowCounts(t.store), counts);
     });
 
-    test("the streams give the values to the region's own agent only, over each protocol; the admin token gets names and fingerprints", async () => {
+    test("the streams carry the values sealed for the region's own agent, which alone gets the keys that open them, over each protocol; the admin token gets names and fingerprints", async () => {
       const regions = t.client(RegionService);
       await regions.createRegion({ region: { name: "other" } });
       const own = (await regions.createAgentToken({ region: "local" })).token;
+      const otherAgent = (await regions.createAgentToken({ region: "other" })).token;
+      const localKeyId = `k1/r${(await t.store.regions.resolve("local")).id}`;
       const secrets = [...written.values()];
+      const refused = (e: unknown) => ConnectError.from(e).code === Code.PermissionDenied;
       for (const protocol of PROTOCOLS) {
+        const cluster = (token?: string) => t.client(ClusterService, { protocol, ...(token ? { token } : {}) });
+        /** DB_PASSWORD's entry of each resource the streams carry, by id (and id@version for the watch). */
         const streamed = async (token: string | undefined) => {
-          const cluster = t.client(ClusterService, { protocol, ...(token ? { token } : {}) });
-          const values = new Map<string, string | undefined>();
-          for await (const response of cluster.syncDesiredState({ region: "local" })) {
+          const entries = new Map<string, { id: string; entry: SecretEnvVar }>();
+          for await (const response of cluster(token).syncDesiredState({ region: "local" })) {
             if (response.message.case !== "batch") continue;
-            for (const resource of response.message.value.resources) values.set(resource.id, secretOf(resource));
+            assertHidden(SyncDesiredStateResponseSchema, response, secrets, `SyncDesiredState over ${protocol}`);
+            for (const resource of response.message.value.resources) entries.set(resource.id, { id: resource.id, entry: secretEntry(resource) });
           }
           const abort = new AbortController();
-          for await (const response of cluster.watchDeploymentChanges({ region: "local", versionLastSeen: 0n }, { signal: abort.signal })) {
+          for await (const response of cluster(token).watchDeploymentChanges({ region: "local", versionLastSeen: 0n }, { signal: abort.signal })) {
+            assertHidden(WatchDeploymentChangesResponseSchema, response, secrets, `WatchDeploymentChanges over ${protocol}`);
             for (const event of response.events)
-              if (event.change.case === "upsert") values.set(`${event.change.value.id}@${event.version}`, secretOf(event.change.value));
+              if (event.change.case === "upsert")
+                entries.set(`${event.change.value.id}@${event.version}`, { id: event.change.value.id, entry: secretEntry(event.change.value) });
             if (response.events.length === 0) break;
           }
           abort.abort();
-          return values;
+          return entries;
         };
+        const { keys } = await cluster(own).getSecretKeys({ region: "local" });
+        assert.deepEqual(
+          keys.map((k) => [k.id, k.key.length]),
+          [[localKeyId, 32]],
+          "one key per key of the file, derived for the region",
+        );
         const agent = await streamed(own);
-        for (const [id, secret] of written) assert.equal(agent.get(id), secret, `${protocol}: the agent of local gets ${id}'s value`);
+        for (const [id, secret] of written)
+          assert.equal(openWith(keys, id, agent.get(id)!.entry), secret, `${protocol}: the agent of local opens ${id}'s value`);
+        for (const { id, entry } of agent.values()) assert.ok(openWith(keys, id, entry).length > 0, `${protocol}: every change's value opens`);
         const admin = await streamed(undefined);
         assert.ok(admin.size > written.size, "the admin's streams carry the changes too");
-        for (const [id, value] of admin) assert.equal(value, undefined, `${protocol}: the admin token's stream carries no value of ${id}`);
+        for (const [key, { entry }] of admin) assert.equal(entry.sealed.length, 0, `${protocol}: the admin token's stream carries no seal of ${key}`);
+        // The keys go to the region's own agent alone.
+        await assert.rejects(cluster().getSecretKeys({ region: "local" }), refused, "the admin token");
+        await assert.rejects(cluster(otherAgent).getSecretKeys({ region: "local" }), refused, "another region's agent");
+        await assert.rejects(cluster(own).getSecretKeys({ region: "other" }), refused, "for another region");
+        // Another region's keys do not open this region's values, under any id.
+        const otherKeys = (await cluster(otherAgent).getSecretKeys({ region: "other" })).keys.map((k) => ({ ...k, id: localKeyId }));
+        for (const [id] of written) assert.throws(() => openWith(otherKeys, id, agent.get(id)!.entry), /does not open/);
         await assert.rejects(
           (async () => {
-            for await (const _ of t.client(ClusterService, { protocol, token: own }).syncDesiredState({ region: "other" }));
+            for await (const _ of cluster(own).syncDesiredState({ region: "other" }));
           })(),
-          (e) => ConnectError.from(e).code === Code.PermissionDenied,
+          refused,
         );
       }
-      assert.ok(secrets.length > 0);
     });
 
     test("ctrl's debug log holds no value", () => {
@@ -211,6 +240,39 @@ for (const { db, skip } of await testDatabases()) {
     test("the database holds no value in plain text", async () => {
       const text = databaseText(t.databaseUrl);
       for (const secret of written.values()) assert.ok(!text.includes(secret), `the ${db.name} database holds a secret in plain text`);
+    });
+
+    test("a desired state stored by an earlier version (values sealed under the data key) is sealed for its regions when ctrl starts", async () => {
+      const ring = ringOf(keyFile);
+      const rows = await t.store.database.db.selectFrom("desired_resources").select(["region_id", "resource_type", "resource_id", "body"]).execute();
+      let legacy = 0;
+      for (const row of rows) {
+        const resource = fromBinary(DesiredResourceSchema, row.body);
+        const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
+        if (secretEnv.length === 0) continue;
+        for (const s of secretEnv) s.sealed = ring.seal(secretContext(resource.id, s.name), ring.open(secretContext(resource.id, s.name), s.sealed));
+        await t.store.database.db
+          .updateTable("desired_resources")
+          .set({ body: toBinary(DesiredResourceSchema, resource) })
+          .where("region_id", "=", row.region_id)
+          .where("resource_type", "=", row.resource_type)
+          .where("resource_id", "=", row.resource_id)
+          .execute();
+        legacy++;
+      }
+      assert.ok(legacy >= written.size);
+      const keyIds = async () => {
+        const ids = new Set<string>();
+        for (const row of await t.store.database.db.selectFrom("desired_resources").select("body").execute()) {
+          const resource = fromBinary(DesiredResourceSchema, row.body);
+          for (const s of resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : []) ids.add(sealedKeyId(s.sealed));
+        }
+        return [...ids];
+      };
+      assert.deepEqual(await keyIds(), ["k1"]);
+      await (await Store.open(t.databaseUrl, { secrets: ring })).close();
+      assert.deepEqual(await keyIds(), [`k1/r${(await t.store.regions.resolve("local")).id}`]);
+      for (const [id, secret] of written) assert.equal((await desiredSecrets(t.store, id, ring)).get("DB_PASSWORD"), secret);
     });
 
     test("rotation: a second key, re-seal, the first removed: every value still opens; a missing or wrong key is a startup error", async () => {
@@ -239,14 +301,21 @@ for (const { db, skip } of await testDatabases()) {
   });
 }
 
-/** DB_PASSWORD's value as a stream delivered it; undefined when it came without one (nor its seal). */
-function secretOf(resource: DesiredResource): string | undefined {
+/** DB_PASSWORD's entry as a stream delivered it: never a value in plain text. */
+function secretEntry(resource: DesiredResource): SecretEnvVar {
   const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
   const entry = secretEnv.find((s) => s.name === "DB_PASSWORD");
   assert.ok(entry, `${resource.id} carries its secret's name`);
-  assert.equal(entry.sealed.length, 0, "no stream carries a seal");
+  assert.equal(entry.value, undefined, "no stream carries a value in plain text");
   assert.match(entry.fingerprint, /^[0-9a-f]{16}$/);
-  return entry.value;
+  return entry;
+}
+
+/** The value of deployment `id`'s `entry`, opened with GetSecretKeys' `keys` as the agent does. */
+function openWith(keys: { id: string; key: Uint8Array }[], id: string, entry: SecretEnvVar): string {
+  const key = keys.find((k) => k.id === sealedKeyId(entry.sealed));
+  assert.ok(key, `a key of id ${sealedKeyId(entry.sealed)}`);
+  return openValue(createSecretKey(key.key), secretContext(id, entry.name), entry.sealed).toString("utf8");
 }
 
 /** The values of a deployment's secrets as the desired state of its region holds them, opened. */

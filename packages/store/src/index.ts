@@ -15,7 +15,7 @@ import { Leases } from "./leases.ts";
 import { RolloutRepository } from "./rollouts.ts";
 import { writeDesiredMany } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { checkSecretKeys, rotateSecrets } from "./secret-rotation.ts";
+import { checkSecretKeys, rotateSecrets, sealStoredForRegions } from "./secret-rotation.ts";
 import type { SecretKeyRing } from "./secrets.ts";
 
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
@@ -47,7 +47,7 @@ export {
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
 export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
-export type { AgentReport, ReportLeader, StatusInputs, StatusWrite, StoredStatus } from "./observations.ts";
+export { observationBody, type AgentReport, type ReportLeader, type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
 export { LAST_USE_RESOLUTION_MS, type TokenGrant, type TokenScreen } from "./agent-tokens.ts";
 export type { RegionRow } from "./regions.ts";
 export { mergeEnv } from "./kinds.ts";
@@ -118,14 +118,15 @@ export class Store {
   }
 
   /**
-   * Opens the database at `url` and brings its schema up to date. Throws when stored secret
-   * values are sealed under keys `options.secrets` does not hold (nothing is changed then).
+   * Opens the database at `url` and brings its schema up to date, and the desired state's
+   * secret values sealed for their regions' agents (secret-rotation.ts). Throws when stored
+   * secret values are sealed under keys `options.secrets` does not hold (nothing is changed then).
    */
   static async open(url?: string, options?: StoreOptions): Promise<Store> {
     const database = openDatabase(url);
     try {
       await migrateToLatest(database.db);
-      await checkSecretKeys(database.db, options?.secrets);
+      if (await checkSecretKeys(database.db, options?.secrets)) await sealStoredForRegions(database.db, options!.secrets!);
     } catch (error) {
       await database.close();
       throw error;

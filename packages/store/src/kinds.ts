@@ -15,7 +15,7 @@ import {
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { ResourceTableName } from "./schema.ts";
-import { redactSecretEnv, sealSecretEnv } from "./secret-env.ts";
+import { redactSecretEnv, sealSecretEnv, sealSecretEnvForRegions } from "./secret-env.ts";
 import type { SecretKeyRing } from "./secrets.ts";
 
 export interface ResourceKind<Desc extends DescMessage> {
@@ -38,6 +38,8 @@ export interface ResourceKind<Desc extends DescMessage> {
   strategy?(resource: MessageShape<Desc>): RolloutStrategy | undefined;
   /** Seals the secret values a write carries, keeping stored ones it names without a value (secret-env.ts). */
   seal?(ring: SecretKeyRing | undefined, input: MessageShape<Desc>, stored: MessageShape<Desc> | undefined): void;
+  /** Seals, in place, the secret values of its desired state for each region's agent (secret-env.ts). */
+  sealForRegions?(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>): void;
   /** Clears what no reader may see (sealed secrets), in place. */
   redact?(resource: MessageShape<Desc>): void;
 }
@@ -109,6 +111,7 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
   },
   strategy: (d) => d.strategy,
   seal: sealSecretEnv,
+  sealForRegions: sealSecretEnvForRegions,
   redact: (d) => redactSecretEnv(d.secretEnv),
 };
 

@@ -1,15 +1,14 @@
 // A deployment's secret env on its way in and out of the store: a write seals each new
-// value (secrets.ts) and keeps the stored one for a name that comes without a value; a read
-// shows only that a value is set and its fingerprint.
+// value (secrets.ts) and keeps the stored one for a name that comes without a value; its
+// desired state holds each value sealed anew for the region's agent; a read shows only that a
+// value is set and its fingerprint.
 import { create } from "@bufbuild/protobuf";
-import { type Deployment, SecretEnvVarSchema, type SecretEnvVar } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { type Deployment, type DesiredResource, SecretEnvVarSchema, type SecretEnvVar, WorkloadSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StoreError } from "./errors.ts";
+import { secretContext } from "@flotilla/runtime/sealed-values";
 import type { SecretKeyRing } from "./secrets.ts";
 
-/** What binds a sealed value to its place: another deployment's or name's seal does not open here. */
-export function secretContext(deploymentId: string, name: string): string {
-  return `${deploymentId}/${name}`;
-}
+export { secretContext };
 
 /**
  * Replaces `input`'s secret env by sealed entries: a value is sealed (an unchanged value keeps
@@ -31,6 +30,32 @@ export function sealSecretEnv(ring: SecretKeyRing | undefined, input: Deployment
     if (previous?.fingerprint === fingerprint) return sealedEntry(s.name, previous.sealed, fingerprint);
     return sealedEntry(s.name, ring.seal(secretContext(input.id, s.name), s.value), fingerprint);
   });
+}
+
+/**
+ * Replaces, in `desired` (a deployment's desired state by region row), each value's seal by its
+ * seal for that region's agent (SecretKeyRing.sealForRegion): what the region's stream sends as
+ * stored. Each value is opened once, whatever the number of regions.
+ */
+export function sealSecretEnvForRegions(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>): void {
+  let values: Map<string, string> | undefined;
+  for (const [regionId, resource] of desired) {
+    if (resource.spec.case !== "deployment") continue;
+    const spec = resource.spec.value;
+    const workload = spec.workload;
+    if (!workload || workload.secretEnv.length === 0) continue;
+    if (!ring)
+      throw new StoreError(
+        "failed_precondition",
+        `deployment ${JSON.stringify(resource.id)} has secret values and ctrl runs without a secrets key file (--secrets-key-file)`,
+      );
+    values ??= new Map(workload.secretEnv.map((s) => [s.name, ring.open(secretContext(resource.id, s.name), s.sealed)]));
+    const secretEnv = workload.secretEnv.map((s) =>
+      sealedEntry(s.name, ring.sealForRegion(regionId, secretContext(resource.id, s.name), values!.get(s.name)!), s.fingerprint),
+    );
+    // A copy: the regions of a deployment share one workload message.
+    spec.workload = create(WorkloadSchema, { ...workload, secretEnv });
+  }
 }
 
 /** Leaves of each secret only that it is set and its fingerprint: what every reader gets. */

@@ -1,14 +1,15 @@
 // Re-sealing every stored secret value under the key ring's newest key (`ctrl secrets
 // rotate`), in place: the deployments, their kept revisions, the desired state and the
-// outbox. No version moves, so no agent sees a change; afterwards the older keys can leave
+// outbox (the last two under the newest key's region keys, secrets.ts). No version moves, so no agent sees a change; afterwards the older keys can leave
 // the key file. Rows are rewritten one at a time with a compare on the old body, so a write
 // that lands meanwhile is never overwritten (its row is picked up by the next pass).
 import { fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { ChangeEventSchema, DeploymentSchema, DesiredResourceSchema, ResourceType, type SecretEnvVar } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Kysely } from "kysely";
 import type { Database } from "./schema.ts";
+import { sealedKeyId } from "@flotilla/runtime/sealed-values";
 import { secretContext } from "./secret-env.ts";
-import { sealedKeyId, type SecretKeyRing } from "./secrets.ts";
+import { dataKeyIdOf, type SecretKeyRing } from "./secrets.ts";
 
 const PAGE = 500;
 
@@ -18,6 +19,8 @@ interface SealedTable<Desc extends DescMessage> {
   keys: string[];
   /** Deployment rows only (the other kinds carry no secrets). */
   deploymentsOnly: boolean;
+  /** A region's rows (a region_id column): values sealed for the region's agent. */
+  regional: boolean;
   schema: Desc;
   /** The deployment id and the secret env of a body, if it carries any. */
   secrets(body: MessageShape<Desc>): { id: string; secretEnv: SecretEnvVar[] } | undefined;
@@ -29,11 +32,19 @@ function sealed<Desc extends DescMessage>(t: SealedTable<Desc>): SealedTable<Des
 }
 
 const TABLES = [
-  sealed({ table: "deployments", keys: ["id"], deploymentsOnly: false, schema: DeploymentSchema, secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }) }),
+  sealed({
+    table: "deployments",
+    keys: ["id"],
+    deploymentsOnly: false,
+    regional: false,
+    schema: DeploymentSchema,
+    secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
+  }),
   sealed({
     table: "resource_revisions",
     keys: ["resource_type", "resource_id", "revision"],
     deploymentsOnly: true,
+    regional: false,
     schema: DeploymentSchema,
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
   }),
@@ -41,6 +52,7 @@ const TABLES = [
     table: "desired_resources",
     keys: ["region_id", "resource_type", "resource_id"],
     deploymentsOnly: true,
+    regional: true,
     schema: DesiredResourceSchema,
     secrets: (r) => workloadSecrets(r),
   }),
@@ -48,6 +60,7 @@ const TABLES = [
     table: "deployment_changes",
     keys: ["region_id", "version"],
     deploymentsOnly: true,
+    regional: true,
     schema: ChangeEventSchema,
     secrets: (e) => (e.change.case === "upsert" ? workloadSecrets(e.change.value) : undefined),
   }),
@@ -58,9 +71,25 @@ function workloadSecrets(r: MessageShape<typeof DesiredResourceSchema>) {
 }
 
 /** Re-seals every value not under the newest key (and its fingerprint). Returns how many values moved. */
-export async function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
+export function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
+  return reseal(db, ring, TABLES);
+}
+
+/**
+ * Re-seals for their regions' agents the values of the desired state and the outbox that a
+ * ctrl of an earlier version sealed under a data key (checkSecretKeys tells whether any is).
+ */
+export function sealStoredForRegions(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
+  return reseal(
+    db,
+    ring,
+    TABLES.filter((t) => t.regional),
+  );
+}
+
+async function reseal(db: Kysely<Database>, ring: SecretKeyRing, tables: SealedTable<DescMessage>[]): Promise<number> {
   let moved = 0;
-  for (const sealedTable of TABLES) {
+  for (const sealedTable of tables) {
     for (;;) {
       const pass = await resealTable(db, ring, sealedTable);
       moved += pass.values;
@@ -86,11 +115,14 @@ async function resealTable(db: Kysely<Database>, ring: SecretKeyRing, t: SealedT
     for (const row of rows) {
       const body = fromBinary(t.schema, row.body);
       const found = t.secrets(body);
-      const stale = found?.secretEnv.filter((s) => s.sealed.length > 0 && sealedKeyId(s.sealed) !== ring.newestKeyId) ?? [];
+      const regionId = t.regional ? Number(row.region_id) : undefined;
+      const wanted = regionId === undefined ? ring.newestKeyId : ring.newestRegionKeyId(regionId);
+      const stale = found?.secretEnv.filter((s) => s.sealed.length > 0 && sealedKeyId(s.sealed) !== wanted) ?? [];
       if (!found || stale.length === 0) continue;
       for (const s of stale) {
-        const value = ring.open(secretContext(found.id, s.name), s.sealed);
-        s.sealed = ring.seal(secretContext(found.id, s.name), value);
+        const context = secretContext(found.id, s.name);
+        const value = ring.open(context, s.sealed);
+        s.sealed = regionId === undefined ? ring.seal(context, value) : ring.sealForRegion(regionId, context, value);
         s.fingerprint = ring.fingerprint(value);
       }
       let update = anyDb
@@ -110,9 +142,12 @@ async function resealTable(db: Kysely<Database>, ring: SecretKeyRing, t: SealedT
  * Throws, naming the keys, when the current state holds a value sealed under a key `ring`
  * lacks (or no ring at all), or one that does not open under the key of its id: a ctrl
  * started so would fail every agent's sync, so it must not start. Opens one value per key.
+ * Returns whether the desired state holds a value not sealed for its region's agent (stored
+ * by an earlier version: sealStoredForRegions).
  */
-export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing | undefined): Promise<void> {
+export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing | undefined): Promise<boolean> {
   const samples = new Map<string, { context: string; sealed: Uint8Array }>();
+  let unsealedForRegions = false;
   for (const t of TABLES.filter((t) => t.table === "deployments" || t.table === "desired_resources")) {
     let query = (db as Kysely<any>).selectFrom(t.table).select("body");
     if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
@@ -121,12 +156,14 @@ export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing 
       for (const s of found?.secretEnv ?? []) {
         if (s.sealed.length === 0) continue;
         const id = sealedKeyId(s.sealed);
+        if (t.regional && !id.includes("/")) unsealedForRegions = true;
         if (!samples.has(id)) samples.set(id, { context: secretContext(found!.id, s.name), sealed: s.sealed });
       }
     }
   }
-  if (samples.size === 0) return;
-  const ids = [...samples.keys()].map((id) => JSON.stringify(id)).join(", ");
+  if (samples.size === 0) return false;
+  const ids = [...new Set([...samples.keys()].map(dataKeyIdOf))].map((id) => JSON.stringify(id)).join(", ");
   if (!ring) throw new Error(`the database holds secret values sealed under keys ${ids}: start with --secrets-key-file holding them`);
   for (const { context, sealed } of samples.values()) ring.open(context, sealed);
+  return unsealedForRegions;
 }

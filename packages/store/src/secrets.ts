@@ -1,22 +1,35 @@
 // Secret values at rest. A key ring holds the data keys of a key file (ctrl's
 // --secrets-key-file), oldest first: a value is sealed under the newest (AES-256-GCM, bound
-// to its deployment and name) and opened under whichever key sealed it, so a rotation only
-// adds a key, re-seals (rotateSecrets) and then drops the old one. A fingerprint is an
-// HMAC-SHA-256 of the value under a key derived from the newest data key: it shows that a
-// value changed without being a plain hash anyone could match guesses against.
-import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from "node:crypto";
+// to its deployment and name, @flotilla/runtime/sealed-values) and opened under whichever key
+// sealed it, so a rotation only adds a key, re-seals (rotateSecrets) and then drops the old one.
+// A fingerprint is an HMAC-SHA-256 of the value under a key derived from the newest data key:
+// it shows that a value changed without being a plain hash anyone could match guesses against.
+//
+// The desired state of a region holds its values sealed for that region's agent, under a key
+// derived from the data key for the region (id "k1/r7": data key k1, region row 7). The agent
+// receives its region's keys (regionKeys) and nothing else, so it opens its own region's values
+// and no other's, and ctrl streams stored bytes without opening anything. A region seal is
+// deterministic (its nonce an HMAC of what it seals, as in SIV): the same value sealed again is
+// the same bytes, so recomputing a region's desired state is no change.
+import { createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from "node:crypto";
+import { NONCE_BYTES, openValue, sealedKeyId, sealValue } from "@flotilla/runtime/sealed-values";
 
-const NONCE_BYTES = 12;
-const TAG_BYTES = 16;
 const KEY_BYTES = 32;
 /** Hex digits of a fingerprint (64 bits: enough to tell values apart, too few to be a hash of record). */
 const FINGERPRINT_DIGITS = 16;
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** "k1/r7": data key k1's key for region row 7. */
+const REGION_KEY_ID = /^(.+)\/r(\d+)$/;
 
 interface DataKey {
   readonly id: string;
   /** Made once: preparing a raw key Buffer on every call was most of the cost of opening a value. */
   readonly key: KeyObject;
+}
+
+interface RegionKey extends DataKey {
+  /** Keys the HMAC that makes a seal's nonce. */
+  readonly nonceKey: KeyObject;
 }
 
 /** A key file's content, as `SecretKeyRing.parse` reads and `generateKeyFile` writes it. */
@@ -28,6 +41,8 @@ export class SecretKeyRing {
   readonly #keys: Map<string, DataKey>;
   readonly #newest: DataKey;
   readonly #fingerprintKey: Buffer;
+  /** Derived on first use, by region key id. */
+  readonly #regionKeys = new Map<string, RegionKey>();
 
   private constructor(keys: DataKey[]) {
     this.#keys = new Map(keys.map((k) => [k.id, k]));
@@ -65,44 +80,65 @@ export class SecretKeyRing {
     return this.#newest.id;
   }
 
-  /** `value` sealed under the newest key, bound to `context` (which deployment and name). */
-  seal(context: string, value: string): Uint8Array {
-    const id = Buffer.from(this.#newest.id);
-    const nonce = randomBytes(NONCE_BYTES);
-    const cipher = createCipheriv("aes-256-gcm", this.#newest.key, nonce);
-    cipher.setAAD(Buffer.from(context));
-    const ciphertext = Buffer.concat([cipher.update(value, "utf8"), cipher.final()]);
-    return Buffer.concat([Buffer.of(id.length), id, nonce, ciphertext, cipher.getAuthTag()]);
+  /** The id of the key new values are sealed under for region row `regionId`'s agent. */
+  newestRegionKeyId(regionId: number): string {
+    return regionKeyId(this.#newest.id, regionId);
   }
 
-  /** The value `sealed` holds; throws naming the key when it is not in the ring or the seal is broken. */
+  /** `value` sealed under the newest key, bound to `context` (which deployment and name). */
+  seal(context: string, value: string): Uint8Array {
+    return sealValue(this.#newest.id, this.#newest.key, randomBytes(NONCE_BYTES), context, value);
+  }
+
+  /** `value` sealed for region row `regionId`'s agent under the newest key's region key; the same inputs give the same bytes. */
+  sealForRegion(regionId: number, context: string, value: string): Uint8Array {
+    const key = this.#regionKey(this.#newest, regionId);
+    const nonce = createHmac("sha256", key.nonceKey).update(context).update("\0").update(value, "utf8").digest().subarray(0, NONCE_BYTES);
+    return sealValue(key.id, key.key, nonce, context, value);
+  }
+
+  /** The value `sealed` holds (a data key's seal or a region's); throws naming the key when it is not in the ring or the seal is broken. */
   open(context: string, sealed: Uint8Array): string {
-    const bytes = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
-    const id = sealedKeyId(bytes);
-    const key = this.#keys.get(id);
-    if (!key) throw new Error(`secret ${context} is sealed under key ${JSON.stringify(id)}, which the secrets key file does not hold`);
-    const start = 1 + bytes[0]!;
-    const nonce = bytes.subarray(start, start + NONCE_BYTES);
-    const tag = bytes.subarray(bytes.length - TAG_BYTES);
-    const decipher = createDecipheriv("aes-256-gcm", key.key, nonce);
-    decipher.setAAD(Buffer.from(context));
-    decipher.setAuthTag(tag);
-    try {
-      return Buffer.concat([decipher.update(bytes.subarray(start + NONCE_BYTES, bytes.length - TAG_BYTES)), decipher.final()]).toString("utf8");
-    } catch {
-      throw new Error(`secret ${context} does not open under key ${JSON.stringify(id)} (a different key of the same id?)`);
-    }
+    const id = sealedKeyId(sealed);
+    const dataKey = this.#keys.get(dataKeyIdOf(id));
+    if (!dataKey) throw new Error(`secret ${context} is sealed under key ${JSON.stringify(dataKeyIdOf(id))}, which the secrets key file does not hold`);
+    const region = REGION_KEY_ID.exec(id);
+    const key = region ? this.#regionKey(dataKey, Number(region[2])).key : dataKey.key;
+    return openValue(key, context, sealed).toString("utf8");
+  }
+
+  /** Every key that opens a value sealed for region row `regionId`: what its agent receives, and only it. */
+  regionKeys(regionId: number): { id: string; key: Uint8Array }[] {
+    return [...this.#keys.values()].map((dataKey) => {
+      const { id, key } = this.#regionKey(dataKey, regionId);
+      return { id, key: key.export() };
+    });
   }
 
   /** The value's keyed fingerprint (hex). */
   fingerprint(value: string): string {
     return createHmac("sha256", this.#fingerprintKey).update(value, "utf8").digest("hex").slice(0, FINGERPRINT_DIGITS);
   }
+
+  #regionKey(dataKey: DataKey, regionId: number): RegionKey {
+    const id = regionKeyId(dataKey.id, regionId);
+    let key = this.#regionKeys.get(id);
+    if (!key) {
+      const derive = (purpose: string) => createSecretKey(Buffer.from(hkdfSync("sha256", dataKey.key, Buffer.alloc(0), `${purpose} ${regionId}`, KEY_BYTES)));
+      key = { id, key: derive("flotilla region secrets"), nonceKey: derive("flotilla region secret nonces") };
+      this.#regionKeys.set(id, key);
+    }
+    return key;
+  }
 }
 
-/** The id of the key `sealed` was sealed under. */
-export function sealedKeyId(sealed: Uint8Array): string {
-  return Buffer.from(sealed.subarray(1, 1 + sealed[0]!)).toString();
+/** The id of the data key `keyId` is (a data key's) or is derived from (a region key's). */
+export function dataKeyIdOf(keyId: string): string {
+  return REGION_KEY_ID.exec(keyId)?.[1] ?? keyId;
+}
+
+function regionKeyId(dataKeyId: string, regionId: number): string {
+  return `${dataKeyId}/r${regionId}`;
 }
 
 /** A new key file's content with one fresh key, or `existing`'s keys plus a fresh newest one. */

@@ -1,13 +1,14 @@
 // What the agent streams (SyncDesiredState, WatchDeploymentChanges) carry of secret values.
-// The outbox and the desired state hold them sealed; the region's own agent, authenticated as
-// that region, gets them opened: the only place a value leaves ctrl in plain text. Any other
-// caller the streams admit (the admin token, e.g. debugging with a gRPC client) gets the names
-// and fingerprints only, never a value nor its seal.
+// The desired state and the outbox hold each value sealed for its region's agent (the store's
+// SecretKeyRing.sealForRegion), so the region's own agent, authenticated as that region, gets
+// the stored bytes as they are and opens them with the keys GetSecretKeys gives it alone: ctrl
+// opens nothing per sync. Any other caller the streams admit (the admin token, e.g. debugging
+// with a gRPC client) gets the names and fingerprints only, never a seal.
 import { clone, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ChangeEventSchema, DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { type Change, type RegionRow, secretContext, type SecretKeyRing } from "@flotilla/store";
+import type { Change, RegionRow } from "@flotilla/store";
 import { principalKey } from "../../auth.ts";
 
 /** Workload.secret_env's tag (field 17, length-delimited) as encoded: a body without it carries no secret. */
@@ -21,36 +22,33 @@ export interface SecretDelivery {
   change(change: Change): Change;
 }
 
+/** Stored bytes, unchanged: for the region's own agent. */
+const AS_STORED: SecretDelivery = { body: (body) => body, change: (change) => change };
+
 /** The delivery for the stream `ctx` opened for `region`. */
-export function secretDelivery(ring: SecretKeyRing | undefined, ctx: HandlerContext, region: RegionRow): SecretDelivery {
+export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDelivery {
   const principal = ctx.values.get(principalKey);
-  const ownAgent = principal.kind === "agent" && principal.regionId === region.id;
-  /** Opens (or strips) the resource's secrets in place; false when it has none. */
-  const deliver = (resource: DesiredResource): boolean => {
-    const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
-    if (secretEnv.length === 0) return false;
-    for (const s of secretEnv) {
-      if (ownAgent) {
-        if (!ring) throw new Error(`secret ${secretContext(resource.id, s.name)}: ctrl runs without --secrets-key-file`);
-        s.value = ring.open(secretContext(resource.id, s.name), s.sealed);
-      }
-      s.sealed = new Uint8Array(0);
-    }
-    return true;
-  };
+  if (principal.kind === "agent" && principal.regionId === region.id) return AS_STORED;
   return {
     body(body) {
       if (!mayCarrySecrets(body)) return body;
       const resource = fromBinary(DesiredResourceSchema, body);
-      return deliver(resource) ? toBinary(DesiredResourceSchema, resource) : body;
+      return stripSeals(resource) ? toBinary(DesiredResourceSchema, resource) : body;
     },
     change(change) {
       if (change.event.change.case !== "upsert" || !mayCarrySecrets(change.bytes)) return change;
       const event = clone(ChangeEventSchema, change.event);
-      if (event.change.case !== "upsert" || !deliver(event.change.value)) return change;
+      if (event.change.case !== "upsert" || !stripSeals(event.change.value)) return change;
       return { version: change.version, event, bytes: new BinaryWriter().bytes(toBinary(ChangeEventSchema, event)).finish() };
     },
   };
+}
+
+/** Clears the resource's seals in place; false when it has no secret. */
+function stripSeals(resource: DesiredResource): boolean {
+  const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
+  for (const s of secretEnv) s.sealed = new Uint8Array(0);
+  return secretEnv.length > 0;
 }
 
 /** A two-byte search: false positives (the bytes inside some string) only cost a decode. */

@@ -30,7 +30,7 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
     validate.dnsLabel("region", req.region);
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
     const binary = sendsVerbatim(ctx);
-    const secrets = secretDelivery(store.secrets, ctx, region);
+    const secrets = secretDelivery(ctx, region);
     const share = sendBudget.share(() => resetTransport(ctx.values.get(nodeRequestKey)), ctx.signal);
     const stopTimer = metrics.snapshotDuration.startTimer();
     try {

@@ -71,7 +71,7 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
       resetTimer = setTimeout(check, options.overflowResetMs);
     };
     const binary = sendsVerbatim(ctx);
-    const secrets = secretDelivery(store.secrets, ctx, region);
+    const secrets = secretDelivery(ctx, region);
     const share = sendBudget.share(() => resetTransport(ctx.values.get(nodeRequestKey)), ctx.signal);
     /** The message of `stored`, once its bytes fit the send budget. */
     const send = async (stored: Change[], live: boolean): Promise<Response> => {

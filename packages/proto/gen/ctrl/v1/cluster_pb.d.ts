@@ -13,6 +13,64 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 export declare const file_ctrl_v1_cluster: GenFile;
 
 /**
+ * @generated from message ctrl.v1.GetSecretKeysRequest
+ */
+export declare type GetSecretKeysRequest = Message<"ctrl.v1.GetSecretKeysRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+};
+
+/**
+ * Describes the message ctrl.v1.GetSecretKeysRequest.
+ * Use `create(GetSecretKeysRequestSchema)` to create a new message.
+ */
+export declare const GetSecretKeysRequestSchema: GenMessage<GetSecretKeysRequest>;
+
+/**
+ * @generated from message ctrl.v1.GetSecretKeysResponse
+ */
+export declare type GetSecretKeysResponse = Message<"ctrl.v1.GetSecretKeysResponse"> & {
+  /**
+   * @generated from field: repeated ctrl.v1.SecretKey keys = 1;
+   */
+  keys: SecretKey[];
+};
+
+/**
+ * Describes the message ctrl.v1.GetSecretKeysResponse.
+ * Use `create(GetSecretKeysResponseSchema)` to create a new message.
+ */
+export declare const GetSecretKeysResponseSchema: GenMessage<GetSecretKeysResponse>;
+
+/**
+ * @generated from message ctrl.v1.SecretKey
+ */
+export declare type SecretKey = Message<"ctrl.v1.SecretKey"> & {
+  /**
+   * The id a value sealed under this key names ("k1/r7": key k1 of ctrl's key file, derived
+   * for the region).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * AES-256-GCM key, 32 bytes.
+   *
+   * @generated from field: bytes key = 2;
+   */
+  key: Uint8Array;
+};
+
+/**
+ * Describes the message ctrl.v1.SecretKey.
+ * Use `create(SecretKeySchema)` to create a new message.
+ */
+export declare const SecretKeySchema: GenMessage<SecretKey>;
+
+/**
  * @generated from message ctrl.v1.SyncDesiredStateRequest
  */
 export declare type SyncDesiredStateRequest = Message<"ctrl.v1.SyncDesiredStateRequest"> & {
@@ -424,6 +482,20 @@ export declare const ClusterService: GenService<{
     methodKind: "unary";
     input: typeof ReportObservedStateRequestSchema;
     output: typeof ReportObservedStateResponseSchema;
+  },
+  /**
+   * The keys that open the secret values of the region's desired state: the streams carry
+   * each value sealed for the region's agent, under a key ctrl derives for the region from
+   * each key of its key file. Only the region's own agent may ask: any other caller (the
+   * admin token included) gets PERMISSION_DENIED. Empty when ctrl holds no secrets key file.
+   * An agent asks again before each stream, and whenever a value names a key it lacks.
+   *
+   * @generated from rpc ctrl.v1.ClusterService.GetSecretKeys
+   */
+  getSecretKeys: {
+    methodKind: "unary";
+    input: typeof GetSecretKeysRequestSchema;
+    output: typeof GetSecretKeysResponseSchema;
   },
 }>;
 
