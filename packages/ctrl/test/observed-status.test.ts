@@ -3,6 +3,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
+import { timestampNow } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
@@ -69,11 +70,38 @@ for (const { db, skip } of await testDatabases()) {
       const rowsBefore = await t.store.database.db.selectFrom("observations").selectAll().execute();
       const counts = async () => Object.fromEntries((await t.ctrl.metrics.statusUpdates.get()).values.map((v) => [v.labels.result, v.value]));
       const before = await counts();
-      for (let i = 0; i < 5; i++) await report({ appliedVersion: 1n, observedImage: "nginx:1.27", desiredReplicas: 2, readyReplicas: 2, updatedReplicas: 2 });
+      // Each at its own time, as an agent sends them: the time alone is no change.
+      for (let i = 0; i < 5; i++) {
+        await report({ appliedVersion: 1n, observedImage: "nginx:1.27", desiredReplicas: 2, readyReplicas: 2, updatedReplicas: 2, observedAt: timestampNow() });
+      }
       const after = await counts();
       assert.equal(after.noop! - (before.noop ?? 0), 5);
       assert.equal(after.changed, before.changed);
       assert.deepEqual(await t.store.database.db.selectFrom("observations").selectAll().execute(), rowsBefore);
+    });
+
+    test("a changed observation is written even when its status stays the same", async () => {
+      const counts = async () => Object.fromEntries((await t.ctrl.metrics.statusUpdates.get()).values.map((v) => [v.labels.result, v.value]));
+      const before = await counts();
+      const changed = {
+        appliedVersion: 1n,
+        observedImage: "nginx:1.27",
+        desiredReplicas: 2,
+        readyReplicas: 2,
+        updatedReplicas: 2,
+        conditions: [{ type: "Available", status: "True" }],
+      };
+      await report({ ...changed, observedAt: timestampNow() });
+      const [stored] = await t.store.observations.inputs(ResourceType.DEPLOYMENT, ["web"]).then((inputs) => inputs.filter((i) => i.region === "local"));
+      assert.deepEqual(
+        stored!.stored!.observation.conditions.map((c) => c.type),
+        ["Available"],
+      );
+      await report({ ...changed, observedAt: timestampNow() });
+      const after = await counts();
+      assert.equal(after.changed! - (before.changed ?? 0), 1);
+      assert.equal(after.noop! - (before.noop ?? 0), 1);
+      assert.equal((await phaseOf("web"))[0]!.phase, "RUNNING");
     });
 
     test("a silent agent makes statuses stale, phases kept; reporting again makes them fresh", async () => {

@@ -47,7 +47,7 @@ export {
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
 export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
-export type { AgentReport, ReportLeader, StatusInputs, StatusWrite, StoredStatus } from "./observations.ts";
+export { observationBody, type AgentReport, type ReportLeader, type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
 export { LAST_USE_RESOLUTION_MS, type TokenGrant, type TokenScreen } from "./agent-tokens.ts";
 export type { RegionRow } from "./regions.ts";
 export { mergeEnv } from "./kinds.ts";

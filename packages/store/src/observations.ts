@@ -10,7 +10,10 @@ import type { Database } from "./schema.ts";
 import { StatusEvents } from "./status-events.ts";
 
 export interface StoredStatus {
-  observation: ResourceObservation;
+  /** Decoded from `body` on first use (a report's no-change check needs only the bytes). */
+  readonly observation: ResourceObservation;
+  /** The stored encoding, `observationBody` of the observation. */
+  body: Uint8Array;
   observedAt: number;
   phase: number;
   reason: string;
@@ -43,13 +46,28 @@ export interface StatusWrite {
   id: string;
   /** The phase stored before (undefined: first observation); a different `phase` is a transition. */
   previousPhase: number | undefined;
-  observation: ResourceObservation;
+  /** `observationBody` of the observation. */
+  body: Uint8Array;
   observedAt: number;
   phase: number;
   reason: string;
 }
 
 const key = (type: number, id: string) => `${type}/${id}`;
+
+/**
+ * An observation as stored: encoded without its time (the row's observed_at holds the time), so
+ * an unchanged observation encodes to the stored bytes. Deterministic: protobuf-es writes fields
+ * in field-number order and the message has no maps.
+ */
+export function observationBody(observation: ResourceObservation): Uint8Array {
+  // Cleared and put back rather than copied: a spread copy encodes at half the speed.
+  const observedAt = observation.observedAt;
+  observation.observedAt = undefined;
+  const body = toBinary(ResourceObservationSchema, observation);
+  observation.observedAt = observedAt;
+  return body;
+}
 
 /** Rows per multi-row statement: within SQLite's 32,766 parameters at 7 columns a row. */
 export const ROWS_PER_STATEMENT = 1000;
@@ -260,7 +278,7 @@ async function saveStatuses(tx: Kysely<Database>, dialect: Dialect, regionId: nu
       region_id: regionId,
       resource_type: w.type,
       resource_id: w.id,
-      body: toBinary(ResourceObservationSchema, w.observation),
+      body: w.body,
       observed_at: w.observedAt,
       phase: w.phase,
       reason: w.reason.slice(0, 1024),
@@ -308,7 +326,17 @@ function replacing(dialect: Dialect, columns: string[]): Record<string, RawBuild
 }
 
 function toStored(row: { body: Uint8Array; observed_at: number; phase: number; reason: string }): StoredStatus {
-  return { observation: fromBinary(ResourceObservationSchema, row.body), observedAt: Number(row.observed_at), phase: row.phase, reason: row.reason };
+  let observation: ResourceObservation | undefined;
+  return {
+    get observation() {
+      observation ??= fromBinary(ResourceObservationSchema, row.body);
+      return observation;
+    },
+    body: row.body,
+    observedAt: Number(row.observed_at),
+    phase: row.phase,
+    reason: row.reason,
+  };
 }
 
 function toDesired(row: { version: number; body: Uint8Array }): DesiredResource {

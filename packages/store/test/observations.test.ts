@@ -6,8 +6,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { ResourceObservationSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import type { StatusWrite, Store } from "../src/index.ts";
+import { observationBody, type StatusWrite, type Store } from "../src/index.ts";
 import { freshStore, testDatabases } from "@flotilla/testkit/databases";
 
 const REGIONS = 6;
@@ -40,7 +41,7 @@ for (const { db, skip } of await testDatabases()) {
         type: 1,
         id,
         previousPhase,
-        observation: create(ResourceObservationSchema, { type: 1, id, readyReplicas: phase }),
+        body: observationBody(create(ResourceObservationSchema, { type: 1, id, readyReplicas: phase })),
         observedAt: Date.now(),
         phase,
         reason: `phase ${phase}`,
@@ -83,7 +84,7 @@ for (const { db, skip } of await testDatabases()) {
         type: 1,
         id,
         previousPhase: undefined,
-        observation: create(ResourceObservationSchema, { type: 1, id }),
+        body: observationBody(create(ResourceObservationSchema, { type: 1, id })),
         observedAt: Date.now(),
         phase: 2,
         reason: "",
@@ -91,6 +92,23 @@ for (const { db, skip } of await testDatabases()) {
       await store.observations.saveReport(regionIds[0]!, { leader: undefined, writes: many, heartbeat: undefined });
       const loaded = await store.observations.load(regionIds[0]!, many);
       assert.equal([...loaded.values()].filter((e) => e.stored?.phase === 2).length, many.length);
+    });
+
+    test("an observation is stored without its time: the same observation at another time is the same bytes", async () => {
+      const observed = (at: number, readyReplicas: number) =>
+        create(ResourceObservationSchema, { type: 1, id: "timeless", observedImage: "app:v1", readyReplicas, observedAt: timestampFromMs(at) });
+      const first = observed(1_000, 2);
+      const body = observationBody(first);
+      assert.equal(first.observedAt?.seconds, 1n, "the observation itself keeps its time");
+      assert.deepEqual(observationBody(observed(2_000, 2)), body);
+      assert.notDeepEqual(observationBody(observed(1_000, 3)), body);
+      const write = { type: 1, id: "timeless", previousPhase: undefined, body, observedAt: 5_000, phase: 2, reason: "" };
+      await store.observations.saveReport(regionIds[0]!, { leader: undefined, writes: [write], heartbeat: undefined });
+      const stored = (await store.observations.load(regionIds[0]!, [write])).get("1/timeless")!.stored!;
+      assert.deepEqual(Uint8Array.from(stored.body), body);
+      assert.equal(stored.observedAt, 5_000);
+      assert.equal(stored.observation.readyReplicas, 2);
+      assert.equal(stored.observation.observedAt, undefined);
     });
   });
 }

@@ -2,11 +2,10 @@
 // Writes only what changed, so a steady state costs no status writes (counted as noop).
 // Reports of an agent elected on a Lease carry its epoch: a deposed leader's are refused
 // (FAILED_PRECONDITION, reason FENCED), checked and written in one transaction.
-import { equals } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
-import { ResourceObservationSchema, type ReportObservedStateRequest, type ReportObservedStateResponse } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import type { ReportObservedStateRequest, ReportObservedStateResponse } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { StatusWrite, Store } from "@flotilla/store";
+import { observationBody, type StatusWrite, type Store } from "@flotilla/store";
 import { create } from "@bufbuild/protobuf";
 import { ReportObservedStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { Code } from "@connectrpc/connect";
@@ -60,7 +59,9 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
       const { stored, desired } = current.get(`${observation.type}/${observation.id}`)!;
       const previous = stored ? { phase: stored.phase, reason: stored.reason } : undefined;
       const next = project({ desired, observation, previous });
-      const sameObservation = stored !== undefined && equals(ResourceObservationSchema, withoutTime(stored.observation), withoutTime(observation));
+      // The stored body leaves out the observation's time: a re-sent identical observation is the same bytes.
+      const body = observationBody(observation);
+      const sameObservation = stored !== undefined && Buffer.compare(stored.body, body) === 0;
       if (sameObservation && previous?.phase === next.phase && previous.reason === next.reason) {
         metrics.statusUpdates.inc({ result: "noop" });
         continue;
@@ -69,7 +70,7 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
         type: observation.type,
         id: observation.id,
         previousPhase: previous?.phase,
-        observation,
+        body,
         observedAt: now,
         phase: next.phase,
         reason: next.reason,
@@ -92,9 +93,4 @@ export function reportObservedState(store: Store, metrics: CtrlMetrics, statusOp
     metrics.agentLag.set({ region: region.name }, Math.max(0, region.headVersion - appliedVersion));
     return create(ReportObservedStateResponseSchema);
   };
-}
-
-/** The observation minus its timestamp: a re-sent identical observation is a no-op. */
-function withoutTime<T extends { observedAt?: unknown }>(observation: T): T {
-  return { ...observation, observedAt: undefined };
 }
