@@ -13,7 +13,7 @@ import { deployments } from "./kinds/deployment.ts";
 import { horizontalPodAutoscalers as HPAS } from "./kinds/horizontalpodautoscaler.ts";
 import type { Registry } from "./registry.ts";
 import type { StoreEvent } from "./store.ts";
-import { isObject, nowRfc3339, type JsonObject } from "./util.ts";
+import { isObject, nowRfc3339, type JsonObject, type KubeObject } from "./util.ts";
 import type { EventRecorder } from "./workloads.ts";
 
 /** --horizontal-pod-autoscaler-tolerance. */
@@ -49,6 +49,13 @@ export class AutoscalerController {
   private readonly utilization = new Map<string, Utilization>();
   private readonly recommendations = new Map<string, Recommendation[]>();
   private readonly pending = new Set<string>();
+  /**
+   * The HPAs (namespace/name) that scale each Deployment (namespace/name), and the reverse: a
+   * Deployment event finds its HPAs without reading every HPA of its namespace, as the real
+   * controller's resync finds each HPA's target from the HPA.
+   */
+  private readonly byTarget = new Map<string, Set<string>>();
+  private readonly targetOf = new Map<string, string>();
   private unsubscribe: (() => void) | undefined;
 
   constructor(registry: Registry, events: EventRecorder) {
@@ -58,6 +65,7 @@ export class AutoscalerController {
 
   start(): void {
     this.unsubscribe = this.registry.store.subscribe((e) => this.onEvent(e));
+    for (const hpa of this.registry.store.list(HPAS)) this.index(hpa);
   }
 
   stop(): void {
@@ -65,6 +73,8 @@ export class AutoscalerController {
     this.utilization.clear();
     this.recommendations.clear();
     this.pending.clear();
+    this.byTarget.clear();
+    this.targetOf.clear();
   }
 
   /** What the resource metrics API reports for the HPA's pods from now on; an empty object: no metrics again. */
@@ -80,16 +90,38 @@ export class AutoscalerController {
     const { namespace = "", name = "" } = e.object.metadata;
     if (e.rt === HPAS) {
       if (e.type === "DELETED") {
+        this.unindex(keyOf(namespace, name));
         this.recommendations.delete(keyOf(namespace, name));
         return;
       }
+      this.index(e.object);
       this.schedule(keyOf(namespace, name));
     } else if (e.rt === deployments) {
-      for (const hpa of this.registry.store.list(HPAS, namespace)) {
-        const target = (hpa.spec as JsonObject).scaleTargetRef as JsonObject | undefined;
-        if (target?.kind === "Deployment" && target.name === name) this.schedule(keyOf(namespace, hpa.metadata.name ?? ""));
-      }
+      for (const key of this.byTarget.get(keyOf(namespace, name)) ?? []) this.schedule(key);
     }
+  }
+
+  /** Files the HPA under the Deployment its scaleTargetRef names now (none if it names another kind). */
+  private index(hpa: KubeObject): void {
+    const { namespace = "", name = "" } = hpa.metadata;
+    const key = keyOf(namespace, name);
+    this.unindex(key);
+    const target = (hpa.spec as JsonObject | undefined)?.scaleTargetRef as JsonObject | undefined;
+    if (target?.kind !== "Deployment") return;
+    const targetKey = keyOf(namespace, String(target.name));
+    this.targetOf.set(key, targetKey);
+    const hpas = this.byTarget.get(targetKey);
+    if (hpas) hpas.add(key);
+    else this.byTarget.set(targetKey, new Set([key]));
+  }
+
+  private unindex(key: string): void {
+    const targetKey = this.targetOf.get(key);
+    if (targetKey === undefined) return;
+    this.targetOf.delete(key);
+    const hpas = this.byTarget.get(targetKey)!;
+    hpas.delete(key);
+    if (hpas.size === 0) this.byTarget.delete(targetKey);
   }
 
   private schedule(key: string): void {

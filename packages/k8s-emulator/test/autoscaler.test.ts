@@ -121,4 +121,20 @@ describe("HorizontalPodAutoscaler", () => {
     assert.equal(replicasOf("busy"), 5);
     assert.equal((await post("/_emulator/hpa/default/busy/utilization", { cpu: "lots" })).status, 400);
   });
+
+  it("finds an HPA from its Deployment's events by the target it names now: created before it, then retargeted", async () => {
+    emu.apply(hpa("early", { minReplicas: 2, maxReplicas: 5 }) as any, { manager: "test" });
+    await until(() => (statusOf("early")?.conditions?.some((c: any) => c.reason === "FailedGetScale") ? true : undefined), "FailedGetScale");
+    emu.apply(deployment("early", 1) as any, { manager: "test" });
+    await until(() => (replicasOf("early") === 2 ? true : undefined), "the Deployment created later scaled to 2");
+    emu.apply(deployment("moved", 1) as any, { manager: "test" });
+    const retargeted = hpa("early", { minReplicas: 2, maxReplicas: 5 });
+    retargeted.spec.scaleTargetRef.name = "moved";
+    emu.apply(retargeted as any, { manager: "test" });
+    await until(() => (replicasOf("moved") === 2 ? true : undefined), "the new target scaled to 2");
+    emu.apply(deployment("early", 1) as any, { manager: "test", force: true });
+    emu.apply(deployment("moved", 1) as any, { manager: "test", force: true });
+    await until(() => (replicasOf("moved") === 2 ? true : undefined), "the new target scaled back to 2");
+    assert.equal(replicasOf("early"), 1, "the former target is no longer the HPA's");
+  });
 });
