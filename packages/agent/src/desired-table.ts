@@ -14,7 +14,7 @@ import { DesiredResourceSchema, ResourceTombstoneSchema, type DesiredResource, t
 import type { KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey } from "./keys.ts";
 import { packBytes, unpackBytes } from "./packed.ts";
-import { RegionSecretKeys, sealSecretValues } from "./sealed-secrets.ts";
+import { RegionSecretKeys, sealSecretEnv } from "./sealed-secrets.ts";
 import { SharedDictionary } from "./shared-dictionary.ts";
 
 /** A desired resource's wire encoding, packed (see desiredResource()). */
@@ -33,9 +33,9 @@ export function desiredResource(desired: { encoded: EncodedResource }): DesiredR
   return fromBinary(DesiredResourceSchema, unpackBytes(DICTIONARY.unpack(desired.encoded)));
 }
 
-/** The table's form of `resource`: its secret values sealed for this process (in place, see sealed-secrets.ts), then encoded. */
+/** The table's form of `resource`: its secret env in the table's form (in place, see sealed-secrets.ts), then encoded. */
 function encode(resource: DesiredResource, regionKeys: RegionSecretKeys): EncodedResource {
-  sealSecretValues(resource, regionKeys);
+  sealSecretEnv(resource, regionKeys);
   return DICTIONARY.pack(packBytes(toBinary(DesiredResourceSchema, resource)));
 }
 

@@ -1,9 +1,8 @@
 // The one place that decides which Kubernetes objects a desired resource becomes. Both targets
 // use it: the kubernetes target applies these objects, the render target writes them.
-import { createHash } from "node:crypto";
 import { ResourceType, type Autoscaling, type DesiredResource, type EnvVar, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { typeFromName, typeName, resourceKey } from "./keys.ts";
-import { openSecretValue } from "./sealed-secrets.ts";
+import { openSecretEnv, secretEnvChecksum } from "./sealed-secrets.ts";
 
 export const FIELD_MANAGER = "flotilla-agent";
 
@@ -203,7 +202,7 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
   // (validation refuses them; ours are spread last all the same).
   const podMetadata: Record<string, unknown> = { labels: { ...workload.podLabels, ...metadata.labels } };
   const podAnnotations: Record<string, string> = { ...workload.podAnnotations };
-  if (workload.secretEnv.length > 0) podAnnotations[SECRET_ENV_CHECKSUM_ANNOTATION] = secretEnvChecksum(workload);
+  if (workload.secretEnv.length > 0) podAnnotations[SECRET_ENV_CHECKSUM_ANNOTATION] = secretEnvChecksum(workload.secretEnv);
   if (Object.keys(podAnnotations).length > 0) podMetadata.annotations = podAnnotations;
   return {
     apiVersion: "apps/v1",
@@ -232,7 +231,11 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
  */
 function secretEnvObject(metadata: Metadata, workload: Workload): KubeObject {
   const data: Record<string, string> = {};
-  for (const secret of workload.secretEnv) data[secret.name] = openSecretValue(secret).toString("base64");
+  const values = openSecretEnv(workload.secretEnv);
+  for (const [i, { name }] of workload.secretEnv.entries()) {
+    data[name] = values[i]!.toString("base64");
+    values[i]!.fill(0);
+  }
   return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", data };
 }
 
@@ -240,12 +243,6 @@ function secretEnvObject(metadata: Metadata, workload: Workload): KubeObject {
 export function secretEnvChecksumOf(deployment: KubeObject): string | undefined {
   const template = (deployment.spec as { template?: { metadata?: { annotations?: Record<string, string> } } } | undefined)?.template;
   return template?.metadata?.annotations?.[SECRET_ENV_CHECKSUM_ANNOTATION];
-}
-
-/** Names and keyed fingerprints digested: changes with any value, and shows none. */
-function secretEnvChecksum(workload: Workload): string {
-  const lines = workload.secretEnv.map(({ name, fingerprint }) => `${name}=${fingerprint}\n`).sort();
-  return createHash("sha256").update(lines.join("")).digest("hex").slice(0, 16);
 }
 
 /** A plain value, or a key of an existing Secret or ConfigMap. */

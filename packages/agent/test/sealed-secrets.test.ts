@@ -1,0 +1,102 @@
+// The desired table's form of a secret env: the values ctrl sealed for the region, opened and
+// sealed again as one seal under the process's key in the first variable, the checksum the pod
+// template needs in place of the fingerprints; the manifests built from it equal those built from
+// the plain values as delivered.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createSecretKey, randomBytes } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { DesiredResourceSchema, ResourceType, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { secretContext, sealValue } from "@flotilla/runtime/sealed-values";
+import { DesiredTable, desiredResource } from "../src/desired-table.ts";
+import { buildManifests, SECRET_ENV_CHECKSUM_ANNOTATION, type KubeObject } from "../src/manifests.ts";
+import { openSecretEnv, secretEnvChecksum } from "../src/sealed-secrets.ts";
+
+const REGION_KEY = { id: "k1/r7", key: randomBytes(32) };
+// Empty, multi-byte UTF-8, and longer than 127 bytes (a length of two varint bytes).
+const VALUES = { EMPTY: "", PASSWORD: `pässwörd-${randomBytes(8).toString("hex")}`, CERT: `-----${randomBytes(150).toString("base64")}-----` };
+
+function deployment(id: string, secretEnv: { name: string; value?: string; sealed?: Uint8Array; fingerprint: string }[]): DesiredResource {
+  return create(DesiredResourceSchema, {
+    type: ResourceType.DEPLOYMENT,
+    id,
+    namespace: "demo",
+    version: 3n,
+    spec: { case: "deployment", value: { replicas: 1, workload: { image: "api:1", secretEnv } } },
+  });
+}
+
+/** A stand-in for ctrl's keyed fingerprint: 16 hex digits, different per name. */
+const fingerprint = (name: string) => Buffer.from(name.padEnd(8, "_").slice(0, 8)).toString("hex");
+
+/** As ctrl's stream delivers it: each value sealed for the region. */
+const delivered = (id: string) =>
+  deployment(
+    id,
+    Object.entries(VALUES).map(([name, value]) => ({
+      name,
+      sealed: sealValue(REGION_KEY.id, createSecretKey(REGION_KEY.key), randomBytes(12), secretContext(id, name), value),
+      fingerprint: fingerprint(name),
+    })),
+  );
+
+/** As a resource handed to a target directly: plain values. */
+const plain = (id: string) =>
+  deployment(
+    id,
+    Object.entries(VALUES).map(([name, value]) => ({ name, value, fingerprint: fingerprint(name) })),
+  );
+
+const objectOf = (resource: DesiredResource, kind: string) => buildManifests(resource, "east").apply.find((object) => object.kind === kind)!;
+const templateAnnotations = (object: KubeObject) =>
+  (object.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+
+test("the table keeps a secret env as names and one process seal carrying the values and the checksum, and builds the same objects", () => {
+  const table = new DesiredTable(() => {});
+  table.secretKeys.set([REGION_KEY]);
+  table.upsert(delivered("api"), 3);
+  const desired = table.get("deployment/api")!.desired;
+  assert.ok(desired.kind === "upsert");
+  for (const value of Object.values(VALUES).filter((v) => v !== "")) {
+    assert.ok(!Buffer.from(desired.encoded, "latin1").includes(Buffer.from(value)), "no value in the table's encoding");
+  }
+  const kept = desiredResource(desired);
+  const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
+  assert.deepEqual(
+    secretEnv.map(({ name, value, fingerprint, sealed }) => ({ name, value, fingerprint, sealed: sealed.length > 0 })),
+    Object.keys(VALUES).map((name, i) => ({ name, value: undefined, fingerprint: "", sealed: i === 0 })),
+  );
+  assert.equal(secretEnv[0]!.sealed[0], 0, "the table's form, told from a ctrl seal by its first byte");
+  assert.deepEqual(
+    openSecretEnv(secretEnv).map((value) => value.toString("utf8")),
+    Object.values(VALUES),
+  );
+
+  const direct = plain("api");
+  assert.equal(secretEnvChecksum(secretEnv), secretEnvChecksum(direct.spec.case === "deployment" ? direct.spec.value.workload!.secretEnv : []));
+  assert.deepEqual(objectOf(kept, "Secret"), objectOf(direct, "Secret"));
+  assert.deepEqual(objectOf(kept, "Deployment"), objectOf(direct, "Deployment"));
+  assert.match(templateAnnotations(objectOf(kept, "Deployment"))[SECRET_ENV_CHECKSUM_ANNOTATION]!, /^[0-9a-f]{16}$/);
+});
+
+test("the table's form is kept as it is when met again, and a broken seal does not open", () => {
+  const table = new DesiredTable(() => {});
+  table.secretKeys.set([REGION_KEY]);
+  table.upsert(delivered("api"), 3);
+  const desired = table.get("deployment/api")!.desired;
+  assert.ok(desired.kind === "upsert");
+  const kept = desiredResource(desired);
+  table.upsert(kept, 4);
+  const again = table.get("deployment/api")!.desired;
+  assert.ok(again.kind === "upsert");
+  assert.deepEqual(desiredResource(again), desiredResource(desired), "not sealed a second time");
+
+  const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
+  secretEnv[0]!.sealed[30]! ^= 1;
+  assert.throws(() => openSecretEnv(secretEnv));
+});
+
+test("a value sealed under a key the agent lacks is refused, naming it", () => {
+  const table = new DesiredTable(() => {});
+  assert.throws(() => table.upsert(delivered("api"), 3), /sealed under key "k1\/r7"/);
+});
