@@ -98,6 +98,9 @@ describe("prune and incomplete snapshots", () => {
     let syncs = 0;
     // A ctrl whose snapshot stream always breaks after the first batch.
     const client = {
+      async getSecretKeys() {
+        return { keys: [] };
+      },
       async *syncDesiredState() {
         syncs++;
         yield { message: { case: "batch", value: { resources: [resource] } } };
