@@ -117,8 +117,12 @@ export class Connection {
     try {
       table.secretKeys.set((await client.getSecretKeys({ region }, { signal })).keys);
     } catch (error) {
-      // A ctrl of an earlier version has no such call: it sends values in plain text.
-      if (ConnectError.from(error).code !== Code.Unimplemented) throw error;
+      // A ctrl of an earlier version has no such call (it sends values in plain text). A
+      // credential other than the region's agent token (the admin token, in a local stack) gets
+      // no keys: a deployment with secret values then fails to apply, saying why.
+      const code = ConnectError.from(error).code;
+      if (code !== Code.Unimplemented && code !== Code.PermissionDenied) throw error;
+      table.secretKeys.set([]);
     }
   }
 

@@ -61,6 +61,9 @@ export function sealSecretEnv(resource: DesiredResource, regionKeys: RegionSecre
   if (resource.spec.case !== "deployment") return;
   const workload = resource.spec.value.workload;
   if (!workload || workload.secretEnv.length === 0 || inTableForm(workload.secretEnv)) return;
+  // Delivered without values (to a credential other than the region's agent token): kept as
+  // names and fingerprints, and openSecretEnv() refuses to build the Secret.
+  if (workload.secretEnv.some((secret) => secret.value === undefined && secret.sealed.length === 0)) return;
   const { secretEnv } = workload;
   const values: Buffer[] = [];
   let plain: Buffer | undefined;
@@ -68,8 +71,7 @@ export function sealSecretEnv(resource: DesiredResource, regionKeys: RegionSecre
   try {
     for (const secret of secretEnv) {
       if (secret.value !== undefined) values.push(Buffer.from(secret.value, "utf8"));
-      else if (secret.sealed.length > 0) values.push(regionKeys.open(secretContext(resource.id, secret.name), secret.sealed));
-      else values.push(Buffer.alloc(0));
+      else values.push(regionKeys.open(secretContext(resource.id, secret.name), secret.sealed));
     }
     plain = Buffer.concat(values.flatMap((value) => [varint(value.length), value]));
     const head = Buffer.concat([Buffer.of(TABLE_FORM), Buffer.from(secretEnvChecksum(secretEnv), "hex")]);
@@ -87,10 +89,15 @@ export function sealSecretEnv(resource: DesiredResource, regionKeys: RegionSecre
 /**
  * The values of a workload's secret env, in its order, as the bytes of their UTF-8 form: opened
  * if sealSecretEnv() sealed them, else the plain values of a resource handed to a target
- * directly (empty if none was delivered). The caller zeroes them once used.
+ * directly. Throws when a value was not delivered. The caller zeroes them once used.
  */
 export function openSecretEnv(secretEnv: readonly SecretEnvVar[]): Buffer[] {
-  if (!inTableForm(secretEnv)) return secretEnv.map((secret) => Buffer.from(secret.value ?? "", "utf8"));
+  if (!inTableForm(secretEnv)) {
+    return secretEnv.map(({ name, value }) => {
+      if (value === undefined) throw new Error(`secret env ${name} came without its value: only the region's own agent token receives values`);
+      return Buffer.from(value, "utf8");
+    });
+  }
   const sealed = secretEnv[0]!.sealed;
   const decipher = createDecipheriv("aes-256-gcm", PROCESS_KEY, sealed.subarray(1 + CHECKSUM_BYTES, CIPHERTEXT_START));
   decipher.setAAD(sealed.subarray(0, 1 + CHECKSUM_BYTES));

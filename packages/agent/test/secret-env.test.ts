@@ -14,7 +14,7 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { DesiredResourceSchema, ResourceType, SecretEnvVarSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RenderTarget, SECRET_ENV_CHECKSUM_ANNOTATION } from "@flotilla/agent";
 import { createLogger } from "@flotilla/runtime";
-import { testSecretKeyRing } from "@flotilla/testkit/ctrl";
+import { ADMIN_TOKEN, testSecretKeyRing } from "@flotilla/testkit/ctrl";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { deploymentOf, OTHER_REGION, REGION, startStack, waitFor, waitForPhase, type Stack } from "@flotilla/testkit/stack";
 
@@ -101,6 +101,26 @@ describe("secret env in the cluster", () => {
     });
     await waitForPhase(stack, "web", "FAILED", /web-env/);
     assert.equal(decoded(secretOf(stack, "web-env"), "K"), "foreign", "the foreign Secret is untouched");
+  });
+});
+
+describe("an agent on the admin token (a local stack)", () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack(sqlite, { store: { secrets: testSecretKeyRing() } });
+    await stack.agent({ token: ADMIN_TOKEN });
+  });
+  after(() => stack?.close());
+
+  test("gets no keys: a deployment without secrets runs, one with secrets fails naming why and no Secret is written", async () => {
+    const deployments = stack.t.client(DeploymentService);
+    await deployments.createDeployment({ deployment: { id: "plain", namespace: "demo", image: "api:1", regions: [{ region: REGION, replicas: 1 }] } });
+    await deployments.createDeployment({
+      deployment: { id: "vault", namespace: "demo", image: "api:1", regions: [{ region: REGION, replicas: 1 }], secretEnv: [{ name: "K", value: "v4lue" }] },
+    });
+    await waitForPhase(stack, "plain", "RUNNING");
+    await waitForPhase(stack, "vault", "FAILED", /secret env K came without its value: only the region's own agent token receives values/);
+    assert.equal(secretOf(stack, "vault-env"), undefined, "no Secret with an empty value");
   });
 });
 
