@@ -197,38 +197,48 @@ export class ObservationRepository {
   }
 
   /**
-   * Status inputs of resources of one type in the regions they are placed in, for Get/List.
-   * A fixed number of queries for any number of resources.
+   * Status inputs of resources of one type in the regions they are placed in, for Get/List and
+   * the rollout driver's gate: one query (each placement joined with its desired state,
+   * observation and agent), so a look at a batch of rollouts costs one round trip.
    */
   async inputs(type: number, ids: string[]): Promise<StatusInputs[]> {
     if (ids.length === 0) return [];
-    const placements = await this.#db
-      .selectFrom("placements")
-      .innerJoin("regions", "regions.id", "placements.region_id")
-      .select(["placements.resource_id", "placements.region_id", "regions.name"])
-      .where("placements.resource_type", "=", type)
-      .where("placements.resource_id", "in", ids)
+    const rows = await this.#db
+      .selectFrom("placements as p")
+      .innerJoin("regions as r", "r.id", "p.region_id")
+      .leftJoin("desired_resources as d", (join) =>
+        join.onRef("d.region_id", "=", "p.region_id").onRef("d.resource_type", "=", "p.resource_type").onRef("d.resource_id", "=", "p.resource_id"),
+      )
+      .leftJoin("observations as o", (join) =>
+        join.onRef("o.region_id", "=", "p.region_id").onRef("o.resource_type", "=", "p.resource_type").onRef("o.resource_id", "=", "p.resource_id"),
+      )
+      .leftJoin("agents as a", "a.region_id", "p.region_id")
+      .select([
+        "p.resource_id",
+        "p.region_id",
+        "r.name",
+        "d.version as desired_version",
+        "d.body as desired_body",
+        "o.body as observed_body",
+        "o.observed_at",
+        "o.phase",
+        "o.reason",
+        "a.last_seen",
+        "a.applied_version",
+      ])
+      .where("p.resource_type", "=", type)
+      .where("p.resource_id", "in", ids)
       .execute();
-    const desired = await this.#db
-      .selectFrom("desired_resources")
-      .select(["region_id", "resource_id", "version", "body"])
-      .where("resource_type", "=", type)
-      .where("resource_id", "in", ids)
-      .execute();
-    const stored = await this.#db.selectFrom("observations").selectAll().where("resource_type", "=", type).where("resource_id", "in", ids).execute();
-    const agents = await this.agents([...new Set(placements.map((p) => p.region_id))]);
-    const at = (regionId: number, id: string) => `${regionId}/${id}`;
-    const desiredBy = new Map(desired.map((r) => [at(r.region_id, r.resource_id), toDesired(r)]));
-    const storedBy = new Map(stored.map((r) => [at(r.region_id, r.resource_id), toStored(r)]));
-    return placements.map((p) => ({
-      regionId: p.region_id,
-      region: p.name,
+    return rows.map((row) => ({
+      regionId: row.region_id,
+      region: row.name,
       type,
-      id: p.resource_id,
-      desired: desiredBy.get(at(p.region_id, p.resource_id)),
-      stored: storedBy.get(at(p.region_id, p.resource_id)),
-      agentLastSeen: agents.get(p.region_id)?.lastSeen,
-      agentAppliedVersion: agents.get(p.region_id)?.appliedVersion,
+      id: row.resource_id,
+      desired: row.desired_body == null ? undefined : toDesired({ version: row.desired_version!, body: row.desired_body }),
+      stored:
+        row.observed_body == null ? undefined : toStored({ body: row.observed_body, observed_at: row.observed_at!, phase: row.phase!, reason: row.reason! }),
+      agentLastSeen: row.last_seen == null ? undefined : Number(row.last_seen),
+      agentAppliedVersion: row.applied_version == null ? undefined : Number(row.applied_version),
     }));
   }
 }

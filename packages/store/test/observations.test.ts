@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { ResourceObservationSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { DeploymentSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { observationBody, type StatusWrite, type Store } from "../src/index.ts";
 import { freshStore, testDatabases } from "@flotilla/testkit/databases";
 
@@ -109,6 +110,32 @@ for (const { db, skip } of await testDatabases()) {
       assert.equal(stored.observedAt, 5_000);
       assert.equal(stored.observation.readyReplicas, 2);
       assert.equal(stored.observation.observedAt, undefined);
+    });
+
+    test("status inputs: each placement with its desired state, observation and agent; what is missing is undefined", async () => {
+      const regions = ["r0", "r1", "r2"];
+      await store.deployments.create(
+        create(DeploymentSchema, { id: "joined", namespace: "shop", image: "app:1", port: 8080, regions: regions.map((region) => ({ region, replicas: 1 })) }),
+      );
+      const write = { type: ResourceType.DEPLOYMENT, id: "joined", previousPhase: undefined, observedAt: 7_000, phase: 3, reason: "ready" };
+      const body = observationBody(create(ResourceObservationSchema, { type: ResourceType.DEPLOYMENT, id: "joined", readyReplicas: 1 }));
+      await store.observations.saveReport(regionIds[0]!, { leader: undefined, writes: [{ ...write, body }], heartbeat: { at: 8_000, appliedVersion: 4 } });
+      const inputs = (await store.observations.inputs(ResourceType.DEPLOYMENT, ["joined", "absent"])).sort((a, b) => a.region.localeCompare(b.region));
+      assert.deepEqual(
+        inputs.map((i) => i.region),
+        regions,
+      );
+      const [r0, r1] = inputs;
+      assert.equal(r0!.regionId, regionIds[0]);
+      assert.equal(r0!.desired?.spec.case, "deployment");
+      assert.ok(r0!.desired!.version > 0n);
+      assert.equal(r0!.stored?.observation.readyReplicas, 1);
+      assert.equal(r0!.stored?.observedAt, 7_000);
+      assert.equal(r0!.stored?.reason, "ready");
+      assert.equal(r0!.agentLastSeen, 8_000);
+      assert.equal(r0!.agentAppliedVersion, 4);
+      assert.equal(r1!.stored, undefined);
+      assert.ok(r1!.desired);
     });
   });
 }
