@@ -76,21 +76,29 @@ export function emptyFleet(): Fleet {
   return { deployments: new Map(), statuses: new Map(), rollouts: new Map(), regions: new Map(), syncedAt: undefined, reconnecting: undefined };
 }
 
+/** A change this long after the last render is shown at once rather than at the next animation frame. */
+const QUIET_MS = 100;
+
 /**
  * Follows the status stream until `signal` aborts: a snapshot, then changes; after a drop,
- * resumes from the last cursor (after a ctrl restart too). `changed` is called (coalesced
- * to one call per animation frame) whenever the fleet moved.
+ * resumes from the last cursor (after a ctrl restart too). `changed` is called whenever the
+ * fleet moved: at once for a change after a quiet spell (as soon as the events that came with
+ * it are in), else coalesced to one call per animation frame (a burst, the first snapshot).
  */
 export async function followFleet(fleet: Fleet, changed: () => void, signal: AbortSignal, onSignedOut: (why: string) => void): Promise<void> {
   let cursor: bigint | undefined;
   let scheduled = false;
+  let renderedAt = Number.NEGATIVE_INFINITY;
+  const render = () => {
+    scheduled = false;
+    renderedAt = performance.now();
+    changed();
+  };
   const notify = () => {
     if (scheduled) return;
     scheduled = true;
-    requestAnimationFrame(() => {
-      scheduled = false;
-      changed();
-    });
+    if (performance.now() - renderedAt > QUIET_MS) setTimeout(render, 0);
+    else requestAnimationFrame(render);
   };
   while (!signal.aborted) {
     try {
