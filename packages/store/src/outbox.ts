@@ -2,7 +2,7 @@
 // and one outbox row per changed resource per region carrying its full state or a tombstone.
 import { clone, create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ChangeEventSchema, DesiredResourceSchema, type ChangeEvent, type DesiredResource, type ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { Transaction } from "kysely";
+import { sql, type Transaction } from "kysely";
 import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import type { Database, DeploymentChangesTable, DesiredResourcesTable } from "./schema.ts";
@@ -14,27 +14,44 @@ export type Tx = Transaction<Database>;
  * deadlock), and returns the new versions. The row locks are held until the transaction
  * ends, so within a region version order is commit order and a rollback leaves no gap.
  */
-export async function takeVersions(tx: Tx, regionIds: Iterable<number>): Promise<Map<number, number>> {
-  return takeVersionRanges(tx, new Map([...regionIds].map((id) => [id, 1])));
+export async function takeVersions(tx: Tx, regionIds: Iterable<number>, dialect: Dialect): Promise<Map<number, number>> {
+  const counts = new Map([...regionIds].map((id) => [id, 1]));
+  return lockTakingVersions(tx, counts.keys(), counts, dialect);
 }
 
 /**
- * As takeVersions, `count` versions of each region at once (region id → count): returns the
- * last of each region's new versions; the range is the `count` versions up to it.
+ * Locks the regions' rows in id order (as lockRegions) and takes `count` versions of each
+ * region in `counts` (region id → count) on the way, its UPDATE being its lock: returns the
+ * last of each such region's new versions; the range is the `count` versions up to it.
  */
-async function takeVersionRanges(tx: Tx, counts: ReadonlyMap<number, number>): Promise<Map<number, number>> {
+async function lockTakingVersions(tx: Tx, regionIds: Iterable<number>, counts: ReadonlyMap<number, number>, dialect: Dialect): Promise<Map<number, number>> {
   const versions = new Map<number, number>();
-  for (const [id, count] of [...counts].sort(([a], [b]) => a - b)) {
-    const result = await tx
+  for (const id of [...new Set([...regionIds, ...counts.keys()])].sort((a, b) => a - b)) {
+    const count = counts.get(id);
+    if (count !== undefined) versions.set(id, await takeVersion(tx, id, count, dialect));
+    else await lockRegions(tx, [id], dialect);
+  }
+  return versions;
+}
+
+/** Adds `count` to region `id`'s head version; returns the new head. One statement: the row is locked and read at once. */
+async function takeVersion(tx: Tx, id: number, count: number, dialect: Dialect): Promise<number> {
+  let head: number | undefined;
+  if (dialect.name === "mysql") {
+    // LAST_INSERT_ID(expr) makes the new head the statement's insert id, which its answer carries.
+    const result = await sql`update regions set head_version = last_insert_id(head_version + ${count}) where id = ${id}`.execute(tx);
+    if (Number(result.numAffectedRows) === 1) head = Number(result.insertId);
+  } else {
+    const row = await tx
       .updateTable("regions")
       .set((eb) => ({ head_version: eb("head_version", "+", count) }))
       .where("id", "=", id)
+      .returning("head_version")
       .executeTakeFirst();
-    if (Number(result.numUpdatedRows) !== 1) throw new StoreError("not_found", `region ${id} was deleted meanwhile`);
-    const row = await tx.selectFrom("regions").select("head_version").where("id", "=", id).executeTakeFirstOrThrow();
-    versions.set(id, Number(row.head_version));
+    head = row && Number(row.head_version);
   }
-  return versions;
+  if (head === undefined) throw new StoreError("not_found", `region ${id} was deleted meanwhile`);
+  return head;
 }
 
 interface PendingChange {
@@ -133,12 +150,10 @@ export async function writeDesiredMany(
     }
   }
   // The rows read above cannot change meanwhile: every writer of a resource holds its row's lock.
-  await lockRegions(tx, [...changes.map((c) => c.regionId), ...alsoLock], dialect);
-  if (changes.length === 0) return [];
-
   const counts = new Map<number, number>();
   for (const c of changes) counts.set(c.regionId, (counts.get(c.regionId) ?? 0) + 1);
-  const last = await takeVersionRanges(tx, counts);
+  const last = await lockTakingVersions(tx, alsoLock, counts, dialect);
+  if (changes.length === 0) return [];
   // Each region's range, handed out in the order of the changes.
   const nextVersion = new Map([...last].map(([regionId, version]) => [regionId, version - counts.get(regionId)! + 1]));
   const rows: DesiredResourcesTable[] = [];

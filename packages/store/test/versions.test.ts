@@ -39,7 +39,7 @@ for (const { db, skip } of await testDatabases()) {
             .transaction()
             .setIsolationLevel("read committed")
             .execute(async (tx) => {
-              const version = (await takeVersions(tx, [regionId])).get(regionId)!;
+              const version = (await takeVersions(tx, [regionId], store.database.dialect)).get(regionId)!;
               // Hold the transaction open after taking the version: a late commit.
               await sleep(Math.random() * 50);
               await tx
