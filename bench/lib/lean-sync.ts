@@ -29,13 +29,16 @@ export class LeanSyncClient {
     this.#session.on("error", () => {});
   }
 
-  /** `token`: the admin token unless given (a region's agent token gets its secret values opened). */
-  async sync(region: string, token = ADMIN_TOKEN): Promise<LeanSyncResult> {
+  /**
+   * `token`: the admin token unless given (a region's agent token gets its secret values'
+   * seals); `gzip`: whether to accept gzip (as connect-node does) or take the messages as they are.
+   */
+  async sync(region: string, token = ADMIN_TOKEN, { gzip = true }: { gzip?: boolean } = {}): Promise<LeanSyncResult> {
     const call = this.#session.request({
       ":method": "POST",
       ":path": `/${ClusterService.typeName}/${ClusterService.method.syncDesiredState.name}`,
       "content-type": "application/grpc",
-      "grpc-accept-encoding": "gzip",
+      "grpc-accept-encoding": gzip ? "gzip" : "identity",
       te: "trailers",
       authorization: `Bearer ${token}`,
     });
