@@ -24,6 +24,8 @@ import { fmtInt, fmtRatio, log, median, now } from "./lib/util.ts";
 
 const REGION = "sync";
 const MIXED_REGION = "sync-mixed";
+/** The same mix with its values as plain env (a control). */
+const PLAIN_ENV_REGION = "sync-mixed-plain-env";
 /** The mixed region's share of deployments with secret values, probes and an autoscaler. */
 const MIX_FRACTION = 0.1;
 const TARGET_MIXED_RATIO = 0.95;
@@ -108,6 +110,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const mixed = await seedRegion(db.url, MIXED_REGION, count, { firstIndex: count, mix });
     const mixedSeedMs = now() - mixedStart;
     log(`B1: seeded ${fmtInt(count)} resources (${MIX_FRACTION * 100}% with secret values) in ${(mixedSeedMs / 1000).toFixed(1)} s`);
+    const plainEnv = await seedRegion(db.url, PLAIN_ENV_REGION, count, { firstIndex: 2 * count, mix: { ...mix, plainEnv: true } });
     await raw.query("ANALYZE TABLE desired_resources");
 
     const secretsKeyFile = secretsKey.file;
@@ -115,6 +118,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     // Each region's agent credential, as its agent syncs (the values' seals go to that caller only).
     const plainToken = await createAgentToken(ctrl.url, REGION);
     const mixedToken = await createAgentToken(ctrl.url, MIXED_REGION);
+    const plainEnvToken = await createAgentToken(ctrl.url, PLAIN_ENV_REGION);
     // Before the lean readers connect: ctrl closes a connection whose first request takes longer (10 s).
     const deliveredValues = await checkSecretsDelivered(ctrl.url, mixedToken, mix, count);
     lean = new LeanSyncClient(ctrl.url);
@@ -138,6 +142,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       variant("lean reader", () => leanClient.sync(REGION, plainToken)),
       variant("lean reader over TLS", () => leanTlsClient.sync(REGION, plainToken), tlsCtrl),
       variant(`lean reader, ${MIX_FRACTION * 100}% with secret values`, () => leanClient.sync(MIXED_REGION, mixedToken)),
+      variant(`lean reader, ${MIX_FRACTION * 100}% with the same mix, its values as plain env`, () => leanClient.sync(PLAIN_ENV_REGION, plainEnvToken)),
       // Ciphertext does not compress: the two regions without gzip tell the bytes' share apart.
       variant("lean reader accepting no compression", () => leanClient.sync(REGION, plainToken, { gzip: false })),
       variant(`lean reader accepting no compression, ${MIX_FRACTION * 100}% with secret values`, () =>
@@ -148,7 +153,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     ];
 
     const mixedVariant = variants[2]!;
-    const [plainIdentity, mixedIdentity] = [variants[3], variants[4]];
+    const [plainEnvMix, plainIdentity, mixedIdentity] = [variants[3]!, variants[4]!, variants[5]!];
     // Warm-up (buffer pool, JIT, HTTP/2 connections); not measured.
     await rawKeysetScan(raw, seeded.regionId, pageSize);
     await rawKeysetScan(raw, mixed.regionId, pageSize);
@@ -217,8 +222,19 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           met: mixedRate / mainRate >= TARGET_MIXED_RATIO,
         },
         ...diagnostics.map((v) => {
-          // The mixed region without compression, against the plain one without compression.
-          const against = v === mixedIdentity ? plainIdentity! : undefined;
+          // Against what it is a control of: the mix with plain env values is the mix with secret
+          // values' reference; the mixed region without compression is against the plain one without.
+          if (v === plainEnvMix) {
+            return {
+              benchmark: `B1 diagnostic: the mix with secret values against the same mix, its values as plain env`,
+              measured: `${fmtInt(mixedRate)}/s`,
+              reference: `plain env ${fmtInt(rate(v))}/s`,
+              ratio: fmtRatio(mixedRate / rate(v)),
+              target: "(diagnostic)",
+              met: undefined,
+            };
+          }
+          const against = v === mixedIdentity ? plainIdentity : undefined;
           return {
             benchmark: `B1 diagnostic: ${v.name}`,
             measured: `${fmtInt(rate(v))}/s`,
@@ -234,7 +250,8 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           `mean desired-resource body ${Math.round(seeded.bodyBytes / count)} B (${(seeded.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); seeding ${fmtInt(count)} rows took ${(seedMs / 1000).toFixed(1)} s. ` +
           `The lean reader syncs with the region's agent token (as an agent does: it receives the values sealed for its region, as stored), the connect-node clients with the admin token.`,
         `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed for the region's agent as ctrl stores them), ` +
-          `readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%); mean body ${Math.round(mixed.bodyBytes / count)} B (${(mixed.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); ` +
+          `readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%); mean body ${Math.round(mixed.bodyBytes / count)} B (${(mixed.bodyBytes / 2 ** 20).toFixed(1)} MiB in all; ` +
+          `the same mix with its values as plain env ${Math.round(plainEnv.bodyBytes / count)} B); ` +
           `${mixedMessages} response messages per sync; seeded in ${(mixedSeedMs / 1000).toFixed(1)} s; a decoded sync with its agent token received all ${fmtInt(deliveredValues)} values, each opening under the keys GetSecretKeys gave it. ` +
           `Raw keyset scan of it ${fmtInt(rawMixedRate)}/s (${fmtRatio(rawMixedRate / rawRate)} the plain region's; wall times ${rawMixedMs.map((m) => m.toFixed(0)).join("/")} ms).`,
         `B1: wall times (ms) — raw scan ${rawMs.map((m) => m.toFixed(0)).join("/")}; ` +

@@ -101,6 +101,8 @@ export interface ServiceMix {
   /** 0 < fraction ≤ 1, e.g. 0.1: every 10th deployment. */
   fraction: number;
   ring: SecretKeyRing;
+  /** The same values as plain env instead (a control: what the values cost when they are not secret). */
+  plainEnv?: boolean;
 }
 
 export const MIX_SECRET_VALUES = 5;
@@ -116,7 +118,8 @@ export function mixEvery(mix: ServiceMix): number {
  * What a mixed deployment adds to its workload: the secret env as ctrl stores it (fingerprinted;
  * sealed under the data key in the deployment, for the region's agent in its desired state), the probes.
  */
-function mixedWorkload(id: string, ring: SecretKeyRing, regionId: number) {
+function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { name: string; value: string }[]) {
+  const { ring } = mix;
   const values = Array.from({ length: MIX_SECRET_VALUES }, (_, n) => ({
     name: `SECRET_${n}`,
     // A random 32-byte credential, as a password or an API key might be.
@@ -126,6 +129,7 @@ function mixedWorkload(id: string, ring: SecretKeyRing, regionId: number) {
     values.map(({ name, value }) => create(SecretEnvVarSchema, { name, sealed: seal(secretContext(id, name), value), fingerprint: ring.fingerprint(value) }));
   const probe = (path: string) => create(ProbeSchema, { handler: { case: "httpGet", value: { path, port: 8080 } } });
   const probes = { readinessProbe: probe("/ready"), livenessProbe: probe("/healthz") };
+  if (mix.plainEnv) return { deployment: { ...probes, env: [...env, ...values] }, desired: { ...probes, env: [...env, ...values] } };
   return {
     deployment: { ...probes, secretEnv: secretEnv((context, value) => ring.seal(context, value)) },
     desired: { ...probes, secretEnv: secretEnv((context, value) => ring.sealForRegion(regionId, context, value)) },
@@ -169,8 +173,9 @@ export async function seedRegion(
           const id = deploymentId(firstIndex + i);
           const namespace = `team-${i % 50}`;
           const mixed = mix !== undefined && i % every === 0;
-          const rich = mixed ? mixedWorkload(id, mix.ring, regionId) : undefined;
-          const w = { ...workload(i, padBytes), ...rich?.deployment };
+          const base = workload(i, padBytes);
+          const rich = mixed ? mixedWorkload(id, mix, regionId, base.env) : undefined;
+          const w = { ...base, ...rich?.deployment };
           const replicas = 1 + (i % 5);
           const autoscaling = mixed ? MIX_AUTOSCALING : undefined;
           const deployment = create(DeploymentSchema, { id, namespace, ...w, regions: [{ region, replicas, autoscaling }] });
