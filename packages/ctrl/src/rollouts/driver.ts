@@ -13,14 +13,16 @@
 // happened before: every progressing rollout, once). Nothing polls every rollout, so rollouts
 // waiting on a bake cost nothing at rest.
 //
-// Looks are queued by deployment and taken in batches (--rollout-batch-size) by one loop: a
-// batch is read at once (its active rollouts, their statuses) and its transitions written in
-// one transaction, each still a compare-and-set of its own (a rollout moved meanwhile by
-// another replica is left out of the write and looked at again; the others are written), so
-// when many waves end at once each region's version row is taken once per batch, not once per
-// rollout. A rollout is in at most one look at a time (the loop's), so a wave starts once; a
-// batch whose write fails is written again in halves, down to one rollout, so one that cannot
-// be written holds no other back. What is stored (the rollouts' rows, their due times) is all
+// Looks are queued by deployment and taken in batches (--rollout-batch-size) by up to
+// LOOKS_AT_ONCE loops: a batch is read at once (its active rollouts, their statuses) and its
+// transitions written in one transaction, each still a compare-and-set of its own (a rollout
+// moved meanwhile by another replica is left out of the write and looked at again; the others
+// are written), so when many waves end at once each region's version row is taken once per
+// batch, not once per rollout. A second loop takes what was queued meanwhile while the first
+// batch's write waits on the database, so one slow write does not hold every later hand-off
+// back. A rollout is in at most one look at a time (a deployment being looked at stays queued
+// until that look ends), so a wave starts once; a batch whose write fails is written again in
+// halves, down to one rollout, so one that cannot be written holds no other back. What is stored (the rollouts' rows, their due times) is all
 // there is: a driver killed mid-batch leaves each rollout as its last committed transition
 // left it, and the next driver's first look (every progressing rollout) takes them on.
 import { randomBytes } from "node:crypto";
@@ -46,6 +48,8 @@ const LEASE = "rollout-driver";
 export const DEFAULT_ROLLOUT_LEASE_MS = 5000;
 /** Rollouts looked at, and their transitions written, per transaction. */
 export const DEFAULT_ROLLOUT_BATCH_SIZE = 100;
+/** Batches looked at (read and written) at once. */
+const LOOKS_AT_ONCE = 2;
 
 export interface RolloutDriverOptions {
   /** How long the driver's lease lasts unrenewed (DEFAULT_ROLLOUT_LEASE_MS). */
@@ -65,9 +69,11 @@ export class RolloutDriver {
   #unsubscribe: (() => void) | undefined;
   /** Deployments whose active rollout is to be looked at, in order, each with the transitions it made in a row before. */
   readonly #queue = new Map<string, number>();
-  /** Whether the loop taking the queue runs. */
-  #working = false;
-  /** Called when the loop ends (the queue empty). */
+  /** Deployments in a look now: queued again, they wait for it to end. */
+  readonly #looking = new Set<string>();
+  /** Loops taking the queue that run. */
+  #working = 0;
+  /** Called when the last loop ends (nothing left to take). */
   #idle: (() => void)[] = [];
   readonly #leaseMs: number;
   readonly #batchSize: number;
@@ -166,31 +172,45 @@ export class RolloutDriver {
   #enqueue(deploymentIds: Iterable<string>, steps = 0): void {
     if (!this.#leading || this.#stopped) return;
     for (const id of deploymentIds) if (!this.#queue.has(id)) this.#queue.set(id, steps);
-    if (!this.#working) void this.#work();
+    if (this.#working < LOOKS_AT_ONCE) void this.#work();
   }
 
-  /** Takes the queue a batch at a time until it is empty. */
+  /** The next batch: queued deployments not in a look now, in queue order, at most a batch's size. */
+  #take(): Map<string, number> {
+    const batch = new Map<string, number>();
+    for (const [id, steps] of this.#queue) {
+      if (batch.size >= this.#batchSize) break;
+      if (!this.#looking.has(id)) batch.set(id, steps);
+    }
+    for (const id of batch.keys()) {
+      this.#queue.delete(id);
+      this.#looking.add(id);
+    }
+    return batch;
+  }
+
+  /** Takes the queue a batch at a time until nothing is left to take (what waits for a look is taken when that look ends). */
   async #work(): Promise<void> {
-    this.#working = true;
+    this.#working++;
     try {
-      while (this.#queue.size > 0 && !this.#stopped && this.#leading) {
-        const batch = new Map<string, number>();
-        for (const [id, steps] of this.#queue) {
-          if (batch.size >= this.#batchSize) break;
-          batch.set(id, steps);
+      while (!this.#stopped && this.#leading) {
+        const batch = this.#take();
+        if (batch.size === 0) break;
+        try {
+          await this.#look(batch);
+        } finally {
+          for (const id of batch.keys()) this.#looking.delete(id);
         }
-        for (const id of batch.keys()) this.#queue.delete(id);
-        await this.#look(batch);
       }
     } finally {
-      this.#working = false;
-      for (const resolve of this.#idle.splice(0)) resolve();
+      this.#working--;
+      if (this.#working === 0) for (const resolve of this.#idle.splice(0)) resolve();
     }
   }
 
-  /** Resolves once the loop has emptied the queue (at once when it does not run). */
+  /** Resolves once the loops have emptied the queue (at once when none runs). */
   #drained(): Promise<void> {
-    if (!this.#working) return Promise.resolve();
+    if (this.#working === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idle.push(resolve));
   }
 
