@@ -439,3 +439,88 @@ for (const { db, skip } of await testDatabases()) {
     });
   }
 }
+
+for (const { db, skip } of await testDatabases()) {
+  // SQLite runs one writer at a time: a held row lock is MariaDB's.
+  test(`a look whose write waits on a row lock holds another rollout's hand-off back no longer (${db.name})`, {
+    skip: skip || (db.name !== "mysql" && "row locks"),
+  }, async () => {
+    const t = await startTestCtrl(db, { rolloutBatchSize: 1 });
+    let release = () => {};
+    let holding: Promise<void> | undefined;
+    try {
+      await t.client(RegionService).createRegion({ region: { name: "canary" } });
+      await t.client(RegionService).createRegion({ region: { name: "eu" } });
+      const strategy = { waves: [{ name: "canary", regions: ["canary"] }, { name: "rest" }] };
+      for (const id of ["held", "free"]) {
+        const regions = ["canary", "eu"].map((region) => ({ region, replicas: 1 }));
+        await t.client(DeploymentService).createDeployment({ deployment: { id, namespace: "demo", image: `${id}:1`, regions, strategy } });
+      }
+      const canary = (await t.store.regions.resolve("canary")).id;
+      const eu = (await t.store.regions.resolve("eu")).id;
+      const running = async (id: string) => {
+        const row = await t.store.database.db
+          .selectFrom("desired_resources")
+          .select("version")
+          .where("region_id", "=", canary)
+          .where("resource_id", "=", id)
+          .executeTakeFirstOrThrow();
+        await t.client(ClusterService).reportObservedState({
+          region: "canary",
+          appliedVersion: BigInt(row.version),
+          observations: [
+            {
+              type: ResourceType.DEPLOYMENT,
+              id,
+              appliedVersion: BigInt(row.version),
+              observedImage: `${id}:1`,
+              desiredReplicas: 1,
+              readyReplicas: 1,
+              updatedReplicas: 1,
+            },
+          ],
+        });
+      };
+      const inEu = async (id: string) =>
+        (await t.store.database.db.selectFrom("desired_resources").select("resource_id").where("region_id", "=", eu).where("resource_id", "=", id).execute())
+          .length === 1;
+      // Another transaction holds held's rollout row: the look that moves held on waits for it.
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let locked = () => {};
+      const isLocked = new Promise<void>((resolve) => {
+        locked = resolve;
+      });
+      holding = t.store.database.db.transaction().execute(async (tx) => {
+        await tx.selectFrom("rollouts").select("id").where("deployment_id", "=", "held").forUpdate().execute();
+        locked();
+        await released;
+      });
+      await isLocked;
+      await running("held");
+      await sleep(300);
+      await running("free");
+      const reportedAt = Date.now();
+      while (!(await inEu("free"))) {
+        assert.ok(Date.now() - reportedAt < 10_000, "free's second wave starts while held's look waits");
+        await sleep(50);
+      }
+      assert.equal(await inEu("held"), false, "held's look still waits");
+      release();
+      await holding;
+      while (!(await inEu("held"))) {
+        assert.ok(Date.now() - reportedAt < 20_000, "held's second wave starts once the lock is gone");
+        await sleep(50);
+      }
+      for (const id of ["held", "free"]) {
+        const transitions = await t.store.rollouts.transitions((await t.store.rollouts.get(id)).id);
+        assert.equal(transitions.filter((x) => x.action === "start-wave").length, 2, `${id}: each wave started once`);
+      }
+    } finally {
+      release();
+      await holding?.catch(() => {});
+      await t.close();
+    }
+  });
+}
