@@ -259,7 +259,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
           " ",
         )}), concurrency ${CONCURRENCY}, default timings; ${fmtInt(count)} deployments seeded straight into the tables as in B1 (mean body ${fmtInt(seeded.bodyBytes / count)} B; each a Deployment and a Service${
         mix
-          ? `; every ${mixEvery(mix)}th, ${fmtInt(mixed)} in all, also ${MIX_SECRET_VALUES} secret values of 32 random bytes (sealed at rest under a key file ctrl runs with, opened by ctrl for the agent's token, a Secret applied by the agent), readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%; an HPA applied, spec.replicas left to it)`
+          ? `; every ${mixEvery(mix)}th, ${fmtInt(mixed)} in all, also ${MIX_SECRET_VALUES} secret values of 32 random bytes (sealed at rest under a key file ctrl runs with, sent sealed for the region's agent, opened by it into a Secret), readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%; an HPA applied, spec.replicas left to it)`
           : ""
       }). Measured after every desired entry was reconciled, every observation reported and a settling pause of ${SETTLE_MS / 1000} s, after 4 forced GCs.`,
     ];
