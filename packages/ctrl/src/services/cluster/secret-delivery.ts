@@ -16,31 +16,33 @@ const SECRET_ENV_KEY = (17 << 3) | 2;
 const SECRET_ENV_TAG = Buffer.of((SECRET_ENV_KEY & 0x7f) | 0x80, SECRET_ENV_KEY >> 7);
 
 export interface SecretDelivery {
-  /** A stored DesiredResource body as this stream's caller may receive it. */
-  body(body: Uint8Array): Uint8Array;
-  /** An outbox change as this stream's caller may receive it (the same object when it carries no secret). */
-  change(change: Change): Change;
+  /** Stored DesiredResource rows as this stream's caller may receive them (the same array when unchanged). */
+  rows<Row extends { body: Uint8Array }>(rows: Row[]): Row[];
+  /** Outbox changes as this stream's caller may receive them (the same array when unchanged; a change without secret is the same object). */
+  changes(changes: Change[]): Change[];
 }
 
 /** Stored bytes, unchanged: for the region's own agent. */
-const AS_STORED: SecretDelivery = { body: (body) => body, change: (change) => change };
+const AS_STORED: SecretDelivery = { rows: (rows) => rows, changes: (changes) => changes };
 
 /** The delivery for the stream `ctx` opened for `region`. */
 export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDelivery {
   const principal = ctx.values.get(principalKey);
   if (principal.kind === "agent" && principal.regionId === region.id) return AS_STORED;
+  const body = (body: Uint8Array): Uint8Array => {
+    if (!mayCarrySecrets(body)) return body;
+    const resource = fromBinary(DesiredResourceSchema, body);
+    return stripSeals(resource) ? toBinary(DesiredResourceSchema, resource) : body;
+  };
+  const change = (change: Change): Change => {
+    if (change.event.change.case !== "upsert" || !mayCarrySecrets(change.bytes)) return change;
+    const event = clone(ChangeEventSchema, change.event);
+    if (event.change.case !== "upsert" || !stripSeals(event.change.value)) return change;
+    return { version: change.version, event, bytes: new BinaryWriter().bytes(toBinary(ChangeEventSchema, event)).finish() };
+  };
   return {
-    body(body) {
-      if (!mayCarrySecrets(body)) return body;
-      const resource = fromBinary(DesiredResourceSchema, body);
-      return stripSeals(resource) ? toBinary(DesiredResourceSchema, resource) : body;
-    },
-    change(change) {
-      if (change.event.change.case !== "upsert" || !mayCarrySecrets(change.bytes)) return change;
-      const event = clone(ChangeEventSchema, change.event);
-      if (event.change.case !== "upsert" || !stripSeals(event.change.value)) return change;
-      return { version: change.version, event, bytes: new BinaryWriter().bytes(toBinary(ChangeEventSchema, event)).finish() };
-    },
+    rows: (rows) => rows.map((row) => ({ ...row, body: body(row.body) })),
+    changes: (changes) => changes.map(change),
   };
 }
 

@@ -48,7 +48,7 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
         let bytes = 0;
         if ("batch" in item) {
           countByType(metrics, item.batch);
-          const batch = item.batch.map((row) => ({ ...row, body: secrets.body(row.body) }));
+          const batch = secrets.rows(item.batch);
           bytes = expectedBytes = batch.reduce((n, row) => n + row.body.length, 0);
           response = binary ? wireBatchResponse(batch) : { message: { case: "batch", value: decodedBatch(batch) } };
         } else if ("removals" in item) {

@@ -75,7 +75,7 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
     const share = sendBudget.share(() => resetTransport(ctx.values.get(nodeRequestKey)), ctx.signal);
     /** The message of `stored`, once its bytes fit the send budget. */
     const send = async (stored: Change[], live: boolean): Promise<Response> => {
-      const changes = stored.map((c) => secrets.change(c));
+      const changes = secrets.changes(stored);
       // Binary codecs (gRPC on the direct path, Connect and gRPC-Web under connect) send the
       // changes' framed bytes as they are; JSON encodes the decoded events. A live change's
       // message is one for all of its region's streams: it costs no stream its own bytes.
