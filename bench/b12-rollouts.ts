@@ -145,6 +145,8 @@ class SimulatedAgent {
  */
 class QueryCountingProxy {
   queries = 0;
+  /** Commands by statement shape (text with its literals as ?; a prepared execute by its command). */
+  readonly byStatement = new Map<string, number>();
   readonly #server: net.Server;
   readonly #sockets = new Set<net.Socket>();
 
@@ -179,7 +181,11 @@ class QueryCountingProxy {
         const length = pending.readUIntLE(0, 3);
         const command = pending[4];
         // 0x03 COM_QUERY, 0x17 COM_STMT_EXECUTE (the handshake response has sequence id 1).
-        if (pending[3] === 0 && (command === 0x03 || command === 0x17)) this.queries++;
+        if (pending[3] === 0 && (command === 0x03 || command === 0x17)) {
+          this.queries++;
+          const shape = command === 0x03 ? statementShape(pending.subarray(5, Math.min(4 + length, 165)).toString("latin1")) : "(prepared statement execute)";
+          this.byStatement.set(shape, (this.byStatement.get(shape) ?? 0) + 1);
+        }
         pending = pending.subarray(4 + length);
       }
     });
@@ -190,6 +196,15 @@ class QueryCountingProxy {
     for (const s of this.#sockets) s.destroy();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
+}
+
+/** A statement's text with its literals as `?`, cut to 100 characters: what a query count is grouped by. */
+function statementShape(text: string): string {
+  return text
+    .replace(/'(?:[^'\\]|\\.)*'?/g, "?")
+    .replace(/\b\d+\b/g, "?")
+    .replace(/\s+/g, " ")
+    .slice(0, 100);
 }
 
 /** Creates or updates deployments `ids` with `image`, WRITERS at a time. */
@@ -294,17 +309,21 @@ async function handoff(ctx: BenchContext, count: number): Promise<{ samples: num
 interface Rest {
   qps: number;
   pollerQps: number;
+  /** Queries/s by statement shape. */
+  statements: Map<string, number>;
   memory: ChildMemory;
 }
 
 /** (b): a ctrl's queries/s over `windowMs` and its memory after forced GCs. */
 async function atRest(ctrl: CtrlProcess, proxy: QueryCountingProxy, windowMs: number): Promise<Rest> {
   const q0 = proxy.queries;
+  const s0 = new Map(proxy.byStatement);
   const p0 = (await ctrl.metrics()).pollerQueries;
   const t0 = now();
   await sleep(windowMs);
   const seconds = (now() - t0) / 1000;
-  const rest = { qps: (proxy.queries - q0) / seconds, pollerQps: ((await ctrl.metrics()).pollerQueries - p0) / seconds };
+  const statements = new Map([...proxy.byStatement].map(([shape, n]) => [shape, (n - (s0.get(shape) ?? 0)) / seconds]));
+  const rest = { qps: (proxy.queries - q0) / seconds, pollerQps: ((await ctrl.metrics()).pollerQueries - p0) / seconds, statements };
   return { ...rest, memory: await ctrl.memory({ reduce: true }) };
 }
 
@@ -429,6 +448,11 @@ export async function runB12(ctx: BenchContext): Promise<BenchResult> {
     },
   ];
   const mem = (m: ChildMemory) => `RSS ${fmtBytes(m.rss)}, heap ${fmtBytes(m.heapUsed)}`;
+  const shapes = new Set([...b.without.statements.keys(), ...b.baked.statements.keys()]);
+  const moved = [...shapes]
+    .map((shape) => ({ shape, without: b.without.statements.get(shape) ?? 0, baked: b.baked.statements.get(shape) ?? 0 }))
+    .filter((m) => Math.abs(m.baked - m.without) >= 0.05)
+    .map((m) => `\`${m.shape}\` ${m.without.toFixed(2)} → ${m.baked.toFixed(2)}/s`);
   return {
     rows,
     notes: [
@@ -438,7 +462,8 @@ export async function runB12(ctx: BenchContext): Promise<BenchResult> {
         `Agents and rollouts on the same ctrl; agents report as the agent's reporter does (≤ ${REPORT_BATCH} observations a call, ≤ one call per ${REPORT_INTERVAL_MS} ms; that pacing comes before the send, outside the figure).`,
       `B12 waiting rollouts: queries counted by a proxy between the measured ctrl and the server (COM_QUERY and prepared executes of its own connections; other clients of the shared server not counted); ${(windowMs / 1000).toFixed(0)} s windows; ` +
         `rollouts staged and reported through a second ctrl, as another replica's would be. Without: ${b.without.qps.toFixed(2)} queries/s (${b.without.pollerQps.toFixed(2)} of them the change poller's), ${mem(b.without.memory)}; ` +
-        `with ${fmtInt(waitingRollouts)} baking: ${b.baked.qps.toFixed(2)} queries/s (poller ${b.baked.pollerQps.toFixed(2)}), ${mem(b.baked.memory)}. Memory after memory-reducing forced GCs, ctrl's own memory release off.`,
+        `with ${fmtInt(waitingRollouts)} baking: ${b.baked.qps.toFixed(2)} queries/s (poller ${b.baked.pollerQps.toFixed(2)}), ${mem(b.baked.memory)}. Memory after memory-reducing forced GCs, ctrl's own memory release off. ` +
+        `Statements whose rate moved by 0.05/s or more: ${moved.join("; ") || "none"}.`,
       `B12: a replica started over the ${fmtInt(waitingRollouts)} baking rollouts ran ${fmtInt(b.startupQueries)} queries in its first ${b.startupSeconds.toFixed(0)} s (its start-up look at every progressing rollout), then ${b.fresh.qps.toFixed(2)} queries/s, ${mem(b.fresh.memory)}.`,
     ],
   };
