@@ -1,13 +1,14 @@
 // `pnpm ctrl` (package.json) must start ctrl with the Node flags the rest of the repository
 // (scripts/start.ts, the image, the tests' ctrl processes) takes from CTRL_NODE_FLAGS; a ctrl
 // process started with them has V8's old generation capped at CTRL_OLD_SPACE_PERCENT of the
-// memory it may use, and its young generation at CTRL_SEMI_SPACE_MIB per semi-space however
-// much garbage a burst makes.
+// memory it may use, its young generation at CTRL_SEMI_SPACE_MIB per semi-space however
+// much garbage a burst makes, and its heap between full GCs at CTRL_HEAP_GROWING_PERCENT above
+// what the last one left live.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
-import { CTRL_NODE_FLAGS, CTRL_SEMI_SPACE_MIB } from "../src/node-flags.ts";
+import { CTRL_HEAP_GROWING_PERCENT, CTRL_NODE_FLAGS, CTRL_SEMI_SPACE_MIB } from "../src/node-flags.ts";
 
 test("pnpm ctrl runs ctrl with CTRL_NODE_FLAGS", async () => {
   const { scripts } = JSON.parse(await readFile(new URL("../../../package.json", import.meta.url), "utf8")) as { scripts: Record<string, string> };
@@ -36,4 +37,23 @@ test("CTRL_NODE_FLAGS cap V8's young generation however much garbage a burst mak
   assert.ok(capped <= 3 * CTRL_SEMI_SPACE_MIB * 2 ** 20, `new space ${capped} with ${CTRL_NODE_FLAGS.join(" ")}`);
   const uncapped = newSpace(CTRL_NODE_FLAGS.filter((flag) => !flag.startsWith("--max-semi-space-size")));
   assert.ok(capped < uncapped, `new space ${capped} capped, ${uncapped} without the cap`);
+});
+
+test("CTRL_NODE_FLAGS keep V8's heap between full GCs to CTRL_HEAP_GROWING_PERCENT above what is live", () => {
+  // About 35 MB live (as ctrl at rest), replaced object by object: garbage that lives long enough
+  // to be promoted, as a burst's decoded requests and stream pages do.
+  const script = `const v8 = require("v8"); const ring = new Array(200000); let most = 0;
+    for (let i = 0; i < 6e6; i++) {
+      ring[i % ring.length] = { i, s: "x" + i, a: [i, i] };
+      if (i % 10000 === 0) most = Math.max(most, v8.getHeapSpaceStatistics().find((s) => s.space_name === "old_space").space_size);
+    }
+    console.log(JSON.stringify({ most, live: v8.getHeapSpaceStatistics().find((s) => s.space_name === "old_space").space_used_size }));`;
+  const oldSpace = (flags: readonly string[]) =>
+    JSON.parse(execFileSync(process.execPath, [...flags, "-e", script], { encoding: "utf8" })) as { most: number; live: number };
+  const capped = oldSpace(CTRL_NODE_FLAGS);
+  // The multiple applies to the old generation left live; V8 also adds its minimum step (16 MiB).
+  const bound = (1 + CTRL_HEAP_GROWING_PERCENT / 100) * capped.live + 16 * 2 ** 20;
+  assert.ok(capped.most <= bound, `old space up to ${capped.most} with ${CTRL_NODE_FLAGS.join(" ")}, ${capped.live} live`);
+  const uncapped = oldSpace(CTRL_NODE_FLAGS.filter((flag) => !flag.startsWith("--heap-growing-percent")));
+  assert.ok(capped.most < uncapped.most, `old space up to ${capped.most} with the flag, ${uncapped.most} without`);
 });
