@@ -120,6 +120,8 @@ export interface CtrlOptions {
 }
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
+/** How often the retention jobs run (CtrlOptions.retentionIntervalMs). */
+export const DEFAULT_RETENTION_INTERVAL_MS = 60_000;
 export const DEFAULT_RETENTION: RetentionPolicy = { maxAgeMs: 7 * 24 * 3600 * 1000, maxRows: 0 };
 export const DEFAULT_AUDIT_MAX_AGE_MS = 90 * 24 * 3600 * 1000;
 export const DEFAULT_STATUS_EVENTS_MAX_AGE_MS = 3600 * 1000;
@@ -204,7 +206,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       auditMaxAgeMs: options.auditMaxAgeMs ?? DEFAULT_AUDIT_MAX_AGE_MS,
       statusEventsMaxAgeMs: options.statusEventsMaxAgeMs ?? DEFAULT_STATUS_EVENTS_MAX_AGE_MS,
     },
-    options.retentionIntervalMs ?? 60_000,
+    options.retentionIntervalMs ?? DEFAULT_RETENTION_INTERVAL_MS,
     log,
   );
 
