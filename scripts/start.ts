@@ -13,7 +13,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { agentFiles, initPki, issueAgent, pkiFiles } from "@flotilla/ctrl/pki";
-import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
+import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { writeSecretsKeyFile } from "@flotilla/ctrl/secrets-key-file";
 import { configPath, setContext } from "@flotilla/cli/config";
 import { resolve } from "node:path";
@@ -122,7 +122,7 @@ if (TLS) {
 const ctrlTls = TLS ? ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert] : [];
 // The data key of secret env values, made once and kept (the values sealed under it stay readable).
 if (!existsSync(SECRETS_KEY_FILE)) writeSecretsKeyFile(SECRETS_KEY_FILE, false);
-await run("ctrl", [...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"], [...ctrlTls, "--secrets-key-file", SECRETS_KEY_FILE], {}, /serving on/);
+await run("ctrl", [...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"], [...ctrlTls, "--secrets-key-file", SECRETS_KEY_FILE], CTRL_ENVIRONMENT, /serving on/);
 const tokenVariable = ["FLOTILLA_CTRL_ADMIN_TOKEN", "FLOTILLA_ADMIN_TOKEN"].find((name) => process.env[name]);
 const adminToken = tokenVariable ? process.env[tokenVariable]! : readFileSync(".flotilla/admin-token", "utf8").trim();
 // The lines below say where the token is, never the token: a terminal's scrollback or a copied log keeps no secret.

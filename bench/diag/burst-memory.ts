@@ -17,7 +17,7 @@ import { OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
-import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
+import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { fuzzRequests, sendFuzz } from "@flotilla/testkit/fuzz";
 import { spawnNode } from "@flotilla/testkit/node-process";
 import { createBenchDatabase, migrate } from "../lib/db.ts";
@@ -76,7 +76,7 @@ try {
     "ctrl",
     main,
     ["--database-url", db.url, "--listen", "127.0.0.1:0", ...args],
-    { FLOTILLA_CTRL_ADMIN_TOKEN: TOKEN },
+    { ...CTRL_ENVIRONMENT, FLOTILLA_CTRL_ADMIN_TOKEN: TOKEN },
     /serving on (http:\/\/\S+)/,
     nodeFlags,
   );
@@ -84,7 +84,7 @@ try {
   try {
     await sleep(6000); // past ctrl's first memory release
     const rest = await sample(pid, ctrl.url);
-    console.log(`node flags: ${nodeFlags.join(" ")}; ctrl flags: ${args.join(" ") || "(defaults)"}`);
+    console.log(`node flags: ${nodeFlags.join(" ")}; environment: ${JSON.stringify(CTRL_ENVIRONMENT)}; ctrl flags: ${args.join(" ") || "(defaults)"}`);
     console.log(
       `rest: RSS ${f(rest.rss)} MiB (anon ${f(rest.anon)}, file ${f(rest.file)}; V8 heap ${f(rest.heapTotal)}, young ${f(rest.young)}, external ${f(rest.external)}, malloc ${f(rest.malloc)})`,
     );

@@ -2,7 +2,7 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { StreamOptions } from "@flotilla/ctrl";
-import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
+import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { IpcChild, type ChildMemory } from "./ipc.ts";
 import { now } from "./util.ts";
 
@@ -102,12 +102,13 @@ export class CtrlProcess {
    * from it as the image runs ctrl (JavaScript, --enable-source-maps), not from the sources.
    */
   static async start(config: Omit<ChildConfig, "adminToken">, options: { cpuProfileDir?: string; bundle?: string } = {}): Promise<CtrlProcess> {
-    // The Node flags ctrl ships with (its heap caps), as the image and `pnpm ctrl` run it.
+    // The Node flags and environment ctrl ships with (its heap and malloc settings), as the image and `pnpm ctrl` run it.
     const execArgv = ["--expose-gc", ...CTRL_NODE_FLAGS];
     if (options.cpuProfileDir) execArgv.push("--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`);
     if (options.bundle) execArgv.push("--enable-source-maps");
     const script = options.bundle ? pathToFileURL(join(options.bundle, "ctrl-child.mjs")) : new URL("../ctrl-child.ts", import.meta.url);
     const { ipc, ready } = await IpcChild.fork<{ url: string; pid: number }>("ctrl child", script, execArgv, {
+      ...CTRL_ENVIRONMENT,
       FLOTILLA_BENCH_CHILD: JSON.stringify({ ...config, adminToken: ADMIN_TOKEN }),
     });
     const ctrl = new CtrlProcess(ipc, ready.url, ready.pid);

@@ -1,6 +1,6 @@
-// The Node.js flags ctrl runs with: `pnpm ctrl`, scripts/start.ts, the ctrl image and the
-// tests' ctrl processes (@flotilla/testkit/ctrl-process) all start it with these (tests keep
-// package.json's `ctrl` script and deploy/Dockerfile in step).
+// The Node.js flags and environment ctrl runs with: `pnpm ctrl`, scripts/start.ts, the ctrl image,
+// the tests' ctrl processes (@flotilla/testkit/ctrl-process) and the benchmarks' all start it with
+// these (tests keep package.json's `ctrl` script and deploy/Dockerfile in step).
 //
 // --max-old-space-size-percentage: V8's old generation may grow to this share of the memory the
 // process may use, the container's limit where it has one (the manifest's 512 MiB: 256 MiB),
@@ -36,3 +36,14 @@ export const CTRL_NODE_FLAGS: readonly string[] = [
   `--max-old-space-size-percentage=${CTRL_OLD_SPACE_PERCENT}`,
   `--heap-growing-percent=${CTRL_HEAP_GROWING_PERCENT}`,
 ];
+
+// MALLOC_MMAP_THRESHOLD_=65536: glibc serves allocations of 64 KiB and more with mmap and returns
+// them at free(), where by default it raises that threshold after each such free ("dynamic mmap
+// threshold") until blocks up to 32 MB come from its heap arenas, which keep freed memory and can
+// only shrink from the top. Under the authenticated fuzz ctrl's request bytes (bodies read,
+// inflated and drained, in 64 KiB socket reads and up to the 4 MiB message limit) were, once
+// freed, up to 66–88 MiB of arenas at the peak; with the fixed threshold 12–26 MiB (one run of
+// bench/diag/burst-memory.ts: peak +91 against +108 MiB). Smaller blocks (HTTP/2 frames, headers,
+// small messages) stay in the arenas: an mmap/munmap each would cost every request. Read by glibc
+// at process start, so it has to be in the environment; other C libraries ignore it.
+export const CTRL_ENVIRONMENT: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: "65536" };

@@ -1,5 +1,6 @@
-// `pnpm ctrl` (package.json) must start ctrl with the Node flags the rest of the repository
-// (scripts/start.ts, the image, the tests' ctrl processes) takes from CTRL_NODE_FLAGS; a ctrl
+// `pnpm ctrl` (package.json) must start ctrl with the Node flags and environment the rest of the
+// repository (scripts/start.ts, the image, the tests' ctrl processes) takes from CTRL_NODE_FLAGS
+// and CTRL_ENVIRONMENT; with CTRL_ENVIRONMENT glibc returns freed request-sized blocks; a ctrl
 // process started with them has V8's old generation capped at CTRL_OLD_SPACE_PERCENT of the
 // memory it may use, its young generation at CTRL_SEMI_SPACE_MIB per semi-space however
 // much garbage a burst makes, and its heap between full GCs at CTRL_HEAP_GROWING_PERCENT above
@@ -8,11 +9,29 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
-import { CTRL_HEAP_GROWING_PERCENT, CTRL_NODE_FLAGS, CTRL_SEMI_SPACE_MIB } from "../src/node-flags.ts";
+import { CTRL_ENVIRONMENT, CTRL_HEAP_GROWING_PERCENT, CTRL_NODE_FLAGS, CTRL_SEMI_SPACE_MIB } from "../src/node-flags.ts";
 
-test("pnpm ctrl runs ctrl with CTRL_NODE_FLAGS", async () => {
+test("pnpm ctrl runs ctrl with CTRL_ENVIRONMENT and CTRL_NODE_FLAGS", async () => {
   const { scripts } = JSON.parse(await readFile(new URL("../../../package.json", import.meta.url), "utf8")) as { scripts: Record<string, string> };
-  assert.equal(scripts.ctrl, ["node", ...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"].join(" "));
+  const environment = Object.entries(CTRL_ENVIRONMENT).map(([name, value]) => `${name}=${value}`);
+  assert.equal(scripts.ctrl, [...environment, "node", ...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"].join(" "));
+});
+
+test("CTRL_ENVIRONMENT has glibc return freed 64 KiB blocks that sit between live ones", { skip: process.platform !== "linux" && "glibc" }, () => {
+  // 2,000 Buffers of 64 KiB (a socket read's size) with every tenth kept, as request bytes freed
+  // around ones still in use: kept in malloc's arena by default, returned with the fixed threshold.
+  const script = `const rss = () => Number(/VmRSS:\\s+(\\d+)/.exec(require("fs").readFileSync("/proc/self/status", "utf8"))[1]) * 1024;
+    const before = rss(); let buffers = [];
+    for (let i = 0; i < 2000; i++) buffers.push(Buffer.allocUnsafeSlow(65536).fill(1));
+    buffers = buffers.filter((_, i) => i % 10 === 0);
+    globalThis.gc(); globalThis.gc();
+    console.log(rss() - before);`;
+  const kept = (env: Record<string, string>) =>
+    Number(execFileSync(process.execPath, ["--expose-gc", "-e", script], { encoding: "utf8", env: { ...process.env, ...env } }));
+  const withIt = kept(CTRL_ENVIRONMENT);
+  const without = kept({});
+  assert.ok(withIt < 40 * 2 ** 20, `${withIt} bytes kept after freeing 90% of 125 MiB with ${JSON.stringify(CTRL_ENVIRONMENT)}`);
+  assert.ok(withIt < without / 2, `${withIt} bytes kept with ${JSON.stringify(CTRL_ENVIRONMENT)}, ${without} without`);
 });
 
 test("CTRL_NODE_FLAGS cap V8's old generation below what the machine would give it", () => {

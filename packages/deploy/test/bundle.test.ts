@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { dirname, join, relative } from "node:path";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
-import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
+import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { passesHealthcheck, readDockerfile, type Stage } from "./dockerfile.ts";
 import { eventually, operatorClients, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 
@@ -65,6 +65,8 @@ test("the images' bundles start ctrl, the agent, the emulator and the CLI from t
   );
   for (const [name, value] of Object.entries(AGENT_ENVIRONMENT))
     assert.equal(stages.get("agent")!.env[name], value, `the agent image sets ${name} (AGENT_ENVIRONMENT)`);
+  for (const [name, value] of Object.entries(CTRL_ENVIRONMENT))
+    assert.equal(stages.get("ctrl")!.env[name], value, `the ctrl image sets ${name} (CTRL_ENVIRONMENT)`);
 
   const root = mkdtempSync(join(tmpdir(), "flotilla-bundle-"));
   t.after(() => rmSync(root, { recursive: true, force: true }));

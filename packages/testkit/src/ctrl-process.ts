@@ -1,7 +1,7 @@
 // ctrl as a separate OS process (its main.ts, exported as @flotilla/ctrl/main, with the Node
-// flags it ships with), for multi-replica, kill and memory tests.
+// flags and environment it ships with), for multi-replica, kill and memory tests.
 import { fileURLToPath } from "node:url";
-import { CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
+import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { spawnNode, type NodeProcess } from "./node-process.ts";
 
 const MAIN = fileURLToPath(import.meta.resolve("@flotilla/ctrl/main"));
@@ -15,7 +15,7 @@ export async function spawnCtrl(databaseUrl: string, adminToken: string, extraAr
     "ctrl",
     MAIN,
     ["--database-url", databaseUrl, "--listen", "127.0.0.1:0", ...extraArgs],
-    { FLOTILLA_CTRL_ADMIN_TOKEN: adminToken },
+    { ...CTRL_ENVIRONMENT, FLOTILLA_CTRL_ADMIN_TOKEN: adminToken },
     /serving on (http:\/\/\S+)/,
     CTRL_NODE_FLAGS,
   );
