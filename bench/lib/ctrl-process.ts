@@ -4,7 +4,7 @@ import { pathToFileURL } from "node:url";
 import type { StreamOptions } from "@flotilla/ctrl";
 import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { IpcChild, type ChildMemory } from "./ipc.ts";
-import { now } from "./util.ts";
+import { clockOffset } from "./util.ts";
 
 export type { ChildMemory } from "./ipc.ts";
 
@@ -151,14 +151,7 @@ export class CtrlProcess {
 
   /** Both processes read the same system clock; this removes what is left (NTP-style, min RTT). */
   async calibrateClock(samples = 30): Promise<void> {
-    let best = { rtt: Infinity, offset: 0 };
-    for (let i = 0; i < samples; i++) {
-      const sent = now();
-      const { t } = await this.request<{ t: number }>({ op: "ping" });
-      const received = now();
-      if (received - sent < best.rtt) best = { rtt: received - sent, offset: (sent + received) / 2 - t };
-    }
-    this.clockOffset = best.offset;
+    this.clockOffset = (await clockOffset(async () => (await this.request<{ t: number }>({ op: "ping" })).t, samples)).offset;
   }
 
   stop(): Promise<void> {

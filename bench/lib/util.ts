@@ -5,6 +5,22 @@ export function now(): number {
   return performance.timeOrigin + performance.now();
 }
 
+/**
+ * What to add to another clock's reading (`read`: one round trip to it) to get this process's
+ * clock, NTP-style: of `samples` round trips the one with the smallest, its reading taken as made
+ * at the midpoint. `rtt` bounds the error (± half of it).
+ */
+export async function clockOffset(read: () => Promise<number>, samples: number): Promise<{ offset: number; rtt: number }> {
+  let best = { offset: 0, rtt: Number.POSITIVE_INFINITY };
+  for (let i = 0; i < samples; i++) {
+    const sent = now();
+    const t = await read();
+    const received = now();
+    if (received - sent < best.rtt) best = { offset: (sent + received) / 2 - t, rtt: received - sent };
+  }
+  return best;
+}
+
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Nearest-rank percentile of `values` (0 < p ≤ 100). */
