@@ -2,7 +2,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, MysqlDialect, SqliteDialect } from "kysely";
+import { CompiledQuery, type DatabaseConnection, Kysely, MysqlDialect, SqliteDialect } from "kysely";
 import { createPool } from "mysql2";
 import type { Database } from "./schema.ts";
 
@@ -45,7 +45,14 @@ export function openDatabase(url: string = DEFAULT_DATABASE_URL, options: { pool
       supportBigNumbers: false,
       timezone: "Z",
     });
-    const db = new Kysely<Database>({ dialect: new MysqlDialect({ pool }) });
+    // Every transaction runs READ COMMITTED, set once per connection rather than per
+    // transaction (a round trip each): no statement takes a gap lock, so writers whose new
+    // rows interleave in an index cannot deadlock (ObservationRepository.saveReport), and each
+    // write reads what has committed, which its compare-and-sets and row locks rely on.
+    const onCreateConnection = async (connection: DatabaseConnection) => {
+      await connection.executeQuery(CompiledQuery.raw("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"));
+    };
+    const db = new Kysely<Database>({ dialect: new MysqlDialect({ pool, onCreateConnection }) });
     return { db, dialect: MYSQL, close: () => db.destroy() };
   }
   throw new Error(`database URL ${JSON.stringify(url)}: expected sqlite:<path> or mysql://user:pass@host:port/db`);

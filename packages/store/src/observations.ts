@@ -117,7 +117,7 @@ export class ObservationRepository {
    * lock (an UPDATE) before any write, so a report of an older leader that runs concurrently
    * with a newer one is either done before the newer one starts or refused.
    *
-   * READ COMMITTED, and statuses written as upserts in key order: no statement takes a gap lock
+   * READ COMMITTED (each connection's level, database.ts), and statuses written as upserts in key order: no statement takes a gap lock
    * (an UPDATE that misses does under REPEATABLE READ), so reports of regions whose new rows
    * interleave in the by-resource index, or of one region, cannot deadlock (B12 saw that).
    */
@@ -127,20 +127,17 @@ export class ObservationRepository {
     const writes = report.writes.toSorted((a, b) => a.type - b.type || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     for (let attempt = 0; ; attempt++) {
       try {
-        const result = await this.#db
-          .transaction()
-          .setIsolationLevel("read committed")
-          .execute(async (tx) => {
-            if (report.leader) {
-              const fencedBy = await fence(tx, regionId, report.leader, now);
-              if (fencedBy) return { fencedBy };
-            }
-            await saveStatuses(tx, this.#dialect, regionId, writes);
-            await saveTransitions(tx, regionId, writes, now);
-            await StatusEvents.append(tx, writes, now);
-            if (report.heartbeat) await touchAgent(tx, this.#dialect, regionId, report.heartbeat.at, report.heartbeat.appliedVersion);
-            return {};
-          });
+        const result = await this.#db.transaction().execute(async (tx) => {
+          if (report.leader) {
+            const fencedBy = await fence(tx, regionId, report.leader, now);
+            if (fencedBy) return { fencedBy };
+          }
+          await saveStatuses(tx, this.#dialect, regionId, writes);
+          await saveTransitions(tx, regionId, writes, now);
+          await StatusEvents.append(tx, writes, now);
+          if (report.heartbeat) await touchAgent(tx, this.#dialect, regionId, report.heartbeat.at, report.heartbeat.appliedVersion);
+          return {};
+        });
         if (!result.fencedBy && writes.length > 0) this.#onStatusEvents();
         return result;
       } catch (error) {

@@ -92,29 +92,26 @@ export class RegionRepository {
 
   /** Refused (FAILED_PRECONDITION) while any resource is placed in the region. */
   async delete(name: string): Promise<void> {
-    await this.#db
-      .transaction()
-      .setIsolationLevel("read committed")
-      .execute(async (tx) => {
-        // Locking the region row orders this after any write holding the region's version.
-        let query = tx.selectFrom("regions").select("id").where("name", "=", name);
-        if (this.#dialect.locksRows) query = query.forUpdate();
-        const region = await query.executeTakeFirst();
-        if (!region) throw new StoreError("not_found", `region ${JSON.stringify(name)} not found`, "name");
-        const used = await tx.selectFrom("placements").select("resource_id").where("region_id", "=", region.id).limit(1).executeTakeFirst();
-        if (used) {
-          throw new StoreError(
-            "failed_precondition",
-            `region ${JSON.stringify(name)} still has resources (e.g. ${JSON.stringify(used.resource_id)}); delete them first`,
-            "name",
-          );
-        }
-        await tx.deleteFrom("agent_tokens").where("region_id", "=", region.id).execute();
-        await tx.deleteFrom("observations").where("region_id", "=", region.id).execute();
-        await tx.deleteFrom("agents").where("region_id", "=", region.id).execute();
-        await tx.deleteFrom("deployment_changes").where("region_id", "=", region.id).execute();
-        await tx.deleteFrom("regions").where("id", "=", region.id).execute();
-      });
+    await this.#db.transaction().execute(async (tx) => {
+      // Locking the region row orders this after any write holding the region's version.
+      let query = tx.selectFrom("regions").select("id").where("name", "=", name);
+      if (this.#dialect.locksRows) query = query.forUpdate();
+      const region = await query.executeTakeFirst();
+      if (!region) throw new StoreError("not_found", `region ${JSON.stringify(name)} not found`, "name");
+      const used = await tx.selectFrom("placements").select("resource_id").where("region_id", "=", region.id).limit(1).executeTakeFirst();
+      if (used) {
+        throw new StoreError(
+          "failed_precondition",
+          `region ${JSON.stringify(name)} still has resources (e.g. ${JSON.stringify(used.resource_id)}); delete them first`,
+          "name",
+        );
+      }
+      await tx.deleteFrom("agent_tokens").where("region_id", "=", region.id).execute();
+      await tx.deleteFrom("observations").where("region_id", "=", region.id).execute();
+      await tx.deleteFrom("agents").where("region_id", "=", region.id).execute();
+      await tx.deleteFrom("deployment_changes").where("region_id", "=", region.id).execute();
+      await tx.deleteFrom("regions").where("id", "=", region.id).execute();
+    });
   }
 }
 

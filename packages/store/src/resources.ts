@@ -391,16 +391,14 @@ export class ResourceRepository<Desc extends DescMessage> {
   async #write<T>(dryRun: boolean, body: (tx: Tx, now: number) => Promise<{ result: T; regions: number[] }>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        // READ COMMITTED: every read that decides a write is a locking read anyway, and it
-        // keeps InnoDB from taking gap locks that would serialize unrelated creates.
-        const { result, regions } = await this.#db
-          .transaction()
-          .setIsolationLevel("read committed")
-          .execute(async (tx) => {
-            const done = await body(tx, Date.now());
-            if (dryRun) throw new RolledBack(done.result);
-            return done;
-          });
+        // READ COMMITTED (each connection's level, database.ts): every read that decides a write
+        // is a locking read anyway, and it keeps InnoDB from taking gap locks that would
+        // serialize unrelated creates.
+        const { result, regions } = await this.#db.transaction().execute(async (tx) => {
+          const done = await body(tx, Date.now());
+          if (dryRun) throw new RolledBack(done.result);
+          return done;
+        });
         this.#onCommit(regions);
         return result;
       } catch (error) {

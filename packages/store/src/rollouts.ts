@@ -562,86 +562,83 @@ export class RolloutRepository {
 
   async #write(changes: readonly RolloutChange[], now: number): Promise<Map<RolloutChange, StoredRollout | undefined>> {
     let regions: number[] = [];
-    const stored = await this.#db
-      .transaction()
-      .setIsolationLevel("read committed")
-      .execute(async (tx) => {
-        // The deployments' rows first (in id order), as a change of a deployment locks it
-        // before its rollout's (supersede): one lock order, so the two never deadlock.
-        const deploymentRows = await tx
-          .selectFrom("deployments")
-          .select(["id", "revision"])
-          .where(
-            "id",
-            "in",
-            changes.map((c) => c.current.deploymentId),
-          )
-          .orderBy("id")
-          .$if(this.#dialect.locksRows, (q) => q.forUpdate())
-          .execute();
-        const revisions = new Map(deploymentRows.map((r) => [r.id, Number(r.revision)]));
-        // The compare-and-set: each rollout's row locked and its generation compared, then the
-        // winners' rows written in one statement (still on the generation read).
-        const rolloutRows = await tx
-          .selectFrom("rollouts")
-          .select(["id", "generation"])
-          .where(
-            "id",
-            "in",
-            changes.map((c) => c.current.id),
-          )
-          .orderBy("id")
-          .$if(this.#dialect.locksRows, (q) => q.forUpdate())
-          .execute();
-        const generations = new Map(rolloutRows.map((r) => [r.id, Number(r.generation)]));
-        const results = new Map<RolloutChange, StoredRollout | undefined>();
-        const won: { change: RolloutChange; steps: readonly RolloutStep[]; result: StoredRollout }[] = [];
-        for (const change of changes) {
-          const { current } = change;
-          if (generations.get(current.id) !== current.generation) {
-            results.set(change, undefined);
-            continue;
-          }
-          // A change of the deployment supersedes its rollout in the same transaction, unless
-          // the deployment had no strategy then (--default-rollout-strategy removed since the
-          // rollout started): such a rollout moves nothing any more.
-          const steps = revisions.get(current.deploymentId) === current.toRevision ? change.steps : [outdated(current, revisions.get(current.deploymentId))];
-          const result: StoredRollout = { ...steps[steps.length - 1]!.next, generation: current.generation + steps.length, updateTime: now };
-          results.set(change, result);
-          won.push({ change, steps, result });
+    const stored = await this.#db.transaction().execute(async (tx) => {
+      // The deployments' rows first (in id order), as a change of a deployment locks it
+      // before its rollout's (supersede): one lock order, so the two never deadlock.
+      const deploymentRows = await tx
+        .selectFrom("deployments")
+        .select(["id", "revision"])
+        .where(
+          "id",
+          "in",
+          changes.map((c) => c.current.deploymentId),
+        )
+        .orderBy("id")
+        .$if(this.#dialect.locksRows, (q) => q.forUpdate())
+        .execute();
+      const revisions = new Map(deploymentRows.map((r) => [r.id, Number(r.revision)]));
+      // The compare-and-set: each rollout's row locked and its generation compared, then the
+      // winners' rows written in one statement (still on the generation read).
+      const rolloutRows = await tx
+        .selectFrom("rollouts")
+        .select(["id", "generation"])
+        .where(
+          "id",
+          "in",
+          changes.map((c) => c.current.id),
+        )
+        .orderBy("id")
+        .$if(this.#dialect.locksRows, (q) => q.forUpdate())
+        .execute();
+      const generations = new Map(rolloutRows.map((r) => [r.id, Number(r.generation)]));
+      const results = new Map<RolloutChange, StoredRollout | undefined>();
+      const won: { change: RolloutChange; steps: readonly RolloutStep[]; result: StoredRollout }[] = [];
+      for (const change of changes) {
+        const { current } = change;
+        if (generations.get(current.id) !== current.generation) {
+          results.set(change, undefined);
+          continue;
         }
-        for (let i = 0; i < won.length; i += ROWS_PER_STATEMENT) await updateRollouts(tx, won.slice(i, i + ROWS_PER_STATEMENT), now);
-        const moves = won.filter((w) => w.steps.some((s) => s.effects.move?.length));
-        if (moves.length > 0) regions = await this.#move(tx, moves, now);
-        for (const { change, steps, result } of won) {
-          if (steps.some((s) => s.effects.restore)) regions = [...regions, ...(await this.#restore(tx, change.current, change.actor, result.reason, now))];
-        }
-        const records = won.flatMap(({ change, steps }) =>
-          steps.map((step, i) =>
-            transitionRow(
-              step.next,
-              change.current.generation + i + 1,
-              i === 0 ? change.current.state : steps[i - 1]!.next.state,
-              step.action,
-              change.actor,
-              now,
-            ),
+        // A change of the deployment supersedes its rollout in the same transaction, unless
+        // the deployment had no strategy then (--default-rollout-strategy removed since the
+        // rollout started): such a rollout moves nothing any more.
+        const steps = revisions.get(current.deploymentId) === current.toRevision ? change.steps : [outdated(current, revisions.get(current.deploymentId))];
+        const result: StoredRollout = { ...steps[steps.length - 1]!.next, generation: current.generation + steps.length, updateTime: now };
+        results.set(change, result);
+        won.push({ change, steps, result });
+      }
+      for (let i = 0; i < won.length; i += ROWS_PER_STATEMENT) await updateRollouts(tx, won.slice(i, i + ROWS_PER_STATEMENT), now);
+      const moves = won.filter((w) => w.steps.some((s) => s.effects.move?.length));
+      if (moves.length > 0) regions = await this.#move(tx, moves, now);
+      for (const { change, steps, result } of won) {
+        if (steps.some((s) => s.effects.restore)) regions = [...regions, ...(await this.#restore(tx, change.current, change.actor, result.reason, now))];
+      }
+      const records = won.flatMap(({ change, steps }) =>
+        steps.map((step, i) =>
+          transitionRow(
+            step.next,
+            change.current.generation + i + 1,
+            i === 0 ? change.current.state : steps[i - 1]!.next.state,
+            step.action,
+            change.actor,
+            now,
           ),
-        );
-        for (let i = 0; i < records.length; i += ROWS_PER_STATEMENT) {
-          await tx
-            .insertInto("rollout_transitions")
-            .values(records.slice(i, i + ROWS_PER_STATEMENT))
-            .execute();
-        }
-        // The deployments' statuses (their rollouts included) changed for the status stream.
-        await StatusEvents.append(
-          tx,
-          won.map((w) => ({ type: ResourceType.DEPLOYMENT, id: w.change.current.deploymentId })),
-          now,
-        );
-        return results;
-      });
+        ),
+      );
+      for (let i = 0; i < records.length; i += ROWS_PER_STATEMENT) {
+        await tx
+          .insertInto("rollout_transitions")
+          .values(records.slice(i, i + ROWS_PER_STATEMENT))
+          .execute();
+      }
+      // The deployments' statuses (their rollouts included) changed for the status stream.
+      await StatusEvents.append(
+        tx,
+        won.map((w) => ({ type: ResourceType.DEPLOYMENT, id: w.change.current.deploymentId })),
+        now,
+      );
+      return results;
+    });
     if ([...stored.values()].some((r) => r !== undefined)) this.#onCommit([...new Set(regions)]);
     return stored;
   }

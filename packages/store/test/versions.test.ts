@@ -35,18 +35,15 @@ for (const { db, skip } of await testDatabases()) {
         while (next < WRITES) {
           const n = next++;
           const regionId = regionIds[n % regionIds.length]!;
-          await kysely
-            .transaction()
-            .setIsolationLevel("read committed")
-            .execute(async (tx) => {
-              const version = (await takeVersions(tx, [regionId], store.database.dialect)).get(regionId)!;
-              // Hold the transaction open after taking the version: a late commit.
-              await sleep(Math.random() * 50);
-              await tx
-                .insertInto("deployment_changes")
-                .values({ region_id: regionId, version, resource_type: 1, resource_id: `w${n}`, body: new Uint8Array(), create_time: Date.now() })
-                .execute();
-            });
+          await kysely.transaction().execute(async (tx) => {
+            const version = (await takeVersions(tx, [regionId], store.database.dialect)).get(regionId)!;
+            // Hold the transaction open after taking the version: a late commit.
+            await sleep(Math.random() * 50);
+            await tx
+              .insertInto("deployment_changes")
+              .values({ region_id: regionId, version, resource_type: 1, resource_id: `w${n}`, body: new Uint8Array(), create_time: Date.now() })
+              .execute();
+          });
         }
       };
       const seen = new Map<number, number[]>(regionIds.map((id) => [id, []]));
