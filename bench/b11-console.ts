@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { fileURLToPath } from "node:url";
-import { createClient } from "@connectrpc/connect";
+import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
@@ -21,7 +21,7 @@ import { createBenchDatabase, migrate } from "./lib/db.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
 import { clockOffset, fmtBytes, fmtMs, fmtRatio, log, now, percentile, sleep } from "./lib/util.ts";
 
-const REGIONS = ["eu", "us", "ap"];
+export const REGIONS = ["eu", "us", "ap"];
 
 /** What the page functions use of the page's globals (this file is typed for Node). */
 interface PageElement {
@@ -29,7 +29,7 @@ interface PageElement {
   style: { cssText: string; width: string };
   remove(): void;
 }
-interface PageGlobals {
+export interface PageGlobals {
   document: {
     body: { append(element: PageElement): void };
     createElement(tag: string): PageElement;
@@ -51,7 +51,7 @@ interface PageGlobals {
  * would run before the console's own callback when it renders a burst in one, and count a
  * change a frame late; a MutationObserver tells when the DOM took it, not which frame paints it.
  */
-function armWatch([selector, expected]: readonly [string, string]): void {
+export function armWatch([selector, expected]: readonly [string, string]): void {
   const g = globalThis as unknown as PageGlobals;
   g.b11Seen = new Promise((resolve) => {
     const probe = g.document.createElement("div");
@@ -75,6 +75,45 @@ function armWatch([selector, expected]: readonly [string, string]): void {
   });
 }
 
+/** `count` deployments (app-00000…), each placed in every one of REGIONS with 2 replicas; 8 writers at a time. */
+export async function seedFleet(deployments: Client<typeof DeploymentService>, count: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      for (let i = next++; i < count; i = next++) {
+        await deployments.createDeployment({
+          deployment: {
+            id: `app-${String(i).padStart(5, "0")}`,
+            namespace: `team-${i % 40}`,
+            image: `app:${i % 7}`,
+            regions: REGIONS.map((region) => ({ region, replicas: 2 })),
+          },
+        });
+      }
+    }),
+  );
+}
+
+/** A status change: `id` in region eu reports `ready` of its 2 replicas ready. */
+export function reportReady(cluster: Client<typeof ClusterService>, id: string, ready: number) {
+  return cluster.reportObservedState({
+    region: "eu",
+    observations: [
+      {
+        type: ResourceType.DEPLOYMENT,
+        id,
+        appliedVersion: 1n,
+        observedImage: "app:0",
+        desiredReplicas: 2,
+        updatedReplicas: 2,
+        readyReplicas: ready,
+        availableReplicas: ready,
+        replicas: 2,
+      },
+    ],
+  });
+}
+
 export async function runB11(ctx: BenchContext): Promise<BenchResult> {
   const count = ctx.quick ? 1000 : 10_000;
   const sustainMs = ctx.quick ? 30_000 : 600_000;
@@ -93,22 +132,8 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
     const cluster = createClient(ClusterService, transport);
     const regions = createClient(RegionService, transport);
     for (const name of REGIONS) await regions.createRegion({ region: { name } });
-    let next = 0;
     const t0 = now();
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        for (let i = next++; i < count; i = next++) {
-          await deployments.createDeployment({
-            deployment: {
-              id: `app-${String(i).padStart(5, "0")}`,
-              namespace: `team-${i % 40}`,
-              image: `app:${i % 7}`,
-              regions: REGIONS.map((region) => ({ region, replicas: 2 })),
-            },
-          });
-        }
-      }),
-    );
+    await seedFleet(deployments, count);
     log(`B11: ${count} deployments × ${REGIONS.length} regions created in ${fmtMs(now() - t0)}`);
 
     // The reference: the same list, fetched by a client in this process.
@@ -130,23 +155,7 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
     const target = "app-00000";
     await page.getByLabel("Search").fill(target);
     await page.getByLabel("Region").selectOption("eu");
-    const report = (ready: number) =>
-      cluster.reportObservedState({
-        region: "eu",
-        observations: [
-          {
-            type: ResourceType.DEPLOYMENT,
-            id: target,
-            appliedVersion: 1n,
-            observedImage: "app:0",
-            desiredReplicas: 2,
-            updatedReplicas: 2,
-            readyReplicas: ready,
-            availableReplicas: ready,
-            replicas: 2,
-          },
-        ],
-      });
+    const report = (ready: number) => reportReady(cluster, target, ready);
     // The same changes as a Node client of the status stream sees them: ctrl's part of the
     // latency, without the browser's animation frames.
     const streamAbort = new AbortController();

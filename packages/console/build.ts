@@ -1,7 +1,9 @@
 // Builds the console's static assets into dist/ (committed, as generated code is; `pnpm lint`
 // checks that building again changes nothing): app.js bundled and minified by esbuild,
 // app.css and index.html copied. Nothing is loaded from another origin at run time.
-//   node packages/console/build.ts [--check]
+// --unminified writes app.js alone, not minified, to the file given (to profile the page with the
+// sources' names: bench/diag/console-change.ts).
+//   node packages/console/build.ts [--check | --unminified <file>]
 import { readFileSync, writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
@@ -9,10 +11,11 @@ import { build } from "esbuild";
 const ui = (file: string) => new URL(`./ui/${file}`, import.meta.url);
 const dist = (file: string) => new URL(`./dist/${file}`, import.meta.url);
 
+const unminified = process.argv.includes("--unminified") ? process.argv[process.argv.indexOf("--unminified") + 1] : undefined;
 const bundle = await build({
   entryPoints: [ui("main.ts").pathname],
   bundle: true,
-  minify: true,
+  minify: !unminified,
   format: "esm",
   target: "es2022",
   platform: "browser",
@@ -25,7 +28,9 @@ const outputs: [string, string][] = [
   ["app.css", readFileSync(ui("app.css"), "utf8")],
   ["index.html", readFileSync(ui("index.html"), "utf8")],
 ];
-if (process.argv.includes("--check")) {
+if (unminified) {
+  writeFileSync(unminified, outputs[0]![1]);
+} else if (process.argv.includes("--check")) {
   const stale = outputs.filter(([file, text]) => {
     try {
       return readFileSync(dist(file), "utf8") !== text;
