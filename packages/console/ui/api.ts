@@ -61,6 +61,8 @@ export function isSignedOut(error: unknown): boolean {
 /** The fleet as the console shows it, kept live by the status stream. */
 export interface Fleet {
   deployments: Map<string, Deployment>;
+  /** Moves at each change to `deployments`: what follows from the specs alone is kept until it does. */
+  specs: number;
   /** Per deployment, its regions' status (from the stream: newer than `deployments`' own). */
   statuses: Map<string, RegionStatus[]>;
   /** Per deployment, its newest rollout (active or ended), as the stream last sent it. */
@@ -73,7 +75,7 @@ export interface Fleet {
 }
 
 export function emptyFleet(): Fleet {
-  return { deployments: new Map(), statuses: new Map(), rollouts: new Map(), regions: new Map(), syncedAt: undefined, reconnecting: undefined };
+  return { deployments: new Map(), specs: 0, statuses: new Map(), rollouts: new Map(), regions: new Map(), syncedAt: undefined, reconnecting: undefined };
 }
 
 /** A change this long after the last render is shown at once rather than at the next animation frame. */
@@ -113,6 +115,7 @@ export async function followFleet(fleet: Fleet, changed: () => void, signal: Abo
           const { id, deleted, revision, regions, rollout } = event.value;
           if (deleted) {
             fleet.deployments.delete(id);
+            fleet.specs++;
             fleet.statuses.delete(id);
             fleet.rollouts.delete(id);
           } else {
@@ -123,7 +126,10 @@ export async function followFleet(fleet: Fleet, changed: () => void, signal: Abo
               // The spec of a new revision (the stream carries status, not specs).
               void api.deployments.getDeployment({ id }).then(
                 (d) => {
-                  if (d.deployment) fleet.deployments.set(id, d.deployment);
+                  if (d.deployment) {
+                    fleet.deployments.set(id, d.deployment);
+                    fleet.specs++;
+                  }
                   notify();
                 },
                 () => {},

@@ -68,6 +68,7 @@ function App() {
             live.statuses.set(d.id, d.status);
             if (d.rollout) live.rollouts.set(d.id, d.rollout);
           }
+          live.specs++;
           setTick((n) => n + 1);
         });
       } catch (error) {
