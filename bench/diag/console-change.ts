@@ -1,9 +1,10 @@
 // Diagnosis for B11: what the console's page does per status change, with B11's fleet loaded
 // and the Deployments table filtered to the one row that changes. The page runs the console
-// built without minifying (same code, readable names); Chromium's CPU profiler samples the page
-// every 100 µs over `changes` changes, each sent once the one before is on the page (as B11
-// sends them). Prints the page's time per change by function: self time, and the inclusive
-// time of the functions that take most.
+// built without minifying (same code, readable names). Two passes of `changes` changes, each sent
+// once the one before is on the page (as B11 sends them): one traced (Chromium's timeline: the
+// browser's own work on the page's main thread, style, layout, paint, tasks, by event), one with
+// Chromium's CPU profiler sampling the page every 100 µs. Prints the page's time per change by
+// trace event, and by function: self time, and the inclusive time of the functions that take most.
 //   node bench/diag/console-change.ts [deployments=10000] [changes=200]
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -29,6 +30,15 @@ interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   children?: number[];
+}
+interface TraceEvent {
+  name: string;
+  ph: string;
+  ts: number;
+  dur?: number;
+  pid: number;
+  tid: number;
+  args?: { name?: string };
 }
 interface Profile {
   nodes: ProfileNode[];
@@ -64,21 +74,36 @@ try {
   await page.getByLabel("Region").selectOption("eu");
   const cell = `tr[data-row="${target}/eu"] td:nth-of-type(4)`;
 
+  /** `changes` changes, each sent once the one before is on the page; their send-to-frame times. */
+  const run = async () => {
+    const started = now();
+    const latencies: number[] = [];
+    for (let i = 0; i < changes; i++) {
+      const ready = i % 2 === 0 ? 1 : 2;
+      await page.evaluate(armWatch, [cell, `${ready}/2`] as const);
+      const sent = now();
+      await reportReady(cluster, target, ready);
+      await page.evaluate(() => (globalThis as unknown as PageGlobals).b11Seen!);
+      latencies.push(now() - sent);
+    }
+    return { latencies, wallMs: now() - started };
+  };
   const cdp = await page.context().newCDPSession(page);
+
+  // Second pass, without the profiler: the browser's own work on the page's main thread (style,
+  // layout, paint, tasks) by trace event, self time (each event's time less its children's).
+  const traceEvents: TraceEvent[] = [];
+  cdp.on("Tracing.dataCollected", (e) => traceEvents.push(...(e.value as unknown as TraceEvent[])));
+  const traced = new Promise((resolve) => cdp.once("Tracing.tracingComplete", resolve));
+  await cdp.send("Tracing.start", { categories: "devtools.timeline,disabled-by-default-devtools.timeline,blink,cc,toplevel", transferMode: "ReportEvents" });
+  const tracePass = await run();
+  await cdp.send("Tracing.end");
+  await traced;
+
   await cdp.send("Profiler.enable");
   await cdp.send("Profiler.setSamplingInterval", { interval: 100 });
   await cdp.send("Profiler.start");
-  const started = now();
-  const latencies: number[] = [];
-  for (let i = 0; i < changes; i++) {
-    const ready = i % 2 === 0 ? 1 : 2;
-    await page.evaluate(armWatch, [cell, `${ready}/2`] as const);
-    const sent = now();
-    await reportReady(cluster, target, ready);
-    await page.evaluate(() => (globalThis as unknown as PageGlobals).b11Seen!);
-    latencies.push(now() - sent);
-  }
-  const wallMs = now() - started;
+  const { latencies, wallMs } = await run();
   const { profile } = (await cdp.send("Profiler.stop")) as unknown as { profile: Profile };
 
   // Self time per node from the samples, then per function (name, file, line).
@@ -118,6 +143,25 @@ try {
   );
   console.log(
     `page main thread, JavaScript per change: ${perChange(busy)} (idle ${perChange(self.get("(idle)") ?? 0)}, program ${perChange(self.get("(program)") ?? 0)})`,
+  );
+  // The trace: complete events on the renderers' main threads, self time by name.
+  const mains = new Set(
+    traceEvents.filter((e) => e.ph === "M" && e.name === "thread_name" && e.args?.name === "CrRendererMain").map((e) => `${e.pid}:${e.tid}`),
+  );
+  const traceSelf = new Map<string, number>();
+  const complete = traceEvents
+    .filter((e) => e.ph === "X" && e.dur !== undefined && mains.has(`${e.pid}:${e.tid}`))
+    .sort((a, b) => a.ts - b.ts || b.dur! - a.dur!);
+  const open: TraceEvent[] = [];
+  for (const e of complete) {
+    while (open.length > 0 && open.at(-1)!.ts + open.at(-1)!.dur! <= e.ts) open.pop();
+    const parent = open.at(-1);
+    if (parent) traceSelf.set(parent.name, (traceSelf.get(parent.name) ?? 0) - e.dur!);
+    traceSelf.set(e.name, (traceSelf.get(e.name) ?? 0) + e.dur!);
+    open.push(e);
+  }
+  console.log(
+    `traced pass (no profiler): p50 ${fmtMs(median(tracePass.latencies))}, p99 ${fmtMs(percentile(tracePass.latencies, 99))}; the page's main thread per change by trace event, self time:\n${top(traceSelf, 20)}`,
   );
   console.log(`self time per change:\n${top(self, 25)}`);
   console.log(`inclusive time per change:\n${top(inclusive, 40)}`);
