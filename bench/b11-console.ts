@@ -36,7 +36,7 @@ export interface PageGlobals {
     querySelector(selector: string): PageElement | null;
   };
   performance: { timeOrigin: number; now(): number };
-  requestAnimationFrame(callback: () => void): number;
+  MutationObserver: new (callback: () => void) => { observe(target: object, options: object): void; disconnect(): void };
   ResizeObserver: new (callback: () => void) => { observe(target: PageElement): void; disconnect(): void };
   /** When the armed cell shows its new text (the page's clock, ms since the epoch). */
   b11Seen?: Promise<number>;
@@ -44,34 +44,36 @@ export interface PageGlobals {
 
 /**
  * Runs in the page: arms a watch for the cell at `selector` to show `expected`, and sets
- * b11Seen to the time of the first animation frame that renders it. While armed, every frame
- * resizes a hidden 1-pixel probe in an animation-frame callback, so a ResizeObserver on it is
- * called in every frame, after all of the frame's animation-frame callbacks, style and layout,
- * just before paint: the cell is checked there. A check in an animation-frame callback instead
- * would run before the console's own callback when it renders a burst in one, and count a
- * change a frame late; a MutationObserver tells when the DOM took it, not which frame paints it.
+ * b11Seen to the time of the first animation frame that renders it. A MutationObserver sees
+ * the cell take the text (in the microtask after the console's DOM update) and resizes a
+ * hidden 1-pixel probe there; a ResizeObserver on the probe is called in the frame that lays out
+ * that update, after its animation-frame callbacks, style and layout, just before its paint:
+ * that is the time taken. It is the right frame whether the console updated the DOM from a task
+ * (the next frame) or from an animation-frame callback (that same frame), and nothing runs a
+ * frame the page would not have run: a loop of animation frames while waiting would keep the
+ * browser's frame clock going, which an idle page does not have.
  */
 export function armWatch([selector, expected]: readonly [string, string]): void {
   const g = globalThis as unknown as PageGlobals;
+  const shows = () => g.document.querySelector(selector)?.textContent === expected;
   g.b11Seen = new Promise((resolve) => {
     const probe = g.document.createElement("div");
     probe.style.cssText = "position: fixed; top: 0; left: 0; height: 1px; width: 1px; visibility: hidden";
     g.document.body.append(probe);
-    let armed = true;
-    const observer = new g.ResizeObserver(() => {
-      if (!armed || g.document.querySelector(selector)?.textContent !== expected) return;
-      armed = false;
-      observer.disconnect();
+    const mutations = new g.MutationObserver(() => {
+      if (!shows()) return;
+      mutations.disconnect();
+      probe.style.width = "2px";
+    });
+    // (Its first call, at the probe's first layout, comes before any change: the probe is 1px wide.)
+    const frames = new g.ResizeObserver(() => {
+      if (probe.style.width !== "2px" || !shows()) return;
+      frames.disconnect();
       probe.remove();
       resolve(g.performance.timeOrigin + g.performance.now());
     });
-    observer.observe(probe);
-    const frame = () => {
-      if (!armed) return;
-      probe.style.width = probe.style.width === "1px" ? "2px" : "1px";
-      g.requestAnimationFrame(frame);
-    };
-    g.requestAnimationFrame(frame);
+    frames.observe(probe);
+    mutations.observe(g.document.body, { subtree: true, childList: true, characterData: true });
   });
 }
 
