@@ -23,11 +23,13 @@
 // --heap-growing-percent=100: after a full GC V8 sets the next one at a multiple of what it left
 // live, a multiple it bounds by the old generation's limit: up to 4 where the limit is large (a
 // machine with memory to spare and no container limit), about 1.3 where it is small. Under B8's
-// attack ctrl's heap grew from about 35 MB live to 110–131 MB between full GCs, a peak of +143 MB
-// (median of five runs); with the multiple fixed at 2, +76 and +78 MB. In the manifest's pod (an
-// old generation of 256 MiB) V8 would keep to about 1.3 itself: there the flag trades heap (up to
-// twice what is live, still within the cap above) for fewer full GCs. 1.5 (=50) put B8's good
-// client's p99 above 3x its p99 alone in two runs of five.
+// attack ctrl's heap grew from about 35 MB live to 110–131 MB between full GCs: a peak of +143 MB
+// (median of five runs), +165 and +169 MB in two more; with the multiple fixed at 2, +74 to
+// +88 MB in five runs (median +80), the good client's p99 during the attack no higher than in
+// the runs without it, B1–B4 no slower (one run each). In the manifest's pod (an old generation
+// of 256 MiB) V8 would keep to about 1.3 itself: there the flag trades heap (up to twice what is
+// live, still within the cap above) for fewer full GCs. 1.5 (=50) put B8's good client's p99
+// above 3x its p99 alone in two runs of five.
 export const CTRL_OLD_SPACE_PERCENT = 50;
 export const CTRL_SEMI_SPACE_MIB = 4;
 export const CTRL_HEAP_GROWING_PERCENT = 100;
@@ -43,7 +45,8 @@ export const CTRL_NODE_FLAGS: readonly string[] = [
 // only shrink from the top. Under the authenticated fuzz ctrl's request bytes (bodies read,
 // inflated and drained, in 64 KiB socket reads and up to the 4 MiB message limit) were, once
 // freed, up to 66–88 MiB of arenas at the peak; with the fixed threshold 12–26 MiB (one run of
-// bench/diag/burst-memory.ts: peak +91 against +108 MiB). Smaller blocks (HTTP/2 frames, headers,
-// small messages) stay in the arenas: an mmap/munmap each would cost every request. Read by glibc
-// at process start, so it has to be in the environment; other C libraries ignore it.
+// bench/diag/burst-memory.ts: peak +91 against +108 MiB), and ctrl's RSS at rest in
+// memory-release.test.ts 98 MiB against 106–111. Smaller blocks (HTTP/2 frames, headers, small
+// messages) stay in the arenas: an mmap/munmap each would cost every request. Read by glibc at
+// process start, so it has to be in the environment; other C libraries ignore it.
 export const CTRL_ENVIRONMENT: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: "65536" };

@@ -86,10 +86,11 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
       t.diagnostic(measured);
       if (round === 1) Object.assign(first, { peak, later });
       assert.ok(later <= AFTER_BOUND, `45 s later: ${measured}`);
-      // Not met in every run yet: with the semi-space cap +65 to +90 MiB in 8 bursts of 9, +119.1 MiB
-      // in a first burst (docs/benchmarks.md, ctrl's decoding cost); what remains is request Buffers
-      // and malloc.
-      await t.test(`peak within ${mib(PEAK_BOUND)} MiB of rest`, { todo: "+119 MiB in 1 burst of 9" }, () =>
+      // Met, but with no margin: with CTRL_NODE_FLAGS and CTRL_ENVIRONMENT +75.2 to +99.6 MiB in 9
+      // bursts of 9, three of them above +99 MiB (before them +119.1 MiB in 1 burst of 9). Most of
+      // what is left at the peak is Buffers (external memory +43 to +52 MiB in
+      // bench/diag/burst-memory.ts), more than the decode budget holds (at 8 MiB: +85 to +104 MiB).
+      await t.test(`peak within ${mib(PEAK_BOUND)} MiB of rest`, { todo: "up to +99.6 MiB in 9 bursts: no margin" }, () =>
         assert.ok(peak <= PEAK_BOUND, `peak: ${measured}`),
       );
       if (round > 1) {
