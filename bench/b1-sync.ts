@@ -126,11 +126,12 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const plainEnvToken = await createAgentToken(ctrl.url, PLAIN_ENV_REGION);
     // Before the lean readers connect: ctrl closes a connection whose first request takes longer (10 s).
     const deliveredValues = await checkSecretsDelivered(ctrl.url, mixedToken, mix, count);
-    lean = new LeanSyncClient(ctrl.url);
     tls = benchTls();
     tlsCtrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, tls: tls.server, secretsKeyFile });
-    leanTls = new LeanSyncClient(tlsCtrl.url, tls.ca);
     twinCtrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, secretsKeyFile });
+    // Once every ctrl has started: a ctrl closes a connection whose first request waits longer (10 s).
+    lean = new LeanSyncClient(ctrl.url);
+    leanTls = new LeanSyncClient(tlsCtrl.url, tls.ca);
     leanTwin = new LeanSyncClient(twinCtrl.url);
     const connectDefault = clusterClient(ctrl.url);
     const connectPlain = clusterClient(ctrl.url, { acceptCompression: [] });
