@@ -197,6 +197,12 @@ async function startCountingCtrl(store: Store, options: { tokenRecheckMs?: numbe
     log: testLogger(),
     ...options,
   });
+  // Its start's own reads (the rollout driver takes its lease, arms its timer and looks at what
+  // is progressing) may still run under load: counting starts once none has come for 300 ms.
+  for (let seen = -1, deadline = Date.now() + 10_000; seen !== queries && Date.now() < deadline; ) {
+    seen = queries;
+    await sleep(300);
+  }
   return { ctrl, queries: () => queries };
 }
 
