@@ -100,6 +100,12 @@ export const CTRL_OPTIONS = [
     description: "bytes of requests being read and decoded at once, process-wide; the next requests wait for their share",
   },
   {
+    flag: "collect-after-request-bytes",
+    default: String(16 * 1024 * 1024),
+    description:
+      "bytes of large request bodies freed (once decoded) after which ctrl asks V8 for a full GC, which collects the rest of their garbage; 0: never",
+  },
+  {
     flag: "decode-wait",
     default: "1s",
     description: "a request that waited this long for its share of --decode-budget-bytes is refused (RESOURCE_EXHAUSTED with a RetryInfo)",
@@ -208,7 +214,7 @@ export const CTRL_OPTIONS = [
   },
   {
     flag: "memory-release-growth-bytes",
-    default: String(32 * 1024 * 1024),
+    default: String(16 * 1024 * 1024),
     description:
       "once RSS grew this much since the last release, ctrl returns freed memory to the system (a memory-reducing GC and malloc_trim, checked every 5 s); 0 turns it off",
   },

@@ -36,6 +36,7 @@ try {
       maxElements: read.positiveInt("max-repeated-elements"),
       budgetBytes: read.positiveInt("decode-budget-bytes"),
       waitMs: read.positiveDuration("decode-wait"),
+      collectAfterBytes: read.nonNegativeInt("collect-after-request-bytes"),
     },
     pollIntervalMs: read.positiveDuration("poll-interval"),
     stream: {

@@ -9,6 +9,7 @@ import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression 
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { DEFAULT_DECODE_BUDGET_BYTES, DEFAULT_DECODE_WAIT_MS, DecodeBudget } from "./decode-budget.ts";
 import { DEFAULT_MESSAGE_LIMITS, messageLimit, type MessageLimits } from "./message-limits.ts";
+import { DEFAULT_COLLECT_AFTER_REQUEST_BYTES, RequestGarbage } from "./request-garbage.ts";
 import { checkBinaryShape, checkJsonShape, DEFAULT_SHAPE_LIMITS, type ShapeLimits } from "./request-shape.ts";
 
 /** What a request may cost before it is decoded. */
@@ -16,6 +17,7 @@ export interface RequestBounds {
   messages: MessageLimits;
   shape: ShapeLimits;
   budget: DecodeBudget;
+  garbage: RequestGarbage;
 }
 
 /** The bounds as ctrl's options give them (each a flag). */
@@ -24,6 +26,8 @@ export interface DecodeOptions extends MessageLimits, ShapeLimits {
   budgetBytes: number;
   /** How long a request waits for its share of the budget before RESOURCE_EXHAUSTED. */
   waitMs: number;
+  /** Bytes of request buffers freed after which V8 is asked for a full GC (request-garbage.ts); 0: never. */
+  collectAfterBytes: number;
 }
 
 export const DEFAULT_DECODE_OPTIONS: DecodeOptions = {
@@ -31,15 +35,17 @@ export const DEFAULT_DECODE_OPTIONS: DecodeOptions = {
   ...DEFAULT_SHAPE_LIMITS,
   budgetBytes: DEFAULT_DECODE_BUDGET_BYTES,
   waitMs: DEFAULT_DECODE_WAIT_MS,
+  collectAfterBytes: DEFAULT_COLLECT_AFTER_REQUEST_BYTES,
 };
 
 /** `onRefused` counts requests refused for want of budget. */
 export function requestBounds(options: DecodeOptions, onRefused: () => void): RequestBounds {
-  const { readMaxBytes, writeMaxBytes, queryMaxBytes, maxDepth, maxElements, budgetBytes, waitMs } = options;
+  const { readMaxBytes, writeMaxBytes, queryMaxBytes, maxDepth, maxElements, budgetBytes, waitMs, collectAfterBytes } = options;
   return {
     messages: { readMaxBytes, writeMaxBytes, queryMaxBytes },
     shape: { maxDepth, maxElements },
     budget: new DecodeBudget(budgetBytes, waitMs, onRefused),
+    garbage: new RequestGarbage(collectAfterBytes),
   };
 }
 
@@ -62,6 +68,8 @@ export interface ReadBody {
   raw: Uint8Array;
   /** Gives back the body's share of the decode budget: once the message is decoded. */
   release(): void;
+  /** Buffers this read allocated (the body joined from its chunks, the inflated message): no one else views them. */
+  allocated: Uint8Array[];
 }
 
 const ENVELOPE = 5;
@@ -78,6 +86,7 @@ export async function readRequestBody(source: AsyncIterable<Uint8Array>, request
     new ConnectError(`message size ${size} is larger than ${maxBytes}, the limit of ${method.parent.typeName}/${method.name}`, Code.ResourceExhausted);
   if (request.declaredLength !== undefined && request.declaredLength > maxBytes + frame) throw tooLarge(request.declaredLength - frame);
   const chunks: Uint8Array[] = [];
+  const allocated: Uint8Array[] = [];
   let length = 0;
   let release: (() => void) | undefined;
   // Not for-await: its return() on an error would wait for a body the client cannot send (its
@@ -91,7 +100,7 @@ export async function readRequestBody(source: AsyncIterable<Uint8Array>, request
       length += chunk.byteLength;
       if (release === undefined && (!enveloped || length >= ENVELOPE)) {
         // What the body declares (compressed, it may inflate up to the limit), else the limit.
-        const head = enveloped ? concat(chunks, length) : undefined;
+        const head = enveloped ? concat(chunks, length, allocated) : undefined;
         const declared = head && !(head[0]! & compressedFlag) ? new DataView(head.buffer, head.byteOffset).getUint32(1) : undefined;
         if (declared !== undefined && declared > maxBytes) throw tooLarge(declared);
         const unpacked = request.compression === undefined && !enveloped ? request.declaredLength : undefined;
@@ -100,16 +109,17 @@ export async function readRequestBody(source: AsyncIterable<Uint8Array>, request
       if (length > maxBytes + frame) throw tooLarge(length - frame);
     }
     release ??= () => {};
-    const raw = concat(chunks, length);
+    const raw = concat(chunks, length, allocated);
     let message = enveloped ? singleMessage(raw) : raw;
     if (message !== undefined && (enveloped ? raw[0]! & compressedFlag : request.compression)) {
       message = request.compression ? await request.compression.decompress(message, maxBytes) : undefined;
+      if (message !== undefined) allocated.push(message);
     }
     if (message !== undefined) {
       if (request.json) checkJsonShape(message, bounds.shape);
       else checkBinaryShape(method.input, message, bounds.shape);
     }
-    return { message, raw, release };
+    return { message, raw, release, allocated };
   } catch (error) {
     release?.();
     if (!ended) void drain(iterator, bounds.messages.readMaxBytes);
@@ -137,10 +147,12 @@ function singleMessage(raw: Uint8Array): Uint8Array | undefined {
   return raw.byteLength === ENVELOPE + length ? raw.subarray(ENVELOPE) : undefined;
 }
 
-function concat(chunks: Uint8Array[], length: number): Uint8Array {
+/** The chunks as one buffer; one it joins goes to `allocated` (a single chunk is the socket's, not ours). */
+function concat(chunks: Uint8Array[], length: number, allocated: Uint8Array[]): Uint8Array {
   if (chunks.length === 1) return chunks[0]!;
   const joined = Buffer.concat(chunks, length);
   chunks.splice(0, chunks.length, joined);
+  allocated.push(joined);
   return joined;
 }
 
@@ -187,9 +199,22 @@ export function boundedConnectRequest(
       if (done) return { done: true, value: undefined };
       done = true;
       read ??= readRequestBody(source, body, bounds);
-      const { message, raw, release } = await read;
-      setImmediate(release);
-      return { done: false, value: message === undefined ? raw : enveloped ? encodeEnvelope(0, message) : message };
+      const { message, raw, release, allocated } = await read;
+      if (message === undefined) {
+        // connect reports what is wrong with it, and may keep views of it until then.
+        setImmediate(release);
+        return { done: false, value: raw };
+      }
+      let value = message;
+      if (enveloped && message.buffer === raw.buffer)
+        value = raw; // uncompressed: the envelope as it came
+      else if (enveloped) allocated.push((value = encodeEnvelope(0, message))); // inflated: in a new envelope
+      // By then connect has copied the message out of `value` into the buffer it decodes.
+      setImmediate(() => {
+        release();
+        bounds.garbage.free(allocated);
+      });
+      return { done: false, value };
     },
   };
   return { ...request, body: { [Symbol.asyncIterator]: () => iterator } };

@@ -111,7 +111,7 @@ export interface CtrlOptions {
   readinessTimeoutMs?: number;
   /** Serve the web console at / (default true). */
   console?: boolean;
-  /** RSS growth after which ctrl returns freed memory to the system (memory-release.ts). Default 32 MiB; 0 turns it off. */
+  /** RSS growth after which ctrl returns freed memory to the system (memory-release.ts). Default 16 MiB; 0 turns it off. */
   memoryReleaseGrowthBytes?: number;
   /** The least time between two memory releases. Default 30 s. */
   memoryReleaseIntervalMs?: number;

@@ -1,6 +1,7 @@
 // What a burst of malformed and oversized requests from an authenticated client (the protocol
 // fuzz: every RPC, every protocol, both transports, 16 at a time, each input that costs a
-// decoder most) costs ctrl: during the burst its peak RSS stays within 100 MB of its RSS at rest
+// decoder most) costs ctrl: during the burst its peak RSS stays within 100 MB (10^8 bytes, as the
+// bounds are stated) of its RSS at rest
 // (each RPC's message limit, the decode budget and the shape limits bound what decoding takes,
 // and CTRL_NODE_FLAGS' semi-space cap what V8's young generation grows to), and 45 s after it
 // within 30 MB (ctrl returns what the burst freed once RSS has grown by
@@ -26,9 +27,10 @@ import { waitFor } from "@flotilla/testkit/stack";
 const TOKEN = "memory-release-admin-token-0123456789abcdef";
 const SERVICES = [ClusterService, DeploymentService, RegionService, NetworkPolicyService, SentinelService, OperatorService, HistoryService, StatusService];
 const MIB = 2 ** 20;
+const MB = 10 ** 6;
 /** The bounds this test states, above ctrl's RSS at rest before the first burst. */
-const PEAK_BOUND = 100 * MIB;
-const AFTER_BOUND = 30 * MIB;
+const PEAK_BOUND = 100 * MB;
+const AFTER_BOUND = 30 * MB;
 /**
  * How far a later burst's peak or RSS 45 s later may be above the first's and still count as the
  * same: the first burst's peak is the highest (it grows what later ones reuse), the others were
@@ -69,8 +71,9 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
 
   const first = { peak: 0, later: 0 };
   for (const round of [1, 2, 3]) {
-    test(`burst ${round}: 45 s later within ${mib(AFTER_BOUND)} MiB of rest, no burst above the first`, async (t) => {
+    test(`burst ${round}: 45 s later within ${AFTER_BOUND / MB} MB of rest, no burst above the first`, async (t) => {
       const pid = ctrl.child.pid!;
+      const logBefore = ctrl.log().length;
       writeFileSync(`/proc/${pid}/clear_refs`, "5"); // resets VmHWM to the current RSS
       const outcomes = await sendFuzz(ctrl.url, TOKEN, fuzzRequests(SERVICES, round), 16, ANSWER_WITHIN_MS);
       const peak = status(pid, "VmHWM") - rest;
@@ -84,13 +87,22 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
       const later = status(pid, "VmRSS") - rest;
       const measured = `rest ${mib(rest)} MiB; peak +${mib(peak)} MiB, 45 s later +${mib(later)} MiB; HTTP statuses ${JSON.stringify(Object.fromEntries(outcomes))}`;
       t.diagnostic(measured);
+      // When RSS 45 s later is off, whether a release ran after the burst, and what it left, says why.
+      t.diagnostic(
+        ctrl
+          .log()
+          .slice(logBefore)
+          .split("\n")
+          .filter((line) => line.includes("memory released"))
+          .join("\n"),
+      );
       if (round === 1) Object.assign(first, { peak, later });
       assert.ok(later <= AFTER_BOUND, `45 s later: ${measured}`);
       // Met, but with no margin: with CTRL_NODE_FLAGS and CTRL_ENVIRONMENT +75.2 to +99.6 MiB in 9
       // bursts of 9, three of them above +99 MiB (before them +119.1 MiB in 1 burst of 9). Most of
       // what is left at the peak is Buffers (external memory +43 to +52 MiB in
       // bench/diag/burst-memory.ts), more than the decode budget holds (at 8 MiB: +85 to +104 MiB).
-      await t.test(`peak within ${mib(PEAK_BOUND)} MiB of rest`, { todo: "up to +99.6 MiB in 9 bursts: no margin" }, () =>
+      await t.test(`peak within ${PEAK_BOUND / MB} MB of rest`, { todo: "up to +99.6 MiB in 9 bursts: no margin" }, () =>
         assert.ok(peak <= PEAK_BOUND, `peak: ${measured}`),
       );
       if (round > 1) {

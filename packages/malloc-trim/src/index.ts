@@ -31,13 +31,8 @@ function load(): (() => boolean) | undefined {
 
 let gc: ((options: object) => void) | undefined;
 
-/**
- * One memory-reducing full GC (V8's "last resort" flavour: compacts and releases free pages,
- * which ordinary GCs keep resident), then malloc_trim where the C library is glibc. V8 offers
- * that GC only through `gc()`, which `--expose-gc` installs in new contexts: the flag is set for
- * the one context that fetches the function, then cleared.
- */
-export function releaseMemory(): void {
+/** V8's `gc()`, fetched once. */
+function v8Gc(): (options: object) => void {
   if (!gc) {
     setFlagsFromString("--expose-gc");
     try {
@@ -46,7 +41,22 @@ export function releaseMemory(): void {
       setFlagsFromString("--no-expose-gc");
     }
   }
-  gc({ type: "major", execution: "sync", flavor: "last-resort" });
+  return gc;
+}
+
+/** Asks V8 for a full GC in a task of its own, soon (the caller does not wait for it). */
+export function collectSoon(): void {
+  v8Gc()({ type: "major", execution: "async" });
+}
+
+/**
+ * One memory-reducing full GC (V8's "last resort" flavour: compacts and releases free pages,
+ * which ordinary GCs keep resident), then malloc_trim where the C library is glibc. V8 offers
+ * that GC only through `gc()`, which `--expose-gc` installs in new contexts: the flag is set for
+ * the one context that fetches the function, then cleared.
+ */
+export function releaseMemory(): void {
+  v8Gc()({ type: "major", execution: "sync", flavor: "last-resort" });
   // After the GC: freeing V8's external buffers (array buffers) frees C heap too.
   mallocTrim?.();
 }
