@@ -98,11 +98,12 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
       );
       if (round === 1) Object.assign(first, { peak, later });
       assert.ok(later <= AFTER_BOUND, `45 s later: ${measured}`);
-      // Met, but with no margin: with CTRL_NODE_FLAGS and CTRL_ENVIRONMENT +75.2 to +99.6 MiB in 9
-      // bursts of 9, three of them above +99 MiB (before them +119.1 MiB in 1 burst of 9). Most of
-      // what is left at the peak is Buffers (external memory +43 to +52 MiB in
-      // bench/diag/burst-memory.ts), more than the decode budget holds (at 8 MiB: +85 to +104 MiB).
-      await t.test(`peak within ${PEAK_BOUND / MB} MB of rest`, { todo: "up to +99.6 MiB in 9 bursts: no margin" }, () =>
+      // Met in most bursts, not in all: 100 MB is 95.4 MiB. With the request buffers freed and a GC
+      // asked for per 16 MiB of them (request-garbage.ts): +78.7 to +84.0 MiB in this test's 3
+      // bursts, +64.7 to +96.4 MiB in 12 of bench/diag/burst-memory.ts (before: +75.2 to +104.8
+      // MiB). What is left at the peak moves between Buffers (+23 to +40 MiB) and memory outside
+      // V8's heap and Buffers (malloc's: +12 to +42 MiB) from burst to burst.
+      await t.test(`peak within ${PEAK_BOUND / MB} MB of rest`, { todo: "+64.7 to +96.4 MiB in 15 bursts, 95.4 MiB allowed" }, () =>
         assert.ok(peak <= PEAK_BOUND, `peak: ${measured}`),
       );
       if (round > 1) {
