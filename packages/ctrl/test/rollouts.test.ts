@@ -2,7 +2,7 @@
 // a region's desired state moves only when its wave starts; a wave is done after every region
 // of it ran RUNNING at the new revision for its bake; a failure rolls back exactly the regions
 // moved (later waves never written); an older RUNNING observation never passes the gate; the
-// operators' controls and their roles; the deadline, falling due with no observation; rollouts
+// operators' controls and their roles; a region removed from the placement leaves at once; the deadline, falling due with no observation; rollouts
 // due at once moving on in one transaction per batch.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -148,6 +148,33 @@ for (const { db, skip } of await testDatabases()) {
       const metrics = await t.ctrl.metrics.registry.metrics();
       assert.match(metrics, /^flotilla_ctrl_rollouts_ended_total\{result="SUCCEEDED"\} 1$/m);
       assert.match(metrics, /^flotilla_ctrl_rollout_wave_duration_seconds_count 2$/m);
+    });
+
+    test("a region removed from the placement leaves at once, whatever its wave; the rest of the change waits for its wave", async () => {
+      const deployments = t.client(DeploymentService);
+      await deployments.createDeployment(deployment("basket", "basket:1", twoWaves(0)));
+      await agentsRun("basket");
+      while (!(await desired("basket")).us) await sleep(25);
+      await agentsRun("basket");
+      await until("basket", RolloutState.SUCCEEDED);
+      const before = await desired("basket");
+      const { deployment: shrunk } = deployment("basket", "basket:2", twoWaves(60));
+      shrunk.regions = shrunk.regions.filter((r) => r.region !== "us");
+      await deployments.updateDeployment({ deployment: shrunk });
+      const now = await desired("basket");
+      assert.equal(now.us, undefined, "us, of the second wave, no longer holds it");
+      const tombstone = await t.store.database.db
+        .selectFrom("deployment_changes")
+        .innerJoin("regions", "regions.id", "deployment_changes.region_id")
+        .select("deployment_changes.version")
+        .where("regions.name", "=", "us")
+        .where("resource_id", "=", "basket")
+        .orderBy("deployment_changes.version", "desc")
+        .executeTakeFirstOrThrow();
+      assert.ok(Number(tombstone.version) > before.us!.version, "us's agent is sent the removal now");
+      assert.equal(now.canary!.image, "basket:2", "the first wave moves");
+      assert.deepEqual(now.eu, before.eu, "eu waits for its wave");
+      assert.equal((await rollout("basket")).state, RolloutState.PROGRESSING);
     });
 
     test("a failing image: the first wave fails, the regions it moved run the previous spec again, the second wave is never written", async () => {
