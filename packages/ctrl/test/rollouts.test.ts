@@ -1,9 +1,10 @@
 // Staged rollouts (ARCHITECTURE §9) with scripted agents reporting through ReportObservedState:
 // a region's desired state moves only when its wave starts; a wave is done after every region
 // of it ran RUNNING at the new revision for its bake; a failure rolls back exactly the regions
-// moved (later waves never written); an older RUNNING observation never passes the gate; the
-// operators' controls and their roles; a region removed from the placement leaves at once; the deadline, falling due with no observation; rollouts
-// due at once moving on in one transaction per batch.
+// moved (later waves never written); an older RUNNING observation never passes the gate; a
+// region removed from the placement leaves at once; the operators' controls and their roles;
+// the deadline, falling due with no observation; rollouts due at once moving on in one
+// transaction per batch.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
