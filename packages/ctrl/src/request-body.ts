@@ -68,7 +68,11 @@ export interface ReadBody {
   raw: Uint8Array;
   /** Gives back the body's share of the decode budget: once the message is decoded. */
   release(): void;
-  /** Buffers this read allocated (the body joined from its chunks, the inflated message): no one else views them. */
+  /**
+   * Buffers this read allocated (the body joined from its chunks, the inflated message), which
+   * nothing else holds: a caller may free them (RequestGarbage) once nothing decoded from them
+   * views them any more (connect decodes a copy; fromBinary's bytes fields are views).
+   */
   allocated: Uint8Array[];
 }
 

@@ -12,8 +12,9 @@
 // as empty after, which is why only buffers the read allocated itself come here), and once the
 // bytes freed reach --collect-after-request-bytes V8 is asked for a full GC, which collects the
 // rest of those requests' garbage (the socket's chunks, connect's copy, the decoded messages).
-// Peak above rest, 9 bursts each: +64.7 to +76.5 MiB, against +64.4 to +92.4 MiB with the
-// buffers freed alone (+75 to +105 MiB before either). Small requests come in one chunk and
+// Peak above rest, 9 bursts each: +64.7 to +96.4 MiB, against +64.4 to +97.0 MiB with the
+// buffers freed alone and +75 to +105 MiB before either; the Buffers at the peak went from +43–47
+// to +23–35 MiB (docs/benchmarks.md, ctrl's decoding cost). Small requests come in one chunk and
 // allocate nothing here, so ordinary traffic (agents' reports) triggers no GC.
 import { collectSoon } from "@flotilla/malloc-trim";
 
