@@ -358,6 +358,8 @@ async function waiting(ctx: BenchContext, count: number, windowMs: number) {
     await sleep(2000);
     const without = await atRest(measured.ctrl, measured.proxy, windowMs);
     log(`B12: no rollouts: ${without.qps.toFixed(2)} queries/s, RSS ${fmtBytes(without.memory.rss)}`);
+    // The peak from here on: while the rollouts are staged, reported (the measured ctrl follows both) and bake.
+    measured.ctrl.resetPeakRss();
 
     const ids = Array.from({ length: count }, (_, i) => `bake-${String(i).padStart(5, "0")}`);
     const t0 = now();
@@ -380,6 +382,7 @@ async function waiting(ctx: BenchContext, count: number, windowMs: number) {
     // for skipped event numbers for 10 s (its gap timeout): measure the state at rest after that.
     await sleep(12_000);
     const baked = await atRest(measured.ctrl, measured.proxy, windowMs);
+    const peakRss = measured.ctrl.peakRss();
     log(`B12: ${fmtInt(count)} baking: ${baked.qps.toFixed(2)} queries/s, RSS ${fmtBytes(baked.memory.rss)}`);
 
     // A replica started over them, the others gone (they give the driver's lease up): it takes
@@ -403,7 +406,7 @@ async function waiting(ctx: BenchContext, count: number, windowMs: number) {
     const startupSeconds = (now() - s0) / 1000;
     const fresh = await atRest(started.ctrl, started.proxy, windowMs);
     log(`B12: replica started over ${fmtInt(count)} baking: ${startupQueries} queries in ${startupSeconds.toFixed(1)} s, then ${fresh.qps.toFixed(2)}/s`);
-    return { without, baked, fresh, startupQueries, startupSeconds };
+    return { without, baked, peakRss, fresh, startupQueries, startupSeconds };
   } finally {
     await agent?.close();
     for (const c of ctrls) await c.stop();
@@ -425,6 +428,7 @@ export async function runB12(ctx: BenchContext): Promise<BenchResult> {
   log(`B12: wave hand-off p50 ${fmtMs(median(a.samples))}, p99 ${fmtMs(p99)} over ${a.samples.length}`);
   const b = await waiting(ctx, waitingRollouts, windowMs);
   const rss = b.baked.memory.rss - b.without.memory.rss;
+  const peak = b.peakRss - b.without.memory.rss;
   const rows: Row[] = [
     {
       benchmark: `B12 wave hand-off p99: last report completing a wave → next wave's first region receives it (${fmtInt(deployments)} deployments, ${REGIONS} regions, 3 waves, bake 0)`,
@@ -449,6 +453,14 @@ export async function runB12(ctx: BenchContext): Promise<BenchResult> {
       ratio: fmtRatio(b.baked.memory.rss / b.without.memory.rss),
       target: `≤ +${fmtBytes(TARGET_RSS_BYTES)}`,
       met: rss <= TARGET_RSS_BYTES,
+    },
+    {
+      benchmark: `B12 ctrl peak RSS while ${fmtInt(waitingRollouts)} rollouts were staged, reported and baked (VmHWM, no forced GC)`,
+      measured: `${peak >= 0 ? "+" : ""}${fmtBytes(peak)}`,
+      reference: `no rollouts (after forced GCs): ${fmtBytes(b.without.memory.rss)} → peak ${fmtBytes(b.peakRss)}`,
+      ratio: fmtRatio(b.peakRss / b.without.memory.rss),
+      target: `≤ +${fmtBytes(TARGET_RSS_BYTES)}`,
+      met: peak <= TARGET_RSS_BYTES,
     },
   ];
   const mem = (m: ChildMemory) => `RSS ${fmtBytes(m.rss)}, heap ${fmtBytes(m.heapUsed)}`;

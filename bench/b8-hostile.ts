@@ -4,7 +4,6 @@
 // all at once from another process (bench/b8-attacker.ts). Loopback only; every attack is a
 // bounded count.
 import { fork } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -94,11 +93,11 @@ export async function runB8(ctx: BenchContext): Promise<BenchResult> {
     };
     const cpuBefore = await c.cpu();
     // The peak of the attack alone: VmHWM reset to the RSS now (not start-up's peak).
-    writeFileSync(`/proc/${c.pid}/clear_refs`, "5");
+    c.resetPeakRss();
     const attackStarted = performance.now();
     const reports = await attack(plan);
     const attackSeconds = (performance.now() - attackStarted) / 1000;
-    const peakDuring = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${c.pid}/status`, "utf8"))![1]) * 1024;
+    const peakDuring = c.peakRss();
     const cpuDuring = await c.cpu();
     phase = undefined;
 

@@ -1,4 +1,5 @@
 // Starts bench/ctrl-child.ts as a separate Node process and talks to it over IPC.
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { StreamOptions } from "@flotilla/ctrl";
@@ -131,6 +132,16 @@ export class CtrlProcess {
    */
   memory(options: { reduce?: boolean } = {}): Promise<ChildMemory> {
     return this.request({ op: "memory", reduce: options.reduce });
+  }
+
+  /** Starts measuring the peak RSS again from now: VmHWM reset to the current RSS. */
+  resetPeakRss(): void {
+    writeFileSync(`/proc/${this.pid}/clear_refs`, "5");
+  }
+
+  /** The highest RSS since start or since resetPeakRss() (VmHWM). */
+  peakRss(): number {
+    return Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.pid}/status`, "utf8"))![1]) * 1024;
   }
 
   cpu(): Promise<NodeJS.CpuUsage> {
