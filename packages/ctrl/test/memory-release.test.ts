@@ -6,7 +6,8 @@
 // and CTRL_NODE_FLAGS' semi-space cap what V8's young generation grows to), and 45 s after it
 // within 30 MB (ctrl returns what the burst freed once RSS has grown by
 // --memory-release-growth-bytes); a second and a third burst change neither: neither figure of
-// theirs is above the first burst's by more than NOISE. With the growth at 0 ctrl never releases.
+// theirs is above the first burst's by more than the noise measured. With the growth at 0 ctrl
+// never releases.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -32,12 +33,18 @@ const MB = 10 ** 6;
 const PEAK_BOUND = 100 * MB;
 const AFTER_BOUND = 30 * MB;
 /**
- * How far a later burst's peak or RSS 45 s later may be above the first's and still count as the
- * same: the first burst's peak is the highest (it grows what later ones reuse), the others were
- * 13–46 MiB below it, and RSS 45 s later moved by under 2 MiB after a first burst within bound; 20 MiB leaves
- * room for the machine's other work without letting a burst keep what the one before it took.
+ * How far a later burst's RSS 45 s later may be above the first's and still count as the same:
+ * it moved by under 2 MiB from burst to burst; 20 MiB leaves room for the machine's other work
+ * without letting a burst keep what the one before it took.
  */
 const NOISE = 20 * MIB;
+/**
+ * The same for the peak, which moves from burst to burst by itself: with the request buffers
+ * freed and a GC asked for per 16 MiB of them, the highest of three bursts on one ctrl was the
+ * first, second or third alike, up to +28.0 MiB above the first (14 runs of 3 bursts). A burst
+ * that kept what the one before it took would also show in RSS 45 s later.
+ */
+const PEAK_NOISE = 35 * MIB;
 const skip = process.platform === "linux" ? false : "reads /proc";
 
 const status = (pid: number, field: "VmRSS" | "VmHWM") =>
@@ -108,7 +115,7 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
       );
       if (round > 1) {
         const against = `${measured}; the first burst: peak +${mib(first.peak)} MiB, 45 s later +${mib(first.later)} MiB`;
-        assert.ok(peak <= first.peak + NOISE, `the peak grew from burst to burst: ${against}`);
+        assert.ok(peak <= first.peak + PEAK_NOISE, `the peak grew from burst to burst: ${against}`);
         assert.ok(later <= first.later + NOISE, `RSS 45 s later grew from burst to burst: ${against}`);
       }
     });
