@@ -106,6 +106,12 @@ export const CTRL_OPTIONS = [
       "bytes of large request bodies freed (once decoded) after which ctrl asks V8 for a full GC, which collects the rest of their garbage; 0: never",
   },
   {
+    flag: "decode-memory-headroom-bytes",
+    default: String(40 * 1024 * 1024),
+    description:
+      "once RSS is this far above what ctrl's last memory release left, a request of 64 KiB or more waits while another is being decoded (and ctrl asks V8 for a GC); 0: never",
+  },
+  {
     flag: "decode-wait",
     default: "1s",
     description: "a request that waited this long for its share of --decode-budget-bytes is refused (RESOURCE_EXHAUSTED with a RetryInfo)",

@@ -37,6 +37,7 @@ try {
       budgetBytes: read.positiveInt("decode-budget-bytes"),
       waitMs: read.positiveDuration("decode-wait"),
       collectAfterBytes: read.nonNegativeInt("collect-after-request-bytes"),
+      memoryHeadroomBytes: read.nonNegativeInt("decode-memory-headroom-bytes"),
     },
     pollIntervalMs: read.positiveDuration("poll-interval"),
     stream: {

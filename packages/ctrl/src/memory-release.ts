@@ -12,7 +12,7 @@
 // raises the baseline to what is left (that memory is held, not garbage), so a process that
 // needs more memory is not collected again and again. The first check releases what starting
 // left (modules compiled, migrations, the first queries).
-import { releaseMemory } from "@flotilla/malloc-trim";
+import { collectSoon, releaseMemory } from "@flotilla/malloc-trim";
 import type { Logger } from "@flotilla/runtime";
 
 const CHECK_MS = 5000;
@@ -66,9 +66,35 @@ export class MemoryRelease {
     this.#baseline = baseline === undefined || rss - after < growthBytes / 2 ? after : Math.min(baseline, after);
   }
 
+  /** How far RSS is above what releases left; undefined before the first release, or with releasing off. */
+  aboveBaseline(): number | undefined {
+    const { rss: rssOf = () => process.memoryUsage.rss() } = this.#options;
+    return this.#baseline === undefined ? undefined : rssOf() - this.#baseline;
+  }
+
   stop(): void {
     clearInterval(this.#timer);
   }
+}
+
+/** Whether ctrl's memory is high enough that large requests should wait (decode-budget.ts). */
+export interface MemoryPressure {
+  /** True while RSS is more than the headroom above what memory releases left. */
+  high(): boolean;
+  /** How far above, for the refusal's message. */
+  aboveBytes(): number;
+  /** Asks V8 for a full GC: what requests left is mostly garbage waiting for one. */
+  relieve(): void;
+}
+
+/** High while RSS is more than `headroomBytes` above `release`'s baseline; never with 0, nor before the first release. */
+export function memoryPressure(release: MemoryRelease, headroomBytes: number, relieve: () => void = collectSoon): MemoryPressure {
+  const above = () => release.aboveBaseline() ?? 0;
+  return {
+    high: () => headroomBytes > 0 && above() > headroomBytes,
+    aboveBytes: above,
+    relieve,
+  };
 }
 
 const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);

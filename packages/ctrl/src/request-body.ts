@@ -7,7 +7,8 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { DEFAULT_DECODE_BUDGET_BYTES, DEFAULT_DECODE_WAIT_MS, DecodeBudget } from "./decode-budget.ts";
+import { DEFAULT_DECODE_BUDGET_BYTES, DEFAULT_DECODE_MEMORY_HEADROOM_BYTES, DEFAULT_DECODE_WAIT_MS, DecodeBudget } from "./decode-budget.ts";
+import type { MemoryPressure } from "./memory-release.ts";
 import { DEFAULT_MESSAGE_LIMITS, messageLimit, type MessageLimits } from "./message-limits.ts";
 import { DEFAULT_COLLECT_AFTER_REQUEST_BYTES, RequestGarbage } from "./request-garbage.ts";
 import { checkBinaryShape, checkJsonShape, DEFAULT_SHAPE_LIMITS, type ShapeLimits } from "./request-shape.ts";
@@ -28,6 +29,8 @@ export interface DecodeOptions extends MessageLimits, ShapeLimits {
   waitMs: number;
   /** Bytes of request buffers freed after which V8 is asked for a full GC (request-garbage.ts); 0: never. */
   collectAfterBytes: number;
+  /** RSS above what memory releases left beyond which large requests wait (decode-budget.ts); 0: they never do. */
+  memoryHeadroomBytes: number;
 }
 
 export const DEFAULT_DECODE_OPTIONS: DecodeOptions = {
@@ -36,15 +39,16 @@ export const DEFAULT_DECODE_OPTIONS: DecodeOptions = {
   budgetBytes: DEFAULT_DECODE_BUDGET_BYTES,
   waitMs: DEFAULT_DECODE_WAIT_MS,
   collectAfterBytes: DEFAULT_COLLECT_AFTER_REQUEST_BYTES,
+  memoryHeadroomBytes: DEFAULT_DECODE_MEMORY_HEADROOM_BYTES,
 };
 
-/** `onRefused` counts requests refused for want of budget. */
-export function requestBounds(options: DecodeOptions, onRefused: () => void): RequestBounds {
-  const { readMaxBytes, writeMaxBytes, queryMaxBytes, maxDepth, maxElements, budgetBytes, waitMs, collectAfterBytes } = options;
+/** `onRefused` counts requests refused for want of budget; `memory`, given the headroom, holds large ones while it is high. */
+export function requestBounds(options: DecodeOptions, onRefused: () => void, memory?: (headroomBytes: number) => MemoryPressure): RequestBounds {
+  const { readMaxBytes, writeMaxBytes, queryMaxBytes, maxDepth, maxElements, budgetBytes, waitMs, collectAfterBytes, memoryHeadroomBytes } = options;
   return {
     messages: { readMaxBytes, writeMaxBytes, queryMaxBytes },
     shape: { maxDepth, maxElements },
-    budget: new DecodeBudget(budgetBytes, waitMs, onRefused),
+    budget: new DecodeBudget(budgetBytes, waitMs, onRefused, memoryHeadroomBytes > 0 ? memory?.(memoryHeadroomBytes) : undefined),
     garbage: new RequestGarbage(collectAfterBytes),
   };
 }

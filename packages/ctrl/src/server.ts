@@ -27,7 +27,7 @@ import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { connectErrors } from "./errors.ts";
 import { authFailureLimit, DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
 import { listenDual, type DualListener } from "./listener.ts";
-import { DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, DEFAULT_MEMORY_RELEASE_INTERVAL_MS, MemoryRelease } from "./memory-release.ts";
+import { DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, DEFAULT_MEMORY_RELEASE_INTERVAL_MS, MemoryRelease, memoryPressure } from "./memory-release.ts";
 import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
@@ -229,8 +229,10 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     router.service(Health, healthService(apiNames, draining.signal));
   };
   const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
-  const decodeBounds = requestBounds({ ...DEFAULT_DECODE_OPTIONS, readMaxBytes, ...options.decoding }, () =>
-    metrics.connectionBounds.inc({ reason: "decode_budget" }),
+  const decodeBounds = requestBounds(
+    { ...DEFAULT_DECODE_OPTIONS, readMaxBytes, ...options.decoding },
+    () => metrics.connectionBounds.inc({ reason: "decode_budget" }),
+    (headroomBytes) => memoryPressure(memoryRelease, headroomBytes),
   );
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
   const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;

@@ -1,9 +1,9 @@
 // What a burst of malformed and oversized requests from an authenticated client (the protocol
 // fuzz: every RPC, every protocol, both transports, 16 at a time, each input that costs a
 // decoder most) costs ctrl: during the burst its peak RSS stays within 100 MB (10^8 bytes, as the
-// bounds are stated) of its RSS at rest
-// (each RPC's message limit, the decode budget and the shape limits bound what decoding takes,
-// and CTRL_NODE_FLAGS' semi-space cap what V8's young generation grows to), and 45 s after it
+// bounds are stated) of its RSS at rest (each RPC's message limit, the decode budget and the
+// shape limits bound what decoding takes, the budget's memory headroom what requests leave
+// behind, and CTRL_NODE_FLAGS' semi-space cap what V8's young generation grows to), and 45 s after it
 // within 30 MB (ctrl returns what the burst freed once RSS has grown by
 // --memory-release-growth-bytes); a second and a third burst change neither: neither figure of
 // theirs is above the first burst's by more than the noise measured. With the growth at 0 ctrl
@@ -78,7 +78,7 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
 
   const first = { peak: 0, later: 0 };
   for (const round of [1, 2, 3]) {
-    test(`burst ${round}: 45 s later within ${AFTER_BOUND / MB} MB of rest, no burst above the first`, async (t) => {
+    test(`burst ${round}: peak within ${PEAK_BOUND / MB} MB of rest, 45 s later within ${AFTER_BOUND / MB} MB, no burst above the first`, async (t) => {
       const pid = ctrl.child.pid!;
       const logBefore = ctrl.log().length;
       writeFileSync(`/proc/${pid}/clear_refs`, "5"); // resets VmHWM to the current RSS
@@ -105,14 +105,10 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
       );
       if (round === 1) Object.assign(first, { peak, later });
       assert.ok(later <= AFTER_BOUND, `45 s later: ${measured}`);
-      // Met in most bursts, not in all: 100 MB is 95.4 MiB. With the request buffers freed and a GC
-      // asked for per 16 MiB of them (request-garbage.ts): +78.7 to +84.0 MiB in this test's 3
-      // bursts, +64.7 to +96.4 MiB in 12 of bench/diag/burst-memory.ts (before: +75.2 to +104.8
-      // MiB). What is left at the peak moves between Buffers (+23 to +40 MiB) and memory outside
-      // V8's heap and Buffers (malloc's: +12 to +42 MiB) from burst to burst.
-      await t.test(`peak within ${PEAK_BOUND / MB} MB of rest`, { todo: "+64.7 to +96.4 MiB in 15 bursts, 95.4 MiB allowed" }, () =>
-        assert.ok(peak <= PEAK_BOUND, `peak: ${measured}`),
-      );
+      // 100 MB is 95.4 MiB. Large requests wait while RSS is past --decode-memory-headroom-bytes
+      // (40 MiB) above rest (decode-budget.ts): +48.6 to +52.2 MiB in this test's 3 bursts alone,
+      // against +78.7 to +84.0 MiB without that hold.
+      assert.ok(peak <= PEAK_BOUND, `peak: ${measured}`);
       if (round > 1) {
         const against = `${measured}; the first burst: peak +${mib(first.peak)} MiB, 45 s later +${mib(first.later)} MiB`;
         assert.ok(peak <= first.peak + PEAK_NOISE, `the peak grew from burst to burst: ${against}`);
