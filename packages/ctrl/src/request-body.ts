@@ -8,7 +8,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { DEFAULT_DECODE_BUDGET_BYTES, DEFAULT_DECODE_MEMORY_HEADROOM_BYTES, DEFAULT_DECODE_WAIT_MS, DecodeBudget } from "./decode-budget.ts";
-import type { MemoryPressure } from "./memory-release.ts";
+import { memoryPressure, type MemoryRelease } from "./memory-release.ts";
 import { DEFAULT_MESSAGE_LIMITS, messageLimit, type MessageLimits } from "./message-limits.ts";
 import { DEFAULT_COLLECT_AFTER_REQUEST_BYTES, RequestGarbage } from "./request-garbage.ts";
 import { checkBinaryShape, checkJsonShape, DEFAULT_SHAPE_LIMITS, type ShapeLimits } from "./request-shape.ts";
@@ -42,13 +42,13 @@ export const DEFAULT_DECODE_OPTIONS: DecodeOptions = {
   memoryHeadroomBytes: DEFAULT_DECODE_MEMORY_HEADROOM_BYTES,
 };
 
-/** `onRefused` counts requests refused for want of budget; `memory`, given the headroom, holds large ones while it is high. */
-export function requestBounds(options: DecodeOptions, onRefused: () => void, memory?: (headroomBytes: number) => MemoryPressure): RequestBounds {
+/** `onRefused` counts requests refused for want of budget; large ones wait while RSS is past the headroom above what `memory` released to. */
+export function requestBounds(options: DecodeOptions, onRefused: () => void, memory?: MemoryRelease): RequestBounds {
   const { readMaxBytes, writeMaxBytes, queryMaxBytes, maxDepth, maxElements, budgetBytes, waitMs, collectAfterBytes, memoryHeadroomBytes } = options;
   return {
     messages: { readMaxBytes, writeMaxBytes, queryMaxBytes },
     shape: { maxDepth, maxElements },
-    budget: new DecodeBudget(budgetBytes, waitMs, onRefused, memoryHeadroomBytes > 0 ? memory?.(memoryHeadroomBytes) : undefined),
+    budget: new DecodeBudget(budgetBytes, waitMs, onRefused, memory && memoryPressure(memory, memoryHeadroomBytes)),
     garbage: new RequestGarbage(collectAfterBytes),
   };
 }

@@ -27,7 +27,7 @@ import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { connectErrors } from "./errors.ts";
 import { authFailureLimit, DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
 import { listenDual, type DualListener } from "./listener.ts";
-import { DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, DEFAULT_MEMORY_RELEASE_INTERVAL_MS, MemoryRelease, memoryPressure } from "./memory-release.ts";
+import { DEFAULT_MEMORY_RELEASE_GROWTH_BYTES, DEFAULT_MEMORY_RELEASE_INTERVAL_MS, MemoryRelease } from "./memory-release.ts";
 import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
@@ -232,7 +232,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const decodeBounds = requestBounds(
     { ...DEFAULT_DECODE_OPTIONS, readMaxBytes, ...options.decoding },
     () => metrics.connectionBounds.inc({ reason: "decode_budget" }),
-    (headroomBytes) => memoryPressure(memoryRelease, headroomBytes),
+    memoryRelease,
   );
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
   const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;

@@ -20,6 +20,16 @@ function scriptedPressure() {
   return { state, pressure };
 }
 
+/** A budget with one large request being decoded, and memory high from then on. */
+async function oneBeingDecoded(waitMs = 5000, onRefused = () => {}) {
+  const { state, pressure } = scriptedPressure();
+  const budget = new DecodeBudget(16 * MB, waitMs, onRefused, pressure);
+  const signal = new AbortController().signal;
+  const first = await budget.reserve(LARGE_REQUEST_BYTES, signal);
+  state.high = true;
+  return { state, budget, signal, first };
+}
+
 /** Whether `promise` settled within `ms`. */
 async function settled(promise: Promise<unknown>, ms = 30): Promise<boolean> {
   return Promise.race([
@@ -32,11 +42,7 @@ async function settled(promise: Promise<unknown>, ms = 30): Promise<boolean> {
 }
 
 test("a large request waits while memory is high and another is being decoded; it goes once memory is low, one GC asked for", async () => {
-  const { state, pressure } = scriptedPressure();
-  const budget = new DecodeBudget(16 * MB, 5000, () => {}, pressure);
-  const signal = new AbortController().signal;
-  const first = await budget.reserve(LARGE_REQUEST_BYTES, signal);
-  state.high = true;
+  const { state, budget, signal, first } = await oneBeingDecoded();
   const second = budget.reserve(LARGE_REQUEST_BYTES, signal);
   const third = budget.reserve(2 * LARGE_REQUEST_BYTES, signal);
   assert.equal(await settled(second), false, "held while memory is high");
@@ -53,11 +59,7 @@ test("a large request waits while memory is high and another is being decoded; i
 });
 
 test("a small request passes one held for memory; a larger one does not", async () => {
-  const { state, pressure } = scriptedPressure();
-  const budget = new DecodeBudget(16 * MB, 5000, () => {}, pressure);
-  const signal = new AbortController().signal;
-  const first = await budget.reserve(LARGE_REQUEST_BYTES, signal);
-  state.high = true;
+  const { budget, signal, first } = await oneBeingDecoded();
   const held = budget.reserve(MB, signal);
   const small = budget.reserve(LARGE_REQUEST_BYTES - 1, signal);
   assert.equal(await settled(small), true, "a small request is not held behind it");
@@ -84,12 +86,8 @@ test("with nothing else being decoded a large request goes ahead, however high m
 });
 
 test("held past --decode-wait: RESOURCE_EXHAUSTED naming ctrl's memory, with a RetryInfo; counted as refused", async () => {
-  const { state, pressure } = scriptedPressure();
   let refused = 0;
-  const budget = new DecodeBudget(16 * MB, 50, () => refused++, pressure);
-  const signal = new AbortController().signal;
-  const first = await budget.reserve(LARGE_REQUEST_BYTES, signal);
-  state.high = true;
+  const { budget, signal, first } = await oneBeingDecoded(50, () => refused++);
   const error = await budget.reserve(MB, signal).then(
     () => assert.fail("granted"),
     (e: unknown) => e,
