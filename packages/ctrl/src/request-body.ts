@@ -192,6 +192,8 @@ export function boundedConnectRequest(
   if (compression.error) return request;
   request.header.delete(encodingHeader);
   const contentLength = request.header.get("content-length");
+  // Connect checks a unary body against it: the body handed over is the inflated one.
+  if (compression.request) request.header.delete("content-length");
   const body: RequestBody = {
     method,
     enveloped,

@@ -23,6 +23,7 @@ import { consoleHandler } from "@flotilla/console/assets";
 import { AgentStreams } from "./agent-streams.ts";
 import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS } from "./auth.ts";
 import { compressionGzipFast } from "./compression.ts";
+import { compressionZstd } from "@flotilla/runtime/compression";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
 import { connectErrors } from "./errors.ts";
 import { authFailureLimit, DEFAULT_CONNECTION_BOUNDS, type ConnectionBounds } from "./connection-bounds.ts";
@@ -253,8 +254,9 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     onTokenStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
-  // connect's default list, with gzip at its fastest level.
-  const acceptCompression = [compressionGzipFast, compressionBrotli];
+  // connect's default list, with gzip at its fastest level, and zstd for the clients that
+  // offer it (the agent). A response uses the first of the client's list that ctrl has.
+  const acceptCompression = [compressionZstd, compressionGzipFast, compressionBrotli];
   const unaryCalls = inFlightUnaryCalls();
   const interceptors = [metrics.interceptor(connectErrors(log), log), unaryCalls.interceptor];
   const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };

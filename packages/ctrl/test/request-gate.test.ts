@@ -11,6 +11,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import http from "node:http";
 import http2 from "node:http2";
 import { randomBytes } from "node:crypto";
+import { gzipSync, zstdCompressSync } from "node:zlib";
 import { create, fromBinary, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { GetDeploymentRequestSchema } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
@@ -329,6 +330,25 @@ for (const { db, skip } of await testDatabases()) {
       for (const method of ["DeploymentService/GetDeployment", "ClusterService/WatchDeploymentChanges"]) {
         const answer = await grpcCall(t.url, `/ctrl.v1.${method}`, auth, Buffer.from(encodeEnvelope(0, Buffer.alloc(query + 1))));
         assert.equal(answer.code, "8", method);
+      }
+      assert.deepEqual(await rowCounts(t.store), before);
+    });
+
+    test("a compressed body is bounded as it inflates: gzip or zstd, at --write-max-bytes it is decoded, one byte more is RESOURCE_EXHAUSTED; nothing written", async () => {
+      const before = await rowCounts(t.store);
+      const write = LIMITS.decoding.writeMaxBytes;
+      const create = '{"networkPolicy":{"id":"p","region":"nowhere","namespace":"web","spec":{}}}';
+      for (const [encoding, compress] of [
+        ["gzip", gzipSync],
+        ["zstd", zstdCompressSync],
+      ] as const) {
+        const call = (bytes: number) =>
+          h1Call(t.url, "/ctrl.v1.NetworkPolicyService/CreateNetworkPolicy", { ...json, "content-encoding": encoding }, compress(jsonOf(bytes, create)));
+        const at = await call(write);
+        // Inflated, decoded and validated: the policy's own mistake is what comes back.
+        assert.deepEqual(JSON.parse(at.body.toString()), { code: "invalid_argument", message: "network_policy.spec: must not be empty" }, encoding);
+        const past = await call(write + 1);
+        assert.deepEqual([past.status, JSON.parse(past.body.toString()).code], [429, "resource_exhausted"], encoding);
       }
       assert.deepEqual(await rowCounts(t.store), before);
     });

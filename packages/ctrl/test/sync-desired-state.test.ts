@@ -1,11 +1,12 @@
 // SyncDesiredState: a gRPC client that accepts gzip (over a WAN) gets gzip-compressed
-// batches that decode to the region's resources, one that accepts none gets plain ones; and
+// batches that decode to the region's resources, one that offers zstd first (the agent) gets
+// zstd, one that accepts none gets plain ones; and
 // syncs cancelled mid-way (a query for the next page may be in flight) free their connection.
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { connect, constants as http2Constants, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
-import { gunzipSync } from "node:zlib";
+import { gunzipSync, zstdDecompressSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { SyncDesiredStateRequestSchema, SyncDesiredStateResponseSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
@@ -47,7 +48,8 @@ async function rawSync(url: string, region: string, acceptEncoding: string | und
       const end = 5 + data.readUInt32BE(1);
       const payload = data.subarray(5, end);
       result.compressedFlags.push(data[0]!);
-      const res = fromBinary(SyncDesiredStateResponseSchema, data[0] === 1 ? gunzipSync(payload) : payload);
+      const inflate = result.encoding === "zstd" ? zstdDecompressSync : gunzipSync;
+      const res = fromBinary(SyncDesiredStateResponseSchema, data[0] === 1 ? inflate(payload) : payload);
       if (res.message.case === "batch") result.resources += res.message.value.resources.length;
       else if (res.message.case === "complete") result.complete = true;
       data = data.subarray(end);
@@ -76,6 +78,17 @@ for (const { db, skip } of await testDatabases()) {
       assert.deepEqual({ resources: sync.resources, complete: sync.complete }, { resources: 50, complete: true });
       // Two batches of 25 resources, each past connect's 1 KiB threshold for compressing.
       assert.deepEqual(sync.compressedFlags.slice(0, 2), [1, 1]);
+    });
+
+    test("the client's order decides: the agent's list (zstd first) gets zstd, grpc-js's (no zstd) gets gzip", async () => {
+      const agent = await rawSync(t.url, "wan", "zstd,gzip");
+      assert.equal(agent.encoding, "zstd");
+      assert.deepEqual({ resources: agent.resources, complete: agent.complete }, { resources: 50, complete: true });
+      assert.deepEqual(agent.compressedFlags.slice(0, 2), [1, 1]);
+      const grpcJs = await rawSync(t.url, "wan", "identity,deflate,gzip");
+      assert.equal(grpcJs.encoding, "gzip");
+      assert.deepEqual({ resources: grpcJs.resources, complete: grpcJs.complete }, { resources: 50, complete: true });
+      assert.equal((await rawSync(t.url, "wan", "gzip,zstd")).encoding, "gzip");
     });
 
     test("a client accepting no compression gets plain batches", async () => {
