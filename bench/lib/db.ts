@@ -101,8 +101,13 @@ export interface ServiceMix {
   /** 0 < fraction ≤ 1, e.g. 0.1: every 10th deployment. */
   fraction: number;
   ring: SecretKeyRing;
-  /** The same values as plain env instead (a control: what the values cost when they are not secret). */
-  plainEnv?: boolean;
+  /**
+   * How the desired state carries the values: "sealed", as ctrl stores them (the default);
+   * "plain-env", as plain env instead (a control: what the values cost when they are not
+   * secret); "names-only", their names and fingerprints without the seals (a what-if: a
+   * snapshot whose agent would fetch the values apart; ctrl serves no such thing).
+   */
+  values?: "sealed" | "plain-env" | "names-only";
 }
 
 export const MIX_SECRET_VALUES = 5;
@@ -129,11 +134,13 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
     values.map(({ name, value }) => create(SecretEnvVarSchema, { name, sealed: seal(secretContext(id, name), value), fingerprint: ring.fingerprint(value) }));
   const probe = (path: string) => create(ProbeSchema, { handler: { case: "httpGet", value: { path, port: 8080 } } });
   const probes = { readinessProbe: probe("/ready"), livenessProbe: probe("/healthz") };
-  if (mix.plainEnv) return { deployment: { ...probes, env: [...env, ...values] }, desired: { ...probes, env: [...env, ...values] } };
-  return {
-    deployment: { ...probes, secretEnv: secretEnv((context, value) => ring.seal(context, value)) },
-    desired: { ...probes, secretEnv: secretEnv((context, value) => ring.sealForRegion(regionId, context, value)) },
-  };
+  if (mix.values === "plain-env") return { deployment: { ...probes, env: [...env, ...values] }, desired: { ...probes, env: [...env, ...values] } };
+  const deployment = { ...probes, secretEnv: secretEnv((context, value) => ring.seal(context, value)) };
+  if (mix.values === "names-only") {
+    const namesOnly = values.map(({ name, value }) => create(SecretEnvVarSchema, { name, fingerprint: ring.fingerprint(value) }));
+    return { deployment, desired: { ...probes, secretEnv: namesOnly } };
+  }
+  return { deployment, desired: { ...probes, secretEnv: secretEnv((context, value) => ring.sealForRegion(regionId, context, value)) } };
 }
 
 /**

@@ -1,11 +1,11 @@
-// SyncDesiredState read the lean way: raw HTTP/2, gRPC framing, gunzip, and a walk over the
+// SyncDesiredState read the lean way: raw HTTP/2, gRPC framing, inflating, and a walk over the
 // wire format that counts each batch's resources without decoding them (an agent can keep
 // a resource's encoding as it is). connect-node's client decodes every DesiredResource
 // (~5–9 µs each) in the process that shares 2 cores with ctrl and the database; with it the
 // benchmark would time its own client more than ctrl. A real agent reads on its own machine.
 import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import http2 from "node:http2";
-import { gunzipSync } from "node:zlib";
+import { gunzipSync, zstdDecompressSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { ClusterService, SnapshotCompleteSchema, SyncDesiredStateRequestSchema, type SnapshotComplete } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
@@ -16,10 +16,15 @@ export interface LeanSyncResult {
   resources: number;
   /** Response messages, the complete marker included. */
   messages: number;
+  /** Bytes of the messages as they came (compressed if they were), framing included; unknown to a connect-node client. */
+  wireBytes?: number;
   complete: SnapshotComplete | undefined;
 }
 
-/** SyncDesiredState calls on one HTTP/2 connection, accepting gzip as connect-node does. */
+/** What the agent asks ctrl for (its transport's acceptCompression), in its order. */
+export const AGENT_ACCEPT_ENCODING = "zstd,gzip";
+
+/** SyncDesiredState calls on one HTTP/2 connection, accepting what the agent accepts unless told. */
 export class LeanSyncClient {
   readonly #session: http2.ClientHttp2Session;
 
@@ -31,14 +36,15 @@ export class LeanSyncClient {
 
   /**
    * `token`: the admin token unless given (a region's agent token gets its secret values'
-   * seals); `gzip`: whether to accept gzip (as connect-node does) or take the messages as they are.
+   * seals); `accept`: the grpc-accept-encoding to send (the agent's list unless given; "gzip" as
+   * connect-node's default client; "identity" for the messages as they are).
    */
-  async sync(region: string, token = ADMIN_TOKEN, { gzip = true }: { gzip?: boolean } = {}): Promise<LeanSyncResult> {
+  async sync(region: string, token = ADMIN_TOKEN, { accept = AGENT_ACCEPT_ENCODING }: { accept?: string } = {}): Promise<LeanSyncResult> {
     const call = this.#session.request({
       ":method": "POST",
       ":path": `/${ClusterService.typeName}/${ClusterService.method.syncDesiredState.name}`,
       "content-type": "application/grpc",
-      "grpc-accept-encoding": gzip ? "gzip" : "identity",
+      "grpc-accept-encoding": accept,
       te: "trailers",
       authorization: `Bearer ${token}`,
     });
@@ -50,12 +56,17 @@ export class LeanSyncClient {
       status = trailers["grpc-status"] as string | undefined;
       statusMessage = trailers["grpc-message"] as string | undefined;
     });
-    const result: LeanSyncResult = { resources: 0, messages: 0, complete: undefined };
+    const result: LeanSyncResult = { resources: 0, messages: 0, wireBytes: 0, complete: undefined };
+    let encoding: string | undefined;
+    call.on("response", (headers) => {
+      encoding = headers["grpc-encoding"] as string | undefined;
+    });
     const frames = new FrameReader();
     for await (const chunk of call) {
+      result.wireBytes! += (chunk as Buffer).length;
       for (const [compressed, payload] of frames.push(chunk as Buffer)) {
         result.messages++;
-        readResponse(compressed ? gunzipSync(payload) : payload, result);
+        readResponse(compressed ? (encoding === "zstd" ? zstdDecompressSync(payload) : gunzipSync(payload)) : payload, result);
       }
     }
     if (status !== "0") throw new Error(`SyncDesiredState: grpc-status ${status}: ${statusMessage}`);
