@@ -12,10 +12,11 @@
 // the first (also with its region's agent token): the values, sealed for the region's agent
 // as stored, must not slow a full sync (target: ≥ 0.95× the plain region). Both regions are
 // also synced accepting gzip only and without compression (diagnostics): ciphertext does not
-// compress, and gzip spends far more on it than zstd. Two more regions of the same mix are
-// controls: its values as plain env, and its names and fingerprints without the seals (what a
-// snapshot would carry if agents fetched the values apart). Each round starts at another
-// variant, so what runs after what (ctrl's GC debt, caches) evens out over the rounds.
+// compress, and gzip spends far more on it than zstd. Three more regions of the same mix are
+// controls: its values as plain env; and two what-ifs of a snapshot whose agents would fetch
+// the values apart, one with the names and fingerprints, one with the least it could carry
+// (the names and one checksum a workload). Each round starts at another variant, so what runs
+// after what (ctrl's GC debt, caches) evens out over the rounds.
 import { createSecretKey } from "node:crypto";
 import { createConnection } from "mysql2/promise";
 import { openValue, sealedKeyId, secretContext } from "@flotilla/runtime/sealed-values";
@@ -33,8 +34,10 @@ const REGION = "sync";
 const MIXED_REGION = "sync-mixed";
 /** The same mix with its values as plain env (a control). */
 const PLAIN_ENV_REGION = "sync-mixed-plain-env";
-/** The same mix with its secret names and fingerprints, not their seals (a what-if). */
-const NAMES_ONLY_REGION = "sync-mixed-names-only";
+/** The same mix with its secrets' names and fingerprints, not their seals (a what-if). */
+const FINGERPRINTS_REGION = "sync-mixed-fingerprints";
+/** The same mix with its secrets' names and one checksum a workload (the least a snapshot could carry; a what-if). */
+const CHECKSUM_REGION = "sync-mixed-checksum";
 /** The mixed region's share of deployments with secret values, probes and an autoscaler. */
 const MIX_FRACTION = 0.1;
 const TARGET_MIXED_RATIO = 0.95;
@@ -139,7 +142,8 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const mixedSeedMs = now() - mixedStart;
     log(`B1: seeded ${fmtInt(count)} resources (${MIX_FRACTION * 100}% with secret values) in ${(mixedSeedMs / 1000).toFixed(1)} s`);
     const plainEnv = await seedRegion(db.url, PLAIN_ENV_REGION, count, { firstIndex: 2 * count, mix: { ...mix, values: "plain-env" } });
-    await seedRegion(db.url, NAMES_ONLY_REGION, count, { firstIndex: 3 * count, mix: { ...mix, values: "names-only" } });
+    await seedRegion(db.url, FINGERPRINTS_REGION, count, { firstIndex: 3 * count, mix: { ...mix, values: "names-and-fingerprints" } });
+    await seedRegion(db.url, CHECKSUM_REGION, count, { firstIndex: 4 * count, mix: { ...mix, values: "names-and-checksum" } });
     await raw.query("ANALYZE TABLE desired_resources");
 
     const secretsKeyFile = secretsKey.file;
@@ -148,7 +152,8 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const plainToken = await createAgentToken(ctrl.url, REGION);
     const mixedToken = await createAgentToken(ctrl.url, MIXED_REGION);
     const plainEnvToken = await createAgentToken(ctrl.url, PLAIN_ENV_REGION);
-    const namesOnlyToken = await createAgentToken(ctrl.url, NAMES_ONLY_REGION);
+    const fingerprintsToken = await createAgentToken(ctrl.url, FINGERPRINTS_REGION);
+    const checksumToken = await createAgentToken(ctrl.url, CHECKSUM_REGION);
     // Before the lean readers connect: ctrl closes a connection whose first request takes longer (10 s).
     const deliveredValues = await checkSecretsDelivered(ctrl.url, mixedToken, mix, count);
     tls = benchTls();
@@ -179,7 +184,10 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       variant(`lean reader, ${MIX_FRACTION * 100}% with secret values`, () => leanClient.sync(MIXED_REGION, mixedToken)),
       variant(`lean reader, ${MIX_FRACTION * 100}% with the same mix, its values as plain env`, () => leanClient.sync(PLAIN_ENV_REGION, plainEnvToken)),
       variant(`lean reader, ${MIX_FRACTION * 100}% with the same mix, names and fingerprints without the seals (a what-if)`, () =>
-        leanClient.sync(NAMES_ONLY_REGION, namesOnlyToken),
+        leanClient.sync(FINGERPRINTS_REGION, fingerprintsToken),
+      ),
+      variant(`lean reader, ${MIX_FRACTION * 100}% with the same mix, names and one checksum a workload (a what-if)`, () =>
+        leanClient.sync(CHECKSUM_REGION, checksumToken),
       ),
       // Ciphertext does not compress: gzip only (connect-node's default) and no compression tell
       // the compressor's share and the bytes' share apart.
@@ -196,7 +204,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     ];
 
     const mixedVariant = variants[3]!;
-    const [plainEnvMix, namesOnlyMix, plainGzip, mixedGzip, plainIdentity, mixedIdentity] = variants.slice(4, 10);
+    const [plainEnvMix, fingerprintsMix, checksumMix, plainGzip, mixedGzip, plainIdentity, mixedIdentity] = variants.slice(4, 11);
     // Warm-up (buffer pool, JIT, HTTP/2 connections); not measured.
     await rawKeysetScan(raw, seeded.regionId, pageSize);
     await rawKeysetScan(raw, mixed.regionId, pageSize);
@@ -227,12 +235,12 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     }
     // The mixed region's target compares it with the plain region back to back (which goes first
     // rotates): syncs a moment apart share the machine's noise, which across a round of every
-    // variant moves either rate by a third. The what-if (names and fingerprints, no seals) runs
-    // in the same groups, against the same plain syncs.
-    const [pairPlain, pairMixed, pairNamesOnly] = [variants[0]!, mixedVariant, namesOnlyMix!].map(
+    // variant moves either rate by a third. The two what-ifs (no seals) run in the same groups,
+    // against the same plain syncs.
+    const [pairPlain, pairMixed, pairFingerprints, pairChecksum] = [variants[0]!, mixedVariant, fingerprintsMix!, checksumMix!].map(
       (v): Variant => ({ ...v, ms: [], cpuMs: [], clientCpuMs: [] }),
     );
-    const group = [pairPlain!, pairMixed!, pairNamesOnly!];
+    const group = [pairPlain!, pairMixed!, pairFingerprints!, pairChecksum!];
     for (let pair = 0; pair < pairs; pair++) {
       const start = pair % group.length;
       for (const v of [...group.slice(start), ...group.slice(0, start)]) await measuredSync(v, count, seeded.head);
@@ -240,7 +248,8 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const ratiosTo = (v: Variant, of: (v: Variant) => number[]) => of(pairPlain!).map((ms, i) => ms / of(v)[i]!);
     const pairRatios = ratiosTo(pairMixed!, (v) => v.ms);
     const pairCpuRatios = ratiosTo(pairMixed!, (v) => v.cpuMs);
-    const namesOnlyRatios = ratiosTo(pairNamesOnly!, (v) => v.ms);
+    const fingerprintsRatios = ratiosTo(pairFingerprints!, (v) => v.ms);
+    const checksumRatios = ratiosTo(pairChecksum!, (v) => v.ms);
     const rawRate = count / (median(rawMs) / 1000);
     const rate = (v: Variant) => count / (median(v.ms) / 1000);
     const [main, overTls, twin, withSecrets, ...diagnostics] = variants;
@@ -291,7 +300,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
               met: undefined,
             };
           }
-          const against = v === mixedIdentity ? plainIdentity : v === mixedGzip ? plainGzip : v === namesOnlyMix ? main : undefined;
+          const against = v === mixedIdentity ? plainIdentity : v === mixedGzip ? plainGzip : v === fingerprintsMix || v === checksumMix ? main : undefined;
           return {
             benchmark: `B1 diagnostic: ${v.name}`,
             measured: `${fmtInt(rate(v))}/s`,
@@ -314,7 +323,8 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
         `B1 mixed against plain, back to back ${pairs} times: the mixed region's rate against the plain one's ${pairRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(mixedRatio)}); ` +
           `ctrl's CPU per sync, plain against mixed, ${pairCpuRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(pairCpuRatios))}); ` +
           `wall times (ms) plain ${pairPlain!.ms.map((m) => m.toFixed(0)).join("/")}, mixed ${pairMixed!.ms.map((m) => m.toFixed(0)).join("/")}. ` +
-          `In the same groups, the what-if without the seals against the plain region: ${namesOnlyRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(namesOnlyRatios))}).`,
+          `In the same groups, against the plain region, the what-if with names and fingerprints: ${fingerprintsRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(fingerprintsRatios))}); ` +
+          `the what-if with names and one checksum a workload: ${checksumRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(checksumRatios))}).`,
         `B1: wall times (ms) — raw scan ${rawMs.map((m) => m.toFixed(0)).join("/")}; ` +
           variants
             .map(

@@ -104,10 +104,12 @@ export interface ServiceMix {
   /**
    * How the desired state carries the values: "sealed", as ctrl stores them (the default);
    * "plain-env", as plain env instead (a control: what the values cost when they are not
-   * secret); "names-only", their names and fingerprints without the seals (a what-if: a
-   * snapshot whose agent would fetch the values apart; ctrl serves no such thing).
+   * secret); two what-ifs of a snapshot whose agent would fetch the values apart (ctrl serves
+   * neither): "names-and-fingerprints", without the seals; "names-and-checksum", the least
+   * such a snapshot could carry, the names and one checksum for the workload (in the first
+   * entry's fingerprint), from which the pod template's annotation would come.
    */
-  values?: "sealed" | "plain-env" | "names-only";
+  values?: "sealed" | "plain-env" | "names-and-fingerprints" | "names-and-checksum";
 }
 
 export const MIX_SECRET_VALUES = 5;
@@ -136,8 +138,13 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
   const probes = { readinessProbe: probe("/ready"), livenessProbe: probe("/healthz") };
   if (mix.values === "plain-env") return { deployment: { ...probes, env: [...env, ...values] }, desired: { ...probes, env: [...env, ...values] } };
   const deployment = { ...probes, secretEnv: secretEnv((context, value) => ring.seal(context, value)) };
-  if (mix.values === "names-only") {
-    const namesOnly = values.map(({ name, value }) => create(SecretEnvVarSchema, { name, fingerprint: ring.fingerprint(value) }));
+  if (mix.values === "names-and-fingerprints") {
+    const withoutSeals = values.map(({ name, value }) => create(SecretEnvVarSchema, { name, fingerprint: ring.fingerprint(value) }));
+    return { deployment, desired: { ...probes, secretEnv: withoutSeals } };
+  }
+  if (mix.values === "names-and-checksum") {
+    const checksum = ring.fingerprint(values.map(({ value }) => value).join("\n"));
+    const namesOnly = values.map(({ name }, i) => create(SecretEnvVarSchema, i === 0 ? { name, fingerprint: checksum } : { name }));
     return { deployment, desired: { ...probes, secretEnv: namesOnly } };
   }
   return { deployment, desired: { ...probes, secretEnv: secretEnv((context, value) => ring.sealForRegion(regionId, context, value)) } };
