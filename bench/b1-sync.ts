@@ -89,6 +89,12 @@ async function connectSync(client: ClusterClient): Promise<LeanSyncResult> {
   return result;
 }
 
+/** `list` starting at its element `by` (modulo its length), the ones before it at the end. */
+function rotated<T>(list: readonly T[], by: number): T[] {
+  const start = by % list.length;
+  return [...list.slice(start), ...list.slice(0, start)];
+}
+
 /** One full sync of `v`, its wall time, ctrl's CPU and the client's recorded in `v`. */
 async function measuredSync(v: Variant, expected: number, head: number): Promise<{ messages: number }> {
   const cpu0 = await v.ctrl.cpu();
@@ -225,8 +231,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       rawMixedMs.push(now() - tm);
       if (scannedMixed.rows !== count) throw new Error(`B1: raw scan of the mixed region read ${scannedMixed.rows} rows, want ${count}`);
       // Each round starts at another variant: what runs after what (ctrl's GC debt, caches) evens out.
-      const start = (rep * 5) % variants.length;
-      for (const v of [...variants.slice(start), ...variants.slice(0, start)]) {
+      for (const v of rotated(variants, rep * 5)) {
         const synced = await measuredSync(v, count, seeded.head);
         if (v === mixedVariant) mixedMessages = synced.messages;
         else messages = synced.messages;
@@ -237,27 +242,28 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     // rotates): syncs a moment apart share the machine's noise, which across a round of every
     // variant moves either rate by a third. The two what-ifs (no seals) run in the same groups,
     // against the same plain syncs.
-    const [pairPlain, pairMixed, pairFingerprints, pairChecksum] = [variants[0]!, mixedVariant, fingerprintsMix!, checksumMix!].map(
-      (v): Variant => ({ ...v, ms: [], cpuMs: [], clientCpuMs: [] }),
-    );
-    const group = [pairPlain!, pairMixed!, pairFingerprints!, pairChecksum!];
+    const unmeasured = (v: Variant): Variant => ({ ...v, ms: [], cpuMs: [], clientCpuMs: [] });
+    const pairPlain = unmeasured(variants[0]!);
+    const pairMixed = unmeasured(mixedVariant);
+    const pairFingerprints = unmeasured(fingerprintsMix!);
+    const pairChecksum = unmeasured(checksumMix!);
+    const group = [pairPlain, pairMixed, pairFingerprints, pairChecksum];
     for (let pair = 0; pair < pairs; pair++) {
-      const start = pair % group.length;
-      for (const v of [...group.slice(start), ...group.slice(0, start)]) await measuredSync(v, count, seeded.head);
+      for (const v of rotated(group, pair)) await measuredSync(v, count, seeded.head);
     }
-    const ratiosTo = (v: Variant, of: (v: Variant) => number[]) => of(pairPlain!).map((ms, i) => ms / of(v)[i]!);
-    const pairRatios = ratiosTo(pairMixed!, (v) => v.ms);
-    const pairCpuRatios = ratiosTo(pairMixed!, (v) => v.cpuMs);
-    const fingerprintsRatios = ratiosTo(pairFingerprints!, (v) => v.ms);
-    const checksumRatios = ratiosTo(pairChecksum!, (v) => v.ms);
+    const ratiosTo = (v: Variant, of: (v: Variant) => number[]) => of(pairPlain).map((ms, i) => ms / of(v)[i]!);
+    const pairRatios = ratiosTo(pairMixed, (v) => v.ms);
+    const pairCpuRatios = ratiosTo(pairMixed, (v) => v.cpuMs);
+    const fingerprintsRatios = ratiosTo(pairFingerprints, (v) => v.ms);
+    const checksumRatios = ratiosTo(pairChecksum, (v) => v.ms);
     const rawRate = count / (median(rawMs) / 1000);
     const rate = (v: Variant) => count / (median(v.ms) / 1000);
     const [main, overTls, twin, withSecrets, ...diagnostics] = variants;
     const mainRate = rate(main!);
     const tlsRate = rate(overTls!);
     const twinRate = rate(twin!);
-    const mixedRate = rate(pairMixed!);
-    const pairPlainRate = rate(pairPlain!);
+    const mixedRate = rate(pairMixed);
+    const pairPlainRate = rate(pairPlain);
     const mixedRatio = median(pairRatios);
     const rawMixedRate = count / (median(rawMixedMs) / 1000);
     const reference = `raw keyset scan ${fmtInt(rawRate)}/s`;
@@ -322,7 +328,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           `Raw keyset scan of it ${fmtInt(rawMixedRate)}/s (${fmtRatio(rawMixedRate / rawRate)} the plain region's; wall times ${rawMixedMs.map((m) => m.toFixed(0)).join("/")} ms).`,
         `B1 mixed against plain, back to back ${pairs} times: the mixed region's rate against the plain one's ${pairRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(mixedRatio)}); ` +
           `ctrl's CPU per sync, plain against mixed, ${pairCpuRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(pairCpuRatios))}); ` +
-          `wall times (ms) plain ${pairPlain!.ms.map((m) => m.toFixed(0)).join("/")}, mixed ${pairMixed!.ms.map((m) => m.toFixed(0)).join("/")}. ` +
+          `wall times (ms) plain ${pairPlain.ms.map((m) => m.toFixed(0)).join("/")}, mixed ${pairMixed.ms.map((m) => m.toFixed(0)).join("/")}. ` +
           `In the same groups, against the plain region, the what-if with names and fingerprints: ${fingerprintsRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(fingerprintsRatios))}); ` +
           `the what-if with names and one checksum a workload: ${checksumRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(checksumRatios))}).`,
         `B1: wall times (ms) — raw scan ${rawMs.map((m) => m.toFixed(0)).join("/")}; ` +
