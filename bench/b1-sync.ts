@@ -10,13 +10,14 @@
 // A second region of as many resources, 10% of them with five secret values, probes and an
 // autoscaler, is synced by the same lean reader with that region's agent token, interleaved with
 // the first (also with its region's agent token): the values, sealed for the region's agent
-// as stored, must not slow a full sync (target: ≥ 0.95× the plain region). Both regions are
-// also synced accepting gzip only and without compression (diagnostics): ciphertext does not
-// compress, and gzip spends far more on it than zstd. Three more regions of the same mix are
-// controls: its values as plain env; and two what-ifs of a snapshot whose agents would fetch
-// the values apart, one with the names and fingerprints, one with the least it could carry
-// (the names and one checksum a workload). Each round starts at another variant, so what runs
-// after what (ctrl's GC debt, caches) evens out over the rounds.
+// as stored, must not slow a full sync (targets: ≥ 0.95× the plain region, and ≥ 0.95× the
+// same mix with its values as plain env). Both regions are also synced accepting gzip only and
+// without compression (diagnostics): ciphertext does not compress, and gzip spends far more on
+// it than zstd. More regions of the same mix carry the values otherwise (ALTERNATIVES): the
+// control with plain env, what-ifs of snapshots whose agents would fetch the values apart, and
+// the probes and autoscalers without any secret, the floor of every design of the values. Each
+// round starts at another variant, so what runs after what (ctrl's GC debt, caches) evens out
+// over the rounds.
 import { createSecretKey } from "node:crypto";
 import { createConnection } from "mysql2/promise";
 import { openValue, sealedKeyId, secretContext } from "@flotilla/runtime/sealed-values";
@@ -32,12 +33,18 @@ import { fmtInt, fmtRatio, log, median, now } from "./lib/util.ts";
 
 const REGION = "sync";
 const MIXED_REGION = "sync-mixed";
-/** The same mix with its values as plain env (a control). */
-const PLAIN_ENV_REGION = "sync-mixed-plain-env";
-/** The same mix with its secrets' names and fingerprints, not their seals (a what-if). */
-const FINGERPRINTS_REGION = "sync-mixed-fingerprints";
-/** The same mix with its secrets' names and one checksum a workload (the least a snapshot could carry; a what-if). */
-const CHECKSUM_REGION = "sync-mixed-checksum";
+/**
+ * The same mix carrying its values otherwise, each in a region of its own, synced back to back
+ * with the plain and the mixed regions: a control, then what-ifs of snapshots whose agents would
+ * fetch the values apart (ctrl serves none of them), down to no secret at all.
+ */
+const ALTERNATIVES: { region: string; values: NonNullable<ServiceMix["values"]>; name: string }[] = [
+  { region: "sync-mixed-plain-env", values: "plain-env", name: "the same mix, its values as plain env (a control)" },
+  { region: "sync-mixed-fingerprints", values: "names-and-fingerprints", name: "the same mix, names and fingerprints without the seals (a what-if)" },
+  { region: "sync-mixed-checksum", values: "names-and-checksum", name: "the same mix, names and one checksum a workload (a what-if)" },
+  { region: "sync-mixed-names", values: "names-only", name: "the same mix, the secrets' names alone (a what-if)" },
+  { region: "sync-mixed-no-secrets", values: "none", name: "the probes and autoscalers alone, no secret (what any design of the values adds to)" },
+];
 /** The mixed region's share of deployments with secret values, probes and an autoscaler. */
 const MIX_FRACTION = 0.1;
 const TARGET_MIXED_RATIO = 0.95;
@@ -123,7 +130,7 @@ async function fullSync(v: Variant, expected: number, head: number): Promise<{ m
 export async function runB1(ctx: BenchContext): Promise<BenchResult> {
   const count = ctx.quick ? 10_000 : 100_000;
   const reps = ctx.quick ? 2 : 5;
-  const pairs = ctx.quick ? 4 : 12;
+  const pairs = ctx.quick ? 4 : 30;
   const pageSize = DEFAULT_STREAM_OPTIONS.snapshotBatchSize;
   const db = await createBenchDatabase(ctx.serverUrl, "b1");
   let ctrl: CtrlProcess | undefined;
@@ -147,9 +154,10 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const mixed = await seedRegion(db.url, MIXED_REGION, count, { firstIndex: count, mix });
     const mixedSeedMs = now() - mixedStart;
     log(`B1: seeded ${fmtInt(count)} resources (${MIX_FRACTION * 100}% with secret values) in ${(mixedSeedMs / 1000).toFixed(1)} s`);
-    const plainEnv = await seedRegion(db.url, PLAIN_ENV_REGION, count, { firstIndex: 2 * count, mix: { ...mix, values: "plain-env" } });
-    await seedRegion(db.url, FINGERPRINTS_REGION, count, { firstIndex: 3 * count, mix: { ...mix, values: "names-and-fingerprints" } });
-    await seedRegion(db.url, CHECKSUM_REGION, count, { firstIndex: 4 * count, mix: { ...mix, values: "names-and-checksum" } });
+    const alternativeBodies: number[] = [];
+    for (const [i, { region, values }] of ALTERNATIVES.entries()) {
+      alternativeBodies.push((await seedRegion(db.url, region, count, { firstIndex: (2 + i) * count, mix: { ...mix, values } })).bodyBytes);
+    }
     await raw.query("ANALYZE TABLE desired_resources");
 
     const secretsKeyFile = secretsKey.file;
@@ -157,9 +165,8 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     // Each region's agent credential, as its agent syncs (the values' seals go to that caller only).
     const plainToken = await createAgentToken(ctrl.url, REGION);
     const mixedToken = await createAgentToken(ctrl.url, MIXED_REGION);
-    const plainEnvToken = await createAgentToken(ctrl.url, PLAIN_ENV_REGION);
-    const fingerprintsToken = await createAgentToken(ctrl.url, FINGERPRINTS_REGION);
-    const checksumToken = await createAgentToken(ctrl.url, CHECKSUM_REGION);
+    const alternativeTokens: string[] = [];
+    for (const { region } of ALTERNATIVES) alternativeTokens.push(await createAgentToken(ctrl.url, region));
     // Before the lean readers connect: ctrl closes a connection whose first request takes longer (10 s).
     const deliveredValues = await checkSecretsDelivered(ctrl.url, mixedToken, mix, count);
     tls = benchTls();
@@ -188,13 +195,6 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       variant("lean reader over TLS", () => leanTlsClient.sync(REGION, plainToken), tlsCtrl),
       variant("lean reader, plaintext, from the TLS ctrl's twin", () => leanTwinClient.sync(REGION, plainToken), twinCtrl),
       variant(`lean reader, ${MIX_FRACTION * 100}% with secret values`, () => leanClient.sync(MIXED_REGION, mixedToken)),
-      variant(`lean reader, ${MIX_FRACTION * 100}% with the same mix, its values as plain env`, () => leanClient.sync(PLAIN_ENV_REGION, plainEnvToken)),
-      variant(`lean reader, ${MIX_FRACTION * 100}% with the same mix, names and fingerprints without the seals (a what-if)`, () =>
-        leanClient.sync(FINGERPRINTS_REGION, fingerprintsToken),
-      ),
-      variant(`lean reader, ${MIX_FRACTION * 100}% with the same mix, names and one checksum a workload (a what-if)`, () =>
-        leanClient.sync(CHECKSUM_REGION, checksumToken),
-      ),
       // Ciphertext does not compress: gzip only (connect-node's default) and no compression tell
       // the compressor's share and the bytes' share apart.
       variant("lean reader accepting gzip only", () => leanClient.sync(REGION, plainToken, { accept: "gzip" })),
@@ -210,11 +210,14 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     ];
 
     const mixedVariant = variants[3]!;
-    const [plainEnvMix, fingerprintsMix, checksumMix, plainGzip, mixedGzip, plainIdentity, mixedIdentity] = variants.slice(4, 11);
+    const [plainGzip, mixedGzip, plainIdentity, mixedIdentity] = variants.slice(4, 8);
+    const alternatives = ALTERNATIVES.map(({ region, name }, i) =>
+      variant(`lean reader, ${MIX_FRACTION * 100}% with ${name}`, () => leanClient.sync(region, alternativeTokens[i]!)),
+    );
     // Warm-up (buffer pool, JIT, HTTP/2 connections); not measured.
     await rawKeysetScan(raw, seeded.regionId, pageSize);
     await rawKeysetScan(raw, mixed.regionId, pageSize);
-    for (const v of variants) await fullSync(v, count, seeded.head);
+    for (const v of [...variants, ...alternatives]) await fullSync(v, count, seeded.head);
 
     const rawMs: number[] = [];
     const rawMixedMs: number[] = [];
@@ -238,27 +241,28 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       }
       log(`B1 rep ${rep + 1}/${reps}: raw ${rawMs.at(-1)!.toFixed(0)} ms; ${variants.map((v) => `${v.name} ${v.ms.at(-1)!.toFixed(0)} ms`).join(", ")}`);
     }
-    // The mixed region's target compares it with the plain region back to back (which goes first
-    // rotates): syncs a moment apart share the machine's noise, which across a round of every
-    // variant moves either rate by a third. The two what-ifs (no seals) run in the same groups,
-    // against the same plain syncs.
+    // The mixed region's targets compare it back to back (which goes first rotates) with the
+    // plain region and with its control: syncs a moment apart share the machine's noise, which
+    // across a round of every variant moves either rate by a third. The what-ifs run in the same
+    // groups, against the same plain syncs.
     const unmeasured = (v: Variant): Variant => ({ ...v, ms: [], cpuMs: [], clientCpuMs: [] });
     const pairPlain = unmeasured(variants[0]!);
     const pairMixed = unmeasured(mixedVariant);
-    const pairFingerprints = unmeasured(fingerprintsMix!);
-    const pairChecksum = unmeasured(checksumMix!);
-    const group = [pairPlain, pairMixed, pairFingerprints, pairChecksum];
+    const [plainEnvMix, ...whatIfs] = alternatives;
+    const group = [pairPlain, pairMixed, ...alternatives];
     for (let pair = 0; pair < pairs; pair++) {
       for (const v of rotated(group, pair)) await measuredSync(v, count, seeded.head);
     }
-    const ratiosTo = (v: Variant, of: (v: Variant) => number[]) => of(pairPlain).map((ms, i) => ms / of(v)[i]!);
-    const pairRatios = ratiosTo(pairMixed, (v) => v.ms);
-    const pairCpuRatios = ratiosTo(pairMixed, (v) => v.cpuMs);
-    const fingerprintsRatios = ratiosTo(pairFingerprints, (v) => v.ms);
-    const checksumRatios = ratiosTo(pairChecksum, (v) => v.ms);
+    /** Per group, the rate of `v` against `reference`'s (so the CPU of `reference` against `v`'s). */
+    const ratios = (v: Variant, of: (v: Variant) => number[], reference = pairPlain) => of(reference).map((x, i) => x / of(v)[i]!);
+    const pairRatios = ratios(pairMixed, (v) => v.ms);
+    const pairCpuRatios = ratios(pairMixed, (v) => v.cpuMs);
+    const secrecyRatios = ratios(pairMixed, (v) => v.ms, plainEnvMix);
+    const secrecyRatio = median(secrecyRatios);
+    const mib = (v: Variant) => `${((v.wireBytes ?? 0) / 2 ** 20).toFixed(1)} MiB received`;
     const rawRate = count / (median(rawMs) / 1000);
     const rate = (v: Variant) => count / (median(v.ms) / 1000);
-    const [main, overTls, twin, withSecrets, ...diagnostics] = variants;
+    const [main, overTls, twin, , ...diagnostics] = variants;
     const mainRate = rate(main!);
     const tlsRate = rate(overTls!);
     const twinRate = rate(twin!);
@@ -293,20 +297,28 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           target: `≥ ${TARGET_MIXED_RATIO}× plain`,
           met: mixedRatio >= TARGET_MIXED_RATIO,
         },
+        {
+          benchmark: `B1 full sync, the same mix: its secret values against the same values as plain env (what secrecy costs)`,
+          measured: `${fmtInt(mixedRate)}/s`,
+          reference: `plain env ${fmtInt(rate(plainEnvMix!))}/s (back to back, ${pairs} times; the ratio is the median group's)`,
+          ratio: fmtRatio(secrecyRatio),
+          target: `≥ ${TARGET_MIXED_RATIO}× plain env`,
+          met: secrecyRatio >= TARGET_MIXED_RATIO,
+        },
+        ...whatIfs.map((v) => {
+          const wall = ratios(v, (x) => x.ms);
+          return {
+            benchmark: `B1 what-if: ${v.name}`,
+            measured: `${fmtInt(rate(v))}/s`,
+            reference: `plain region ${fmtInt(pairPlainRate)}/s (back to back; ctrl's CPU ${fmtRatio(median(ratios(v, (x) => x.cpuMs)))}; ${mib(v)})`,
+            ratio: fmtRatio(median(wall)),
+            target: "(diagnostic)",
+            met: undefined,
+          };
+        }),
         ...diagnostics.map((v) => {
-          // Against what it is a control of: the mix with plain env values is the mix with secret
-          // values' reference; the mixed region without compression is against the plain one without.
-          if (v === plainEnvMix) {
-            return {
-              benchmark: `B1 diagnostic: the mix with secret values against the same mix, its values as plain env`,
-              measured: `${fmtInt(rate(withSecrets!))}/s`,
-              reference: `plain env ${fmtInt(rate(v))}/s`,
-              ratio: fmtRatio(rate(withSecrets!) / rate(v)),
-              target: "(diagnostic)",
-              met: undefined,
-            };
-          }
-          const against = v === mixedIdentity ? plainIdentity : v === mixedGzip ? plainGzip : v === fingerprintsMix || v === checksumMix ? main : undefined;
+          // Against what it is a control of: the mixed region without compression is against the plain one without.
+          const against = v === mixedIdentity ? plainIdentity : v === mixedGzip ? plainGzip : undefined;
           return {
             benchmark: `B1 diagnostic: ${v.name}`,
             measured: `${fmtInt(rate(v))}/s`,
@@ -323,14 +335,21 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           `The lean reader syncs with the region's agent token (as an agent does: it receives the values sealed for its region, as stored) and accepts zstd, then gzip, as the agent does; the connect-node clients sync with the admin token and accept gzip (their default).`,
         `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed for the region's agent as ctrl stores them), ` +
           `readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%); mean body ${Math.round(mixed.bodyBytes / count)} B (${(mixed.bodyBytes / 2 ** 20).toFixed(1)} MiB in all; ` +
-          `the same mix with its values as plain env ${Math.round(plainEnv.bodyBytes / count)} B); ` +
+          `${ALTERNATIVES.map(({ values }, i) => `${values} ${Math.round(alternativeBodies[i]! / count)} B`).join(", ")}); ` +
           `${mixedMessages} response messages per sync; seeded in ${(mixedSeedMs / 1000).toFixed(1)} s; a decoded sync with its agent token received all ${fmtInt(deliveredValues)} values, each opening under the keys GetSecretKeys gave it. ` +
           `Raw keyset scan of it ${fmtInt(rawMixedRate)}/s (${fmtRatio(rawMixedRate / rawRate)} the plain region's; wall times ${rawMixedMs.map((m) => m.toFixed(0)).join("/")} ms).`,
         `B1 mixed against plain, back to back ${pairs} times: the mixed region's rate against the plain one's ${pairRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(mixedRatio)}); ` +
           `ctrl's CPU per sync, plain against mixed, ${pairCpuRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(pairCpuRatios))}); ` +
-          `wall times (ms) plain ${pairPlain.ms.map((m) => m.toFixed(0)).join("/")}, mixed ${pairMixed.ms.map((m) => m.toFixed(0)).join("/")}. ` +
-          `In the same groups, against the plain region, the what-if with names and fingerprints: ${fingerprintsRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(fingerprintsRatios))}); ` +
-          `the what-if with names and one checksum a workload: ${checksumRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(checksumRatios))}).`,
+          `wall times (ms) plain ${pairPlain.ms.map((m) => m.toFixed(0)).join("/")}, mixed ${pairMixed.ms.map((m) => m.toFixed(0)).join("/")} (${mib(pairPlain)} and ${mib(pairMixed)}). ` +
+          `The mix with secret values against its values as plain env, in the same groups: ${secrecyRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(secrecyRatio)}; plain env ${mib(plainEnvMix!)}). ` +
+          `Against the plain region, in the same groups: ${whatIfs
+            .map(
+              (v) =>
+                `${v.name} ${ratios(v, (x) => x.ms)
+                  .map(fmtRatio)
+                  .join(", ")}`,
+            )
+            .join("; ")}.`,
         `B1: wall times (ms) — raw scan ${rawMs.map((m) => m.toFixed(0)).join("/")}; ` +
           variants
             .map(

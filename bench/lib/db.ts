@@ -107,9 +107,11 @@ export interface ServiceMix {
    * secret); two what-ifs of a snapshot whose agent would fetch the values apart (ctrl serves
    * neither): "names-and-fingerprints", without the seals; "names-and-checksum", the least
    * such a snapshot could carry, the names and one checksum for the workload (in the first
-   * entry's fingerprint), from which the pod template's annotation would come.
+   * entry's fingerprint), from which the pod template's annotation would come; "names-only",
+   * the names alone (each change of a value is a new version of the deployment); "none", no
+   * secret env at all, the probes and the autoscaler alone (what any design of the values adds to).
    */
-  values?: "sealed" | "plain-env" | "names-and-fingerprints" | "names-and-checksum";
+  values?: "sealed" | "plain-env" | "names-and-fingerprints" | "names-and-checksum" | "names-only" | "none";
 }
 
 export const MIX_SECRET_VALUES = 5;
@@ -136,6 +138,7 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
     values.map(({ name, value }) => create(SecretEnvVarSchema, { name, sealed: seal(secretContext(id, name), value), fingerprint: ring.fingerprint(value) }));
   const probe = (path: string) => create(ProbeSchema, { handler: { case: "httpGet", value: { path, port: 8080 } } });
   const probes = { readinessProbe: probe("/ready"), livenessProbe: probe("/healthz") };
+  if (mix.values === "none") return { deployment: probes, desired: probes };
   if (mix.values === "plain-env") return { deployment: { ...probes, env: [...env, ...values] }, desired: { ...probes, env: [...env, ...values] } };
   const deployment = { ...probes, secretEnv: secretEnv((context, value) => ring.seal(context, value)) };
   if (mix.values === "names-and-fingerprints") {
@@ -147,6 +150,7 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
     const namesOnly = values.map(({ name }, i) => create(SecretEnvVarSchema, i === 0 ? { name, fingerprint: checksum } : { name }));
     return { deployment, desired: { ...probes, secretEnv: namesOnly } };
   }
+  if (mix.values === "names-only") return { deployment, desired: { ...probes, secretEnv: values.map(({ name }) => create(SecretEnvVarSchema, { name })) } };
   return { deployment, desired: { ...probes, secretEnv: secretEnv((context, value) => ring.sealForRegion(regionId, context, value)) } };
 }
 
