@@ -65,10 +65,11 @@ export async function listenDual(
     // native handle, with no JavaScript in between on the hot path).
     let head = Buffer.alloc(0);
     // A connection that never says which protocol it speaks would otherwise be held forever.
-    socket.setTimeout(bounds.firstRequestTimeoutMs, () => {
+    const firstBytes = () => {
       onBound("first_bytes");
       socket.destroy();
-    });
+    };
+    socket.setTimeout(bounds.firstRequestTimeoutMs, firstBytes);
     const onReadable = () => {
       const chunk: Buffer | null = socket.read();
       if (chunk === null) return;
@@ -77,7 +78,10 @@ export async function listenDual(
       const isH2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
       if (isH2 && head.length < H2_PREFACE.length) return; // need more bytes to decide
       socket.off("readable", onReadable);
+      // (The listener too: left, it would end and count as first_bytes every HTTP/1.1 socket
+      // that the server's keep-alive timeout ends later.)
       socket.setTimeout(0);
+      socket.off("timeout", firstBytes);
       socket.unshift(head);
       if (isH2) {
         h2.emit("connection", socket);

@@ -133,6 +133,29 @@ describe("dual-protocol listener", () => {
     }
   });
 
+  test("an HTTP/1.1 connection that its keep-alive timeout ends does not count as a first-bytes timeout", async () => {
+    const bounds: string[] = [];
+    const counted = await listenDual("127.0.0.1", 0, echo, { ...DEFAULT_CONNECTION_BOUNDS, firstRequestTimeoutMs: 300 }, (reason) => bounds.push(reason));
+    const agent = new http.Agent({ keepAlive: true });
+    try {
+      const socket = await new Promise<net.Socket>((resolve, reject) => {
+        const req = http.request({ host: "127.0.0.1", port: counted.address.port, method: "POST", path: "/", agent }, (res) => {
+          res.resume();
+          res.on("end", () => resolve(req.socket!));
+        });
+        req.on("error", reject);
+        req.end("kept");
+      });
+      // The server ends the idle socket (keepAliveTimeout, 5 s, and Node's 1 s of grace).
+      if (!socket.destroyed) await new Promise((resolve) => socket.once("close", resolve));
+      assert.deepEqual(bounds, []);
+    } finally {
+      agent.destroy();
+      counted.drain();
+      counted.destroy();
+    }
+  });
+
   test("a connection that closes before deciding leaves the listener serving", async () => {
     const socket = net.connect(listener.address.port, "127.0.0.1");
     await new Promise<void>((resolve) => socket.once("connect", resolve));

@@ -84,12 +84,14 @@ describe("memory during and after an authenticated fuzz burst (ctrl process, MyS
       writeFileSync(`/proc/${pid}/clear_refs`, "5"); // resets VmHWM to the current RSS
       const outcomes = await sendFuzz(ctrl.url, TOKEN, fuzzRequests(SERVICES, round), 16, ANSWER_WITHIN_MS);
       const peak = status(pid, "VmHWM") - rest;
-      // Under the suite's load a few requests (2 to 4 of about 3,300, in later bursts only) end
-      // with no HTTP status: a reset or closed connection, or no answer within ANSWER_WITHIN_MS;
-      // which of these is not established. More than 1% would be ctrl failing to answer.
+      // Every request is answered. The requests that once ended with no status (0 to 22 of about
+      // 3,300 per burst under load) were all HTTP/1.1 ones sent on a kept-alive socket idle for
+      // 5.5 to 6.5 s, reset (ECONNRESET) within a second: ctrl closes idle sockets after its
+      // keepAliveTimeout (5 s, plus Node's 1 s buffer), as its Keep-Alive header announces, and
+      // the client reused one just then; sendFuzz's agent now drops them first.
       const sent = [...outcomes.values()].reduce((a, b) => a + b, 0);
       const unanswered = outcomes.get(0) ?? 0;
-      assert.ok(unanswered <= sent / 100, `${unanswered} of ${sent} requests got no answer`);
+      assert.equal(unanswered, 0, `${unanswered} of ${sent} requests got no answer within ${ANSWER_WITHIN_MS} ms`);
       await sleep(45_000);
       const later = status(pid, "VmRSS") - rest;
       const measured = `rest ${mib(rest)} MiB; peak +${mib(peak)} MiB, 45 s later +${mib(later)} MiB; HTTP statuses ${JSON.stringify(Object.fromEntries(outcomes))}`;

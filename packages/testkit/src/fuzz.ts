@@ -216,7 +216,11 @@ export async function sendFuzz(
   timeoutMs = 10_000,
 ): Promise<Map<number, number>> {
   const outcomes = new Map<number, number>();
-  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  // With a timeout of its own, the agent honours the server's `Keep-Alive: timeout=N` and drops an
+  // idle socket 1 s before it (Agent#keepSocketAlive only ever lowers the agent's timeout; with
+  // none, it keeps the socket until the server closes it, and a request sent on it just then gets
+  // ECONNRESET). The HTTP/1.1 sockets sit idle while the HTTP/2 requests of the same method run.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency, timeout: timeoutMs });
   let session: http2.ClientHttp2Session | undefined;
   const h2 = () => {
     if (!session || session.closed || session.destroyed) {
