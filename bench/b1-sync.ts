@@ -20,7 +20,7 @@
 // over the rounds.
 import { createSecretKey } from "node:crypto";
 import { createConnection } from "mysql2/promise";
-import { openValue, sealedKeyId, secretContext } from "@flotilla/runtime/sealed-values";
+import { openValue, sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
 import { clusterClient, createAgentToken, type ClusterClient } from "./lib/clients.ts";
 import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
@@ -61,9 +61,9 @@ interface Variant {
 }
 
 /**
- * One full sync of the mixed region as its agent receives it, decoded: every secret value of
- * the mixed share arrives sealed for the region and opens under the keys GetSecretKeys gives
- * the agent, as the agent opens it.
+ * One full sync of the mixed region as its agent receives it, decoded: every workload's secret
+ * values of the mixed share arrive sealed as one for the region and open under the keys
+ * GetSecretKeys gives the agent, as the agent opens them.
  */
 async function checkSecretsDelivered(baseUrl: string, token: string, mix: ServiceMix, count: number): Promise<number> {
   const client = clusterClient(baseUrl, { token });
@@ -72,10 +72,15 @@ async function checkSecretsDelivered(baseUrl: string, token: string, mix: Servic
   for await (const res of client.syncDesiredState({ region: MIXED_REGION })) {
     if (res.message.case !== "batch") continue;
     for (const r of res.message.value.resources) {
-      for (const s of r.spec.case === "deployment" ? (r.spec.value.workload?.secretEnv ?? []) : []) {
-        const key = keys.get(sealedKeyId(s.sealed));
-        if (s.value !== undefined || !key) throw new Error(`B1: ${r.id}'s secret ${s.name} arrived in plain text or under a key the agent lacks`);
-        if (openValue(key, secretContext(r.id, s.name), s.sealed).length === 0) throw new Error(`B1: ${r.id}'s secret ${s.name} opened empty`);
+      const workload = r.spec.case === "deployment" ? r.spec.value.workload : undefined;
+      if (!workload || workload.secretEnv.length === 0) continue;
+      const names = workload.secretEnv.map((s) => s.name);
+      const key = keys.get(sealedKeyId(workload.secretEnvSealed));
+      if (workload.secretEnv.some((s) => s.value !== undefined || s.sealed.length > 0) || !key) {
+        throw new Error(`B1: ${r.id}'s secret env arrived in plain text, sealed one by one or under a key the agent lacks`);
+      }
+      for (const value of unpackValues(openValue(key, secretEnvContext(r.id, names), workload.secretEnvSealed), names.length)) {
+        if (value.length === 0) throw new Error(`B1: a secret of ${r.id} opened empty`);
         values++;
       }
     }

@@ -5,7 +5,8 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { buildManifests, DESIRED_VERSION_ANNOTATION, FIELD_MANAGER } from "@flotilla/agent";
 import { KubernetesEmulator, type KubeObject } from "@flotilla/k8s-emulator";
 import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { secretContext, type SecretKeyRing } from "@flotilla/store";
+import { secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
+import type { SecretKeyRing } from "@flotilla/store";
 import { createConnection } from "mysql2/promise";
 import type { DeploymentWant, EmulatorChildConfig, EmulatorRequest, EmulatorState, SeedResult, SeedSpec } from "./lib/emulator-process.ts";
 import { memoryAfterGc, serveParent } from "./lib/ipc.ts";
@@ -34,13 +35,22 @@ function state(): EmulatorState {
   return { resourceVersion: emulator.resourceVersion, objects: Object.fromEntries(KINDS.map((k) => [k.kind, emulator.list(k).length])) };
 }
 
-/** Opens the resource's secret values in place, as ctrl delivers them to the region's agent (the seal stripped). */
+/**
+ * Opens the resource's secret values in place (sealed as one for the region's agent, as ctrl
+ * stores them), each with its fingerprint, from which the agent's manifests take the same pod
+ * template checksum as from the one delivered with the seal.
+ */
 function openSecrets(resource: DesiredResource, ring: SecretKeyRing): void {
-  if (resource.spec.case !== "deployment") return;
-  for (const s of resource.spec.value.workload?.secretEnv ?? []) {
-    s.value = ring.open(secretContext(resource.id, s.name), s.sealed);
-    s.sealed = new Uint8Array(0);
-  }
+  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+  if (!workload || workload.secretEnv.length === 0) return;
+  const names = workload.secretEnv.map((s) => s.name);
+  const values = unpackValues(ring.openBytes(secretEnvContext(resource.id, names), workload.secretEnvSealed), names.length);
+  workload.secretEnv.forEach((s, i) => {
+    s.value = values[i]!.toString("utf8");
+    s.fingerprint = ring.fingerprint(s.value);
+  });
+  workload.secretEnvSealed = new Uint8Array(0);
+  workload.secretEnvChecksum = "";
 }
 
 /**

@@ -9,8 +9,9 @@ import {
   ProbeSchema,
   ResourceType,
   SecretEnvVarSchema,
+  WorkloadSchema,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { secretContext, type SecretKeyRing, Store } from "@flotilla/store";
+import { regionSecretEnv, secretContext, type SecretKeyRing, Store } from "@flotilla/store";
 import { createConnection, type Connection } from "mysql2/promise";
 
 export interface BenchDatabase {
@@ -151,7 +152,19 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
     return { deployment, desired: { ...probes, secretEnv: namesOnly } };
   }
   if (mix.values === "names-only") return { deployment, desired: { ...probes, secretEnv: values.map(({ name }) => create(SecretEnvVarSchema, { name })) } };
-  return { deployment, desired: { ...probes, secretEnv: secretEnv((context, value) => ring.sealForRegion(regionId, context, value)) } };
+  // As ctrl stores them for the region's agent: the names, and the values sealed as one.
+  const named = create(WorkloadSchema, { secretEnv: values.map(({ name }) => create(SecretEnvVarSchema, { name })) });
+  const forRegion = regionSecretEnv(
+    ring,
+    regionId,
+    id,
+    named,
+    values.map(({ value }) => value),
+  );
+  return {
+    deployment,
+    desired: { ...probes, secretEnv: forRegion.secretEnv, secretEnvSealed: forRegion.secretEnvSealed, secretEnvChecksum: forRegion.secretEnvChecksum },
+  };
 }
 
 /**

@@ -1,4 +1,5 @@
-// The desired table's form of a secret env: the values ctrl sealed for the region, opened and
+// The desired table's form of a secret env: the values ctrl sealed for the region (as one, or one
+// by one as an earlier version did), opened and
 // sealed again as one seal under the process's key in the first variable, the checksum the pod
 // template needs in place of the fingerprints; the manifests built from it equal those built from
 // the plain values as delivered.
@@ -7,7 +8,7 @@ import assert from "node:assert/strict";
 import { createSecretKey, randomBytes } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceType, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { secretContext, sealValue } from "@flotilla/runtime/sealed-values";
+import { packValues, secretContext, secretEnvChecksum as checksumOf, secretEnvContext, sealValue } from "@flotilla/runtime/sealed-values";
 import { DesiredTable, desiredResource } from "../src/desired-table.ts";
 import { buildManifests, SECRET_ENV_CHECKSUM_ANNOTATION, type KubeObject } from "../src/manifests.ts";
 import { openSecretEnv, secretEnvChecksum } from "../src/sealed-secrets.ts";
@@ -16,20 +17,45 @@ const REGION_KEY = { id: "k1/r7", key: randomBytes(32) };
 // Empty, multi-byte UTF-8, and longer than 127 bytes (a length of two varint bytes).
 const VALUES = { EMPTY: "", PASSWORD: `pässwörd-${randomBytes(8).toString("hex")}`, CERT: `-----${randomBytes(150).toString("base64")}-----` };
 
-function deployment(id: string, secretEnv: { name: string; value?: string; sealed?: Uint8Array; fingerprint: string }[]): DesiredResource {
+function deployment(
+  id: string,
+  secretEnv: { name: string; value?: string; sealed?: Uint8Array; fingerprint?: string }[],
+  asOne: { secretEnvSealed: Uint8Array; secretEnvChecksum: string } | undefined = undefined,
+): DesiredResource {
   return create(DesiredResourceSchema, {
     type: ResourceType.DEPLOYMENT,
     id,
     namespace: "demo",
     version: 3n,
-    spec: { case: "deployment", value: { replicas: 1, workload: { image: "api:1", secretEnv } } },
+    spec: { case: "deployment", value: { replicas: 1, workload: { image: "api:1", secretEnv, ...asOne } } },
   });
 }
 
 /** A stand-in for ctrl's keyed fingerprint: 16 hex digits, different per name. */
 const fingerprint = (name: string) => Buffer.from(name.padEnd(8, "_").slice(0, 8)).toString("hex");
 
-/** As ctrl's stream delivers it: each value sealed for the region. */
+/** As ctrl's stream delivers it: the names, every value sealed as one for the region, the checksum. */
+const deliveredAsOne = (id: string, names = Object.keys(VALUES), count = names.length) =>
+  deployment(
+    id,
+    Object.keys(VALUES).map((name) => ({ name })),
+    {
+      secretEnvSealed: sealValue(
+        REGION_KEY.id,
+        createSecretKey(REGION_KEY.key),
+        randomBytes(12),
+        secretEnvContext(id, names),
+        packValues(
+          Object.values(VALUES)
+            .slice(0, count)
+            .map((value) => Buffer.from(value)),
+        ),
+      ),
+      secretEnvChecksum: checksumOf(Object.keys(VALUES).map((name) => ({ name, fingerprint: fingerprint(name) }))),
+    },
+  );
+
+/** As a ctrl of an earlier version delivered it: each value sealed for the region. */
 const delivered = (id: string) =>
   deployment(
     id,
@@ -51,33 +77,38 @@ const objectOf = (resource: DesiredResource, kind: string) => buildManifests(res
 const templateAnnotations = (object: KubeObject) =>
   (object.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
 
-test("the table keeps a secret env as names and one process seal carrying the values and the checksum, and builds the same objects", () => {
-  const table = new DesiredTable(() => {});
-  table.secretKeys.set([REGION_KEY]);
-  table.upsert(delivered("api"), 3);
-  const desired = table.get("deployment/api")!.desired;
-  assert.ok(desired.kind === "upsert");
-  for (const value of Object.values(VALUES).filter((v) => v !== "")) {
-    assert.ok(!Buffer.from(desired.encoded, "latin1").includes(Buffer.from(value)), "no value in the table's encoding");
-  }
-  const kept = desiredResource(desired);
-  const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
-  assert.deepEqual(
-    secretEnv.map(({ name, value, fingerprint, sealed }) => ({ name, value, fingerprint, sealed: sealed.length > 0 })),
-    Object.keys(VALUES).map((name, i) => ({ name, value: undefined, fingerprint: "", sealed: i === 0 })),
-  );
-  assert.equal(secretEnv[0]!.sealed[0], 0, "the table's form, told from a ctrl seal by its first byte");
-  assert.deepEqual(
-    openSecretEnv(secretEnv).map((value) => value.toString("utf8")),
-    Object.values(VALUES),
-  );
+for (const [form, deliver] of [
+  ["sealed as one", deliveredAsOne],
+  ["sealed one by one", delivered],
+] as const) {
+  test(`the table keeps a secret env delivered ${form} as names and one process seal carrying the values and the checksum, and builds the same objects`, () => {
+    const table = new DesiredTable(() => {});
+    table.secretKeys.set([REGION_KEY]);
+    table.upsert(deliver("api"), 3);
+    const desired = table.get("deployment/api")!.desired;
+    assert.ok(desired.kind === "upsert");
+    for (const value of Object.values(VALUES).filter((v) => v !== "")) {
+      assert.ok(!Buffer.from(desired.encoded, "latin1").includes(Buffer.from(value)), "no value in the table's encoding");
+    }
+    const kept = desiredResource(desired);
+    const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
+    assert.deepEqual(
+      secretEnv.map(({ name, value, fingerprint, sealed }) => ({ name, value, fingerprint, sealed: sealed.length > 0 })),
+      Object.keys(VALUES).map((name, i) => ({ name, value: undefined, fingerprint: "", sealed: i === 0 })),
+    );
+    assert.equal(secretEnv[0]!.sealed[0], 0, "the table's form, told from a ctrl seal by its first byte");
+    assert.deepEqual(
+      openSecretEnv(secretEnv).map((value) => value.toString("utf8")),
+      Object.values(VALUES),
+    );
 
-  const direct = plain("api");
-  assert.equal(secretEnvChecksum(secretEnv), secretEnvChecksum(direct.spec.case === "deployment" ? direct.spec.value.workload!.secretEnv : []));
-  assert.deepEqual(objectOf(kept, "Secret"), objectOf(direct, "Secret"));
-  assert.deepEqual(objectOf(kept, "Deployment"), objectOf(direct, "Deployment"));
-  assert.match(templateAnnotations(objectOf(kept, "Deployment"))[SECRET_ENV_CHECKSUM_ANNOTATION]!, /^[0-9a-f]{16}$/);
-});
+    const direct = plain("api");
+    assert.equal(secretEnvChecksum(secretEnv), secretEnvChecksum(direct.spec.case === "deployment" ? direct.spec.value.workload!.secretEnv : []));
+    assert.deepEqual(objectOf(kept, "Secret"), objectOf(direct, "Secret"));
+    assert.deepEqual(objectOf(kept, "Deployment"), objectOf(direct, "Deployment"));
+    assert.match(templateAnnotations(objectOf(kept, "Deployment"))[SECRET_ENV_CHECKSUM_ANNOTATION]!, /^[0-9a-f]{16}$/);
+  });
+}
 
 test("the table's form is kept as it is when met again, and a broken seal does not open", () => {
   const table = new DesiredTable(() => {});
@@ -94,6 +125,20 @@ test("the table's form is kept as it is when met again, and a broken seal does n
   const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
   secretEnv[0]!.sealed[30]! ^= 1;
   assert.throws(() => openSecretEnv(secretEnv));
+});
+
+test("values sealed as one open only with the names they were sealed with, all of them, and with the checksum", () => {
+  const table = new DesiredTable(() => {});
+  table.secretKeys.set([REGION_KEY]);
+  const reordered = Object.keys(VALUES).reverse();
+  assert.throws(() => table.upsert(deliveredAsOne("api", reordered), 3), /does not open/, "names in another order");
+  const moved = deliveredAsOne("api");
+  moved.id = "web";
+  assert.throws(() => table.upsert(moved, 3), /does not open/, "another deployment's");
+  assert.throws(() => table.upsert(deliveredAsOne("api", Object.keys(VALUES), 2), 3), /holds 2 values, want 3/);
+  const withoutChecksum = deliveredAsOne("api");
+  if (withoutChecksum.spec.case === "deployment") withoutChecksum.spec.value.workload!.secretEnvChecksum = "";
+  assert.throws(() => table.upsert(withoutChecksum, 3), /came sealed without its checksum/);
 });
 
 test("a value sealed under a key the agent lacks is refused, naming it", () => {

@@ -20,11 +20,11 @@ import {
   ResourceType,
   SecretEnvVarSchema,
   type DesiredResource,
-  type SecretEnvVar,
+  type Workload,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { createLogger } from "@flotilla/runtime";
-import { openValue, sealedKeyId } from "@flotilla/runtime/sealed-values";
+import { openValue, sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { generateKeyFile, secretContext, SecretKeyRing, Store } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { rowCounts, startTestCtrl, type Protocol, type TestCtrl } from "@flotilla/testkit/ctrl";
@@ -174,7 +174,7 @@ for (const { db, skip } of await testDatabases()) {
       assert.deepEqual(await rowCounts(t.store), counts);
     });
 
-    test("the streams carry the values sealed for the region's own agent, which alone gets the keys that open them, over each protocol; the admin token gets names and fingerprints", async () => {
+    test("the streams carry the values sealed as one for the region's own agent, which alone gets the keys that open them, over each protocol; the admin token gets the names and the checksum", async () => {
       const regions = t.client(RegionService);
       await regions.createRegion({ region: { name: "other" } });
       const own = (await regions.createAgentToken({ region: "local" })).token;
@@ -184,20 +184,20 @@ for (const { db, skip } of await testDatabases()) {
       const refused = (e: unknown) => ConnectError.from(e).code === Code.PermissionDenied;
       for (const protocol of PROTOCOLS) {
         const cluster = (token?: string) => t.client(ClusterService, { protocol, ...(token ? { token } : {}) });
-        /** DB_PASSWORD's entry of each resource the streams carry, by id (and id@version for the watch). */
+        /** The secret env of each resource the streams carry, by id (and id@version for the watch). */
         const streamed = async (token: string | undefined) => {
-          const entries = new Map<string, { id: string; entry: SecretEnvVar }>();
+          const entries = new Map<string, { id: string; entry: Workload }>();
           for await (const response of cluster(token).syncDesiredState({ region: "local" })) {
             if (response.message.case !== "batch") continue;
             assertHidden(SyncDesiredStateResponseSchema, response, secrets, `SyncDesiredState over ${protocol}`);
-            for (const resource of response.message.value.resources) entries.set(resource.id, { id: resource.id, entry: secretEntry(resource) });
+            for (const resource of response.message.value.resources) entries.set(resource.id, { id: resource.id, entry: streamedSecrets(resource) });
           }
           const abort = new AbortController();
           for await (const response of cluster(token).watchDeploymentChanges({ region: "local", versionLastSeen: 0n }, { signal: abort.signal })) {
             assertHidden(WatchDeploymentChangesResponseSchema, response, secrets, `WatchDeploymentChanges over ${protocol}`);
             for (const event of response.events)
               if (event.change.case === "upsert")
-                entries.set(`${event.change.value.id}@${event.version}`, { id: event.change.value.id, entry: secretEntry(event.change.value) });
+                entries.set(`${event.change.value.id}@${event.version}`, { id: event.change.value.id, entry: streamedSecrets(event.change.value) });
             if (response.events.length === 0) break;
           }
           abort.abort();
@@ -211,11 +211,11 @@ for (const { db, skip } of await testDatabases()) {
         );
         const agent = await streamed(own);
         for (const [id, secret] of written)
-          assert.equal(openWith(keys, id, agent.get(id)!.entry), secret, `${protocol}: the agent of local opens ${id}'s value`);
-        for (const { id, entry } of agent.values()) assert.ok(openWith(keys, id, entry).length > 0, `${protocol}: every change's value opens`);
+          assert.equal(openWith(keys, id, agent.get(id)!.entry).get("DB_PASSWORD"), secret, `${protocol}: the agent of local opens ${id}'s value`);
+        for (const { id, entry } of agent.values()) assert.ok(openWith(keys, id, entry).size > 0, `${protocol}: every change's values open`);
         const admin = await streamed(undefined);
         assert.ok(admin.size > written.size, "the admin's streams carry the changes too");
-        for (const [key, { entry }] of admin) assert.equal(entry.sealed.length, 0, `${protocol}: the admin token's stream carries no seal of ${key}`);
+        for (const [key, { entry }] of admin) assert.equal(entry.secretEnvSealed.length, 0, `${protocol}: the admin token's stream carries no seal of ${key}`);
         // The keys go to the region's own agent alone.
         await assert.rejects(cluster().getSecretKeys({ region: "local" }), refused, "the admin token");
         await assert.rejects(cluster(otherAgent).getSecretKeys({ region: "local" }), refused, "another region's agent");
@@ -242,15 +242,24 @@ for (const { db, skip } of await testDatabases()) {
       for (const secret of written.values()) assert.ok(!text.includes(secret), `the ${db.name} database holds a secret in plain text`);
     });
 
-    test("a desired state stored by an earlier version (values sealed under the data key) is sealed for its regions when ctrl starts", async () => {
+    test("a desired state stored by an earlier version (values sealed one by one, under the data key or the region's) is sealed as one for its regions when ctrl starts", async () => {
       const ring = ringOf(keyFile);
       const rows = await t.store.database.db.selectFrom("desired_resources").select(["region_id", "resource_type", "resource_id", "body"]).execute();
       let legacy = 0;
       for (const row of rows) {
         const resource = fromBinary(DesiredResourceSchema, row.body);
-        const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
-        if (secretEnv.length === 0) continue;
-        for (const s of secretEnv) s.sealed = ring.seal(secretContext(resource.id, s.name), ring.open(secretContext(resource.id, s.name), s.sealed));
+        const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+        if (!workload || workload.secretEnv.length === 0) continue;
+        const values = await desiredSecrets(t.store, resource.id, ring);
+        // Every other row as the version before sealed for regions, the rest as the one before it.
+        for (const s of workload.secretEnv) {
+          const value = values.get(s.name)!;
+          const context = secretContext(resource.id, s.name);
+          s.sealed = legacy % 2 === 0 ? ring.seal(context, value) : ring.sealForRegion(row.region_id, context, value);
+          s.fingerprint = ring.fingerprint(value);
+        }
+        workload.secretEnvSealed = new Uint8Array(0);
+        workload.secretEnvChecksum = "";
         await t.store.database.db
           .updateTable("desired_resources")
           .set({ body: toBinary(DesiredResourceSchema, resource) })
@@ -261,17 +270,21 @@ for (const { db, skip } of await testDatabases()) {
         legacy++;
       }
       assert.ok(legacy >= written.size);
+      const localKeyId = `k1/r${(await t.store.regions.resolve("local")).id}`;
+      /** The key ids of the seals one by one, and of the seals as one, in the desired state. */
       const keyIds = async () => {
-        const ids = new Set<string>();
+        const ids = { oneByOne: new Set<string>(), asOne: new Set<string>() };
         for (const row of await t.store.database.db.selectFrom("desired_resources").select("body").execute()) {
           const resource = fromBinary(DesiredResourceSchema, row.body);
-          for (const s of resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : []) ids.add(sealedKeyId(s.sealed));
+          const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+          for (const s of workload?.secretEnv ?? []) if (s.sealed.length > 0) ids.oneByOne.add(sealedKeyId(s.sealed));
+          if (workload?.secretEnvSealed.length) ids.asOne.add(sealedKeyId(workload.secretEnvSealed));
         }
-        return [...ids];
+        return { oneByOne: [...ids.oneByOne].sort(), asOne: [...ids.asOne] };
       };
-      assert.deepEqual(await keyIds(), ["k1"]);
+      assert.deepEqual(await keyIds(), { oneByOne: ["k1", localKeyId], asOne: [] });
       await (await Store.open(t.databaseUrl, { secrets: ring })).close();
-      assert.deepEqual(await keyIds(), [`k1/r${(await t.store.regions.resolve("local")).id}`]);
+      assert.deepEqual(await keyIds(), { oneByOne: [], asOne: [localKeyId] });
       for (const [id, secret] of written) assert.equal((await desiredSecrets(t.store, id, ring)).get("DB_PASSWORD"), secret);
     });
 
@@ -287,8 +300,8 @@ for (const { db, skip } of await testDatabases()) {
       for (const row of outbox) {
         const event = fromBinary(ChangeEventSchema, row.body);
         const resource = event.change.case === "upsert" ? event.change.value : undefined;
-        const secretEnv = resource?.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
-        for (const s of secretEnv) opened += ringOf(newest).open(secretContext(resource!.id, s.name), s.sealed).length > 0 ? 1 : 0;
+        const workload = resource?.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+        if (workload?.secretEnv.length) opened += (await openedAsOne(ringOf(newest), resource!.id, workload)).size;
       }
       assert.ok(opened > written.size, "every outbox row's value opens under the newest key alone");
       await assert.doesNotReject(Store.open(t.databaseUrl, { secrets: ringOf(newest) }).then((s) => s.close()));
@@ -301,27 +314,39 @@ for (const { db, skip } of await testDatabases()) {
   });
 }
 
-/** DB_PASSWORD's entry as a stream delivered it: never a value in plain text. */
-function secretEntry(resource: DesiredResource): SecretEnvVar {
-  const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
-  const entry = secretEnv.find((s) => s.name === "DB_PASSWORD");
-  assert.ok(entry, `${resource.id} carries its secret's name`);
-  assert.equal(entry.value, undefined, "no stream carries a value in plain text");
-  assert.match(entry.fingerprint, /^[0-9a-f]{16}$/);
-  return entry;
+/** A resource's secret env as a stream delivered it: the names, never a value in plain text nor one sealed alone, and the pod template's checksum. */
+function streamedSecrets(resource: DesiredResource): Workload {
+  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+  assert.ok(workload && workload.secretEnv.some((s) => s.name === "DB_PASSWORD"), `${resource.id} carries its secret's name`);
+  for (const s of workload.secretEnv) {
+    assert.equal(s.value, undefined, "no stream carries a value in plain text");
+    assert.equal(s.sealed.length, 0, "no stream carries a value sealed alone");
+  }
+  assert.match(workload.secretEnvChecksum, /^[0-9a-f]{16}$/);
+  return workload;
 }
 
-/** The value of deployment `id`'s `entry`, opened with GetSecretKeys' `keys` as the agent does. */
-function openWith(keys: { id: string; key: Uint8Array }[], id: string, entry: SecretEnvVar): string {
-  const key = keys.find((k) => k.id === sealedKeyId(entry.sealed));
-  assert.ok(key, `a key of id ${sealedKeyId(entry.sealed)}`);
-  return openValue(createSecretKey(key.key), secretContext(id, entry.name), entry.sealed).toString("utf8");
+/** The values of deployment `id`'s secret env as a stream delivered it, by name, opened with GetSecretKeys' `keys` as the agent does. */
+function openWith(keys: { id: string; key: Uint8Array }[], id: string, workload: Workload): Map<string, string> {
+  const key = keys.find((k) => k.id === sealedKeyId(workload.secretEnvSealed));
+  assert.ok(key, `a key of id ${sealedKeyId(workload.secretEnvSealed)}`);
+  const names = workload.secretEnv.map((s) => s.name);
+  const values = unpackValues(openValue(createSecretKey(key.key), secretEnvContext(id, names), workload.secretEnvSealed), names.length);
+  return new Map(names.map((name, i) => [name, values[i]!.toString("utf8")]));
+}
+
+/** The values of deployment `id`'s secret env in a region's form, by name, opened with `ring`. */
+async function openedAsOne(ring: SecretKeyRing, id: string, workload: Workload): Promise<Map<string, string>> {
+  const names = workload.secretEnv.map((s) => s.name);
+  const values = unpackValues(ring.openBytes(secretEnvContext(id, names), workload.secretEnvSealed), names.length);
+  return new Map(names.map((name, i) => [name, values[i]!.toString("utf8")]));
 }
 
 /** The values of a deployment's secrets as the desired state of its region holds them, opened. */
 async function desiredSecrets(store: Store, id: string, ring: SecretKeyRing): Promise<Map<string, string>> {
   const row = await store.database.db.selectFrom("desired_resources").select("body").where("resource_id", "=", id).executeTakeFirstOrThrow();
   const resource = fromBinary(DesiredResourceSchema, row.body);
-  const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
-  return new Map(secretEnv.map((s) => [s.name, ring.open(secretContext(id, s.name), s.sealed)]));
+  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+  assert.ok(workload, `${id} is a workload`);
+  return openedAsOne(ring, id, workload);
 }

@@ -6,7 +6,12 @@
 //
 // The key id says which key opens it: a data key of ctrl's key file ("k1"), or the key derived
 // from one for a region's agent ("k1/r7", see the store's SecretKeyRing).
-import { createCipheriv, createDecipheriv, type KeyObject } from "node:crypto";
+//
+// A region's desired state seals a workload's values as one (Workload.secret_env_sealed): the
+// values packed in the order of their names (packValues), bound to the deployment and the
+// names (secretEnvContext). One key id, nonce and tag a workload rather than a value, and no
+// fingerprint beside each: a workload of five values in B1's mix takes 513 B rather than 733 B.
+import { createCipheriv, createDecipheriv, createHash, type KeyObject } from "node:crypto";
 
 export const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
@@ -16,17 +21,65 @@ export function secretContext(deploymentId: string, name: string): string {
   return `${deploymentId}/${name}`;
 }
 
+/** What binds a workload's values sealed as one to its deployment and to its names, in order. */
+export function secretEnvContext(deploymentId: string, names: readonly string[]): string {
+  // A space: in neither an id nor a name, so no single value's context (secretContext) is one of these.
+  return `${deploymentId} ${names.join(" ")}`;
+}
+
+/** `values` as one buffer: each its length (LEB128: 7 bits a byte, low bits first), then its bytes. */
+export function packValues(values: readonly Uint8Array[]): Buffer {
+  const parts: Uint8Array[] = [];
+  for (const value of values) {
+    const length: number[] = [];
+    let n = value.length;
+    for (; n >= 0x80; n = Math.floor(n / 0x80)) length.push((n % 0x80) | 0x80);
+    length.push(n);
+    parts.push(Buffer.from(length), value);
+  }
+  return Buffer.concat(parts);
+}
+
+/** The first `count` values packValues() packed into `packed`, as views of it; throws when it holds fewer. */
+export function unpackValues(packed: Buffer, count: number): Buffer[] {
+  const values: Buffer[] = [];
+  let at = 0;
+  while (values.length < count) {
+    let length = 0;
+    for (let shift = 0; ; shift += 7) {
+      if (at >= packed.length) throw new Error(`sealed secret env holds ${values.length} values, want ${count}`);
+      const byte = packed[at++]!;
+      length += (byte & 0x7f) * 2 ** shift;
+      if (byte < 0x80) break;
+    }
+    if (at + length > packed.length) throw new Error(`sealed secret env holds ${values.length} values, want ${count}`);
+    values.push(packed.subarray(at, at + length));
+    at += length;
+  }
+  return values;
+}
+
+/**
+ * The pod template's secret env checksum (flotilla.dev/secret-env-checksum): a digest of the
+ * names and keyed fingerprints, so that a changed value (which changes no other field of the
+ * template) rolls the pods, and shows none. 16 hex digits.
+ */
+export function secretEnvChecksum(secretEnv: readonly { name: string; fingerprint: string }[]): string {
+  const lines = secretEnv.map(({ name, fingerprint }) => `${name}=${fingerprint}\n`).sort();
+  return createHash("sha256").update(lines.join("")).digest("hex").slice(0, 16);
+}
+
 /** The id of the key `sealed` was sealed under. */
 export function sealedKeyId(sealed: Uint8Array): string {
   return Buffer.from(sealed.buffer, sealed.byteOffset + 1, sealed[0]!).toString();
 }
 
-/** `value` sealed under `key` (named `keyId`) with `nonce`, bound to `context`. */
-export function sealValue(keyId: string, key: KeyObject, nonce: Uint8Array, context: string, value: string): Uint8Array {
+/** `value` (text, as UTF-8) sealed under `key` (named `keyId`) with `nonce`, bound to `context`. */
+export function sealValue(keyId: string, key: KeyObject, nonce: Uint8Array, context: string, value: string | Uint8Array): Uint8Array {
   const id = Buffer.from(keyId);
   const cipher = createCipheriv("aes-256-gcm", key, nonce);
   cipher.setAAD(Buffer.from(context));
-  const ciphertext = Buffer.concat([cipher.update(value, "utf8"), cipher.final()]);
+  const ciphertext = Buffer.concat([typeof value === "string" ? cipher.update(value, "utf8") : cipher.update(value), cipher.final()]);
   return Buffer.concat([Buffer.of(id.length), id, nonce, ciphertext, cipher.getAuthTag()]);
 }
 

@@ -54,7 +54,7 @@ export { mergeEnv } from "./kinds.ts";
 export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 export { generateKeyFile, SecretKeyRing } from "./secrets.ts";
-export { secretContext } from "./secret-env.ts";
+export { regionSecretEnv, secretContext } from "./secret-env.ts";
 
 export interface StoreOptions {
   /** Revisions kept per object (DEFAULT_REVISION_HISTORY_LIMIT). */

@@ -1,11 +1,18 @@
 // A deployment's secret env on its way in and out of the store: a write seals each new
 // value (secrets.ts) and keeps the stored one for a name that comes without a value; its
-// desired state holds each value sealed anew for the region's agent; a read shows only that a
-// value is set and its fingerprint.
+// desired state holds the workload's values sealed anew, as one, for the region's agent; a
+// read shows only that a value is set and its fingerprint.
 import { create } from "@bufbuild/protobuf";
-import { type Deployment, type DesiredResource, SecretEnvVarSchema, type SecretEnvVar, WorkloadSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import {
+  type Deployment,
+  type DesiredResource,
+  SecretEnvVarSchema,
+  type SecretEnvVar,
+  type Workload,
+  WorkloadSchema,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StoreError } from "./errors.ts";
-import { secretContext } from "@flotilla/runtime/sealed-values";
+import { packValues, secretContext, secretEnvChecksum, secretEnvContext } from "@flotilla/runtime/sealed-values";
 import type { SecretKeyRing } from "./secrets.ts";
 
 export { secretContext };
@@ -33,12 +40,12 @@ export function sealSecretEnv(ring: SecretKeyRing | undefined, input: Deployment
 }
 
 /**
- * Replaces, in `desired` (a deployment's desired state by region row), each value's seal by its
- * seal for that region's agent (SecretKeyRing.sealForRegion): what the region's stream sends as
- * stored. Each value is opened once, whatever the number of regions.
+ * Replaces, in `desired` (a deployment's desired state by region row), each workload's secret
+ * env by its region's form (regionSecretEnv): what the region's stream sends as stored. Each
+ * value is opened once, whatever the number of regions.
  */
 export function sealSecretEnvForRegions(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>): void {
-  let values: Map<string, string> | undefined;
+  let values: string[] | undefined;
   for (const [regionId, resource] of desired) {
     if (resource.spec.case !== "deployment") continue;
     const spec = resource.spec.value;
@@ -49,12 +56,29 @@ export function sealSecretEnvForRegions(ring: SecretKeyRing | undefined, desired
         "failed_precondition",
         `deployment ${JSON.stringify(resource.id)} has secret values and ctrl runs without a secrets key file (--secrets-key-file)`,
       );
-    values ??= new Map(workload.secretEnv.map((s) => [s.name, ring.open(secretContext(resource.id, s.name), s.sealed)]));
-    const secretEnv = workload.secretEnv.map((s) =>
-      sealedEntry(s.name, ring.sealForRegion(regionId, secretContext(resource.id, s.name), values!.get(s.name)!), s.fingerprint),
-    );
+    values ??= workload.secretEnv.map((s) => ring.open(secretContext(resource.id, s.name), s.sealed));
     // A copy: the regions of a deployment share one workload message.
-    spec.workload = create(WorkloadSchema, { ...workload, secretEnv });
+    spec.workload = regionSecretEnv(ring, regionId, resource.id, workload, values);
+  }
+}
+
+/**
+ * `workload` with its secret env in a region's form: the names alone, `values` (in their
+ * order) sealed as one for region row `regionId`'s agent, and the pod template's checksum of
+ * the names and fingerprints. The same inputs give the same bytes.
+ */
+export function regionSecretEnv(ring: SecretKeyRing, regionId: number, deploymentId: string, workload: Workload, values: readonly string[]): Workload {
+  const names = workload.secretEnv.map((s) => s.name);
+  const packed = packValues(values.map((value) => Buffer.from(value, "utf8")));
+  try {
+    return create(WorkloadSchema, {
+      ...workload,
+      secretEnv: names.map((name) => create(SecretEnvVarSchema, { name })),
+      secretEnvSealed: ring.sealForRegion(regionId, secretEnvContext(deploymentId, names), packed),
+      secretEnvChecksum: secretEnvChecksum(names.map((name, i) => ({ name, fingerprint: ring.fingerprint(values[i]!) }))),
+    });
+  } finally {
+    packed.fill(0);
   }
 }
 

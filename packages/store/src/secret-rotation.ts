@@ -1,14 +1,23 @@
 // Re-sealing every stored secret value under the key ring's newest key (`ctrl secrets
 // rotate`), in place: the deployments, their kept revisions, the desired state and the
-// outbox (the last two under the newest key's region keys, secrets.ts). No version moves, so no agent sees a change; afterwards the older keys can leave
-// the key file. Rows are rewritten one at a time with a compare on the old body, so a write
-// that lands meanwhile is never overwritten (its row is picked up by the next pass).
+// outbox (the last two under the newest key's region keys, secrets.ts, a workload's values
+// as one: secret-env.ts). No version moves, so no agent sees a change; afterwards the older
+// keys can leave the key file. Rows are rewritten one at a time with a compare on the old
+// body, so a write that lands meanwhile is never overwritten (its row is picked up by the
+// next pass).
 import { fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { ChangeEventSchema, DeploymentSchema, DesiredResourceSchema, ResourceType, type SecretEnvVar } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import {
+  ChangeEventSchema,
+  DeploymentSchema,
+  type DesiredResource,
+  DesiredResourceSchema,
+  ResourceType,
+  type SecretEnvVar,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Kysely } from "kysely";
 import type { Database } from "./schema.ts";
-import { sealedKeyId } from "@flotilla/runtime/sealed-values";
-import { secretContext } from "./secret-env.ts";
+import { sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
+import { regionSecretEnv, secretContext } from "./secret-env.ts";
 import { dataKeyIdOf, type SecretKeyRing } from "./secrets.ts";
 
 const PAGE = 500;
@@ -19,11 +28,14 @@ interface SealedTable<Desc extends DescMessage> {
   keys: string[];
   /** Deployment rows only (the other kinds carry no secrets). */
   deploymentsOnly: boolean;
-  /** A region's rows (a region_id column): values sealed for the region's agent. */
-  regional: boolean;
   schema: Desc;
   /** The deployment id and the secret env of a body, if it carries any. */
   secrets(body: MessageShape<Desc>): { id: string; secretEnv: SecretEnvVar[] } | undefined;
+  /**
+   * Of a region's rows (a region_id column; a workload's values sealed as one for the region's
+   * agent): a body's desired resource (undefined for a delete).
+   */
+  desired?(body: MessageShape<Desc>): DesiredResource | undefined;
 }
 
 /** Typed where it is written, erased for the loop over all four. */
@@ -36,7 +48,6 @@ const TABLES = [
     table: "deployments",
     keys: ["id"],
     deploymentsOnly: false,
-    regional: false,
     schema: DeploymentSchema,
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
   }),
@@ -44,7 +55,6 @@ const TABLES = [
     table: "resource_revisions",
     keys: ["resource_type", "resource_id", "revision"],
     deploymentsOnly: true,
-    regional: false,
     schema: DeploymentSchema,
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
   }),
@@ -52,17 +62,17 @@ const TABLES = [
     table: "desired_resources",
     keys: ["region_id", "resource_type", "resource_id"],
     deploymentsOnly: true,
-    regional: true,
     schema: DesiredResourceSchema,
     secrets: (r) => workloadSecrets(r),
+    desired: (r) => r,
   }),
   sealed({
     table: "deployment_changes",
     keys: ["region_id", "version"],
     deploymentsOnly: true,
-    regional: true,
     schema: ChangeEventSchema,
     secrets: (e) => (e.change.case === "upsert" ? workloadSecrets(e.change.value) : undefined),
+    desired: (e) => (e.change.case === "upsert" ? e.change.value : undefined),
   }),
 ];
 
@@ -70,20 +80,21 @@ function workloadSecrets(r: MessageShape<typeof DesiredResourceSchema>) {
   return r.spec.case === "deployment" ? { id: r.id, secretEnv: r.spec.value.workload?.secretEnv ?? [] } : undefined;
 }
 
-/** Re-seals every value not under the newest key (and its fingerprint). Returns how many values moved. */
+/** Re-seals every value not under the newest key (and its fingerprint), a region's in its form. Returns how many values moved. */
 export function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
   return reseal(db, ring, TABLES);
 }
 
 /**
- * Re-seals for their regions' agents the values of the desired state and the outbox that a
- * ctrl of an earlier version sealed under a data key (checkSecretKeys tells whether any is).
+ * Re-seals for their regions' agents, as one a workload, the values of the desired state and
+ * the outbox that a ctrl of an earlier version sealed one by one, under a data key or a region
+ * key (checkSecretKeys tells whether any is).
  */
 export function sealStoredForRegions(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
   return reseal(
     db,
     ring,
-    TABLES.filter((t) => t.regional),
+    TABLES.filter((t) => t.desired),
   );
 }
 
@@ -114,28 +125,59 @@ async function resealTable(db: Kysely<Database>, ring: SecretKeyRing, t: SealedT
     const rows = await query.execute();
     for (const row of rows) {
       const body = fromBinary(t.schema, row.body);
-      const found = t.secrets(body);
-      const regionId = t.regional ? Number(row.region_id) : undefined;
-      const wanted = regionId === undefined ? ring.newestKeyId : ring.newestRegionKeyId(regionId);
-      const stale = found?.secretEnv.filter((s) => s.sealed.length > 0 && sealedKeyId(s.sealed) !== wanted) ?? [];
-      if (!found || stale.length === 0) continue;
-      for (const s of stale) {
-        const context = secretContext(found.id, s.name);
-        const value = ring.open(context, s.sealed);
-        s.sealed = regionId === undefined ? ring.seal(context, value) : ring.sealForRegion(regionId, context, value);
-        s.fingerprint = ring.fingerprint(value);
-      }
+      const moved = t.desired ? resealForRegion(ring, Number(row.region_id), t.desired(body)) : resealValues(ring, t.secrets(body));
+      if (moved === 0) continue;
       let update = anyDb
         .updateTable(t.table)
         .set({ body: toBinary(t.schema, body) })
         .where("body", "=", row.body);
       for (const key of t.keys) update = update.where(key, "=", row[key]);
       const result = await update.executeTakeFirst();
-      if (Number(result.numUpdatedRows) === 1) values += stale.length;
+      if (Number(result.numUpdatedRows) === 1) values += moved;
       else lostRaces++;
     }
     if (rows.length < PAGE) return { values, lostRaces };
   }
+}
+
+/** Re-seals under the newest key, in place, the values of `found` sealed under another. Returns how many. */
+function resealValues(ring: SecretKeyRing, found: { id: string; secretEnv: SecretEnvVar[] } | undefined): number {
+  const stale = found?.secretEnv.filter((s) => s.sealed.length > 0 && sealedKeyId(s.sealed) !== ring.newestKeyId) ?? [];
+  for (const s of stale) {
+    const context = secretContext(found!.id, s.name);
+    const value = ring.open(context, s.sealed);
+    s.sealed = ring.seal(context, value);
+    s.fingerprint = ring.fingerprint(value);
+  }
+  return stale.length;
+}
+
+/**
+ * Re-seals in place, in the region's form (regionSecretEnv), the secret env of `resource` unless
+ * it is in that form under the newest key's region key already. Returns how many values moved.
+ */
+function resealForRegion(ring: SecretKeyRing, regionId: number, resource: DesiredResource | undefined): number {
+  const workload = resource?.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+  if (!resource || !workload || workload.secretEnv.length === 0 || resource.spec.case !== "deployment") return 0;
+  const { secretEnv, secretEnvSealed } = workload;
+  if (secretEnvSealed.length > 0 && sealedKeyId(secretEnvSealed) === ring.newestRegionKeyId(regionId)) return 0;
+  let values: string[];
+  if (secretEnvSealed.length > 0) {
+    const packed = ring.openBytes(
+      secretEnvContext(
+        resource.id,
+        secretEnv.map((s) => s.name),
+      ),
+      secretEnvSealed,
+    );
+    values = unpackValues(packed, secretEnv.length).map((value) => value.toString("utf8"));
+    packed.fill(0);
+  } else {
+    // One by one, as a ctrl of an earlier version sealed them.
+    values = secretEnv.map((s) => ring.open(secretContext(resource.id, s.name), s.sealed));
+  }
+  resource.spec.value.workload = regionSecretEnv(ring, regionId, resource.id, workload, values);
+  return values.length;
 }
 
 /**
@@ -152,18 +194,27 @@ export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing 
     let query = (db as Kysely<any>).selectFrom(t.table).select("body");
     if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
     for (const row of await query.execute()) {
-      const found = t.secrets(fromBinary(t.schema, row.body));
+      const body = fromBinary(t.schema, row.body);
+      const found = t.secrets(body);
       for (const s of found?.secretEnv ?? []) {
         if (s.sealed.length === 0) continue;
         const id = sealedKeyId(s.sealed);
-        if (t.regional && !id.includes("/")) unsealedForRegions = true;
+        // Sealed one by one in a region's desired state: by an earlier version.
+        if (t.desired) unsealedForRegions = true;
         if (!samples.has(id)) samples.set(id, { context: secretContext(found!.id, s.name), sealed: s.sealed });
+      }
+      const desired = t.desired?.(body);
+      const workload = desired?.spec.case === "deployment" ? desired.spec.value.workload : undefined;
+      if (workload && workload.secretEnvSealed.length > 0) {
+        const id = sealedKeyId(workload.secretEnvSealed);
+        const names = workload.secretEnv.map((s) => s.name);
+        if (!samples.has(id)) samples.set(id, { context: secretEnvContext(desired!.id, names), sealed: workload.secretEnvSealed });
       }
     }
   }
   if (samples.size === 0) return false;
   const ids = [...new Set([...samples.keys()].map(dataKeyIdOf))].map((id) => JSON.stringify(id)).join(", ");
   if (!ring) throw new Error(`the database holds secret values sealed under keys ${ids}: start with --secrets-key-file holding them`);
-  for (const { context, sealed } of samples.values()) ring.open(context, sealed);
+  for (const { context, sealed } of samples.values()) ring.openBytes(context, sealed).fill(0);
   return unsealedForRegions;
 }

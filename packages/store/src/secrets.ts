@@ -90,21 +90,27 @@ export class SecretKeyRing {
     return sealValue(this.#newest.id, this.#newest.key, randomBytes(NONCE_BYTES), context, value);
   }
 
-  /** `value` sealed for region row `regionId`'s agent under the newest key's region key; the same inputs give the same bytes. */
-  sealForRegion(regionId: number, context: string, value: string): Uint8Array {
+  /** `value` (text or bytes) sealed for region row `regionId`'s agent under the newest key's region key; the same inputs give the same bytes. */
+  sealForRegion(regionId: number, context: string, value: string | Uint8Array): Uint8Array {
     const key = this.#regionKey(this.#newest, regionId);
-    const nonce = createHmac("sha256", key.nonceKey).update(context).update("\0").update(value, "utf8").digest().subarray(0, NONCE_BYTES);
+    const hmac = createHmac("sha256", key.nonceKey).update(context).update("\0");
+    const nonce = (typeof value === "string" ? hmac.update(value, "utf8") : hmac.update(value)).digest().subarray(0, NONCE_BYTES);
     return sealValue(key.id, key.key, nonce, context, value);
   }
 
-  /** The value `sealed` holds (a data key's seal or a region's); throws naming the key when it is not in the ring or the seal is broken. */
+  /** The value `sealed` holds (a data key's seal or a region's), as text; throws naming the key when it is not in the ring or the seal is broken. */
   open(context: string, sealed: Uint8Array): string {
+    return this.openBytes(context, sealed).toString("utf8");
+  }
+
+  /** open(), the bytes as they were sealed (the caller zeroes them once used). */
+  openBytes(context: string, sealed: Uint8Array): Buffer {
     const id = sealedKeyId(sealed);
     const dataKey = this.#keys.get(dataKeyIdOf(id));
     if (!dataKey) throw new Error(`secret ${context} is sealed under key ${JSON.stringify(dataKeyIdOf(id))}, which the secrets key file does not hold`);
     const region = REGION_KEY_ID.exec(id);
     const key = region ? this.#regionKey(dataKey, Number(region[2])).key : dataKey.key;
-    return openValue(key, context, sealed).toString("utf8");
+    return openValue(key, context, sealed);
   }
 
   /** Every key that opens a value sealed for region row `regionId`: what its agent receives, and only it. */

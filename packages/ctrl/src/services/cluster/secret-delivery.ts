@@ -1,9 +1,9 @@
 // What the agent streams (SyncDesiredState, WatchDeploymentChanges) carry of secret values.
-// The desired state and the outbox hold each value sealed for its region's agent (the store's
-// SecretKeyRing.sealForRegion), so the region's own agent, authenticated as that region, gets
-// the stored bytes as they are and opens them with the keys GetSecretKeys gives it alone: ctrl
-// opens nothing per sync. Any other caller the streams admit (the admin token, e.g. debugging
-// with a gRPC client) gets the names and fingerprints only, never a seal.
+// The desired state and the outbox hold a workload's values sealed as one for its region's
+// agent (the store's regionSecretEnv), so the region's own agent, authenticated as that region,
+// gets the stored bytes as they are and opens them with the keys GetSecretKeys gives it alone:
+// ctrl opens nothing per sync. Any other caller the streams admit (the admin token, e.g.
+// debugging with a gRPC client) gets the names and the pod template's checksum only, never a seal.
 import { clone, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
@@ -46,11 +46,13 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
   };
 }
 
-/** Clears the resource's seals in place; false when it has no secret. */
+/** Clears the resource's seals in place (as one, or one by one as an earlier version stored them); false when it has no secret. */
 function stripSeals(resource: DesiredResource): boolean {
-  const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
-  for (const s of secretEnv) s.sealed = new Uint8Array(0);
-  return secretEnv.length > 0;
+  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+  if (!workload || workload.secretEnv.length === 0) return false;
+  workload.secretEnvSealed = new Uint8Array(0);
+  for (const s of workload.secretEnv) s.sealed = new Uint8Array(0);
+  return true;
 }
 
 /** A two-byte search: false positives (the bytes inside some string) only cost a decode. */

@@ -354,11 +354,29 @@ export declare type Workload = Message<"ctrl.v1.Workload"> & {
   podAnnotations: { [key: string]: string };
 
   /**
-   * Sealed in the outbox; with their values on the region's agent stream only.
+   * In a region's desired state (the outbox, the agent streams) the names alone: their
+   * values travel sealed as one in secret_env_sealed.
    *
    * @generated from field: repeated ctrl.v1.SecretEnvVar secret_env = 17;
    */
   secretEnv: SecretEnvVar[];
+
+  /**
+   * In a region's desired state: every value of secret_env, in its order, sealed as one for the
+   * region's agent (@flotilla/runtime/sealed-values: secretEnvContext, packValues). Only the
+   * region's own agent receives it; empty for every other caller.
+   *
+   * @generated from field: bytes secret_env_sealed = 18;
+   */
+  secretEnvSealed: Uint8Array;
+
+  /**
+   * With secret_env_sealed: the digest of secret_env's names and keyed fingerprints that the
+   * pod template carries (flotilla.dev/secret-env-checksum), so a changed value rolls the pods.
+   *
+   * @generated from field: string secret_env_checksum = 19;
+   */
+  secretEnvChecksum: string;
 };
 
 /**
