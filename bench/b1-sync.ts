@@ -338,7 +338,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
         `B1: median of ${reps} interleaved runs each; batch (page) size ${pageSize}; ${messages} response messages per sync; ` +
           `mean desired-resource body ${Math.round(seeded.bodyBytes / count)} B (${(seeded.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); seeding ${fmtInt(count)} rows took ${(seedMs / 1000).toFixed(1)} s. ` +
           `The lean reader syncs with the region's agent token (as an agent does: it receives the values sealed for its region, as stored) and accepts zstd, then gzip, as the agent does; the connect-node clients sync with the admin token and accept gzip (their default).`,
-        `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed for the region's agent as ctrl stores them), ` +
+        `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed as one for the region's agent as ctrl stores them), ` +
           `readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%); mean body ${Math.round(mixed.bodyBytes / count)} B (${(mixed.bodyBytes / 2 ** 20).toFixed(1)} MiB in all; ` +
           `${ALTERNATIVES.map(({ values }, i) => `${values} ${Math.round(alternativeBodies[i]! / count)} B`).join(", ")}); ` +
           `${mixedMessages} response messages per sync; seeded in ${(mixedSeedMs / 1000).toFixed(1)} s; a decoded sync with its agent token received all ${fmtInt(deliveredValues)} values, each opening under the keys GetSecretKeys gave it. ` +

@@ -24,7 +24,7 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { createLogger } from "@flotilla/runtime";
-import { openValue, sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
+import { openValue, sealedKeyId, secretEnvChecksum, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { generateKeyFile, secretContext, SecretKeyRing, Store } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { rowCounts, startTestCtrl, type Protocol, type TestCtrl } from "@flotilla/testkit/ctrl";
@@ -246,6 +246,8 @@ for (const { db, skip } of await testDatabases()) {
       const ring = ringOf(keyFile);
       const rows = await t.store.database.db.selectFrom("desired_resources").select(["region_id", "resource_type", "resource_id", "body"]).execute();
       let legacy = 0;
+      /** The pod template's checksum by deployment: sealing anew as one must not change it (no pod rolls for an upgrade). */
+      const checksums = new Map<string, string>();
       for (const row of rows) {
         const resource = fromBinary(DesiredResourceSchema, row.body);
         const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
@@ -258,6 +260,8 @@ for (const { db, skip } of await testDatabases()) {
           s.sealed = legacy % 2 === 0 ? ring.seal(context, value) : ring.sealForRegion(row.region_id, context, value);
           s.fingerprint = ring.fingerprint(value);
         }
+        assert.equal(secretEnvChecksum(workload.secretEnv), workload.secretEnvChecksum, "the checksum an earlier agent computed from the fingerprints");
+        checksums.set(resource.id, workload.secretEnvChecksum);
         workload.secretEnvSealed = new Uint8Array(0);
         workload.secretEnvChecksum = "";
         await t.store.database.db
@@ -285,6 +289,11 @@ for (const { db, skip } of await testDatabases()) {
       assert.deepEqual(await keyIds(), { oneByOne: ["k1", localKeyId], asOne: [] });
       await (await Store.open(t.databaseUrl, { secrets: ring })).close();
       assert.deepEqual(await keyIds(), { oneByOne: [], asOne: [localKeyId] });
+      for (const row of await t.store.database.db.selectFrom("desired_resources").select("body").execute()) {
+        const resource = fromBinary(DesiredResourceSchema, row.body);
+        const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+        if (workload?.secretEnv.length) assert.equal(workload.secretEnvChecksum, checksums.get(resource.id), `${resource.id}'s pod template checksum`);
+      }
       for (const [id, secret] of written) assert.equal((await desiredSecrets(t.store, id, ring)).get("DB_PASSWORD"), secret);
     });
 
