@@ -307,6 +307,11 @@ spec: {holderIdentity: "${holder}", leaseDurationSeconds: 15, leaseTransitions: 
       /^NAME +TYPE +CLUSTER-IP +EXTERNAL-IP +PORT\(S\) +AGE\nweb +ClusterIP +\S+ +<none> +80\/TCP +\S+\n$/,
     );
     assert.match(await ok(["get", "ns", "printing"]), /^NAME +STATUS +AGE\nprinting +Active +\S+\n$/);
+    // Secrets and ConfigMaps by their number of keys, never a value.
+    await ok(["create", "secret", "generic", "creds", "-n", "printing", "--from-literal=user=u1", "--from-literal=password=p1"]);
+    await ok(["create", "configmap", "settings", "-n", "printing", "--from-literal=a=1", "--from-literal=b=2", "--from-literal=c=3"]);
+    assert.match(await ok(["get", "secret", "creds", "-n", "printing"]), /^NAME +TYPE +DATA +AGE\ncreds +Opaque +2 +\S+\n$/);
+    assert.match(await ok(["get", "configmap", "settings", "-n", "printing"]), /^NAME +DATA +AGE\nsettings +3 +\S+\n$/);
     assert.match(await ok(["get", "deploy", "-A"]), /^NAMESPACE +NAME +READY +UP-TO-DATE +AVAILABLE +AGE\n/);
     // The scale subresource, as kubectl scale patches it.
     assert.equal(await ok(["scale", "deployment", "web", "-n", "printing", "--replicas=3"]), "deployment.apps/web scaled\n");

@@ -1,8 +1,10 @@
 // core/v1 Secret: pkg/registry/core/secret/strategy.go (the `type` field label), the type
-// default of SetDefaults_Secret, and stringData as the core/v1 conversion folds it into data.
+// default of SetDefaults_Secret, stringData as the core/v1 conversion folds it into data, and
+// the columns of printSecret (the number of keys, never a value).
 import { CORE, TYPE_META, bool, obj, str, strMap } from "../openapi-schemas.ts";
 import { setDefault } from "../defaults.ts";
 import { field } from "../selectors.ts";
+import { AGE, NAME, age } from "../table.ts";
 import { isObject, type JsonObject } from "../util.ts";
 import { defineKind } from "./strategy.ts";
 
@@ -31,4 +33,13 @@ export const secrets = defineKind({
     delete secret.stringData;
   },
   fieldLabels: { type: field("type") },
+  printer: {
+    columns: [
+      NAME,
+      { name: "Type", type: "string", description: "Used to facilitate programmatic handling of secret data.", priority: 0 },
+      { name: "Data", type: "string", description: "Data contains the secret data, base64.", priority: 0 },
+      AGE,
+    ],
+    cells: (o, now) => [o.metadata.name, String(o.type ?? ""), isObject(o.data) ? Object.keys(o.data).length : 0, age(o, now)],
+  },
 });
