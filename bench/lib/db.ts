@@ -159,7 +159,7 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
     regionId,
     id,
     named,
-    values.map(({ value }) => value),
+    values.map(({ value }) => ({ value, fingerprint: ring.fingerprint(value) })),
   );
   return {
     deployment,

@@ -301,6 +301,20 @@ for (const { db, skip } of await testDatabases()) {
       const both = generateKeyFile("k2", keyFile);
       const newest = JSON.stringify({ keys: [JSON.parse(both).keys[1]] });
       const rotating = new Store(t.store.database, { secrets: ringOf(both) });
+      // A key added to the file makes a new fingerprint key; until the rotation, a write keeps the
+      // stored fingerprints, so the pod template's checksum, and no pod rolls.
+      const id = [...written.keys()][0]!;
+      const checksum = async () => {
+        const row = await t.store.database.db.selectFrom("desired_resources").select("body").where("resource_id", "=", id).executeTakeFirstOrThrow();
+        const resource = fromBinary(DesiredResourceSchema, row.body);
+        return resource.spec.case === "deployment" ? resource.spec.value.workload?.secretEnvChecksum : undefined;
+      };
+      const before = await checksum();
+      const stored = await rotating.deployments.get(id);
+      stored.image = "api:after-a-key-was-added";
+      await rotating.deployments.update(stored);
+      assert.match(before ?? "", /^[0-9a-f]{16}$/);
+      assert.equal(await checksum(), before, "a write between adding a key and the rotation keeps the checksum");
       assert.ok((await rotating.rotateSecrets()) >= written.size);
       assert.equal(await rotating.rotateSecrets(), 0, "a second rotation has nothing to move");
       for (const [id, secret] of written) assert.equal((await desiredSecrets(t.store, id, ringOf(newest))).get("DB_PASSWORD"), secret);

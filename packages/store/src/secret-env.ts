@@ -45,7 +45,7 @@ export function sealSecretEnv(ring: SecretKeyRing | undefined, input: Deployment
  * value is opened once, whatever the number of regions.
  */
 export function sealSecretEnvForRegions(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>): void {
-  let values: string[] | undefined;
+  let values: { value: string; fingerprint: string }[] | undefined;
   for (const [regionId, resource] of desired) {
     if (resource.spec.case !== "deployment") continue;
     const spec = resource.spec.value;
@@ -56,26 +56,34 @@ export function sealSecretEnvForRegions(ring: SecretKeyRing | undefined, desired
         "failed_precondition",
         `deployment ${JSON.stringify(resource.id)} has secret values and ctrl runs without a secrets key file (--secrets-key-file)`,
       );
-    values ??= workload.secretEnv.map((s) => ring.open(secretContext(resource.id, s.name), s.sealed));
+    values ??= workload.secretEnv.map((s) => ({ value: ring.open(secretContext(resource.id, s.name), s.sealed), fingerprint: s.fingerprint }));
     // A copy: the regions of a deployment share one workload message.
     spec.workload = regionSecretEnv(ring, regionId, resource.id, workload, values);
   }
 }
 
 /**
- * `workload` with its secret env in a region's form: the names alone, `values` (in their
- * order) sealed as one for region row `regionId`'s agent, and the pod template's checksum of
- * the names and fingerprints. The same inputs give the same bytes.
+ * `workload` with its secret env in a region's form: the names alone, the values of `secrets`
+ * (in their order) sealed as one for region row `regionId`'s agent, and the pod template's
+ * checksum of the names and the fingerprints given (the stored ones: a key added to the file
+ * changes the fingerprint key, and must not roll pods before a rotation does). The same inputs
+ * give the same bytes.
  */
-export function regionSecretEnv(ring: SecretKeyRing, regionId: number, deploymentId: string, workload: Workload, values: readonly string[]): Workload {
+export function regionSecretEnv(
+  ring: SecretKeyRing,
+  regionId: number,
+  deploymentId: string,
+  workload: Workload,
+  secrets: readonly { value: string; fingerprint: string }[],
+): Workload {
   const names = workload.secretEnv.map((s) => s.name);
-  const packed = packValues(values.map((value) => Buffer.from(value, "utf8")));
+  const packed = packValues(secrets.map(({ value }) => Buffer.from(value, "utf8")));
   try {
     return create(WorkloadSchema, {
       ...workload,
       secretEnv: names.map((name) => create(SecretEnvVarSchema, { name })),
       secretEnvSealed: ring.sealForRegion(regionId, secretEnvContext(deploymentId, names), packed),
-      secretEnvChecksum: secretEnvChecksum(names.map((name, i) => ({ name, fingerprint: ring.fingerprint(values[i]!) }))),
+      secretEnvChecksum: secretEnvChecksum(names.map((name, i) => ({ name, fingerprint: secrets[i]!.fingerprint }))),
     });
   } finally {
     packed.fill(0);

@@ -157,12 +157,14 @@ function resealValues(ring: SecretKeyRing, found: { id: string; secretEnv: Secre
  * it is in that form under the newest key's region key already. Returns how many values moved.
  */
 function resealForRegion(ring: SecretKeyRing, regionId: number, resource: DesiredResource | undefined): number {
-  const workload = resource?.spec.case === "deployment" ? resource.spec.value.workload : undefined;
-  if (!resource || !workload || workload.secretEnv.length === 0 || resource.spec.case !== "deployment") return 0;
+  if (resource?.spec.case !== "deployment") return 0;
+  const workload = resource.spec.value.workload;
+  if (!workload || workload.secretEnv.length === 0) return 0;
   const { secretEnv, secretEnvSealed } = workload;
   if (secretEnvSealed.length > 0 && sealedKeyId(secretEnvSealed) === ring.newestRegionKeyId(regionId)) return 0;
-  let values: string[];
+  let secrets: { value: string; fingerprint: string }[];
   if (secretEnvSealed.length > 0) {
+    // Under an older key: the fingerprints change with it, as the deployment's do in the same rotation.
     const packed = ring.openBytes(
       secretEnvContext(
         resource.id,
@@ -170,14 +172,17 @@ function resealForRegion(ring: SecretKeyRing, regionId: number, resource: Desire
       ),
       secretEnvSealed,
     );
-    values = unpackValues(packed, secretEnv.length).map((value) => value.toString("utf8"));
+    secrets = unpackValues(packed, secretEnv.length).map((bytes) => {
+      const value = bytes.toString("utf8");
+      return { value, fingerprint: ring.fingerprint(value) };
+    });
     packed.fill(0);
   } else {
-    // One by one, as a ctrl of an earlier version sealed them.
-    values = secretEnv.map((s) => ring.open(secretContext(resource.id, s.name), s.sealed));
+    // One by one, as a ctrl of an earlier version sealed them, with the fingerprints it delivered.
+    secrets = secretEnv.map((s) => ({ value: ring.open(secretContext(resource.id, s.name), s.sealed), fingerprint: s.fingerprint }));
   }
-  resource.spec.value.workload = regionSecretEnv(ring, regionId, resource.id, workload, values);
-  return values.length;
+  resource.spec.value.workload = regionSecretEnv(ring, regionId, resource.id, workload, secrets);
+  return secrets.length;
 }
 
 /**
