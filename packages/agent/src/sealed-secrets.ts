@@ -1,8 +1,8 @@
 // Secret env values in the agent's memory. ctrl's streams carry a workload's values sealed as
 // one for this region (@flotilla/runtime/sealed-values, under keys only this region's agent
-// gets from GetSecretKeys; one by one from a ctrl of an earlier version); the desired table keeps every resource for as long as it is desired, so a
-// value would otherwise sit in the heap (and in a heap dump or core file) for the deployment's
-// lifetime. A workload's values are opened as it enters the table and sealed again at once, all
+// gets from GetSecretKeys; one by one from a ctrl of an earlier version); the desired table
+// keeps every resource for as long as it is desired, so a value would otherwise sit in the
+// heap (and in a heap dump or core file) for the deployment's lifetime. A workload's values are opened as it enters the table and sealed again at once, all
 // in one seal, under a key that this process draws at start and never writes anywhere; they are
 // opened only while the Secret's manifest is built for an apply or a drift check. A value is
 // only ever bytes here, never a string, and the bytes are zeroed once sealed.

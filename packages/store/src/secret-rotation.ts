@@ -58,26 +58,32 @@ const TABLES = [
     schema: DeploymentSchema,
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
   }),
-  sealed({
+  regional({
     table: "desired_resources",
     keys: ["region_id", "resource_type", "resource_id"],
-    deploymentsOnly: true,
     schema: DesiredResourceSchema,
-    secrets: (r) => workloadSecrets(r),
     desired: (r) => r,
   }),
-  sealed({
+  regional({
     table: "deployment_changes",
     keys: ["region_id", "version"],
-    deploymentsOnly: true,
     schema: ChangeEventSchema,
-    secrets: (e) => (e.change.case === "upsert" ? workloadSecrets(e.change.value) : undefined),
     desired: (e) => (e.change.case === "upsert" ? e.change.value : undefined),
   }),
 ];
 
-function workloadSecrets(r: MessageShape<typeof DesiredResourceSchema>) {
-  return r.spec.case === "deployment" ? { id: r.id, secretEnv: r.spec.value.workload?.secretEnv ?? [] } : undefined;
+/** A region's table: deployment rows, their secrets those of the desired resource. */
+function regional<Desc extends DescMessage>(
+  t: Pick<SealedTable<Desc>, "table" | "keys" | "schema"> & { desired(body: MessageShape<Desc>): DesiredResource | undefined },
+): SealedTable<DescMessage> {
+  return sealed({
+    ...t,
+    deploymentsOnly: true,
+    secrets: (body) => {
+      const r = t.desired(body);
+      return r?.spec.case === "deployment" ? { id: r.id, secretEnv: r.spec.value.workload?.secretEnv ?? [] } : undefined;
+    },
+  });
 }
 
 /** Re-seals every value not under the newest key (and its fingerprint), a region's in its form. Returns how many values moved. */
