@@ -9,23 +9,25 @@
 // (target: TLS costs ≤ 20%).
 // A second region of as many resources, 10% of them with five secret values, probes and an
 // autoscaler, is synced by the same lean reader with that region's agent token, interleaved with
-// the first (also with its region's agent token): the values, sealed for the region's agent
-// as stored, must not slow a full sync (targets: ≥ 0.95× the plain region, and ≥ 0.95× the
-// same mix with its values as plain env). Both regions are also synced accepting gzip only and
-// without compression (diagnostics): ciphertext does not compress, and gzip spends far more on
-// it than zstd. More regions of the same mix carry the values otherwise (ALTERNATIVES): the
-// control with plain env, what-ifs of snapshots whose agents would fetch the values apart, and
-// the probes and autoscalers without any secret, the floor of every design of the values. Each
-// round starts at another variant, so what runs after what (ctrl's GC debt, caches) evens out
-// over the rounds.
+// the first (also with its region's agent token): the values must not slow a full sync
+// (targets: ≥ 0.95× the plain region, and ≥ 0.95× the same mix with its values as plain env).
+// A snapshot carries the secrets' names and checksum; an agent fetches the values it does not
+// hold (GetSecretEnvSeals), so a new agent's first sync (measured: the snapshot, then every
+// value fetched as the agent fetches them) pays for them once, not every full sync. Both
+// regions are also synced accepting gzip only and without compression (diagnostics). More
+// regions of the same mix carry the values otherwise (ALTERNATIVES): the control with plain
+// env, and the probes and autoscalers without any secret, the floor of every design of the
+// values. Each round starts at another variant, so what runs after what (ctrl's GC debt,
+// caches) evens out over the rounds.
 import { createSecretKey } from "node:crypto";
 import { createConnection } from "mysql2/promise";
 import { openValue, sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
+import type { DeploymentVersion } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { clusterClient, createAgentToken, type ClusterClient } from "./lib/clients.ts";
 import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
-import { createBenchDatabase, migrate, MIX_SECRET_VALUES, mixEvery, rawKeysetScan, seedRegion, type ServiceMix } from "./lib/db.ts";
+import { createBenchDatabase, deploymentId, migrate, MIX_SECRET_VALUES, mixEvery, rawKeysetScan, seedRegion, type ServiceMix } from "./lib/db.ts";
 import { benchSecretsKey, type BenchSecretsKey } from "./lib/secrets-key.ts";
 import { benchTls, type BenchTls } from "./lib/tls.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
@@ -35,16 +37,14 @@ const REGION = "sync";
 const MIXED_REGION = "sync-mixed";
 /**
  * The same mix carrying its values otherwise, each in a region of its own, synced back to back
- * with the plain and the mixed regions: a control, then what-ifs of snapshots whose agents would
- * fetch the values apart (ctrl serves none of them), down to no secret at all.
+ * with the plain and the mixed regions: a control, and no secret at all.
  */
 const ALTERNATIVES: { region: string; values: NonNullable<ServiceMix["values"]>; name: string }[] = [
   { region: "sync-mixed-plain-env", values: "plain-env", name: "the same mix, its values as plain env (a control)" },
-  { region: "sync-mixed-fingerprints", values: "names-and-fingerprints", name: "the same mix, names and fingerprints without the seals (a what-if)" },
-  { region: "sync-mixed-checksum", values: "names-and-checksum", name: "the same mix, names and one checksum a workload (a what-if)" },
-  { region: "sync-mixed-names", values: "names-only", name: "the same mix, the secrets' names alone (a what-if)" },
   { region: "sync-mixed-no-secrets", values: "none", name: "the probes and autoscalers alone, no secret (what any design of the values adds to)" },
 ];
+/** Deployments a new agent asks GetSecretEnvSeals for at once (the agent's SEALS_PER_FETCH). */
+const SEALS_PER_FETCH = 500;
 /** The mixed region's share of deployments with secret values, probes and an autoscaler. */
 const MIX_FRACTION = 0.1;
 const TARGET_MIXED_RATIO = 0.95;
@@ -60,29 +60,49 @@ interface Variant {
   wireBytes?: number;
 }
 
+/** Every seal GetSecretEnvSeals gives for `wanted`, asked SEALS_PER_FETCH at a time as the agent asks (ctrl may answer part). */
+async function fetchSeals(client: ClusterClient, wanted: DeploymentVersion[] | { id: string; version: bigint }[]): Promise<Map<string, Uint8Array>> {
+  const seals = new Map<string, Uint8Array>();
+  for (let from = 0; from < wanted.length; from += SEALS_PER_FETCH) {
+    for (let rest = wanted.slice(from, from + SEALS_PER_FETCH); rest.length > 0; ) {
+      const answer = await client.getSecretEnvSeals({ region: MIXED_REGION, deployments: rest });
+      if (answer.answered === 0) throw new Error("B1: GetSecretEnvSeals answered nothing");
+      for (const { id, sealed } of answer.seals) seals.set(id, sealed);
+      rest = rest.slice(answer.answered);
+    }
+  }
+  return seals;
+}
+
 /**
- * One full sync of the mixed region as its agent receives it, decoded: every workload's secret
- * values of the mixed share arrive sealed as one for the region and open under the keys
- * GetSecretKeys gives the agent, as the agent opens them.
+ * One full sync of the mixed region as a new agent receives it, decoded: the snapshot carries
+ * the secrets' names and checksums but no value, and every workload's values of the mixed share,
+ * fetched as the agent fetches them, open under the keys GetSecretKeys gives the agent.
  */
 async function checkSecretsDelivered(baseUrl: string, token: string, mix: ServiceMix, count: number): Promise<number> {
   const client = clusterClient(baseUrl, { token });
   const keys = new Map((await client.getSecretKeys({ region: MIXED_REGION })).keys.map((k) => [k.id, createSecretKey(k.key)]));
-  let values = 0;
+  const awaiting: { id: string; version: bigint; names: string[] }[] = [];
   for await (const res of client.syncDesiredState({ region: MIXED_REGION })) {
     if (res.message.case !== "batch") continue;
     for (const r of res.message.value.resources) {
       const workload = r.spec.case === "deployment" ? r.spec.value.workload : undefined;
       if (!workload || workload.secretEnv.length === 0) continue;
-      const names = workload.secretEnv.map((s) => s.name);
-      const key = keys.get(sealedKeyId(workload.secretEnvSealed));
-      if (workload.secretEnv.some((s) => s.value !== undefined || s.sealed.length > 0) || !key) {
-        throw new Error(`B1: ${r.id}'s secret env arrived in plain text, sealed one by one or under a key the agent lacks`);
+      if (workload.secretEnvSealed.length > 0 || workload.secretEnv.some((s) => s.value !== undefined || s.sealed.length > 0)) {
+        throw new Error(`B1: ${r.id}'s snapshot carries a value, in plain text or sealed`);
       }
-      for (const value of unpackValues(openValue(key, secretEnvContext(r.id, names), workload.secretEnvSealed), names.length)) {
-        if (value.length === 0) throw new Error(`B1: a secret of ${r.id} opened empty`);
-        values++;
-      }
+      awaiting.push({ id: r.id, version: r.version, names: workload.secretEnv.map((s) => s.name) });
+    }
+  }
+  const seals = await fetchSeals(client, awaiting);
+  let values = 0;
+  for (const { id, names } of awaiting) {
+    const sealed = seals.get(id);
+    const key = sealed && keys.get(sealedKeyId(sealed));
+    if (!sealed || !key) throw new Error(`B1: ${id}'s values did not come, or under a key the agent lacks`);
+    for (const value of unpackValues(openValue(key, secretEnvContext(id, names), sealed), names.length)) {
+      if (value.length === 0) throw new Error(`B1: a secret of ${id} opened empty`);
+      values++;
     }
   }
   const want = Math.ceil(count / mixEvery(mix)) * MIX_SECRET_VALUES;
@@ -219,10 +239,25 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const alternatives = ALTERNATIVES.map(({ region, name }, i) =>
       variant(`lean reader, ${MIX_FRACTION * 100}% with ${name}`, () => leanClient.sync(region, alternativeTokens[i]!)),
     );
+    // The mixed deployments as seeded (every mixEvery-th, from `count` on, at versions i + 1).
+    const every = mixEvery(mix);
+    const mixedVersions = Array.from({ length: Math.ceil(count / every) }, (_, n) => ({ id: deploymentId(count + n * every), version: BigInt(n * every + 1) }));
+    const mixedClient = clusterClient(ctrl.url, { token: mixedToken });
+    const newAgent = variant(
+      `a new agent: the mixed region's snapshot, then the values of its ${fmtInt(mixedVersions.length)} deployments fetched`,
+      async () => {
+        const synced = await leanClient.sync(MIXED_REGION, mixedToken);
+        const seals = await fetchSeals(mixedClient, mixedVersions);
+        if (seals.size !== mixedVersions.length) throw new Error(`B1: a new agent got ${seals.size} deployments' values, want ${mixedVersions.length}`);
+        let sealBytes = 0;
+        for (const sealed of seals.values()) sealBytes += sealed.length;
+        return { ...synced, wireBytes: (synced.wireBytes ?? 0) + sealBytes };
+      },
+    );
     // Warm-up (buffer pool, JIT, HTTP/2 connections); not measured.
     await rawKeysetScan(raw, seeded.regionId, pageSize);
     await rawKeysetScan(raw, mixed.regionId, pageSize);
-    for (const v of [...variants, ...alternatives]) await fullSync(v, count, seeded.head);
+    for (const v of [...variants, ...alternatives, newAgent]) await fullSync(v, count, seeded.head);
 
     const rawMs: number[] = [];
     const rawMixedMs: number[] = [];
@@ -248,13 +283,13 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     }
     // The mixed region's targets compare it back to back (which goes first rotates) with the
     // plain region and with its control: syncs a moment apart share the machine's noise, which
-    // across a round of every variant moves either rate by a third. The what-ifs run in the same
-    // groups, against the same plain syncs.
+    // across a round of every variant moves either rate by a third. The floor without secrets
+    // and a new agent's first sync run in the same groups, against the same plain syncs.
     const unmeasured = (v: Variant): Variant => ({ ...v, ms: [], cpuMs: [], clientCpuMs: [] });
     const pairPlain = unmeasured(variants[0]!);
     const pairMixed = unmeasured(mixedVariant);
-    const [plainEnvMix, ...whatIfs] = alternatives;
-    const group = [pairPlain, pairMixed, ...alternatives];
+    const [plainEnvMix, noSecrets] = alternatives;
+    const group = [pairPlain, pairMixed, ...alternatives, newAgent];
     for (let pair = 0; pair < pairs; pair++) {
       for (const v of rotated(group, pair)) await measuredSync(v, count, seeded.head);
     }
@@ -310,17 +345,18 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           target: `≥ ${TARGET_MIXED_RATIO}× plain env`,
           met: secrecyRatio >= TARGET_MIXED_RATIO,
         },
-        ...whatIfs.map((v) => {
-          const wall = ratios(v, (x) => x.ms);
-          return {
-            benchmark: `B1 what-if: ${v.name}`,
-            measured: `${fmtInt(rate(v))}/s`,
-            reference: `plain region ${fmtInt(pairPlainRate)}/s (back to back; ctrl's CPU ${fmtRatio(median(ratios(v, (x) => x.cpuMs)))}; ${mib(v)})`,
-            ratio: fmtRatio(median(wall)),
-            target: "(diagnostic)",
-            met: undefined,
-          };
-        }),
+        ...[
+          { v: noSecrets!, against: pairPlain },
+          { v: newAgent, against: plainEnvMix! },
+          { v: newAgent, against: pairPlain },
+        ].map(({ v, against }) => ({
+          benchmark: `B1 diagnostic: ${v.name}`,
+          measured: `${fmtInt(rate(v))}/s`,
+          reference: `${against === pairPlain ? "plain region" : "plain env"} ${fmtInt(rate(against))}/s (back to back; ctrl's CPU ${fmtRatio(median(ratios(v, (x) => x.cpuMs, against)))}; ${mib(v)})`,
+          ratio: fmtRatio(median(ratios(v, (x) => x.ms, against))),
+          target: "(diagnostic)",
+          met: undefined,
+        })),
         ...diagnostics.map((v) => {
           // Against what it is a control of: the mixed region without compression is against the plain one without.
           const against = v === mixedIdentity ? plainIdentity : v === mixedGzip ? plainGzip : undefined;
@@ -337,17 +373,17 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
       notes: [
         `B1: median of ${reps} interleaved runs each; batch (page) size ${pageSize}; ${messages} response messages per sync; ` +
           `mean desired-resource body ${Math.round(seeded.bodyBytes / count)} B (${(seeded.bodyBytes / 2 ** 20).toFixed(1)} MiB in all); seeding ${fmtInt(count)} rows took ${(seedMs / 1000).toFixed(1)} s. ` +
-          `The lean reader syncs with the region's agent token (as an agent does: it receives the values sealed for its region, as stored) and accepts zstd, then gzip, as the agent does; the connect-node clients sync with the admin token and accept gzip (their default).`,
-        `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed as one for the region's agent as ctrl stores them), ` +
+          `The lean reader syncs with the region's agent token (as an agent does: a snapshot carries the secrets' names and checksums, never their values) and accepts zstd, then gzip, as the agent does; the connect-node clients sync with the admin token and accept gzip (their default).`,
+        `B1 mixed region: ${fmtInt(count)} resources, every ${mixEvery(mix)}th with ${MIX_SECRET_VALUES} secret values (32 random bytes each, sealed as one for the region's agent beside the body, as ctrl stores them), ` +
           `readiness and liveness HTTP probes and an autoscaler (min 2, max 10, CPU 70%); mean body ${Math.round(mixed.bodyBytes / count)} B (${(mixed.bodyBytes / 2 ** 20).toFixed(1)} MiB in all; ` +
           `${ALTERNATIVES.map(({ values }, i) => `${values} ${Math.round(alternativeBodies[i]! / count)} B`).join(", ")}); ` +
-          `${mixedMessages} response messages per sync; seeded in ${(mixedSeedMs / 1000).toFixed(1)} s; a decoded sync with its agent token received all ${fmtInt(deliveredValues)} values, each opening under the keys GetSecretKeys gave it. ` +
+          `${mixedMessages} response messages per sync; seeded in ${(mixedSeedMs / 1000).toFixed(1)} s; a decoded sync with its agent token received no value in the snapshot and all ${fmtInt(deliveredValues)} from GetSecretEnvSeals, each opening under the keys GetSecretKeys gave it. ` +
           `Raw keyset scan of it ${fmtInt(rawMixedRate)}/s (${fmtRatio(rawMixedRate / rawRate)} the plain region's; wall times ${rawMixedMs.map((m) => m.toFixed(0)).join("/")} ms).`,
         `B1 mixed against plain, back to back ${pairs} times: the mixed region's rate against the plain one's ${pairRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(mixedRatio)}); ` +
           `ctrl's CPU per sync, plain against mixed, ${pairCpuRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(pairCpuRatios))}); ` +
           `wall times (ms) plain ${pairPlain.ms.map((m) => m.toFixed(0)).join("/")}, mixed ${pairMixed.ms.map((m) => m.toFixed(0)).join("/")} (${mib(pairPlain)} and ${mib(pairMixed)}). ` +
           `The mix with secret values against its values as plain env, in the same groups: ${secrecyRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(secrecyRatio)}; plain env ${mib(plainEnvMix!)}). ` +
-          `Against the plain region, in the same groups: ${whatIfs
+          `Against the plain region, in the same groups: ${[noSecrets!, newAgent]
             .map(
               (v) =>
                 `${v.name} ${ratios(v, (x) => x.ms)

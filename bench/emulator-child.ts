@@ -36,20 +36,20 @@ function state(): EmulatorState {
 }
 
 /**
- * Opens the resource's secret values in place (sealed as one for the region's agent, as ctrl
- * stores them), each with its fingerprint, from which the agent's manifests take the same pod
+ * Opens the resource's secret values in place (`sealed` as one for the region's agent, as ctrl
+ * stores them beside the body), each with its fingerprint, from which the agent's manifests take the same pod
  * template checksum as from the one delivered with the seal.
  */
-function openSecrets(resource: DesiredResource, ring: SecretKeyRing): void {
+function openSecrets(resource: DesiredResource, ring: SecretKeyRing, sealed: Uint8Array | null): void {
   const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
   if (!workload || workload.secretEnv.length === 0) return;
+  if (!sealed) throw new Error(`${resource.id} has secret names but no sealed values`);
   const names = workload.secretEnv.map((s) => s.name);
-  const values = unpackValues(ring.openBytes(secretEnvContext(resource.id, names), workload.secretEnvSealed), names.length);
+  const values = unpackValues(ring.openBytes(secretEnvContext(resource.id, names), sealed), names.length);
   workload.secretEnv.forEach((s, i) => {
     s.value = values[i]!.toString("utf8");
     s.fingerprint = ring.fingerprint(s.value);
   });
-  workload.secretEnvSealed = new Uint8Array(0);
   workload.secretEnvChecksum = "";
 }
 
@@ -85,11 +85,11 @@ async function seed({ databaseUrl, region, secretsKeyFile }: SeedSpec): Promise<
     const regionId = (regionRows as { id: number }[])[0]?.id;
     if (regionId === undefined) throw new Error(`region ${region} not found`);
     // 100,000 rows are about 15 MB: one query.
-    const [rows] = await conn.query("SELECT version, body FROM desired_resources WHERE region_id = ?", [regionId]);
-    for (const row of rows as { version: number | string; body: Buffer }[]) {
+    const [rows] = await conn.query("SELECT version, body, secret_env_sealed FROM desired_resources WHERE region_id = ?", [regionId]);
+    for (const row of rows as { version: number | string; body: Buffer; secret_env_sealed: Buffer | null }[]) {
       const resource = fromBinary(DesiredResourceSchema, row.body);
       resource.version = BigInt(row.version);
-      if (ring) openSecrets(resource, ring);
+      if (ring) openSecrets(resource, ring, row.secret_env_sealed);
       for (const object of buildManifests(resource, region).apply) {
         const kube = object as KubeObject;
         if (object.kind === "Namespace") {

@@ -14,6 +14,7 @@ import * as statusTransitions from "./0008_status_transitions.ts";
 import * as regionLabels from "./0009_region_labels.ts";
 import * as rollouts from "./0010_rollouts.ts";
 import * as leases from "./0011_leases.ts";
+import * as desiredSecretEnvSealed from "./0012_desired_secret_env_sealed.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -28,4 +29,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0009_region_labels": regionLabels,
   "0010_rollouts": rollouts,
   "0011_leases": leases,
+  "0012_desired_secret_env_sealed": desiredSecretEnvSealed,
 };

@@ -11,7 +11,7 @@ import {
   SecretEnvVarSchema,
   WorkloadSchema,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { regionSecretEnv, secretContext, type SecretKeyRing, Store } from "@flotilla/store";
+import { regionSecretEnv, secretContext, type SecretKeyRing, storedParts, Store } from "@flotilla/store";
 import { createConnection, type Connection } from "mysql2/promise";
 
 export interface BenchDatabase {
@@ -103,16 +103,12 @@ export interface ServiceMix {
   fraction: number;
   ring: SecretKeyRing;
   /**
-   * How the desired state carries the values: "sealed", as ctrl stores them (the default);
-   * "plain-env", as plain env instead (a control: what the values cost when they are not
-   * secret); two what-ifs of a snapshot whose agent would fetch the values apart (ctrl serves
-   * neither): "names-and-fingerprints", without the seals; "names-and-checksum", the least
-   * such a snapshot could carry, the names and one checksum for the workload (in the first
-   * entry's fingerprint), from which the pod template's annotation would come; "names-only",
-   * the names alone (each change of a value is a new version of the deployment); "none", no
+   * How the desired state carries the values: "sealed", as ctrl stores them (the default: the
+   * names and checksum in the body, the values sealed as one in their column); "plain-env", as
+   * plain env instead (a control: what the values cost when they are not secret); "none", no
    * secret env at all, the probes and the autoscaler alone (what any design of the values adds to).
    */
-  values?: "sealed" | "plain-env" | "names-and-fingerprints" | "names-and-checksum" | "names-only" | "none";
+  values?: "sealed" | "plain-env" | "none";
 }
 
 export const MIX_SECRET_VALUES = 5;
@@ -142,16 +138,6 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
   if (mix.values === "none") return { deployment: probes, desired: probes };
   if (mix.values === "plain-env") return { deployment: { ...probes, env: [...env, ...values] }, desired: { ...probes, env: [...env, ...values] } };
   const deployment = { ...probes, secretEnv: secretEnv((context, value) => ring.seal(context, value)) };
-  if (mix.values === "names-and-fingerprints") {
-    const withoutSeals = values.map(({ name, value }) => create(SecretEnvVarSchema, { name, fingerprint: ring.fingerprint(value) }));
-    return { deployment, desired: { ...probes, secretEnv: withoutSeals } };
-  }
-  if (mix.values === "names-and-checksum") {
-    const checksum = ring.fingerprint(values.map(({ value }) => value).join("\n"));
-    const namesOnly = values.map(({ name }, i) => create(SecretEnvVarSchema, i === 0 ? { name, fingerprint: checksum } : { name }));
-    return { deployment, desired: { ...probes, secretEnv: namesOnly } };
-  }
-  if (mix.values === "names-only") return { deployment, desired: { ...probes, secretEnv: values.map(({ name }) => create(SecretEnvVarSchema, { name })) } };
   // As ctrl stores them for the region's agent: the names, and the values sealed as one.
   const named = create(WorkloadSchema, { secretEnv: values.map(({ name }) => create(SecretEnvVarSchema, { name })) });
   const forRegion = regionSecretEnv(
@@ -212,8 +198,7 @@ export async function seedRegion(
           const deployment = create(DeploymentSchema, { id, namespace, ...w, regions: [{ region, replicas, autoscaling }] });
           deployments.push([id, 1, Buffer.from(toBinary(DeploymentSchema, deployment)), now, now]);
           placements.push([ResourceType.DEPLOYMENT, id, regionId]);
-          const body = toBinary(
-            DesiredResourceSchema,
+          const { body, secret_env_sealed } = storedParts(
             create(DesiredResourceSchema, {
               type: ResourceType.DEPLOYMENT,
               id,
@@ -222,11 +207,13 @@ export async function seedRegion(
             }),
           );
           bodyBytes += body.length;
-          desired.push([regionId, ResourceType.DEPLOYMENT, id, namespace, i + 1, Buffer.from(body)]);
+          desired.push([regionId, ResourceType.DEPLOYMENT, id, namespace, i + 1, Buffer.from(body), secret_env_sealed && Buffer.from(secret_env_sealed)]);
         }
         await conn.query("INSERT INTO deployments (id, revision, body, create_time, update_time) VALUES ?", [deployments]);
         await conn.query("INSERT INTO placements (resource_type, resource_id, region_id) VALUES ?", [placements]);
-        await conn.query("INSERT INTO desired_resources (region_id, resource_type, resource_id, namespace, version, body) VALUES ?", [desired]);
+        await conn.query("INSERT INTO desired_resources (region_id, resource_type, resource_id, namespace, version, body, secret_env_sealed) VALUES ?", [
+          desired,
+        ]);
       }
       await conn.commit();
     }

@@ -4,6 +4,8 @@
 //
 // * Before each stream, the keys that open the region's secret values (GetSecretKeys): a
 //   rotation of ctrl's keys may have added one.
+// * A snapshot's pages leave secret values out: those the table does not hold are fetched
+//   (GetSecretEnvSeals) once SEALS_PER_FETCH deployments await them, and before it completes.
 // * Any stream failure reconnects with capped exponential backoff and jitter, resuming the
 //   watch from the last version received (no resync needed: the table already holds it).
 // * RESYNC_REQUIRED (cursor past the outbox retention, or ahead of a restored database) → full sync.
@@ -16,7 +18,7 @@ import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
 import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
 import { backoffDelay, jittered, sleep, type BackoffOptions } from "./backoff.ts";
-import type { DesiredTable } from "./desired-table.ts";
+import type { DesiredTable, SecretEnvSealFetch } from "./desired-table.ts";
 import type { AgentMetrics, ReconnectReason } from "./metrics.ts";
 import { Watchdog } from "./watchdog.ts";
 
@@ -36,6 +38,9 @@ export interface ConnectionOptions {
   reconnectBackoff: BackoffOptions;
   log: Logger;
 }
+
+/** Deployments a snapshot lets await their secret values before it fetches them (one call; ctrl may answer part). */
+const SEALS_PER_FETCH = 500;
 
 /** Why we aborted a stream ourselves (the abort reason of its signal). */
 class StreamInterrupted extends Error {
@@ -135,16 +140,21 @@ export class Connection {
     const snapshot = table.stage();
     let complete: { version: number; count: number; removals: number } | undefined;
     const watchdog = this.#watchdog();
+    const fetchSeals = this.#secretEnvSeals(signal);
     try {
       for await (const response of client.syncDesiredState({ region }, { signal })) {
         watchdog.reset();
         const { message } = response;
-        if (message.case === "batch") for (const resource of message.value.resources) snapshot.add(resource);
-        else if (message.case === "removals") for (const tombstone of message.value.resources) snapshot.remove(tombstone);
+        if (message.case === "batch") {
+          for (const resource of message.value.resources) snapshot.add(resource);
+          if (snapshot.awaitingSeals >= SEALS_PER_FETCH) await snapshot.receiveSeals(fetchSeals);
+        } else if (message.case === "removals") for (const tombstone of message.value.resources) snapshot.remove(tombstone);
         else if (message.case === "complete") {
           complete = { version: Number(message.value.version), count: Number(message.value.resourceCount), removals: Number(message.value.removalCount) };
         }
+        watchdog.reset();
       }
+      await snapshot.receiveSeals(fetchSeals);
     } finally {
       watchdog.stop();
     }
@@ -158,6 +168,29 @@ export class Connection {
     stopTimer();
     this.#fullSyncTimer = setTimeout(() => this.#current?.abort(new StreamInterrupted("full_sync")), jittered(fullSyncIntervalMs, 0.1));
     this.#fullSyncTimer.unref();
+  }
+
+  /**
+   * GetSecretEnvSeals until every deployment asked for is answered. A credential other than the
+   * region's agent token gets no values (PERMISSION_DENIED): the deployments then stay without,
+   * and fail to apply saying why, as with GetSecretKeys.
+   */
+  #secretEnvSeals(signal: AbortSignal): SecretEnvSealFetch {
+    const { client, region } = this.#options;
+    return async (wanted) => {
+      const seals = new Map<string, Uint8Array>();
+      try {
+        for (let rest = wanted; rest.length > 0; ) {
+          const answer = await client.getSecretEnvSeals({ region, deployments: rest }, { signal });
+          if (answer.answered === 0) throw new Error("GetSecretEnvSeals answered none of the deployments asked for");
+          for (const { id, sealed } of answer.seals) seals.set(id, sealed);
+          rest = rest.slice(answer.answered);
+        }
+      } catch (error) {
+        if (ConnectError.from(error).code !== Code.PermissionDenied) throw error;
+      }
+      return seals;
+    };
   }
 
   /** Follows changes after the cursor; returns when ctrl ends the stream. */

@@ -14,7 +14,7 @@ import { DesiredResourceSchema, ResourceTombstoneSchema, type DesiredResource, t
 import type { KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey } from "./keys.ts";
 import { packBytes, unpackBytes } from "./packed.ts";
-import { RegionSecretKeys, sealSecretEnv } from "./sealed-secrets.ts";
+import { awaitsSecretEnvSeal, heldSecretEnv, RegionSecretKeys, sealSecretEnv } from "./sealed-secrets.ts";
 import { SharedDictionary } from "./shared-dictionary.ts";
 
 /** A desired resource's wire encoding, packed (see desiredResource()). */
@@ -249,6 +249,7 @@ export class DesiredTable {
    * the snapshot's state are left alone, so an unchanged resource is not applied again.
    */
   replaceAll(snapshot: SnapshotStage, version: number): void {
+    if (snapshot.awaitingSeals > 0) throw new Error(`${snapshot.awaitingSeals} resources of the snapshot still await their secret values`);
     for (const [key, { encoded, version: resourceVersion }] of snapshot.resources) {
       if (encoded) this.#set(key, { kind: "upsert", encoded }, resourceVersion);
     }
@@ -388,6 +389,9 @@ export class DesiredTable {
   }
 }
 
+/** The versions of deployments whose secret values a snapshot lacks, and the seals ctrl answers with by id (GetSecretEnvSeals). */
+export type SecretEnvSealFetch = (wanted: { id: string; version: bigint }[]) => Promise<ReadonlyMap<string, Uint8Array>>;
+
 /** A full snapshot while it is received (DesiredTable.stage()). */
 export class SnapshotStage {
   readonly #table: DesiredTable;
@@ -396,6 +400,8 @@ export class SnapshotStage {
    * that version (the common case of a periodic full sync: then nothing is stored but the key).
    */
   readonly resources = new Map<string, { version: number; encoded: EncodedResource | undefined }>();
+  /** Deployments added without their secret values (a page leaves them out), until receiveSeals(). */
+  readonly #awaiting = new Map<string, DesiredResource>();
   #added = 0;
   #removed = 0;
 
@@ -406,14 +412,49 @@ export class SnapshotStage {
   add(resource: DesiredResource): void {
     const key = resourceKey(resource.type, resource.id);
     const version = Number(resource.version);
-    this.resources.set(key, { version, encoded: this.#table.holds(key, version) ? undefined : encode(resource, this.#table.secretKeys) });
+    this.#awaiting.delete(key);
+    let encoded: EncodedResource | undefined;
+    if (this.#table.holds(key, version)) encoded = undefined;
+    else if (awaitsSecretEnvSeal(resource) && !this.#withHeldValues(key, resource)) this.#awaiting.set(key, resource);
+    else encoded = encode(resource, this.#table.secretKeys);
+    this.resources.set(key, { version, encoded });
     this.#added++;
   }
 
   /** A resource deleted while the snapshot was read: it is not part of it. */
   remove(tombstone: ResourceTombstone): void {
-    this.resources.delete(resourceKey(tombstone.type, tombstone.id));
+    const key = resourceKey(tombstone.type, tombstone.id);
+    this.resources.delete(key);
+    this.#awaiting.delete(key);
     this.#removed++;
+  }
+
+  /** Deployments added without their secret values since the last receiveSeals(). */
+  get awaitingSeals(): number {
+    return this.#awaiting.size;
+  }
+
+  /**
+   * Fetches the values of the deployments awaiting them, in one call of `fetch`. One that ctrl
+   * has no seal for (its version was replaced meanwhile; the newer follows, values included)
+   * stays without: its apply fails, saying so, until the newer version arrives.
+   */
+  async receiveSeals(fetch: SecretEnvSealFetch): Promise<void> {
+    if (this.#awaiting.size === 0) return;
+    const awaiting = [...this.#awaiting];
+    this.#awaiting.clear();
+    const seals = await fetch(awaiting.map(([, { id, version }]) => ({ id, version })));
+    for (const [key, resource] of awaiting) {
+      const sealed = seals.get(resource.id);
+      if (sealed && resource.spec.case === "deployment") resource.spec.value.workload!.secretEnvSealed = sealed;
+      this.resources.set(key, { version: Number(resource.version), encoded: encode(resource, this.#table.secretKeys) });
+    }
+  }
+
+  /** Gives `resource` the values the table holds of its key, if they are the same (heldSecretEnv()). */
+  #withHeldValues(key: string, resource: DesiredResource): boolean {
+    const entry = this.#table.get(key);
+    return entry?.desired.kind === "upsert" && heldSecretEnv(resource, desiredResource(entry.desired));
   }
 
   /** Resources added, duplicates included (to check against the count ctrl announced). */

@@ -1,6 +1,8 @@
 // Secret env values in the agent's memory. ctrl's streams carry a workload's values sealed as
 // one for this region (@flotilla/runtime/sealed-values, under keys only this region's agent
-// gets from GetSecretKeys; one by one from a ctrl of an earlier version); the desired table
+// gets from GetSecretKeys; one by one from a ctrl of an earlier version), except a snapshot's
+// pages: they carry the names and checksum, and the values the table does not hold already
+// (heldSecretEnv()) are fetched with GetSecretEnvSeals (awaitsSecretEnvSeal()); the desired table
 // keeps every resource for as long as it is desired, so a value would otherwise sit in the
 // heap (and in a heap dump or core file) for the deployment's lifetime. A workload's values are opened as it enters the table and sealed again at once, all
 // in one seal, under a key that this process draws at start and never writes anywhere; they are
@@ -108,6 +110,37 @@ export function sealSecretEnv(resource: DesiredResource, regionKeys: RegionSecre
 }
 
 /**
+ * Whether `resource` came without its values, to be fetched (GetSecretEnvSeals): a snapshot
+ * page's deployment with secret names and their checksum, but neither seal nor value.
+ */
+export function awaitsSecretEnvSeal(resource: DesiredResource): boolean {
+  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+  return (
+    workload !== undefined &&
+    workload.secretEnv.length > 0 &&
+    workload.secretEnvSealed.length === 0 &&
+    workload.secretEnvChecksum !== "" &&
+    workload.secretEnv.every((secret) => secret.value === undefined && secret.sealed.length === 0)
+  );
+}
+
+/**
+ * Gives `resource` (awaiting its values) the values `held` (the table's form of the same
+ * deployment at another version) holds, if they are the same: the same names and checksum.
+ * Returns whether it did. A periodic full sync thus fetches only values that changed.
+ */
+export function heldSecretEnv(resource: DesiredResource, held: DesiredResource): boolean {
+  if (resource.spec.case !== "deployment" || held.spec.case !== "deployment") return false;
+  const workload = resource.spec.value.workload!;
+  const kept = held.spec.value.workload?.secretEnv ?? [];
+  if (!inTableForm(kept) || secretEnvChecksum(kept) !== workload.secretEnvChecksum) return false;
+  if (kept.length !== workload.secretEnv.length || kept.some((secret, i) => secret.name !== workload.secretEnv[i]!.name)) return false;
+  workload.secretEnv = kept;
+  workload.secretEnvChecksum = "";
+  return true;
+}
+
+/**
  * The values of a workload's secret env, in its order, as the bytes of their UTF-8 form: opened
  * if sealSecretEnv() sealed them, else the plain values of a resource handed to a target
  * directly. Throws when a value was not delivered. The caller zeroes them once used.
@@ -115,7 +148,11 @@ export function sealSecretEnv(resource: DesiredResource, regionKeys: RegionSecre
 export function openSecretEnv(secretEnv: readonly SecretEnvVar[]): Buffer[] {
   if (!inTableForm(secretEnv)) {
     return secretEnv.map(({ name, value }) => {
-      if (value === undefined) throw new Error(`secret env ${name} came without its value: only the region's own agent token receives values`);
+      if (value === undefined) {
+        throw new Error(
+          `secret env ${name} came without its value: only the region's own agent token receives values, and a version replaced before its values were fetched gets them with the next`,
+        );
+      }
       return Buffer.from(value, "utf8");
     });
   }

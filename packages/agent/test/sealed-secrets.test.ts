@@ -145,3 +145,77 @@ test("a value sealed under a key the agent lacks is refused, naming it", () => {
   const table = new DesiredTable(() => {});
   assert.throws(() => table.upsert(delivered("api"), 3), /sealed under key "k1\/r7"/);
 });
+
+/** As a snapshot page delivers it: the names and the checksum, no seal (GetSecretEnvSeals gives it). */
+const paged = (id: string, version: bigint) => {
+  const resource = deliveredAsOne(id);
+  resource.version = version;
+  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload! : undefined;
+  const sealed = workload!.secretEnvSealed;
+  workload!.secretEnvSealed = new Uint8Array(0);
+  return { resource, sealed };
+};
+
+test("a snapshot fetches the values it lacks in one call, reuses those the table holds under the same checksum, and keeps without values one whose version was replaced", async () => {
+  const table = new DesiredTable(() => {});
+  table.secretKeys.set([REGION_KEY]);
+  const asked: { id: string; version: bigint }[][] = [];
+  const fetchFrom = (seals: Map<string, Uint8Array>) => async (wanted: { id: string; version: bigint }[]) => {
+    asked.push(wanted);
+    return seals;
+  };
+  const api = paged("api", 3n);
+  const web = paged("web", 3n);
+  const gone = paged("gone", 3n);
+  const first = table.stage();
+  for (const { resource } of [api, web, gone]) first.add(resource);
+  assert.equal(first.awaitingSeals, 3);
+  assert.throws(() => table.replaceAll(first, 3), /3 resources of the snapshot still await their secret values/);
+  // ctrl has moved "gone" on to a newer version: no seal for it.
+  await first.receiveSeals(
+    fetchFrom(
+      new Map([
+        ["api", api.sealed],
+        ["web", web.sealed],
+      ]),
+    ),
+  );
+  assert.deepEqual(asked, [["api", "web", "gone"].map((id) => ({ id, version: 3n }))], "one call, naming each deployment's version");
+  table.replaceAll(first, 3);
+  for (const id of ["api", "web"]) {
+    const kept = desiredResource(table.get(`deployment/${id}`)!.desired as { encoded: string });
+    const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
+    assert.deepEqual(
+      openSecretEnv(secretEnv).map((value) => value.toString("utf8")),
+      Object.values(VALUES),
+    );
+  }
+  const without = desiredResource(table.get("deployment/gone")!.desired as { encoded: string });
+  assert.throws(
+    () => openSecretEnv(without.spec.case === "deployment" ? without.spec.value.workload!.secretEnv : []),
+    /came without its value: .*a version replaced before its values were fetched gets them with the next/,
+  );
+
+  // A full sync later: api at a new version with the same values, web unchanged; nothing to fetch.
+  asked.length = 0;
+  const second = table.stage();
+  second.add(paged("api", 5n).resource);
+  second.add(paged("web", 3n).resource);
+  assert.equal(second.awaitingSeals, 0, "the table's values serve a new version under the same checksum");
+  await second.receiveSeals(fetchFrom(new Map()));
+  assert.deepEqual(asked, []);
+  table.replaceAll(second, 5);
+  const api5 = desiredResource(table.get("deployment/api")!.desired as { encoded: string });
+  assert.equal(table.get("deployment/api")!.version, 5);
+  assert.deepEqual(
+    openSecretEnv(api5.spec.case === "deployment" ? api5.spec.value.workload!.secretEnv : []).map((value) => value.toString("utf8")),
+    Object.values(VALUES),
+  );
+
+  // A changed value changes the checksum: fetched again.
+  const changed = paged("api", 6n);
+  if (changed.resource.spec.case === "deployment") changed.resource.spec.value.workload!.secretEnvChecksum = "0123456789abcdef";
+  const third = table.stage();
+  third.add(changed.resource);
+  assert.equal(third.awaitingSeals, 1);
+});

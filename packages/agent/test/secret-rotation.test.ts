@@ -52,7 +52,8 @@ for (const { db, skip } of await testDatabases()) {
     let port = "0";
     const startCtrl = async (file = keyFile) => {
       await ctrl?.kill();
-      ctrl = await spawnCtrl(databaseUrl, ADMIN_TOKEN, ["--listen", `127.0.0.1:${port}`, "--secrets-key-file", file]);
+      // One deployment's values per GetSecretEnvSeals answer: a new agent's snapshot asks again for the rest.
+      ctrl = await spawnCtrl(databaseUrl, ADMIN_TOKEN, ["--listen", `127.0.0.1:${port}`, "--secrets-key-file", file, "--secret-seals-max", "1"]);
       port = new URL(ctrl.url).port;
     };
     const client = <S extends DescService>(service: S): Client<S> =>

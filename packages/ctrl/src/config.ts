@@ -135,6 +135,11 @@ export const CTRL_OPTIONS = [
     ...was("WATCH_BUFFER_EVENTS"),
   },
   {
+    flag: "secret-seals-max",
+    default: "500",
+    description: "deployments whose secret values one GetSecretEnvSeals answer carries at most (the agent asks again for the rest)",
+  },
+  {
     flag: "status-stale-after",
     default: "30s",
     description: "statuses of a region whose agent has not reported for this long are marked stale",

@@ -45,6 +45,7 @@ try {
       watchBufferLimit: read.positiveInt("watch-buffer-events"),
       snapshotConcurrency: read.positiveInt("snapshot-concurrency"),
       snapshotReadAheadBytes: read.positiveInt("snapshot-read-ahead-bytes"),
+      secretSealsMax: read.positiveInt("secret-seals-max"),
     },
     streamSendTimeoutMs: read.positiveDuration("stream-send-timeout"),
     sendBudgetBytes: read.positiveInt("send-budget-bytes"),

@@ -62,7 +62,12 @@ for (const { db, skip } of await testDatabases()) {
     let t: TestCtrl;
     const logLines: string[] = [];
     before(async () => {
-      t = await startTestCtrl(db, { log: createLogger({ level: "debug", write: (line) => logLines.push(line) }) }, { secrets: ringOf(keyFile) });
+      t = await startTestCtrl(
+        db,
+        // Two per answer: three deployments make GetSecretEnvSeals answer in two parts.
+        { log: createLogger({ level: "debug", write: (line) => logLines.push(line) }), stream: { secretSealsMax: 2 } },
+        { secrets: ringOf(keyFile) },
+      );
       await t.store.regions.create("local");
     });
     after(() => t?.close());
@@ -174,7 +179,7 @@ for (const { db, skip } of await testDatabases()) {
       assert.deepEqual(await rowCounts(t.store), counts);
     });
 
-    test("the streams carry the values sealed as one for the region's own agent, which alone gets the keys that open them, over each protocol; the admin token gets the names and the checksum", async () => {
+    test("the watch carries the values sealed as one for the region's own agent, the snapshot none (GetSecretEnvSeals gives them, as many as --secret-seals-max per answer), and that agent alone gets the keys that open them, over each protocol; the admin token gets the names and the checksum", async () => {
       const regions = t.client(RegionService);
       await regions.createRegion({ region: { name: "other" } });
       const own = (await regions.createAgentToken({ region: "local" })).token;
@@ -184,13 +189,32 @@ for (const { db, skip } of await testDatabases()) {
       const refused = (e: unknown) => ConnectError.from(e).code === Code.PermissionDenied;
       for (const protocol of PROTOCOLS) {
         const cluster = (token?: string) => t.client(ClusterService, { protocol, ...(token ? { token } : {}) });
-        /** The secret env of each resource the streams carry, by id (and id@version for the watch). */
+        /** The secret env of each resource the streams carry, by id (and id@version for the watch); the snapshot's seals fetched with GetSecretEnvSeals. */
         const streamed = async (token: string | undefined) => {
           const entries = new Map<string, { id: string; entry: Workload }>();
+          const versions: { id: string; version: bigint }[] = [];
           for await (const response of cluster(token).syncDesiredState({ region: "local" })) {
             if (response.message.case !== "batch") continue;
             assertHidden(SyncDesiredStateResponseSchema, response, secrets, `SyncDesiredState over ${protocol}`);
-            for (const resource of response.message.value.resources) entries.set(resource.id, { id: resource.id, entry: streamedSecrets(resource) });
+            for (const resource of response.message.value.resources) {
+              const entry = streamedSecrets(resource);
+              assert.equal(entry.secretEnvSealed.length, 0, `${protocol}: the snapshot carries no seal of ${resource.id}`);
+              entries.set(resource.id, { id: resource.id, entry });
+              versions.push({ id: resource.id, version: resource.version });
+            }
+          }
+          if (token === own) {
+            const answer = await cluster(token).getSecretEnvSeals({ region: "local", deployments: versions });
+            assert.equal(answer.answered, 2, "--secret-seals-max answers two of three");
+            const rest = await cluster(token).getSecretEnvSeals({ region: "local", deployments: versions.slice(answer.answered) });
+            assert.equal(rest.answered, versions.length - 2);
+            for (const { id, sealed } of [...answer.seals, ...rest.seals]) entries.get(id)!.entry.secretEnvSealed = sealed;
+            assertHidden(ClusterService.method.getSecretEnvSeals.output, answer, secrets, `GetSecretEnvSeals over ${protocol}`);
+            const replaced = await cluster(token).getSecretEnvSeals({
+              region: "local",
+              deployments: [{ ...versions[0]!, version: versions[0]!.version - 1n }],
+            });
+            assert.deepEqual([replaced.answered, replaced.seals.length], [1, 0], "a version replaced: answered, without a seal");
           }
           const abort = new AbortController();
           for await (const response of cluster(token).watchDeploymentChanges({ region: "local", versionLastSeen: 0n }, { signal: abort.signal })) {
@@ -220,6 +244,10 @@ for (const { db, skip } of await testDatabases()) {
         await assert.rejects(cluster().getSecretKeys({ region: "local" }), refused, "the admin token");
         await assert.rejects(cluster(otherAgent).getSecretKeys({ region: "local" }), refused, "another region's agent");
         await assert.rejects(cluster(own).getSecretKeys({ region: "other" }), refused, "for another region");
+        const asked = { region: "local", deployments: [...written.keys()].map((id) => ({ id, version: 1n })) };
+        await assert.rejects(cluster().getSecretEnvSeals(asked), refused, "the admin token's seals");
+        await assert.rejects(cluster(otherAgent).getSecretEnvSeals(asked), refused, "another region's agent's seals");
+        await assert.rejects(cluster(own).getSecretEnvSeals({ ...asked, region: "other" }), refused, "seals of another region");
         // Another region's keys do not open this region's values, under any id.
         const otherKeys = (await cluster(otherAgent).getSecretKeys({ region: "other" })).keys.map((k) => ({ ...k, id: localKeyId }));
         for (const [id] of written) assert.throws(() => openWith(otherKeys, id, agent.get(id)!.entry), /does not open/);
@@ -242,9 +270,12 @@ for (const { db, skip } of await testDatabases()) {
       for (const secret of written.values()) assert.ok(!text.includes(secret), `the ${db.name} database holds a secret in plain text`);
     });
 
-    test("a desired state stored by an earlier version (values sealed one by one, under the data key or the region's) is sealed as one for its regions when ctrl starts", async () => {
+    test("a desired state stored by an earlier version (values sealed one by one, under the data key or the region's; or as one inside the body) is sealed as one for its regions, in its column, when ctrl starts", async () => {
       const ring = ringOf(keyFile);
-      const rows = await t.store.database.db.selectFrom("desired_resources").select(["region_id", "resource_type", "resource_id", "body"]).execute();
+      const rows = await t.store.database.db
+        .selectFrom("desired_resources")
+        .select(["region_id", "resource_type", "resource_id", "body", "secret_env_sealed"])
+        .execute();
       let legacy = 0;
       /** The pod template's checksum by deployment: sealing anew as one must not change it (no pod rolls for an upgrade). */
       const checksums = new Map<string, string>();
@@ -253,20 +284,23 @@ for (const { db, skip } of await testDatabases()) {
         const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
         if (!workload || workload.secretEnv.length === 0) continue;
         const values = await desiredSecrets(t.store, resource.id, ring);
-        // Every other row as the version before sealed for regions, the rest as the one before it.
-        for (const s of workload.secretEnv) {
-          const value = values.get(s.name)!;
-          const context = secretContext(resource.id, s.name);
-          s.sealed = legacy % 2 === 0 ? ring.seal(context, value) : ring.sealForRegion(row.region_id, context, value);
-          s.fingerprint = ring.fingerprint(value);
-        }
-        assert.equal(secretEnvChecksum(workload.secretEnv), workload.secretEnvChecksum, "the checksum an earlier agent computed from the fingerprints");
         checksums.set(resource.id, workload.secretEnvChecksum);
-        workload.secretEnvSealed = new Uint8Array(0);
-        workload.secretEnvChecksum = "";
+        // Rows as the three versions before stored them: one by one under the data key, or under
+        // the region's; or as one inside the body.
+        if (legacy % 3 === 2) workload.secretEnvSealed = row.secret_env_sealed!;
+        else {
+          for (const s of workload.secretEnv) {
+            const value = values.get(s.name)!;
+            const context = secretContext(resource.id, s.name);
+            s.sealed = legacy % 3 === 0 ? ring.seal(context, value) : ring.sealForRegion(row.region_id, context, value);
+            s.fingerprint = ring.fingerprint(value);
+          }
+          assert.equal(secretEnvChecksum(workload.secretEnv), workload.secretEnvChecksum, "the checksum an earlier agent computed from the fingerprints");
+          workload.secretEnvChecksum = "";
+        }
         await t.store.database.db
           .updateTable("desired_resources")
-          .set({ body: toBinary(DesiredResourceSchema, resource) })
+          .set({ body: toBinary(DesiredResourceSchema, resource), secret_env_sealed: null })
           .where("region_id", "=", row.region_id)
           .where("resource_type", "=", row.resource_type)
           .where("resource_id", "=", row.resource_id)
@@ -275,20 +309,21 @@ for (const { db, skip } of await testDatabases()) {
       }
       assert.ok(legacy >= written.size);
       const localKeyId = `k1/r${(await t.store.regions.resolve("local")).id}`;
-      /** The key ids of the seals one by one, and of the seals as one, in the desired state. */
+      /** The key ids of the seals one by one, of the seals as one in the body, and of those in their column, in the desired state. */
       const keyIds = async () => {
-        const ids = { oneByOne: new Set<string>(), asOne: new Set<string>() };
-        for (const row of await t.store.database.db.selectFrom("desired_resources").select("body").execute()) {
+        const ids = { oneByOne: new Set<string>(), inBody: new Set<string>(), inColumn: new Set<string>() };
+        for (const row of await t.store.database.db.selectFrom("desired_resources").select(["body", "secret_env_sealed"]).execute()) {
           const resource = fromBinary(DesiredResourceSchema, row.body);
           const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
           for (const s of workload?.secretEnv ?? []) if (s.sealed.length > 0) ids.oneByOne.add(sealedKeyId(s.sealed));
-          if (workload?.secretEnvSealed.length) ids.asOne.add(sealedKeyId(workload.secretEnvSealed));
+          if (workload?.secretEnvSealed.length) ids.inBody.add(sealedKeyId(workload.secretEnvSealed));
+          if (row.secret_env_sealed) ids.inColumn.add(sealedKeyId(row.secret_env_sealed));
         }
-        return { oneByOne: [...ids.oneByOne].sort(), asOne: [...ids.asOne] };
+        return { oneByOne: [...ids.oneByOne].sort(), inBody: [...ids.inBody], inColumn: [...ids.inColumn] };
       };
-      assert.deepEqual(await keyIds(), { oneByOne: ["k1", localKeyId], asOne: [] });
+      assert.deepEqual(await keyIds(), { oneByOne: ["k1", localKeyId], inBody: [localKeyId], inColumn: [] });
       await (await Store.open(t.databaseUrl, { secrets: ring })).close();
-      assert.deepEqual(await keyIds(), { oneByOne: [], asOne: [localKeyId] });
+      assert.deepEqual(await keyIds(), { oneByOne: [], inBody: [], inColumn: [localKeyId] });
       for (const row of await t.store.database.db.selectFrom("desired_resources").select("body").execute()) {
         const resource = fromBinary(DesiredResourceSchema, row.body);
         const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
@@ -367,9 +402,16 @@ async function openedAsOne(ring: SecretKeyRing, id: string, workload: Workload):
 
 /** The values of a deployment's secrets as the desired state of its region holds them, opened. */
 async function desiredSecrets(store: Store, id: string, ring: SecretKeyRing): Promise<Map<string, string>> {
-  const row = await store.database.db.selectFrom("desired_resources").select("body").where("resource_id", "=", id).executeTakeFirstOrThrow();
+  const row = await store.database.db
+    .selectFrom("desired_resources")
+    .select(["body", "secret_env_sealed"])
+    .where("resource_id", "=", id)
+    .executeTakeFirstOrThrow();
   const resource = fromBinary(DesiredResourceSchema, row.body);
   const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
   assert.ok(workload, `${id} is a workload`);
+  assert.equal(workload.secretEnvSealed.length, 0, "the body holds no seal: it is in its column");
+  assert.ok(row.secret_env_sealed, `${id}'s seal in its column`);
+  workload.secretEnvSealed = row.secret_env_sealed;
   return openedAsOne(ring, id, workload);
 }

@@ -51,10 +51,11 @@ export { observationBody, type AgentReport, type ReportLeader, type StatusInputs
 export { LAST_USE_RESOLUTION_MS, type TokenGrant, type TokenScreen } from "./agent-tokens.ts";
 export type { RegionRow } from "./regions.ts";
 export { mergeEnv } from "./kinds.ts";
-export { readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
+export { readSecretEnvSeals, readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 export { generateKeyFile, SecretKeyRing } from "./secrets.ts";
 export { regionSecretEnv, secretContext } from "./secret-env.ts";
+export { storedParts } from "./desired-seals.ts";
 
 export interface StoreOptions {
   /** Revisions kept per object (DEFAULT_REVISION_HISTORY_LIMIT). */

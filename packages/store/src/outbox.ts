@@ -1,9 +1,10 @@
 // The heart of ARCHITECTURE §2: region versions taken under a row lock held until commit,
 // and one outbox row per changed resource per region carrying its full state or a tombstone.
-import { clone, create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { clone, create, equals, toBinary } from "@bufbuild/protobuf";
 import { ChangeEventSchema, DesiredResourceSchema, type ChangeEvent, type DesiredResource, type ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { sql, type Transaction } from "kysely";
 import type { Dialect } from "./database.ts";
+import { storedParts, wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Database, DeploymentChangesTable, DesiredResourcesTable } from "./schema.ts";
 
@@ -120,11 +121,13 @@ export async function writeDesiredMany(
   now: number,
   alsoLock: Iterable<number> = [],
 ): Promise<number[]> {
-  const current = new Map<string, { region_id: number; namespace: string; body: Uint8Array }[]>(writes.map((w) => [w.id, []]));
+  const current = new Map<string, { region_id: number; namespace: string; body: Uint8Array; secret_env_sealed: Uint8Array | null }[]>(
+    writes.map((w) => [w.id, []]),
+  );
   for (let i = 0; i < writes.length; i += ROWS_PER_STATEMENT) {
     const rows = await tx
       .selectFrom("desired_resources")
-      .select(["resource_id", "region_id", "namespace", "body"])
+      .select(["resource_id", "region_id", "namespace", "body", "secret_env_sealed"])
       .where("resource_type", "=", type)
       .where(
         "resource_id",
@@ -142,7 +145,7 @@ export async function writeDesiredMany(
       const desired = next.get(row.region_id);
       if (!desired) {
         if (!keepOthers) changes.push({ id, regionId: row.region_id, desired: undefined, namespace: row.namespace, rowExists: true });
-      } else if (!equals(DesiredResourceSchema, fromBinary(DesiredResourceSchema, row.body), desired))
+      } else if (!equals(DesiredResourceSchema, wholeResource(row), desired))
         changes.push({ id, regionId: row.region_id, desired, namespace: desired.namespace, rowExists: true });
     }
     for (const [regionId, desired] of next) {
@@ -169,7 +172,7 @@ export async function writeDesiredMany(
         resource_id: change.id,
         namespace: change.namespace,
         version,
-        body: toBinary(DesiredResourceSchema, change.desired),
+        ...storedParts(change.desired),
       });
       const upsert = clone(DesiredResourceSchema, change.desired);
       upsert.version = BigInt(version);
@@ -204,17 +207,18 @@ export async function writeDesiredMany(
 }
 
 /** `rows` in runs a multi-row statement may carry (ROWS_PER_STATEMENT, BYTES_PER_STATEMENT). */
-function* chunks<R extends { body: Uint8Array }>(rows: R[]): Generator<R[]> {
+function* chunks<R extends { body: Uint8Array; secret_env_sealed?: Uint8Array | null }>(rows: R[]): Generator<R[]> {
   let chunk: R[] = [];
   let bytes = 0;
   for (const row of rows) {
-    if (chunk.length > 0 && (chunk.length >= ROWS_PER_STATEMENT || bytes + row.body.length > BYTES_PER_STATEMENT)) {
+    const size = row.body.length + (row.secret_env_sealed?.length ?? 0);
+    if (chunk.length > 0 && (chunk.length >= ROWS_PER_STATEMENT || bytes + size > BYTES_PER_STATEMENT)) {
       yield chunk;
       chunk = [];
       bytes = 0;
     }
     chunk.push(row);
-    bytes += row.body.length;
+    bytes += size;
   }
   if (chunk.length > 0) yield chunk;
 }

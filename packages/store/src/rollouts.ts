@@ -17,7 +17,7 @@
 //     can find one only if --default-rollout-strategy was removed since that one started): a
 //     rollout whose deployment is no longer at its revision moves nothing, its next
 //     transition supersedes it.
-import { clone, create, equals, fromBinary } from "@bufbuild/protobuf";
+import { clone, create, equals } from "@bufbuild/protobuf";
 import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   DesiredResourceSchema,
@@ -31,6 +31,7 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { parseLabelSelector } from "@flotilla/labels";
 import { sql, type Insertable, type Kysely } from "kysely";
+import { wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
 import { ROWS_PER_STATEMENT, type DesiredWrite, type Tx } from "./outbox.ts";
@@ -286,11 +287,11 @@ async function supersede(tx: Tx, deploymentId: string, actor: string, now: numbe
 export async function currentDesired(tx: Kysely<Database>, deploymentId: string): Promise<Map<number, DesiredResource>> {
   const rows = await tx
     .selectFrom("desired_resources")
-    .select(["region_id", "body"])
+    .select(["region_id", "body", "secret_env_sealed"])
     .where("resource_type", "=", ResourceType.DEPLOYMENT)
     .where("resource_id", "=", deploymentId)
     .execute();
-  return new Map(rows.map((r) => [r.region_id, fromBinary(DesiredResourceSchema, r.body)]));
+  return new Map(rows.map((r) => [r.region_id, wholeResource(r)]));
 }
 
 /** Equal desired states, versions aside. */

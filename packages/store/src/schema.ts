@@ -34,8 +34,10 @@ export interface DesiredResourcesTable {
   resource_id: string;
   namespace: string;
   version: number;
-  /** ctrl.v1.DesiredResource with version unset. */
+  /** ctrl.v1.DesiredResource with version unset, and without its workload's secret_env_sealed (desired-seals.ts). */
   body: Uint8Array;
+  /** The workload's secret_env_sealed: its values sealed as one for the region's agent; null without secret values. */
+  secret_env_sealed: Uint8Array | null;
 }
 
 /** The transactional outbox: one row per changed resource per region and version. */

@@ -17,6 +17,7 @@ import {
 import type { Kysely } from "kysely";
 import type { Database } from "./schema.ts";
 import { sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
+import { storedParts, wholeResource } from "./desired-seals.ts";
 import { regionSecretEnv, secretContext } from "./secret-env.ts";
 import { dataKeyIdOf, type SecretKeyRing } from "./secrets.ts";
 
@@ -26,6 +27,12 @@ const PAGE = 500;
 interface SealedTable<Desc extends DescMessage> {
   table: "deployments" | "resource_revisions" | "desired_resources" | "deployment_changes";
   keys: string[];
+  /** The columns a row is stored in: `body`, and for the desired state its seal (desired-seals.ts). */
+  columns: string[];
+  /** A row's message, whole. */
+  decode(row: Record<string, unknown>): MessageShape<Desc>;
+  /** The columns of `message`, whole, as stored. */
+  encode(message: MessageShape<Desc>): Record<string, unknown>;
   /** Deployment rows only (the other kinds carry no secrets). */
   deploymentsOnly: boolean;
   schema: Desc;
@@ -43,38 +50,53 @@ function sealed<Desc extends DescMessage>(t: SealedTable<Desc>): SealedTable<Des
   return t as unknown as SealedTable<DescMessage>;
 }
 
+/** A table storing `schema`'s message as its body column. */
+function inBody<Desc extends DescMessage>(schema: Desc): Pick<SealedTable<Desc>, "schema" | "columns" | "decode" | "encode"> {
+  return {
+    schema,
+    columns: ["body"],
+    decode: (row) => fromBinary(schema, row.body as Uint8Array),
+    encode: (message) => ({ body: toBinary(schema, message) }),
+  };
+}
+
 const TABLES = [
   sealed({
     table: "deployments",
     keys: ["id"],
     deploymentsOnly: false,
-    schema: DeploymentSchema,
+    ...inBody(DeploymentSchema),
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
   }),
   sealed({
     table: "resource_revisions",
     keys: ["resource_type", "resource_id", "revision"],
     deploymentsOnly: true,
-    schema: DeploymentSchema,
+    ...inBody(DeploymentSchema),
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
   }),
   regional({
     table: "desired_resources",
     keys: ["region_id", "resource_type", "resource_id"],
     schema: DesiredResourceSchema,
+    columns: ["body", "secret_env_sealed"],
+    decode: (row) => wholeResource(row as { body: Uint8Array; secret_env_sealed: Uint8Array | null }),
+    encode: storedParts,
     desired: (r) => r,
   }),
   regional({
     table: "deployment_changes",
     keys: ["region_id", "version"],
-    schema: ChangeEventSchema,
+    ...inBody(ChangeEventSchema),
     desired: (e) => (e.change.case === "upsert" ? e.change.value : undefined),
   }),
 ];
 
 /** A region's table: deployment rows, their secrets those of the desired resource. */
 function regional<Desc extends DescMessage>(
-  t: Pick<SealedTable<Desc>, "table" | "keys" | "schema"> & { desired(body: MessageShape<Desc>): DesiredResource | undefined },
+  t: Pick<SealedTable<Desc>, "table" | "keys" | "schema" | "columns" | "decode" | "encode"> & {
+    desired(body: MessageShape<Desc>): DesiredResource | undefined;
+  },
 ): SealedTable<DescMessage> {
   return sealed({
     ...t,
@@ -94,7 +116,8 @@ export function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing): Promis
 /**
  * Re-seals for their regions' agents, as one a workload, the values of the desired state and
  * the outbox that a ctrl of an earlier version sealed one by one, under a data key or a region
- * key (checkSecretKeys tells whether any is).
+ * key, and moves the seals an earlier version kept inside the desired state's bodies to their
+ * column (checkSecretKeys tells whether any is).
  */
 export function sealStoredForRegions(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
   return reseal(
@@ -123,20 +146,20 @@ async function resealTable(db: Kysely<Database>, ring: SecretKeyRing, t: SealedT
   for (let offset = 0; ; offset += PAGE) {
     let query = anyDb
       .selectFrom(t.table)
-      .select([...t.keys, "body"])
+      .select([...t.keys, ...t.columns])
       .limit(PAGE)
       .offset(offset);
     for (const key of t.keys) query = query.orderBy(key);
     if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
     const rows = await query.execute();
     for (const row of rows) {
-      const body = fromBinary(t.schema, row.body);
-      const moved = t.desired ? resealForRegion(ring, Number(row.region_id), t.desired(body)) : resealValues(ring, t.secrets(body));
+      const body = t.decode(row);
+      let moved = t.desired ? resealForRegion(ring, Number(row.region_id), t.desired(body)) : resealValues(ring, t.secrets(body));
+      const stored = t.encode(body);
+      // A seal an earlier version kept inside the desired state's body moves to its column.
+      if (moved === 0 && t.columns.length > 1 && !sameBytes(stored.body as Uint8Array, row.body)) moved = t.secrets(body)?.secretEnv.length ?? 0;
       if (moved === 0) continue;
-      let update = anyDb
-        .updateTable(t.table)
-        .set({ body: toBinary(t.schema, body) })
-        .where("body", "=", row.body);
+      let update = anyDb.updateTable(t.table).set(stored).where("body", "=", row.body);
       for (const key of t.keys) update = update.where(key, "=", row[key]);
       const result = await update.executeTakeFirst();
       if (Number(result.numUpdatedRows) === 1) values += moved;
@@ -202,10 +225,10 @@ export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing 
   const samples = new Map<string, { context: string; sealed: Uint8Array }>();
   let unsealedForRegions = false;
   for (const t of TABLES.filter((t) => t.table === "deployments" || t.table === "desired_resources")) {
-    let query = (db as Kysely<any>).selectFrom(t.table).select("body");
+    let query = (db as Kysely<any>).selectFrom(t.table).select(t.columns);
     if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
     for (const row of await query.execute()) {
-      const body = fromBinary(t.schema, row.body);
+      const body = t.decode(row);
       const found = t.secrets(body);
       for (const s of found?.secretEnv ?? []) {
         if (s.sealed.length === 0) continue;
@@ -217,6 +240,8 @@ export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing 
       const desired = t.desired?.(body);
       const workload = desired?.spec.case === "deployment" ? desired.spec.value.workload : undefined;
       if (workload && workload.secretEnvSealed.length > 0) {
+        // Kept inside the body: by an earlier version.
+        if (!row.secret_env_sealed) unsealedForRegions = true;
         const id = sealedKeyId(workload.secretEnvSealed);
         const names = workload.secretEnv.map((s) => s.name);
         if (!samples.has(id)) samples.set(id, { context: secretEnvContext(desired!.id, names), sealed: workload.secretEnvSealed });
@@ -228,4 +253,8 @@ export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing 
   if (!ring) throw new Error(`the database holds secret values sealed under keys ${ids}: start with --secrets-key-file holding them`);
   for (const { context, sealed } of samples.values()) ring.openBytes(context, sealed).fill(0);
   return unsealedForRegions;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(b);
 }

@@ -5,11 +5,15 @@
 // no pinned connection), then the version v1, then the outbox changes in (v0, v1]. A
 // resource changed during the pages was read somewhere between v0 and v1; its changes
 // after v0 follow, so what the client holds at the end is exactly the state at v1.
+// The pages carry no secret value: a workload's values, sealed for the region's agent, are
+// stored beside its body (desired-seals.ts) and fetched by the agent that lacks them
+// (readSecretEnvSeals()); the changes in (v0, v1] come from the outbox, seals included.
 import { create, toBinary } from "@bufbuild/protobuf";
-import { DesiredResourceSchema, ResourceTombstoneSchema, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { DesiredResourceSchema, ResourceTombstoneSchema, ResourceType, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ChangeLog } from "./changes.ts";
 import type { OpenDatabase } from "./database.ts";
 import { StoreError } from "./errors.ts";
+import { ROWS_PER_STATEMENT } from "./outbox.ts";
 import type { ReadAheadBudget, Slots } from "./read-ahead.ts";
 
 /** One desired resource as stored: `body` is ctrl.v1.DesiredResource without its version. */
@@ -191,4 +195,35 @@ function* toBatches(rows: SnapshotRow[], maxBytes: number): Generator<SnapshotIt
     bytes += row.body.length;
   }
   if (batch.length > 0) yield { batch };
+}
+
+/**
+ * The seals of the deployments `wanted` in region row `regionId`, each only while the region's
+ * desired state of it is still at the version asked for (a newer one reaches the agent through
+ * the outbox, seal included). A rotation re-seals in place at the same version: the values of
+ * a version never change, only the key they are sealed under.
+ */
+export async function readSecretEnvSeals(
+  { db }: OpenDatabase,
+  regionId: number,
+  wanted: readonly { id: string; version: number }[],
+): Promise<{ id: string; sealed: Uint8Array }[]> {
+  const versions = new Map(wanted.map(({ id, version }) => [id, version]));
+  const found: { id: string; sealed: Uint8Array }[] = [];
+  const ids = [...versions.keys()];
+  for (let i = 0; i < ids.length; i += ROWS_PER_STATEMENT) {
+    const rows = await db
+      .selectFrom("desired_resources")
+      .select(["resource_id", "version", "secret_env_sealed"])
+      .where("region_id", "=", regionId)
+      .where("resource_type", "=", ResourceType.DEPLOYMENT)
+      .where("resource_id", "in", ids.slice(i, i + ROWS_PER_STATEMENT))
+      .execute();
+    for (const row of rows) {
+      if (row.secret_env_sealed && row.secret_env_sealed.length > 0 && Number(row.version) === versions.get(row.resource_id)) {
+        found.push({ id: row.resource_id, sealed: row.secret_env_sealed });
+      }
+    }
+  }
+  return found;
 }

@@ -7,6 +7,7 @@ import type { SendBudget } from "../send-budget.ts";
 import type { StatusOptions } from "../status/region-status.ts";
 import type { ChangePoller } from "../streaming/poller.ts";
 import type { StreamOptions } from "./cluster/options.ts";
+import { getSecretEnvSeals } from "./cluster/get-secret-env-seals.ts";
 import { getSecretKeys } from "./cluster/get-secret-keys.ts";
 import { reportObservedState } from "./cluster/report-observed-state.ts";
 import { syncDesiredState } from "./cluster/sync-desired-state.ts";
@@ -25,6 +26,7 @@ export function clusterService(
     watchDeploymentChanges: watchDeploymentChanges(store, poller, metrics, options, sendBudget),
     reportObservedState: reportObservedState(store, metrics, statusOptions),
     getSecretKeys: getSecretKeys(store),
+    getSecretEnvSeals: getSecretEnvSeals(store, options),
   };
 }
 

@@ -16,6 +16,8 @@ export interface StreamOptions {
   messageBytesMax: number;
   /** After an overflow, how long the stream may stay stuck on a full transport before it is reset. */
   overflowResetMs: number;
+  /** Deployments one GetSecretEnvSeals answer covers at most (the agent asks again for the rest). */
+  secretSealsMax: number;
 }
 
 export const DEFAULT_STREAM_OPTIONS: StreamOptions = {
@@ -27,4 +29,5 @@ export const DEFAULT_STREAM_OPTIONS: StreamOptions = {
   watchBatchMax: 500,
   messageBytesMax: 1024 * 1024,
   overflowResetMs: 2000,
+  secretSealsMax: 500,
 };

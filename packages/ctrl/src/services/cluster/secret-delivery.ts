@@ -1,6 +1,7 @@
 // What the agent streams (SyncDesiredState, WatchDeploymentChanges) carry of secret values.
-// The desired state and the outbox hold a workload's values sealed as one for its region's
-// agent (the store's regionSecretEnv), so the region's own agent, authenticated as that region,
+// The outbox holds a workload's values sealed as one for its region's agent (the store's
+// regionSecretEnv; the desired state keeps that seal beside the body, which a snapshot's pages
+// carry alone: GetSecretEnvSeals), so the region's own agent, authenticated as that region,
 // gets the stored bytes as they are and opens them with the keys GetSecretKeys gives it alone:
 // ctrl opens nothing per sync. Any other caller the streams admit (the admin token, e.g.
 // debugging with a gRPC client) gets the names and the pod template's checksum only, never a seal.

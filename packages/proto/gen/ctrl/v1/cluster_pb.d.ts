@@ -13,6 +13,96 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 export declare const file_ctrl_v1_cluster: GenFile;
 
 /**
+ * @generated from message ctrl.v1.GetSecretEnvSealsRequest
+ */
+export declare type GetSecretEnvSealsRequest = Message<"ctrl.v1.GetSecretEnvSealsRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: repeated ctrl.v1.DeploymentVersion deployments = 2;
+   */
+  deployments: DeploymentVersion[];
+};
+
+/**
+ * Describes the message ctrl.v1.GetSecretEnvSealsRequest.
+ * Use `create(GetSecretEnvSealsRequestSchema)` to create a new message.
+ */
+export declare const GetSecretEnvSealsRequestSchema: GenMessage<GetSecretEnvSealsRequest>;
+
+/**
+ * @generated from message ctrl.v1.DeploymentVersion
+ */
+export declare type DeploymentVersion = Message<"ctrl.v1.DeploymentVersion"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The region version the deployment's desired state was written at (DesiredResource.version).
+   *
+   * @generated from field: uint64 version = 2;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message ctrl.v1.DeploymentVersion.
+ * Use `create(DeploymentVersionSchema)` to create a new message.
+ */
+export declare const DeploymentVersionSchema: GenMessage<DeploymentVersion>;
+
+/**
+ * @generated from message ctrl.v1.GetSecretEnvSealsResponse
+ */
+export declare type GetSecretEnvSealsResponse = Message<"ctrl.v1.GetSecretEnvSealsResponse"> & {
+  /**
+   * @generated from field: repeated ctrl.v1.SecretEnvSeal seals = 1;
+   */
+  seals: SecretEnvSeal[];
+
+  /**
+   * How many of the deployments asked for, from the first, this answer covers.
+   *
+   * @generated from field: uint32 answered = 2;
+   */
+  answered: number;
+};
+
+/**
+ * Describes the message ctrl.v1.GetSecretEnvSealsResponse.
+ * Use `create(GetSecretEnvSealsResponseSchema)` to create a new message.
+ */
+export declare const GetSecretEnvSealsResponseSchema: GenMessage<GetSecretEnvSealsResponse>;
+
+/**
+ * @generated from message ctrl.v1.SecretEnvSeal
+ */
+export declare type SecretEnvSeal = Message<"ctrl.v1.SecretEnvSeal"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * As Workload.secret_env_sealed.
+   *
+   * @generated from field: bytes sealed = 2;
+   */
+  sealed: Uint8Array;
+};
+
+/**
+ * Describes the message ctrl.v1.SecretEnvSeal.
+ * Use `create(SecretEnvSealSchema)` to create a new message.
+ */
+export declare const SecretEnvSealSchema: GenMessage<SecretEnvSeal>;
+
+/**
  * @generated from message ctrl.v1.GetSecretKeysRequest
  */
 export declare type GetSecretKeysRequest = Message<"ctrl.v1.GetSecretKeysRequest"> & {
@@ -496,6 +586,24 @@ export declare const ClusterService: GenService<{
     methodKind: "unary";
     input: typeof GetSecretKeysRequestSchema;
     output: typeof GetSecretKeysResponseSchema;
+  },
+  /**
+   * The secret values of deployments at the versions the agent holds: SyncDesiredState's pages
+   * carry a workload's secret names and checksum but not its values (they would be re-sent on
+   * every full sync), so an agent asks here for those it does not hold, in one call per batch.
+   * Each comes sealed as one for the region's agent (Workload.secret_env_sealed). Only the
+   * region's own agent may ask (PERMISSION_DENIED otherwise). The answer covers a prefix of
+   * the deployments asked for (`answered`; at most --secret-seals-max per call, and what fits
+   * in one message): ask again for the rest. A deployment in that prefix without a seal is no
+   * longer at the version asked for; its newer version reaches the agent through the
+   * snapshot's changes or the watch, with its values. The outbox's changes carry their values.
+   *
+   * @generated from rpc ctrl.v1.ClusterService.GetSecretEnvSeals
+   */
+  getSecretEnvSeals: {
+    methodKind: "unary";
+    input: typeof GetSecretEnvSealsRequestSchema;
+    output: typeof GetSecretEnvSealsResponseSchema;
   },
 }>;
 

@@ -10,105 +10,133 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file ctrl/v1/cluster.proto.
  */
 export const file_ctrl_v1_cluster = /*@__PURE__*/
-  fileDesc("ChVjdHJsL3YxL2NsdXN0ZXIucHJvdG8SB2N0cmwudjEiJgoUR2V0U2VjcmV0S2V5c1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJIjkKFUdldFNlY3JldEtleXNSZXNwb25zZRIgCgRrZXlzGAEgAygLMhIuY3RybC52MS5TZWNyZXRLZXkiJAoJU2VjcmV0S2V5EgoKAmlkGAEgASgJEgsKA2tleRgCIAEoDCIpChdTeW5jRGVzaXJlZFN0YXRlUmVxdWVzdBIOCgZyZWdpb24YASABKAkirAEKGFN5bmNEZXNpcmVkU3RhdGVSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmN0cmwudjEuUmVzb3VyY2VCYXRjaEgAEi0KCGNvbXBsZXRlGAIgASgLMhkuY3RybC52MS5TbmFwc2hvdENvbXBsZXRlSAASLQoIcmVtb3ZhbHMYAyABKAsyGS5jdHJsLnYxLlJlc291cmNlUmVtb3ZhbHNIAEIJCgdtZXNzYWdlIkEKEFJlc291cmNlUmVtb3ZhbHMSLQoJcmVzb3VyY2VzGAEgAygLMhouY3RybC52MS5SZXNvdXJjZVRvbWJzdG9uZSI8Cg1SZXNvdXJjZUJhdGNoEisKCXJlc291cmNlcxgBIAMoCzIYLmN0cmwudjEuRGVzaXJlZFJlc291cmNlIlIKEFNuYXBzaG90Q29tcGxldGUSDwoHdmVyc2lvbhgBIAEoAxIWCg5yZXNvdXJjZV9jb3VudBgCIAEoAxIVCg1yZW1vdmFsX2NvdW50GAMgASgDImUKHVdhdGNoRGVwbG95bWVudENoYW5nZXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIeChF2ZXJzaW9uX2xhc3Rfc2VlbhgCIAEoA0gAiAEBQhQKEl92ZXJzaW9uX2xhc3Rfc2VlbiJXCh5XYXRjaERlcGxveW1lbnRDaGFuZ2VzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY3RybC52MS5DaGFuZ2VFdmVudBIPCgd2ZXJzaW9uGAIgASgDIvcDChNSZXNvdXJjZU9ic2VydmF0aW9uEiMKBHR5cGUYASABKA4yFS5jdHJsLnYxLlJlc291cmNlVHlwZRIKCgJpZBgCIAEoCRIXCg9hcHBsaWVkX3ZlcnNpb24YAyABKAMSDwoHbWlzc2luZxgEIAEoCBIWCg5vYnNlcnZlZF9pbWFnZRgFIAEoCRIYChBkZXNpcmVkX3JlcGxpY2FzGAYgASgFEhgKEHVwZGF0ZWRfcmVwbGljYXMYByABKAUSFgoOcmVhZHlfcmVwbGljYXMYCCABKAUSGgoSYXZhaWxhYmxlX3JlcGxpY2FzGAkgASgFEi0KCmNvbmRpdGlvbnMYCiADKAsyGS5jdHJsLnYxLlJvbGxvdXRDb25kaXRpb24SGAoQbGFzdF9hcHBseV9lcnJvchgLIAEoCRIvCgtvYnNlcnZlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZ2VuZXJhdGlvbhgNIAEoAxIbChNvYnNlcnZlZF9nZW5lcmF0aW9uGA4gASgDEhAKCHJlcGxpY2FzGA8gASgFEiMKG2F1dG9zY2FsZXJfY3VycmVudF9yZXBsaWNhcxgQIAEoBRIjChthdXRvc2NhbGVyX2Rlc2lyZWRfcmVwbGljYXMYESABKAUisQEKGlJlcG9ydE9ic2VydmVkU3RhdGVSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIXCg9hcHBsaWVkX3ZlcnNpb24YAiABKAMSMgoMb2JzZXJ2YXRpb25zGAMgAygLMhwuY3RybC52MS5SZXNvdXJjZU9ic2VydmF0aW9uEhAKCGZ1bGxfc2V0GAQgASgIEiQKBmxlYWRlchgFIAEoCzIULmN0cmwudjEuTGVhZGVyTGVhc2UiNQoLTGVhZGVyTGVhc2USDQoFZXBvY2gYASABKAMSFwoPaG9sZGVyX2lkZW50aXR5GAIgASgJIh0KG1JlcG9ydE9ic2VydmVkU3RhdGVSZXNwb25zZTKKAwoOQ2x1c3RlclNlcnZpY2USWQoQU3luY0Rlc2lyZWRTdGF0ZRIgLmN0cmwudjEuU3luY0Rlc2lyZWRTdGF0ZVJlcXVlc3QaIS5jdHJsLnYxLlN5bmNEZXNpcmVkU3RhdGVSZXNwb25zZTABEmsKFldhdGNoRGVwbG95bWVudENoYW5nZXMSJi5jdHJsLnYxLldhdGNoRGVwbG95bWVudENoYW5nZXNSZXF1ZXN0GicuY3RybC52MS5XYXRjaERlcGxveW1lbnRDaGFuZ2VzUmVzcG9uc2UwARJgChNSZXBvcnRPYnNlcnZlZFN0YXRlEiMuY3RybC52MS5SZXBvcnRPYnNlcnZlZFN0YXRlUmVxdWVzdBokLmN0cmwudjEuUmVwb3J0T2JzZXJ2ZWRTdGF0ZVJlc3BvbnNlEk4KDUdldFNlY3JldEtleXMSHS5jdHJsLnYxLkdldFNlY3JldEtleXNSZXF1ZXN0Gh4uY3RybC52MS5HZXRTZWNyZXRLZXlzUmVzcG9uc2ViBnByb3RvMw", [file_ctrl_v1_resources, file_google_protobuf_timestamp]);
+  fileDesc("ChVjdHJsL3YxL2NsdXN0ZXIucHJvdG8SB2N0cmwudjEiWwoYR2V0U2VjcmV0RW52U2VhbHNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIvCgtkZXBsb3ltZW50cxgCIAMoCzIaLmN0cmwudjEuRGVwbG95bWVudFZlcnNpb24iMAoRRGVwbG95bWVudFZlcnNpb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoBCJUChlHZXRTZWNyZXRFbnZTZWFsc1Jlc3BvbnNlEiUKBXNlYWxzGAEgAygLMhYuY3RybC52MS5TZWNyZXRFbnZTZWFsEhAKCGFuc3dlcmVkGAIgASgNIisKDVNlY3JldEVudlNlYWwSCgoCaWQYASABKAkSDgoGc2VhbGVkGAIgASgMIiYKFEdldFNlY3JldEtleXNSZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCSI5ChVHZXRTZWNyZXRLZXlzUmVzcG9uc2USIAoEa2V5cxgBIAMoCzISLmN0cmwudjEuU2VjcmV0S2V5IiQKCVNlY3JldEtleRIKCgJpZBgBIAEoCRILCgNrZXkYAiABKAwiKQoXU3luY0Rlc2lyZWRTdGF0ZVJlcXVlc3QSDgoGcmVnaW9uGAEgASgJIqwBChhTeW5jRGVzaXJlZFN0YXRlUmVzcG9uc2USJwoFYmF0Y2gYASABKAsyFi5jdHJsLnYxLlJlc291cmNlQmF0Y2hIABItCghjb21wbGV0ZRgCIAEoCzIZLmN0cmwudjEuU25hcHNob3RDb21wbGV0ZUgAEi0KCHJlbW92YWxzGAMgASgLMhkuY3RybC52MS5SZXNvdXJjZVJlbW92YWxzSABCCQoHbWVzc2FnZSJBChBSZXNvdXJjZVJlbW92YWxzEi0KCXJlc291cmNlcxgBIAMoCzIaLmN0cmwudjEuUmVzb3VyY2VUb21ic3RvbmUiPAoNUmVzb3VyY2VCYXRjaBIrCglyZXNvdXJjZXMYASADKAsyGC5jdHJsLnYxLkRlc2lyZWRSZXNvdXJjZSJSChBTbmFwc2hvdENvbXBsZXRlEg8KB3ZlcnNpb24YASABKAMSFgoOcmVzb3VyY2VfY291bnQYAiABKAMSFQoNcmVtb3ZhbF9jb3VudBgDIAEoAyJlCh1XYXRjaERlcGxveW1lbnRDaGFuZ2VzUmVxdWVzdBIOCgZyZWdpb24YASABKAkSHgoRdmVyc2lvbl9sYXN0X3NlZW4YAiABKANIAIgBAUIUChJfdmVyc2lvbl9sYXN0X3NlZW4iVwoeV2F0Y2hEZXBsb3ltZW50Q2hhbmdlc1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmN0cmwudjEuQ2hhbmdlRXZlbnQSDwoHdmVyc2lvbhgCIAEoAyL3AwoTUmVzb3VyY2VPYnNlcnZhdGlvbhIjCgR0eXBlGAEgASgOMhUuY3RybC52MS5SZXNvdXJjZVR5cGUSCgoCaWQYAiABKAkSFwoPYXBwbGllZF92ZXJzaW9uGAMgASgDEg8KB21pc3NpbmcYBCABKAgSFgoOb2JzZXJ2ZWRfaW1hZ2UYBSABKAkSGAoQZGVzaXJlZF9yZXBsaWNhcxgGIAEoBRIYChB1cGRhdGVkX3JlcGxpY2FzGAcgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAggASgFEhoKEmF2YWlsYWJsZV9yZXBsaWNhcxgJIAEoBRItCgpjb25kaXRpb25zGAogAygLMhkuY3RybC52MS5Sb2xsb3V0Q29uZGl0aW9uEhgKEGxhc3RfYXBwbHlfZXJyb3IYCyABKAkSLwoLb2JzZXJ2ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmdlbmVyYXRpb24YDSABKAMSGwoTb2JzZXJ2ZWRfZ2VuZXJhdGlvbhgOIAEoAxIQCghyZXBsaWNhcxgPIAEoBRIjChthdXRvc2NhbGVyX2N1cnJlbnRfcmVwbGljYXMYECABKAUSIwobYXV0b3NjYWxlcl9kZXNpcmVkX3JlcGxpY2FzGBEgASgFIrEBChpSZXBvcnRPYnNlcnZlZFN0YXRlUmVxdWVzdBIOCgZyZWdpb24YASABKAkSFwoPYXBwbGllZF92ZXJzaW9uGAIgASgDEjIKDG9ic2VydmF0aW9ucxgDIAMoCzIcLmN0cmwudjEuUmVzb3VyY2VPYnNlcnZhdGlvbhIQCghmdWxsX3NldBgEIAEoCBIkCgZsZWFkZXIYBSABKAsyFC5jdHJsLnYxLkxlYWRlckxlYXNlIjUKC0xlYWRlckxlYXNlEg0KBWVwb2NoGAEgASgDEhcKD2hvbGRlcl9pZGVudGl0eRgCIAEoCSIdChtSZXBvcnRPYnNlcnZlZFN0YXRlUmVzcG9uc2Uy5gMKDkNsdXN0ZXJTZXJ2aWNlElkKEFN5bmNEZXNpcmVkU3RhdGUSIC5jdHJsLnYxLlN5bmNEZXNpcmVkU3RhdGVSZXF1ZXN0GiEuY3RybC52MS5TeW5jRGVzaXJlZFN0YXRlUmVzcG9uc2UwARJrChZXYXRjaERlcGxveW1lbnRDaGFuZ2VzEiYuY3RybC52MS5XYXRjaERlcGxveW1lbnRDaGFuZ2VzUmVxdWVzdBonLmN0cmwudjEuV2F0Y2hEZXBsb3ltZW50Q2hhbmdlc1Jlc3BvbnNlMAESYAoTUmVwb3J0T2JzZXJ2ZWRTdGF0ZRIjLmN0cmwudjEuUmVwb3J0T2JzZXJ2ZWRTdGF0ZVJlcXVlc3QaJC5jdHJsLnYxLlJlcG9ydE9ic2VydmVkU3RhdGVSZXNwb25zZRJOCg1HZXRTZWNyZXRLZXlzEh0uY3RybC52MS5HZXRTZWNyZXRLZXlzUmVxdWVzdBoeLmN0cmwudjEuR2V0U2VjcmV0S2V5c1Jlc3BvbnNlEloKEUdldFNlY3JldEVudlNlYWxzEiEuY3RybC52MS5HZXRTZWNyZXRFbnZTZWFsc1JlcXVlc3QaIi5jdHJsLnYxLkdldFNlY3JldEVudlNlYWxzUmVzcG9uc2ViBnByb3RvMw", [file_ctrl_v1_resources, file_google_protobuf_timestamp]);
+
+/**
+ * Describes the message ctrl.v1.GetSecretEnvSealsRequest.
+ * Use `create(GetSecretEnvSealsRequestSchema)` to create a new message.
+ */
+export const GetSecretEnvSealsRequestSchema = /*@__PURE__*/
+  messageDesc(file_ctrl_v1_cluster, 0);
+
+/**
+ * Describes the message ctrl.v1.DeploymentVersion.
+ * Use `create(DeploymentVersionSchema)` to create a new message.
+ */
+export const DeploymentVersionSchema = /*@__PURE__*/
+  messageDesc(file_ctrl_v1_cluster, 1);
+
+/**
+ * Describes the message ctrl.v1.GetSecretEnvSealsResponse.
+ * Use `create(GetSecretEnvSealsResponseSchema)` to create a new message.
+ */
+export const GetSecretEnvSealsResponseSchema = /*@__PURE__*/
+  messageDesc(file_ctrl_v1_cluster, 2);
+
+/**
+ * Describes the message ctrl.v1.SecretEnvSeal.
+ * Use `create(SecretEnvSealSchema)` to create a new message.
+ */
+export const SecretEnvSealSchema = /*@__PURE__*/
+  messageDesc(file_ctrl_v1_cluster, 3);
 
 /**
  * Describes the message ctrl.v1.GetSecretKeysRequest.
  * Use `create(GetSecretKeysRequestSchema)` to create a new message.
  */
 export const GetSecretKeysRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 0);
+  messageDesc(file_ctrl_v1_cluster, 4);
 
 /**
  * Describes the message ctrl.v1.GetSecretKeysResponse.
  * Use `create(GetSecretKeysResponseSchema)` to create a new message.
  */
 export const GetSecretKeysResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 1);
+  messageDesc(file_ctrl_v1_cluster, 5);
 
 /**
  * Describes the message ctrl.v1.SecretKey.
  * Use `create(SecretKeySchema)` to create a new message.
  */
 export const SecretKeySchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 2);
+  messageDesc(file_ctrl_v1_cluster, 6);
 
 /**
  * Describes the message ctrl.v1.SyncDesiredStateRequest.
  * Use `create(SyncDesiredStateRequestSchema)` to create a new message.
  */
 export const SyncDesiredStateRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 3);
+  messageDesc(file_ctrl_v1_cluster, 7);
 
 /**
  * Describes the message ctrl.v1.SyncDesiredStateResponse.
  * Use `create(SyncDesiredStateResponseSchema)` to create a new message.
  */
 export const SyncDesiredStateResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 4);
+  messageDesc(file_ctrl_v1_cluster, 8);
 
 /**
  * Describes the message ctrl.v1.ResourceRemovals.
  * Use `create(ResourceRemovalsSchema)` to create a new message.
  */
 export const ResourceRemovalsSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 5);
+  messageDesc(file_ctrl_v1_cluster, 9);
 
 /**
  * Describes the message ctrl.v1.ResourceBatch.
  * Use `create(ResourceBatchSchema)` to create a new message.
  */
 export const ResourceBatchSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 6);
+  messageDesc(file_ctrl_v1_cluster, 10);
 
 /**
  * Describes the message ctrl.v1.SnapshotComplete.
  * Use `create(SnapshotCompleteSchema)` to create a new message.
  */
 export const SnapshotCompleteSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 7);
+  messageDesc(file_ctrl_v1_cluster, 11);
 
 /**
  * Describes the message ctrl.v1.WatchDeploymentChangesRequest.
  * Use `create(WatchDeploymentChangesRequestSchema)` to create a new message.
  */
 export const WatchDeploymentChangesRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 8);
+  messageDesc(file_ctrl_v1_cluster, 12);
 
 /**
  * Describes the message ctrl.v1.WatchDeploymentChangesResponse.
  * Use `create(WatchDeploymentChangesResponseSchema)` to create a new message.
  */
 export const WatchDeploymentChangesResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 9);
+  messageDesc(file_ctrl_v1_cluster, 13);
 
 /**
  * Describes the message ctrl.v1.ResourceObservation.
  * Use `create(ResourceObservationSchema)` to create a new message.
  */
 export const ResourceObservationSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 10);
+  messageDesc(file_ctrl_v1_cluster, 14);
 
 /**
  * Describes the message ctrl.v1.ReportObservedStateRequest.
  * Use `create(ReportObservedStateRequestSchema)` to create a new message.
  */
 export const ReportObservedStateRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 11);
+  messageDesc(file_ctrl_v1_cluster, 15);
 
 /**
  * Describes the message ctrl.v1.LeaderLease.
  * Use `create(LeaderLeaseSchema)` to create a new message.
  */
 export const LeaderLeaseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 12);
+  messageDesc(file_ctrl_v1_cluster, 16);
 
 /**
  * Describes the message ctrl.v1.ReportObservedStateResponse.
  * Use `create(ReportObservedStateResponseSchema)` to create a new message.
  */
 export const ReportObservedStateResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_cluster, 13);
+  messageDesc(file_ctrl_v1_cluster, 17);
 
 /**
  * The agent-facing API. Region is always a request field; an agent token is accepted

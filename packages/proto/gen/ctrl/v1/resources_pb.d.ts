@@ -364,14 +364,15 @@ export declare type Workload = Message<"ctrl.v1.Workload"> & {
   /**
    * In a region's desired state: every value of secret_env, in its order, sealed as one for the
    * region's agent (@flotilla/runtime/sealed-values: secretEnvContext, packValues). Only the
-   * region's own agent receives it; empty for every other caller.
+   * region's own agent receives it, in the watch's changes and the snapshot's (a snapshot's
+   * pages leave it out: ClusterService.GetSecretEnvSeals); empty for every other caller.
    *
    * @generated from field: bytes secret_env_sealed = 18;
    */
   secretEnvSealed: Uint8Array;
 
   /**
-   * With secret_env_sealed: the digest of secret_env's names and keyed fingerprints that the
+   * With secret_env: the digest of secret_env's names and keyed fingerprints that the
    * pod template carries (flotilla.dev/secret-env-checksum), so a changed value rolls the pods.
    *
    * @generated from field: string secret_env_checksum = 19;
