@@ -1,16 +1,20 @@
 // The connection lifecycle against a scripted ctrl: the watch always carries version_last_seen,
 // resumes from the last version received after an error, treats a silent stream as dead, and
-// runs a full sync on RESYNC_REQUIRED and periodically.
+// runs a full sync on RESYNC_REQUIRED and periodically; the secret values a snapshot leaves out
+// are fetched until every one is answered.
 import { describe, test } from "node:test";
+import { createSecretKey, randomBytes } from "node:crypto";
 import { silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import type { ClusterService, WatchDeploymentChangesRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { DeploymentSpecSchema, DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { packValues, sealValue, secretEnvContext } from "@flotilla/runtime/sealed-values";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
 import { Connection } from "../src/connection.ts";
-import { DesiredTable } from "../src/desired-table.ts";
+import { DesiredTable, desiredResource } from "../src/desired-table.ts";
+import { openSecretEnv } from "../src/sealed-secrets.ts";
 import { AgentMetrics } from "../src/metrics.ts";
 import { waitFor } from "@flotilla/testkit/stack";
 
@@ -30,7 +34,10 @@ type Step = (signal: AbortSignal) => AsyncGenerator<unknown>;
  */
 type Snapshot = { version: number; resources: ReturnType<typeof resource>[]; removals?: string[]; breakAfterBatch?: boolean; announce?: number };
 
-function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
+/** GetSecretEnvSeals' answer to the deployments asked for (or its failure). */
+type SealsAnswer = (deployments: { id: string; version: bigint }[]) => { seals: { id: string; sealed: Uint8Array }[]; answered: number };
+
+function scriptedCtrl(snapshots: Snapshot[], watches: Step[], { keys = [], seals }: { keys?: { id: string; key: Uint8Array }[]; seals?: SealsAnswer } = {}) {
   const watchedFrom: (bigint | undefined)[] = [];
   let syncs = 0;
   const client = {
@@ -44,7 +51,11 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[]) {
       yield { message: { case: "complete", value: { version: BigInt(snapshot.version), resourceCount, removalCount: BigInt(removals.length) } } };
     },
     async getSecretKeys() {
-      return { keys: [] };
+      return { keys };
+    },
+    async getSecretEnvSeals({ deployments }: { deployments: { id: string; version: bigint }[] }) {
+      if (!seals) throw new ConnectError("no seals scripted", Code.Unimplemented);
+      return seals(deployments);
     },
     watchDeploymentChanges(request: WatchDeploymentChangesRequest, options: { signal: AbortSignal }) {
       watchedFrom.push(request.versionLastSeen);
@@ -187,4 +198,41 @@ describe("Connection", () => {
       assert.equal(agent.connection.cursor, 5);
     });
   }
+
+  test("the secret values a snapshot lacks are fetched, asked again for the part ctrl left; a fetch that fails fails the full sync, which runs again", async () => {
+    const regionKey = { id: "k1/r7", key: randomBytes(32) };
+    const names = ["DB_PASSWORD"];
+    const sealOf = (id: string) =>
+      sealValue(regionKey.id, createSecretKey(regionKey.key), randomBytes(12), secretEnvContext(id, names), packValues([Buffer.from(`${id}-value`)]));
+    const paged = (id: string) => {
+      const r = resource(id, 5);
+      r.spec = { case: "deployment", value: create(DeploymentSpecSchema, { workload: { image: "api:1", secretEnv: [{ name: "DB_PASSWORD" }], secretEnvChecksum: "0123456789abcdef" } }) };
+      return r;
+    };
+    const asked: string[][] = [];
+    const ctrl = scriptedCtrl([{ version: 5, resources: [paged("a"), paged("b")] }], [], {
+      keys: [regionKey],
+      seals: (deployments) => {
+        asked.push(deployments.map((d) => `${d.id}@${d.version}`));
+        if (asked.length === 1) throw new ConnectError("ctrl went away", Code.Unavailable);
+        // One deployment an answer, as with --secret-seals-max 1.
+        return { seals: [{ id: deployments[0]!.id, sealed: sealOf(deployments[0]!.id) }], answered: 1 };
+      },
+    });
+    const agent = connect(ctrl.client);
+    await waitFor(() => ctrl.watchedFrom.length >= 1, "the watch after the snapshot");
+    await agent.stop();
+    assert.deepEqual(asked, [["a@5", "b@5"], ["a@5", "b@5"], ["b@5"]]);
+    assert.equal(ctrl.syncs(), 2, "the failed fetch failed its full sync");
+    assert.equal(agent.pruned(), 1);
+    assert.deepEqual(await reconnects(agent.metrics), { error: 1 });
+    for (const id of ["a", "b"]) {
+      const kept = desiredResource(agent.table.get(`deployment/${id}`)!.desired as { encoded: string });
+      const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
+      assert.deepEqual(
+        openSecretEnv(secretEnv).map((v) => v.toString()),
+        [`${id}-value`],
+      );
+    }
+  });
 });
