@@ -20,6 +20,8 @@
 // values. Each round starts at another variant, so what runs after what (ctrl's GC debt,
 // caches) evens out over the rounds.
 import { createSecretKey } from "node:crypto";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { createConnection } from "mysql2/promise";
 import { openValue, sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
@@ -121,6 +123,12 @@ async function connectSync(client: ClusterClient): Promise<LeanSyncResult> {
   return result;
 }
 
+/** A full collection of this process's heap (it is not started with --expose-gc). */
+const collectGarbage: () => void = (() => {
+  setFlagsFromString("--expose-gc");
+  return runInNewContext("gc") as () => void;
+})();
+
 /** `list` starting at its element `by` (modulo its length), the ones before it at the end. */
 function rotated<T>(list: readonly T[], by: number): T[] {
   const start = by % list.length;
@@ -155,7 +163,7 @@ async function fullSync(v: Variant, expected: number, head: number): Promise<{ m
 export async function runB1(ctx: BenchContext): Promise<BenchResult> {
   const count = ctx.quick ? 10_000 : 100_000;
   const reps = ctx.quick ? 2 : 5;
-  const pairs = ctx.quick ? 4 : 30;
+  const pairs = ctx.quick ? 4 : 60;
   const pageSize = DEFAULT_STREAM_OPTIONS.snapshotBatchSize;
   const db = await createBenchDatabase(ctx.serverUrl, "b1");
   let ctrl: CtrlProcess | undefined;
@@ -284,14 +292,20 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     // The mixed region's targets compare it back to back (which goes first rotates) with the
     // plain region and with its control: syncs a moment apart share the machine's noise, which
     // across a round of every variant moves either rate by a third. The floor without secrets
-    // and a new agent's first sync run in the same groups, against the same plain syncs.
+    // and a new agent's first sync run in the same groups, against the same plain syncs. Each
+    // starts from collected heaps in ctrl and here: otherwise a sync pays for the garbage of the
+    // one before it (a new agent's leaves the most), and the order decides who pays.
     const unmeasured = (v: Variant): Variant => ({ ...v, ms: [], cpuMs: [], clientCpuMs: [] });
     const pairPlain = unmeasured(variants[0]!);
     const pairMixed = unmeasured(mixedVariant);
     const [plainEnvMix, noSecrets] = alternatives;
     const group = [pairPlain, pairMixed, ...alternatives, newAgent];
     for (let pair = 0; pair < pairs; pair++) {
-      for (const v of rotated(group, pair)) await measuredSync(v, count, seeded.head);
+      for (const v of rotated(group, pair)) {
+        await v.ctrl.memory();
+        collectGarbage();
+        await measuredSync(v, count, seeded.head);
+      }
     }
     /** Per group, the rate of `v` against `reference`'s (so the CPU of `reference` against `v`'s). */
     const ratios = (v: Variant, of: (v: Variant) => number[], reference = pairPlain) => of(reference).map((x, i) => x / of(v)[i]!);
@@ -381,7 +395,17 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           `Raw keyset scan of it ${fmtInt(rawMixedRate)}/s (${fmtRatio(rawMixedRate / rawRate)} the plain region's; wall times ${rawMixedMs.map((m) => m.toFixed(0)).join("/")} ms).`,
         `B1 mixed against plain, back to back ${pairs} times: the mixed region's rate against the plain one's ${pairRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(mixedRatio)}); ` +
           `ctrl's CPU per sync, plain against mixed, ${pairCpuRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(median(pairCpuRatios))}); ` +
-          `wall times (ms) plain ${pairPlain.ms.map((m) => m.toFixed(0)).join("/")}, mixed ${pairMixed.ms.map((m) => m.toFixed(0)).join("/")} (${mib(pairPlain)} and ${mib(pairMixed)}). ` +
+          `wall times (ms) plain ${pairPlain.ms.map((m) => m.toFixed(0)).join("/")}, mixed ${pairMixed.ms.map((m) => m.toFixed(0)).join("/")} (${mib(pairPlain)} and ${mib(pairMixed)}); ` +
+          `median CPU per sync (ms) of ctrl and of the lean reader (inflating and walking what it receives, on the same cores): ${[
+            pairPlain,
+            pairMixed,
+            noSecrets!,
+          ]
+            .map(
+              (v) =>
+                `${v === pairPlain ? "plain" : v === pairMixed ? "mixed" : "no secret"} ${median(v.cpuMs).toFixed(0)} and ${median(v.clientCpuMs).toFixed(0)}`,
+            )
+            .join(", ")}. ` +
           `The mix with secret values against its values as plain env, in the same groups: ${secrecyRatios.map(fmtRatio).join(", ")} (median ${fmtRatio(secrecyRatio)}; plain env ${mib(plainEnvMix!)}). ` +
           `Against the plain region, in the same groups: ${[noSecrets!, newAgent]
             .map(
