@@ -206,7 +206,10 @@ describe("Connection", () => {
       sealValue(regionKey.id, createSecretKey(regionKey.key), randomBytes(12), secretEnvContext(id, names), packValues([Buffer.from(`${id}-value`)]));
     const paged = (id: string) => {
       const r = resource(id, 5);
-      r.spec = { case: "deployment", value: create(DeploymentSpecSchema, { workload: { image: "api:1", secretEnv: [{ name: "DB_PASSWORD" }], secretEnvChecksum: "0123456789abcdef" } }) };
+      r.spec = {
+        case: "deployment",
+        value: create(DeploymentSpecSchema, { workload: { image: "api:1", secretEnv: [{ name: "DB_PASSWORD" }], secretEnvChecksum: "0123456789abcdef" } }),
+      };
       return r;
     };
     const asked: string[][] = [];
