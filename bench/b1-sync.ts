@@ -45,8 +45,6 @@ const ALTERNATIVES: { region: string; values: NonNullable<ServiceMix["values"]>;
   { region: "sync-mixed-plain-env", values: "plain-env", name: "the same mix, its values as plain env (a control)" },
   { region: "sync-mixed-no-secrets", values: "none", name: "the probes and autoscalers alone, no secret (what any design of the values adds to)" },
 ];
-/** Deployments a new agent asks GetSecretEnvSeals for at once (the agent's SEALS_PER_FETCH). */
-const SEALS_PER_FETCH = 500;
 /** The mixed region's share of deployments with secret values, probes and an autoscaler. */
 const MIX_FRACTION = 0.1;
 const TARGET_MIXED_RATIO = 0.95;
@@ -62,11 +60,18 @@ interface Variant {
   wireBytes?: number;
 }
 
-/** Every seal GetSecretEnvSeals gives for `wanted`, asked SEALS_PER_FETCH at a time as the agent asks (ctrl may answer part). */
-async function fetchSeals(client: ClusterClient, wanted: DeploymentVersion[] | { id: string; version: bigint }[]): Promise<Map<string, Uint8Array>> {
+/**
+ * Every seal GetSecretEnvSeals gives for `wanted`, asked `perCall` at a time (the agent asks for
+ * a snapshot batch's at once; ctrl may answer part).
+ */
+async function fetchSeals(
+  client: ClusterClient,
+  wanted: DeploymentVersion[] | { id: string; version: bigint }[],
+  perCall: number,
+): Promise<Map<string, Uint8Array>> {
   const seals = new Map<string, Uint8Array>();
-  for (let from = 0; from < wanted.length; from += SEALS_PER_FETCH) {
-    for (let rest = wanted.slice(from, from + SEALS_PER_FETCH); rest.length > 0; ) {
+  for (let from = 0; from < wanted.length; from += perCall) {
+    for (let rest = wanted.slice(from, from + perCall); rest.length > 0; ) {
       const answer = await client.getSecretEnvSeals({ region: MIXED_REGION, deployments: rest });
       if (answer.answered === 0) throw new Error("B1: GetSecretEnvSeals answered nothing");
       for (const { id, sealed } of answer.seals) seals.set(id, sealed);
@@ -96,7 +101,7 @@ async function checkSecretsDelivered(baseUrl: string, token: string, mix: Servic
       awaiting.push({ id: r.id, version: r.version, names: workload.secretEnv.map((s) => s.name) });
     }
   }
-  const seals = await fetchSeals(client, awaiting);
+  const seals = await fetchSeals(client, awaiting, awaiting.length);
   let values = 0;
   for (const { id, names } of awaiting) {
     const sealed = seals.get(id);
@@ -251,11 +256,13 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const every = mixEvery(mix);
     const mixedVersions = Array.from({ length: Math.ceil(count / every) }, (_, n) => ({ id: deploymentId(count + n * every), version: BigInt(n * every + 1) }));
     const mixedClient = clusterClient(ctrl.url, { token: mixedToken });
+    // As the agent asks: one call per snapshot batch, for the batch's mixed deployments.
+    const perBatch = Math.ceil(pageSize / every);
     const newAgent = variant(
       `a new agent: the mixed region's snapshot, then the values of its ${fmtInt(mixedVersions.length)} deployments fetched`,
       async () => {
         const synced = await leanClient.sync(MIXED_REGION, mixedToken);
-        const seals = await fetchSeals(mixedClient, mixedVersions);
+        const seals = await fetchSeals(mixedClient, mixedVersions, perBatch);
         if (seals.size !== mixedVersions.length) throw new Error(`B1: a new agent got ${seals.size} deployments' values, want ${mixedVersions.length}`);
         let sealBytes = 0;
         for (const sealed of seals.values()) sealBytes += sealed.length;

@@ -4,8 +4,8 @@
 //
 // * Before each stream, the keys that open the region's secret values (GetSecretKeys): a
 //   rotation of ctrl's keys may have added one.
-// * A snapshot's pages leave secret values out: those the table does not hold are fetched
-//   (GetSecretEnvSeals) once SEALS_PER_FETCH deployments await them, and before it completes.
+// * A snapshot's pages leave secret values out: those of a batch that the table does not hold
+//   are fetched (GetSecretEnvSeals) in one call before the batch is staged.
 // * Any stream failure reconnects with capped exponential backoff and jitter, resuming the
 //   watch from the last version received (no resync needed: the table already holds it).
 // * RESYNC_REQUIRED (cursor past the outbox retention, or ahead of a restored database) → full sync.
@@ -38,9 +38,6 @@ export interface ConnectionOptions {
   reconnectBackoff: BackoffOptions;
   log: Logger;
 }
-
-/** Deployments a snapshot lets await their secret values before it fetches them (one call; ctrl may answer part). */
-const SEALS_PER_FETCH = 500;
 
 /** Why we aborted a stream ourselves (the abort reason of its signal). */
 class StreamInterrupted extends Error {
@@ -145,16 +142,13 @@ export class Connection {
       for await (const response of client.syncDesiredState({ region }, { signal })) {
         watchdog.reset();
         const { message } = response;
-        if (message.case === "batch") {
-          for (const resource of message.value.resources) snapshot.add(resource);
-          if (snapshot.awaitingSeals >= SEALS_PER_FETCH) await snapshot.receiveSeals(fetchSeals);
-        } else if (message.case === "removals") for (const tombstone of message.value.resources) snapshot.remove(tombstone);
+        if (message.case === "batch") await snapshot.addBatch(message.value.resources, fetchSeals);
+        else if (message.case === "removals") for (const tombstone of message.value.resources) snapshot.remove(tombstone);
         else if (message.case === "complete") {
           complete = { version: Number(message.value.version), count: Number(message.value.resourceCount), removals: Number(message.value.removalCount) };
         }
         watchdog.reset();
       }
-      await snapshot.receiveSeals(fetchSeals);
     } finally {
       watchdog.stop();
     }

@@ -249,7 +249,6 @@ export class DesiredTable {
    * the snapshot's state are left alone, so an unchanged resource is not applied again.
    */
   replaceAll(snapshot: SnapshotStage, version: number): void {
-    if (snapshot.awaitingSeals > 0) throw new Error(`${snapshot.awaitingSeals} resources of the snapshot still await their secret values`);
     for (const [key, { encoded, version: resourceVersion }] of snapshot.resources) {
       if (encoded) this.#set(key, { kind: "upsert", encoded }, resourceVersion);
     }
@@ -400,8 +399,6 @@ export class SnapshotStage {
    * that version (the common case of a periodic full sync: then nothing is stored but the key).
    */
   readonly resources = new Map<string, { version: number; encoded: EncodedResource | undefined }>();
-  /** Deployments added without their secret values (a page leaves them out), until receiveSeals(). */
-  readonly #awaiting = new Map<string, DesiredResource>();
   #added = 0;
   #removed = 0;
 
@@ -409,51 +406,48 @@ export class SnapshotStage {
     this.#table = table;
   }
 
+  /**
+   * Adds a batch of the snapshot, in its order, once the secret values its deployments came
+   * without (a page leaves them out) are fetched in one call of `fetch`: those the table holds
+   * under the same names and checksum are not asked for (heldSecretEnv()). A deployment ctrl has
+   * no seal for (its version was replaced meanwhile; the newer follows, values included) stays without:
+   * its apply fails, saying so, until the newer version arrives. A batch at a time, in its order,
+   * so that the table's encodings are packed in the order they came (the shared dictionary
+   * learns from the first ones) and no more than a batch is held decoded.
+   */
+  async addBatch(resources: readonly DesiredResource[], fetch: SecretEnvSealFetch): Promise<void> {
+    const awaiting = resources.filter(
+      (resource) =>
+        awaitsSecretEnvSeal(resource) &&
+        !this.#table.holds(resourceKey(resource.type, resource.id), Number(resource.version)) &&
+        !this.#withHeldValues(resource),
+    );
+    if (awaiting.length > 0) {
+      const seals = await fetch(awaiting.map(({ id, version }) => ({ id, version })));
+      for (const resource of awaiting) {
+        const sealed = seals.get(resource.id);
+        if (sealed && resource.spec.case === "deployment") resource.spec.value.workload!.secretEnvSealed = sealed;
+      }
+    }
+    for (const resource of resources) this.add(resource);
+  }
+
   add(resource: DesiredResource): void {
     const key = resourceKey(resource.type, resource.id);
     const version = Number(resource.version);
-    this.#awaiting.delete(key);
-    let encoded: EncodedResource | undefined;
-    if (this.#table.holds(key, version)) encoded = undefined;
-    else if (awaitsSecretEnvSeal(resource) && !this.#withHeldValues(key, resource)) this.#awaiting.set(key, resource);
-    else encoded = encode(resource, this.#table.secretKeys);
-    this.resources.set(key, { version, encoded });
+    this.resources.set(key, { version, encoded: this.#table.holds(key, version) ? undefined : encode(resource, this.#table.secretKeys) });
     this.#added++;
   }
 
   /** A resource deleted while the snapshot was read: it is not part of it. */
   remove(tombstone: ResourceTombstone): void {
-    const key = resourceKey(tombstone.type, tombstone.id);
-    this.resources.delete(key);
-    this.#awaiting.delete(key);
+    this.resources.delete(resourceKey(tombstone.type, tombstone.id));
     this.#removed++;
   }
 
-  /** Deployments added without their secret values since the last receiveSeals(). */
-  get awaitingSeals(): number {
-    return this.#awaiting.size;
-  }
-
-  /**
-   * Fetches the values of the deployments awaiting them, in one call of `fetch`. One that ctrl
-   * has no seal for (its version was replaced meanwhile; the newer follows, values included)
-   * stays without: its apply fails, saying so, until the newer version arrives.
-   */
-  async receiveSeals(fetch: SecretEnvSealFetch): Promise<void> {
-    if (this.#awaiting.size === 0) return;
-    const awaiting = [...this.#awaiting];
-    this.#awaiting.clear();
-    const seals = await fetch(awaiting.map(([, { id, version }]) => ({ id, version })));
-    for (const [key, resource] of awaiting) {
-      const sealed = seals.get(resource.id);
-      if (sealed && resource.spec.case === "deployment") resource.spec.value.workload!.secretEnvSealed = sealed;
-      this.resources.set(key, { version: Number(resource.version), encoded: encode(resource, this.#table.secretKeys) });
-    }
-  }
-
-  /** Gives `resource` the values the table holds of its key, if they are the same (heldSecretEnv()). */
-  #withHeldValues(key: string, resource: DesiredResource): boolean {
-    const entry = this.#table.get(key);
+  /** Gives `resource` the values the table holds of it, if they are the same (heldSecretEnv()). */
+  #withHeldValues(resource: DesiredResource): boolean {
+    const entry = this.#table.get(resourceKey(resource.type, resource.id));
     return entry?.desired.kind === "upsert" && heldSecretEnv(resource, desiredResource(entry.desired));
   }
 

@@ -156,7 +156,7 @@ const paged = (id: string, version: bigint) => {
   return { resource, sealed };
 };
 
-test("a snapshot fetches the values it lacks in one call, reuses those the table holds under the same checksum, and keeps without values one whose version was replaced", async () => {
+test("a snapshot batch fetches the values it lacks in one call, reuses those the table holds under the same checksum, and keeps without values one whose version was replaced", async () => {
   const table = new DesiredTable(() => {});
   table.secretKeys.set([REGION_KEY]);
   const asked: { id: string; version: bigint }[][] = [];
@@ -168,11 +168,9 @@ test("a snapshot fetches the values it lacks in one call, reuses those the table
   const web = paged("web", 3n);
   const gone = paged("gone", 3n);
   const first = table.stage();
-  for (const { resource } of [api, web, gone]) first.add(resource);
-  assert.equal(first.awaitingSeals, 3);
-  assert.throws(() => table.replaceAll(first, 3), /3 resources of the snapshot still await their secret values/);
   // ctrl has moved "gone" on to a newer version: no seal for it.
-  await first.receiveSeals(
+  await first.addBatch(
+    [api, web, gone].map(({ resource }) => resource),
     fetchFrom(
       new Map([
         ["api", api.sealed],
@@ -199,11 +197,8 @@ test("a snapshot fetches the values it lacks in one call, reuses those the table
   // A full sync later: api at a new version with the same values, web unchanged; nothing to fetch.
   asked.length = 0;
   const second = table.stage();
-  second.add(paged("api", 5n).resource);
-  second.add(paged("web", 3n).resource);
-  assert.equal(second.awaitingSeals, 0, "the table's values serve a new version under the same checksum");
-  await second.receiveSeals(fetchFrom(new Map()));
-  assert.deepEqual(asked, []);
+  await second.addBatch([paged("api", 5n).resource, paged("web", 3n).resource], fetchFrom(new Map()));
+  assert.deepEqual(asked, [], "the table's values serve a new version under the same checksum");
   table.replaceAll(second, 5);
   const api5 = desiredResource(table.get("deployment/api")!.desired as { encoded: string });
   assert.equal(table.get("deployment/api")!.version, 5);
@@ -215,7 +210,6 @@ test("a snapshot fetches the values it lacks in one call, reuses those the table
   // A changed value changes the checksum: fetched again.
   const changed = paged("api", 6n);
   if (changed.resource.spec.case === "deployment") changed.resource.spec.value.workload!.secretEnvChecksum = "0123456789abcdef";
-  const third = table.stage();
-  third.add(changed.resource);
-  assert.equal(third.awaitingSeals, 1);
+  await table.stage().addBatch([changed.resource], fetchFrom(new Map()));
+  assert.deepEqual(asked, [[{ id: "api", version: 6n }]]);
 });
