@@ -101,7 +101,7 @@ async function checkSecretsDelivered(baseUrl: string, token: string, mix: Servic
       awaiting.push({ id: r.id, version: r.version, names: workload.secretEnv.map((s) => s.name) });
     }
   }
-  const seals = await fetchSeals(client, awaiting, awaiting.length);
+  const seals = await fetchSeals(client, awaiting, DEFAULT_STREAM_OPTIONS.snapshotBatchSize);
   let values = 0;
   for (const { id, names } of awaiting) {
     const sealed = seals.get(id);
