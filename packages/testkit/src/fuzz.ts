@@ -207,6 +207,7 @@ function encodingHeader(request: FuzzRequest): Record<string, string> {
  * Sends `requests` to `url` with `token`, `concurrency` at a time (HTTP/2 on one session,
  * HTTP/1.1 with keep-alive), each given up after `timeoutMs` (a mutation may still parse as a
  * request for a stream that stays open); resolves with the count by HTTP status (0: no answer).
+ * `onUnanswered` hears why each request without an answer got none.
  */
 export async function sendFuzz(
   url: string,
@@ -214,6 +215,7 @@ export async function sendFuzz(
   requests: Iterable<FuzzRequest>,
   concurrency = 16,
   timeoutMs = 10_000,
+  onUnanswered: (request: FuzzRequest, why: string) => void = () => {},
 ): Promise<Map<number, number>> {
   const outcomes = new Map<number, number>();
   // With a timeout of its own, the agent honours the server's `Keep-Alive: timeout=N` and drops an
@@ -235,11 +237,18 @@ export async function sendFuzz(
       if (request.http2) {
         const stream = h2().request({ ":method": "POST", ":path": request.path, ...headers });
         let status = 0;
+        let why = "";
         stream.on("response", (h) => (status = Number(h[":status"])));
         stream.on("data", () => {});
-        stream.on("error", () => {});
-        stream.on("close", () => resolve(status));
-        stream.setTimeout(timeoutMs, () => stream.close());
+        stream.on("error", (error: NodeJS.ErrnoException) => (why ||= `HTTP/2 ${error.code ?? error.message}`));
+        stream.on("close", () => {
+          if (status === 0) onUnanswered(request, why || `HTTP/2 stream closed without a response (RST_STREAM code ${stream.rstCode})`);
+          resolve(status);
+        });
+        stream.setTimeout(timeoutMs, () => {
+          why = `HTTP/2 no response within ${timeoutMs} ms`;
+          stream.close();
+        });
         stream.end(request.body);
       } else {
         const req = http.request(`${url}${request.path}`, { method: "POST", agent, headers, timeout: timeoutMs }, (res) => {
@@ -247,8 +256,15 @@ export async function sendFuzz(
           res.on("end", () => resolve(res.statusCode ?? 0));
           res.on("error", () => resolve(res.statusCode ?? 0));
         });
-        req.on("error", () => resolve(0));
-        req.on("timeout", () => req.destroy());
+        let why = "";
+        req.on("error", (error: NodeJS.ErrnoException) => {
+          onUnanswered(request, why || `HTTP/1.1 ${error.code ?? error.message}`);
+          resolve(0);
+        });
+        req.on("timeout", () => {
+          why = `HTTP/1.1 no response within ${timeoutMs} ms`;
+          req.destroy();
+        });
         req.end(request.body);
       }
     });
