@@ -25,7 +25,6 @@ import { runInNewContext } from "node:vm";
 import { createConnection } from "mysql2/promise";
 import { openValue, sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { DEFAULT_STREAM_OPTIONS } from "@flotilla/ctrl";
-import type { DeploymentVersion } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { clusterClient, createAgentToken, type ClusterClient } from "./lib/clients.ts";
 import { LeanSyncClient, type LeanSyncResult } from "./lib/lean-sync.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
@@ -64,11 +63,7 @@ interface Variant {
  * Every seal GetSecretEnvSeals gives for `wanted`, asked `perCall` at a time (the agent asks for
  * a snapshot batch's at once; ctrl may answer part).
  */
-async function fetchSeals(
-  client: ClusterClient,
-  wanted: DeploymentVersion[] | { id: string; version: bigint }[],
-  perCall: number,
-): Promise<Map<string, Uint8Array>> {
+async function fetchSeals(client: ClusterClient, wanted: { id: string; version: bigint }[], perCall: number): Promise<Map<string, Uint8Array>> {
   const seals = new Map<string, Uint8Array>();
   for (let from = 0; from < wanted.length; from += perCall) {
     for (let rest = wanted.slice(from, from + perCall); rest.length > 0; ) {

@@ -47,10 +47,13 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
   };
 }
 
-/** Clears the resource's seals in place (as one, or one by one as an earlier version stored them); false when it has no secret. */
+/**
+ * Clears the resource's seals in place (as one, or one by one as an earlier version stored them);
+ * false when it carries none (a snapshot page's resource never does), so the body goes as it is.
+ */
 function stripSeals(resource: DesiredResource): boolean {
   const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
-  if (!workload || workload.secretEnv.length === 0) return false;
+  if (!workload || (workload.secretEnvSealed.length === 0 && workload.secretEnv.every((s) => s.sealed.length === 0))) return false;
   workload.secretEnvSealed = new Uint8Array(0);
   for (const s of workload.secretEnv) s.sealed = new Uint8Array(0);
   return true;
