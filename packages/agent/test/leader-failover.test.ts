@@ -83,7 +83,8 @@ describe("agent leader election (processes)", () => {
     await waitFor(async () => (await storedImage()) === "app:1", "app:1 reported");
     for (const a of agents) {
       assert.equal(await applies(a), a === leader ? 1 : 0, "only the leader applies");
-      assert.equal((await fetch(`${a.process.url}/readyz`)).status, 200, "standbys are ready too");
+      // A standby is ready once its own first sync and watch are up, which may follow the leader's apply.
+      await waitFor(async () => (await fetch(`${a.process.url}/readyz`)).status === 200, "standbys are ready too");
     }
     assert.deepEqual(await storedLeader(), { epoch: 0, holder: leader.identity() });
     // What the console's fleet view and `flotilla get regions` show.
