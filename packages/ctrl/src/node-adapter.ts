@@ -27,6 +27,12 @@ export function nodeAdapter(options: NodeAdapterOptions): NodeHandler {
     const handler = handlers.get(req.url?.split("?", 2)[0] ?? "");
     if (!handler) return options.fallback(req, res);
     const request = universalRequestFromNodeRequest(req, res, undefined, options.contextValues?.(req));
+    // A response closed before it finished (its connection destroyed, by the client or by ctrl)
+    // emits neither 'drain' nor 'error', so connect's pending write, and the handler suspended
+    // behind it, would wait forever; its next write fails instead, which ends the handler.
+    res.once("close", () => {
+      if (!res.writableFinished) res.emit("drain");
+    });
     handler(options.request ? options.request(handler.method, request) : request)
       .then((response) => universalResponseToNodeResponse(response, res))
       .catch((reason: unknown) => {

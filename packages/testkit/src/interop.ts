@@ -153,13 +153,15 @@ export function rawGrpcCall<I extends DescMessage>(
   token: string,
   /** The client's HTTP/2 settings, e.g. a tiny initialWindowSize for a client that never reads. */
   settings?: import("node:http2").Settings,
+  /** The same enveloped request as Connect streaming or gRPC-Web: served by connect's path, not ctrl's direct gRPC one. */
+  contentType: "application/grpc" | "application/connect+proto" | "application/grpc-web+proto" = "application/grpc",
 ): { stream: import("node:http2").ClientHttp2Stream; result: Promise<{ grpcStatus?: string; grpcMessage?: string; rstCode: number }>; close(): void } {
   const session = connectH2(url, { settings });
   session.on("error", () => {});
   const stream = session.request({
     ":method": "POST",
     ":path": `/${method.parent.typeName}/${method.name}`,
-    "content-type": "application/grpc",
+    "content-type": contentType,
     te: "trailers",
     authorization: `Bearer ${token}`,
   });
