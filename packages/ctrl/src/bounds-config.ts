@@ -14,6 +14,7 @@ export function connectionBounds(config: CtrlConfig): ConnectionBounds {
     maxAuthFailuresPerConnection: read.positiveInt("max-auth-failures-per-connection"),
     headersTimeoutMs: read.positiveDuration("http1-headers-timeout"),
     requestTimeoutMs: read.positiveDuration("http1-request-timeout"),
+    keepAliveTimeoutMs: read.positiveDuration("http1-keep-alive-timeout"),
   };
   // Node refuses a request timeout shorter than the headers timeout.
   if (bounds.requestTimeoutMs < bounds.headersTimeoutMs) {

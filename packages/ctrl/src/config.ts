@@ -282,6 +282,11 @@ export const CTRL_OPTIONS = [
     description: "HTTP/1.1: time to receive a whole request (at least the headers timeout)",
     ...was("HTTP1_REQUEST_TIMEOUT_MS", { flag: "http1-request-timeout-ms", unit: "ms" }),
   },
+  {
+    flag: "http1-keep-alive-timeout",
+    default: "5s",
+    description: "HTTP/1.1: an idle kept-alive connection is closed after this (its Keep-Alive header says so)",
+  },
   { flag: "log-format", default: "text", description: "json (one object a line) | text" },
   { flag: "log-level", default: "info", description: "debug | info | warn | error" },
 ] as const satisfies readonly OptionSpec[];

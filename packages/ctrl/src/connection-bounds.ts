@@ -24,6 +24,8 @@ export interface ConnectionBounds {
   headersTimeoutMs: number;
   /** HTTP/1.1: time to receive a whole request (headers and body). */
   requestTimeoutMs: number;
+  /** HTTP/1.1: an idle kept-alive connection is closed after this (announced in its Keep-Alive header). */
+  keepAliveTimeoutMs: number;
 }
 
 export const DEFAULT_CONNECTION_BOUNDS: ConnectionBounds = {
@@ -35,13 +37,14 @@ export const DEFAULT_CONNECTION_BOUNDS: ConnectionBounds = {
   maxAuthFailuresPerConnection: 32,
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 5000,
 };
 
 export type BoundReason = "idle" | "resets" | "pings" | "auth_failures";
 
 export function http1ServerOptions(bounds: ConnectionBounds): http.ServerOptions {
   return {
-    keepAliveTimeout: 5000,
+    keepAliveTimeout: bounds.keepAliveTimeoutMs,
     headersTimeout: bounds.headersTimeoutMs,
     requestTimeout: bounds.requestTimeoutMs,
     // Node checks both timeouts this often (30 s by default: too coarse for short timeouts).

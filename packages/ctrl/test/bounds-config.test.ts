@@ -31,6 +31,8 @@ test("defaults, flags and environment variables", () => {
     { resets: 7, idle: 1234, pings: 3, headers: 500, authFailures: 5 },
   );
   assert.equal(connectionBounds(config(["--max-auth-failures-per-connection", "9"])).maxAuthFailuresPerConnection, 9);
+  assert.equal(connectionBounds(config(["--http1-keep-alive-timeout", "2s"])).keepAliveTimeoutMs, 2000);
+  assert.equal(connectionBounds(config([], { FLOTILLA_CTRL_HTTP1_KEEP_ALIVE_TIMEOUT: "750ms" })).keepAliveTimeoutMs, 750);
 });
 
 test("the former names (FLOTILLA_<FLAG>, --…-ms in milliseconds) still work", () => {

@@ -1,5 +1,5 @@
 // Connection bounds: idle and half-open connections closed, streams per connection capped,
-// rapid resets and ping floods end the connection, HTTP/1.1 header and request timeouts.
+// rapid resets and ping floods end the connection, HTTP/1.1 header, request and keep-alive timeouts.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type http from "node:http";
@@ -17,6 +17,7 @@ const BOUNDS: ConnectionBounds = {
   maxPingsPerSecond: 5,
   headersTimeoutMs: 400,
   requestTimeoutMs: 800,
+  keepAliveTimeoutMs: 1000,
 };
 
 /** Answers once the whole request body arrived. */
@@ -148,5 +149,19 @@ describe("connection bounds", () => {
     clearInterval(timer);
     assert.match(received, /^HTTP\/1\.1 408/);
     assert.ok(Date.now() - started >= BOUNDS.requestTimeoutMs - 50, "closed too early");
+  });
+
+  test("HTTP/1.1: a kept-alive connection idle past the keep-alive timeout is closed, as its Keep-Alive header announces", async () => {
+    const socket = net.connect(listener.address.port, "127.0.0.1");
+    socket.on("error", () => {});
+    const received = closed(socket);
+    socket.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi");
+    const answered = Date.now();
+    const text = await received;
+    assert.match(text, /^HTTP\/1\.1 200/);
+    assert.match(text, new RegExp(`Keep-Alive: timeout=${Math.floor(BOUNDS.keepAliveTimeoutMs / 1000)}\r\n`, "i"));
+    // Node closes 1 s after the announced timeout (its buffer for clients' clocks); the rest is room for a loaded machine.
+    const idleMs = Date.now() - answered;
+    assert.ok(idleMs >= BOUNDS.keepAliveTimeoutMs - 50 && idleMs < BOUNDS.keepAliveTimeoutMs + 5000, `closed after ${idleMs} ms`);
   });
 });
