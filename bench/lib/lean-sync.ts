@@ -37,14 +37,9 @@ export class LeanSyncClient {
   /**
    * `token`: the admin token unless given (a region's agent token gets its secret values'
    * seals); `accept`: the grpc-accept-encoding to send (the agent's list unless given; "gzip" as
-   * connect-node's default client; "identity" for the messages as they are); `onBatch`: called
-   * as each batch arrives, with its index.
+   * connect-node's default client; "identity" for the messages as they are).
    */
-  async sync(
-    region: string,
-    token = ADMIN_TOKEN,
-    { accept = AGENT_ACCEPT_ENCODING, onBatch = () => {} }: { accept?: string; onBatch?: (index: number) => void } = {},
-  ): Promise<LeanSyncResult> {
+  async sync(region: string, token = ADMIN_TOKEN, { accept = AGENT_ACCEPT_ENCODING }: { accept?: string } = {}): Promise<LeanSyncResult> {
     const call = this.#session.request({
       ":method": "POST",
       ":path": `/${ClusterService.typeName}/${ClusterService.method.syncDesiredState.name}`,
@@ -67,12 +62,11 @@ export class LeanSyncClient {
       encoding = headers["grpc-encoding"] as string | undefined;
     });
     const frames = new FrameReader();
-    let batches = 0;
     for await (const chunk of call) {
       result.wireBytes! += (chunk as Buffer).length;
       for (const [compressed, payload] of frames.push(chunk as Buffer)) {
         result.messages++;
-        if (readResponse(compressed ? (encoding === "zstd" ? zstdDecompressSync(payload) : gunzipSync(payload)) : payload, result)) onBatch(batches++);
+        readResponse(compressed ? (encoding === "zstd" ? zstdDecompressSync(payload) : gunzipSync(payload)) : payload, result);
       }
     }
     if (status !== "0") throw new Error(`SyncDesiredState: grpc-status ${status}: ${statusMessage}`);
@@ -110,23 +104,20 @@ class FrameReader {
   }
 }
 
-/** Counts a SyncDesiredStateResponse's batch (field 1; returns true) or decodes its complete marker (field 2). */
-function readResponse(bytes: Uint8Array, result: LeanSyncResult): boolean {
-  let batch = false;
+/** Counts a SyncDesiredStateResponse's batch (field 1) or decodes its complete marker (field 2). */
+function readResponse(bytes: Uint8Array, result: LeanSyncResult): void {
   const response = new BinaryReader(bytes);
   while (response.pos < response.len) {
     const [field, wireType] = response.tag();
     if (field === 1 && wireType === WireType.LengthDelimited) {
-      batch = true;
-      const resources = new BinaryReader(response.bytes());
-      while (resources.pos < resources.len) {
-        const [batchField, batchWireType] = resources.tag();
+      const batch = new BinaryReader(response.bytes());
+      while (batch.pos < batch.len) {
+        const [batchField, batchWireType] = batch.tag();
         if (batchField === 1 && batchWireType === WireType.LengthDelimited) result.resources++;
-        resources.skip(batchWireType, batchField);
+        batch.skip(batchWireType, batchField);
       }
     } else if (field === 2 && wireType === WireType.LengthDelimited) {
       result.complete = fromBinary(SnapshotCompleteSchema, response.bytes());
     } else response.skip(wireType, field);
   }
-  return batch;
 }
