@@ -37,9 +37,14 @@ export class LeanSyncClient {
   /**
    * `token`: the admin token unless given (a region's agent token gets its secret values'
    * seals); `accept`: the grpc-accept-encoding to send (the agent's list unless given; "gzip" as
-   * connect-node's default client; "identity" for the messages as they are).
+   * connect-node's default client; "identity" for the messages as they are); `onBatch`: called
+   * as each batch arrives, with its index.
    */
-  async sync(region: string, token = ADMIN_TOKEN, { accept = AGENT_ACCEPT_ENCODING }: { accept?: string } = {}): Promise<LeanSyncResult> {
+  async sync(
+    region: string,
+    token = ADMIN_TOKEN,
+    { accept = AGENT_ACCEPT_ENCODING, onBatch = () => {} }: { accept?: string; onBatch?: (index: number) => void } = {},
+  ): Promise<LeanSyncResult> {
     const call = this.#session.request({
       ":method": "POST",
       ":path": `/${ClusterService.typeName}/${ClusterService.method.syncDesiredState.name}`,
@@ -62,11 +67,12 @@ export class LeanSyncClient {
       encoding = headers["grpc-encoding"] as string | undefined;
     });
     const frames = new FrameReader();
+    let batches = 0;
     for await (const chunk of call) {
       result.wireBytes! += (chunk as Buffer).length;
       for (const [compressed, payload] of frames.push(chunk as Buffer)) {
         result.messages++;
-        readResponse(compressed ? (encoding === "zstd" ? zstdDecompressSync(payload) : gunzipSync(payload)) : payload, result);
+        if (readResponse(compressed ? (encoding === "zstd" ? zstdDecompressSync(payload) : gunzipSync(payload)) : payload, result)) onBatch(batches++);
       }
     }
     if (status !== "0") throw new Error(`SyncDesiredState: grpc-status ${status}: ${statusMessage}`);
@@ -104,20 +110,23 @@ class FrameReader {
   }
 }
 
-/** Counts a SyncDesiredStateResponse's batch (field 1) or decodes its complete marker (field 2). */
-function readResponse(bytes: Uint8Array, result: LeanSyncResult): void {
+/** Counts a SyncDesiredStateResponse's batch (field 1; returns true) or decodes its complete marker (field 2). */
+function readResponse(bytes: Uint8Array, result: LeanSyncResult): boolean {
+  let batch = false;
   const response = new BinaryReader(bytes);
   while (response.pos < response.len) {
     const [field, wireType] = response.tag();
     if (field === 1 && wireType === WireType.LengthDelimited) {
-      const batch = new BinaryReader(response.bytes());
-      while (batch.pos < batch.len) {
-        const [batchField, batchWireType] = batch.tag();
+      batch = true;
+      const resources = new BinaryReader(response.bytes());
+      while (resources.pos < resources.len) {
+        const [batchField, batchWireType] = resources.tag();
         if (batchField === 1 && batchWireType === WireType.LengthDelimited) result.resources++;
-        batch.skip(batchWireType, batchField);
+        resources.skip(batchWireType, batchField);
       }
     } else if (field === 2 && wireType === WireType.LengthDelimited) {
       result.complete = fromBinary(SnapshotCompleteSchema, response.bytes());
     } else response.skip(wireType, field);
   }
+  return batch;
 }

@@ -142,9 +142,12 @@ export class Connection {
       for await (const response of client.syncDesiredState({ region }, { signal })) {
         watchdog.reset();
         const { message } = response;
+        // A batch's missing values are fetched while the next batch is read.
         if (message.case === "batch") await snapshot.addBatch(message.value.resources, fetchSeals);
-        else if (message.case === "removals") for (const tombstone of message.value.resources) snapshot.remove(tombstone);
-        else if (message.case === "complete") {
+        else if (message.case === "removals") {
+          await snapshot.staged();
+          for (const tombstone of message.value.resources) snapshot.remove(tombstone);
+        } else if (message.case === "complete") {
           complete = { version: Number(message.value.version), count: Number(message.value.resourceCount), removals: Number(message.value.removalCount) };
         }
         watchdog.reset();
@@ -152,6 +155,7 @@ export class Connection {
     } finally {
       watchdog.stop();
     }
+    await snapshot.staged();
     if (!complete) throw new Error("SyncDesiredState ended without its complete marker");
     if (complete.count !== snapshot.added || complete.removals !== snapshot.removed) {
       throw new Error(`snapshot announced ${complete.count} resources and ${complete.removals} removals but sent ${snapshot.added} and ${snapshot.removed}`);

@@ -401,6 +401,8 @@ export class SnapshotStage {
   readonly resources = new Map<string, { version: number; encoded: EncodedResource | undefined }>();
   #added = 0;
   #removed = 0;
+  /** The batches added so far, staged in order (addBatch()). */
+  #staging: Promise<void> = Promise.resolve();
 
   constructor(table: DesiredTable) {
     this.#table = table;
@@ -411,9 +413,13 @@ export class SnapshotStage {
    * without (a page leaves them out) are fetched in one call of `fetch`: those the table holds
    * under the same names and checksum are not asked for (heldSecretEnv()). A deployment ctrl has
    * no seal for (its version was replaced meanwhile; the newer follows, values included) stays without:
-   * its apply fails, saying so, until the newer version arrives. A batch at a time, in its order,
-   * so that the table's encodings are packed in the order they came (the shared dictionary
-   * learns from the first ones) and no more than a batch is held decoded.
+   * its apply fails, saying so, until the newer version arrives. Batches are staged one at a
+   * time, in their order, so that the table's encodings are packed in the order they came (the
+   * shared dictionary learns from the first ones).
+   *
+   * The call starts at once, and is answered while the caller reads the next batch: this
+   * resolves once the batch before this one is staged (so no more than two are held decoded),
+   * and rejects with an earlier batch's failed fetch. staged() waits for this one too.
    */
   async addBatch(resources: readonly DesiredResource[], fetch: SecretEnvSealFetch): Promise<void> {
     const awaiting = resources.filter(
@@ -422,14 +428,26 @@ export class SnapshotStage {
         !this.#table.holds(resourceKey(resource.type, resource.id), Number(resource.version)) &&
         !this.#withHeldValues(resource),
     );
-    if (awaiting.length > 0) {
-      const seals = await fetch(awaiting.map(({ id, version }) => ({ id, version })));
+    const seals = awaiting.length > 0 ? fetch(awaiting.map(({ id, version }) => ({ id, version }))) : undefined;
+    seals?.catch(() => {}); // awaited below, once the batches before are staged
+    const before = this.#staging;
+    this.#staging = (async () => {
+      await before;
+      const fetched = await seals;
       for (const resource of awaiting) {
-        const sealed = seals.get(resource.id);
+        const sealed = fetched?.get(resource.id);
         if (sealed && resource.spec.case === "deployment") resource.spec.value.workload!.secretEnvSealed = sealed;
       }
-    }
-    for (const resource of resources) this.add(resource);
+      for (const resource of resources) this.add(resource);
+    })();
+    // Its failure is reported by the next addBatch() or staged(), whichever comes first.
+    this.#staging.catch(() => {});
+    await before;
+  }
+
+  /** Resolves once every batch added is staged; rejects with a failed fetch. */
+  staged(): Promise<void> {
+    return this.#staging;
   }
 
   add(resource: DesiredResource): void {
@@ -439,7 +457,7 @@ export class SnapshotStage {
     this.#added++;
   }
 
-  /** A resource deleted while the snapshot was read: it is not part of it. */
+  /** A resource deleted while the snapshot was read: it is not part of it (call once the batches before are staged()). */
   remove(tombstone: ResourceTombstone): void {
     this.resources.delete(resourceKey(tombstone.type, tombstone.id));
     this.#removed++;

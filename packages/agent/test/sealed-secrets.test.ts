@@ -178,6 +178,7 @@ test("a snapshot batch fetches the values it lacks in one call, reuses those the
       ]),
     ),
   );
+  await first.staged();
   assert.deepEqual(asked, [["api", "web", "gone"].map((id) => ({ id, version: 3n }))], "one call, naming each deployment's version");
   table.replaceAll(first, 3);
   for (const id of ["api", "web"]) {
@@ -198,6 +199,7 @@ test("a snapshot batch fetches the values it lacks in one call, reuses those the
   asked.length = 0;
   const second = table.stage();
   await second.addBatch([paged("api", 5n).resource, paged("web", 3n).resource], fetchFrom(new Map()));
+  await second.staged();
   assert.deepEqual(asked, [], "the table's values serve a new version under the same checksum");
   table.replaceAll(second, 5);
   const api5 = desiredResource(table.get("deployment/api")!.desired as { encoded: string });
@@ -210,6 +212,45 @@ test("a snapshot batch fetches the values it lacks in one call, reuses those the
   // A changed value changes the checksum: fetched again.
   const changed = paged("api", 6n);
   if (changed.resource.spec.case === "deployment") changed.resource.spec.value.workload!.secretEnvChecksum = "0123456789abcdef";
-  await table.stage().addBatch([changed.resource], fetchFrom(new Map()));
+  const third = table.stage();
+  await third.addBatch([changed.resource], fetchFrom(new Map()));
+  await third.staged();
   assert.deepEqual(asked, [[{ id: "api", version: 6n }]]);
+});
+
+test("a batch's values are fetched while the next batch is read: both calls run at once, the batches are staged in their order, and a failed call fails the snapshot", async () => {
+  const table = new DesiredTable(() => {});
+  table.secretKeys.set([REGION_KEY]);
+  const api = paged("api", 3n);
+  const web = paged("web", 3n);
+  const calls: { wanted: string[]; answer(seals: Map<string, Uint8Array>): void; fail(error: Error): void }[] = [];
+  const fetch = (wanted: { id: string; version: bigint }[]) =>
+    new Promise<Map<string, Uint8Array>>((answer, fail) => calls.push({ wanted: wanted.map((w) => w.id), answer, fail }));
+
+  const stage = table.stage();
+  await stage.addBatch([api.resource], fetch); // nothing before it to wait for
+  const second = stage.addBatch([web.resource], fetch);
+  assert.deepEqual(
+    calls.map((c) => c.wanted),
+    [["api"], ["web"]],
+    "the second batch's call starts while the first is unanswered",
+  );
+  calls[1]!.answer(new Map([["web", web.sealed]]));
+  let secondReturned = false;
+  void second.then(() => (secondReturned = true));
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(secondReturned, false, "the next batch is not read before the one before it is staged");
+  assert.equal(stage.added, 0, "nothing is staged ahead of the first batch");
+  calls[0]!.answer(new Map([["api", api.sealed]]));
+  await second;
+  await stage.staged();
+  assert.deepEqual([...stage.resources.keys()], ["deployment/api", "deployment/web"], "staged in the snapshot's order");
+
+  const failing = table.stage();
+  calls.length = 0;
+  await failing.addBatch([paged("api", 3n).resource], fetch);
+  const next = failing.addBatch([paged("web", 3n).resource], fetch);
+  calls[0]!.fail(new Error("ctrl went away"));
+  await assert.rejects(next, /ctrl went away/);
+  await assert.rejects(failing.staged(), /ctrl went away/);
 });
