@@ -254,7 +254,8 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     // As the agent asks: one call per snapshot batch, for the batch's mixed deployments, made as
     // the batch arrives, while the next ones are read (one call at a time here; the agent has at
     // most two in flight, and reads no further than a batch ahead of its calls).
-    const inBatch = (i: number) => mixedVersions.filter((_, n) => Math.floor((n * every) / pageSize) === i);
+    // Batch i holds resources i·pageSize to (i+1)·pageSize − 1, so the mixed ones n·every among them.
+    const inBatch = (i: number) => mixedVersions.slice(Math.ceil((i * pageSize) / every), Math.ceil(((i + 1) * pageSize) / every));
     const newAgent = variant(
       `a new agent: the mixed region's snapshot, the values of its ${fmtInt(mixedVersions.length)} deployments fetched as their batches arrive`,
       async () => {
