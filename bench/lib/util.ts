@@ -38,6 +38,18 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
+/**
+ * A distribution-free 95% confidence interval of the median of `values` (independent samples):
+ * the order statistics around it that the binomial's normal approximation puts 1.96 standard
+ * deviations out (for fewer than 6 values, their whole range).
+ */
+export function medianInterval(values: readonly number[]): [number, number] {
+  const sorted = [...values].sort((a, b) => a - b);
+  const n = sorted.length;
+  const half = (1.96 * Math.sqrt(n)) / 2;
+  return [sorted[Math.max(0, Math.floor(n / 2 - half))]!, sorted[Math.min(n - 1, Math.ceil(n / 2 + half) - 1)]!];
+}
+
 export function mean(values: readonly number[]): number {
   return values.length === 0 ? Number.NaN : values.reduce((a, b) => a + b, 0) / values.length;
 }
