@@ -1,6 +1,7 @@
 // The README's quick start, run as written: `pnpm start` (the real script, its processes and
 // fixed ports) in a scratch directory that mirrors the repository, then each line of the
-// README's CLI block in a shell there. diff is the one line that exits 1 (changes found).
+// README's CLI block in a shell there. diff is the one line that exits 1 (changes found). Then,
+// on the same stack, the README's real service: probes, a budget, an autoscaler, a secret value.
 // Then `pnpm start --regions`: a stack of several regions, each with its own cluster, where a
 // staged deployment as a user types it rolls out wave by wave (apply --wait, rollout status).
 import { test } from "node:test";
@@ -73,7 +74,7 @@ function shell(dir: string, command: string) {
 const skip = pnpmMissing && !process.env.CI ? "pnpm is not on PATH" : false;
 
 // The two stacks use the same fixed ports: one after the other.
-test("the README's quick start with the CLI, line by line", { skip, timeout: 240_000 }, async (t) => {
+test("the README's quick start with the CLI, then its real service, line by line", { skip, timeout: 240_000 }, async (t) => {
   const stack = await startStack();
   t.after(stack.stop);
   assert.match(stack.output(), /pnpm flotilla apply -f examples\/local\/ --wait/, "pnpm start points at the CLI");
@@ -85,6 +86,38 @@ test("the README's quick start with the CLI, line by line", { skip, timeout: 240
     if (command.includes("history")) assert.match(result.stdout, /^2 +admin .* nginx:1\.28 +nginx 1\.28$/m);
     if (command.includes("describe")) assert.match(result.stdout, /^Image: +nginx:1\.27$/m);
   }
+  // The issue's service with its fixed names: probes, a budget, an autoscaler, a secret value.
+  const outputs: string[] = [];
+  for (const { command, exit } of readmeCommands("## A real service, locally")) {
+    const result = shell(stack.dir, command);
+    assert.equal(result.status, exit, `${command}\n${result.stdout}${result.stderr}`);
+    outputs.push(result.stdout + result.stderr);
+    if (command.includes("apply -f examples/service/api.yaml --wait"))
+      assert.match(result.stdout, /deployment\/api created\n[\s\S]*deployment\/api is RUNNING/);
+    if (command.includes("secret set")) assert.match(result.stdout, /deployment\/api: secret DB_PASSWORD set \(fingerprint [0-9a-f]{16}\)/);
+    if (command.includes("get secrets")) assert.match(result.stdout, /^NAME +SET +FINGERPRINT\nDB_PASSWORD +true +[0-9a-f]{16}\n$/m);
+    if (command.includes("describe")) {
+      assert.match(result.stdout, /^ +readiness +http-get http:\/\/:80\/healthz .*period=5s/m);
+      assert.match(result.stdout, /^ +liveness +tcp-socket :80 /m);
+      assert.match(result.stdout, /^Disruption budget: +min available 1$/m);
+      assert.match(result.stdout, /^ +local +2–5 replicas, cpu 70% +current \d+, desired \d+$/m);
+      assert.match(result.stdout, /^ +DB_PASSWORD: set, fingerprint [0-9a-f]{16}$/m);
+    }
+    if (command.includes("get hpa,pdb,secrets")) {
+      // kubectl's columns as the API server's Table gives them, one table per kind.
+      assert.match(
+        result.stdout,
+        /^NAME +REFERENCE +TARGETS +MINPODS +MAXPODS +REPLICAS +AGE\nhorizontalpodautoscaler\.autoscaling\/api +Deployment\/api +cpu: <unknown>\/70% +2 +5 +\d+ +\S+$/m,
+      );
+      assert.match(result.stdout, /^NAME +MIN AVAILABLE +MAX UNAVAILABLE +ALLOWED DISRUPTIONS +AGE\npoddisruptionbudget\.policy\/api +1 +N\/A +\d+ +\S+$/m);
+      assert.match(result.stdout, /^NAME +TYPE +DATA +AGE\nsecret\/api-env +Opaque +1 +\S+$/m);
+    }
+  }
+  // The value reached the region's Secret, and no output and no log line of the stack.
+  const secret = shell(stack.dir, "kubectl --kubeconfig .flotilla/kubeconfig get secret api-env -n demo -o jsonpath='{.data.DB_PASSWORD}'");
+  const value = Buffer.from(secret.stdout, "base64").toString();
+  assert.match(value, /^[0-9a-f]{32}$/, "the value the README's line set");
+  for (const output of [...outputs, stack.output()]) assert.ok(!output.includes(value), "the value in an output or the stack's log");
 });
 
 test("pnpm start --regions: per region an emulator, an agent and a kubeconfig; regions labelled for a strategy; a staged rollout as the issue types it", {
