@@ -37,13 +37,13 @@ export class LeanSyncClient {
   /**
    * `token`: the admin token unless given (a region's agent token gets its secret values'
    * seals); `accept`: the grpc-accept-encoding to send (the agent's list unless given; "gzip" as
-   * connect-node's default client; "identity" for the messages as they are); `onBatch`: called
-   * as each batch arrives, with its index.
+   * connect-node's default client; "identity" for the messages as they are); `withSecretEnvSeals`:
+   * ask, as an agent that holds no value does, for the pages with the values' seals.
    */
   async sync(
     region: string,
     token = ADMIN_TOKEN,
-    { accept = AGENT_ACCEPT_ENCODING, onBatch = () => {} }: { accept?: string; onBatch?: (index: number) => void } = {},
+    { accept = AGENT_ACCEPT_ENCODING, withSecretEnvSeals = false }: { accept?: string; withSecretEnvSeals?: boolean } = {},
   ): Promise<LeanSyncResult> {
     const call = this.#session.request({
       ":method": "POST",
@@ -53,7 +53,7 @@ export class LeanSyncClient {
       te: "trailers",
       authorization: `Bearer ${token}`,
     });
-    const body = toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region }));
+    const body = toBinary(SyncDesiredStateRequestSchema, create(SyncDesiredStateRequestSchema, { region, withSecretEnvSeals }));
     call.end(encodeEnvelope(0, body));
     let status: string | undefined;
     let statusMessage: string | undefined;
@@ -67,12 +67,11 @@ export class LeanSyncClient {
       encoding = headers["grpc-encoding"] as string | undefined;
     });
     const frames = new FrameReader();
-    let batches = 0;
     for await (const chunk of call) {
       result.wireBytes! += (chunk as Buffer).length;
       for (const [compressed, payload] of frames.push(chunk as Buffer)) {
         result.messages++;
-        if (readResponse(compressed ? (encoding === "zstd" ? zstdDecompressSync(payload) : gunzipSync(payload)) : payload, result)) onBatch(batches++);
+        readResponse(compressed ? (encoding === "zstd" ? zstdDecompressSync(payload) : gunzipSync(payload)) : payload, result);
       }
     }
     if (status !== "0") throw new Error(`SyncDesiredState: grpc-status ${status}: ${statusMessage}`);
@@ -110,14 +109,12 @@ class FrameReader {
   }
 }
 
-/** Counts a SyncDesiredStateResponse's batch (field 1; returns true) or decodes its complete marker (field 2). */
-function readResponse(bytes: Uint8Array, result: LeanSyncResult): boolean {
-  let batch = false;
+/** Counts a SyncDesiredStateResponse's batch (field 1) or decodes its complete marker (field 2). */
+function readResponse(bytes: Uint8Array, result: LeanSyncResult): void {
   const response = new BinaryReader(bytes);
   while (response.pos < response.len) {
     const [field, wireType] = response.tag();
     if (field === 1 && wireType === WireType.LengthDelimited) {
-      batch = true;
       const resources = new BinaryReader(response.bytes());
       while (resources.pos < resources.len) {
         const [batchField, batchWireType] = resources.tag();
@@ -128,5 +125,4 @@ function readResponse(bytes: Uint8Array, result: LeanSyncResult): boolean {
       result.complete = fromBinary(SnapshotCompleteSchema, response.bytes());
     } else response.skip(wireType, field);
   }
-  return batch;
 }

@@ -139,7 +139,10 @@ export class Connection {
     const watchdog = this.#watchdog();
     const fetchSeals = this.#secretEnvSeals(signal);
     try {
-      for await (const response of client.syncDesiredState({ region }, { signal })) {
+      // Holding nothing (its first sync since it started), it asks for the values in the pages:
+      // one stream rather than a GetSecretEnvSeals call per batch. Holding them, it fetches the
+      // ones it lacks; a ctrl of an earlier version ignores the field, and they are fetched too.
+      for await (const response of client.syncDesiredState({ region, withSecretEnvSeals: table.size === 0 }, { signal })) {
         watchdog.reset();
         const { message } = response;
         // A batch's missing values are fetched while the next batch is read.

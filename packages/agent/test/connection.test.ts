@@ -39,9 +39,11 @@ type SealsAnswer = (deployments: { id: string; version: bigint }[]) => { seals: 
 
 function scriptedCtrl(snapshots: Snapshot[], watches: Step[], { keys = [], seals }: { keys?: { id: string; key: Uint8Array }[]; seals?: SealsAnswer } = {}) {
   const watchedFrom: (bigint | undefined)[] = [];
+  const syncsWithSeals: boolean[] = [];
   let syncs = 0;
   const client = {
-    async *syncDesiredState() {
+    async *syncDesiredState(request: { withSecretEnvSeals: boolean }) {
+      syncsWithSeals.push(request.withSecretEnvSeals);
       const snapshot = snapshots[Math.min(syncs++, snapshots.length - 1)]!;
       yield { message: { case: "batch", value: { resources: snapshot.resources } } };
       if (snapshot.breakAfterBatch) throw new ConnectError("connection reset", Code.Unavailable);
@@ -68,7 +70,7 @@ function scriptedCtrl(snapshots: Snapshot[], watches: Step[], { keys = [], seals
       return step(options.signal);
     },
   } as unknown as Client<typeof ClusterService>;
-  return { client, watchedFrom, syncs: () => syncs };
+  return { client, watchedFrom, syncsWithSeals, syncs: () => syncs };
 }
 
 function connect(client: Client<typeof ClusterService>, overrides: { fullSyncIntervalMs?: number } = {}) {
@@ -199,19 +201,51 @@ describe("Connection", () => {
     });
   }
 
-  test("the secret values a snapshot lacks are fetched, asked again for the part ctrl left; a fetch that fails fails the full sync, which runs again", async () => {
-    const regionKey = { id: "k1/r7", key: randomBytes(32) };
-    const names = ["DB_PASSWORD"];
-    const sealOf = (id: string) =>
-      sealValue(regionKey.id, createSecretKey(regionKey.key), randomBytes(12), secretEnvContext(id, names), packValues([Buffer.from(`${id}-value`)]));
-    const paged = (id: string) => {
-      const r = resource(id, 5);
-      r.spec = {
-        case: "deployment",
-        value: create(DeploymentSpecSchema, { workload: { image: "api:1", secretEnv: [{ name: "DB_PASSWORD" }], secretEnvChecksum: "0123456789abcdef" } }),
-      };
-      return r;
+  const regionKey = { id: "k1/r7", key: randomBytes(32) };
+  const sealOf = (id: string, value = `${id}-value`) =>
+    sealValue(regionKey.id, createSecretKey(regionKey.key), randomBytes(12), secretEnvContext(id, ["DB_PASSWORD"]), packValues([Buffer.from(value)]));
+  /** As a snapshot page delivers a deployment with one secret value: the name and the checksum, and the seal if `sealed`. */
+  const paged = (id: string, { version = 5, checksum = "0123456789abcdef", sealed }: { version?: number; checksum?: string; sealed?: Uint8Array } = {}) => {
+    const r = resource(id, version);
+    r.spec = {
+      case: "deployment",
+      value: create(DeploymentSpecSchema, {
+        workload: { image: "api:1", secretEnv: [{ name: "DB_PASSWORD" }], secretEnvChecksum: checksum, secretEnvSealed: sealed },
+      }),
     };
+    return r;
+  };
+  const heldValue = (agent: ReturnType<typeof connect>, id: string) => {
+    const kept = desiredResource(agent.table.get(`deployment/${id}`)!.desired as { encoded: string });
+    return openSecretEnv(kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : []).map((v) => v.toString());
+  };
+
+  test("a new agent asks for the values in the pages and fetches none; its next full sync asks without, and fetches only a value it lacks", async () => {
+    const asked: string[][] = [];
+    const ctrl = scriptedCtrl(
+      [
+        { version: 5, resources: [paged("a", { sealed: sealOf("a") }), paged("b", { sealed: sealOf("b") })] },
+        { version: 8, resources: [paged("a"), paged("b", { version: 8, checksum: "fedcba9876543210" })] },
+      ],
+      [],
+      {
+        keys: [regionKey],
+        seals: (deployments) => {
+          asked.push(deployments.map((d) => `${d.id}@${d.version}`));
+          return { seals: deployments.map(({ id }) => ({ id, sealed: sealOf(id, `${id}-changed`) })), answered: deployments.length };
+        },
+      },
+    );
+    const agent = connect(ctrl.client, { fullSyncIntervalMs: 30 });
+    await waitFor(() => ctrl.syncs() >= 2 && agent.table.get("deployment/b")?.version === 8, "the second full sync staged");
+    await agent.stop();
+    assert.deepEqual(ctrl.syncsWithSeals.slice(0, 2), [true, false], "with the seals while it holds nothing, then without");
+    assert.deepEqual(asked[0], ["b@8"], "the first sync fetched nothing; the second only the value whose checksum changed");
+    assert.deepEqual(heldValue(agent, "a"), ["a-value"]);
+    assert.deepEqual(heldValue(agent, "b"), ["b-changed"]);
+  });
+
+  test("the secret values a snapshot lacks are fetched, asked again for the part ctrl left; a fetch that fails fails the full sync, which runs again", async () => {
     const asked: string[][] = [];
     const ctrl = scriptedCtrl([{ version: 5, resources: [paged("a"), paged("b")] }], [], {
       keys: [regionKey],
@@ -229,13 +263,6 @@ describe("Connection", () => {
     assert.equal(ctrl.syncs(), 2, "the failed fetch failed its full sync");
     assert.equal(agent.pruned(), 1);
     assert.deepEqual(await reconnects(agent.metrics), { error: 1 });
-    for (const id of ["a", "b"]) {
-      const kept = desiredResource(agent.table.get(`deployment/${id}`)!.desired as { encoded: string });
-      const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
-      assert.deepEqual(
-        openSecretEnv(secretEnv).map((v) => v.toString()),
-        [`${id}-value`],
-      );
-    }
+    for (const id of ["a", "b"]) assert.deepEqual(heldValue(agent, id), [`${id}-value`]);
   });
 });

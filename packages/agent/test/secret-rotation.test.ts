@@ -52,8 +52,7 @@ for (const { db, skip } of await testDatabases()) {
     let port = "0";
     const startCtrl = async (file = keyFile) => {
       await ctrl?.kill();
-      // One deployment's values per GetSecretEnvSeals answer: a new agent's snapshot asks again for the rest.
-      ctrl = await spawnCtrl(databaseUrl, ADMIN_TOKEN, ["--listen", `127.0.0.1:${port}`, "--secrets-key-file", file, "--secret-seals-max", "1"]);
+      ctrl = await spawnCtrl(databaseUrl, ADMIN_TOKEN, ["--listen", `127.0.0.1:${port}`, "--secrets-key-file", file]);
       port = new URL(ctrl.url).port;
     };
     const client = <S extends DescService>(service: S): Client<S> =>
@@ -118,7 +117,8 @@ for (const { db, skip } of await testDatabases()) {
       ctrl = undefined;
       await startCtrl();
 
-      // A new agent over a cluster without the Secrets: every value comes from ctrl on the new key alone.
+      // A new agent over a cluster without the Secrets: every value comes from ctrl on the new key
+      // alone, in its snapshot's pages (it holds none: it asks for them there).
       await agent.kill();
       for (const id of ["before", "between"]) emulator.delete("v1", "Secret", "demo", `${id}-env`);
       assert.equal(secretValue(emulator, "before"), undefined);

@@ -260,6 +260,29 @@ for (const { db, skip } of await testDatabases()) {
       }
     });
 
+    test("asked with_secret_env_seals (an agent that holds no value), the region's own agent's snapshot carries every value sealed as one, over each protocol; any other caller's none", async () => {
+      const own = (await t.client(RegionService).createAgentToken({ region: "local" })).token;
+      const { keys } = await t.client(ClusterService, { token: own }).getSecretKeys({ region: "local" });
+      const secrets = [...written.values()];
+      for (const protocol of PROTOCOLS) {
+        const snapshot = async (token: string | undefined) => {
+          const entries = new Map<string, Workload>();
+          const cluster = t.client(ClusterService, { protocol, ...(token ? { token } : {}) });
+          for await (const response of cluster.syncDesiredState({ region: "local", withSecretEnvSeals: true })) {
+            if (response.message.case !== "batch") continue;
+            assertHidden(SyncDesiredStateResponseSchema, response, secrets, `SyncDesiredState with seals over ${protocol}`);
+            for (const resource of response.message.value.resources) entries.set(resource.id, streamedSecrets(resource));
+          }
+          return entries;
+        };
+        const agent = await snapshot(own);
+        for (const [id, secret] of written)
+          assert.equal(openWith(keys, id, agent.get(id)!).get("DB_PASSWORD"), secret, `${protocol}: ${id}'s value in the snapshot`);
+        for (const [id, entry] of await snapshot(undefined))
+          assert.equal(entry.secretEnvSealed.length, 0, `${protocol}: the admin token's snapshot carries no seal of ${id}`);
+      }
+    });
+
     test("ctrl's debug log holds no value", () => {
       assert.ok(logLines.length > 0, "ctrl logged");
       for (const secret of written.values()) assert.ok(!logLines.join("\n").includes(secret), "a value in ctrl's log");

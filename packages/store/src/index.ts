@@ -55,7 +55,7 @@ export { readSecretEnvSeals, readSnapshot, type SnapshotItem, type SnapshotLimit
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 export { generateKeyFile, SecretKeyRing } from "./secrets.ts";
 export { regionSecretEnv, secretContext } from "./secret-env.ts";
-export { storedParts } from "./desired-seals.ts";
+export { bodyWithSeal, storedParts } from "./desired-seals.ts";
 
 export interface StoreOptions {
   /** Revisions kept per object (DEFAULT_REVISION_HISTORY_LIMIT). */

@@ -5,12 +5,14 @@
 // no pinned connection), then the version v1, then the outbox changes in (v0, v1]. A
 // resource changed during the pages was read somewhere between v0 and v1; its changes
 // after v0 follow, so what the client holds at the end is exactly the state at v1.
-// The pages carry no secret value: a workload's values, sealed for the region's agent, are
-// stored beside its body (desired-seals.ts) and fetched by the agent that lacks them
-// (readSecretEnvSeals()); the changes in (v0, v1] come from the outbox, seals included.
+// The pages carry no secret value unless asked (withSecretEnvSeals, for an agent that holds
+// none): a workload's values, sealed for the region's agent, are stored beside its body
+// (desired-seals.ts) and fetched by the agent that lacks them (readSecretEnvSeals()); the
+// changes in (v0, v1] come from the outbox, seals included.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceTombstoneSchema, ResourceType, type ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ChangeLog } from "./changes.ts";
+import { bodyWithSeal } from "./desired-seals.ts";
 import type { OpenDatabase } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import { ROWS_PER_STATEMENT } from "./outbox.ts";
@@ -44,10 +46,12 @@ export interface SnapshotLimits {
   queries: Slots;
   /** Gives up waiting for a query slot (the caller went away). */
   signal?: AbortSignal;
+  /** Each page's bodies with their workload's seal put back (bodyWithSeal()): for the region's own agent only. */
+  withSecretEnvSeals?: boolean;
 }
 
 type Key = { resource_type: number; resource_id: string };
-type DesiredRow = Key & { version: number; body: Uint8Array };
+type DesiredRow = Key & { version: number; body: Uint8Array; secret_env_sealed?: Uint8Array | null };
 
 /** Batches within `limits`, changes that happened meanwhile, then `complete`. */
 export async function* readSnapshot(database: OpenDatabase, regionId: number, limits: SnapshotLimits): AsyncGenerator<SnapshotItem> {
@@ -63,29 +67,33 @@ export async function* readSnapshot(database: OpenDatabase, regionId: number, li
   let count = 0;
   // Keyset over the primary key (region_id, resource_type, resource_id); never OFFSET.
   const page = (after: Key | undefined, limit: number) =>
-    query(
-      () =>
-        db
-          .selectFrom("desired_resources")
-          .select(["resource_type", "resource_id", "version", "body"])
-          .where("region_id", "=", regionId)
-          .$if(after !== undefined, (q) =>
-            q.where((eb) =>
-              eb.or([
-                eb("resource_type", ">", after!.resource_type),
-                eb.and([eb("resource_type", "=", after!.resource_type), eb("resource_id", ">", after!.resource_id)]),
-              ]),
-            ),
-          )
-          .orderBy("resource_type")
-          .orderBy("resource_id")
-          .limit(limit)
-          .execute() as Promise<DesiredRow[]>,
-    );
+    query(() =>
+      db
+        .selectFrom("desired_resources")
+        .select(["resource_type", "resource_id", "version", "body"])
+        .$if(limits.withSecretEnvSeals === true, (q) => q.select("secret_env_sealed"))
+        .where("region_id", "=", regionId)
+        .$if(after !== undefined, (q) =>
+          q.where((eb) =>
+            eb.or([
+              eb("resource_type", ">", after!.resource_type),
+              eb.and([eb("resource_type", "=", after!.resource_type), eb("resource_id", ">", after!.resource_id)]),
+            ]),
+          ),
+        )
+        .orderBy("resource_type")
+        .orderBy("resource_id")
+        .limit(limit)
+        .execute(),
+    ) as Promise<DesiredRow[]>;
   for await (const rows of pagesAhead(page, limits)) {
     count += rows.length;
     yield* toBatches(
-      rows.map((row) => ({ type: row.resource_type, version: Number(row.version), body: row.body })),
+      rows.map(({ resource_type: type, version, body, secret_env_sealed: sealed }) => ({
+        type,
+        version: Number(version),
+        body: sealed && sealed.length > 0 ? bodyWithSeal(body, sealed) : body,
+      })),
       limits.batchBytes,
     );
   }
@@ -131,6 +139,9 @@ const PAGE_BYTES = 256 * 1024;
 /** Rows of the first page, before their size is known: a few, in case they are large. */
 const FIRST_PAGE_ROWS = 4;
 
+/** A row's body and seal (if read). */
+const storedBytes = (row: DesiredRow) => row.body.length + (row.secret_env_sealed?.length ?? 0);
+
 /**
  * The pages of a keyset read in order. While the client takes one page the next is fetched,
  * if the shared budget has room; otherwise only when the client asks for it.
@@ -144,7 +155,7 @@ async function* pagesAhead(page: (after: Key | undefined, limit: number) => Prom
     const held = { rows: page(after, limit), bytes: 0 };
     held.rows.then(
       (rows) => {
-        held.bytes = rows.reduce((n, row) => n + row.body.length, 0);
+        held.bytes = rows.reduce((n, row) => n + storedBytes(row), 0);
         readAhead.take(held.bytes);
       },
       () => {},
@@ -164,7 +175,7 @@ async function* pagesAhead(page: (after: Key | undefined, limit: number) => Prom
       const last = rows.at(-1);
       const more = last !== undefined && rows.length === limit;
       if (more) {
-        const rowBytes = rows.reduce((n, row) => n + row.body.length, 0) / rows.length;
+        const rowBytes = rows.reduce((n, row) => n + storedBytes(row), 0) / rows.length;
         limit = Math.max(1, Math.min(batchSize, Math.floor(pageBytes / rowBytes)));
         if (readAhead.used < readAhead.max) ahead = fetchAhead(last);
       }

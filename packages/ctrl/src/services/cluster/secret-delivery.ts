@@ -1,7 +1,7 @@
 // What the agent streams (SyncDesiredState, WatchDeploymentChanges) carry of secret values.
 // The outbox holds a workload's values sealed as one for its region's agent (the store's
 // regionSecretEnv; the desired state keeps that seal beside the body, which a snapshot's pages
-// carry alone: GetSecretEnvSeals), so the region's own agent, authenticated as that region,
+// carry alone unless that agent asks for the seals too: GetSecretEnvSeals), so the region's own agent, authenticated as that region,
 // gets the stored bytes as they are and opens them with the keys GetSecretKeys gives it alone:
 // ctrl opens nothing per sync. Any other caller the streams admit (the admin token, e.g.
 // debugging with a gRPC client) gets the names and the pod template's checksum only, never a seal.
@@ -17,6 +17,8 @@ const SECRET_ENV_KEY = (17 << 3) | 2;
 const SECRET_ENV_TAG = Buffer.of((SECRET_ENV_KEY & 0x7f) | 0x80, SECRET_ENV_KEY >> 7);
 
 export interface SecretDelivery {
+  /** The stream's caller is the region's own agent: it gets the stored bytes, seals included. */
+  readonly toOwnAgent: boolean;
   /** Stored DesiredResource rows as this stream's caller may receive them (the same array when unchanged). */
   rows<Row extends { body: Uint8Array }>(rows: Row[]): Row[];
   /** Outbox changes as this stream's caller may receive them (the same array when unchanged; a change without secret is the same object). */
@@ -24,7 +26,7 @@ export interface SecretDelivery {
 }
 
 /** Stored bytes, unchanged: for the region's own agent. */
-const AS_STORED: SecretDelivery = { rows: (rows) => rows, changes: (changes) => changes };
+const AS_STORED: SecretDelivery = { toOwnAgent: true, rows: (rows) => rows, changes: (changes) => changes };
 
 /** The delivery for the stream `ctx` opened for `region`. */
 export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDelivery {
@@ -42,6 +44,7 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
     return { version: change.version, event, bytes: new BinaryWriter().bytes(toBinary(ChangeEventSchema, event)).finish() };
   };
   return {
+    toOwnAgent: false,
     rows: (rows) => rows.map((row) => ({ ...row, body: body(row.body) })),
     changes: (changes) => changes.map(change),
   };

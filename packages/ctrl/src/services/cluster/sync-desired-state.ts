@@ -43,6 +43,8 @@ export function syncDesiredState(store: Store, metrics: CtrlMetrics, options: St
         readAhead,
         queries,
         signal: ctx.signal,
+        // An agent holding no values yet asks for them in the pages rather than afterwards.
+        withSecretEnvSeals: req.withSecretEnvSeals && secrets.toOwnAgent,
       })) {
         let response: Response;
         let bytes = 0;

@@ -168,6 +168,17 @@ export declare type SyncDesiredStateRequest = Message<"ctrl.v1.SyncDesiredStateR
    * @generated from field: string region = 1;
    */
   region: string;
+
+  /**
+   * For an agent that holds no secret values (its first sync since it started): the pages
+   * carry each workload's values sealed as one (Workload.secret_env_sealed), as the watch's
+   * changes do, so it needs no GetSecretEnvSeals call. An agent that holds them leaves it
+   * unset: a full sync then carries names and checksums alone, and it asks for the values it
+   * lacks. Honoured for the region's own agent token only; any other caller gets no seal.
+   *
+   * @generated from field: bool with_secret_env_seals = 2;
+   */
+  withSecretEnvSeals: boolean;
 };
 
 /**
@@ -590,7 +601,8 @@ export declare const ClusterService: GenService<{
   /**
    * The secret values of deployments at the versions the agent holds: SyncDesiredState's pages
    * carry a workload's secret names and checksum but not its values (they would be re-sent on
-   * every full sync), so an agent asks here for those it does not hold, in one call per batch.
+   * every full sync, unless it asks with with_secret_env_seals), so an agent asks here for
+   * those it does not hold, in one call per batch.
    * Each comes sealed as one for the region's agent (Workload.secret_env_sealed). Only the
    * region's own agent may ask (PERMISSION_DENIED otherwise). The answer covers a prefix of
    * the deployments asked for (`answered`; at most --secret-seals-max per call, and what fits
