@@ -9,8 +9,9 @@
 // agent that holds no values yet (its first sync) asks for the pages with the seals put back
 // (bodyWithSeal()), rather than for every value afterwards.
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
-import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { WireType } from "@bufbuild/protobuf/wire";
 import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { varintSize, writeVarint } from "@flotilla/runtime/wire";
 
 /** The stored parts of `resource` (left as it was). */
 export function storedParts(resource: DesiredResource): { body: Uint8Array; secret_env_sealed: Uint8Array | null } {
@@ -39,7 +40,7 @@ const DEPLOYMENT_FIELD = 10;
 const WORKLOAD_FIELD = 1;
 /** Workload.secret_env_sealed's key (field 18, length-delimited), as encoded. */
 const SEALED_TAG = (18 << 3) | WireType.LengthDelimited;
-const SEALED_KEY = Buffer.of((SEALED_TAG & 0x7f) | 0x80, SEALED_TAG >> 7);
+const SEALED_KEY = [(SEALED_TAG & 0x7f) | 0x80, SEALED_TAG >> 7] as const;
 
 /**
  * The stored `body` with `sealed` put back as its workload's secret_env_sealed: the encoding of
@@ -52,42 +53,74 @@ export function bodyWithSeal(body: Uint8Array, sealed: Uint8Array): Uint8Array {
   const deployment = lengthDelimitedField(body, 0, body.length, DEPLOYMENT_FIELD);
   const workload = deployment && lengthDelimitedField(body, deployment.start, deployment.end, WORKLOAD_FIELD);
   if (!deployment || !workload) return body;
-  const added = SEALED_KEY.length + varint(sealed.length).length + sealed.length;
-  const workloadLength = varint(workload.end - workload.start + added);
-  const deploymentLength = varint(deployment.end - deployment.start + added + workloadLength.length - (workload.start - workload.prefix));
-  return Buffer.concat([
-    body.subarray(0, deployment.prefix),
-    deploymentLength,
-    body.subarray(deployment.start, workload.prefix),
-    workloadLength,
-    body.subarray(workload.start, workload.end),
-    SEALED_KEY,
-    varint(sealed.length),
-    sealed,
-    body.subarray(workload.end),
-  ]);
+  const added = SEALED_KEY.length + varintSize(sealed.length) + sealed.length;
+  const workloadLength = workload.end - workload.start + added;
+  const deploymentLength = deployment.end - deployment.start + added + varintSize(workloadLength) - (workload.start - workload.prefix);
+  const out = Buffer.allocUnsafe(
+    body.length +
+      added +
+      varintSize(workloadLength) -
+      (workload.start - workload.prefix) +
+      varintSize(deploymentLength) -
+      (deployment.start - deployment.prefix),
+  );
+  out.set(body.subarray(0, deployment.prefix));
+  let pos = writeVarint(out, deployment.prefix, deploymentLength);
+  out.set(body.subarray(deployment.start, workload.prefix), pos);
+  pos = writeVarint(out, pos + workload.prefix - deployment.start, workloadLength);
+  out.set(body.subarray(workload.start, workload.end), pos);
+  pos += workload.end - workload.start;
+  out[pos++] = SEALED_KEY[0];
+  out[pos++] = SEALED_KEY[1];
+  pos = writeVarint(out, pos, sealed.length);
+  out.set(sealed, pos);
+  out.set(body.subarray(workload.end), pos + sealed.length);
+  return out;
 }
 
-/** The first length-delimited field `field` among the fields in bytes [from, to): where its length prefix starts, and its data [start, end). */
+/**
+ * The first length-delimited field `field` among the fields in bytes [from, to): where its
+ * length prefix starts, and its data [start, end); undefined if absent or not well-formed.
+ */
 function lengthDelimitedField(bytes: Uint8Array, from: number, to: number, field: number): { prefix: number; start: number; end: number } | undefined {
-  const reader = new BinaryReader(bytes.subarray(0, to));
-  reader.pos = from;
-  while (reader.pos < to) {
-    const [number, wireType] = reader.tag();
-    if (number === field && wireType === WireType.LengthDelimited) {
-      const prefix = reader.pos;
-      const length = reader.uint32();
-      return { prefix, start: reader.pos, end: reader.pos + length };
+  for (let pos = from; pos < to; ) {
+    const key = readVarint(bytes, pos, to);
+    if (!key) return undefined;
+    pos = key.next;
+    switch (key.value & 7) {
+      case WireType.Varint: {
+        const value = readVarint(bytes, pos, to);
+        if (!value) return undefined;
+        pos = value.next;
+        break;
+      }
+      case WireType.Bit64:
+        pos += 8;
+        break;
+      case WireType.Bit32:
+        pos += 4;
+        break;
+      case WireType.LengthDelimited: {
+        const length = readVarint(bytes, pos, to);
+        if (!length || length.next + length.value > to) return undefined;
+        if (Math.floor(key.value / 8) === field) return { prefix: pos, start: length.next, end: length.next + length.value };
+        pos = length.next + length.value;
+        break;
+      }
+      default:
+        return undefined; // groups: never in our messages
     }
-    reader.skip(wireType, number);
   }
   return undefined;
 }
 
-/** `value` (a length) as a varint. */
-function varint(value: number): Buffer {
-  const bytes: number[] = [];
-  for (; value >= 0x80; value >>>= 7) bytes.push((value & 0x7f) | 0x80);
-  bytes.push(value);
-  return Buffer.from(bytes);
+/** The varint at `pos` (before `to`) and the position after it; undefined if it does not end in time. */
+function readVarint(bytes: Uint8Array, pos: number, to: number): { value: number; next: number } | undefined {
+  let value = 0;
+  for (let scale = 1; pos < to && scale < 2 ** 56; scale *= 128) {
+    const byte = bytes[pos++]!;
+    value += (byte & 0x7f) * scale;
+    if (byte < 0x80) return { value, next: pos };
+  }
+  return undefined;
 }

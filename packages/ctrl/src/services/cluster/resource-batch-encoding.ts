@@ -3,6 +3,7 @@
 // body + `version` (field 3) is the exact encoding of the decoded resource. One allocation per
 // batch (building it with a BinaryWriter per resource was most of a sync's CPU: allocations
 // and their GC), the large bodies referenced rather than copied.
+import { varintSize, writeVarint } from "@flotilla/runtime/wire";
 import type { SnapshotRow } from "@flotilla/store";
 
 const RESOURCES_TAG = (1 << 3) | 2; // ResourceBatch.resources: length-delimited
@@ -45,19 +46,4 @@ export function resourceBatchFieldChunks(rows: readonly SnapshotRow[]): Uint8Arr
   }
   chunks.push(out.subarray(start, pos));
   return chunks;
-}
-
-/** Encoded size of a varint; `value` must be a non-negative safe integer (lengths, versions). */
-function varintSize(value: number): number {
-  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`cannot encode ${value} as a varint`);
-  let size = 1;
-  for (; value >= 128; size++) value = Math.floor(value / 128);
-  return size;
-}
-
-/** Writes `value` (checked by `varintSize`) at `pos`; returns the position after it. */
-function writeVarint(out: Uint8Array, pos: number, value: number): number {
-  for (; value >= 128; value = Math.floor(value / 128)) out[pos++] = (value % 128) | 0x80;
-  out[pos++] = value;
-  return pos;
 }
