@@ -410,10 +410,11 @@ export class SnapshotStage {
 
   /**
    * Adds a batch of the snapshot, in its order, once the secret values its deployments came
-   * without (a page leaves them out unless the agent asked for them) are fetched in one call of `fetch`: those the table holds
-   * under the same names and checksum are not asked for (heldSecretEnv()). A deployment ctrl has
-   * no seal for (its version was replaced meanwhile; the newer follows, values included) stays without:
-   * its apply fails, saying so, until the newer version arrives. Batches are staged one at a
+   * without (a page leaves them out unless the agent asked for them) are fetched in one call of
+   * `fetch`: those the table holds under the same names and checksum are not asked for
+   * (heldSecretEnv()). A deployment ctrl has no seal for (its version was replaced meanwhile;
+   * the newer follows, values included) stays without: its apply fails, saying so, until the
+   * newer version arrives. Batches are staged one at a
    * time, in their order, so that the table's encodings are packed in the order they came (the
    * shared dictionary learns from the first ones).
    *

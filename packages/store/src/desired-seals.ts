@@ -56,14 +56,7 @@ export function bodyWithSeal(body: Uint8Array, sealed: Uint8Array): Uint8Array {
   const added = SEALED_KEY.length + varintSize(sealed.length) + sealed.length;
   const workloadLength = workload.end - workload.start + added;
   const deploymentLength = deployment.end - deployment.start + added + varintSize(workloadLength) - (workload.start - workload.prefix);
-  const out = Buffer.allocUnsafe(
-    body.length +
-      added +
-      varintSize(workloadLength) -
-      (workload.start - workload.prefix) +
-      varintSize(deploymentLength) -
-      (deployment.start - deployment.prefix),
-  );
+  const out = Buffer.allocUnsafe(deployment.prefix + varintSize(deploymentLength) + deploymentLength + body.length - deployment.end);
   out.set(body.subarray(0, deployment.prefix));
   let pos = writeVarint(out, deployment.prefix, deploymentLength);
   out.set(body.subarray(deployment.start, workload.prefix), pos);

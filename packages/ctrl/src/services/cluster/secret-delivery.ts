@@ -1,10 +1,11 @@
 // What the agent streams (SyncDesiredState, WatchDeploymentChanges) carry of secret values.
 // The outbox holds a workload's values sealed as one for its region's agent (the store's
 // regionSecretEnv; the desired state keeps that seal beside the body, which a snapshot's pages
-// carry alone unless that agent asks for the seals too: GetSecretEnvSeals), so the region's own agent, authenticated as that region,
-// gets the stored bytes as they are and opens them with the keys GetSecretKeys gives it alone:
-// ctrl opens nothing per sync. Any other caller the streams admit (the admin token, e.g.
-// debugging with a gRPC client) gets the names and the pod template's checksum only, never a seal.
+// carry alone unless that agent asks for the seals too: GetSecretEnvSeals), so the region's own
+// agent, authenticated as that region, gets the stored bytes as they are and opens them with the
+// keys GetSecretKeys gives it alone: ctrl opens nothing per sync. Any other caller the streams
+// admit (the admin token, e.g. debugging with a gRPC client) gets the names and the pod
+// template's checksum only, never a seal.
 import { clone, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
