@@ -414,9 +414,9 @@ export class SnapshotStage {
    * `fetch`: those the table holds under the same names and checksum are not asked for
    * (heldSecretEnv()). A deployment ctrl has no seal for (its version was replaced meanwhile;
    * the newer follows, values included) stays without: its apply fails, saying so, until the
-   * newer version arrives. Batches are staged one at a
-   * time, in their order, so that the table's encodings are packed in the order they came (the
-   * shared dictionary learns from the first ones).
+   * newer version arrives. Batches are staged one at a time, in their order, so that the
+   * table's encodings are packed in the order they came (the shared dictionary learns from the
+   * first ones).
    *
    * The call starts at once, and is answered while the caller reads the next batch: this
    * resolves once the batch before this one is staged (so no more than two are held decoded),
