@@ -12,8 +12,8 @@ import { createClient, type Client, type Interceptor } from "@connectrpc/connect
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { serveHealth, type HealthServer } from "@flotilla/runtime";
 import { resolveConfig, type AgentConfig, type ResolvedAgentConfig } from "./config.ts";
-import { Connection } from "./connection.ts";
-import { ctrlTransport } from "./ctrl-transport.ts";
+import { Connection, secretEnvSealFetch } from "./connection.ts";
+import { ctrlTransport, UNARY_CALL_TIMEOUT_MS } from "./ctrl-transport.ts";
 import { DesiredTable } from "./desired-table.ts";
 import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
@@ -84,6 +84,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     managedObjects: observer && (() => observer.firstListed.then(() => observer.managedObjects())),
     namespaces: config.namespaces,
     ownershipRecheckMs: config.ownershipRecheckMs,
+    fetchSecretEnvSeals: secretEnvSealFetch(client, region, { timeoutMs: UNARY_CALL_TIMEOUT_MS }),
   });
   const ready = Promise.withResolvers<void>();
   // The table holds a complete snapshot (before the prune that ready waits for).

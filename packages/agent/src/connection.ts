@@ -4,15 +4,15 @@
 //
 // * Before each stream, the keys that open the region's secret values (GetSecretKeys): a
 //   rotation of ctrl's keys may have added one.
-// * A snapshot's pages leave secret values out: those of a batch that the table does not hold
-//   are fetched (GetSecretEnvSeals) in one call before the batch is staged.
+// * A snapshot's pages leave secret values out (unless the table is empty): those of a batch
+//   that the table does not hold are fetched (GetSecretEnvSeals) while the next is read.
 // * Any stream failure reconnects with capped exponential backoff and jitter, resuming the
 //   watch from the last version received (no resync needed: the table already holds it).
 // * RESYNC_REQUIRED (cursor past the outbox retention, or ahead of a restored database) → full sync.
 // * No message at all (events or bookmarks) for 3× the bookmark interval → the stream is dead.
 // * A full sync runs periodically anyway (jittered), as a safety net.
 import type { Logger } from "@flotilla/runtime";
-import type { Client } from "@connectrpc/connect";
+import type { CallOptions, Client } from "@connectrpc/connect";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
@@ -137,7 +137,7 @@ export class Connection {
     const snapshot = table.stage();
     let complete: { version: number; count: number; removals: number } | undefined;
     const watchdog = this.#watchdog();
-    const fetchSeals = this.#secretEnvSeals(signal);
+    const fetchSeals = secretEnvSealFetch(client, region, { signal });
     try {
       // Holding nothing (its first sync since it started), it asks for the values in the pages:
       // one stream rather than a GetSecretEnvSeals call per batch. Holding them, it fetches the
@@ -169,29 +169,6 @@ export class Connection {
     stopTimer();
     this.#fullSyncTimer = setTimeout(() => this.#current?.abort(new StreamInterrupted("full_sync")), jittered(fullSyncIntervalMs, 0.1));
     this.#fullSyncTimer.unref();
-  }
-
-  /**
-   * GetSecretEnvSeals until every deployment asked for is answered. A credential other than the
-   * region's agent token gets no values (PERMISSION_DENIED): the deployments then stay without,
-   * and fail to apply saying why, as with GetSecretKeys.
-   */
-  #secretEnvSeals(signal: AbortSignal): SecretEnvSealFetch {
-    const { client, region } = this.#options;
-    return async (wanted) => {
-      const seals = new Map<string, Uint8Array>();
-      try {
-        for (let rest = wanted; rest.length > 0; ) {
-          const answer = await client.getSecretEnvSeals({ region, deployments: rest }, { signal });
-          if (answer.answered === 0) throw new Error("GetSecretEnvSeals answered none of the deployments asked for");
-          for (const { id, sealed } of answer.seals) seals.set(id, sealed);
-          rest = rest.slice(answer.answered);
-        }
-      } catch (error) {
-        if (ConnectError.from(error).code !== Code.PermissionDenied) throw error;
-      }
-      return seals;
-    };
   }
 
   /** Follows changes after the cursor; returns when ctrl ends the stream. */
@@ -238,4 +215,26 @@ function classify(error: unknown): ReconnectReason {
   if (reason === RESYNC_REQUIRED) return "resync_required";
   if (reason === CONSUMER_TOO_SLOW) return "consumer_too_slow";
   return "error";
+}
+
+/**
+ * GetSecretEnvSeals until every deployment asked for is answered. A credential other than the
+ * region's agent token gets no values (PERMISSION_DENIED): the deployments then stay without,
+ * and fail to apply saying why, as with GetSecretKeys.
+ */
+export function secretEnvSealFetch(client: Client<typeof ClusterService>, region: string, options: CallOptions): SecretEnvSealFetch {
+  return async (wanted) => {
+    const seals = new Map<string, Uint8Array>();
+    try {
+      for (let rest = wanted; rest.length > 0; ) {
+        const answer = await client.getSecretEnvSeals({ region, deployments: rest }, options);
+        if (answer.answered === 0) throw new Error("GetSecretEnvSeals answered none of the deployments asked for");
+        for (const { id, sealed } of answer.seals) seals.set(id, sealed);
+        rest = rest.slice(answer.answered);
+      }
+    } catch (error) {
+      if (ConnectError.from(error).code !== Code.PermissionDenied) throw error;
+    }
+    return seals;
+  };
 }

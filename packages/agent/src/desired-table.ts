@@ -14,7 +14,7 @@ import { DesiredResourceSchema, ResourceTombstoneSchema, type DesiredResource, t
 import type { KeyedStrings } from "./keyed-strings.ts";
 import { resourceKey } from "./keys.ts";
 import { packBytes, unpackBytes } from "./packed.ts";
-import { awaitsSecretEnvSeal, heldSecretEnv, RegionSecretKeys, sealSecretEnv } from "./sealed-secrets.ts";
+import { awaitsSecretEnvSeal, dropSecretEnvValues, heldSecretEnv, RegionSecretKeys, sealSecretEnv, withSecretEnvSeal } from "./sealed-secrets.ts";
 import { SharedDictionary } from "./shared-dictionary.ts";
 
 /** A desired resource's wire encoding, packed (see desiredResource()). */
@@ -106,7 +106,7 @@ const TIME_ORIGIN = Date.now();
 export class DesiredEntry {
   readonly key: string;
   /** The upsert's packed encoding, or the delete's tombstone. */
-  readonly #state: EncodedResource | ResourceTombstone;
+  #state: EncodedResource | ResourceTombstone;
   /** Region version the desired state was written at. */
   readonly version: number;
   status: EntryStatus = "pending";
@@ -189,6 +189,12 @@ export class DesiredEntry {
   /** What the region should have (a new object on every read). */
   get desired(): DesiredState {
     return typeof this.#state === "string" ? { kind: "upsert", encoded: this.#state } : { kind: "delete", tombstone: this.#state };
+  }
+
+  /** The same desired resource in another table form (its secret values dropped or given back): no change to apply. */
+  reencode(resource: DesiredResource, regionKeys: RegionSecretKeys): void {
+    if (typeof this.#state !== "string") throw new Error(`${this.key}: a tombstone has no encoding`);
+    this.#state = encode(resource, regionKeys);
   }
 }
 
@@ -357,6 +363,31 @@ export class DesiredTable {
     entry.attempts = 0;
     entry.error = undefined;
     entry.reapply = undefined;
+  }
+
+  /**
+   * After the desired state of `key` at `version` was applied: its secret values, if it holds
+   * them, leave the table (dropSecretEnvValues()). Ignored if a newer state arrived.
+   */
+  dropSecretEnvValues(key: string, version: number): void {
+    const entry = this.#entries.get(key);
+    if (entry?.version !== version || entry.desired.kind !== "upsert") return;
+    const resource = desiredResource(entry.desired);
+    if (dropSecretEnvValues(resource)) entry.reencode(resource, this.secretKeys);
+  }
+
+  /**
+   * Gives the desired state of `key` at `version`, whose secret values left once applied, the
+   * values ctrl sealed again (`sealed`, GetSecretEnvSeals) until its next successful apply.
+   * Returns the resource with them, or undefined if a newer state arrived (it comes with its own).
+   */
+  restoreSecretEnvValues(key: string, version: number, sealed: Uint8Array): DesiredResource | undefined {
+    const entry = this.#entries.get(key);
+    if (entry?.version !== version || entry.desired.kind !== "upsert") return undefined;
+    const resource = desiredResource(entry.desired);
+    withSecretEnvSeal(resource, sealed, this.secretKeys);
+    entry.reencode(resource, this.secretKeys);
+    return resource;
   }
 
   /** Records a failed reconcile of `version` (ignored if a newer state arrived meanwhile). */

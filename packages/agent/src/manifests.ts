@@ -2,7 +2,7 @@
 // use it: the kubernetes target applies these objects, the render target writes them.
 import { ResourceType, type Autoscaling, type DesiredResource, type EnvVar, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { typeFromName, typeName, resourceKey } from "./keys.ts";
-import { openSecretEnv, secretEnvChecksum } from "./sealed-secrets.ts";
+import { liveHoldsSecretEnv, openSecretEnv, secretEnvApplied, secretEnvChecksum } from "./sealed-secrets.ts";
 
 export const FIELD_MANAGER = "flotilla-agent";
 
@@ -227,16 +227,39 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
 
 /**
  * The v1 Secret of the workload's secret env values (data, base64, as the API server keeps it).
- * The values, sealed in the agent's memory, are opened here for the apply and never become strings.
+ * The values, sealed in the agent's memory, are opened here for the apply and never become
+ * strings. Once applied they are no longer held (sealed-secrets.ts): the Secret then comes
+ * without data, carrying instead what withheldSecretData() returns.
  */
 function secretEnvObject(metadata: Metadata, workload: Workload): KubeObject {
+  const { secretEnv } = workload;
+  if (secretEnvApplied(secretEnv)) {
+    const withheld: WithheldSecretData = { keys: secretEnv.map(({ name }) => name), heldBy: (data) => liveHoldsSecretEnv(secretEnv, data) };
+    return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", [WITHHELD_DATA]: withheld };
+  }
   const data: Record<string, string> = {};
-  const values = openSecretEnv(workload.secretEnv);
-  for (const [i, { name }] of workload.secretEnv.entries()) {
+  const values = openSecretEnv(secretEnv);
+  for (const [i, { name }] of secretEnv.entries()) {
     data[name] = values[i]!.toString("base64");
     values[i]!.fill(0);
   }
   return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", data };
+}
+
+const WITHHELD_DATA = Symbol("withheld secret data");
+
+/**
+ * Of a Secret built without its values (no longer held): its keys, and whether a live Secret's
+ * data holds the values. A symbol-keyed field: never serialized, never compared.
+ */
+export interface WithheldSecretData {
+  keys: readonly string[];
+  heldBy(data: Readonly<Record<string, unknown>> | undefined): boolean;
+}
+
+/** What a Secret manifest built without its values carries instead (undefined for any other object). */
+export function withheldSecretData(object: KubeObject): WithheldSecretData | undefined {
+  return (object as { [WITHHELD_DATA]?: WithheldSecretData })[WITHHELD_DATA];
 }
 
 /** The secret env checksum on a Deployment's pod template (it references its secret env Secret), if any. */

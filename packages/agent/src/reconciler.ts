@@ -1,13 +1,14 @@
 // One work-queue run of one key: read the newest desired state from the table, make the target
 // follow it, record the outcome, and choose the retry (client-go's processNextWorkItem).
 import type { Logger } from "@flotilla/runtime";
-import { desiredResource, type DesiredTable, type ReapplyReason } from "./desired-table.ts";
+import type { DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { desiredResource, type DesiredTable, type ReapplyReason, type SecretEnvSealFetch } from "./desired-table.ts";
 import { jittered } from "./backoff.ts";
 import { QUEUE_NAME, type AgentMetrics } from "./metrics.ts";
 import { namespaceRefusal, type NamespaceRules } from "./namespaces.ts";
 import { prune, type PruneDeps, type PruneOptions, type PruneResult } from "./prune.ts";
 import type { RateLimitingQueue } from "./queue/rate-limiting-queue.ts";
-import { TargetError, type AppliedVersions, type LiveObjects, type Target } from "./target.ts";
+import { SecretValuesNeeded, TargetError, type AppliedVersions, type LiveObjects, type Target } from "./target.ts";
 
 export interface ReconcilerDeps {
   table: DesiredTable;
@@ -26,6 +27,11 @@ export interface ReconcilerDeps {
   namespaces: NamespaceRules;
   /** Interval at which an ownership conflict is checked again (it clears once the object is removed or marked for adoption). */
   ownershipRecheckMs: number;
+  /**
+   * Fetches secret values again (GetSecretEnvSeals) for an apply that needs them once they left
+   * the table (SecretValuesNeeded); without it, such an apply fails saying so.
+   */
+  fetchSecretEnvSeals?: SecretEnvSealFetch;
 }
 
 /**
@@ -62,7 +68,33 @@ export function reconciler({
   liveObjects,
   namespaces,
   ownershipRecheckMs,
+  fetchSecretEnvSeals,
 }: ReconcilerDeps): (key: string) => Promise<void> {
+  /**
+   * Applies `resource`, the desired state of `key` at `version`; given its secret values again
+   * and applied once more if the target needs them (they left the table once applied before).
+   */
+  const apply = async (key: string, version: number, resource: DesiredResource, live: LiveObjects | undefined) => {
+    try {
+      return await target.apply(resource, live);
+    } catch (error) {
+      if (!(error instanceof SecretValuesNeeded)) throw error;
+      if (!fetchSecretEnvSeals) throw new TargetError(`${error.message}, and this agent cannot fetch them again`);
+      let sealed: Uint8Array | undefined;
+      try {
+        sealed = (await fetchSecretEnvSeals([{ id: resource.id, version: resource.version }])).get(resource.id);
+      } catch (fetchError) {
+        throw new TargetError(`${error.message}; fetching them from ctrl failed: ${fetchError instanceof Error ? fetchError.message : String(fetchError)}`);
+      }
+      if (!sealed)
+        throw new TargetError(
+          `${error.message}; ctrl gave none for version ${resource.version} (a newer version replaced it, or this credential receives no values)`,
+        );
+      const restored = table.restoreSecretEnvValues(key, version, sealed);
+      if (!restored) throw new TargetError(`${error.message}; a newer version replaced version ${version} meanwhile`);
+      return await target.apply(restored, live);
+    }
+  };
   return async (key) => {
     const entry = table.get(key);
     if (!entry) return queue.forget(key);
@@ -78,14 +110,14 @@ export function reconciler({
     const op = desired.kind === "upsert" ? "apply" : "delete";
     const timer = metrics.reconcileDuration.startTimer({ type, op });
     try {
-      const refused = desired.kind === "upsert" ? namespaceRefusal(desiredResource(desired).namespace, namespaces) : undefined;
+      const resource = desired.kind === "upsert" ? desiredResource(desired) : undefined;
+      const refused = resource && namespaceRefusal(resource.namespace, namespaces);
       if (refused) throw new TargetError(refused, undefined, undefined, "namespace");
       // Deletes noted before this run are undone by it; those noted from here on may not be.
       entry.deletedDuringRun = false;
       const before = liveObjects?.(key);
       // A re-apply must restore every object: no object may be skipped as unchanged.
-      const applied =
-        desired.kind === "upsert" ? await target.apply(desiredResource(desired), reapply ? undefined : before) : await target.delete(desired.tombstone);
+      const applied = desired.kind === "upsert" ? await apply(key, version, resource!, reapply ? undefined : before) : await target.delete(desired.tombstone);
       timer();
       // Drift correction ignores edits while a run is in flight; an object this run left
       // alone (skipped or a no-op) that changed meanwhile would go uncorrected otherwise.
@@ -94,6 +126,7 @@ export function reconciler({
         (!reapply && before && applied ? changedMeanwhile(before, applied, liveObjects!(key) ?? new Map()) : undefined) ??
         (entry.deletedDuringRun ? "deleted" : undefined);
       table.markDone(key, version);
+      if (resource?.spec.case === "deployment" && resource.spec.value.workload?.secretEnv.length) table.dropSecretEnvValues(key, version);
       if (drifted) table.requestReapply(key, drifted);
       if (reapply && before && applied && changedAny(before, applied)) metrics.driftCorrections.inc({ type, reason: reapply });
       metrics.reconciles.inc({ type, op, result: "success" });

@@ -19,6 +19,7 @@ import { ConnectError, type Client } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
 import { FENCED } from "@flotilla/runtime";
 import { ResourceObservationSchema, type ClusterService, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { UNARY_CALL_TIMEOUT_MS } from "./ctrl-transport.ts";
 import { backoffDelay, sleep } from "./backoff.ts";
 import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
 import type { ReportingLeader } from "./leadership.ts";
@@ -50,7 +51,6 @@ export interface ReporterOptions {
 }
 
 export const DEFAULT_MAX_BATCH = 500;
-const CALL_TIMEOUT_MS = 10_000;
 
 export class Reporter {
   readonly #options: ReporterOptions;
@@ -192,7 +192,7 @@ export class Reporter {
         fullSet: batch.fullSet,
         leader: leader && { epoch: BigInt(leader.epoch), holderIdentity: leader.holderIdentity },
       },
-      { signal, timeoutMs: CALL_TIMEOUT_MS },
+      { signal, timeoutMs: UNARY_CALL_TIMEOUT_MS },
     );
     metrics.observationsSent.inc(batch.observations.length);
     for (const { key, observation, digest } of batch.observations) {

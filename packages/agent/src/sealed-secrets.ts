@@ -2,28 +2,36 @@
 // one for this region (@flotilla/runtime/sealed-values, under keys only this region's agent
 // gets from GetSecretKeys; one by one from a ctrl of an earlier version), except a snapshot's
 // pages: they carry the names and checksum, and the values the table does not hold already
-// (heldSecretEnv()) are fetched with GetSecretEnvSeals (awaitsSecretEnvSeal()); the desired table
-// keeps every resource for as long as it is desired, so a value would otherwise sit in the
-// heap (and in a heap dump or core file) for the deployment's lifetime. A workload's values are opened as it enters the table and sealed again at once, all
-// in one seal, under a key that this process draws at start and never writes anywhere; they are
-// opened only while the Secret's manifest is built for an apply or a drift check. A value is
-// only ever bytes here, never a string, and the bytes are zeroed once sealed.
+// (heldSecretEnv()) are fetched with GetSecretEnvSeals (awaitsSecretEnvSeal()). The desired
+// table keeps every resource for as long as it is desired, so a value kept with it would sit in
+// the heap (and in a heap dump or core file) for the deployment's lifetime. So a workload's
+// values are opened as it enters the table and sealed again at once, all in one seal, under a
+// key that this process draws at start and never writes anywhere; they are opened only while
+// the Secret's manifest is built; and once the Secret holds them (the apply succeeded) they
+// leave the table, which keeps only what tells whether a live Secret still holds them. A value
+// is only ever bytes here, never a string, and the bytes are zeroed once sealed.
 //
-// The table's form of a workload's secret env (sealSecretEnv()): every variable keeps only its
-// name; the first also carries, in `sealed`, the checksum the pod template needs and every value:
+// The table's form of a workload's secret env: every variable keeps only its name; the first
+// also carries, in `sealed`, one of
 //
-//   sealed = 0 ‖ checksum (8) ‖ nonce (12) ‖ AES-256-GCM(packValues(values)) ‖ tag (16)
+//   held    = 0 ‖ checksum (8) ‖ digest (16) ‖ nonce (12) ‖ AES-256-GCM(packValues(values)) ‖ tag (16)
+//   applied = 0 ‖ checksum (8) ‖ digest (16)
 //
 // * 0 stands where ctrl's seal has its key id's length (never 0): it tells the table's form from
-//   one as delivered.
-// * The checksum (the additional data of the seal with that 0) is the one delivered with the
-//   values sealed as one, or computed from the names and keyed fingerprints delivered with
-//   values sealed one by one (secretEnvChecksum()), which are not kept.
+//   one as delivered. The applied form is the held one cut after the digest (dropSecretEnvValues()).
+// * The checksum (the additional data of the seal with that 0 and the digest) is the one
+//   delivered with the values sealed as one, or computed from the names and keyed fingerprints
+//   delivered with values sealed one by one (secretEnvChecksum()), which are not kept.
+// * The digest is an HMAC of the names and values under a second key of this process: a live
+//   Secret whose data gives the same digest holds the values (liveHoldsSecretEnv()), so checking
+//   a Secret needs no value. One that does not (deleted, edited) makes the apply ask for the
+//   values again (SecretValuesNeeded, GetSecretEnvSeals): repairing a Secret needs ctrl
+//   reachable, holding every value for good would cost about 260 B per workload of five (B7).
 // * One seal and one checksum per workload rather than a seal and a fingerprint per value:
-//   about 200 B less per workload of five values (B7 with a service mix).
+//   about 200 B less per workload of five values while they are held.
 // * The keys are KeyObjects: their bytes live outside the JavaScript heap.
-// * A restarted agent has a new key and an empty table; ctrl delivers the values again.
-import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type KeyObject } from "node:crypto";
+// * A restarted agent has new keys and an empty table; ctrl delivers the values again.
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { SecretEnvVarSchema, type DesiredResource, type SecretEnvVar } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import {
@@ -37,13 +45,18 @@ import {
 } from "@flotilla/runtime/sealed-values";
 
 const PROCESS_KEY = createSecretKey(randomBytes(32));
+/** The digest's key: a key of its own, not the sealing key used for a MAC too. */
+const DIGEST_KEY = createSecretKey(randomBytes(32));
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 /** The first byte of the table's form (see above). */
 const TABLE_FORM = 0;
 const CHECKSUM_BYTES = 8;
-/** The checksum's bytes and the nonce's follow the first byte. */
-const CIPHERTEXT_START = 1 + CHECKSUM_BYTES + NONCE_BYTES;
+const DIGEST_BYTES = 16;
+/** The applied form's length: the checksum's bytes and the digest's follow the first byte. */
+const APPLIED_FORM_BYTES = 1 + CHECKSUM_BYTES + DIGEST_BYTES;
+/** Then, while the values are held, the nonce's. */
+const CIPHERTEXT_START = APPLIED_FORM_BYTES + NONCE_BYTES;
 
 /** The keys that open the values ctrl sealed for this agent's region, by id. */
 export class RegionSecretKeys {
@@ -95,8 +108,7 @@ export function sealSecretEnv(resource: DesiredResource, regionKeys: RegionSecre
   let sealed: Buffer;
   try {
     // Checked here rather than when the Secret is built: a seal that holds fewer values than names is ctrl's bug.
-    unpackValues(plain, names.length);
-    const head = Buffer.concat([Buffer.of(TABLE_FORM), Buffer.from(checksum, "hex")]);
+    const head = Buffer.concat([Buffer.of(TABLE_FORM), Buffer.from(checksum, "hex"), secretEnvDigest(names, unpackValues(plain, names.length))]);
     const nonce = randomBytes(NONCE_BYTES);
     const cipher = createCipheriv("aes-256-gcm", PROCESS_KEY, nonce);
     cipher.setAAD(head);
@@ -125,9 +137,10 @@ export function awaitsSecretEnvSeal(resource: DesiredResource): boolean {
 }
 
 /**
- * Gives `resource` (awaiting its values) the values `held` (the table's form of the same
- * deployment at another version) holds, if they are the same: the same names and checksum.
- * Returns whether it did. A periodic full sync thus fetches only values that changed.
+ * Gives `resource` (awaiting its values) the table's form `held` has (the same deployment at
+ * another version: its values, or the digest of those applied), if they are the same: the same
+ * names and checksum. Returns whether it did. A periodic full sync thus fetches only values
+ * that changed.
  */
 export function heldSecretEnv(resource: DesiredResource, held: DesiredResource): boolean {
   if (resource.spec.case !== "deployment" || held.spec.case !== "deployment") return false;
@@ -143,7 +156,8 @@ export function heldSecretEnv(resource: DesiredResource, held: DesiredResource):
 /**
  * The values of a workload's secret env, in its order, as the bytes of their UTF-8 form: opened
  * if sealSecretEnv() sealed them, else the plain values of a resource handed to a target
- * directly. Throws when a value was not delivered. The caller zeroes them once used.
+ * directly. Throws when a value was not delivered, or left once applied (secretEnvApplied()).
+ * The caller zeroes them once used.
  */
 export function openSecretEnv(secretEnv: readonly SecretEnvVar[]): Buffer[] {
   if (!inTableForm(secretEnv)) {
@@ -157,8 +171,9 @@ export function openSecretEnv(secretEnv: readonly SecretEnvVar[]): Buffer[] {
     });
   }
   const sealed = secretEnv[0]!.sealed;
-  const decipher = createDecipheriv("aes-256-gcm", PROCESS_KEY, sealed.subarray(1 + CHECKSUM_BYTES, CIPHERTEXT_START));
-  decipher.setAAD(sealed.subarray(0, 1 + CHECKSUM_BYTES));
+  if (secretEnvApplied(secretEnv)) throw new Error("secret env values left the agent's memory once applied: fetch them again (SecretValuesNeeded)");
+  const decipher = createDecipheriv("aes-256-gcm", PROCESS_KEY, sealed.subarray(APPLIED_FORM_BYTES, CIPHERTEXT_START));
+  decipher.setAAD(sealed.subarray(0, APPLIED_FORM_BYTES));
   decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
   // GCM's final() adds no bytes: the values stay in the one buffer the caller zeroes.
   const plain = decipher.update(sealed.subarray(CIPHERTEXT_START, sealed.length - TAG_BYTES));
@@ -169,6 +184,79 @@ export function openSecretEnv(secretEnv: readonly SecretEnvVar[]): Buffer[] {
     throw error;
   }
   return unpackValues(plain, secretEnv.length);
+}
+
+/** Whether the secret env is in the applied form: its values left once applied (see above). */
+export function secretEnvApplied(secretEnv: readonly SecretEnvVar[]): boolean {
+  return inTableForm(secretEnv) && secretEnv[0]!.sealed.length === APPLIED_FORM_BYTES;
+}
+
+/**
+ * Turns, in place, the held form of `resource`'s secret env into the applied form (its values
+ * leave; see above). Returns whether it did: false for any other form.
+ */
+export function dropSecretEnvValues(resource: DesiredResource): boolean {
+  const secretEnv = resource.spec.case === "deployment" ? (resource.spec.value.workload?.secretEnv ?? []) : [];
+  if (!inTableForm(secretEnv) || secretEnvApplied(secretEnv)) return false;
+  const applied = secretEnv[0]!.sealed.slice(0, APPLIED_FORM_BYTES);
+  secretEnv[0] = create(SecretEnvVarSchema, { name: secretEnv[0]!.name, sealed: applied });
+  return true;
+}
+
+/**
+ * Gives `resource`, its secret env in the applied form, the values ctrl sealed as one (`sealed`,
+ * from GetSecretEnvSeals for its version), as a stream delivers them: sealSecretEnv() then turns
+ * them into the held form. Throws if they are not the values the applied form was made from.
+ */
+export function withSecretEnvSeal(resource: DesiredResource, sealed: Uint8Array, regionKeys: RegionSecretKeys): void {
+  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+  if (!workload || !secretEnvApplied(workload.secretEnv)) throw new Error(`secret env of ${resource.id} is not in the applied form`);
+  const kept = workload.secretEnv[0]!.sealed;
+  workload.secretEnv = workload.secretEnv.map(({ name }) => create(SecretEnvVarSchema, { name }));
+  workload.secretEnvSealed = sealed;
+  workload.secretEnvChecksum = Buffer.from(kept.subarray(1, 1 + CHECKSUM_BYTES)).toString("hex");
+  sealSecretEnv(resource, regionKeys);
+  const digest = kept.subarray(1 + CHECKSUM_BYTES, APPLIED_FORM_BYTES);
+  if (!timingSafeEqual(workload.secretEnv[0]!.sealed.subarray(1 + CHECKSUM_BYTES, APPLIED_FORM_BYTES), digest)) {
+    throw new Error(`secret env values ctrl gave again for ${resource.id} at version ${resource.version} are not the ones applied`);
+  }
+}
+
+/**
+ * Whether a live Secret's `data` (base64, as the API server serves it) holds the values of the
+ * secret env in the table's form: the digest of its values under our names is the one kept.
+ * Keys beyond ours do not count (as when a Secret is compared with what would be applied).
+ */
+export function liveHoldsSecretEnv(secretEnv: readonly SecretEnvVar[], data: Readonly<Record<string, unknown>> | undefined): boolean {
+  if (!inTableForm(secretEnv)) throw new Error("liveHoldsSecretEnv: a secret env in the table's form only");
+  const values: Buffer[] = [];
+  try {
+    for (const { name } of secretEnv) {
+      const value = data?.[name];
+      if (typeof value !== "string") return false;
+      values.push(Buffer.from(value, "base64"));
+    }
+    const kept = secretEnv[0]!.sealed.subarray(1 + CHECKSUM_BYTES, APPLIED_FORM_BYTES);
+    return timingSafeEqual(
+      secretEnvDigest(
+        secretEnv.map(({ name }) => name),
+        values,
+      ),
+      kept,
+    );
+  } finally {
+    for (const value of values) value.fill(0);
+  }
+}
+
+/** The keyed digest of a secret env's names and values (see above). */
+function secretEnvDigest(names: readonly string[], values: readonly Uint8Array[]): Buffer {
+  const packed = packValues([...names.map((name) => Buffer.from(name, "utf8")), ...values]);
+  try {
+    return createHmac("sha256", DIGEST_KEY).update(packed).digest().subarray(0, DIGEST_BYTES);
+  } finally {
+    packed.fill(0);
+  }
 }
 
 /**

@@ -103,3 +103,16 @@ export class TargetError extends Error {
     return this.statusCode === 400 || this.statusCode === 415 || this.statusCode === 422 || this.refusal === "namespace";
   }
 }
+
+/**
+ * apply() met a Secret built without its values (they leave the agent's memory once applied,
+ * see sealed-secrets.ts) that the live Secret does not hold (deleted or edited): the caller
+ * gives the resource its values again (GetSecretEnvSeals) and applies it once more. Objects
+ * before the Secret in the apply's order may have been written already, as after any failure.
+ */
+export class SecretValuesNeeded extends TargetError {
+  constructor(message: string) {
+    super(message);
+    this.name = "SecretValuesNeeded";
+  }
+}

@@ -1,8 +1,8 @@
 // The desired table's form of a secret env: the values ctrl sealed for the region (as one, or one
-// by one as an earlier version did), opened and
-// sealed again as one seal under the process's key in the first variable, the checksum the pod
-// template needs in place of the fingerprints; the manifests built from it equal those built from
-// the plain values as delivered.
+// by one as an earlier version did), opened and sealed again as one seal under the process's key
+// in the first variable, the checksum the pod template needs in place of the fingerprints; the
+// manifests built from it equal those built from the plain values as delivered. Once applied,
+// the values leave it (the checksum and a digest stay), and come back when given again.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createSecretKey, randomBytes } from "node:crypto";
@@ -10,8 +10,8 @@ import { create } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceType, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { packValues, secretContext, secretEnvChecksum as checksumOf, secretEnvContext, sealValue } from "@flotilla/runtime/sealed-values";
 import { DesiredTable, desiredResource } from "../src/desired-table.ts";
-import { buildManifests, SECRET_ENV_CHECKSUM_ANNOTATION, type KubeObject } from "../src/manifests.ts";
-import { openSecretEnv, secretEnvChecksum } from "../src/sealed-secrets.ts";
+import { buildManifests, SECRET_ENV_CHECKSUM_ANNOTATION, withheldSecretData, type KubeObject } from "../src/manifests.ts";
+import { openSecretEnv, secretEnvApplied, secretEnvChecksum } from "../src/sealed-secrets.ts";
 
 const REGION_KEY = { id: "k1/r7", key: randomBytes(32) };
 // Empty, multi-byte UTF-8, and longer than 127 bytes (a length of two varint bytes).
@@ -125,6 +125,72 @@ test("the table's form is kept as it is when met again, and a broken seal does n
   const secretEnv = kept.spec.case === "deployment" ? kept.spec.value.workload!.secretEnv : [];
   secretEnv[0]!.sealed[30]! ^= 1;
   assert.throws(() => openSecretEnv(secretEnv));
+});
+
+test("once applied, the values leave the table: its Secret comes without data, checked against a live Secret by digest, and the values given again build it as before", () => {
+  const table = new DesiredTable(() => {});
+  table.secretKeys.set([REGION_KEY]);
+  table.upsert(deliveredAsOne("api"), 3);
+  const held = desiredResource(table.get("deployment/api")!.desired as { encoded: string });
+  const heldSecret = objectOf(held, "Secret") as KubeObject & { data: Record<string, string> };
+  const encodedLength = () => (table.get("deployment/api")!.desired as { encoded: string }).encoded.length;
+  const heldLength = encodedLength();
+
+  table.dropSecretEnvValues("deployment/api", 2);
+  assert.deepEqual(desiredResource(table.get("deployment/api")!.desired as { encoded: string }), held, "a version not the entry's keeps its values");
+  table.dropSecretEnvValues("deployment/api", 3);
+  const entry = table.get("deployment/api")!;
+  assert.equal(entry.status, "pending", "no change to apply: the entry is as it was");
+  const applied = desiredResource(entry.desired as { encoded: string });
+  const secretEnv = applied.spec.case === "deployment" ? applied.spec.value.workload!.secretEnv : [];
+  assert.ok(secretEnvApplied(secretEnv));
+  assert.equal(secretEnv[0]!.sealed.length, 25, "the checksum and the digest only");
+  assert.ok(encodedLength() < heldLength - 100, "the table holds fewer bytes");
+  assert.throws(() => openSecretEnv(secretEnv), /left the agent's memory once applied/);
+  assert.equal(secretEnvChecksum(secretEnv), secretEnvChecksum(held.spec.case === "deployment" ? held.spec.value.workload!.secretEnv : []));
+  assert.deepEqual(objectOf(applied, "Deployment"), objectOf(held, "Deployment"), "the same pod template checksum");
+
+  const secret = objectOf(applied, "Secret");
+  assert.equal((secret as { data?: unknown }).data, undefined, "no data: the values are not held");
+  assert.equal(JSON.stringify(secret), JSON.stringify({ ...heldSecret, data: undefined }), "the rest of the Secret as before");
+  const withheld = withheldSecretData(secret)!;
+  assert.deepEqual(withheld.keys, Object.keys(VALUES));
+  assert.ok(withheld.heldBy(heldSecret.data), "a live Secret with the values holds them");
+  assert.ok(withheld.heldBy({ ...heldSecret.data, OTHER: "eA==" }), "keys beyond ours do not count");
+  assert.ok(!withheld.heldBy({ ...heldSecret.data, PASSWORD: Buffer.from("edited").toString("base64") }), "an edited value");
+  const { CERT: _cert, ...missing } = heldSecret.data;
+  assert.ok(!withheld.heldBy(missing), "a missing key");
+  assert.ok(!withheld.heldBy(undefined), "no data");
+  assert.ok(withheldSecretData(objectOf(held, "Secret")) === undefined, "a Secret with its values carries none of that");
+
+  // Given again (GetSecretEnvSeals), the values build the same Secret until the next apply.
+  const again = deliveredAsOne("api");
+  const restored = table.restoreSecretEnvValues(
+    "deployment/api",
+    3,
+    again.spec.case === "deployment" ? again.spec.value.workload!.secretEnvSealed : new Uint8Array(),
+  );
+  assert.ok(restored);
+  assert.deepEqual(objectOf(restored, "Secret"), heldSecret);
+  assert.deepEqual(objectOf(desiredResource(table.get("deployment/api")!.desired as { encoded: string }), "Secret"), heldSecret, "held in the table again");
+  assert.equal(table.restoreSecretEnvValues("deployment/api", 2, new Uint8Array()), undefined, "a version replaced meanwhile");
+
+  // Values other than those applied are refused, not taken for them.
+  table.dropSecretEnvValues("deployment/api", 3);
+  const other = deployment("api", [], {
+    secretEnvSealed: sealValue(
+      REGION_KEY.id,
+      createSecretKey(REGION_KEY.key),
+      randomBytes(12),
+      secretEnvContext("api", Object.keys(VALUES)),
+      packValues(Object.keys(VALUES).map((name) => Buffer.from(`other ${name}`))),
+    ),
+    secretEnvChecksum: "",
+  });
+  assert.throws(
+    () => table.restoreSecretEnvValues("deployment/api", 3, other.spec.case === "deployment" ? other.spec.value.workload!.secretEnvSealed : new Uint8Array()),
+    /are not the ones applied/,
+  );
 });
 
 test("values sealed as one open only with the names they were sealed with, all of them, and with the checksum", () => {

@@ -3,6 +3,8 @@
 // keyed checksum on the pod template that rolls the pods when a value changes); a deployment of
 // another region never reaches this cluster; the agent's debug log never holds a value; the
 // render target writes placeholders; a foreign Secret of that name is a conflict, untouched.
+// Once applied, the values leave the agent's table: a Secret deleted or edited later is written
+// again with the values fetched from ctrl, and left alone while ctrl cannot be reached.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -17,6 +19,10 @@ import { createLogger } from "@flotilla/runtime";
 import { ADMIN_TOKEN, testSecretKeyRing } from "@flotilla/testkit/ctrl";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { deploymentOf, OTHER_REGION, REGION, startStack, waitFor, waitForPhase, type Stack } from "@flotilla/testkit/stack";
+import { startTcpProxy, type TcpProxy } from "@flotilla/testkit/tcp-proxy";
+import type { Agent } from "../src/agent.ts";
+import { DesiredTable, desiredResource } from "../src/desired-table.ts";
+import { secretEnvApplied } from "../src/sealed-secrets.ts";
 
 const [{ db: sqlite }] = await testDatabases();
 const secretOf = (stack: Stack, name: string) => stack.emulator.get("v1", "Secret", "demo", name);
@@ -104,6 +110,72 @@ describe("secret env in the cluster", () => {
   });
 });
 
+describe("secret values leave the agent once applied", () => {
+  let stack: Stack;
+  let agent: Agent;
+  let toCtrl: TcpProxy;
+  const value = `s3cret-${randomBytes(12).toString("hex")}`;
+  before(async () => {
+    stack = await startStack(sqlite, { store: { secrets: testSecretKeyRing() } });
+    const ctrlUrl = new URL(stack.t.url);
+    // The agent reaches ctrl through a proxy the test can cut.
+    toCtrl = await startTcpProxy(ctrlUrl.hostname, Number(ctrlUrl.port));
+    agent = await stack.agent({ ctrlUrl: `http://127.0.0.1:${toCtrl.port}` });
+  });
+  after(async () => {
+    await stack?.close();
+    await toCtrl?.close();
+  });
+
+  const entry = () => agent.table.get("deployment/api");
+  const valuesLeft = () => {
+    const current = entry();
+    if (current?.status !== "done" || current.desired.kind !== "upsert") return false;
+    const resource = desiredResource(current.desired);
+    return resource.spec.case === "deployment" && secretEnvApplied(resource.spec.value.workload!.secretEnv);
+  };
+  const edit = () => {
+    const secret = secretOf(stack, "api-env")!;
+    stack.emulator.put({ ...secret, data: { DB_PASSWORD: Buffer.from("edited by hand").toString("base64") } });
+  };
+
+  test("the applied Secret is checked without them; deleted or edited, it is written again with the values fetched from ctrl, and left as it is while ctrl is unreachable", async () => {
+    await stack.t.client(DeploymentService).createDeployment({
+      deployment: { id: "api", namespace: "demo", image: "api:1", regions: [{ region: REGION, replicas: 1 }], secretEnv: [{ name: "DB_PASSWORD", value }] },
+    });
+    await waitFor(() => decoded(secretOf(stack, "api-env"), "DB_PASSWORD") === value, "the value in its Secret");
+    await waitFor(valuesLeft, "the values out of the agent's table once applied");
+
+    // A re-apply (as the periodic refresh makes) of a Secret that holds the values writes nothing.
+    const resourceVersion = secretOf(stack, "api-env")!.metadata?.resourceVersion;
+    assert.ok(agent.table.requestReapply("deployment/api", "refresh"));
+    await waitFor(valuesLeft, "the re-apply done");
+    assert.equal(secretOf(stack, "api-env")!.metadata?.resourceVersion, resourceVersion, "the Secret untouched");
+
+    assert.ok(stack.emulator.delete("v1", "Secret", "demo", "api-env"));
+    assert.ok(agent.table.requestReapply("deployment/api", "refresh"));
+    await waitFor(() => decoded(secretOf(stack, "api-env"), "DB_PASSWORD") === value, "the deleted Secret written again with the value");
+    await waitFor(valuesLeft, "the values out of the table again");
+
+    edit();
+    assert.ok(agent.table.requestReapply("deployment/api", "refresh"));
+    await waitFor(() => decoded(secretOf(stack, "api-env"), "DB_PASSWORD") === value, "the edited Secret written again with the value");
+    await waitFor(valuesLeft, "the values out of the table again");
+
+    // ctrl unreachable: the apply fails saying why, and writes nothing to the Secret (an apply
+    // without its data would remove the values); the retry after ctrl is back restores it.
+    toCtrl.cut();
+    edit();
+    assert.ok(agent.table.requestReapply("deployment/api", "refresh"));
+    await waitFor(() => entry()?.status === "error" && entry()!.error, "the apply failed");
+    assert.match(entry()!.error!, /Secret demo\/api-env does not hold the secret env values applied before/);
+    assert.equal(decoded(secretOf(stack, "api-env"), "DB_PASSWORD"), "edited by hand", "nothing written while the values cannot be had");
+    toCtrl.restore();
+    await waitFor(() => decoded(secretOf(stack, "api-env"), "DB_PASSWORD") === value, "the Secret restored once ctrl answers", 30_000);
+    await waitFor(valuesLeft, "the values out of the table again");
+  });
+});
+
 describe("an agent on the admin token (a local stack)", () => {
   let stack: Stack;
   before(async () => {
@@ -129,24 +201,34 @@ test("the render target writes the Secret's keys with placeholders, never a valu
   try {
     const target = new RenderTarget({ dir, region: "local" });
     const value = `s3cret-${randomBytes(12).toString("hex")}`;
-    await target.apply(
-      create(DesiredResourceSchema, {
-        type: ResourceType.DEPLOYMENT,
-        id: "api",
-        namespace: "demo",
-        version: 1n,
-        spec: {
-          case: "deployment",
-          value: { replicas: 1, workload: { image: "api:1", secretEnv: [{ name: "DB_PASSWORD", value, fingerprint: "0123456789abcdef" }] } },
-        },
-      }),
-    );
+    const resource = create(DesiredResourceSchema, {
+      type: ResourceType.DEPLOYMENT,
+      id: "api",
+      namespace: "demo",
+      version: 1n,
+      spec: {
+        case: "deployment",
+        value: { replicas: 1, workload: { image: "api:1", secretEnv: [{ name: "DB_PASSWORD", value, fingerprint: "0123456789abcdef" }] } },
+      },
+    });
+    await target.apply(resource);
     const files = readdirSync(join(dir, "demo"));
     assert.ok(files.includes("secret-api-env.yaml"), files.join(", "));
     const text = files.map((f) => readFileSync(join(dir, "demo", f), "utf8")).join("\n");
     assert.ok(!text.includes(value) && !text.includes(Buffer.from(value).toString("base64")), "no value on disk");
     assert.match(readFileSync(join(dir, "demo", "secret-api-env.yaml"), "utf8"), /DB_PASSWORD: "<secret value of DB_PASSWORD: not rendered>"/);
     assert.match(readFileSync(join(dir, "demo", "secret-api-env.yaml"), "utf8"), /placeholders: the render target never writes a secret value/);
+
+    // As the agent holds it once applied (its values left the table): the same file.
+    const rendered = readFileSync(join(dir, "demo", "secret-api-env.yaml"), "utf8");
+    const table = new DesiredTable(() => {});
+    table.upsert(resource, 1);
+    table.dropSecretEnvValues("deployment/api", 1);
+    const kept = desiredResource(table.get("deployment/api")!.desired as { encoded: string });
+    assert.ok(kept.spec.case === "deployment" && secretEnvApplied(kept.spec.value.workload!.secretEnv));
+    rmSync(join(dir, "demo"), { recursive: true });
+    await target.apply(kept);
+    assert.equal(readFileSync(join(dir, "demo", "secret-api-env.yaml"), "utf8"), rendered);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -5,13 +5,23 @@
 // while it stays at that resourceVersion: a restart or a new version that leaves a Service as it
 // was writes nothing to it.
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { buildManifests, describeObject as describe, FIELD_MANAGER, managedSelector, ownedRefs, type KubeObject, type ObjectRef } from "../manifests.ts";
+import {
+  buildManifests,
+  describeObject as describe,
+  FIELD_MANAGER,
+  managedSelector,
+  ownedRefs,
+  withheldSecretData,
+  type KubeObject,
+  type ObjectRef,
+  type WithheldSecretData,
+} from "../manifests.ts";
 import { containsCanonical } from "../compare.ts";
 import { appliedForm, contentDigest } from "../held.ts";
 import { typeName } from "../keys.ts";
 import { KubeApiError, objectPath, resourcePath, statusCodeOf, type ApiObject, type KubeClient } from "../kube-api.ts";
 import { isOwnedBy, ownershipConflict, type Owner } from "../ownership.ts";
-import { managedObject, TargetError, type AppliedVersions, type LiveObjects, type ManagedObject, type Target } from "../target.ts";
+import { managedObject, SecretValuesNeeded, TargetError, type AppliedVersions, type LiveObjects, type ManagedObject, type Target } from "../target.ts";
 
 /** Kinds that listManaged() looks at (Namespaces are never pruned). */
 const PRUNABLE_KINDS = [
@@ -66,6 +76,11 @@ export class KubernetesTarget implements Target {
         continue;
       }
       const name = describe(object);
+      const withheld = withheldSecretData(object);
+      if (withheld) {
+        await this.#checkWithheld(object, withheld, owner);
+        continue;
+      }
       const current = live?.get(name);
       if (current?.held !== undefined && current.held === contentDigest(object)) {
         applied.set(name, current.resourceVersion);
@@ -160,6 +175,19 @@ export class KubernetesTarget implements Target {
         throw targetError(error, `apply ${describe(object)}`);
       }
     }
+  }
+
+  /**
+   * A Secret whose values the resource no longer carries (withheldSecretData()) must already be
+   * there as ours, holding them and the rest of the manifest; otherwise the values are needed
+   * (SecretValuesNeeded). Writes nothing.
+   */
+  async #checkWithheld(object: KubeObject, withheld: WithheldSecretData, owner: Owner): Promise<void> {
+    const current = await this.#read(object);
+    const conflict = current && ownershipConflict(current, owner);
+    if (conflict) throw new TargetError(conflict, 409, undefined, "ownership");
+    if (current && containsCanonical(current, appliedForm(object)) && withheld.heldBy((current as { data?: Record<string, unknown> }).data)) return;
+    throw new SecretValuesNeeded(`${describe(object)} ${current ? "does not hold" : "is missing"} the secret env values applied before`);
   }
 
   /**
