@@ -13,7 +13,8 @@
 // dispatched and the queue drained, after forced GCs; reference: the same agent process on a
 // region with no resources. `--b7-service-mix F`: that share of the fleet's deployments carries
 // five secret values (sealed at rest under a key file ctrl runs with), probes and an autoscaler,
-// so the agent also holds their values (sealed in its memory) and applies a Secret and an HPA each.
+// so the agent also gets their values (sealed in its memory until each Secret holds them, then
+// their digest) and applies a Secret and an HPA each.
 import { fork } from "node:child_process";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
