@@ -220,7 +220,8 @@ function classify(error: unknown): ReconnectReason {
 /**
  * GetSecretEnvSeals until every deployment asked for is answered. A credential other than the
  * region's agent token gets no values (PERMISSION_DENIED): the deployments then stay without,
- * and fail to apply saying why, as with GetSecretKeys.
+ * and fail to apply saying why, as with GetSecretKeys. A ctrl of an earlier version lacks the
+ * call (UNIMPLEMENTED): a failure that says so.
  */
 export function secretEnvSealFetch(client: Client<typeof ClusterService>, region: string, options: CallOptions): SecretEnvSealFetch {
   return async (wanted) => {
@@ -233,7 +234,9 @@ export function secretEnvSealFetch(client: Client<typeof ClusterService>, region
         rest = rest.slice(answer.answered);
       }
     } catch (error) {
-      if (ConnectError.from(error).code !== Code.PermissionDenied) throw error;
+      const code = ConnectError.from(error).code;
+      if (code === Code.Unimplemented) throw new Error("ctrl is of an earlier version, without GetSecretEnvSeals: the values come once it is upgraded");
+      if (code !== Code.PermissionDenied) throw error;
     }
     return seals;
   };

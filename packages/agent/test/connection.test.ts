@@ -7,12 +7,12 @@ import { createSecretKey, randomBytes } from "node:crypto";
 import { silentLogger } from "@flotilla/runtime";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import type { ClusterService, WatchDeploymentChangesRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
+import { ClusterService, type WatchDeploymentChangesRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentSpecSchema, DesiredResourceSchema, ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { packValues, sealValue, secretEnvContext } from "@flotilla/runtime/sealed-values";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
-import { Connection } from "../src/connection.ts";
+import { Connection, secretEnvSealFetch } from "../src/connection.ts";
 import { DesiredTable, desiredResource } from "../src/desired-table.ts";
 import { openSecretEnv } from "../src/sealed-secrets.ts";
 import { AgentMetrics } from "../src/metrics.ts";
@@ -265,4 +265,21 @@ describe("Connection", () => {
     assert.deepEqual(await reconnects(agent.metrics), { error: 1 });
     for (const id of ["a", "b"]) assert.deepEqual(heldValue(agent, id), [`${id}-value`]);
   });
+});
+
+test("fetching secret values: a ctrl of an earlier version (no GetSecretEnvSeals) is a failure that says so; a credential refused values gets none", async () => {
+  const fetchFrom = (getSecretEnvSeals?: () => never) =>
+    secretEnvSealFetch(
+      createClient(
+        ClusterService,
+        createRouterTransport(({ service }) => service(ClusterService, getSecretEnvSeals ? { getSecretEnvSeals } : {})),
+      ),
+      "east",
+      {},
+    );
+  await assert.rejects(fetchFrom()([{ id: "api", version: 3n }]), /ctrl is of an earlier version, without GetSecretEnvSeals/);
+  const refused = await fetchFrom(() => {
+    throw new ConnectError("not this credential", Code.PermissionDenied);
+  })([{ id: "api", version: 3n }]);
+  assert.equal(refused.size, 0);
 });
