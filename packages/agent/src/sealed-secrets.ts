@@ -7,9 +7,10 @@
 // the heap (and in a heap dump or core file) for the deployment's lifetime. So a workload's
 // values are opened as it enters the table and sealed again at once, all in one seal, under a
 // key that this process draws at start and never writes anywhere; they are opened only while
-// the Secret's manifest is built; and once the Secret holds them (the apply succeeded) they
-// leave the table, which keeps only what tells whether a live Secret still holds them. A value
-// is only ever bytes here, never a string, and the bytes are zeroed once sealed.
+// the Secret's manifest is built (an apply, a drift check); and once the Secret holds them (the
+// apply succeeded) they leave the table, which keeps only what tells whether a live Secret
+// still holds them. A value is only ever bytes here, never a string, and the bytes are zeroed
+// once sealed.
 //
 // The table's form of a workload's secret env: every variable keeps only its name; the first
 // also carries, in `sealed`, one of

@@ -79,9 +79,10 @@ export class SettlingQueue extends QueueLayer {
       const key = await this.inner.get();
       if (key === undefined) return undefined;
       let delay = this.#holdFor(key);
-      if (delay > 0 && !this.#recent.get(key)?.burst) {
-        // A first change in a region-wide burst: wait with the key taken (changes meanwhile mark
-        // it dirty), then decide again.
+      // A first change in a region-wide burst: wait with the key taken (changes meanwhile mark
+      // it dirty), then decide again. Again while no change came: a timer may fire a millisecond
+      // before the clock the hold is counted on says it ran out.
+      while (delay > 0 && !this.#recent.get(key)?.burst) {
         await sleep(delay, this.#shutdown.signal);
         if (this.shuttingDown) {
           this.inner.done(key);

@@ -77,6 +77,12 @@ export class KubernetesTarget implements Target {
       }
       const name = describe(object);
       const withheld = withheldSecretData(object);
+      // A Secret to write is noted before the write (a write that fails may still have created
+      // it), unless the live Deployment already references it: the removal will see that.
+      if (object.kind === "Secret") {
+        if (secretReferenced) this.#appliedSecrets.delete(name);
+        else if (!withheld) this.#appliedSecrets.add(name);
+      }
       if (withheld) {
         await this.#checkWithheld(object, withheld, owner);
         continue;
@@ -85,12 +91,6 @@ export class KubernetesTarget implements Target {
       if (current?.held !== undefined && current.held === contentDigest(object)) {
         applied.set(name, current.resourceVersion);
         continue;
-      }
-      // Noted before the write (a write that fails may still have created it), unless the live
-      // Deployment already references it: the removal will see that.
-      if (object.kind === "Secret") {
-        if (secretReferenced) this.#appliedSecrets.delete(name);
-        else this.#appliedSecrets.add(name);
       }
       try {
         const written = await this.#applyOwned(object, owner, current?.resourceVersion);
