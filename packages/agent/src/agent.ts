@@ -13,7 +13,7 @@ import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { serveHealth, type HealthServer } from "@flotilla/runtime";
 import { resolveConfig, type AgentConfig, type ResolvedAgentConfig } from "./config.ts";
 import { Connection, secretEnvSealFetch } from "./connection.ts";
-import { ctrlTransport, UNARY_CALL_TIMEOUT_MS } from "./ctrl-transport.ts";
+import { ctrlTransport } from "./ctrl-transport.ts";
 import { DesiredTable } from "./desired-table.ts";
 import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
@@ -84,7 +84,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     managedObjects: observer && (() => observer.firstListed.then(() => observer.managedObjects())),
     namespaces: config.namespaces,
     ownershipRecheckMs: config.ownershipRecheckMs,
-    fetchSecretEnvSeals: secretEnvSealFetch(client, region, { timeoutMs: UNARY_CALL_TIMEOUT_MS }),
+    fetchSecretEnvSeals: secretEnvSealFetch(client, region, { timeoutMs: config.ctrlCallTimeoutMs }),
   });
   const ready = Promise.withResolvers<void>();
   // The table holds a complete snapshot (before the prune that ready waits for).
@@ -123,6 +123,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     cursor: () => connection.cursor,
     reportIntervalMs: config.reportIntervalMs,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
+    callTimeoutMs: config.ctrlCallTimeoutMs,
     metrics,
     log,
     leader: config.leaderElect ? () => leadership.leader() : undefined,

@@ -47,6 +47,8 @@ export interface AgentTunables {
   reportIntervalMs: number;
   /** A report (an empty heartbeat if nothing changed) at least this often. Default 5 s. */
   heartbeatIntervalMs: number;
+  /** Deadline of a unary call to ctrl (a report, a fetch of secret values again). Default 10 s. */
+  ctrlCallTimeoutMs: number;
   /** Observer (cluster targets only): the API server's watch bookmark interval; 3× silent restarts the watch. Default 60 s. */
   observerBookmarkIntervalMs: number;
   /** Observer: server-side timeout of each watch request. Default 300 s. */
@@ -105,6 +107,7 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   bookmarkIntervalMs: 5000,
   reportIntervalMs: 250,
   heartbeatIntervalMs: 5000,
+  ctrlCallTimeoutMs: 10_000,
   observerBookmarkIntervalMs: 60_000,
   observerWatchTimeoutSeconds: 300,
   observerBackoff: { minMs: 500, maxMs: 30_000 },

@@ -18,9 +18,6 @@ export interface CtrlTlsFiles {
   keyFile?: string;
 }
 
-/** Deadline of a unary call to ctrl (a report, a fetch of secret values): a stalled call must not hold its caller. */
-export const UNARY_CALL_TIMEOUT_MS = 10_000;
-
 export interface CtrlTransportOptions {
   baseUrl: string;
   interceptors: Interceptor[];

@@ -69,6 +69,11 @@ export const AGENT_OPTIONS = [
     description: "status reports to ctrl: at most one call per this interval",
   },
   {
+    flag: "ctrl-call-timeout",
+    default: formatDuration(AGENT_DEFAULTS.ctrlCallTimeoutMs),
+    description: "deadline of a unary call to ctrl (a status report, a fetch of secret values again)",
+  },
+  {
     flag: "heartbeat-interval",
     default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs),
     description: "how often the agent reports its applied version to ctrl",

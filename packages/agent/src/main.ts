@@ -35,6 +35,8 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   const namespaces = { allowed: parseGlobList(text("allowed-namespaces")!), denied: parseGlobList(text("denied-namespaces")!) };
   const ownershipRecheckMs = duration("ownership-recheck-interval");
   if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
+  const ctrlCallTimeoutMs = duration("ctrl-call-timeout");
+  if (!(ctrlCallTimeoutMs > 0)) throw new Error("--ctrl-call-timeout must be positive");
 
   const memoryReleaseAfterReconciles = Number(text("memory-release-after"));
   if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0)
@@ -91,6 +93,7 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     bookmarkIntervalMs: duration("bookmark-interval"),
     reportIntervalMs: duration("report-interval"),
     heartbeatIntervalMs: duration("heartbeat-interval"),
+    ctrlCallTimeoutMs,
     memoryReleaseAfterReconciles,
     memoryReleaseIdleMs: duration("memory-release-idle"),
     prune: { maxFraction, force: values["force-prune"] === "true" },

@@ -19,7 +19,6 @@ import { ConnectError, type Client } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "@flotilla/proto/google/rpc/error_details_pb.js";
 import { FENCED } from "@flotilla/runtime";
 import { ResourceObservationSchema, type ClusterService, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { UNARY_CALL_TIMEOUT_MS } from "./ctrl-transport.ts";
 import { backoffDelay, sleep } from "./backoff.ts";
 import { keyedStrings, type KeyedStrings } from "./keyed-strings.ts";
 import type { ReportingLeader } from "./leadership.ts";
@@ -36,6 +35,8 @@ export interface ReporterOptions {
   reportIntervalMs: number;
   /** A call (a heartbeat if nothing changed) at least this often. */
   heartbeatIntervalMs: number;
+  /** Deadline of a call. */
+  callTimeoutMs: number;
   /** Observations per call. Default 500. */
   maxBatch?: number;
   metrics: AgentMetrics;
@@ -192,7 +193,7 @@ export class Reporter {
         fullSet: batch.fullSet,
         leader: leader && { epoch: BigInt(leader.epoch), holderIdentity: leader.holderIdentity },
       },
-      { signal, timeoutMs: UNARY_CALL_TIMEOUT_MS },
+      { signal, timeoutMs: this.#options.callTimeoutMs },
     );
     metrics.observationsSent.inc(batch.observations.length);
     for (const { key, observation, digest } of batch.observations) {

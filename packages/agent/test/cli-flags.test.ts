@@ -38,7 +38,7 @@ test("agent: a zero or malformed ownership recheck interval is refused (flag or 
   }
 });
 
-test("agent: namespace lists and the recheck interval reach the config (flags, else environment, else defaults)", async () => {
+test("agent: namespace lists, the recheck interval and ctrl's call deadline reach the config (flags, else environment, else defaults); a zero deadline is refused", async () => {
   const dir = await mkdtemp(join(tmpdir(), "flotilla-cli-"));
   try {
     const base = ["--region", "east", "--token", "t", "--target", "render", "--render-dir", dir];
@@ -52,6 +52,11 @@ test("agent: namespace lists and the recheck interval reach the config (flags, e
     assert.ok(given !== "help");
     assert.deepEqual(given.namespaces, { allowed: ["team-*", "shared"], denied: ["team-secret*"] });
     assert.equal(given.ownershipRecheckMs, 5000);
+    assert.equal(defaults.ctrlCallTimeoutMs, 10_000);
+    const timeout = await agentConfig(base, { FLOTILLA_AGENT_CTRL_CALL_TIMEOUT: "3s" });
+    assert.ok(timeout !== "help");
+    assert.equal(timeout.ctrlCallTimeoutMs, 3000);
+    await assert.rejects(agentConfig([...base, "--ctrl-call-timeout", "0s"], {}), /--ctrl-call-timeout must be positive/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -41,6 +41,7 @@ test("observations are sent stamped; an unchanged one is not sent again, a chang
     cursor: () => 7,
     reportIntervalMs: 5,
     heartbeatIntervalMs: 60_000,
+    callTimeoutMs: 10_000,
     metrics: new AgentMetrics(),
     log: silentLogger,
   });

@@ -120,7 +120,7 @@ describe("secret values leave the agent once applied", () => {
     const ctrlUrl = new URL(stack.t.url);
     // The agent reaches ctrl through a proxy the test can cut.
     toCtrl = await startTcpProxy(ctrlUrl.hostname, Number(ctrlUrl.port));
-    agent = await stack.agent({ ctrlUrl: `http://127.0.0.1:${toCtrl.port}` });
+    agent = await stack.agent({ ctrlUrl: `http://127.0.0.1:${toCtrl.port}`, ctrlCallTimeoutMs: 500 });
   });
   after(async () => {
     await stack?.close();
@@ -173,6 +173,21 @@ describe("secret values leave the agent once applied", () => {
     toCtrl.restore();
     await waitFor(() => decoded(secretOf(stack, "api-env"), "DB_PASSWORD") === value, "the Secret restored once ctrl answers", 30_000);
     await waitFor(valuesLeft, "the values out of the table again");
+
+    // ctrl stalled (it takes the request and never answers): the fetch ends at the call deadline
+    // (--ctrl-call-timeout) rather than holding the worker; released, the retry restores it.
+    toCtrl.hold();
+    edit();
+    assert.ok(agent.table.requestReapply("deployment/api", "refresh"));
+    await waitFor(
+      () => entry()?.status === "error" && /fetching them from ctrl failed: .*deadline/i.test(entry()!.error ?? ""),
+      "the fetch's deadline",
+      10_000,
+      () => entry()?.error,
+    );
+    assert.equal(decoded(secretOf(stack, "api-env"), "DB_PASSWORD"), "edited by hand");
+    toCtrl.release();
+    await waitFor(() => decoded(secretOf(stack, "api-env"), "DB_PASSWORD") === value, "the Secret restored once ctrl answers again", 30_000);
   });
 });
 
