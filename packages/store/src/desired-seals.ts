@@ -11,7 +11,7 @@
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { varintSize, writeVarint } from "@flotilla/runtime/wire";
+import { readVarint, varintSize, writeVarint } from "@flotilla/runtime/wire";
 
 /** The stored parts of `resource` (left as it was). */
 export function storedParts(resource: DesiredResource): { body: Uint8Array; secret_env_sealed: Uint8Array | null } {
@@ -103,17 +103,6 @@ function lengthDelimitedField(bytes: Uint8Array, from: number, to: number, field
       default:
         return undefined; // groups: never in our messages
     }
-  }
-  return undefined;
-}
-
-/** The varint at `pos` (before `to`) and the position after it; undefined if it does not end in time. */
-function readVarint(bytes: Uint8Array, pos: number, to: number): { value: number; next: number } | undefined {
-  let value = 0;
-  for (let scale = 1; pos < to && scale < 2 ** 56; scale *= 128) {
-    const byte = bytes[pos++]!;
-    value += (byte & 0x7f) * scale;
-    if (byte < 0x80) return { value, next: pos };
   }
   return undefined;
 }
