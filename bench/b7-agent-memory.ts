@@ -15,7 +15,6 @@
 // five secret values (sealed at rest under a key file ctrl runs with), probes and an autoscaler,
 // so the agent also gets their values (sealed in its memory until each Secret holds them, then
 // their digest) and applies a Secret and an HPA each.
-import { fork } from "node:child_process";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,7 +22,8 @@ import { Store } from "@flotilla/store";
 import { AGENT_DEFAULTS } from "@flotilla/agent";
 import { readFileSync } from "node:fs";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS, oldSpaceFlagForLimit } from "@flotilla/agent/node-flags";
-import type { AgentChildConfig, AgentChildReport } from "./agent-child.ts";
+import type { AgentChildReport } from "./agent-child.ts";
+import { runAgent } from "./lib/agent-run.ts";
 import { buildBundle } from "./lib/bundle.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { EmulatorProcess, type EmulatorState, type SeedResult } from "./lib/emulator-process.ts";
@@ -62,36 +62,6 @@ function podNodeFlags(limitBytes: number | undefined): string[] {
  * figure depended on which came first), and the observer takes in the last watch events.
  */
 const SETTLE_MS = AGENT_DEFAULTS.memoryReleaseIdleMs + 3000;
-
-/** Runs one agent process to the drained state and returns its report. */
-async function runAgent(bundle: string, config: AgentChildConfig, nodeFlags: readonly string[], timeoutMs: number): Promise<AgentChildReport> {
-  const child = fork(join(bundle, "agent-child.mjs"), [], {
-    execArgv: ["--expose-gc", ...nodeFlags],
-    env: { ...process.env, ...AGENT_ENVIRONMENT, FLOTILLA_BENCH_AGENT: JSON.stringify(config) },
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  try {
-    return await new Promise<AgentChildReport>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`agent child did not drain within ${timeoutMs} ms`)), timeoutMs);
-      child.once("exit", (code) => {
-        clearTimeout(timer);
-        reject(new Error(`agent child exited (${code}) before reporting`));
-      });
-      child.once("message", (message: { report: AgentChildReport }) => {
-        clearTimeout(timer);
-        resolve(message.report);
-      });
-    });
-  } finally {
-    if (child.exitCode === null) {
-      child.send({ op: "shutdown" });
-      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-      await exited;
-      clearTimeout(timer);
-    }
-  }
-}
 
 interface SeededCluster {
   emulator: EmulatorProcess;

@@ -4,6 +4,8 @@
 // `pnpm start --regions canary,eu,us`: per region an emulator and an agent (kubeconfig at
 // .flotilla/kubeconfig-<region>); the first region is labelled tier=canary, the others
 // tier=prod, and each geo=<name>, so that a staged strategy can select them.
+// `pnpm start --kube real`: flotilla-kube (a real API server, controllers and kwok, built by
+// `pnpm kube:build`) in place of each emulator; the emulator stays the default (no Go needed).
 // Ctrl-C stops everything.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
@@ -11,6 +13,8 @@ import { createInterface } from "node:readline";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { KubeClient, kubeconfigConnectionFromString, type ApiObject } from "@flotilla/agent/kubernetes";
+import { ciliumNetworkPolicyCrd } from "@flotilla/k8s-emulator";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { agentFiles, initPki, issueAgent, pkiFiles } from "@flotilla/ctrl/pki";
 import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
@@ -19,16 +23,29 @@ import { configPath, setContext } from "@flotilla/cli/config";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 
-const { values: args } = parseArgs({ options: { tls: { type: "boolean", default: false }, regions: { type: "string" } } });
+const { values: args } = parseArgs({
+  options: { tls: { type: "boolean", default: false }, regions: { type: "string" }, kube: { type: "string", default: "emulator" } },
+});
+const FLOTILLA_KUBE = "packages/kube-real/bin/flotilla-kube";
+if (args.kube !== "emulator" && args.kube !== "real") {
+  console.error(`pnpm start: --kube ${JSON.stringify(args.kube)}: want emulator (the default) or real`);
+  process.exit(2);
+}
+const REAL_KUBE = args.kube === "real";
+if (REAL_KUBE && !existsSync(FLOTILLA_KUBE)) {
+  console.error(`pnpm start: --kube real needs ${FLOTILLA_KUBE}: build it with \`pnpm kube:build\` (Go 1.26 or newer; the first build takes minutes)`);
+  process.exit(2);
+}
 const TLS = args.tls;
 const CTRL = TLS ? "https://127.0.0.1:7070" : "http://127.0.0.1:7070";
 const PKI_DIR = ".flotilla/pki";
 const SECRETS_KEY_FILE = ".flotilla/secrets-key.json";
 
-/** A region of the local stack: its emulator, its agent's health port and its labels. */
+/** A region of the local stack: its Kubernetes (the emulator or flotilla-kube), its agent's health port and its labels. */
 interface LocalRegion {
   name: string;
-  emulator: string;
+  /** host:port of the region's Kubernetes API. */
+  kube: string;
   agentHealth: string;
   kubeconfig: string;
   labels: Record<string, string>;
@@ -37,7 +54,7 @@ interface LocalRegion {
 /** Plain `pnpm start`: region `local` on the default ports; `--regions`: one of each per region. */
 function localRegions(): LocalRegion[] {
   if (args.regions === undefined) {
-    return [{ name: "local", emulator: "127.0.0.1:7072", agentHealth: "127.0.0.1:7071", kubeconfig: ".flotilla/kubeconfig", labels: {} }];
+    return [{ name: "local", kube: REAL_KUBE ? "127.0.0.1:6443" : "127.0.0.1:7072", agentHealth: "127.0.0.1:7071", kubeconfig: ".flotilla/kubeconfig", labels: {} }];
   }
   const names = args.regions.split(",").map((name) => name.trim());
   const invalid = names.find((name) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name));
@@ -46,7 +63,7 @@ function localRegions(): LocalRegion[] {
   if (names.length > 10) throw new Error("--regions: at most 10 regions locally");
   return names.map((name, i) => ({
     name,
-    emulator: `127.0.0.1:${7080 + i}`,
+    kube: REAL_KUBE ? `127.0.0.1:${6443 + i}` : `127.0.0.1:${7080 + i}`,
     agentHealth: `127.0.0.1:${7090 + i}`,
     kubeconfig: `.flotilla/kubeconfig-${name}`,
     labels: { tier: i === 0 ? "canary" : "prod", geo: name },
@@ -65,7 +82,12 @@ let stopping = false;
 
 /** Starts `node ...script` (Node flags, then the script) with `args`; resolves once a line matches `ready`. */
 function run(name: string, script: readonly string[], args: string[], env: Record<string, string> = {}, ready?: RegExp): Promise<void> {
-  const child = spawn(process.execPath, [...script, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+  return runCommand(name, process.execPath, [...script, ...args], env, ready);
+}
+
+/** Starts `command` with `args`, its output prefixed with `name`; resolves once a line matches `ready`. */
+function runCommand(name: string, command: string, args: string[], env: Record<string, string> = {}, ready?: RegExp): Promise<void> {
+  const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
   children.push({ name, child });
   let resolveReady: () => void = () => {};
   const started = new Promise<void>((resolve) => (resolveReady = resolve));
@@ -98,6 +120,13 @@ async function stop(code: number): Promise<never> {
   process.exit(code);
 }
 
+/** A real API server learns the CiliumNetworkPolicy kind from its CRD (the emulator serves it built in). */
+async function installCiliumCrd(kubeconfig: string): Promise<void> {
+  const admin = new KubeClient(await kubeconfigConnectionFromString(readFileSync(kubeconfig, "utf8")));
+  const crd = ciliumNetworkPolicyCrd();
+  await admin.apply("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/ciliumnetworkpolicies.cilium.io", crd as ApiObject, { fieldManager: "flotilla-start", force: true });
+}
+
 process.on("SIGINT", () => void stop(0));
 process.on("SIGTERM", () => void stop(0));
 
@@ -106,13 +135,26 @@ const logName = (kind: string, region: LocalRegion) => (REGIONS.length === 1 ? k
 
 mkdirSync(".flotilla", { recursive: true });
 for (const region of REGIONS) {
-  await run(
-    logName("k8s", region),
-    ["packages/k8s-emulator/src/main.ts"],
-    ["--listen", region.emulator, "--kubeconfig-out", region.kubeconfig],
-    {},
-    /listening|ready|serving/i,
-  );
+  if (REAL_KUBE) {
+    // One control plane per region, its data kept across restarts like ctrl's database.
+    const dataDir = `.flotilla/kube-real/${region.name}`;
+    await runCommand(
+      logName("k8s", region),
+      FLOTILLA_KUBE,
+      ["--listen", region.kube, "--data-dir", dataDir, "--kubeconfig-out", region.kubeconfig],
+      {},
+      /^flotilla-kube ready/,
+    );
+    await installCiliumCrd(region.kubeconfig);
+  } else {
+    await run(
+      logName("k8s", region),
+      ["packages/k8s-emulator/src/main.ts"],
+      ["--listen", region.kube, "--kubeconfig-out", region.kubeconfig],
+      {},
+      /listening|ready|serving/i,
+    );
+  }
 }
 const pki = pkiFiles(PKI_DIR);
 if (TLS) {
@@ -177,16 +219,18 @@ const mtlsLines = TLS
   ${BUF} --cert ${firstCert.cert} --key ${firstCert.key} -H "$AUTH" $CTRL/ctrl.v1.ClusterService/SyncDesiredState -d '{"region":"${first.name}"}'
 `
   : "";
+const KUBE_NAME = REAL_KUBE ? "Kubernetes (flotilla-kube)" : "Kubernetes emulator";
+const kubeUrl = (region: LocalRegion) => `${REAL_KUBE ? "https" : "http"}://${region.kube}`;
 const labelText = (labels: Record<string, string>) =>
   Object.entries(labels)
     .map(([k, v]) => `${k}=${v}`)
     .join(",");
 const multiRegion = args.regions !== undefined;
 const stackLines = !multiRegion
-  ? `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://${first.agentHealth}, Kubernetes emulator http://${first.emulator}
+  ? `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://${first.agentHealth}, ${KUBE_NAME} ${kubeUrl(first)}
 Region \`${first.name}\` and an agent token for it are created; the agent above uses them.`
-  : `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, and per region an emulator and an agent with its own token:
-${REGIONS.map((r) => `  ${r.name.padEnd(12)} ${labelText(r.labels).padEnd(28)} emulator http://${r.emulator}  agent health http://${r.agentHealth}  kubeconfig ${r.kubeconfig}`).join("\n")}`;
+  : `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, and per region ${REAL_KUBE ? "a flotilla-kube" : "an emulator"} and an agent with its own token:
+${REGIONS.map((r) => `  ${r.name.padEnd(12)} ${labelText(r.labels).padEnd(28)} ${REAL_KUBE ? "kube-apiserver" : "emulator"} ${kubeUrl(r)}  agent health http://${r.agentHealth}  kubeconfig ${r.kubeconfig}`).join("\n")}`;
 console.log(`
 ${stackLines}
 The web console: ${CTRL}/ (sign in with the admin token: ${tokenVariable ? `$${tokenVariable}` : "cat .flotilla/admin-token"}).

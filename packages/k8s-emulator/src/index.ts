@@ -3,3 +3,4 @@ export { FaultInjector, type Verb, type VerbPattern, type FaultConfig } from "./
 export type { RequestLogEntry } from "./http.ts";
 export type { KubeObject } from "./util.ts";
 export { kubeconfigYaml } from "./kubeconfig.ts";
+export { ciliumNetworkPolicyCrd } from "./cilium-crd.ts";

@@ -23,6 +23,7 @@ import type { StoreOptions } from "@flotilla/store";
 import { startTestCtrl, type TestCtrl } from "./ctrl.ts";
 import type { TestDatabase } from "./databases.ts";
 import { desiredInDatabase } from "./follower.ts";
+import type { KubeCluster } from "./kube-target.ts";
 
 export const REGION = "east";
 export const OTHER_REGION = "west";
@@ -46,22 +47,41 @@ export async function startStack(
   db: TestDatabase,
   options: { ctrl?: Partial<CtrlOptions>; emulator?: EmulatorOptions; store?: StoreOptions } = {},
 ): Promise<Stack> {
-  const t = await startTestCtrl(db, { pollIntervalMs: 50, stream: { bookmarkIntervalMs: BOOKMARK_MS }, ...options.ctrl }, options.store);
-  await t.store.regions.create(REGION);
-  await t.store.regions.create(OTHER_REGION);
-  const { token } = await t.client(RegionService).createAgentToken({ region: REGION });
+  const { t, token } = await startCtrlOfRegions(db, options.ctrl, options.store);
   const emulator = await KubernetesEmulator.start({ rolloutDelayMs: 20, ...options.emulator });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromString(emulator.kubeconfigYaml());
   const kubeClient = new KubeClient(await kubeconfigConnectionFromString(emulator.kubeconfigYaml()));
-  const agents: Agent[] = [];
+  const agents = agentStarter(t, token, kubeClient, emulator.options.bookmarkIntervalMs);
   return {
     t,
     emulator,
     token,
     kubeConfig,
     kubeClient,
-    async agent(overrides = {}) {
+    agent: agents.start,
+    async close() {
+      await agents.stopAll();
+      await emulator.stop();
+      await t.close();
+    },
+  };
+}
+
+/** ctrl with regions east and west, and an agent token of east. */
+async function startCtrlOfRegions(db: TestDatabase, ctrl: Partial<CtrlOptions> = {}, store?: StoreOptions) {
+  const t = await startTestCtrl(db, { pollIntervalMs: 50, stream: { bookmarkIntervalMs: BOOKMARK_MS }, ...ctrl }, store);
+  await t.store.regions.create(REGION);
+  await t.store.regions.create(OTHER_REGION);
+  const { token } = await t.client(RegionService).createAgentToken({ region: REGION });
+  return { t, token };
+}
+
+/** Starts agents of region east with test-friendly timings against `kubeClient`. */
+function agentStarter(t: TestCtrl, token: string, kubeClient: KubeClient, observerBookmarkIntervalMs: number) {
+  const agents: Agent[] = [];
+  return {
+    async start(overrides: Partial<AgentConfig> = {}): Promise<Agent> {
       const agent = await startAgent({
         ctrlUrl: t.url,
         region: REGION,
@@ -72,7 +92,7 @@ export async function startStack(
         retryBackoff: { minMs: 20, maxMs: 500 },
         reportIntervalMs: 50,
         heartbeatIntervalMs: 300,
-        observerBookmarkIntervalMs: emulator.options.bookmarkIntervalMs,
+        observerBookmarkIntervalMs,
         observerBackoff: { minMs: 50, maxMs: 500 },
         log: silentLogger,
         ...overrides,
@@ -80,9 +100,35 @@ export async function startStack(
       agents.push(agent);
       return agent;
     },
+    stopAll: () => Promise.all(agents.map((a) => a.stop())),
+  };
+}
+
+/** A stack like startStack's on any Kubernetes target: the agent uses the cluster's agent credential. */
+export interface TargetStack {
+  t: TestCtrl;
+  cluster: KubeCluster;
+  /** Starts an agent of region east; stopped by close(). */
+  agent(overrides?: Partial<AgentConfig>): Promise<Agent>;
+  /** Stops the agents and ctrl; the cluster is the caller's. */
+  close(): Promise<void>;
+}
+
+export async function startTargetStack(
+  db: TestDatabase,
+  cluster: KubeCluster,
+  ctrl: Partial<CtrlOptions> = {},
+  store?: StoreOptions,
+): Promise<TargetStack> {
+  const { t, token } = await startCtrlOfRegions(db, ctrl, store);
+  const kubeClient = new KubeClient(await kubeconfigConnectionFromString(cluster.agentKubeconfig));
+  const agents = agentStarter(t, token, kubeClient, cluster.bookmarkIntervalMs);
+  return {
+    t,
+    cluster,
+    agent: agents.start,
     async close() {
-      await Promise.all(agents.map((a) => a.stop()));
-      await emulator.stop();
+      await agents.stopAll();
       await t.close();
     },
   };
@@ -196,7 +242,7 @@ export interface RegionPhase {
 }
 
 /** The status of deployment `id` in this region, or undefined once the deployment is gone. */
-export async function statusOf(stack: Stack, id: string): Promise<RegionPhase | undefined> {
+export async function statusOf(stack: Pick<Stack, "t">, id: string): Promise<RegionPhase | undefined> {
   try {
     const { deployment } = await stack.t.client(DeploymentService).getDeployment({ id });
     const status = deployment?.status.find((s) => s.region === REGION);
@@ -208,7 +254,14 @@ export async function statusOf(stack: Stack, id: string): Promise<RegionPhase | 
 }
 
 /** Waits for phase `phase` (and a reason matching `reason`), returning the phases seen on the way. */
-export async function waitForPhase(stack: Stack, id: string, phase: string, reason?: RegExp, seen: string[] = []): Promise<RegionPhase> {
+export async function waitForPhase(
+  stack: Pick<Stack, "t">,
+  id: string,
+  phase: string,
+  reason?: RegExp,
+  seen: string[] = [],
+  timeoutMs = 30_000,
+): Promise<RegionPhase> {
   let last: RegionPhase | undefined;
   return waitFor(
     async () => {
@@ -217,7 +270,7 @@ export async function waitForPhase(stack: Stack, id: string, phase: string, reas
       return last?.phase === phase && (!reason || reason.test(last.reason)) && last;
     },
     `${id} ${phase}`,
-    30_000,
+    timeoutMs,
     () => ({ last, seen }),
   );
 }
