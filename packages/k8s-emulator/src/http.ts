@@ -19,8 +19,9 @@ import {
   type RequestAttributes,
 } from "./rbac.ts";
 import { impersonatedUser } from "./impersonation.ts";
-import type { KindStrategy } from "./kinds/strategy.ts";
-import { findByPath, groupVersion, subresourcesOf } from "./resources.ts";
+import { findByPath } from "./kinds/index.ts";
+import { subresourcesOf, type KindStrategy } from "./kinds/strategy.ts";
+import { groupVersion } from "./resources.ts";
 import { parseFieldSelector, parseLabelSelector, type Selector } from "./selectors.ts";
 import { isObject, type JsonObject, type KubeObject } from "./util.ts";
 import type { WatchHub } from "./watch.ts";
@@ -548,7 +549,7 @@ async function serve(
   switch (verb) {
     case "get": {
       const object = registry.get(rt, namespace, name!);
-      return respond(200, table ? toTable(rt, [object], { resourceVersion: object.metadata.resourceVersion }, table) : object);
+      return respond(200, table ? toTable(rt.printer, [object], { resourceVersion: object.metadata.resourceVersion }, table) : object);
     }
     case "list": {
       const result = registry.list(rt, {
@@ -561,7 +562,7 @@ async function serve(
       const metadata: JsonObject = { resourceVersion: result.resourceVersion };
       if (result.continueToken) metadata.continue = result.continueToken;
       if (result.remainingItemCount !== undefined) metadata.remainingItemCount = result.remainingItemCount;
-      return respond(200, table ? toTable(rt, result.items, metadata, table) : listBody(rt, result.items, metadata));
+      return respond(200, table ? toTable(rt.printer, result.items, metadata, table) : listBody(rt, result.items, metadata));
     }
     case "watch": {
       let selector = combine(parseLabelSelector(query.labelSelector), parseFieldSelector(query.fieldSelector, rt.fieldLabels));

@@ -9,15 +9,15 @@ import type { Allocators } from "./defaults.ts";
 import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden, invalid, notFound, type FieldError, type Subject } from "./errors.ts";
 import type { Scope } from "./fields.ts";
 import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.ts";
-import { KINDS } from "./kinds/index.ts";
+import { KINDS, findType } from "./kinds/index.ts";
 import { namespaces } from "./kinds/namespace.ts";
 import type { KindStrategy } from "./kinds/strategy.ts";
-import { findType, groupVersion } from "./resources.ts";
+import { groupVersion } from "./resources.ts";
 import { pruneUnknown, validateSchema, type Schema } from "./schema.ts";
 import type { Selector } from "./selectors.ts";
 import type { ObjectStore } from "./store.ts";
 import { clone, deepEqual, isObject, nowRfc3339, randomSuffix, type JsonObject, type KubeObject } from "./util.ts";
-import { validateObject, validateUpdate } from "./validation.ts";
+import { validateMetadata } from "./validation.ts";
 
 /** Namespaces the NamespaceLifecycle admission plugin refuses to delete. */
 const IMMORTAL_NAMESPACES = ["default", "kube-public", "kube-system"];
@@ -291,8 +291,11 @@ export class Registry {
     if (rt.zeroStatus && !isObject(o.status)) o.status = clone(rt.zeroStatus);
 
     if (rt.schema) this.checkSchema(rt, rt.schema, o, opts);
-    const errors: FieldError[] = validateObject(rt, o);
-    if (old) errors.push(...validateUpdate(rt, old, o));
+    // The metadata's checks, then the kind's (rest.BeforeCreate and BeforeUpdate).
+    const errors: FieldError[] = [];
+    validateMetadata(rt, o, errors);
+    errors.push(...(rt.validate?.(o) ?? []));
+    if (old) errors.push(...(rt.validateUpdate?.(old, o) ?? []));
     if (errors.length) throw invalid(rt.kind, rt.group, meta.name ?? "", errors);
 
     meta.generation = this.nextGeneration(rt, old, o);

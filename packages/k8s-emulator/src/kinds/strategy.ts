@@ -56,6 +56,11 @@ export interface KindStrategy extends ResourceType {
   readonly fieldLabels?: Readonly<Record<string, FieldGetter>>;
 }
 
+/** The subresources a type serves: `status` when it has one, then its strategy's others. */
+export function subresourcesOf(rt: KindStrategy): string[] {
+  return [...(rt.statusSubresource ? ["status"] : []), ...(rt.extraSubresources ?? [])];
+}
+
 /** The descriptor members a kind spells out; the others take the values most kinds have. */
 type KindSpec = Pick<KindStrategy, "group" | "version" | "kind" | "resource" | "namespaced"> & Partial<KindStrategy>;
 
