@@ -9,11 +9,19 @@ import type { FieldError } from "../errors.ts";
 import type { ResourceType } from "../resources.ts";
 import type { Schema } from "../schema.ts";
 import type { FieldGetter } from "../selectors.ts";
+import type { ObjectStore } from "../store.ts";
 import type { Printer } from "../table.ts";
 import type { JsonObject, KubeObject } from "../util.ts";
 
 /** Subresources besides `status`: autoscaling/v1 Scale, authentication.k8s.io/v1 TokenRequest. */
 export type ExtraSubresource = "scale" | "token";
+
+/** What a kind's own storage rules reach: the stored objects, and the removal of a namespace's content. */
+export interface KindStorage {
+  readonly store: ObjectStore;
+  /** Removes every object in the namespace, kind by kind. */
+  removeContent(namespace: string): void;
+}
 
 /**
  * A served kind: its descriptor (ResourceType: names, scope, the generic registry's switches)
@@ -54,6 +62,13 @@ export interface KindStrategy extends ResourceType {
   readonly printer?: Printer;
   /** Field selector labels beyond metadata.name and metadata.namespace (GetAttrs, ToSelectableFields). */
   readonly fieldLabels?: Readonly<Record<string, FieldGetter>>;
+  /**
+   * The DELETE of one object, after the generic checks of its options and preconditions, for a
+   * kind whose REST storage deletes in its own way; returns the response body.
+   */
+  delete?(object: KubeObject, dryRun: boolean, storage: KindStorage): KubeObject;
+  /** Removes what an object takes along when it is removed directly, without the API's rules (the test API). */
+  beforeRemove?(name: string, storage: KindStorage): void;
 }
 
 /** The subresources a type serves: `status` when it has one, then its strategy's others. */
