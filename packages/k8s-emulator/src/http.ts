@@ -407,11 +407,7 @@ async function handle(ctx: HttpContext, req: IncomingMessage, res: ServerRespons
   }
 }
 
-/**
- * The scale subresource of a Deployment (pkg/registry/apps/deployment/storage/storage.go,
- * ScaleREST): an autoscaling/v1 Scale whose spec.replicas reads and writes the Deployment's,
- * what `kubectl scale` patches.
- */
+/** The scale subresource: a Scale read, or written by update or merge patch, through the kind's rules. */
 function serveScale(
   ctx: HttpContext,
   route: ResourceRoute,
@@ -422,8 +418,9 @@ function serveScale(
   respond: (status: number, payload: unknown) => void,
 ): void {
   const { rt, namespace, name } = route;
+  const rules = rt.scale!;
   const current = ctx.registry.get(rt, namespace, name!);
-  if (verb === "get") return respond(200, toScale(current));
+  if (verb === "get") return respond(200, rules.toScale(current));
   let replicas: unknown;
   if (verb === "update") replicas = (((decodeWriteBody(body, contentType) as JsonObject).spec ?? {}) as JsonObject).replicas;
   else if (verb === "patch" && (contentType === "application/merge-patch+json" || contentType === "application/strategic-merge-patch+json"))
@@ -441,26 +438,8 @@ function serveScale(
       { details: {} },
     );
   }
-  const next = structuredClone(current);
-  (next.spec as JsonObject).replicas = replicas;
-  respond(200, toScale(ctx.registry.update(rt, namespace, name!, next, { ...write("UpdateOptions"), scope: "main" })));
-}
-
-function toScale(deployment: KubeObject): JsonObject {
-  const { name, namespace, uid, resourceVersion, creationTimestamp } = deployment.metadata;
-  const matchLabels = (((deployment.spec as JsonObject).selector as JsonObject | undefined)?.matchLabels ?? {}) as Record<string, string>;
-  return {
-    kind: "Scale",
-    apiVersion: "autoscaling/v1",
-    metadata: { name, namespace, uid, resourceVersion, creationTimestamp },
-    spec: { replicas: (deployment.spec as JsonObject).replicas ?? 1 },
-    status: {
-      replicas: ((deployment.status ?? {}) as JsonObject).replicas ?? 0,
-      selector: Object.entries(matchLabels)
-        .map(([k, v]) => `${k}=${v}`)
-        .join(","),
-    },
-  };
+  const next = rules.scaled(current, replicas as number);
+  respond(200, rules.toScale(ctx.registry.update(rt, namespace, name!, next, { ...write("UpdateOptions"), scope: "main" })));
 }
 
 /** Who a request is and what it asks, when RBAC is on. */

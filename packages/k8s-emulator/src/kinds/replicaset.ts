@@ -4,6 +4,7 @@
 import { APPS, CORE, META, int, obj, ref, resource } from "../openapi-schemas.ts";
 import { field } from "../selectors.ts";
 import { AGE, NAME, TEMPLATE_COLUMNS, age, num, specOf, statusOf, templateCells } from "../table.ts";
+import { replicasScale } from "./scale.ts";
 import { defineKind } from "./strategy.ts";
 
 export const replicaSets = defineKind({
@@ -16,7 +17,7 @@ export const replicaSets = defineKind({
   categories: ["all"],
   statusSubresource: true,
   generation: "spec",
-  extraSubresources: ["scale"],
+  scale: replicasScale,
   definitions: {
     [`${APPS}.ReplicaSet`]: resource(
       "ReplicaSet ensures that a specified number of pod replicas are running at any given time.",

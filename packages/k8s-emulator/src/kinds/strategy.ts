@@ -13,8 +13,14 @@ import type { ObjectStore } from "../store.ts";
 import type { Printer } from "../table.ts";
 import type { JsonObject, KubeObject } from "../util.ts";
 
-/** Subresources besides `status`: autoscaling/v1 Scale, authentication.k8s.io/v1 TokenRequest. */
-export type ExtraSubresource = "scale" | "token";
+/** Subresources besides `status` and `scale`: authentication.k8s.io/v1 TokenRequest. */
+export type ExtraSubresource = "token";
+
+/** A kind's scale subresource: the object as an autoscaling/v1 Scale, and the object with a Scale's replicas. */
+export interface ScaleRules {
+  toScale(o: KubeObject): JsonObject;
+  scaled(o: KubeObject, replicas: number): KubeObject;
+}
 
 /** What a kind's own storage rules reach: the stored objects, and the removal of a namespace's content. */
 export interface KindStorage {
@@ -29,8 +35,10 @@ export interface KindStorage {
  * given beyond the generic checks (metadata, resourceVersion, managedFields).
  */
 export interface KindStrategy extends ResourceType {
-  /** Subresources served beyond `status` (which `statusSubresource` turns on). */
+  /** Subresources served beyond `status` (which `statusSubresource` turns on) and `scale`. */
   readonly extraSubresources?: readonly ExtraSubresource[];
+  /** Serves the scale subresource (the storage's ScaleREST). */
+  readonly scale?: ScaleRules;
   /** Discovery lists no `deletecollection` (the storage is no rest.CollectionDeleter). */
   readonly noCollectionDelete?: boolean;
   /**
@@ -71,9 +79,9 @@ export interface KindStrategy extends ResourceType {
   beforeRemove?(name: string, storage: KindStorage): void;
 }
 
-/** The subresources a type serves: `status` when it has one, then its strategy's others. */
+/** The subresources a type serves: `status` and `scale` when it has them, then its strategy's others. */
 export function subresourcesOf(rt: KindStrategy): string[] {
-  return [...(rt.statusSubresource ? ["status"] : []), ...(rt.extraSubresources ?? [])];
+  return [...(rt.statusSubresource ? ["status"] : []), ...(rt.scale ? ["scale"] : []), ...(rt.extraSubresources ?? [])];
 }
 
 /** The descriptor members a kind spells out; the others take the values most kinds have. */
