@@ -2,8 +2,9 @@
 // pkg/registry/<group>/<kind>/strategy.go (with its defaulters from
 // pkg/apis/<group>/v1/defaults.go and its printer from
 // pkg/printers/internalversion/printers.go). The generic code (registry.ts,
-// http.ts, discovery.ts, openapi.ts, table.ts, selectors.ts, canonical.ts)
-// serves every kind of kinds/index.ts through this interface and names none.
+// http.ts and http/, discovery.ts, openapi.ts, table.ts, selectors.ts,
+// canonical.ts) serves every kind of kinds/index.ts through this interface and
+// names none.
 import type { Allocators } from "../defaults.ts";
 import type { FieldError } from "../errors.ts";
 import type { ResourceType } from "../resources.ts";
