@@ -1,4 +1,4 @@
-// apps/v1 ReplicaSet, made by the rollout controller (rollout.ts) for a Deployment:
+// apps/v1 ReplicaSet, made by the deployment controller (rollout/) for a Deployment:
 // pkg/registry/apps/replicaset/strategy.go (status subresource, generation on spec changes,
 // the status.replicas field label), columns from printReplicaSet.
 import { APPS, CORE, META, int, obj, ref, resource } from "../openapi-schemas.ts";
