@@ -34,6 +34,7 @@ import { KINDS } from "../kinds/index.ts";
 import type { StoreEvent } from "../store.ts";
 import { isObject, nowRfc3339, type JsonObject, type KubeObject } from "../util.ts";
 import { EventRecorder, PODS, copiedAnnotations, REPLICA_SETS, REVISION, replicaSetFor, replicaSetStatus, spec, templateHash } from "../workloads.ts";
+import { WorkQueue } from "../work-queue.ts";
 import { GarbageCollector, controllerOf } from "./garbage-collector.ts";
 import { PodPublisher, podState, readyAfterMs, type Pod } from "./pods.ts";
 import { ReplicaSetController, readyPods, type ReplicaSet } from "./replicaset-controller.ts";
@@ -111,7 +112,7 @@ export class DeploymentController {
   private readonly registry: Registry;
   private readonly opts: RolloutOptions;
   private readonly states = new Map<string, DeploymentState>();
-  private readonly pending = new Set<string>();
+  private readonly queue = new WorkQueue((key) => this.reconcile(key));
   private readonly events: EventRecorder;
   private readonly replicaSets: ReplicaSetController;
   private readonly pods: PodPublisher;
@@ -136,7 +137,7 @@ export class DeploymentController {
     this.unsubscribe?.();
     for (const s of this.states.values()) clearTimeout(s.timer);
     this.states.clear();
-    this.pending.clear();
+    this.queue.clear();
     this.events.clear();
     this.held = false;
   }
@@ -159,7 +160,7 @@ export class DeploymentController {
           pod.readyAt = now + this.opts.podReadyDelayMs;
           delete pod.held;
         }
-        this.schedule(key);
+        this.queue.add(key);
       }
     };
   }
@@ -181,7 +182,7 @@ export class DeploymentController {
       if (state && e.object.metadata.finalizers?.includes("orphan")) state.orphan = true;
       return;
     }
-    this.schedule(key);
+    this.queue.add(key);
   }
 
   /**
@@ -205,7 +206,7 @@ export class DeploymentController {
       // The garbage collector deletes the pods of a deleted ReplicaSet.
       setImmediate(() => this.collector.deletePods(namespace, rs.pods));
     }
-    this.schedule(key);
+    this.queue.add(key);
   }
 
   /**
@@ -223,7 +224,7 @@ export class DeploymentController {
     model.rs.replicas = replicas;
     // Not this controller's scaling: no ScalingReplicaSet event for it.
     model.rs.publishedReplicas = replicas;
-    this.schedule(model.key);
+    this.queue.add(model.key);
   }
 
   /** The model of a ReplicaSet object, found through its controller reference; none for one this controller no longer has. */
@@ -234,16 +235,6 @@ export class DeploymentController {
     const state = this.states.get(key);
     const rs = state?.sets.find((s) => s.name === replicaSet.metadata.name);
     return state && rs && { key, state, rs };
-  }
-
-  /** Reconciles asynchronously, like a controller fed by a watch: the triggering write is answered first. */
-  private schedule(key: string): void {
-    if (this.pending.has(key)) return;
-    this.pending.add(key);
-    setImmediate(() => {
-      this.pending.delete(key);
-      this.reconcile(key);
-    });
   }
 
   private reconcile(key: string): void {
@@ -509,7 +500,7 @@ export class DeploymentController {
       times.push(state.lastProgressAt + this.deadlineMs(d));
     }
     if (times.length === 0) return;
-    const timer = setTimeout(() => this.schedule(key), Math.max(0, Math.min(...times) - now));
+    const timer = setTimeout(() => this.queue.add(key), Math.max(0, Math.min(...times) - now));
     timer.unref();
     state.timer = timer;
   }
