@@ -9,7 +9,7 @@ import { TLSSocket } from "node:tls";
 import { ApiError, invalid } from "./errors.ts";
 import type { Registry } from "./registry.ts";
 import type { StoreEvent } from "./store.ts";
-import { findByPath } from "./resources.ts";
+import { findByPath } from "./kinds/index.ts";
 import { isObject, type JsonObject, type KubeObject } from "./util.ts";
 
 /** k8s.io/apiserver/pkg/authentication/user.Info. */

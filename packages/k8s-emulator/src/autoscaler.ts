@@ -15,6 +15,7 @@ import type { Registry } from "./registry.ts";
 import type { StoreEvent } from "./store.ts";
 import { isObject, nowRfc3339, type JsonObject, type KubeObject } from "./util.ts";
 import type { EventRecorder } from "./workloads.ts";
+import { WorkQueue } from "./work-queue.ts";
 
 /** --horizontal-pod-autoscaler-tolerance. */
 const TOLERANCE = 0.1;
@@ -48,7 +49,7 @@ export class AutoscalerController {
   private readonly events: EventRecorder;
   private readonly utilization = new Map<string, Utilization>();
   private readonly recommendations = new Map<string, Recommendation[]>();
-  private readonly pending = new Set<string>();
+  private readonly queue = new WorkQueue((key) => this.reconcile(key));
   /**
    * The HPAs (namespace/name) that scale each Deployment (namespace/name), and the reverse: a
    * Deployment event finds its HPAs without reading every HPA of its namespace, as the real
@@ -72,7 +73,7 @@ export class AutoscalerController {
     this.unsubscribe?.();
     this.utilization.clear();
     this.recommendations.clear();
-    this.pending.clear();
+    this.queue.clear();
     this.byTarget.clear();
     this.targetOf.clear();
   }
@@ -82,7 +83,7 @@ export class AutoscalerController {
     const key = keyOf(namespace, name);
     if (Object.keys(utilization).length === 0) this.utilization.delete(key);
     else this.utilization.set(key, utilization);
-    this.schedule(key);
+    this.queue.add(key);
   }
 
   /** Runs inside the store's write: reconciles in a later turn. */
@@ -95,9 +96,9 @@ export class AutoscalerController {
         return;
       }
       this.index(e.object);
-      this.schedule(keyOf(namespace, name));
+      this.queue.add(keyOf(namespace, name));
     } else if (e.rt === deployments) {
-      for (const key of this.byTarget.get(keyOf(namespace, name)) ?? []) this.schedule(key);
+      for (const key of this.byTarget.get(keyOf(namespace, name)) ?? []) this.queue.add(key);
     }
   }
 
@@ -122,15 +123,6 @@ export class AutoscalerController {
     const hpas = this.byTarget.get(targetKey)!;
     hpas.delete(key);
     if (hpas.size === 0) this.byTarget.delete(targetKey);
-  }
-
-  private schedule(key: string): void {
-    if (this.pending.has(key)) return;
-    this.pending.add(key);
-    setImmediate(() => {
-      this.pending.delete(key);
-      this.reconcile(key);
-    });
   }
 
   private reconcile(key: string): void {

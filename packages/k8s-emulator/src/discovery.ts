@@ -3,7 +3,8 @@
 // GET /apis/<group>/<version>, so these must list every served resource.
 import { createHash } from "node:crypto";
 import { KINDS } from "./kinds/index.ts";
-import { VERBS, groupVersion, subresourcesOf, type ResourceType } from "./resources.ts";
+import { subresourcesOf } from "./kinds/strategy.ts";
+import { VERBS, groupVersion, type ResourceType } from "./resources.ts";
 import type { JsonObject } from "./util.ts";
 
 /** The version reported by GET /version. */

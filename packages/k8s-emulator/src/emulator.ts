@@ -1,4 +1,4 @@
-// KubernetesEmulator: wires the store, registry, watches, rollout controller,
+// KubernetesEmulator: wires the store, registry, watches, controllers,
 // fault injection and the HTTP server together, and offers direct state
 // access for tests.
 import { writeFile } from "node:fs/promises";
@@ -15,10 +15,10 @@ import { kubeconfigYaml } from "./kubeconfig.ts";
 import { NamespaceController } from "./namespaces.ts";
 import { BOOTSTRAP_POLICY, RbacAuthorizer } from "./rbac.ts";
 import { Registry } from "./registry.ts";
-import { KINDS } from "./kinds/index.ts";
+import { KINDS, findType } from "./kinds/index.ts";
 import type { KindStrategy } from "./kinds/strategy.ts";
-import { findType, groupVersion } from "./resources.ts";
-import { RolloutController } from "./rollout.ts";
+import { groupVersion } from "./resources.ts";
+import { DeploymentController } from "./rollout/deployment-controller.ts";
 import { ObjectStore } from "./store.ts";
 import { isObject, type KubeObject } from "./util.ts";
 import { WatchHub } from "./watch.ts";
@@ -88,7 +88,7 @@ export class KubernetesEmulator {
   private readonly store: ObjectStore;
   private readonly registry: Registry;
   private readonly watches: WatchHub;
-  private readonly rollout: RolloutController;
+  private readonly rollout: DeploymentController;
   private readonly namespaceController: NamespaceController;
   private readonly disruption: DisruptionController;
   private readonly autoscaler: AutoscalerController;
@@ -103,7 +103,7 @@ export class KubernetesEmulator {
     this.registry = new Registry(this.store);
     this.watches = new WatchHub(this.store, options.bookmarkIntervalMs);
     this.faults = new FaultInjector(this.watches);
-    this.rollout = new RolloutController(this.registry, {
+    this.rollout = new DeploymentController(this.registry, {
       podReadyDelayMs: options.rolloutDelayMs,
       deadlineSecondMs: options.progressDeadlineSecondMs,
       failingImage: options.failingImagePattern,
@@ -259,7 +259,7 @@ export class KubernetesEmulator {
     return this.namespaceController.hold();
   }
 
-  /** Holds pod readiness and progress deadlines of rollouts until the returned function is called (RolloutController.hold). */
+  /** Holds pod readiness and progress deadlines of rollouts until the returned function is called (DeploymentController.hold). */
   holdRollouts(): () => void {
     return this.rollout.hold();
   }

@@ -1,5 +1,6 @@
 // metav1.Status failures, shaped exactly like the real API server's, so that
 // client code that inspects `body.reason` / `body.code` behaves the same.
+import type { ResourceType } from "./resources.ts";
 
 export interface StatusDetails {
   name?: string;
@@ -80,6 +81,10 @@ export interface Subject {
   resource: string;
   group: string;
   name: string;
+}
+
+export function subjectOf(rt: ResourceType, name: string): Subject {
+  return { resource: rt.resource, group: rt.group, name };
 }
 
 function qualified(s: Subject): string {

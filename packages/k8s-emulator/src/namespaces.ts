@@ -100,10 +100,7 @@ export class NamespaceController {
     // nothing to do without a deletionTimestamp): one deleted and created anew since keeps its content.
     const ns = this.current(name);
     if (!ns?.metadata.deletionTimestamp) return;
-    for (const rt of KINDS) {
-      if (!rt.namespaced) continue;
-      for (const o of this.registry.store.list(rt, name)) this.registry.store.remove(rt, name, o.metadata.name ?? "");
-    }
+    this.registry.removeContent(name);
     const spec = isObject(ns.spec) ? ns.spec : {};
     const finalizers = (Array.isArray(spec.finalizers) ? spec.finalizers : []).filter((f) => f !== FINALIZER);
     if (finalizers.length > 0 || (ns.metadata.finalizers?.length ?? 0) > 0) {

@@ -6,7 +6,7 @@
 import type { UserInfo } from "./auth.ts";
 import { ApiError, invalid } from "./errors.ts";
 import type { Registry } from "./registry.ts";
-import { findByPath } from "./resources.ts";
+import { findByPath } from "./kinds/index.ts";
 import { isObject, type JsonObject, type KubeObject } from "./util.ts";
 
 /** authorizer.Attributes: a resource request, or a non-resource one (then only verb and path). */

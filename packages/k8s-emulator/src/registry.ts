@@ -1,26 +1,24 @@
 // Verb semantics on top of the store, mirroring the generic registry of the
 // real API server: server-owned metadata, the status subresource, defaulting,
 // validation, generation, optimistic concurrency, managedFields, dry-run and
-// namespace lifecycle. Used by the HTTP layer and by the direct test API.
+// the NamespaceLifecycle admission; a kind that deletes in its own way says so in
+// its strategy. Used by the HTTP layer and by the direct test API.
 import { randomUUID } from "node:crypto";
 import { serverSideApply, trackUpdate } from "./apply.ts";
 import { canonicalize } from "./canonical.ts";
 import type { Allocators } from "./defaults.ts";
-import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden, invalid, notFound, type FieldError, type Subject } from "./errors.ts";
+import { ApiError, STALE_OBJECT, alreadyExists, badRequest, conflict, forbidden, invalid, notFound, subjectOf, type FieldError } from "./errors.ts";
 import type { Scope } from "./fields.ts";
 import { jsonPatch, mergePatch, strategicMergePatch } from "./patch.ts";
-import { KINDS } from "./kinds/index.ts";
+import { KINDS, findType } from "./kinds/index.ts";
 import { namespaces } from "./kinds/namespace.ts";
-import type { KindStrategy } from "./kinds/strategy.ts";
-import { findType, groupVersion } from "./resources.ts";
+import type { KindStorage, KindStrategy } from "./kinds/strategy.ts";
+import { groupVersion } from "./resources.ts";
 import { pruneUnknown, validateSchema, type Schema } from "./schema.ts";
 import type { Selector } from "./selectors.ts";
 import type { ObjectStore } from "./store.ts";
 import { clone, deepEqual, isObject, nowRfc3339, randomSuffix, type JsonObject, type KubeObject } from "./util.ts";
-import { validateObject, validateUpdate } from "./validation.ts";
-
-/** Namespaces the NamespaceLifecycle admission plugin refuses to delete. */
-const IMMORTAL_NAMESPACES = ["default", "kube-public", "kube-system"];
+import { validateMetadata } from "./validation.ts";
 
 export type FieldValidation = "Strict" | "Warn" | "Ignore";
 
@@ -66,10 +64,6 @@ export function isBuiltIn(rt: KindStrategy): boolean {
   return rt.schema === undefined;
 }
 
-export function subjectOf(rt: KindStrategy, name: string): Subject {
-  return { resource: rt.resource, group: rt.group, name };
-}
-
 interface ContinueToken {
   rv: string;
   start: string;
@@ -79,7 +73,7 @@ function itemKey(o: KubeObject): string {
   return `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
 }
 
-export class Registry {
+export class Registry implements KindStorage {
   readonly store: ObjectStore;
   private nextIp = 10;
   private nodePortsAllocated = 0;
@@ -291,8 +285,11 @@ export class Registry {
     if (rt.zeroStatus && !isObject(o.status)) o.status = clone(rt.zeroStatus);
 
     if (rt.schema) this.checkSchema(rt, rt.schema, o, opts);
-    const errors: FieldError[] = validateObject(rt, o);
-    if (old) errors.push(...validateUpdate(rt, old, o));
+    // The metadata's checks, then the kind's (rest.BeforeCreate and BeforeUpdate).
+    const errors: FieldError[] = [];
+    validateMetadata(rt, o, errors);
+    errors.push(...(rt.validate?.(o) ?? []));
+    if (old) errors.push(...(rt.validateUpdate?.(old, o) ?? []));
     if (errors.length) throw invalid(rt.kind, rt.group, meta.name ?? "", errors);
 
     meta.generation = this.nextGeneration(rt, old, o);
@@ -360,7 +357,7 @@ export class Registry {
         `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`,
       );
     }
-    if (rt === namespaces) return this.deleteNamespace(old, opts);
+    if (rt.delete) return rt.delete(old, opts.dryRun ?? false, this);
     const terminating = clone(old);
     terminating.metadata.deletionTimestamp = nowRfc3339();
     terminating.metadata.deletionGracePeriodSeconds = 0;
@@ -383,34 +380,6 @@ export class Registry {
     };
   }
 
-  /**
-   * Namespace deletion (pkg/registry/core/namespace/storage/storage.go): the
-   * first DELETE sets deletionTimestamp and phase Terminating and returns the
-   * namespace; the namespace controller (namespaces.ts) then empties it and
-   * removes the `kubernetes` finalizer, and the namespace goes away. A DELETE
-   * while finalizers remain is a 409. The immortal namespaces cannot be
-   * deleted (NamespaceLifecycle admission).
-   */
-  private deleteNamespace(ns: KubeObject, opts: DeleteOptions): KubeObject {
-    const name = ns.metadata.name ?? "";
-    if (IMMORTAL_NAMESPACES.includes(name)) throw forbidden(subjectOf(namespaces, name), "this namespace may not be deleted");
-    if (!ns.metadata.deletionTimestamp) {
-      const terminating = clone(ns);
-      terminating.metadata.deletionTimestamp = nowRfc3339();
-      terminating.status = { ...(isObject(ns.status) ? ns.status : {}), phase: "Terminating" };
-      return opts.dryRun ? terminating : this.store.write(namespaces, terminating);
-    }
-    const finalizers = isObject(ns.spec) && Array.isArray(ns.spec.finalizers) ? ns.spec.finalizers : [];
-    if (finalizers.length > 0) {
-      throw conflict(
-        subjectOf(namespaces, name),
-        "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
-      );
-    }
-    if (!opts.dryRun) this.store.remove(namespaces, undefined, name);
-    return ns;
-  }
-
   /** DELETE on a collection: removes the matching objects and returns them. */
   deleteCollection(rt: KindStrategy, opts: ListOptions & DeleteOptions): KubeObject[] {
     const { items } = this.list(rt, { ...opts, limit: undefined, continueToken: undefined });
@@ -418,15 +387,18 @@ export class Registry {
     return items;
   }
 
-  /** Removes an object; removing a namespace removes everything in it first. */
+  /** Removes an object, after what its kind removes with it (beforeRemove). */
   remove(rt: KindStrategy, namespace: string | undefined, name: string): boolean {
-    if (rt === namespaces) {
-      for (const t of KINDS) {
-        if (!t.namespaced) continue;
-        for (const o of this.store.list(t, name)) this.store.remove(t, name, o.metadata.name ?? "");
-      }
-    }
+    rt.beforeRemove?.(name, this);
     return this.store.remove(rt, namespace, name) !== undefined;
+  }
+
+  /** Removes every object in a namespace, kind by kind. */
+  removeContent(namespace: string): void {
+    for (const rt of KINDS) {
+      if (!rt.namespaced) continue;
+      for (const o of this.store.list(rt, namespace)) this.store.remove(rt, namespace, o.metadata.name ?? "");
+    }
   }
 
   /**

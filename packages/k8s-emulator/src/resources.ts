@@ -1,7 +1,5 @@
-// What the generic code knows of every served type (its descriptor) and how it finds one;
-// each type's own rules are in its module under kinds/ (kinds/strategy.ts).
-import { KINDS } from "./kinds/index.ts";
-import type { KindStrategy } from "./kinds/strategy.ts";
+// What the generic code knows of every served type (its descriptor); each type's own rules are
+// in its module under kinds/ (kinds/strategy.ts), and kinds/index.ts finds a type.
 
 /** 'path': any name usable as a URL path segment (RBAC objects, as `system:discovery`). */
 export type NameRule = "subdomain" | "label" | "dns1035" | "path";
@@ -31,11 +29,6 @@ export interface ResourceType {
 
 export const VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
-/** The subresources a type serves: `status` when it has one, then its strategy's others. */
-export function subresourcesOf(rt: KindStrategy): string[] {
-  return [...(rt.statusSubresource ? ["status"] : []), ...(rt.extraSubresources ?? [])];
-}
-
 export function groupVersion(rt: ResourceType): string {
   return rt.group ? `${rt.group}/${rt.version}` : rt.version;
 }
@@ -43,19 +36,4 @@ export function groupVersion(rt: ResourceType): string {
 /** Key used in the store and in error details, e.g. `deployments.apps`. */
 export function resourceKey(rt: ResourceType): string {
   return rt.group ? `${rt.resource}.${rt.group}` : rt.resource;
-}
-
-export function findByPath(group: string, version: string, resource: string): KindStrategy | undefined {
-  return KINDS.find((rt) => rt.group === group && rt.version === version && rt.resource === resource);
-}
-
-/**
- * Resolves a descriptor used by the direct (non-HTTP) API: an apiVersion plus
- * a kind (`Deployment`) or a resource name (`deployments`, `deploy`).
- */
-export function findType(apiVersion: string, kindOrResource: string): KindStrategy | undefined {
-  const lower = kindOrResource.toLowerCase();
-  return KINDS.find(
-    (rt) => groupVersion(rt) === apiVersion && (rt.kind === kindOrResource || rt.resource === lower || rt.singular === lower || rt.shortNames.includes(lower)),
-  );
 }

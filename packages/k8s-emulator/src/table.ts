@@ -6,7 +6,6 @@
 // for a Table (`kubectl get -w`) gets each event's object as a one-row Table
 // (handlers/watch.go, response.go doTransformObject).
 import { badRequest } from "./errors.ts";
-import type { KindStrategy } from "./kinds/strategy.ts";
 import type { JsonObject, KubeObject } from "./util.ts";
 
 export interface Column {
@@ -91,12 +90,11 @@ export function tableOptions(query: Record<string, string>): TableOptions {
 }
 
 /**
- * The objects as a meta.k8s.io/v1 Table (GenerateTable). Each row carries its object, its
+ * The objects as a meta.k8s.io/v1 Table (GenerateTable) with their kind's printer. Each row carries its object, its
  * metadata as a PartialObjectMetadata, or nothing (asTable); with noHeaders the column
  * definitions are null, as a watch sends them after its first event.
  */
-export function toTable(rt: KindStrategy, objects: KubeObject[], metadata: JsonObject, options: TableOptions, now = Date.now()): JsonObject {
-  const printer = rt.printer ?? DEFAULT_PRINTER;
+export function toTable(printer: Printer = DEFAULT_PRINTER, objects: KubeObject[], metadata: JsonObject, options: TableOptions, now = Date.now()): JsonObject {
   const carried = (object: KubeObject) =>
     options.includeObject === "Object"
       ? object

@@ -2,7 +2,6 @@
 // likely to trip over: object names and labels here (ValidateObjectMeta), each
 // kind's own checks in its strategy (kinds/), with the helpers they share.
 import type { FieldError } from "./errors.ts";
-import type { KindStrategy } from "./kinds/strategy.ts";
 import type { NameRule, ResourceType } from "./resources.ts";
 import { dns1123SubdomainProblem, labelKeyProblem, labelValueProblem } from "@flotilla/labels";
 import { isObject, type KubeObject } from "./util.ts";
@@ -31,7 +30,8 @@ export function nameProblem(rule: NameRule, name: string): string | undefined {
   return undefined;
 }
 
-function validateMetadata(rt: ResourceType, obj: KubeObject, errors: FieldError[]): void {
+/** ValidateObjectMeta: the name by the type's rule, label and annotation keys and values. */
+export function validateMetadata(rt: ResourceType, obj: KubeObject, errors: FieldError[]): void {
   const name = obj.metadata.name;
   if (!name) {
     errors.push({ field: "metadata.name", type: "Required value", detail: "name or generateName is required" });
@@ -122,17 +122,4 @@ export function portNumOrNameProblem(value: unknown): string | undefined {
   if (value.includes("--")) return "must not contain consecutive hyphens (-)";
   if (value.startsWith("-") || value.endsWith("-")) return "must not begin or end with a hyphen (-)";
   return undefined;
-}
-
-/** Field errors for an object about to be stored (after defaulting): its metadata's, then its strategy's. */
-export function validateObject(rt: KindStrategy, obj: KubeObject): FieldError[] {
-  const errors: FieldError[] = [];
-  validateMetadata(rt, obj, errors);
-  errors.push(...(rt.validate?.(obj) ?? []));
-  return errors;
-}
-
-/** Field errors for changes the type forbids on update. */
-export function validateUpdate(rt: KindStrategy, oldObj: KubeObject, newObj: KubeObject): FieldError[] {
-  return rt.validateUpdate?.(oldObj, newObj) ?? [];
 }

@@ -115,7 +115,7 @@ class WatchStream {
   private encode(object: KubeObject): unknown {
     const { table } = this.req;
     if (!table || object.kind === "Status") return object;
-    const encoded = toTable(this.req.rt, [object], { resourceVersion: object.metadata.resourceVersion }, { ...table, noHeaders: this.tableStarted });
+    const encoded = toTable(this.req.rt.printer, [object], { resourceVersion: object.metadata.resourceVersion }, { ...table, noHeaders: this.tableStarted });
     // Column definitions only once: watchEmbeddedEncoder sets NoHeaders after its first event.
     this.tableStarted = true;
     return encoded;

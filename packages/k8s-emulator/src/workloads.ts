@@ -1,4 +1,4 @@
-// The objects the rollout controller (rollout.ts) makes visible: ReplicaSets as the deployment
+// The objects the rollout model (rollout/) makes visible: ReplicaSets as the deployment
 // controller writes them, pods as the ReplicaSet controller creates them and the kubelet
 // reports them, and Events as the controllers and the kubelet record them. Only what kubectl
 // shows and rollout history/undo read is filled in; a pod is small (no managedFields), as
@@ -65,7 +65,7 @@ function controllerRef(owner: KubeObject): JsonObject {
   return { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true };
 }
 
-const spec = (o: KubeObject): JsonObject => (isObject(o.spec) ? o.spec : {});
+export const spec = (o: KubeObject): JsonObject => (isObject(o.spec) ? o.spec : {});
 const objectAt = (o: JsonObject, k: string): JsonObject => (isObject(o[k]) ? o[k] : {});
 
 function withHashLabel(labels: unknown, hash: string): Record<string, string> {

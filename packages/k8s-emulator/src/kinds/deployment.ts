@@ -8,6 +8,7 @@ import { AGE, NAME, TEMPLATE_COLUMNS, age, num, specOf, statusOf, templateCells 
 import { deepEqual, isObject, type KubeObject } from "../util.ts";
 import { intOrPercentProblem, validateContainers } from "../validation.ts";
 import { labelSelectorFromObject } from "@flotilla/labels";
+import { replicasScale } from "./scale.ts";
 import { defineKind } from "./strategy.ts";
 
 const isZero = (v: unknown) => v === 0 || v === "0%";
@@ -59,7 +60,7 @@ export const deployments = defineKind({
   categories: ["all"],
   statusSubresource: true,
   generation: "spec",
-  extraSubresources: ["scale"],
+  scale: replicasScale,
   definitions: {
     [`${APPS}.Deployment`]: resource("Deployment enables declarative updates for Pods and ReplicaSets.", `${APPS}.DeploymentSpec`, `${APPS}.DeploymentStatus`),
     [`${APPS}.DeploymentSpec`]: obj(

@@ -1,9 +1,10 @@
-// apps/v1 ReplicaSet, made by the rollout controller (rollout.ts) for a Deployment:
+// apps/v1 ReplicaSet, made by the deployment controller (rollout/) for a Deployment:
 // pkg/registry/apps/replicaset/strategy.go (status subresource, generation on spec changes,
 // the status.replicas field label), columns from printReplicaSet.
 import { APPS, CORE, META, int, obj, ref, resource } from "../openapi-schemas.ts";
 import { field } from "../selectors.ts";
 import { AGE, NAME, TEMPLATE_COLUMNS, age, num, specOf, statusOf, templateCells } from "../table.ts";
+import { replicasScale } from "./scale.ts";
 import { defineKind } from "./strategy.ts";
 
 export const replicaSets = defineKind({
@@ -16,7 +17,7 @@ export const replicaSets = defineKind({
   categories: ["all"],
   statusSubresource: true,
   generation: "spec",
-  extraSubresources: ["scale"],
+  scale: replicasScale,
   definitions: {
     [`${APPS}.ReplicaSet`]: resource(
       "ReplicaSet ensures that a specified number of pod replicas are running at any given time.",

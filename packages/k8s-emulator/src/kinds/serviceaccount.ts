@@ -1,5 +1,5 @@
 // core/v1 ServiceAccount: pkg/registry/core/serviceaccount/strategy.go; stored as given, with
-// the TokenRequest subresource (`token`, served by http.ts and auth.ts).
+// the TokenRequest subresource (`token`, served by http/serving.ts and auth.ts).
 import { CORE, TYPE_META, bool, keyedList, list, obj } from "../openapi-schemas.ts";
 import { defineKind } from "./strategy.ts";
 

@@ -2,18 +2,33 @@
 // pkg/registry/<group>/<kind>/strategy.go (with its defaulters from
 // pkg/apis/<group>/v1/defaults.go and its printer from
 // pkg/printers/internalversion/printers.go). The generic code (registry.ts,
-// http.ts, discovery.ts, openapi.ts, table.ts, selectors.ts, canonical.ts)
-// serves every kind of kinds/index.ts through this interface and names none.
+// http.ts and http/, discovery.ts, openapi.ts, table.ts, selectors.ts,
+// canonical.ts) serves every kind of kinds/index.ts through this interface and
+// names none.
 import type { Allocators } from "../defaults.ts";
 import type { FieldError } from "../errors.ts";
 import type { ResourceType } from "../resources.ts";
 import type { Schema } from "../schema.ts";
 import type { FieldGetter } from "../selectors.ts";
+import type { ObjectStore } from "../store.ts";
 import type { Printer } from "../table.ts";
 import type { JsonObject, KubeObject } from "../util.ts";
 
-/** Subresources besides `status`: autoscaling/v1 Scale, authentication.k8s.io/v1 TokenRequest. */
-export type ExtraSubresource = "scale" | "token";
+/** Subresources besides `status` and `scale`: authentication.k8s.io/v1 TokenRequest. */
+export type ExtraSubresource = "token";
+
+/** A kind's scale subresource: the object as an autoscaling/v1 Scale, and the object with a Scale's replicas. */
+export interface ScaleRules {
+  toScale(o: KubeObject): JsonObject;
+  scaled(o: KubeObject, replicas: number): KubeObject;
+}
+
+/** What a kind's own storage rules reach: the stored objects, and the removal of a namespace's content. */
+export interface KindStorage {
+  readonly store: ObjectStore;
+  /** Removes every object in the namespace, kind by kind. */
+  removeContent(namespace: string): void;
+}
 
 /**
  * A served kind: its descriptor (ResourceType: names, scope, the generic registry's switches)
@@ -21,8 +36,10 @@ export type ExtraSubresource = "scale" | "token";
  * given beyond the generic checks (metadata, resourceVersion, managedFields).
  */
 export interface KindStrategy extends ResourceType {
-  /** Subresources served beyond `status` (which `statusSubresource` turns on). */
+  /** Subresources served beyond `status` (which `statusSubresource` turns on) and `scale`. */
   readonly extraSubresources?: readonly ExtraSubresource[];
+  /** Serves the scale subresource (the storage's ScaleREST). */
+  readonly scale?: ScaleRules;
   /** Discovery lists no `deletecollection` (the storage is no rest.CollectionDeleter). */
   readonly noCollectionDelete?: boolean;
   /**
@@ -54,6 +71,18 @@ export interface KindStrategy extends ResourceType {
   readonly printer?: Printer;
   /** Field selector labels beyond metadata.name and metadata.namespace (GetAttrs, ToSelectableFields). */
   readonly fieldLabels?: Readonly<Record<string, FieldGetter>>;
+  /**
+   * The DELETE of one object, after the generic checks of its options and preconditions, for a
+   * kind whose REST storage deletes in its own way; returns the response body.
+   */
+  delete?(object: KubeObject, dryRun: boolean, storage: KindStorage): KubeObject;
+  /** Removes what an object takes along when it is removed directly, without the API's rules (the test API). */
+  beforeRemove?(name: string, storage: KindStorage): void;
+}
+
+/** The subresources a type serves: `status` and `scale` when it has them, then its strategy's others. */
+export function subresourcesOf(rt: KindStrategy): string[] {
+  return [...(rt.statusSubresource ? ["status"] : []), ...(rt.scale ? ["scale"] : []), ...(rt.extraSubresources ?? [])];
 }
 
 /** The descriptor members a kind spells out; the others take the values most kinds have. */

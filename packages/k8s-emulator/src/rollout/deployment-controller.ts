@@ -1,10 +1,9 @@
-// A stand-in for the deployment controller, the ReplicaSet controller, the
-// garbage collector and the kubelets. Per Deployment it models ReplicaSets (one
-// per pod template, with revision numbers) and their pods in memory, and
-// publishes them as ReplicaSet and Pod objects with Events (workloads.ts), so
-// `kubectl get pods`, `rollout history` and `rollout undo` work; a pod becomes
-// ready `podReadyDelayMs` after it is created, or never when an image matches
-// `failingImage` (ImagePullBackOff). Each reconcile follows the real controllers:
+// A stand-in for the deployment controller. Per Deployment it models ReplicaSets (one per pod
+// template, with revision numbers) and their pods in memory, run by the ReplicaSet controller
+// (replicaset-controller.ts) and the kubelet (pods.ts) and collected by the garbage collector
+// (garbage-collector.ts), and publishes them as ReplicaSet and Pod objects with Events
+// (workloads.ts), so `kubectl get pods`, `rollout history` and `rollout undo` work. Each
+// reconcile follows the real controllers:
 // - rolling updates scale the new ReplicaSet up within maxSurge and old ones
 //   down within maxUnavailable (pkg/controller/deployment/rolling.go:
 //   reconcileNewReplicaSet, reconcileOldReplicaSets, cleanupUnhealthyReplicas;
@@ -30,23 +29,15 @@
 // collector); a pod or ReplicaSet deleted by someone else is replaced, and one
 // scaled by someone else gets its pods, then is scaled back (sync.go: the deployment
 // controller owns its ReplicaSets' replicas).
-import type { Registry } from "./registry.ts";
-import { KINDS } from "./kinds/index.ts";
-import type { StoreEvent } from "./store.ts";
-import { isObject, nowRfc3339, randomSuffix, type JsonObject, type KubeObject } from "./util.ts";
-import {
-  EventRecorder,
-  PODS,
-  copiedAnnotations,
-  REPLICA_SETS,
-  REVISION,
-  podFor,
-  podStatus,
-  replicaSetFor,
-  replicaSetStatus,
-  templateHash,
-  type PodState,
-} from "./workloads.ts";
+import type { Registry } from "../registry.ts";
+import { KINDS } from "../kinds/index.ts";
+import type { StoreEvent } from "../store.ts";
+import { isObject, nowRfc3339, type JsonObject, type KubeObject } from "../util.ts";
+import { EventRecorder, PODS, copiedAnnotations, REPLICA_SETS, REVISION, replicaSetFor, replicaSetStatus, spec, templateHash } from "../workloads.ts";
+import { WorkQueue } from "../work-queue.ts";
+import { GarbageCollector, controllerOf } from "./garbage-collector.ts";
+import { PodPublisher, podState, readyAfterMs, type Pod } from "./pods.ts";
+import { ReplicaSetController, readyPods, type ReplicaSet } from "./replicaset-controller.ts";
 
 const DEPLOYMENTS = KINDS.find((rt) => rt.kind === "Deployment")!;
 /** Bound on scale steps per reconcile (each step changes at least one ReplicaSet). */
@@ -71,30 +62,6 @@ interface Condition {
   lastTransitionTime: string;
 }
 
-interface Pod {
-  name: string;
-  ip: string;
-  /** performance.now() at which the pod is ready (Infinity: never, its image cannot be pulled; or not before release when held). */
-  readyAt: number;
-  /** Created while readiness was held: its delay starts on release. */
-  held?: boolean;
-  /** The state its object shows; undefined until the object exists. */
-  published?: PodState;
-}
-
-interface ReplicaSet {
-  hash: string;
-  name: string;
-  revision: number;
-  /** spec.replicas of the ReplicaSet. */
-  replicas: number;
-  pods: Pod[];
-  /** Replicas, revision and counts its object shows ("" until it exists). */
-  published: string;
-  /** spec.replicas its object shows. */
-  publishedReplicas: number;
-}
-
 interface DeploymentState {
   namespace: string;
   sets: ReplicaSet[];
@@ -105,40 +72,8 @@ interface DeploymentState {
   orphan?: boolean;
 }
 
-function spec(d: KubeObject): JsonObject {
-  return isObject(d.spec) ? d.spec : {};
-}
-
 function statusOf(d: KubeObject): JsonObject {
   return isObject(d.status) ? d.status : {};
-}
-
-/**
- * How long a pod of `d` takes at least to be ready: the kubelet runs no readiness probe before
- * its initialDelaySeconds, nor before a startup probe's first success.
- */
-function probeDelayMs(d: KubeObject): number {
-  const template = isObject(spec(d).template) ? (spec(d).template as JsonObject) : {};
-  const pod = isObject(template.spec) ? template.spec : {};
-  let delay = 0;
-  for (const c of Array.isArray(pod.containers) ? pod.containers : []) {
-    if (!isObject(c)) continue;
-    for (const probe of [c.readinessProbe, c.startupProbe]) {
-      if (isObject(probe)) delay = Math.max(delay, Number(probe.initialDelaySeconds ?? 0) * 1000);
-    }
-  }
-  return delay;
-}
-
-function images(d: KubeObject): string[] {
-  const template = isObject(spec(d).template) ? (spec(d).template as JsonObject) : {};
-  const pod = isObject(template.spec) ? template.spec : {};
-  const out: string[] = [];
-  for (const list of ["initContainers", "containers"]) {
-    const cs = pod[list];
-    if (Array.isArray(cs)) for (const c of cs) if (isObject(c) && typeof c.image === "string") out.push(c.image);
-  }
-  return out;
 }
 
 /** intstr.GetScaledValueFromIntOrPercent. */
@@ -173,14 +108,15 @@ function maxUnavailable(d: KubeObject, replicas: number): number {
 
 const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
-export class RolloutController {
+export class DeploymentController {
   private readonly registry: Registry;
   private readonly opts: RolloutOptions;
   private readonly states = new Map<string, DeploymentState>();
-  private readonly pending = new Set<string>();
+  private readonly queue = new WorkQueue((key) => this.reconcile(key));
   private readonly events: EventRecorder;
-  /** Pod IPs from 10.244.0.0 on, as a cluster's pod CIDR hands them out. */
-  private nextPodIp = (244 << 16) + 2;
+  private readonly replicaSets: ReplicaSetController;
+  private readonly pods: PodPublisher;
+  private readonly collector: GarbageCollector;
   private held = false;
   private unsubscribe: (() => void) | undefined;
 
@@ -188,6 +124,9 @@ export class RolloutController {
     this.registry = registry;
     this.opts = opts;
     this.events = new EventRecorder(registry, opts.eventLimit);
+    this.replicaSets = new ReplicaSetController(registry, this.events);
+    this.pods = new PodPublisher(registry, this.events);
+    this.collector = new GarbageCollector(registry);
   }
 
   start(): void {
@@ -198,7 +137,7 @@ export class RolloutController {
     this.unsubscribe?.();
     for (const s of this.states.values()) clearTimeout(s.timer);
     this.states.clear();
-    this.pending.clear();
+    this.queue.clear();
     this.events.clear();
     this.held = false;
   }
@@ -221,7 +160,7 @@ export class RolloutController {
           pod.readyAt = now + this.opts.podReadyDelayMs;
           delete pod.held;
         }
-        this.schedule(key);
+        this.queue.add(key);
       }
     };
   }
@@ -236,14 +175,14 @@ export class RolloutController {
     if (e.type === "DELETED") {
       clearTimeout(state?.timer);
       this.states.delete(key);
-      if (state) setImmediate(() => this.collect(state.namespace, state.sets, state.orphan ?? false));
+      if (state) setImmediate(() => this.collector.collect(state.namespace, state.sets, state.orphan ?? false));
       return;
     }
     if (e.object.metadata.deletionTimestamp) {
       if (state && e.object.metadata.finalizers?.includes("orphan")) state.orphan = true;
       return;
     }
-    this.schedule(key);
+    this.queue.add(key);
   }
 
   /**
@@ -265,9 +204,9 @@ export class RolloutController {
     } else {
       state.sets = state.sets.filter((s) => s !== rs);
       // The garbage collector deletes the pods of a deleted ReplicaSet.
-      setImmediate(() => this.deletePods(namespace, rs.pods));
+      setImmediate(() => this.collector.deletePods(namespace, rs.pods));
     }
-    this.schedule(key);
+    this.queue.add(key);
   }
 
   /**
@@ -285,7 +224,7 @@ export class RolloutController {
     model.rs.replicas = replicas;
     // Not this controller's scaling: no ScalingReplicaSet event for it.
     model.rs.publishedReplicas = replicas;
-    this.schedule(model.key);
+    this.queue.add(model.key);
   }
 
   /** The model of a ReplicaSet object, found through its controller reference; none for one this controller no longer has. */
@@ -296,40 +235,6 @@ export class RolloutController {
     const state = this.states.get(key);
     const rs = state?.sets.find((s) => s.name === replicaSet.metadata.name);
     return state && rs && { key, state, rs };
-  }
-
-  /**
-   * The garbage collector for a deleted Deployment's dependents: deletes its ReplicaSets and
-   * their pods, or with `orphan` removes the owner reference from the ReplicaSets (pods stay theirs).
-   */
-  private collect(namespace: string, sets: ReplicaSet[], orphan: boolean): void {
-    const { store } = this.registry;
-    for (const rs of sets) {
-      if (orphan) {
-        const object = store.get(REPLICA_SETS, namespace, rs.name);
-        if (object) {
-          delete object.metadata.ownerReferences;
-          this.registry.put(object);
-        }
-        continue;
-      }
-      this.deletePods(namespace, rs.pods);
-      store.remove(REPLICA_SETS, namespace, rs.name);
-    }
-  }
-
-  private deletePods(namespace: string, pods: Pod[]): void {
-    for (const pod of pods) this.registry.store.remove(PODS, namespace, pod.name);
-  }
-
-  /** Reconciles asynchronously, like a controller fed by a watch: the triggering write is answered first. */
-  private schedule(key: string): void {
-    if (this.pending.has(key)) return;
-    this.pending.add(key);
-    setImmediate(() => {
-      this.pending.delete(key);
-      this.reconcile(key);
-    });
   }
 
   private reconcile(key: string): void {
@@ -346,12 +251,12 @@ export class RolloutController {
     const conditions = (Array.isArray(statusOf(d).conditions) ? (statusOf(d).conditions as Condition[]) : []).map((c) => ({ ...c }));
     const newRS = this.newReplicaSet(d, state, conditions, now);
     const replicas = Number(spec(d).replicas ?? 1);
-    const failing = images(d).some((i) => this.opts.failingImage.test(i));
+    const newPodsReadyAfterMs = readyAfterMs(d, this.opts.podReadyDelayMs, this.opts.failingImage);
     const removed: [ReplicaSet, Pod][] = [];
     const syncAll = () => {
       for (const rs of state.sets) {
-        const readyAfterMs = rs !== newRS ? this.opts.podReadyDelayMs : failing ? Infinity : Math.max(this.opts.podReadyDelayMs, probeDelayMs(d));
-        for (const pod of this.syncPods(rs, readyAfterMs, now)) removed.push([rs, pod]);
+        const delay = rs !== newRS ? this.opts.podReadyDelayMs : newPodsReadyAfterMs;
+        for (const pod of this.replicaSets.syncPods(rs, delay, now, this.held)) removed.push([rs, pod]);
       }
     };
     // The ReplicaSet controller first: pods for a ReplicaSet scaled by hand, or in place of
@@ -417,44 +322,16 @@ export class RolloutController {
       for (const [from, pod] of removed) {
         if (from !== rs || pod.published === undefined) continue;
         object ??= store.get(REPLICA_SETS, ns, rs.name);
-        if (store.remove(PODS, ns, pod.name) && object) {
-          this.events.record(object, "Normal", "SuccessfulDelete", `Deleted pod: ${pod.name}`, "replicaset-controller");
-        }
+        this.replicaSets.deletePod(object, pod, ns);
       }
       for (const pod of rs.pods) {
-        const podState: PodState = pod.readyAt <= now ? "ready" : pod.readyAt === Infinity && !pod.held ? "imagePullBackOff" : "starting";
-        if (pod.published === podState) continue;
+        const shown = podState(pod, now);
+        if (pod.published === shown) continue;
         object ??= store.get(REPLICA_SETS, ns, rs.name);
         if (!object) break;
-        this.publishPod(object, pod, podState);
+        this.pods.publish(object, pod, shown);
       }
     }
-  }
-
-  private publishPod(rs: KubeObject, pod: Pod, state: PodState): void {
-    const ns = rs.metadata.namespace!;
-    const existing = pod.published === undefined ? undefined : this.registry.store.get(PODS, ns, pod.name);
-    let object: KubeObject;
-    if (existing) {
-      existing.status = podStatus(rs, pod.ip, state, nowRfc3339());
-      object = this.registry.put(existing);
-    } else {
-      object = this.registry.put(podFor(rs, pod.name, pod.ip, state));
-      this.events.record(rs, "Normal", "SuccessfulCreate", `Created pod: ${pod.name}`, "replicaset-controller");
-      this.events.record(
-        object,
-        "Normal",
-        "Scheduled",
-        `Successfully assigned ${ns}/${pod.name} to ${String((object.spec as JsonObject).nodeName)}`,
-        "default-scheduler",
-      );
-    }
-    const containers = ((object.spec as JsonObject).containers ?? []) as JsonObject[];
-    if (state === "ready") for (const c of containers) this.events.record(object, "Normal", "Started", `Started container ${String(c.name)}`, "kubelet");
-    if (state === "imagePullBackOff") {
-      for (const c of containers) this.events.record(object, "Warning", "Failed", `Failed to pull image ${JSON.stringify(c.image)}: not found`, "kubelet");
-    }
-    pod.published = state;
   }
 
   /** sync.go cleanupDeployment: old ReplicaSets without replicas beyond spec.revisionHistoryLimit (default 10) go, oldest first. */
@@ -464,7 +341,7 @@ export class RolloutController {
     const excess = idle.slice(0, Math.max(0, idle.length - limit));
     if (excess.length === 0) return;
     state.sets = state.sets.filter((rs) => !excess.includes(rs));
-    this.collect(state.namespace, excess, false);
+    this.collector.collect(state.namespace, excess, false);
   }
 
   /** The ReplicaSet of the current template, created (with the next revision) when missing. */
@@ -541,27 +418,6 @@ export class RolloutController {
       changed = true;
     }
     return changed;
-  }
-
-  /**
-   * The ReplicaSet controller: creates or deletes pods to match replicas, deleting unready pods
-   * first; a new pod is ready `readyAfterMs` after its creation (Infinity: never). Returns the deleted.
-   */
-  private syncPods(rs: ReplicaSet, readyAfterMs: number, now: number): Pod[] {
-    while (rs.pods.length < rs.replicas) {
-      const n = this.nextPodIp++;
-      const pod = { name: `${rs.name}-${randomSuffix(5)}`, ip: `10.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}` };
-      rs.pods.push(
-        readyAfterMs === Infinity
-          ? { ...pod, readyAt: Infinity }
-          : this.held
-            ? { ...pod, readyAt: Infinity, held: true }
-            : { ...pod, readyAt: now + readyAfterMs },
-      );
-    }
-    if (rs.pods.length <= rs.replicas) return [];
-    rs.pods.sort((a, b) => b.readyAt - a.readyAt);
-    return rs.pods.splice(0, rs.pods.length - rs.replicas);
   }
 
   private status(d: KubeObject, state: DeploymentState, newRS: ReplicaSet, replicas: number, conditions: Condition[], now: number): JsonObject {
@@ -644,21 +500,10 @@ export class RolloutController {
       times.push(state.lastProgressAt + this.deadlineMs(d));
     }
     if (times.length === 0) return;
-    const timer = setTimeout(() => this.schedule(key), Math.max(0, Math.min(...times) - now));
+    const timer = setTimeout(() => this.queue.add(key), Math.max(0, Math.min(...times) - now));
     timer.unref();
     state.timer = timer;
   }
-}
-
-/** The name of `object`'s controller of `kind` (its ownerReference with controller: true). */
-function controllerOf(object: KubeObject, kind: string): string | undefined {
-  const refs = object.metadata.ownerReferences;
-  const ref = Array.isArray(refs) ? (refs as JsonObject[]).find((r) => r.controller === true && r.kind === kind) : undefined;
-  return typeof ref?.name === "string" ? ref.name : undefined;
-}
-
-function readyPods(rs: ReplicaSet, now: number): number {
-  return rs.pods.filter((p) => p.readyAt <= now).length;
 }
 
 function removeCondition(conditions: Condition[], type: string): void {
