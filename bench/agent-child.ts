@@ -44,6 +44,8 @@ export interface AgentChildReport {
   atPeak: AgentPeak;
   entries: number;
   errors: number;
+  /** Requests to the Kubernetes API from the start to the drained measurement (rest_client_requests_total). */
+  kubeRequests: number;
   logLines: number;
   firstLog: string[];
   /** The heap snapshot written, if one was asked for. */
@@ -123,6 +125,7 @@ for (;;) {
   await sleep(100);
 }
 const drainedMs = since();
+const kubeRequests = (await agent.metrics.restClientRequests.get()).values.reduce((sum, v) => sum + v.value, 0);
 gcObserver.disconnect();
 const gcDuringRun = { ...gcs };
 await sleep(config.settleMs);
@@ -142,6 +145,7 @@ const report: AgentChildReport = {
   gc: gcDuringRun,
   entries: agent.table.size,
   errors: agent.table.counts().error,
+  kubeRequests,
   logLines: logLines.length,
   firstLog: logLines.slice(0, 3),
   heapSnapshot,
