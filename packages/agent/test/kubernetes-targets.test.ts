@@ -7,12 +7,16 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { KubeClient, kubeconfigConnectionFromString, resourcePath, statusCodeOf, type ApiObject } from "@flotilla/agent/kubernetes";
+import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { ResourceType, RolloutFailurePolicy, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
+import { KubernetesEmulator } from "@flotilla/k8s-emulator";
+import { silentLogger, startAgent } from "@flotilla/agent";
+import { KubeClient, KubernetesTarget, kubeconfigConnectionFromString, resourcePath, statusCodeOf, type ApiObject } from "@flotilla/agent/kubernetes";
 import { testSecretKeyRing } from "@flotilla/testkit/ctrl";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { kubeTargets, AGENT_SERVICE_ACCOUNT, type KubeCluster } from "@flotilla/testkit/kube-target";
-import { REGION, startTargetStack, waitFor, waitForPhase, type TargetStack } from "@flotilla/testkit/stack";
+import { BOOKMARK_MS, OTHER_REGION, REGION, startTargetStack, waitFor, waitForPhase, type TargetStack } from "@flotilla/testkit/stack";
 import type { Agent } from "../src/agent.ts";
 
 const [sqlite] = await testDatabases();
@@ -253,6 +257,87 @@ for (const target of kubeTargets) {
         successThreshold: 1,
         failureThreshold: 3,
       });
+    });
+
+    test("the watch as the observer uses it: bookmarks with allowWatchBookmarks; a resourceVersion out of history is 410 Expired (the observer's cue to relist)", async () => {
+      const asAgent = new KubeClient(await kubeconfigConnectionFromString(cluster.agentKubeconfig));
+      const events: { type: string; object: Live }[] = [];
+      const abort = new AbortController();
+      // A real server sends a bookmark 2 s before the watch's timeout at the latest.
+      const watching = asAgent.watch(
+        "/apis/apps/v1/deployments",
+        { allowWatchBookmarks: true, timeoutSeconds: 5, resourceVersion: (await deploymentIn("t-apply", "web"))!.metadata.resourceVersion },
+        (event) => events.push(event as unknown as { type: string; object: Live }),
+        abort.signal,
+      );
+      const bookmark = await waitFor(() => events.find((e) => e.type === "BOOKMARK"), "a BOOKMARK event", 15_000);
+      abort.abort();
+      await watching;
+      assert.equal(bookmark.object.kind, "Deployment");
+      assert.match(bookmark.object.metadata.resourceVersion ?? "", /^\d+$/);
+
+      // More Deployment events than a watch cache keeps (100 by default): the oldest leave history.
+      const churn = (i: number) => ({
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: "churn", namespace: "t-apply", labels: { round: String(i) } },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: { app: "churn" } },
+          template: { metadata: { labels: { app: "churn" } }, spec: { containers: [{ name: "app", image: "churn:1" }] } },
+        },
+      });
+      for (let i = 0; i < 120; i++) await asPerson("churn", true, churn(i));
+      const expired: { type: string; object: { code?: number; reason?: string } }[] = [];
+      const gone = await asAgent
+        .watch("/apis/apps/v1/deployments", { allowWatchBookmarks: true, resourceVersion: "1" }, (e) => expired.push(e as never), AbortSignal.timeout(10_000))
+        .then(
+          () => expired.find((e) => e.type === "ERROR")?.object,
+          (err) => ({ code: statusCodeOf(err), reason: "refused" }),
+        );
+      assert.equal(gone?.code, 410, `events: ${expired.map((e) => e.type).join(" ")}`);
+    });
+
+    test("a staged rollout whose canary fails on this cluster is rolled back there; the next wave's region is never touched", async () => {
+      // Region west: its own emulator and agent; east, the canary, is the cluster under test.
+      const west = await KubernetesEmulator.start({ rolloutDelayMs: 20 });
+      const { token } = await stack.t.client(RegionService).createAgentToken({ region: OTHER_REGION });
+      const westAgent = await startAgent({
+        ctrlUrl: stack.t.url,
+        region: OTHER_REGION,
+        token,
+        target: new KubernetesTarget({ kubeClient: new KubeClient(await kubeconfigConnectionFromString(west.kubeconfigYaml())), region: OTHER_REGION }),
+        bookmarkIntervalMs: BOOKMARK_MS,
+        reportIntervalMs: 50,
+        log: silentLogger,
+      });
+      try {
+        const secs = (s: number) => ({ seconds: BigInt(s), nanos: 0 });
+        const strategy = { waves: [{ name: "canary", regions: [REGION], progressDeadline: secs(20) }, { name: "rest" }], onFailure: RolloutFailurePolicy.ROLLBACK };
+        const shop = (image: string) => ({
+          deployment: { id: "shop", namespace: "t-rollout", image, regions: [REGION, OTHER_REGION].map((region) => ({ region, replicas: 1 })), strategy },
+        });
+        const rollout = async (state: RolloutState) => {
+          let last: Rollout | undefined;
+          await waitFor(async () => (last = (await stack.t.client(RolloutService).getRollout({ id: "shop" })).rollout)?.state === state, `rollout ${RolloutState[state]}`, 90_000, () => last && `${RolloutState[last.state]}: ${last.reason}`);
+          return last!;
+        };
+        await deployments().createDeployment(shop("app:1"));
+        await rollout(RolloutState.SUCCEEDED);
+        west.clearRequestLog();
+        await deployments().updateDeployment(shop("app:fail-2"));
+        await waitFor(async () => imageOf(await deploymentIn("t-rollout", "shop")) === "app:fail-2", "the canary gets the new image", 30_000);
+        const rolledBack = await rollout(RolloutState.ROLLED_BACK);
+        assert.match(rolledBack.reason, new RegExp(REGION));
+        await waitFor(async () => imageOf(await deploymentIn("t-rollout", "shop")) === "app:1", "the canary runs the previous image again", 30_000);
+        await waitForPhase(stack, "shop", "RUNNING", undefined, [], 60_000);
+        assert.equal(imageOf(west.get("apps/v1", "Deployment", "t-rollout", "shop") as Live), "app:1");
+        const westWrites = west.requestLog.filter((e) => e.verb !== "get" && e.verb !== "list" && e.verb !== "watch" && e.resource === "deployments");
+        assert.deepEqual(westWrites, [], "the second wave's cluster received no write");
+      } finally {
+        await westAgent.stop();
+        await west.stop();
+      }
     });
 
     test("least privilege: the authorizer refuses the agent's ServiceAccount a write in kube-system, a list of Secrets, a Role", async () => {

@@ -87,6 +87,8 @@ async function startEmulatorCluster(options: { failingImagePattern?: string } = 
   const emulator = await KubernetesEmulator.start({
     rolloutDelayMs: 20,
     bookmarkIntervalMs: EMULATOR_BOOKMARK_MS,
+    // A real API server's watch cache keeps 100 events of a resource by default.
+    watchHistory: 100,
     rbac: true,
     tls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey) },
     // A second of progressDeadlineSeconds lasts what it does on a real server.
