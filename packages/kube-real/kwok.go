@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ import (
 // runKwok is kwok's own main: the kubelet stand-in that moves fake nodes and pods through
 // the stages of kwokStages.
 func runKwok() int {
+	// The Kubernetes packages linked beside kwok register global flags (--version among them,
+	// of a type kwok's cobra command cannot take over); kwok's own binary has none of them.
+	pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
 	flagset := pflag.NewFlagSet("global", pflag.ContinueOnError)
 	flagset.ParseErrorsAllowlist.UnknownFlags = true
 	flagset.Usage = func() {}

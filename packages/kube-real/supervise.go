@@ -206,8 +206,8 @@ func supervise(args []string) error {
 	if err := ensureNodes(readyCtx, admin, o.nodes); err != nil {
 		return fmt.Errorf("nodes: %w", err)
 	}
-	// Ready means a pod can be admitted and run: nodes Ready (kwok runs) and the default
-	// ServiceAccount made (the controller manager runs).
+	// Ready means a pod can be admitted and run: a node Ready (kwok runs) without the not-ready
+	// taint (the node lifecycle controller runs) and the default ServiceAccount made.
 	if err := waitFor(readyCtx, parts, "a Ready node and the default ServiceAccount", func(ctx context.Context) error {
 		if _, err := admin.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			return err
@@ -217,13 +217,11 @@ func supervise(args []string) error {
 			return err
 		}
 		for _, node := range nodes.Items {
-			for _, c := range node.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return nil
-				}
+			if schedulable(node) {
+				return nil
 			}
 		}
-		return errors.New("no node is Ready yet")
+		return errors.New("no node is Ready and untainted yet")
 	}); err != nil {
 		return err
 	}
@@ -248,8 +246,11 @@ func supervise(args []string) error {
 
 // controllers are the controller manager's controllers this control plane runs: what the
 // agent's objects need (Deployments, ReplicaSets, namespace deletion, owner references,
-// ServiceAccounts and their tokens, PDBs, HPAs) and nothing that needs a cloud or a kubelet.
+// ServiceAccounts and their tokens, PDBs, HPAs), the node lifecycle (it lifts the not-ready
+// taint admission puts on a new node once kwok reports it Ready, and taints a node whose
+// heartbeats stop), and nothing that needs a cloud or a real kubelet.
 var controllers = []string{
+	"node-lifecycle-controller",
 	"deployment-controller",
 	"replicaset-controller",
 	"namespace-controller",
@@ -277,6 +278,8 @@ func apiserverArgs(o options, p ports, keys pki) []string {
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=Node,RBAC",
 		"--profiling=false",
+		// Its address is loopback, which the kubernetes Service's endpoints may not hold.
+		"--endpoint-reconciler-type=none",
 	}
 }
 
@@ -301,6 +304,7 @@ func startEtcd(o options, p ports, logDir string) (*embed.Etcd, error) {
 	cfg.AdvertisePeerUrls = []url.URL{peer}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
 	cfg.LogOutputs = []string{filepath.Join(logDir, "etcd.log")}
+	cfg.LogLevel = "error"
 	cfg.UnsafeNoFsync = o.etcdNoFsync
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -349,6 +353,21 @@ func ensureNodes(ctx context.Context, client *kubernetes.Clientset, count int) e
 		}
 	}
 	return nil
+}
+
+// schedulable says whether a node is Ready and free of the not-ready taint.
+func schedulable(node corev1.Node) bool {
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == corev1.TaintNodeNotReady {
+			return false
+		}
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // waitFor polls check until it succeeds, the context ends, or a part exits.
