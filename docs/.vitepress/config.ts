@@ -1,4 +1,4 @@
-// The documentation site: `pnpm docs` serves it, `pnpm docs:build` builds it into
+// The documentation site: `pnpm run docs` serves it, `pnpm docs:build` builds it into
 // docs/.vitepress/dist and fails on a link to a page that does not exist. Everything it
 // serves comes from this repository: the default theme's font is bundled, search is local.
 import { defineConfig } from "vitepress";

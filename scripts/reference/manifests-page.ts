@@ -73,7 +73,8 @@ export function manifestsPage(protocol: Protocol, root: string): string {
   ];
   for (const { kind, message } of KINDS) {
     const described = protocol.messages.get(message)!;
-    lines.push(`## ${kind}`, "", cell(described.comment), "");
+    lines.push(`## ${kind}`, "");
+    if (described.comment) lines.push(cell(described.comment), "");
     lines.push(table(["Field of `spec`", "Type", "Meaning, default and rules"], fieldRows(protocol, message, "", new Set([message]))), "");
   }
   lines.push(

@@ -4,7 +4,7 @@
 // on the same stack, the README's real service: probes, a budget, an autoscaler, a secret value.
 // Then `pnpm start --regions`: a stack of several regions, each with its own cluster, where a
 // staged deployment as a user types it rolls out wave by wave (apply --wait, rollout status).
-// Then every other block of docs/ marked `sh runnable stack=local|regions`, on that stack.
+// Then every other block of docs/ marked `sh runnable stack=local|regions|tls`, on that stack.
 // (One file: the stacks use the same fixed ports, so they run one after the other.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -121,6 +121,7 @@ test("every runnable block of docs/ runs as written on the stack it names", { sk
   for (const [name, args] of [
     ["local", []],
     ["regions", ["--regions", "canary,eu,us"]],
+    ["tls", ["--tls"]],
   ] as const) {
     const blocksHere = blocks.filter((block) => block.stack === name);
     if (blocksHere.length === 0) continue;

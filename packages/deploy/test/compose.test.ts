@@ -128,8 +128,10 @@ test("docker-compose.yml's services run and the docs' buf curl lines work agains
   for (const [name, { healthy }] of running) await eventually(healthy, `${name} to be healthy`);
 
   // The docs' compose blocks, as written, with CTRL pointing at this ctrl: the flow, then the streams.
-  const [flow, streams] = runnableBlocks(REPO_ROOT).filter((block) => block.stack === "compose");
-  assert.ok(flow && streams, "two blocks marked sh runnable stack=compose: the API guide's flow and the streams page's");
+  const blocks = runnableBlocks(REPO_ROOT).filter((block) => block.stack === "compose");
+  const flow = blocks.find((block) => block.commands.some(({ command }) => command.includes("/CreateRegion")));
+  const streams = blocks.find((block) => block.commands.some(({ command }) => command.includes("/WatchDeploymentChanges")));
+  assert.ok(flow && streams && blocks.length === 2, "two blocks marked sh runnable stack=compose: the API guide's flow and the streams page's");
   const [setup, ...commands] = flow.commands.map(({ command }) => command);
   assert.match(setup!, /^CTRL=http:\/\/127\.0\.0\.1:7070;/);
   assert.equal(streams.commands[0]!.command, setup, "the streams block sets CTRL and AUTH as the flow does");
