@@ -6,11 +6,8 @@ import { defineConfig } from "vitepress";
 export default defineConfig({
   title: "Flotilla",
   description: "A deployment control plane: desired state in a database, streamed to one agent per region.",
+  // page.md is served as /page: the same path the pages link each other by, without the suffix.
   cleanUrls: true,
-  lastUpdated: false,
-  // The pages are Markdown files that also read well on a forge: the site keeps their names.
-  srcExclude: ["**/node_modules/**"],
-  markdown: { theme: { light: "github-light", dark: "github-dark" } },
   themeConfig: {
     search: { provider: "local" },
     outline: { level: [2, 3] },
