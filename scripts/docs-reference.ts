@@ -17,7 +17,7 @@ process.chdir(ROOT);
 
 const protocol = readProtocol(ROOT);
 const PAGES: (ReferencePage & { render: () => string | Promise<string> })[] = [
-  { file: "ctrl.md", title: "ctrl", summary: "its flags and environment variables", render: ctrlPage },
+  { file: "ctrl.md", title: "ctrl", summary: "its flags and environment variables, and its tools (migrate, pki, secrets)", render: ctrlPage },
   { file: "agent.md", title: "The agent", summary: "its flags and environment variables", render: agentPage },
   { file: "emulator.md", title: "The Kubernetes emulator", summary: "its flags and environment variables", render: emulatorPage },
   { file: "cli.md", title: "The flotilla CLI", summary: "every command with its arguments, flags and examples", render: cliPage },

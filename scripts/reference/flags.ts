@@ -9,12 +9,26 @@ const CONVENTIONS =
   "Every flag is also an environment variable; a flag wins over its variable, the variable over the default. " +
   "Durations are written `250ms`, `30s`, `10m`, `1h`. `--help` prints the same table.";
 
+/** ctrl's command-line tools beside the server, each with the script that runs it. */
+const CTRL_TOOLS = [
+  { command: "pnpm migrate", script: "packages/store/src/migrate-cli.ts" },
+  { command: "pnpm pki", script: "packages/ctrl/src/pki-cli.ts" },
+  { command: "pnpm secrets", script: "packages/ctrl/src/secrets-cli.ts" },
+];
+
+const helpOf = (script: string) => execFileSync(process.execPath, [script, "--help"], { encoding: "utf8" }).trimEnd();
+
 export function ctrlPage(): string {
   return [
-    generatedHeader("ctrl: flags and environment", "CTRL_OPTIONS (packages/ctrl/src/config.ts)"),
+    generatedHeader("ctrl: flags and environment", "CTRL_OPTIONS (packages/ctrl/src/config.ts) and its tools' --help"),
     `\`pnpm ctrl [flags]\` (the image: \`ctrl [flags]\`). ${CONVENTIONS} How ctrl behaves at run time — health, drain, logs, bounds — is [Running ctrl](../operations/ctrl.md).\n`,
     ctrlFlagTable(),
     "",
+    "## Tools",
+    "",
+    "Beside the server, for its database, certificates and secret keys (in the image: `/app/migrate.mjs` and `/app/pki.mjs`):",
+    "",
+    ...CTRL_TOOLS.flatMap(({ command, script }) => [`### ${command}`, "", "```text", helpOf(script), "```", ""]),
   ].join("\n");
 }
 
@@ -46,7 +60,7 @@ export function emulatorFlags(help: string): EmulatorFlag[] {
 }
 
 export function emulatorPage(): string {
-  const help = execFileSync(process.execPath, ["packages/k8s-emulator/src/main.ts", "--help"], { encoding: "utf8" });
+  const help = helpOf("packages/k8s-emulator/src/main.ts");
   const rows = emulatorFlags(help).map(({ flag, value, meaning }) => {
     const fallback = /\(default ([^)]+)\)/.exec(meaning)?.[1] ?? "";
     const env = `FLOTILLA_EMULATOR_${flag.toUpperCase().replaceAll("-", "_")}`;
