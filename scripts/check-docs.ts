@@ -11,11 +11,13 @@
 //   navigation entry without its page;
 // * a code block with more than its language after the fence that is not `sh runnable
 //   stack=<stack>` (the tests would silently skip it), and an include of a file or region that
-//   does not exist.
+//   does not exist;
+// * a link to a section of a docs page (page.md#section, or #section) that the page, with what
+//   it includes, does not have, by the anchors the site gives headings.
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { runnableFence } from "@flotilla/testkit/docs";
+import { headingAnchors, runnableFence } from "@flotilla/testkit/docs";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const problems: string[] = [];
@@ -43,6 +45,26 @@ const INCLUDE = /<!--@include:\s*([^#\s]+?)(?:#([\w-]+))?\s*-->/g;
 const TEXT = /\.(?:md|ts|tsx|js|mjs|css|html|json|ya?ml|proto|sh)$|(?:^|\/)(?:Dockerfile|run)$/;
 // Markdown links and images: [text](target) — the target up to a space or the closing parenthesis.
 const LINK = /!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g;
+
+/** The text of a docs page as the site renders it: its includes (a file or a region of one) in place. */
+function withIncludes(path: string): string {
+  return readFileSync(path, "utf8").replace(INCLUDE, (include, target: string, region?: string) => {
+    const included = resolve(dirname(path), target);
+    if (!existsSync(included)) return include;
+    const text = readFileSync(included, "utf8");
+    if (!region) return text;
+    const from = text.indexOf(`<!-- #region ${region} -->`);
+    const to = text.indexOf(`<!-- #endregion ${region} -->`);
+    return from >= 0 && to > from ? text.slice(from, to) : include;
+  });
+}
+const anchorsOf = new Map<string, Set<string>>();
+/** Whether the docs page at `file` has a section `anchor` (pages outside docs/ are not checked: forges make other anchors). */
+function hasSection(file: string, anchor: string): boolean {
+  if (!relative(ROOT, file).startsWith("docs/") || !file.endsWith(".md")) return true;
+  if (!anchorsOf.has(file)) anchorsOf.set(file, headingAnchors(withIncludes(file)));
+  return anchorsOf.get(file)!.has(anchor);
+}
 
 for (const path of tracked) {
   if (!TEXT.test(path) || path === "pnpm-lock.yaml" || path.startsWith("packages/proto/gen/") || path === "scripts/check-docs.ts") continue;
@@ -74,10 +96,12 @@ for (const path of tracked) {
         if (path === "README.md") problems.push(`${where}: the README links outside the repository: ${target}`);
         continue;
       }
-      if (/^(?:#|mailto:)/.test(target)) continue;
-      const file = resolve(dirname(join(ROOT, path)), decodeURIComponent(target.split("#")[0]!));
+      if (target.startsWith("mailto:")) continue;
+      const [page, section] = target.split("#");
+      const file = page ? resolve(dirname(join(ROOT, path)), decodeURIComponent(page)) : join(ROOT, path);
       if (relative(ROOT, file).startsWith("..")) problems.push(`${where}: a link leaves the repository: ${target}`);
       else if (!existsSync(file)) problems.push(`${where}: a link to a file that does not exist: ${target}`);
+      else if (section && !hasSection(file, section)) problems.push(`${where}: a link to a section that ${relative(ROOT, file)} does not have: ${target}`);
     }
   });
 }
