@@ -7,7 +7,7 @@ import { cell, code, generatedHeader, table } from "./markdown.ts";
 
 const CONVENTIONS =
   "Every flag is also an environment variable; a flag wins over its variable, the variable over the default. " +
-  "Durations are written `250ms`, `30s`, `10m`, `1h`. `--help` prints the same table.";
+  "Durations are written `250ms`, `30s`, `10m`, `1h`. `--help` prints the same list.";
 
 /** ctrl's command-line tools beside the server, each with the script that runs it. */
 const CTRL_TOOLS = [
@@ -21,7 +21,7 @@ const helpOf = (script: string) => execFileSync(process.execPath, [script, "--he
 export function ctrlPage(): string {
   return [
     generatedHeader("ctrl: flags and environment", "CTRL_OPTIONS (packages/ctrl/src/config.ts) and its tools' --help"),
-    `\`pnpm ctrl [flags]\` (the image: \`ctrl [flags]\`). ${CONVENTIONS} How ctrl behaves at run time — health, drain, logs, bounds — is [Running ctrl](../operations/ctrl.md).\n`,
+    `\`pnpm ctrl [flags]\` (in the image, the flags follow its entrypoint). ${CONVENTIONS} How ctrl behaves at run time — health, drain, logs, bounds — is [Running ctrl](../operations/ctrl.md).\n`,
     ctrlFlagTable(),
     "",
     "## Tools",
@@ -35,7 +35,7 @@ export function ctrlPage(): string {
 export function agentPage(): string {
   return [
     generatedHeader("The agent: flags and environment", "AGENT_OPTIONS (packages/agent/src/flags.ts)"),
-    `\`pnpm agent --region NAME [flags]\` (the image: \`agent --region NAME [flags]\`). ${CONVENTIONS} How the agent works and how to run it is [Running the agent](../operations/agent.md).\n`,
+    `\`pnpm agent --region NAME [flags]\` (in the image, the flags follow its entrypoint). ${CONVENTIONS} How the agent works and how to run it is [Running the agent](../operations/agent.md).\n`,
     agentFlagTable(),
     "",
   ].join("\n");
