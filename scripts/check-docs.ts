@@ -13,7 +13,9 @@
 //   stack=<stack>` (the tests would silently skip it), and an include of a file or region that
 //   does not exist;
 // * a link to a section of a docs page (page.md#section, or #section) that the page, with what
-//   it includes, does not have, by the anchors the site gives headings.
+//   it includes, does not have, by the anchors the site gives headings;
+// * a metric of ctrl or the agent (flotilla_ctrl_…, flotilla_agent_…) named in a .md file that
+//   the generated metrics reference does not list: renamed or never there.
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -41,6 +43,10 @@ const WORK_LOG_IN_DOCS: [RegExp, string][] = [
 const README_MAX_LINES = 250;
 // VitePress's include of a file or of a region of it: <!--@include: ../README.md#quick-starts-->
 const INCLUDE = /<!--@include:\s*([^#\s]+?)(?:#([\w-]+))?\s*-->/g;
+
+// The metrics the code registers, as the generated reference lists them.
+const METRIC = /\bflotilla_(?:ctrl|agent)_[a-z_]+\b/g;
+const KNOWN_METRICS = new Set(readFileSync(join(ROOT, "docs/reference/metrics.md"), "utf8").match(METRIC));
 
 const TEXT = /\.(?:md|ts|tsx|js|mjs|css|html|json|ya?ml|proto|sh)$|(?:^|\/)(?:Dockerfile|run)$/;
 // Markdown links and images: [text](target) — the target up to a space or the closing parenthesis.
@@ -84,6 +90,7 @@ for (const path of tracked) {
     }
     if (line.trimStart().startsWith("```")) fenced = !fenced;
     if (fenced) return;
+    for (const [metric] of line.matchAll(METRIC)) if (!KNOWN_METRICS.has(metric)) problems.push(`${where}: a metric neither ctrl nor the agent registers: ${metric}`);
     for (const [pattern, what] of WORK_LOG_IN_DOCS) if (pattern.test(line.replace(/`[^`]*`/g, ""))) problems.push(`${where}: ${what}: ${line.trim()}`);
     for (const [, target, region] of line.matchAll(INCLUDE)) {
       const included = resolve(dirname(join(ROOT, path)), target!);
