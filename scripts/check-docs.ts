@@ -90,7 +90,8 @@ for (const path of tracked) {
     }
     if (line.trimStart().startsWith("```")) fenced = !fenced;
     if (fenced) return;
-    for (const [metric] of line.matchAll(METRIC)) if (!KNOWN_METRICS.has(metric)) problems.push(`${where}: a metric neither ctrl nor the agent registers: ${metric}`);
+    for (const [metric] of line.matchAll(METRIC))
+      if (!KNOWN_METRICS.has(metric)) problems.push(`${where}: a metric neither ctrl nor the agent registers: ${metric}`);
     for (const [pattern, what] of WORK_LOG_IN_DOCS) if (pattern.test(line.replace(/`[^`]*`/g, ""))) problems.push(`${where}: ${what}: ${line.trim()}`);
     for (const [, target, region] of line.matchAll(INCLUDE)) {
       const included = resolve(dirname(join(ROOT, path)), target!);
