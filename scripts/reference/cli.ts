@@ -35,7 +35,9 @@ function fullName(command: Command): string {
 
 function optionRows(options: readonly Option[]): string[][] {
   return options.map((o) => {
-    const fallback = o.defaultValue === undefined || o.defaultValue === "" || o.defaultValue === false ? "" : code(String(o.defaultValue));
+    // As --help shows it: the description a default was given with (5m), else the value.
+    const shown = o.defaultValueDescription ?? o.defaultValue;
+    const fallback = shown === undefined || shown === "" || shown === false ? "" : code(String(shown));
     const choices = o.argChoices ? ` (${o.argChoices.join(", ")})` : "";
     return [code(o.flags), fallback, cell(`${o.description}${choices}`)];
   });
