@@ -3,7 +3,8 @@
 //                     [--poll-interval-ms 200] [--write-docs | --no-docs] [--cpu-prof-dir DIR]
 //                     [--heap-snapshot-dir DIR] [--b7-runs N] [--b7-service-mix F]
 // Each benchmark gets a fresh database (flotilla_bench_<pid>_<bN>), dropped at the end.
-// A full run of all benchmarks rewrites the Results section of docs/benchmarks.md.
+// A full run of all benchmarks, or --write-docs, puts its rows into the results table of
+// docs/benchmarks.md, each replacing the earlier figure of its benchmark (bench/lib/report.ts).
 import { execFileSync } from "node:child_process";
 import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
@@ -21,7 +22,7 @@ import { runB11 } from "./b11-console.ts";
 import { runB12 } from "./b12-rollouts.ts";
 import { runB13 } from "./b13-real-kube.ts";
 import { dropAll, serverVersion } from "./lib/db.ts";
-import { markdownTable, writeResults, type BenchContext, type BenchResult, type Row } from "./lib/report.ts";
+import { markdownTable, writeResults, type BenchContext, type BenchResult, type Row, type RunInfo } from "./lib/report.ts";
 import { log } from "./lib/util.ts";
 
 const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = {
@@ -130,14 +131,17 @@ function revision(): string {
 }
 
 const cpu = cpus();
-const machine = [
-  `- Date: ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC`,
-  `- CPU: ${cpu.length} cores (${cpu[0]?.model.trim() ?? "unknown"}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB RAM; noisy shared machine`,
-  `- Node.js ${process.version}; database: ${await serverVersion(ctx.serverUrl).catch(() => "unknown")}; ctrl at commit ${revision()}`,
+const run: RunInfo = {
+  date: `${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC`,
+  commit: revision(),
+  machine: `${cpu.length} cores (${cpu[0]?.model.trim() ?? "unknown"}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB; Node.js ${process.version}; ${await serverVersion(ctx.serverUrl).catch(() => "unknown database")}`,
+};
+const heading = [
+  `- ${run.date}; ${run.machine}; ctrl at commit ${run.commit}`,
   `- Mode: ${ctx.quick ? "--quick (smaller sizes; smoke check only)" : "full"}; poll interval ${ctx.pollIntervalMs} ms; benchmarks ${only.join(", ")}; took ${((Date.now() - started) / 1000).toFixed(0)} s`,
 ].join("\n");
 const output = [
-  machine,
+  heading,
   "",
   markdownTable(rows),
   "",
@@ -148,7 +152,7 @@ process.stdout.write(`\n${output}\n`);
 
 if (writeDocs) {
   const doc = fileURLToPath(new URL("../docs/benchmarks.md", import.meta.url));
-  writeResults(doc, output);
-  log("results written to docs/benchmarks.md");
+  writeResults(doc, rows, run);
+  log(`${rows.length} rows written to docs/benchmarks.md's results table`);
 }
 process.exit(failures.length ? 1 : 0);

@@ -1,7 +1,7 @@
 // The agent's command-line flags, each also an environment variable FLOTILLA_AGENT_<FLAG>
 // (the conventions are in @flotilla/runtime's flags.ts); defaults come from AGENT_DEFAULTS.
-// This table is the single source of --help and of the README's configuration table
-// (scripts/config-tables.ts).
+// This table is the single source of --help and of the reference's flag table
+// (scripts/docs-reference.ts, docs/reference/agent.md).
 import { formatDuration, markdownTable, usage, type OptionSpec } from "@flotilla/runtime";
 import { AGENT_DEFAULTS } from "./config.ts";
 import { KUBE_CREDENTIALS_RECHECK_MS, KUBE_IDLE_TIMEOUT_MS, KUBE_MAX_CONNECTIONS } from "./kube-limits.ts";
@@ -146,7 +146,7 @@ export function agentUsage(): string {
   return usage("flotilla-agent --region NAME [flags]", AGENT_OPTIONS, AGENT_ENV_PREFIX);
 }
 
-/** The README's table of the agent's flags. */
+/** The reference's table of the agent's flags (docs/reference/agent.md). */
 export function agentFlagTable(): string {
   return markdownTable(AGENT_OPTIONS, AGENT_ENV_PREFIX);
 }

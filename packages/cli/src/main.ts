@@ -45,6 +45,8 @@ const positiveInt = (value: string) => {
   return n;
 };
 const outputOption = () => new Option("-o, --output <format>", "output format").choices(OUTPUT_FORMATS).default("table");
+/** --timeout of the commands that wait: 5 minutes, shown as people write it (--help, the reference). */
+const timeoutOption = (description: string) => new Option("--timeout <duration>", description).argParser(duration("timeout")).default(300_000, "5m");
 const examples = (...lines: string[]) => `\nExamples:\n${lines.map((l) => `  ${l}`).join("\n")}\n`;
 
 export function program(): Command {
@@ -68,7 +70,7 @@ export function program(): Command {
     .option("-m, --message <text>", "why: recorded with each change's revision and in the audit trail", "")
     .option("--dry-run", "check every change with the server, change nothing")
     .option("--wait", "then wait until the deployments are RUNNING, or their staged rollouts SUCCEEDED (exit 1 on FAILED or rolled back, 2 on timeout)")
-    .option("--timeout <duration>", "how long --wait waits", duration("timeout"), 300_000)
+    .addOption(timeoutOption("how long --wait waits"))
     .addHelpText("after", examples("flotilla apply -f web.yaml", "flotilla apply -f examples/ --wait --timeout 5m", "cat web.yaml | flotilla apply -f -"))
     .action(async (opts, command: Command) => {
       const manifests = loadManifests(opts.filename);
@@ -151,7 +153,7 @@ export function program(): Command {
     .argument("<kind>", "deployment")
     .argument("<name>")
     .addOption(new Option("--for <condition>", "the condition to wait for").choices(["running"]).default("running"))
-    .option("--timeout <duration>", "how long to wait", duration("timeout"), 300_000)
+    .addOption(timeoutOption("how long to wait"))
     .addHelpText("after", examples("flotilla wait deployment web --for=running --timeout=5m"))
     .action(async (kind: string, name: string, opts, command: Command) => {
       if (resourceKindNamed(kind)?.kind !== "Deployment") throw new UsageError("wait: only deployments have a rollout to wait for");
@@ -170,7 +172,7 @@ export function program(): Command {
         .choices(["true", "false"])
         .default("true"),
     )
-    .option("--timeout <duration>", "how long to follow", duration("timeout"), 300_000)
+    .addOption(timeoutOption("how long to follow"))
     .addHelpText("after", examples("flotilla rollout status shop", "flotilla rollout status shop --watch=false"))
     .action(async (name: string, opts, command: Command) =>
       rolloutStatus(clients(command), name, { watch: opts.watch === "true", timeoutMs: opts.timeout, redraw: !!process.stdout.isTTY }, out),
@@ -225,7 +227,7 @@ export function program(): Command {
     .requiredOption("--to-revision <n>", "the revision whose spec to go back to", positiveInt)
     .option("-m, --message <text>", "why: recorded with the new revision", "")
     .option("--wait", "then wait until the deployment is RUNNING")
-    .option("--timeout <duration>", "how long --wait waits", duration("timeout"), 300_000)
+    .addOption(timeoutOption("how long --wait waits"))
     .addHelpText("after", examples("flotilla history deployment web", "flotilla rollback deployment web --to-revision 2 -m 'v3 leaks memory' --wait"))
     .action(async (kind: string, name: string, opts, command: Command) => {
       const c = clients(command);

@@ -4,74 +4,17 @@
 // on the same stack, the README's real service: probes, a budget, an autoscaler, a secret value.
 // Then `pnpm start --regions`: a stack of several regions, each with its own cluster, where a
 // staged deployment as a user types it rolls out wave by wave (apply --wait, rollout status).
+// Then every other block of docs/ marked `sh runnable stack=local|regions|tls`, on that stack.
+// (One file: the stacks use the same fixed ports, so they run one after the other.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { once } from "node:events";
+import { runnableBlock, runnableBlocks } from "@flotilla/testkit/docs";
+import { ROOT, shell, skip, startStack } from "./local-stack.ts";
 
-const ROOT = new URL("../../../", import.meta.url).pathname;
-const README = readFileSync(join(ROOT, "README.md"), "utf8");
-
-/** The commands of the first sh block under `heading`, comments removed; "(exits 1)" in a comment says what it exits with. */
-function readmeCommands(heading: string): { command: string; exit: number }[] {
-  const section = README.slice(README.indexOf(heading));
-  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1];
-  assert.ok(block, `the README has a block under ${heading}`);
-  return block
-    .split("\n")
-    .filter((line) => line.trim() !== "")
-    .map((line) => ({ command: line.replace(/\s+# .*$/, "").trim(), exit: /# .*\(exits 1\)/.test(line) ? 1 : 0 }));
-}
-
-const pnpmMissing = spawnSync("pnpm", ["--version"]).status !== 0;
-
-/** A `pnpm start` (the real script) in a scratch directory that mirrors the repository. */
-async function startStack(args: string[] = []): Promise<{ dir: string; output: () => string; stop(): Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), "flotilla-quickstart-"));
-  for (const entry of ["packages", "node_modules", "scripts"]) symlinkSync(join(ROOT, entry), join(dir, entry));
-  // A copy: the quick start copies and edits it.
-  cpSync(join(ROOT, "examples"), join(dir, "examples"), { recursive: true });
-  for (const file of ["package.json", "pnpm-workspace.yaml"]) copyFileSync(join(ROOT, file), join(dir, file));
-  const start = spawn(process.execPath, ["scripts/start.ts", ...args], {
-    cwd: dir,
-    env: { ...process.env, FLOTILLA_CONFIG: join(dir, "config.yaml") },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  start.stdout!.on("data", (d) => (output += d));
-  start.stderr!.on("data", (d) => (output += d));
-  const stop = async () => {
-    if (start.exitCode === null && start.signalCode === null) {
-      start.kill("SIGINT");
-      await once(start, "exit");
-    }
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const deadline = Date.now() + 60_000;
-  while (!output.includes("Ctrl-C stops everything")) {
-    if (start.exitCode !== null || Date.now() > deadline) {
-      await stop();
-      throw new Error(`pnpm start did not come up:\n${output}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { dir, output: () => output, stop };
-}
-
-/** Runs `command` in bash in the stack's directory, with its CLI context. */
-function shell(dir: string, command: string) {
-  return spawnSync("bash", ["-c", command], {
-    cwd: dir,
-    env: { ...process.env, FLOTILLA_CONFIG: join(dir, "config.yaml") },
-    encoding: "utf8",
-    timeout: 120_000,
-  });
-}
-
-const skip = pnpmMissing && !process.env.CI ? "pnpm is not on PATH" : false;
+/** The commands of the README's runnable block under `heading`; "(exits 1)" in a comment says what one exits with. */
+const readmeCommands = (heading: string) => runnableBlock(ROOT, "README.md", heading).commands;
 
 // The two stacks use the same fixed ports: one after the other.
 test("the README's quick start with the CLI, then its real service, line by line", { skip, timeout: 240_000 }, async (t) => {
@@ -169,5 +112,34 @@ test("pnpm start --regions: per region an emulator, an agent and a kubeconfig; r
     const got = shell(stack.dir, `kubectl --kubeconfig .flotilla/kubeconfig-${region} get deploy shop -n demo -o jsonpath='{.spec.replicas}'`);
     assert.equal(got.status, 0, got.stderr);
     assert.equal(got.stdout, String(replicas), region);
+  }
+});
+
+test("every runnable block of docs/ runs as written on the stack it names", { skip, timeout: 240_000 }, async () => {
+  const blocks = runnableBlocks(ROOT).filter((block) => block.file !== "README.md" && block.stack !== "compose");
+  assert.ok(blocks.length > 0, "the docs have runnable blocks");
+  for (const [name, args] of [
+    ["local", []],
+    ["regions", ["--regions", "canary,eu,us"]],
+    ["tls", ["--tls"]],
+  ] as const) {
+    const blocksHere = blocks.filter((block) => block.stack === name);
+    if (blocksHere.length === 0) continue;
+    const stack = await startStack([...args]);
+    try {
+      // As Getting started has the reader export it.
+      const env = { ADMIN_TOKEN: readFileSync(join(stack.dir, ".flotilla/admin-token"), "utf8").trim() };
+      for (const block of blocksHere) {
+        // A block's variables (CTRL=…; AUTH=…) hold for its later commands, as in one terminal.
+        const assignments: string[] = [];
+        for (const { command, exit } of block.commands) {
+          const result = shell(stack.dir, [...assignments, command].join("\n"), env);
+          assert.equal(result.status, exit, `${block.file}, ${block.heading}: ${command}\n${result.stdout}${result.stderr}`);
+          if (/^(?:export\s+)?[A-Za-z_]\w*=/.test(command)) assignments.push(command);
+        }
+      }
+    } finally {
+      await stack.stop();
+    }
   }
 });

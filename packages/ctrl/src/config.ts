@@ -1,6 +1,6 @@
 // Command-line flags of `pnpm ctrl`, each also an environment variable FLOTILLA_CTRL_<FLAG>
 // (the conventions are in @flotilla/runtime's flags.ts). This table is the single source of
-// --help and of the README's configuration table (scripts/config-tables.ts).
+// --help and of the reference's flag table (scripts/docs-reference.ts).
 import { markdownTable, parseDuration, parseFlags, usage, type LegacyName, type OptionSpec } from "@flotilla/runtime";
 import { DEFAULT_DATABASE_URL } from "@flotilla/store";
 import { SYSTEM_NAMESPACES } from "./validate.ts";
@@ -303,7 +303,7 @@ export function ctrlUsage(): string {
   return usage("pnpm ctrl [flags]", CTRL_OPTIONS, CTRL_ENV_PREFIX);
 }
 
-/** The README's table of ctrl's flags. */
+/** The reference's table of ctrl's flags (docs/reference/ctrl.md). */
 export function ctrlFlagTable(): string {
   return markdownTable(CTRL_OPTIONS, CTRL_ENV_PREFIX);
 }

@@ -2,7 +2,8 @@
 // deploy/Dockerfile, then `command`) runs with its environment as a local process, in
 // depends_on order, each started once its dependencies' health checks pass; MariaDB is the
 // machine's (FLOTILLA_TEST_MYSQL_URL) instead of the mariadb service; service hostnames and
-// ports become 127.0.0.1 and free ports. Then the README's `buf curl` lines run as written.
+// ports become 127.0.0.1 and free ports. Then the docs' blocks marked `sh runnable stack=compose`
+// (the API guide's `buf curl` flow, the streams page's lines) run as written.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -13,6 +14,7 @@ import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import { parse } from "yaml";
 import { testDatabases } from "@flotilla/testkit/databases";
+import { runnableBlocks } from "@flotilla/testkit/docs";
 import { passesHealthcheck, readDockerfile } from "./dockerfile.ts";
 import { eventually, mainOf, REPO_ROOT, startProcess, type RunningProcess } from "./processes.ts";
 
@@ -61,7 +63,7 @@ function startOrder(services: Record<string, Service>): string[] {
   return order;
 }
 
-test("docker-compose.yml's services run and the README's buf curl flow works against them", { skip: mysql.skip, timeout: 240_000 }, async (t) => {
+test("docker-compose.yml's services run and the docs' buf curl lines work against them", { skip: mysql.skip, timeout: 240_000 }, async (t) => {
   const compose = parse(interpolate(readFileSync(join(REPO_ROOT, "docker-compose.yml"), "utf8"), { FLOTILLA_CTRL_ADMIN_TOKEN: ADMIN_TOKEN })) as {
     services: Record<string, Service>;
   };
@@ -125,12 +127,14 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
   }
   for (const [name, { healthy }] of running) await eventually(healthy, `${name} to be healthy`);
 
-  // The README's lines, as written, with CTRL pointing at this ctrl.
-  const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
-  const block = /## Talking to ctrl[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)![1]!;
-  // A command goes on over indented lines (after a backslash, or inside its quoted JSON).
-  const [setup, ...commands] = block.split(/\n(?=\S)/).filter((command) => command.trim());
+  // The docs' compose blocks, as written, with CTRL pointing at this ctrl: the flow, then the streams.
+  const blocks = runnableBlocks(REPO_ROOT).filter((block) => block.stack === "compose");
+  const flow = blocks.find((block) => block.commands.some(({ command }) => command.includes("/CreateRegion")));
+  const streams = blocks.find((block) => block.commands.some(({ command }) => command.includes("/WatchDeploymentChanges")));
+  assert.ok(flow && streams && blocks.length === 2, "two blocks marked sh runnable stack=compose: the API guide's flow and the streams page's");
+  const [setup, ...commands] = flow.commands.map(({ command }) => command);
   assert.match(setup!, /^CTRL=http:\/\/127\.0\.0\.1:7070;/);
+  assert.equal(streams.commands[0]!.command, setup, "the streams block sets CTRL and AUTH as the flow does");
   const ctrlAddress = addresses.get("ctrl:7070")!;
   const prelude = setup!.replace("127.0.0.1:7070", ctrlAddress);
   const shell = (line: string) =>
@@ -156,18 +160,26 @@ test("docker-compose.yml's services run and the README's buf curl flow works aga
   }
   assert.deepEqual(ran, ["ListServices", "CreateRegion", "CreateAgentToken", "CreateDeployment", "GetDeployment", "UpdateDeployment", "DeleteDeployment"]);
 
-  // The streams section's watch from versionLastSeen "0": the flow's changes, from the first.
-  const watch = /## The agent-facing streams[\s\S]*?```sh\n([\s\S]*?)```/
-    .exec(readme)![1]!
-    .split(/\n(?=\S)/)
-    .find((command) => command.includes('"versionLastSeen"'))!;
-  const child = execFile("sh", ["-c", `${prelude}\nexec ${watch}`], { cwd: REPO_ROOT, env: { ...process.env, ADMIN_TOKEN } });
-  t.after(() => child.kill());
-  let output = "";
-  child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  await eventually(() => /"delete": \{/.test(output), "the watch from version 0 to reach the delete").catch((error: Error) => {
-    throw new Error(`${error.message}; it printed:\n${output}`);
-  });
-  assert.match(output, /"version": "1"/, "the watch starts at the first change");
+  // The streams: the snapshot ends; a watch follows live changes, so it runs until it printed
+  // what shows it works — from the head, a bookmark; from version 0, the flow's changes up to the delete.
+  for (const { command } of streams.commands.slice(1)) {
+    if (command.includes("SyncDesiredState")) {
+      assert.match((await shell(command)).stdout, /"complete": \{/, "the snapshot ends with its complete marker");
+      continue;
+    }
+    const fromVersionZero = command.includes('"versionLastSeen":"0"');
+    const child = execFile("sh", ["-c", `${prelude}\nexec ${command}`], { cwd: REPO_ROOT, env: { ...process.env, ADMIN_TOKEN } });
+    let output = "";
+    child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    try {
+      const shows = fromVersionZero ? /"delete": \{/ : /"version": "\d+"/;
+      await eventually(() => shows.test(output), `${command} to print ${shows}`).catch((error: Error) => {
+        throw new Error(`${error.message}; it printed:\n${output}`);
+      });
+      if (fromVersionZero) assert.match(output, /"version": "1"/, "the watch from version 0 starts at the first change");
+    } finally {
+      child.kill();
+    }
+  }
 });

@@ -1,12 +1,13 @@
 // deploy/monitoring: every metric name the Grafana dashboard and the Prometheus alert rules
-// use exists on the /metrics of a running ctrl or agent.
+// use exists on the /metrics of a running ctrl or agent; every alert links its runbook.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse } from "yaml";
 import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
+import { headingAnchors } from "@flotilla/testkit/docs";
 import { mainOf, operatorClients, REPO_ROOT, startProcess } from "./processes.ts";
 
 const ADMIN_TOKEN = "monitoring-test-admin-token";
@@ -49,6 +50,22 @@ test("metricNames reads the names out of PromQL", () => {
     ),
     ["a_seconds_bucket", "b_total", "c"],
   );
+});
+
+test("every alert has a runbook_url naming a section of a docs page that exists", () => {
+  const rules = parse(readFileSync(join(REPO_ROOT, "deploy/monitoring/alerts.yaml"), "utf8")) as {
+    groups: { rules: { alert: string; annotations?: { runbook_url?: string } }[] }[];
+  };
+  const problems: string[] = [];
+  for (const rule of rules.groups.flatMap((group) => group.rules)) {
+    const url = rule.annotations?.runbook_url;
+    const [page, section] = url?.split("#") ?? [];
+    if (!url || !page || !section || !/^docs\/.+\.md$/.test(page))
+      problems.push(`${rule.alert}: runbook_url ${JSON.stringify(url)} is not docs/<page>.md#<section>`);
+    else if (!existsSync(join(REPO_ROOT, page))) problems.push(`${rule.alert}: ${page} does not exist`);
+    else if (!headingAnchors(readFileSync(join(REPO_ROOT, page), "utf8")).has(section)) problems.push(`${rule.alert}: ${page} has no section #${section}`);
+  }
+  assert.deepEqual(problems, []);
 });
 
 test("every metric the dashboard and the alerts use exists on ctrl's or the agent's /metrics", { timeout: 60_000 }, async (t) => {

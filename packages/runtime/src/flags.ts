@@ -3,7 +3,7 @@
 // one prefix per process, so that an environment shared by both, as `pnpm start` has, cannot
 // set one's flag for the other); flags win over the environment, the environment over the
 // default; durations are written 250ms, 30s, 10m, 1h. A table of OptionSpecs is the single
-// source of --help and of the README's configuration tables (scripts/config-tables.ts).
+// source of --help and of the reference's flag tables (scripts/docs-reference.ts).
 import { parseArgs } from "node:util";
 
 export interface OptionSpec {
@@ -74,7 +74,7 @@ export function usage(synopsis: string, specs: readonly OptionSpec[], prefix: st
   return `usage: ${synopsis}\n\n${rows.join("\n")}\n  --help\n      show this help\n`;
 }
 
-/** The README's table of `specs` (Markdown). */
+/** The reference's table of `specs` (Markdown). */
 export function markdownTable(specs: readonly OptionSpec[], prefix: string): string {
   const cell = (text: string) => text.replaceAll("|", "\\|").replaceAll("<", "&lt;");
   const rows = specs.map((s) => `| \`--${s.flag}\` | \`${envName(prefix, s.flag)}\` | ${s.default ? `\`${cell(s.default)}\`` : ""} | ${cell(s.description)} |`);

@@ -1,5 +1,5 @@
 // The flag conventions ctrl and the agent share: flag over variable over default, durations,
-// former names accepted with a warning, --help and the README table from one table.
+// former names accepted with a warning, --help and the reference's table from one table.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { formatDuration, markdownTable, parseDuration, parseFlags, usage, type OptionSpec } from "../src/flags.ts";
@@ -43,7 +43,7 @@ test("durations: 250ms, 30s, 10m, 1h, 1h30m and 0; anything else names its flag"
   assert.deepEqual([250, 30_000, 600_000, 7 * 24 * 3_600_000, 0].map(formatDuration), ["250ms", "30s", "10m", "168h", "0"]);
 });
 
-test("--help and the README table come from the same specs", () => {
+test("--help and the reference's table come from the same specs", () => {
   const help = usage("x [flags]", SPECS, "X_");
   assert.match(help, /--poll-interval <value>\n {6}poll <this> often\n {6}env X_POLL_INTERVAL, default 200ms\n/);
   assert.match(help, /--insecure\n {6}plaintext\n {6}env X_INSECURE\n/);
