@@ -80,7 +80,12 @@ async function allComplete(admin: KubeClient, count: number, started: number, ti
       const object = d as { metadata: { generation?: number }; spec?: { replicas?: number }; status?: Record<string, number> };
       const want = object.spec?.replicas ?? 1;
       const s = object.status ?? {};
-      if ((s.observedGeneration ?? 0) >= (object.metadata.generation ?? 1) && s.updatedReplicas === want && s.availableReplicas === want && s.replicas === want) {
+      if (
+        (s.observedGeneration ?? 0) >= (object.metadata.generation ?? 1) &&
+        s.updatedReplicas === want &&
+        s.availableReplicas === want &&
+        s.replicas === want
+      ) {
         complete++;
       }
     });

@@ -47,6 +47,7 @@ export default defineConfig({
           { text: "The web console", link: "/guides/console" },
           { text: "The API with buf curl", link: "/guides/api" },
           { text: "A real cluster", link: "/guides/real-cluster" },
+          { text: "A real Kubernetes: flotilla-kube", link: "/guides/real-kubernetes" },
           { text: "TLS and agent identity", link: "/guides/tls" },
           { text: "High availability", link: "/guides/high-availability" },
           { text: "Upgrading", link: "/guides/upgrading" },
