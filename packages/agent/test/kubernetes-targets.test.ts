@@ -156,10 +156,10 @@ for (const target of kubeTargets) {
         },
       };
       await cluster.admin.create("/apis/apps/v1/namespaces/t-owned/deployments", foreign as ApiObject);
-      /** What a write by the agent would change: the spec (generation), labels, field managers. */
+      /** What a write by the agent would change: the spec (generation), labels, appliers (controllers' status updates aside). */
       const theirs = async () => {
         const live = (await deploymentIn("t-owned", "theirs"))!;
-        return JSON.stringify([live.metadata.generation, live.metadata.labels, live.spec, managers(live)]);
+        return JSON.stringify([live.metadata.generation, live.metadata.labels, live.spec, managers(live).filter((m) => m.endsWith("/Apply"))]);
       };
       const before = await theirs();
       await deployments().createDeployment({ deployment: app("theirs", "t-owned") });
