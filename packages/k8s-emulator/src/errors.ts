@@ -141,9 +141,10 @@ export function invalid(kind: string, group: string, name: string, errors: Field
   const messages = errors.map(formatFieldError);
   const summary = messages.length === 1 ? messages[0] : `[${messages.join(", ")}]`;
   return new ApiError(422, `${qualifiedKind} "${name}" is invalid: ${summary}`, {
+    // Go's StatusDetails omits an empty name or group (omitempty).
     details: {
-      name,
-      group,
+      ...(name ? { name } : {}),
+      ...(group ? { group } : {}),
       kind,
       causes: errors.map((e, i) => ({ reason: CAUSE_REASONS[e.type], message: messages[i].slice(e.field.length + 2), field: e.field })),
     },

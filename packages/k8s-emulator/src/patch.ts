@@ -82,8 +82,9 @@ interface JsonPatchOp {
   value?: unknown;
 }
 
+/** A patch that cannot be applied: 422 with empty details, as apierrors.NewGenericServerResponse writes it. */
 function patchError(message: string): ApiError {
-  return new ApiError(422, message, { reason: "Invalid" });
+  return new ApiError(422, message, { reason: "Invalid", details: {} });
 }
 
 function parsePointer(pointer: string): string[] {

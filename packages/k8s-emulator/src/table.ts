@@ -17,11 +17,20 @@ export interface Column {
   priority: number;
 }
 
-export const NAME: Column = { name: "Name", type: "string", format: "name", description: "Name must be unique within a namespace.", priority: 0 };
+// The descriptions are ObjectMeta's field docs, as the real server's columns carry them.
+export const NAME: Column = {
+  name: "Name",
+  type: "string",
+  format: "name",
+  description:
+    "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+  priority: 0,
+};
 export const AGE: Column = {
   name: "Age",
   type: "string",
-  description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+  description:
+    "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
   priority: 0,
 };
 
@@ -43,12 +52,14 @@ export function labelsCell(labels: Record<string, string>): string {
     .join(",");
 }
 
-/** The -o wide columns of the workload kinds (Deployment, ReplicaSet). */
-export const TEMPLATE_COLUMNS: Column[] = [
-  { name: "Containers", type: "string", description: "Names of each container in the template.", priority: 1 },
-  { name: "Images", type: "string", description: "Images referenced by each container in the template.", priority: 1 },
-  { name: "Selector", type: "string", description: "Label selector for pods.", priority: 1 },
-];
+/** The -o wide columns of the workload kinds (Deployment, ReplicaSet); the selector's description is the kind's spec doc. */
+export function templateColumns(selectorDescription: string): Column[] {
+  return [
+    { name: "Containers", type: "string", description: "Names of each container in the template.", priority: 1 },
+    { name: "Images", type: "string", description: "Images referenced by each container in the template.", priority: 1 },
+    { name: "Selector", type: "string", description: selectorDescription, priority: 1 },
+  ];
+}
 
 export function templateCells(o: KubeObject): string[] {
   const containers = (((specOf(o).template as JsonObject | undefined)?.spec as JsonObject | undefined)?.containers ?? []) as JsonObject[];
@@ -105,7 +116,8 @@ export function toTable(printer: Printer = DEFAULT_PRINTER, objects: KubeObject[
     kind: "Table",
     apiVersion: "meta.k8s.io/v1",
     metadata,
-    columnDefinitions: options.noHeaders ? null : (printer.columns as unknown as JsonObject[]),
+    // Go's TableColumnDefinition has no omitempty: a column without a format says "".
+    columnDefinitions: options.noHeaders ? null : printer.columns.map((c) => ({ ...c, format: c.format ?? "" })),
     rows: objects.map((object) => ({ cells: printer.cells(object, now), object: carried(object) })) as unknown as JsonObject[],
   };
 }

@@ -90,7 +90,6 @@ describe("robustness and protocol details", () => {
     assert.equal(bad.body.reason, "Invalid");
     assert.deepEqual(bad.body.details, {
       name: "Bad_Name",
-      group: "",
       kind: "Namespace",
       causes: [{ reason: "FieldValueInvalid", message: bad.body.details.causes[0].message, field: "metadata.name" }],
     });

@@ -4,7 +4,7 @@
 import { defaultPodSpec, objectField, setDefault } from "../defaults.ts";
 import type { FieldError } from "../errors.ts";
 import { APPS, CORE, META, bool, int, keyedList, obj, ref, resource, str } from "../openapi-schemas.ts";
-import { AGE, NAME, TEMPLATE_COLUMNS, age, num, specOf, statusOf, templateCells } from "../table.ts";
+import { AGE, NAME, templateColumns, age, num, specOf, statusOf, templateCells } from "../table.ts";
 import { deepEqual, isObject, type KubeObject } from "../util.ts";
 import { intOrPercentProblem, validateContainers } from "../validation.ts";
 import { labelSelectorFromObject } from "@flotilla/labels";
@@ -36,11 +36,18 @@ function validateDeployment(o: KubeObject): FieldError[] {
   const tmeta = isObject(template.metadata) ? template.metadata : {};
   const labels = (isObject(tmeta.labels) ? tmeta.labels : {}) as Record<string, string>;
   const selector = spec.selector;
-  if (!isObject(selector) || (!isObject(selector.matchLabels) && !Array.isArray(selector.matchExpressions))) {
+  if (!isObject(selector)) {
     errors.push({ field: "spec.selector", type: "Required value", detail: "" });
-  } else if (Object.keys(selector.matchLabels ?? {}).length === 0 && !Array.isArray(selector.matchExpressions)) {
+  } else if (
+    Object.keys(isObject(selector.matchLabels) ? selector.matchLabels : {}).length +
+      (Array.isArray(selector.matchExpressions) ? selector.matchExpressions.length : 0) ===
+    0
+  ) {
     errors.push({ field: "spec.selector", type: "Invalid value", value: selector, detail: "empty selector is invalid for deployment" });
-  } else if (!labelSelectorFromObject(selector as Parameters<typeof labelSelectorFromObject>[0])(labels)) {
+  }
+  // Checked whatever the selector's own errors, as upstream: a missing selector matches no
+  // labels (LabelSelectorAsSelector(nil) is labels.Nothing()), an empty one matches all.
+  if (!isObject(selector) || !labelSelectorFromObject(selector as Parameters<typeof labelSelectorFromObject>[0])(labels)) {
     errors.push({ field: "spec.template.metadata.labels", type: "Invalid value", value: labels, detail: "`selector` does not match template `labels`" });
   }
   const podSpec = isObject(template.spec) ? template.spec : {};
@@ -150,17 +157,19 @@ export const deployments = defineKind({
       {
         name: "Up-to-date",
         type: "string",
-        description: "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+        description: "Total number of non-terminating pods targeted by this deployment that have the desired template spec.",
         priority: 0,
       },
       {
         name: "Available",
         type: "string",
-        description: "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+        description: "Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment.",
         priority: 0,
       },
       AGE,
-      ...TEMPLATE_COLUMNS,
+      ...templateColumns(
+        "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment. It must match the pod template's labels.",
+      ),
     ],
     cells: (o, now) => [
       o.metadata.name,

@@ -3,7 +3,7 @@
 // the status.replicas field label), columns from printReplicaSet.
 import { APPS, CORE, META, int, obj, ref, resource } from "../openapi-schemas.ts";
 import { field } from "../selectors.ts";
-import { AGE, NAME, TEMPLATE_COLUMNS, age, num, specOf, statusOf, templateCells } from "../table.ts";
+import { AGE, NAME, templateColumns, age, num, specOf, statusOf, templateCells } from "../table.ts";
 import { replicasScale } from "./scale.ts";
 import { defineKind } from "./strategy.ts";
 
@@ -49,7 +49,9 @@ export const replicaSets = defineKind({
       { name: "Current", type: "integer", description: "The most recently observed number of replicas.", priority: 0 },
       { name: "Ready", type: "integer", description: "The number of pods targeted by this ReplicaSet with a Ready Condition.", priority: 0 },
       AGE,
-      ...TEMPLATE_COLUMNS,
+      ...templateColumns(
+        "Selector is a label query over pods that should match the replica count. Label keys and values that must match in order to be controlled by this replica set. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+      ),
     ],
     cells: (o, now) => [
       o.metadata.name,
