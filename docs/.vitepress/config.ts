@@ -67,6 +67,7 @@ export default defineConfig({
           { text: "The protocol", link: "/reference/protocol" },
           { text: "Metrics", link: "/reference/metrics" },
           { text: "Benchmarks", link: "/benchmarks" },
+          { text: "Emulator differences", link: "/emulator-differences" },
         ],
       },
       {

@@ -5,7 +5,10 @@
 // assertions hold on each. In CI (CI=true) the real target never skips.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType, RolloutFailurePolicy, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -20,6 +23,7 @@ import { BOOKMARK_MS, OTHER_REGION, REGION, startTargetStack, waitFor, waitForPh
 import type { Agent } from "../src/agent.ts";
 
 const [sqlite] = await testDatabases();
+const OVERLAYS = fileURLToPath(new URL("../../../deploy/kubernetes/overlays", import.meta.url));
 
 /** An object as the API serves it, loosely typed for assertions. */
 interface Live {
@@ -352,6 +356,13 @@ for (const target of kubeTargets) {
       } finally {
         await westAgent.stop();
         await west.stop();
+      }
+    });
+
+    test("every overlay of deploy/kubernetes passes the server's validation and admission (kubectl apply --dry-run=server -k)", async () => {
+      for (const overlay of readdirSync(OVERLAYS)) {
+        const out = await cluster.kubectl(["apply", "--dry-run=server", "-k", join(OVERLAYS, overlay)]);
+        assert.match(out, /\(server dry run\)/, `${overlay}: ${out}`);
       }
     });
 

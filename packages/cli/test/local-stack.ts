@@ -12,7 +12,7 @@ export const ROOT = new URL("../../../", import.meta.url).pathname;
 const pnpmMissing = spawnSync("pnpm", ["--version"]).status !== 0;
 
 /** A `pnpm start` (the real script) in a scratch directory that mirrors the repository. */
-export async function startStack(args: string[] = []): Promise<{ dir: string; output: () => string; stop(): Promise<void> }> {
+export async function startStack(args: string[] = [], readyTimeoutMs = 60_000): Promise<{ dir: string; output: () => string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "flotilla-quickstart-"));
   for (const entry of ["packages", "node_modules", "scripts"]) symlinkSync(join(ROOT, entry), join(dir, entry));
   // A copy: the quick start copies and edits it.
@@ -33,7 +33,7 @@ export async function startStack(args: string[] = []): Promise<{ dir: string; ou
     }
     rmSync(dir, { recursive: true, force: true });
   };
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + readyTimeoutMs;
   while (!output.includes("Ctrl-C stops everything")) {
     if (start.exitCode !== null || Date.now() > deadline) {
       await stop();

@@ -5,12 +5,18 @@
 // Then `pnpm start --regions`: a stack of several regions, each with its own cluster, where a
 // staged deployment as a user types it rolls out wave by wave (apply --wait, rollout status).
 // Then every other block of docs/ marked `sh runnable stack=local|regions|tls`, on that stack.
+// Then `pnpm start --kube real`: the same stack on flotilla-kube, the CLI quick start's apply
+// running there; and what --kube says when it is wrong or the binary is not built.
 // (One file: the stacks use the same fixed ports, so they run one after the other.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { runnableBlock, runnableBlocks } from "@flotilla/testkit/docs";
+import { flotillaKubeMissing } from "@flotilla/testkit/kube-target";
 import { ROOT, shell, skip, startStack } from "./local-stack.ts";
 
 /** The commands of the README's runnable block under `heading`; "(exits 1)" in a comment says what one exits with. */
@@ -141,5 +147,41 @@ test("every runnable block of docs/ runs as written on the stack it names", { sk
     } finally {
       await stack.stop();
     }
+  }
+});
+
+test("pnpm start --kube real: the same stack on flotilla-kube; the local quick start's apply runs there", {
+  skip: skip || flotillaKubeMissing(),
+  timeout: 300_000,
+}, async (t) => {
+  const stack = await startStack(["--kube", "real"], 180_000);
+  t.after(stack.stop);
+  assert.match(stack.output(), /Kubernetes \(flotilla-kube\) https:\/\/127\.0\.0\.1:6443/);
+  const nodes = shell(stack.dir, "kubectl --kubeconfig .flotilla/kubeconfig get nodes -o name");
+  assert.equal(nodes.status, 0, nodes.stderr);
+  assert.match(nodes.stdout, /node\/kwok-node-0/);
+  const apply = shell(stack.dir, "pnpm flotilla apply -f examples/local/ --wait");
+  assert.equal(apply.status, 0, `${apply.stdout}${apply.stderr}`);
+  assert.match(apply.stdout, /deployment\/web is RUNNING/);
+  const pods = shell(stack.dir, "kubectl --kubeconfig .flotilla/kubeconfig get pods -n demo -o jsonpath='{.items[*].status.phase}'");
+  assert.match(pods.stdout, /^Running( Running)*$/, pods.stdout);
+});
+
+test("pnpm start --kube: a value other than emulator or real, or real without a built binary, exits 2 saying why", { skip, timeout: 60_000 }, () => {
+  const bogus = spawnSync(process.execPath, ["scripts/start.ts", "--kube", "minikube"], { cwd: ROOT, encoding: "utf8" });
+  assert.equal(bogus.status, 2);
+  assert.match(bogus.stderr, /--kube "minikube": want emulator \(the default\) or real/);
+  // A mirror of the repository without packages/kube-real: as on a machine that never built it.
+  const dir = mkdtempSync(join(tmpdir(), "flotilla-no-kube-"));
+  try {
+    mkdirSync(join(dir, "packages"));
+    for (const entry of readdirSync(join(ROOT, "packages")))
+      if (entry !== "kube-real") symlinkSync(join(ROOT, "packages", entry), join(dir, "packages", entry));
+    for (const entry of ["node_modules", "scripts"]) symlinkSync(join(ROOT, entry), join(dir, entry));
+    const unbuilt = spawnSync(process.execPath, ["scripts/start.ts", "--kube", "real"], { cwd: dir, encoding: "utf8" });
+    assert.equal(unbuilt.status, 2);
+    assert.match(unbuilt.stderr, /--kube real needs packages\/kube-real\/bin\/flotilla-kube: build it with `pnpm kube:build`/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
