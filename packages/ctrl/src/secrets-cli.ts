@@ -26,8 +26,14 @@ try {
   if (!secrets) throw new Error("--secrets-key-file is required");
   const store = await Store.open(values["database-url"] ?? process.env.FLOTILLA_CTRL_DATABASE_URL, { secrets });
   try {
-    const moved = await store.rotateSecrets();
-    console.log(`${moved} sealed values moved to key ${JSON.stringify(secrets.newestKeyId)}; older keys may now leave the file`);
+    const { moved, stillUsed } = await store.rotateSecrets();
+    console.log(`${moved} sealed values moved to key ${JSON.stringify(secrets.newestKeyId)}`);
+    if (stillUsed.size > 0) {
+      const where = [...stillUsed].map(([id, tables]) => `${JSON.stringify(id)} (${[...tables].join(", ")})`).join("; ");
+      // A ctrl still running without the new key keeps sealing under the old one.
+      throw new Error(`values are still sealed under ${where}: keep those keys, restart every ctrl with the new file and run rotate again`);
+    }
+    console.log("a scan of every table found no value under an older key: older keys may now leave the file");
   } finally {
     await store.close();
   }
