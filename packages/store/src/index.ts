@@ -55,7 +55,7 @@ export { readSecretEnvSeals, readSnapshot, type SnapshotItem, type SnapshotLimit
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 export { generateKeyFile, SecretKeyRing } from "./secrets.ts";
 export { regionSecretEnv, secretContext, valueContext } from "./secret-env.ts";
-export { scanSealedKeys, type Rotation } from "./secret-rotation.ts";
+export { rotateSecrets, scanSealedKeys, type Rotation } from "./secret-rotation.ts";
 export { bodyWithSeal, storedParts } from "./desired-seals.ts";
 
 export interface StoreOptions {

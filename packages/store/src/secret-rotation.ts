@@ -130,11 +130,11 @@ export interface Rotation {
  * key is left (written meanwhile by a ctrl without the new key), it goes round again, at most
  * ROTATION_ROUNDS times.
  */
-export async function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing): Promise<Rotation> {
+export async function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing, pageSize = PAGE): Promise<Rotation> {
   let moved = 0;
   for (let round = 1; ; round++) {
-    moved += await reseal(db, ring, TABLES);
-    const scan = await scanSealedKeys(db);
+    moved += await reseal(db, ring, pageSize);
+    const scan = await scanSealedKeys(db, pageSize);
     const stillUsed = new Map([...scan.keys].filter(([id]) => id !== ring.newestKeyId || scan.legacy.has(id)));
     if (stillUsed.size === 0 || round === ROTATION_ROUNDS) return { moved, stillUsed };
   }
@@ -148,14 +148,14 @@ export async function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing): 
  * (checkSecretKeys tells whether any is).
  */
 export function upgradeStoredSeals(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
-  return reseal(db, ring, TABLES);
+  return reseal(db, ring, PAGE);
 }
 
-async function reseal(db: Kysely<Database>, ring: SecretKeyRing, tables: SealedTable<DescMessage>[]): Promise<number> {
+async function reseal(db: Kysely<Database>, ring: SecretKeyRing, pageSize: number): Promise<number> {
   let moved = 0;
-  for (const sealedTable of tables) {
+  for (const sealedTable of TABLES) {
     for (;;) {
-      const pass = await resealTable(db, ring, sealedTable);
+      const pass = await resealTable(db, ring, sealedTable, pageSize);
       moved += pass.values;
       if (pass.lostRaces === 0) break;
     }
@@ -163,15 +163,20 @@ async function reseal(db: Kysely<Database>, ring: SecretKeyRing, tables: SealedT
   return moved;
 }
 
+/** The columns of `t` a row's values are read from. */
+function storedColumns(t: SealedTable<DescMessage>): string[] {
+  return [...t.columns, ...(t.revisionColumn ? [t.revisionColumn] : [])];
+}
+
 /** Every row of `t` that may hold values, a page at a time, in key order (keyset pagination). */
-async function* rowsOf(db: Kysely<Database>, t: SealedTable<DescMessage>, columns: string[]): AsyncGenerator<Record<string, unknown>[]> {
+async function* rowsOf(db: Kysely<Database>, t: SealedTable<DescMessage>, columns: string[], pageSize: number): AsyncGenerator<Record<string, unknown>[]> {
   const anyDb = db as Kysely<any>;
   let after: Record<string, unknown> | undefined;
   for (;;) {
     let query = anyDb
       .selectFrom(t.table)
       .select([...new Set([...t.keys, ...columns])])
-      .limit(PAGE);
+      .limit(pageSize);
     for (const key of t.keys) query = query.orderBy(key);
     if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
     if (after) {
@@ -181,16 +186,21 @@ async function* rowsOf(db: Kysely<Database>, t: SealedTable<DescMessage>, column
     }
     const rows = await query.execute();
     if (rows.length > 0) yield rows;
-    if (rows.length < PAGE) return;
+    if (rows.length < pageSize) return;
     after = rows[rows.length - 1];
   }
 }
 
-async function resealTable(db: Kysely<Database>, ring: SecretKeyRing, t: SealedTable<DescMessage>): Promise<{ values: number; lostRaces: number }> {
+async function resealTable(
+  db: Kysely<Database>,
+  ring: SecretKeyRing,
+  t: SealedTable<DescMessage>,
+  pageSize: number,
+): Promise<{ values: number; lostRaces: number }> {
   let values = 0;
   let lostRaces = 0;
   const anyDb = db as Kysely<any>;
-  for await (const rows of rowsOf(db, t, [...t.columns, ...(t.revisionColumn ? [t.revisionColumn] : [])])) {
+  for await (const rows of rowsOf(db, t, storedColumns(t), pageSize)) {
     for (const row of rows) {
       const body = t.decode(row);
       let moved = t.desired
@@ -273,7 +283,7 @@ interface SealScan {
 }
 
 /** Every key id under which any table holds a value, a page at a time. */
-export async function scanSealedKeys(db: Kysely<Database>): Promise<SealScan> {
+export async function scanSealedKeys(db: Kysely<Database>, pageSize = PAGE): Promise<SealScan> {
   const scan: SealScan = { keys: new Map(), legacy: new Set(), samples: new Map() };
   const found = (table: string, sealed: Uint8Array, context: string, legacyContext: string | undefined, earlier: boolean) => {
     const seal = parseSeal(sealed);
@@ -284,7 +294,7 @@ export async function scanSealedKeys(db: Kysely<Database>): Promise<SealScan> {
     if (!scan.samples.has(seal.keyId)) scan.samples.set(seal.keyId, { context, legacyContext: seal.legacy ? legacyContext : undefined, sealed });
   };
   for (const t of TABLES) {
-    for await (const rows of rowsOf(db, t, [...t.columns, ...(t.revisionColumn ? [t.revisionColumn] : [])])) {
+    for await (const rows of rowsOf(db, t, storedColumns(t), pageSize)) {
       for (const row of rows) {
         const body = t.decode(row);
         const secrets = t.secrets(body);
