@@ -145,7 +145,7 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
   const named = create(WorkloadSchema, { secretEnv: values.map(({ name }) => create(SecretEnvVarSchema, { name })) });
   const forRegion = regionSecretEnv(
     ring,
-    regionId,
+    { id: regionId, epoch: 0 },
     id,
     named,
     values.map(({ name, value }) => ({ value: Buffer.from(value), fingerprint: ring.fingerprint(id, name, value) })),

@@ -15,7 +15,7 @@ import {
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { ResourceTableName } from "./schema.ts";
-import { bindSecretEnv, keepCurrentSecretEnv, redactSecretEnv, sealSecretEnv, sealSecretEnvForRegions } from "./secret-env.ts";
+import { bindSecretEnv, keepCurrentSecretEnv, redactSecretEnv, type RegionEpochs, sealSecretEnv, sealSecretEnvForRegions } from "./secret-env.ts";
 import type { SecretKeyRing } from "./secrets.ts";
 
 export interface ResourceKind<Desc extends DescMessage> {
@@ -46,7 +46,7 @@ export interface ResourceKind<Desc extends DescMessage> {
   /** Gives `target` (a rollback's spec) the secret values stored now in `current`; returns the names that have none. */
   keepCurrentSecrets?(target: MessageShape<Desc>, current: MessageShape<Desc>): string[];
   /** Seals, in place, the secret values of revision `revision`'s desired state for each region's agent (secret-env.ts). */
-  sealForRegions?(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>, revision: number): void;
+  sealForRegions?(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>, revision: number, regionEpochs: RegionEpochs): Promise<void>;
   /** Clears what no reader may see (sealed secrets), in place. */
   redact?(resource: MessageShape<Desc>): void;
 }

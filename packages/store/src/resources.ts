@@ -299,7 +299,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     revisions: { from: number; to: number; actor: string },
     alsoLock: Iterable<number>,
   ): Promise<number[]> {
-    const next = this.#desired(resource, regionIds, revisions.to);
+    const next = await this.#desired(tx, resource, regionIds, revisions.to);
     const staged = this.kind.strategy
       ? await stageChange(tx, {
           id,
@@ -319,9 +319,12 @@ export class ResourceRepository<Desc extends DescMessage> {
   }
 
   /** The kind's desired state of `resource` (stored at `revision`) per region, its secret values sealed for each region's agent. */
-  #desired(resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>, revision: number): Map<number, DesiredResource> {
+  async #desired(tx: Tx, resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>, revision: number): Promise<Map<number, DesiredResource>> {
     const desired = this.kind.desired(resource, regionIds);
-    this.kind.sealForRegions?.(this.#secrets, desired, revision);
+    await this.kind.sealForRegions?.(this.#secrets, desired, revision, async (ids) => {
+      const rows = await tx.selectFrom("regions").select(["id", "secret_key_epoch"]).where("id", "in", ids).execute();
+      return new Map(rows.map((r) => [r.id, Number(r.secret_key_epoch)]));
+    });
     return desired;
   }
 
@@ -340,7 +343,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     );
     for (const { row, resource } of resources) {
       const revision = Number(row.revision);
-      result.set(row.id, { revision, desired: this.#desired(resource, placed(this.kind.placements(resource), regionIds), revision) });
+      result.set(row.id, { revision, desired: await this.#desired(tx, resource, placed(this.kind.placements(resource), regionIds), revision) });
     }
     return result;
   }
@@ -367,7 +370,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     const row: ResourceTable = { id, revision, body: toBinary(this.kind.schema, input), create_time: Number(existing.create_time), update_time: now };
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
     const placed = await this.#placementsChange(tx, id, regionIds);
-    const next = await shape(this.#desired(input, regionIds, revision));
+    const next = await shape(await this.#desired(tx, input, regionIds, revision));
     const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, next, now, placed ? regionIds.values() : []);
     if (placed) await this.#writePlacements(tx, id, regionIds, true);
     await this.#recordChange(tx, row, author, "Rollback", now);

@@ -73,12 +73,24 @@ export function bindSecretEnv(ring: SecretKeyRing | undefined, deployment: Deplo
   }
 }
 
+/** The secret key epoch of each of these region rows (a read in the write's transaction). */
+export type RegionEpochs = (regionIds: number[]) => Promise<ReadonlyMap<number, number>>;
+
 /**
  * Replaces, in `desired` (deployment revision `revision`'s desired state by region row), each
- * workload's secret env by its region's form (regionSecretEnv): what the region's stream sends
- * as stored. Each value is opened once, whatever the number of regions, and zeroed after.
+ * workload's secret env by its region's form (regionSecretEnv) at the region's key epoch: what
+ * the region's stream sends as stored. Each value is opened once, whatever the number of
+ * regions, and zeroed after.
  */
-export function sealSecretEnvForRegions(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>, revision: number): void {
+export async function sealSecretEnvForRegions(
+  ring: SecretKeyRing | undefined,
+  desired: Map<number, DesiredResource>,
+  revision: number,
+  regionEpochs: RegionEpochs,
+): Promise<void> {
+  const withSecrets = [...desired].filter(([, r]) => r.spec.case === "deployment" && (r.spec.value.workload?.secretEnv.length ?? 0) > 0);
+  if (withSecrets.length === 0) return;
+  const epochs = await regionEpochs(withSecrets.map(([regionId]) => regionId));
   let values: { value: Buffer; fingerprint: string }[] | undefined;
   try {
     for (const [regionId, resource] of desired) {
@@ -93,7 +105,7 @@ export function sealSecretEnvForRegions(ring: SecretKeyRing | undefined, desired
         );
       values ??= workload.secretEnv.map((s) => ({ value: ring.openBytes(valueContext(resource.id, s.name, revision), s.sealed), fingerprint: s.fingerprint }));
       // A copy: the regions of a deployment share one workload message.
-      spec.workload = regionSecretEnv(ring, regionId, resource.id, workload, values);
+      spec.workload = regionSecretEnv(ring, { id: regionId, epoch: epochs.get(regionId) ?? 0 }, resource.id, workload, values);
     }
   } finally {
     for (const { value } of values ?? []) value.fill(0);
@@ -102,14 +114,14 @@ export function sealSecretEnvForRegions(ring: SecretKeyRing | undefined, desired
 
 /**
  * `workload` with its secret env in a region's form: the names alone, the values of `secrets`
- * (in their order) sealed as one for region row `regionId`'s agent, and the pod template's
+ * (in their order) sealed as one for `region`'s agent at its key epoch, and the pod template's
  * checksum of the names and the fingerprints given (the stored ones: a key added to the file
  * changes the fingerprint key, and must not roll pods before a rotation does). The same inputs
  * give the same bytes.
  */
 export function regionSecretEnv(
   ring: SecretKeyRing,
-  regionId: number,
+  region: { id: number; epoch: number },
   deploymentId: string,
   workload: Workload,
   secrets: readonly { value: Uint8Array; fingerprint: string }[],
@@ -120,7 +132,7 @@ export function regionSecretEnv(
     return create(WorkloadSchema, {
       ...workload,
       secretEnv: names.map((name) => create(SecretEnvVarSchema, { name })),
-      secretEnvSealed: ring.sealForRegion(regionId, secretEnvContext(deploymentId, names), packed),
+      secretEnvSealed: ring.sealForRegion(region.id, region.epoch, secretEnvContext(deploymentId, names), packed),
       secretEnvChecksum: secretEnvChecksum(names.map((name, i) => ({ name, fingerprint: secrets[i]!.fingerprint }))),
     });
   } finally {

@@ -200,11 +200,14 @@ async function resealTable(
   let values = 0;
   let lostRaces = 0;
   const anyDb = db as Kysely<any>;
+  // Read per pass: an epoch moved meanwhile leaves rows under the older one, as any later write would.
+  const epochs = new Map((await db.selectFrom("regions").select(["id", "secret_key_epoch"]).execute()).map((r) => [r.id, Number(r.secret_key_epoch)]));
   for await (const rows of rowsOf(db, t, storedColumns(t), pageSize)) {
     for (const row of rows) {
       const body = t.decode(row);
+      const regionId = Number(row.region_id);
       let moved = t.desired
-        ? resealForRegion(ring, Number(row.region_id), t.desired(body))
+        ? resealForRegion(ring, { id: regionId, epoch: epochs.get(regionId) ?? 0 }, t.desired(body))
         : resealValues(ring, t.secrets(body), Number(row[t.revisionColumn!]));
       const stored = t.encode(body);
       // A seal an earlier version kept inside the desired state's body moves to its column.
@@ -243,12 +246,12 @@ function resealValues(ring: SecretKeyRing, found: { id: string; secretEnv: Secre
  * Re-seals in place, in the region's form (regionSecretEnv), the secret env of `resource` unless
  * it is in that form under the newest key's region key already. Returns how many values moved.
  */
-function resealForRegion(ring: SecretKeyRing, regionId: number, resource: DesiredResource | undefined): number {
+function resealForRegion(ring: SecretKeyRing, region: { id: number; epoch: number }, resource: DesiredResource | undefined): number {
   if (resource?.spec.case !== "deployment") return 0;
   const workload = resource.spec.value.workload;
   if (!workload || workload.secretEnv.length === 0) return 0;
   const { secretEnv, secretEnvSealed } = workload;
-  if (secretEnvSealed.length > 0 && ring.isCurrent(secretEnvSealed, regionId)) return 0;
+  if (secretEnvSealed.length > 0 && ring.isCurrent(secretEnvSealed, region)) return 0;
   const names = secretEnv.map((s) => s.name);
   const opened: Buffer[] = [];
   try {
@@ -265,7 +268,7 @@ function resealForRegion(ring: SecretKeyRing, regionId: number, resource: Desire
     }
     // Under an older key or form: the fingerprints change with it, as the deployment's do in the same pass.
     const secrets = values.map((value, i) => ({ value, fingerprint: ring.fingerprint(resource.id, names[i]!, value) }));
-    resource.spec.value.workload = regionSecretEnv(ring, regionId, resource.id, workload, secrets);
+    resource.spec.value.workload = regionSecretEnv(ring, region, resource.id, workload, secrets);
     return secrets.length;
   } finally {
     for (const bytes of opened) bytes.fill(0);

@@ -11,9 +11,11 @@
 // can test a guess against it, and equal values in two places do not show as equal.
 //
 // The desired state of a region holds its values sealed for that region's agent, under a key
-// derived from the data key for the region (id "k1/r7": data key k1, region row 7). The agent
-// receives its region's keys (regionKeys) and nothing else, so it opens its own region's values
-// and no other's, and ctrl streams stored bytes without opening anything. A region seal is
+// derived from the data key for the region and its key epoch (id "k1/r7": data key k1, region
+// row 7, epoch 0; "k1/r7e2" at epoch 2). The agent receives its region's keys (regionKeys) and
+// nothing else, so it opens its own region's values and no other's, and ctrl streams stored
+// bytes without opening anything. Revoking one of the region's agent tokens moves its epoch:
+// what is sealed afterwards opens under keys the revoked agent never received. A region seal is
 // deterministic (its nonce an HMAC of what it seals, as in SIV): the same value sealed again is
 // the same bytes, so recomputing a region's desired state is no change.
 //
@@ -27,8 +29,8 @@ const KEY_BYTES = 32;
 /** Hex digits of a fingerprint (64 bits: enough to tell values apart, too few to be a hash of record). */
 const FINGERPRINT_DIGITS = 16;
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
-/** "k1/r7": data key k1's key for region row 7. */
-const REGION_KEY_ID = /^(.+)\/r(\d+)$/;
+/** "k1/r7": data key k1's key for region row 7 at key epoch 0; "k1/r7e2" at epoch 2. */
+const REGION_KEY_ID = /^(.+)\/r(\d+)(?:e(\d+))?$/;
 
 interface DataKey {
   readonly id: string;
@@ -94,9 +96,9 @@ export class SecretKeyRing {
     return this.#newest.id;
   }
 
-  /** The id of the key new values are sealed under for region row `regionId`'s agent. */
-  newestRegionKeyId(regionId: number): string {
-    return regionKeyId(this.#newest.id, regionId);
+  /** The id of the key new values are sealed under for region row `regionId`'s agent at key epoch `epoch`. */
+  newestRegionKeyId(regionId: number, epoch: number): string {
+    return regionKeyId(this.#newest.id, regionId, epoch);
   }
 
   /** `value` sealed under the newest key, bound to `context` (which deployment, name and revision: secretContext). */
@@ -104,9 +106,9 @@ export class SecretKeyRing {
     return sealValue(this.#newest.id, this.#newest.encryption, randomBytes(NONCE_BYTES), context, value);
   }
 
-  /** `value` (text or bytes) sealed for region row `regionId`'s agent under the newest key's region key; the same inputs give the same bytes. */
-  sealForRegion(regionId: number, context: string, value: string | Uint8Array): Uint8Array {
-    const key = this.#regionKey(this.#newest, regionId);
+  /** `value` (text or bytes) sealed for region row `regionId`'s agent under the newest key's region key at `epoch`; the same inputs give the same bytes. */
+  sealForRegion(regionId: number, epoch: number, context: string, value: string | Uint8Array): Uint8Array {
+    const key = this.#regionKey(this.#newest, regionId, epoch);
     const hmac = createHmac("sha256", key.nonceKey).update(context).update("\0");
     const nonce = (typeof value === "string" ? hmac.update(value, "utf8") : hmac.update(value)).digest().subarray(0, NONCE_BYTES);
     return sealValue(key.id, key.key, nonce, context, value);
@@ -136,22 +138,28 @@ export class SecretKeyRing {
       throw new Error(`secret ${context} is sealed as an earlier version of ctrl sealed it: ctrl re-seals such values when it starts`);
     }
     const region = REGION_KEY_ID.exec(seal.keyId);
-    if (region) return openValue(this.#regionKey(dataKey, Number(region[2])).key, seal.legacy ? legacyContext! : context, seal);
+    if (region) return openValue(this.#regionKey(dataKey, Number(region[2]), Number(region[3] ?? 0)).key, seal.legacy ? legacyContext! : context, seal);
     return seal.legacy ? openValue(dataKey.key, legacyContext!, seal) : openValue(dataKey.encryption, context, seal);
   }
 
-  /** Whether `sealed` is sealed under the newest key (or its region key for `regionId`) in this version's form. */
-  isCurrent(sealed: Uint8Array, regionId?: number): boolean {
+  /** Whether `sealed` is sealed under the newest key (or its region key for `region`) in this version's form. */
+  isCurrent(sealed: Uint8Array, region?: { id: number; epoch: number }): boolean {
     const seal = parseSeal(sealed);
-    return !seal.legacy && seal.keyId === (regionId === undefined ? this.#newest.id : this.newestRegionKeyId(regionId));
+    return !seal.legacy && seal.keyId === (region === undefined ? this.#newest.id : this.newestRegionKeyId(region.id, region.epoch));
   }
 
-  /** Every key that opens a value sealed for region row `regionId`: what its agent receives, and only it. */
-  regionKeys(regionId: number): { id: string; key: Uint8Array }[] {
-    return [...this.#keys.values()].map((dataKey) => {
-      const { id, key } = this.#regionKey(dataKey, regionId);
-      return { id, key: key.export() };
-    });
+  /**
+   * Every key that opens a value sealed for region row `regionId` up to key epoch `epoch`: what
+   * its agent receives, and only it. A row keeps its seal until it is written again, so the
+   * keys of earlier epochs stay; a revoked agent holds those already, and none of the current.
+   */
+  regionKeys(regionId: number, epoch: number): { id: string; key: Uint8Array }[] {
+    return [...this.#keys.values()].flatMap((dataKey) =>
+      Array.from({ length: epoch + 1 }, (_, e) => {
+        const { id, key } = this.#regionKey(dataKey, regionId, e);
+        return { id, key: key.export() };
+      }),
+    );
   }
 
   /** The keyed fingerprint (hex) of `value` as deployment `deploymentId`'s variable `name`. */
@@ -167,11 +175,13 @@ export class SecretKeyRing {
     }
   }
 
-  #regionKey(dataKey: DataKey, regionId: number): RegionKey {
-    const id = regionKeyId(dataKey.id, regionId);
+  #regionKey(dataKey: DataKey, regionId: number, epoch: number): RegionKey {
+    const id = regionKeyId(dataKey.id, regionId, epoch);
     let key = this.#regionKeys.get(id);
     if (!key) {
-      key = { id, key: derive(dataKey.key, `flotilla region secrets ${regionId}`), nonceKey: derive(dataKey.key, `flotilla region secret nonces ${regionId}`) };
+      // Epoch 0's labels are those from before epochs: the keys agents already hold.
+      const scope = epoch === 0 ? `${regionId}` : `${regionId} epoch ${epoch}`;
+      key = { id, key: derive(dataKey.key, `flotilla region secrets ${scope}`), nonceKey: derive(dataKey.key, `flotilla region secret nonces ${scope}`) };
       this.#regionKeys.set(id, key);
     }
     return key;
@@ -188,8 +198,8 @@ export function dataKeyIdOf(keyId: string): string {
   return REGION_KEY_ID.exec(keyId)?.[1] ?? keyId;
 }
 
-function regionKeyId(dataKeyId: string, regionId: number): string {
-  return `${dataKeyId}/r${regionId}`;
+function regionKeyId(dataKeyId: string, regionId: number, epoch: number): string {
+  return `${dataKeyId}/r${regionId}${epoch === 0 ? "" : `e${epoch}`}`;
 }
 
 /** A new key file's content with one fresh key, or `existing`'s keys plus a fresh newest one. */

@@ -131,7 +131,7 @@ for (const { db, skip } of await testDatabases()) {
       const event = fromBinary(ChangeEventSchema, change.body);
       const workload = event.change.case === "upsert" && event.change.value.spec.case === "deployment" ? event.change.value.spec.value.workload : undefined;
       assert.ok(workload && workload.secretEnvSealed.length > 0, "the outbox row carries the values");
-      workload.secretEnvSealed = old.secrets!.sealForRegion(change.region_id, secretEnvContext("d0", ["PASSWORD"]), packValues([Buffer.from("first")]));
+      workload.secretEnvSealed = old.secrets!.sealForRegion(change.region_id, 0, secretEnvContext("d0", ["PASSWORD"]), packValues([Buffer.from("first")]));
       const outboxRow = (db: Store) =>
         db.database.db.updateTable("deployment_changes").where("region_id", "=", change.region_id).where("version", "=", change.version);
       await outboxRow(store)

@@ -3,7 +3,8 @@
 // regionSecretEnv; the desired state keeps that seal beside the body, which a snapshot's pages
 // carry alone unless that agent asks for the seals too: GetSecretEnvSeals), so the region's own
 // agent, authenticated as that region, gets the stored bytes as they are and opens them with the
-// keys GetSecretKeys gives it alone: ctrl opens nothing per sync. Any other caller the streams
+// keys GetSecretKeys gives it alone: ctrl opens nothing per sync. With mTLS, only a caller that
+// also presents the region's client certificate is that agent. Any other caller the streams
 // admit (the admin token, e.g. debugging with a gRPC client) gets the names and the pod
 // template's checksum only, never a seal.
 import { clone, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -11,7 +12,7 @@ import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
 import { ChangeEventSchema, DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Change, RegionRow } from "@flotilla/store";
-import { principalKey } from "../../auth.ts";
+import { maySeeSecretValues } from "../../auth.ts";
 
 /** Workload.secret_env's tag (field 17, length-delimited) as encoded: a body without it carries no secret. */
 const SECRET_ENV_KEY = (17 << 3) | 2;
@@ -31,8 +32,7 @@ const AS_STORED: SecretDelivery = { toOwnAgent: true, rows: (rows) => rows, chan
 
 /** The delivery for the stream `ctx` opened for `region`. */
 export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDelivery {
-  const principal = ctx.values.get(principalKey);
-  if (principal.kind === "agent" && principal.regionId === region.id) return AS_STORED;
+  if (maySeeSecretValues(ctx, region)) return AS_STORED;
   const body = (body: Uint8Array): Uint8Array => {
     if (!mayCarrySecrets(body)) return body;
     const resource = fromBinary(DesiredResourceSchema, body);
