@@ -241,7 +241,10 @@ for (const { db, skip } of await testDatabases()) {
         const agent = await streamed(own);
         for (const [id, secret] of written)
           assert.equal(openWith(keys, id, agent.get(id)!.entry).get("DB_PASSWORD"), secret, `${protocol}: the agent of local opens ${id}'s value`);
-        for (const { id, entry } of agent.values()) assert.ok(openWith(keys, id, entry).size > 0, `${protocol}: every change's values open`);
+        for (const { id, entry } of agent.values()) {
+          // A change whose values were replaced since keeps its names alone (purged from the outbox).
+          if (entry.secretEnvSealed.length > 0) assert.ok(openWith(keys, id, entry).size > 0, `${protocol}: every change's values open`);
+        }
         const admin = await streamed(undefined);
         assert.ok(admin.size > written.size, "the admin's streams carry the changes too");
         for (const [key, { entry }] of admin) assert.equal(entry.secretEnvSealed.length, 0, `${protocol}: the admin token's stream carries no seal of ${key}`);
@@ -342,7 +345,11 @@ for (const { db, skip } of await testDatabases()) {
           if (table === "resource_revisions" && row.resource_type !== ResourceType.DEPLOYMENT) continue;
           if (deployment.secretEnv.length === 0) continue;
           for (const s of deployment.secretEnv) {
-            const value = ring.open(valueContext(deployment.id, s.name, Number(row.revision)), s.sealed);
+            // A stored revision holds no value in this version; an earlier version kept them there.
+            const value =
+              table === "resource_revisions"
+                ? "a value an earlier version kept"
+                : ring.open(valueContext(deployment.id, s.name, Number(row.revision)), s.sealed);
             s.sealed = legacySeal(keyFile, "k1", secretContext(deployment.id, s.name), value);
             s.fingerprint = legacyFingerprint(keyFile, "k1", value);
           }
@@ -371,6 +378,10 @@ for (const { db, skip } of await testDatabases()) {
       const scan = await scanSealedKeys(t.store.database.db);
       assert.deepEqual([...scan.keys.keys()], ["k1"]);
       assert.deepEqual([...scan.legacy], [], "no table holds a seal in an earlier version's form");
+      for (const row of await t.store.database.db.selectFrom("resource_revisions").select("body").execute()) {
+        for (const s of fromBinary(DeploymentSchema, row.body).secretEnv)
+          assert.equal(s.sealed.length, 0, "the values an earlier version kept in revisions are cleared");
+      }
       for (const [id, secret] of written) {
         assert.equal((await desiredSecrets(t.store, id, ring)).get("DB_PASSWORD"), secret);
         const shown = (await t.store.deployments.get(id)).secretEnv;
@@ -412,9 +423,9 @@ for (const { db, skip } of await testDatabases()) {
         const event = fromBinary(ChangeEventSchema, row.body);
         const resource = event.change.case === "upsert" ? event.change.value : undefined;
         const workload = resource?.spec.case === "deployment" ? resource.spec.value.workload : undefined;
-        if (workload?.secretEnv.length) opened += (await openedAsOne(ringOf(newest), resource!.id, workload)).size;
+        if (workload?.secretEnvSealed.length) opened += (await openedAsOne(ringOf(newest), resource!.id, workload)).size;
       }
-      assert.ok(opened > written.size, "every outbox row's value opens under the newest key alone");
+      assert.ok(opened >= written.size, "every outbox row's value opens under the newest key alone");
       await assert.doesNotReject(Store.open(t.databaseUrl, { secrets: ringOf(newest) }).then((s) => s.close()));
       await assert.rejects(Store.open(t.databaseUrl), /sealed under keys "k2": start with --secrets-key-file holding them/);
       await assert.rejects(Store.open(t.databaseUrl, { secrets: ringOf(keyFile) }), /sealed under key "k2", which the secrets key file does not hold/);

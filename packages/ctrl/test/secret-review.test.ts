@@ -1,14 +1,17 @@
 // What a security review of secret values expects, against a malicious deployer and a stolen
 // database dump: no fingerprint oracle; every key derived for one purpose; a seal
-// bound to its row's revision.
+// bound to its row's revision; a rollback never brings a replaced value back, and a dump (with
+// the key) holds only live values.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createSecretKey } from "node:crypto";
 import { clone, create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { DeploymentSchema, SecretEnvVarSchema, type Deployment } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { openValue } from "@flotilla/runtime/sealed-values";
-import { generateKeyFile, SecretKeyRing, valueContext } from "@flotilla/store";
+import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
+import { ChangeEventSchema, DeploymentSchema, ResourceType, SecretEnvVarSchema, type Deployment } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { openValue, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
+import { generateKeyFile, SecretKeyRing, type Store, valueContext, wholeResource } from "@flotilla/store";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 
@@ -29,6 +32,36 @@ const comparable = (d: Deployment) => {
   copy.updateTime = undefined;
   return toBinary(DeploymentSchema, copy);
 };
+
+/**
+ * Every value of deployment `id` that any table holds, opened with the key (what a stolen dump
+ * and key file give): the deployment row, its revisions, the desired state and the outbox.
+ */
+async function valuesInDatabase(store: Store, id: string): Promise<Set<string>> {
+  const keys = ring();
+  const values = new Set<string>();
+  const db = store.database.db;
+  for (const row of await db.selectFrom("deployments").select(["body", "revision"]).where("id", "=", id).execute()) {
+    for (const s of fromBinary(DeploymentSchema, row.body).secretEnv) values.add(keys.open(valueContext(id, s.name, Number(row.revision)), s.sealed));
+  }
+  for (const row of await db.selectFrom("resource_revisions").select(["body", "revision"]).where("resource_id", "=", id).execute()) {
+    for (const s of fromBinary(DeploymentSchema, row.body).secretEnv)
+      if (s.sealed.length > 0) values.add(keys.open(valueContext(id, s.name, Number(row.revision)), s.sealed));
+  }
+  const asOne = (resource: ReturnType<typeof wholeResource>) => {
+    const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+    if (!workload || workload.secretEnvSealed.length === 0) return;
+    const names = workload.secretEnv.map((s) => s.name);
+    for (const value of unpackValues(keys.openBytes(secretEnvContext(id, names), workload.secretEnvSealed), names.length)) values.add(value.toString());
+  };
+  for (const row of await db.selectFrom("desired_resources").select(["body", "secret_env_sealed"]).where("resource_id", "=", id).execute())
+    asOne(wholeResource(row));
+  for (const row of await db.selectFrom("deployment_changes").select("body").where("resource_id", "=", id).execute()) {
+    const event = fromBinary(ChangeEventSchema, row.body);
+    if (event.change.case === "upsert") asOne(event.change.value);
+  }
+  return values;
+}
 
 for (const { db, skip } of await testDatabases()) {
   describe(`secret values under review (${db.name})`, { skip }, () => {
@@ -104,16 +137,11 @@ for (const { db, skip } of await testDatabases()) {
     test("a seal is bound to its row's revision: an older revision's seal copied into the deployment's row does not open, and nothing is written", async () => {
       const client = t.client(DeploymentService);
       const first = (await client.createDeployment({ deployment: deployment("bound", [{ name: "PASSWORD", value: "leaked" }]) })).deployment!;
+      // A dump taken at revision 1 holds this seal; it is written into the row at revision 2 by someone with database access.
+      const old = await t.store.database.db.selectFrom("deployments").select("body").where("id", "=", "bound").executeTakeFirstOrThrow();
       const replaced = clone(DeploymentSchema, first);
       replaced.secretEnv = [create(SecretEnvVarSchema, { name: "PASSWORD", value: "fresh" })];
       await client.updateDeployment({ deployment: replaced });
-      // A dump's older seal (revision 1), written into the current row (revision 2) by someone with database access.
-      const old = await t.store.database.db
-        .selectFrom("resource_revisions")
-        .select("body")
-        .where("resource_id", "=", "bound")
-        .where("revision", "=", 1)
-        .executeTakeFirstOrThrow();
       const current = await t.store.database.db.selectFrom("deployments").select("body").where("id", "=", "bound").executeTakeFirstOrThrow();
       const forged = fromBinary(DeploymentSchema, current.body);
       forged.secretEnv[0]!.sealed = fromBinary(DeploymentSchema, old.body).secretEnv[0]!.sealed;
@@ -129,6 +157,68 @@ for (const { db, skip } of await testDatabases()) {
       await assert.rejects(t.store.deployments.update(next), /secret bound\/PASSWORD@2 does not open under key "k1"/);
       assert.equal((await client.getDeployment({ id: "bound" })).deployment!.revision, 2n, "nothing written");
       await t.store.database.db.updateTable("deployments").set({ body: current.body }).where("id", "=", "bound").execute();
+    });
+
+    test("a rollback through the API (the CLI's and the console's) restores the spec and keeps the values as they are now; the replaced value is in no table", async () => {
+      const client = t.client(DeploymentService);
+      const created = (await client.createDeployment({ deployment: deployment("undo", [{ name: "PASSWORD", value: "leaked" }]) })).deployment!;
+      const replaced = clone(DeploymentSchema, created);
+      replaced.image = "api:2";
+      replaced.secretEnv = [create(SecretEnvVarSchema, { name: "PASSWORD", value: "fresh" })];
+      await client.updateDeployment({ deployment: replaced });
+      assert.deepEqual([...(await valuesInDatabase(t.store, "undo"))], ["fresh"], "the replaced value is purged from revisions and the outbox");
+      const { revision } = await t.client(HistoryService).rollback({ resourceType: ResourceType.DEPLOYMENT, id: "undo", toRevision: 1n });
+      assert.equal(revision?.revision, 3n);
+      const after = (await client.getDeployment({ id: "undo" })).deployment!;
+      assert.equal(after.image, "api:1", "the spec is revision 1's");
+      assert.equal(after.secretEnv[0]!.fingerprint, ring().fingerprint("undo", "PASSWORD", "fresh"), "the value is the current one");
+      assert.deepEqual([...(await valuesInDatabase(t.store, "undo"))], ["fresh"], "the leaked value did not come back anywhere");
+    });
+
+    test("a rollout's way back (reviseInTx) keeps the current values too", async () => {
+      const client = t.client(DeploymentService);
+      const current = (await client.getDeployment({ id: "undo" })).deployment!;
+      current.image = "api:4";
+      current.secretEnv = [create(SecretEnvVarSchema, { name: "PASSWORD", value: "newest" })];
+      await client.updateDeployment({ deployment: current });
+      await t.store.database.db
+        .transaction()
+        .execute((tx) => t.store.deployments.reviseInTx(tx, "undo", 2, { actor: "rollout", message: "" }, Date.now(), async (next) => next));
+      const after = (await client.getDeployment({ id: "undo" })).deployment!;
+      assert.equal(after.image, "api:2");
+      assert.equal(after.secretEnv[0]!.fingerprint, ring().fingerprint("undo", "PASSWORD", "newest"));
+      assert.deepEqual([...(await valuesInDatabase(t.store, "undo"))], ["newest"]);
+    });
+
+    test("a rollback to a spec naming a variable that has no value now fails naming it, and writes nothing", async () => {
+      const client = t.client(DeploymentService);
+      const created = (
+        await client.createDeployment({
+          deployment: deployment("undo-gone", [
+            { name: "PASSWORD", value: "p" },
+            { name: "API_KEY", value: "leaked-key" },
+          ]),
+        })
+      ).deployment!;
+      const dropped = clone(DeploymentSchema, created);
+      dropped.image = "api:2";
+      dropped.secretEnv = dropped.secretEnv.filter((s) => s.name === "PASSWORD");
+      await client.updateDeployment({ deployment: dropped });
+      assert.deepEqual([...(await valuesInDatabase(t.store, "undo-gone"))], ["p"], "the dropped value is in no table");
+      const audit = await t.store.database.db
+        .selectFrom("audit_events")
+        .select((eb) => eb.fn.countAll().as("n"))
+        .executeTakeFirstOrThrow();
+      await assert.rejects(
+        t.client(HistoryService).rollback({ resourceType: ResourceType.DEPLOYMENT, id: "undo-gone", toRevision: 1n }),
+        (e) => ConnectError.from(e).code === Code.FailedPrecondition && /secret env "API_KEY", which has no value now/.test(ConnectError.from(e).message),
+      );
+      assert.equal((await client.getDeployment({ id: "undo-gone" })).deployment!.revision, 2n, "nothing written");
+      const after = await t.store.database.db
+        .selectFrom("audit_events")
+        .select((eb) => eb.fn.countAll().as("n"))
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(after.n), Number(audit.n));
     });
   });
 }

@@ -56,7 +56,7 @@ export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 export { generateKeyFile, SecretKeyRing } from "./secrets.ts";
 export { regionSecretEnv, secretContext, valueContext } from "./secret-env.ts";
 export { rotateSecrets, scanSealedKeys, type Rotation } from "./secret-rotation.ts";
-export { bodyWithSeal, storedParts } from "./desired-seals.ts";
+export { bodyWithSeal, clearSecretEnvSeals, storedParts, wholeResource } from "./desired-seals.ts";
 
 export interface StoreOptions {
   /** Revisions kept per object (DEFAULT_REVISION_HISTORY_LIMIT). */

@@ -47,6 +47,8 @@ export interface ResourceKind<Desc extends DescMessage> {
   keepCurrentSecrets?(target: MessageShape<Desc>, current: MessageShape<Desc>): string[];
   /** Seals, in place, the secret values of revision `revision`'s desired state for each region's agent (secret-env.ts). */
   sealForRegions?(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>, revision: number, regionEpochs: RegionEpochs): Promise<void>;
+  /** Clears the secret values, in place, keeping names and fingerprints: a stored revision keeps none (a rollback takes the current ones). */
+  clearSecrets?(resource: MessageShape<Desc>): void;
   /** Clears what no reader may see (sealed secrets), in place. */
   redact?(resource: MessageShape<Desc>): void;
 }
@@ -121,6 +123,9 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
   bind: bindSecretEnv,
   keepCurrentSecrets: keepCurrentSecretEnv,
   sealForRegions: sealSecretEnvForRegions,
+  clearSecrets: (d) => {
+    for (const s of d.secretEnv) s.sealed = new Uint8Array(0);
+  },
   redact: (d) => redactSecretEnv(d.secretEnv),
 };
 

@@ -223,16 +223,25 @@ export class ResourceRepository<Desc extends DescMessage> {
     return { result: this.#fromRow(row), regions };
   }
 
-  /** The revision row (the last `historyLimit` kept), the status event and the audit record of a write. */
+  /**
+   * The revision row (the last `historyLimit` kept; its secret values cleared, as no rollback
+   * brings one back), the status event and the audit record of a write.
+   */
   async #recordChange(tx: Tx, row: ResourceTable, author: ChangeAuthor, action: Action, now: number): Promise<void> {
     const revision = Number(row.revision);
+    let body = row.body;
+    if (this.kind.clearSecrets) {
+      const resource = fromBinary(this.kind.schema, body) as MessageShape<Desc>;
+      this.kind.clearSecrets(resource);
+      body = toBinary(this.kind.schema, resource);
+    }
     await tx
       .insertInto("resource_revisions")
       .values({
         resource_type: this.kind.type,
         resource_id: row.id,
         revision,
-        body: row.body,
+        body,
         actor: author.actor,
         message: author.message.slice(0, 1024),
         create_time: now,

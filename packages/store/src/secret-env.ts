@@ -143,7 +143,8 @@ export function regionSecretEnv(
 /** Leaves of each secret only that it is set and its fingerprint: what every reader gets. */
 export function redactSecretEnv(secretEnv: SecretEnvVar[]): void {
   for (const s of secretEnv) {
-    s.set = s.sealed.length > 0;
+    // A stored revision keeps the fingerprint alone; a dry run's supplied value, the seal alone.
+    s.set = s.sealed.length > 0 || s.fingerprint !== "";
     s.sealed = new Uint8Array(0);
     s.value = undefined;
   }

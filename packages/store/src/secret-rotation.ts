@@ -1,7 +1,7 @@
 // Re-sealing every stored secret value under the key ring's newest key (`pnpm secrets
-// rotate`), in place: the deployments, their kept revisions, the desired state and the outbox
-// (the last two under the newest key's region keys, secrets.ts, a workload's values as one:
-// secret-env.ts) — every table that holds values. No version moves, so no agent sees a change.
+// rotate`), in place: the deployments, the desired state and the outbox (the last two under the
+// newest key's region keys, secrets.ts, a workload's values as one: secret-env.ts); stored
+// revisions hold none (values an earlier version kept there are cleared). No version moves, so no agent sees a change.
 // Rows are rewritten one at a time with a compare on the old body, so a write that lands
 // meanwhile is never overwritten (a pass that lost a race runs again). Pages go by key, never
 // by OFFSET: revisions and outbox rows pruned meanwhile would shift an offset past rows never
@@ -33,6 +33,8 @@ interface SealedTable<Desc extends DescMessage> {
   keys: string[];
   /** Of a deployment's row (and a revision's): the revision its seals are bound to (secret-env.ts valueContext). */
   revisionColumn?: string;
+  /** Holds no value in this version (a stored revision): one an earlier version left is cleared, not re-sealed. */
+  clearsValues?: boolean;
   /** The columns a row is stored in: `body`, and for the desired state its seal (desired-seals.ts). */
   columns: string[];
   /** A row's message, whole. */
@@ -79,6 +81,7 @@ const TABLES = [
     table: "resource_revisions",
     keys: ["resource_type", "resource_id", "revision"],
     revisionColumn: "revision",
+    clearsValues: true,
     deploymentsOnly: true,
     ...inBody(DeploymentSchema),
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
@@ -208,7 +211,9 @@ async function resealTable(
       const regionId = Number(row.region_id);
       let moved = t.desired
         ? resealForRegion(ring, { id: regionId, epoch: epochs.get(regionId) ?? 0 }, t.desired(body))
-        : resealValues(ring, t.secrets(body), Number(row[t.revisionColumn!]));
+        : t.clearsValues
+          ? clearValues(t.secrets(body))
+          : resealValues(ring, t.secrets(body), Number(row[t.revisionColumn!]));
       const stored = t.encode(body);
       // A seal an earlier version kept inside the desired state's body moves to its column.
       if (moved === 0 && t.columns.length > 1 && !sameBytes(stored.body as Uint8Array, row.body as Uint8Array)) moved = t.secrets(body)?.secretEnv.length ?? 0;
@@ -221,6 +226,13 @@ async function resealTable(
     }
   }
   return { values, lostRaces };
+}
+
+/** Clears, in place, the values of `found` (a stored revision, as an earlier version kept them). Returns how many. */
+function clearValues(found: { secretEnv: SecretEnvVar[] } | undefined): number {
+  const kept = found?.secretEnv.filter((s) => s.sealed.length > 0) ?? [];
+  for (const s of kept) s.sealed = new Uint8Array(0);
+  return kept.length;
 }
 
 /**
@@ -252,6 +264,8 @@ function resealForRegion(ring: SecretKeyRing, region: { id: number; epoch: numbe
   if (!workload || workload.secretEnv.length === 0) return 0;
   const { secretEnv, secretEnvSealed } = workload;
   if (secretEnvSealed.length > 0 && ring.isCurrent(secretEnvSealed, region)) return 0;
+  // An outbox row whose values were replaced since holds the names alone (outbox.ts purgeReplacedSeals).
+  if (secretEnvSealed.length === 0 && secretEnv.every((s) => s.sealed.length === 0)) return 0;
   const names = secretEnv.map((s) => s.name);
   const opened: Buffer[] = [];
   try {

@@ -91,7 +91,8 @@ for (const { db, skip } of await testDatabases()) {
         }
         for (const row of await after.database.db.selectFrom("resource_revisions").select(["resource_id", "revision", "body"]).execute()) {
           const deployment = fromBinary(DeploymentSchema, row.body);
-          ring(K2_ONLY).open(valueContext(row.resource_id, "PASSWORD", row.revision), deployment.secretEnv[0]!.sealed);
+          assert.equal(deployment.secretEnv[0]!.sealed.length, 0, "a stored revision keeps no value");
+          assert.match(deployment.secretEnv[0]!.fingerprint, /^[0-9a-f]{16}$/);
         }
       } finally {
         await after.close();
@@ -126,12 +127,12 @@ for (const { db, skip } of await testDatabases()) {
       const change = await store.database.db
         .selectFrom("deployment_changes")
         .select(["region_id", "version", "body"])
-        .orderBy("version")
+        .orderBy("version", "desc")
         .executeTakeFirstOrThrow();
       const event = fromBinary(ChangeEventSchema, change.body);
       const workload = event.change.case === "upsert" && event.change.value.spec.case === "deployment" ? event.change.value.spec.value.workload : undefined;
       assert.ok(workload && workload.secretEnvSealed.length > 0, "the outbox row carries the values");
-      workload.secretEnvSealed = old.secrets!.sealForRegion(change.region_id, 0, secretEnvContext("d0", ["PASSWORD"]), packValues([Buffer.from("first")]));
+      workload.secretEnvSealed = old.secrets!.sealForRegion(change.region_id, 0, secretEnvContext("d0", ["PASSWORD"]), packValues([Buffer.from("second")]));
       const outboxRow = (db: Store) =>
         db.database.db.updateTable("deployment_changes").where("region_id", "=", change.region_id).where("version", "=", change.version);
       await outboxRow(store)
