@@ -20,7 +20,7 @@ import { generateKeyFile, SecretKeyRing } from "@flotilla/store";
 import { initPki, issueAgent } from "../src/pki.ts";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
-import { grpcJsUnary } from "@flotilla/testkit/interop";
+import { grpcJsServerStream, grpcJsUnary } from "@flotilla/testkit/interop";
 
 const [{ db: sqlite }] = await testDatabases();
 
@@ -71,6 +71,24 @@ describe("secret values with mTLS", () => {
       assert.equal(await code(call(credentials(issueAgent(dir, "west")))), grpc.status.PERMISSION_DENIED);
       assert.equal(await code(call(credentials(issueAgent(dir, "east")))), grpc.status.OK);
     }
+    // A snapshot's pages with the seals: to the region's token and certificate only; the admin token's pages carry none.
+    const sealsInPages = (bearer: string, creds: grpc.ChannelCredentials) =>
+      new Promise<number | grpc.status>((resolve) => {
+        const call = grpcJsServerStream(t.url, ClusterService.method.syncDesiredState, { region: "east", withSecretEnvSeals: true }, bearer, creds);
+        let seals = 0;
+        call.stream.on(
+          "data",
+          (m: { message: { case: string; value: { resources?: { spec: { case: string; value: { workload?: { secretEnvSealed: Uint8Array } } } }[] } } }) => {
+            for (const r of m.message.case === "batch" ? (m.message.value.resources ?? []) : []) seals += r.spec.value.workload?.secretEnvSealed.length ? 1 : 0;
+            if (m.message.case === "complete") resolve(seals);
+          },
+        );
+        call.stream.on("error", (e: grpc.ServiceError) => resolve(e.code));
+        call.stream.on("end", () => call.close());
+      });
+    assert.equal(await sealsInPages(token, credentials(issueAgent(dir, "east"))), 1, "the region's agent gets the seal in its page");
+    assert.equal(await sealsInPages(token, credentials()), grpc.status.UNAUTHENTICATED, "a token alone gets no stream");
+    assert.equal(await sealsInPages(ADMIN_TOKEN, credentials(issueAgent(dir, "east"))), 0, "the admin token's pages carry no seal");
     // The admin token with a certificate of the region: still never the values.
     const east = credentials(issueAgent(dir, "east"));
     assert.equal(await code(grpcJsUnary(t.url, ClusterService.method.getSecretKeys, { region: "east" }, ADMIN_TOKEN, east)), grpc.status.PERMISSION_DENIED);
