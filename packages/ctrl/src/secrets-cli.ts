@@ -13,7 +13,8 @@ The database URL may also come from FLOTILLA_CTRL_DATABASE_URL (a password given
 Rotating the data key of secret values:
   1. pnpm pki secrets-key --file <file> --add     a new newest key, the old ones kept
   2. restart every ctrl with the file (new values are sealed under the new key)
-  3. pnpm secrets rotate --secrets-key-file <file>  re-seals every stored value under it
+  3. pnpm secrets rotate --secrets-key-file <file>  re-seals every stored value under it, then
+     scans every table: it says the older keys may go only when none holds a value under them
   4. remove the old keys from the file and restart ctrl (it refuses to start if one is still used)
 `;
 
