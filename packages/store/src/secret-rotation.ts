@@ -3,7 +3,7 @@
 // newest key's region keys, secrets.ts, a workload's values as one: secret-env.ts); stored
 // revisions hold none (values an earlier version kept there are cleared). No version moves, so no agent sees a change.
 // Rows are rewritten one at a time with a compare on the old body, so a write that lands
-// meanwhile is never overwritten (a pass that lost a race runs again). Pages go by key, never
+// meanwhile is never overwritten (a pass that lost a race runs again, a few times). Pages go by key, never
 // by OFFSET: revisions and outbox rows pruned meanwhile would shift an offset past rows never
 // read. A rotation ends with a scan of every table (scanSealedKeys) and says the older keys may
 // go only when it finds none of them; ctrl's start-up check is the same scan.
@@ -26,6 +26,8 @@ import { dataKeyIdOf, type SecretKeyRing } from "./secrets.ts";
 const PAGE = 500;
 /** Passes and scans a rotation makes before it says older keys are still in use. */
 const ROTATION_ROUNDS = 5;
+/** Passes over a table within one round while rows change under them. */
+const PASSES_PER_TABLE = 3;
 
 /** Where sealed values live: a table, its rows' key columns, how to find the secrets in a body. */
 interface SealedTable<Desc extends DescMessage> {
@@ -157,10 +159,12 @@ export function upgradeStoredSeals(db: Kysely<Database>, ring: SecretKeyRing): P
 async function reseal(db: Kysely<Database>, ring: SecretKeyRing, pageSize: number): Promise<number> {
   let moved = 0;
   for (const sealedTable of TABLES) {
-    for (;;) {
-      const pass = await resealTable(db, ring, sealedTable, pageSize);
-      moved += pass.values;
-      if (pass.lostRaces === 0) break;
+    // A row that changed under a pass is read again by the next; bounded, as a writer that never
+    // stops (a ctrl without the new key) would keep winning: the scan after it says so.
+    for (let pass = 1; pass <= PASSES_PER_TABLE; pass++) {
+      const { values, lostRaces } = await resealTable(db, ring, sealedTable, pageSize);
+      moved += values;
+      if (lostRaces === 0) break;
     }
   }
   return moved;

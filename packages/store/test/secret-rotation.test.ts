@@ -102,6 +102,39 @@ for (const { db, skip } of await testDatabases()) {
     }
   });
 
+  test(`a rotation beside a ctrl without the new key that keeps writing ends (no endless retry), then is clean once that ctrl stops (${db.name})`, {
+    skip,
+  }, async () => {
+    const { store, cleanup } = await freshStore(db, { secrets: ring(K1), revisionHistoryLimit: 2 });
+    try {
+      await store.regions.create("r1");
+      await store.regions.create("r2");
+      for (let i = 0; i < 4; i++) await write(store, `d${i}`, `v-${i}`);
+      // The ctrl that was not restarted with the new file seals under k1, and wins the races.
+      let stop = false;
+      const writing = (async () => {
+        for (let n = 0; !stop; n++) {
+          await write(store, `d${n % 4}`, `old-ctrl-${n}`);
+          await store.changes.prune({ maxAgeMs: 0, maxRows: 4 }, Date.now());
+        }
+      })();
+      const during = await rotateSecrets(store.database.db, ring(BOTH), 20);
+      stop = true;
+      await writing;
+      assert.deepEqual(
+        [...during.stillUsed.keys()].filter((id) => id !== "k1"),
+        [],
+        "only the old ctrl's key can be left",
+      );
+      await write(store, "d0", "the old ctrl's last write");
+      assert.ok((await scanSealedKeys(store.database.db)).keys.has("k1"), "the old ctrl's last write is under k1");
+      const after = await rotateSecrets(store.database.db, ring(BOTH), 20);
+      assert.deepEqual([...after.stillUsed], [], "with that ctrl stopped, the rotation is clean");
+    } finally {
+      await cleanup();
+    }
+  });
+
   test(`ctrl's start-up check reads every table that holds values: a key missing from the file is refused wherever the value is (${db.name})`, {
     skip,
   }, async () => {
