@@ -48,7 +48,7 @@ function openSecrets(resource: DesiredResource, ring: SecretKeyRing, sealed: Uin
   const values = unpackValues(ring.openBytes(secretEnvContext(resource.id, names), sealed), names.length);
   workload.secretEnv.forEach((s, i) => {
     s.value = values[i]!.toString("utf8");
-    s.fingerprint = ring.fingerprint(s.value);
+    s.fingerprint = ring.fingerprint(resource.id, s.name, s.value);
   });
   workload.secretEnvChecksum = "";
 }

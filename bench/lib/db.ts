@@ -11,7 +11,7 @@ import {
   SecretEnvVarSchema,
   WorkloadSchema,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { regionSecretEnv, secretContext, type SecretKeyRing, storedParts, Store } from "@flotilla/store";
+import { regionSecretEnv, type SecretKeyRing, storedParts, Store, valueContext } from "@flotilla/store";
 import { createConnection, type Connection } from "mysql2/promise";
 
 export interface BenchDatabase {
@@ -132,7 +132,10 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
     value: randomBytes(32).toString("base64url"),
   }));
   const secretEnv = (seal: (context: string, value: string) => Uint8Array) =>
-    values.map(({ name, value }) => create(SecretEnvVarSchema, { name, sealed: seal(secretContext(id, name), value), fingerprint: ring.fingerprint(value) }));
+    values.map(({ name, value }) =>
+      // Revision 1: the revision the deployments are seeded at.
+      create(SecretEnvVarSchema, { name, sealed: seal(valueContext(id, name, 1), value), fingerprint: ring.fingerprint(id, name, value) }),
+    );
   const probe = (path: string) => create(ProbeSchema, { handler: { case: "httpGet", value: { path, port: 8080 } } });
   const probes = { readinessProbe: probe("/ready"), livenessProbe: probe("/healthz") };
   if (mix.values === "none") return { deployment: probes, desired: probes };
@@ -142,10 +145,10 @@ function mixedWorkload(id: string, mix: ServiceMix, regionId: number, env: { nam
   const named = create(WorkloadSchema, { secretEnv: values.map(({ name }) => create(SecretEnvVarSchema, { name })) });
   const forRegion = regionSecretEnv(
     ring,
-    regionId,
+    { id: regionId, epoch: 0 },
     id,
     named,
-    values.map(({ value }) => ({ value, fingerprint: ring.fingerprint(value) })),
+    values.map(({ name, value }) => ({ value: Buffer.from(value), fingerprint: ring.fingerprint(id, name, value) })),
   );
   return {
     deployment,

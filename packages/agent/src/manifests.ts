@@ -227,9 +227,12 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
 
 /**
  * The v1 Secret of the workload's secret env values (data, base64, as the API server keeps it).
- * The values, sealed in the agent's memory, are opened here for the apply and never become
- * strings. Once applied they are no longer held (sealed-secrets.ts): the Secret then comes
- * without data, carrying instead what withheldSecretData() returns.
+ * The values, sealed in the agent's memory, are opened here for the apply; the opened bytes are
+ * zeroed at once, but the request needs them as base64 strings (the manifest's data and the
+ * JSON body), which JavaScript cannot zero: they live until the request is garbage, which a
+ * heap snapshot taken with no apply in flight shows (packages/agent/test/secret-memory.test.ts).
+ * Once applied the values are no longer held (sealed-secrets.ts): the Secret then comes without
+ * data, carrying instead what withheldSecretData() returns.
  */
 function secretEnvObject(metadata: Metadata, workload: Workload): KubeObject {
   const { secretEnv } = workload;

@@ -10,7 +10,8 @@
 // the Secret's manifest is built (an apply, a drift check); and once the Secret holds them (the
 // apply succeeded) they leave the table, which keeps only what tells whether a live Secret
 // still holds them. A value is only ever bytes here, never a string, and the bytes are zeroed
-// once sealed.
+// once sealed; only the Secret's request makes base64 strings of them (manifests.ts), for as
+// long as that request lives.
 //
 // The table's form of a workload's secret env: every variable keeps only its name; the first
 // also carries, in `sealed`, one of

@@ -6,7 +6,7 @@
 // periodic refresh.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -17,6 +17,7 @@ import { spawnAgent, type AgentProcess } from "@flotilla/testkit/agent-process";
 import { startTestCtrl, testSecretKeyRing } from "@flotilla/testkit/ctrl";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { waitFor } from "@flotilla/testkit/stack";
+import { heapSnapshot } from "@flotilla/testkit/node-process";
 
 const [{ db }] = await testDatabases();
 
@@ -24,27 +25,6 @@ const [{ db }] = await testDatabases();
 function secretValue(emulator: KubernetesEmulator, name: string, key: string): string | undefined {
   const data = (emulator.get("v1", "Secret", "demo", name) as { data?: Record<string, string> } | undefined)?.data?.[key];
   return data === undefined ? undefined : Buffer.from(data, "base64").toString("utf8");
-}
-
-/** Asks the agent for a heap snapshot (Node's --heapsnapshot-signal) and returns its text once written whole. */
-async function heapSnapshot(agent: AgentProcess, dir: string): Promise<string> {
-  const before = new Set(readdirSync(dir));
-  agent.signal("SIGUSR2");
-  return waitFor(
-    () => {
-      const file = readdirSync(dir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name));
-      if (file === undefined) return undefined;
-      const text = readFileSync(join(dir, file), "utf8");
-      try {
-        JSON.parse(text);
-        return text;
-      } catch {
-        return undefined; // still being written
-      }
-    },
-    "the agent's heap snapshot",
-    60_000,
-  );
 }
 
 test("a running agent's heap holds no secret value, in plain or base64 form; the refresh undoes a hand-edited Secret", async () => {
@@ -81,7 +61,7 @@ test("a running agent's heap holds no secret value, in plain or base64 form; the
         (await agent!.metric('workqueue_depth{name="agent"}')) === 0 && (await agent!.metric('workqueue_work_duration_seconds_count{name="agent"}'))! >= 1,
       "the queue drained",
     );
-    const snapshot = await heapSnapshot(agent, dir);
+    const snapshot = await heapSnapshot(agent.child, dir);
     assert.ok(snapshot.includes(`deployment/${id}`), "the snapshot holds the agent's strings (the resource key)");
     assert.ok(!snapshot.includes(value), "no plain value in the agent's heap");
     assert.ok(!snapshot.includes(Buffer.from(value).toString("base64")), "no base64 value in the agent's heap");

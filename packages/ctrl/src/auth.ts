@@ -37,6 +37,17 @@ export function roleOf(principal: Principal): Role {
 
 export const principalKey = createContextKey<Principal>({ kind: "anonymous" }, { description: "authenticated caller" });
 
+/** Of a ClusterService call: whether mTLS is on, and then the verified client certificate it presented. */
+export type CallCertificate = { mtls: false } | { mtls: true; certificate: ClientCertificate | undefined };
+export const callCertificateKey = createContextKey<CallCertificate>({ mtls: false }, { description: "client certificate of a ClusterService call" });
+
+/**
+ * ClusterService methods that answer with secret values or the keys to them. Without a client
+ * certificate the interceptor lets them through to their handler, which refuses with
+ * PERMISSION_DENIED (authorizeSecretValues): the token may be valid, it is not enough.
+ */
+const SECRET_VALUE_METHODS: ReadonlySet<string> = new Set([ClusterService.method.getSecretKeys.name, ClusterService.method.getSecretEnvSeals.name]);
+
 /** A client certificate that chained to the client CA; `region` from its SPIFFE URI SAN, if it names one. */
 export interface ClientCertificate {
   region: string | undefined;
@@ -122,7 +133,11 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     if (principal === undefined) throw refusalError("invalid");
     authorize(principal, req.service.typeName, req.method.name);
     const isCluster = req.service.typeName === ClusterService.typeName;
-    if (isCluster && options.clientCertificate) checkClientCertificate(options.clientCertificate(req.contextValues), principal);
+    if (isCluster && options.clientCertificate) {
+      const certificate = options.clientCertificate(req.contextValues);
+      if (certificate || !SECRET_VALUE_METHODS.has(req.method.name)) checkClientCertificate(certificate, principal);
+      req.contextValues.set(callCertificateKey, { mtls: true, certificate });
+    }
     req.contextValues.set(principalKey, principal);
     if (token !== undefined && req.stream) options.onTokenStream?.(token, req.contextValues, req.signal);
     return next(req);
@@ -187,6 +202,26 @@ function checkClientCertificate(certificate: ClientCertificate | undefined, prin
       Code.PermissionDenied,
     );
   }
+}
+
+/**
+ * Whether the caller may receive region row `region`'s secret values, or the keys that open
+ * them: the region's own agent token and, with mTLS on, the region's own client certificate
+ * too. Never the admin token, nor a token alone where certificates are required: whoever can
+ * create an agent token must not thereby read the region's values.
+ */
+export function maySeeSecretValues(ctx: { values: ContextValues }, region: RegionRow): boolean {
+  const principal = ctx.values.get(principalKey);
+  if (principal.kind !== "agent" || principal.regionId !== region.id) return false;
+  const call = ctx.values.get(callCertificateKey);
+  return !call.mtls || call.certificate?.region === region.name;
+}
+
+/** Throws PERMISSION_DENIED, saying what is needed, unless maySeeSecretValues(). */
+export function authorizeSecretValues(ctx: HandlerContext, region: RegionRow): void {
+  if (maySeeSecretValues(ctx, region)) return;
+  const certificate = ctx.values.get(callCertificateKey).mtls ? " and its client certificate" : "";
+  throw new ConnectError(`only region ${JSON.stringify(region.name)}'s agent, with its token${certificate}, may have its secret values`, Code.PermissionDenied);
 }
 
 /** Throws PERMISSION_DENIED unless the caller may act for `region`. */

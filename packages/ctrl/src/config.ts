@@ -11,7 +11,13 @@ export const CTRL_ENV_PREFIX = "FLOTILLA_CTRL_";
 const was = (env: string, old?: Omit<LegacyName, "env">): { was: LegacyName } => ({ was: { env: `FLOTILLA_${env}`, ...old } });
 
 export const CTRL_OPTIONS = [
-  { flag: "database-url", default: DEFAULT_DATABASE_URL, description: "sqlite:<path> (embedded) or mysql://user:pass@host:port/db", ...was("DATABASE_URL") },
+  {
+    flag: "database-url",
+    default: DEFAULT_DATABASE_URL,
+    description: "sqlite:<path> (embedded) or mysql://user:pass@host:port/db (with a password, prefer the file or the env var)",
+    ...was("DATABASE_URL"),
+  },
+  { flag: "database-url-file", default: "", description: "file whose first line is the database URL (keeps its password out of the process list)" },
   {
     flag: "listen",
     default: "127.0.0.1:7070",

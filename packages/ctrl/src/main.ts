@@ -7,6 +7,7 @@ import { Store } from "@flotilla/store";
 import { createLogger, logOptions, parseDuration, parseListen, type Logger } from "@flotilla/runtime";
 import { connectionBounds } from "./bounds-config.ts";
 import { ctrlUsage, flagReader, parseConfig, systemNamespaceList } from "./config.ts";
+import { databaseUrl, databaseUrlWarning } from "./database-url.ts";
 import { secretKeyRing } from "./secrets-key-file.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
@@ -81,8 +82,10 @@ try {
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
     log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_CTRL_ADMIN_TOKEN");
   }
+  const databaseWarning = databaseUrlWarning(process.argv.slice(2));
+  if (databaseWarning) log.warn(databaseWarning);
   const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
-  const store = await Store.open(config["database-url"], {
+  const store = await Store.open(databaseUrl(config["database-url"], config["database-url-file"]), {
     revisionHistoryLimit: read.positiveInt("revision-history-limit"),
     defaultStrategy: defaultRolloutStrategy(config["default-rollout-strategy"]),
     secrets: secretKeyRing(config["secrets-key-file"]),

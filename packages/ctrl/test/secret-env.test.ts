@@ -16,6 +16,7 @@ import { ClusterService, SyncDesiredStateResponseSchema, WatchDeploymentChangesR
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import {
   ChangeEventSchema,
+  DeploymentSchema,
   DesiredResourceSchema,
   ResourceType,
   SecretEnvVarSchema,
@@ -24,8 +25,10 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { createLogger } from "@flotilla/runtime";
-import { openValue, sealedKeyId, secretEnvChecksum, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
-import { generateKeyFile, secretContext, SecretKeyRing, Store } from "@flotilla/store";
+import { openValue, packValues, sealedKeyId, secretEnvChecksum, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
+import { generateKeyFile, scanSealedKeys, secretContext, SecretKeyRing, Store, valueContext } from "@flotilla/store";
+import { legacyFingerprint, legacySeal } from "@flotilla/testkit/legacy-seals";
+import type { Kysely } from "kysely";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { rowCounts, startTestCtrl, type Protocol, type TestCtrl } from "@flotilla/testkit/ctrl";
 
@@ -94,7 +97,7 @@ for (const { db, skip } of await testDatabases()) {
         assert.match(shown.fingerprint, /^[0-9a-f]{16}$/);
         assert.equal(shown.value, undefined);
         assert.equal(shown.sealed.length, 0);
-        assert.equal(shown.fingerprint, ringOf(keyFile).fingerprint(secret), "the fingerprint is the keyed one");
+        assert.equal(shown.fingerprint, ringOf(keyFile).fingerprint(id, "DB_PASSWORD", secret), "the fingerprint is the keyed one");
       }
       const secrets = [...written.values()];
       for (const protocol of PROTOCOLS) {
@@ -103,7 +106,7 @@ for (const { db, skip } of await testDatabases()) {
         for (const id of written.keys()) {
           const got = await deployments.getDeployment({ id });
           assert.equal(got.deployment!.secretEnv[0]!.set, true);
-          assert.equal(got.deployment!.secretEnv[0]!.fingerprint, ringOf(keyFile).fingerprint(written.get(id)!));
+          assert.equal(got.deployment!.secretEnv[0]!.fingerprint, ringOf(keyFile).fingerprint(id, "DB_PASSWORD", written.get(id)!));
           assertHidden(DeploymentService.method.getDeployment.output, got, secrets, `GetDeployment over ${protocol}`);
           const revisions = await history.listRevisions({ resourceType: ResourceType.DEPLOYMENT, id });
           const spec = revisions.revisions[0]!.spec;
@@ -135,7 +138,7 @@ for (const { db, skip } of await testDatabases()) {
         updated.secretEnv.map((s) => [s.name, s.set, s.fingerprint]),
         [
           ["DB_PASSWORD", true, fingerprint],
-          ["API_KEY", true, ringOf(keyFile).fingerprint("k-1")],
+          ["API_KEY", true, ringOf(keyFile).fingerprint(id, "API_KEY", "k-1")],
         ],
       );
       const stored = await desiredSecrets(t.store, id, ringOf(keyFile));
@@ -153,7 +156,9 @@ for (const { db, skip } of await testDatabases()) {
       const same = (
         await client.updateDeployment({ deployment: { ...after, secretEnv: [create(SecretEnvVarSchema, { name: "DB_PASSWORD", value: replaced })] } })
       ).deployment!;
-      assert.equal(same.revision, after.revision, "writing the same value again is no change");
+      // A supplied value is a write whatever it is: no answer tells whether it equals the stored one.
+      assert.equal(same.revision, after.revision + 1n, "writing the same value again is a new revision");
+      assert.equal(same.secretEnv[0]!.fingerprint, after.secretEnv[0]!.fingerprint, "with the same fingerprint");
     });
 
     test("a new name without a value, or a name twice, is INVALID_ARGUMENT naming the field, writing nothing", async () => {
@@ -236,7 +241,10 @@ for (const { db, skip } of await testDatabases()) {
         const agent = await streamed(own);
         for (const [id, secret] of written)
           assert.equal(openWith(keys, id, agent.get(id)!.entry).get("DB_PASSWORD"), secret, `${protocol}: the agent of local opens ${id}'s value`);
-        for (const { id, entry } of agent.values()) assert.ok(openWith(keys, id, entry).size > 0, `${protocol}: every change's values open`);
+        for (const { id, entry } of agent.values()) {
+          // A change whose values were replaced since keeps its names alone (purged from the outbox).
+          if (entry.secretEnvSealed.length > 0) assert.ok(openWith(keys, id, entry).size > 0, `${protocol}: every change's values open`);
+        }
         const admin = await streamed(undefined);
         assert.ok(admin.size > written.size, "the admin's streams carry the changes too");
         for (const [key, { entry }] of admin) assert.equal(entry.secretEnvSealed.length, 0, `${protocol}: the admin token's stream carries no seal of ${key}`);
@@ -293,32 +301,31 @@ for (const { db, skip } of await testDatabases()) {
       for (const secret of written.values()) assert.ok(!text.includes(secret), `the ${db.name} database holds a secret in plain text`);
     });
 
-    test("a desired state stored by an earlier version (values sealed one by one, under the data key or the region's; or as one inside the body) is sealed as one for its regions, in its column, when ctrl starts", async () => {
+    test("values stored by an earlier version (its seal form and fingerprints; in a region's state one by one, under the data key or the region's, or as one inside the body) are re-sealed in every table when ctrl starts", async () => {
       const ring = ringOf(keyFile);
       const rows = await t.store.database.db
         .selectFrom("desired_resources")
         .select(["region_id", "resource_type", "resource_id", "body", "secret_env_sealed"])
         .execute();
       let legacy = 0;
-      /** The pod template's checksum by deployment: sealing anew as one must not change it (no pod rolls for an upgrade). */
-      const checksums = new Map<string, string>();
       for (const row of rows) {
         const resource = fromBinary(DesiredResourceSchema, row.body);
         const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
         if (!workload || workload.secretEnv.length === 0) continue;
         const values = await desiredSecrets(t.store, resource.id, ring);
-        checksums.set(resource.id, workload.secretEnvChecksum);
         // Rows as the three versions before stored them: one by one under the data key, or under
         // the region's; or as one inside the body.
-        if (legacy % 3 === 2) workload.secretEnvSealed = row.secret_env_sealed!;
-        else {
+        const names = workload.secretEnv.map((s) => s.name);
+        if (legacy % 3 === 2) {
+          const packed = packValues(names.map((name) => Buffer.from(values.get(name)!)));
+          workload.secretEnvSealed = legacySeal(keyFile, "k1", secretEnvContext(resource.id, names), packed, row.region_id);
+        } else {
           for (const s of workload.secretEnv) {
             const value = values.get(s.name)!;
             const context = secretContext(resource.id, s.name);
-            s.sealed = legacy % 3 === 0 ? ring.seal(context, value) : ring.sealForRegion(row.region_id, context, value);
-            s.fingerprint = ring.fingerprint(value);
+            s.sealed = legacySeal(keyFile, "k1", context, value, legacy % 3 === 0 ? undefined : row.region_id);
+            s.fingerprint = legacyFingerprint(keyFile, "k1", value);
           }
-          assert.equal(secretEnvChecksum(workload.secretEnv), workload.secretEnvChecksum, "the checksum an earlier agent computed from the fingerprints");
           workload.secretEnvChecksum = "";
         }
         await t.store.database.db
@@ -331,6 +338,26 @@ for (const { db, skip } of await testDatabases()) {
         legacy++;
       }
       assert.ok(legacy >= written.size);
+      // The deployments and their revisions, as an earlier version sealed and fingerprinted them.
+      for (const table of ["deployments", "resource_revisions"] as const) {
+        for (const row of await (t.store.database.db as Kysely<any>).selectFrom(table).selectAll().execute()) {
+          const deployment = fromBinary(DeploymentSchema, row.body);
+          if (table === "resource_revisions" && row.resource_type !== ResourceType.DEPLOYMENT) continue;
+          if (deployment.secretEnv.length === 0) continue;
+          for (const s of deployment.secretEnv) {
+            // A stored revision holds no value in this version; an earlier version kept them there.
+            const value =
+              table === "resource_revisions"
+                ? "a value an earlier version kept"
+                : ring.open(valueContext(deployment.id, s.name, Number(row.revision)), s.sealed);
+            s.sealed = legacySeal(keyFile, "k1", secretContext(deployment.id, s.name), value);
+            s.fingerprint = legacyFingerprint(keyFile, "k1", value);
+          }
+          let update = (t.store.database.db as Kysely<any>).updateTable(table).set({ body: toBinary(DeploymentSchema, deployment) });
+          for (const key of table === "deployments" ? ["id"] : ["resource_type", "resource_id", "revision"]) update = update.where(key, "=", row[key]);
+          await update.execute();
+        }
+      }
       const localKeyId = `k1/r${(await t.store.regions.resolve("local")).id}`;
       /** The key ids of the seals one by one, of the seals as one in the body, and of those in their column, in the desired state. */
       const keyIds = async () => {
@@ -345,14 +372,26 @@ for (const { db, skip } of await testDatabases()) {
         return { oneByOne: [...ids.oneByOne].sort(), inBody: [...ids.inBody], inColumn: [...ids.inColumn] };
       };
       assert.deepEqual(await keyIds(), { oneByOne: ["k1", localKeyId], inBody: [localKeyId], inColumn: [] });
+      await assert.rejects(t.store.deployments.rollback([...written.keys()][0]!, 1, undefined), /sealed as an earlier version of ctrl sealed it/);
       await (await Store.open(t.databaseUrl, { secrets: ring })).close();
       assert.deepEqual(await keyIds(), { oneByOne: [], inBody: [], inColumn: [localKeyId] });
-      for (const row of await t.store.database.db.selectFrom("desired_resources").select("body").execute()) {
+      const scan = await scanSealedKeys(t.store.database.db);
+      assert.deepEqual([...scan.keys.keys()], ["k1"]);
+      assert.deepEqual([...scan.legacy], [], "no table holds a seal in an earlier version's form");
+      for (const row of await t.store.database.db.selectFrom("resource_revisions").select("body").execute()) {
+        for (const s of fromBinary(DeploymentSchema, row.body).secretEnv)
+          assert.equal(s.sealed.length, 0, "the values an earlier version kept in revisions are cleared");
+      }
+      for (const [id, secret] of written) {
+        assert.equal((await desiredSecrets(t.store, id, ring)).get("DB_PASSWORD"), secret);
+        const shown = (await t.store.deployments.get(id)).secretEnv;
+        assert.equal(shown[0]!.fingerprint, ring.fingerprint(id, "DB_PASSWORD", secret), `${id}'s fingerprint is of (deployment, name, value)`);
+        // The region's pod template checksum is the one the next write computes: no second roll.
+        const row = await t.store.database.db.selectFrom("desired_resources").select("body").where("resource_id", "=", id).executeTakeFirstOrThrow();
         const resource = fromBinary(DesiredResourceSchema, row.body);
         const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
-        if (workload?.secretEnv.length) assert.equal(workload.secretEnvChecksum, checksums.get(resource.id), `${resource.id}'s pod template checksum`);
+        assert.equal(workload?.secretEnvChecksum, secretEnvChecksum(shown));
       }
-      for (const [id, secret] of written) assert.equal((await desiredSecrets(t.store, id, ring)).get("DB_PASSWORD"), secret);
     });
 
     test("rotation: a second key, re-seal, the first removed: every value still opens; a missing or wrong key is a startup error", async () => {
@@ -373,8 +412,10 @@ for (const { db, skip } of await testDatabases()) {
       await rotating.deployments.update(stored);
       assert.match(before ?? "", /^[0-9a-f]{16}$/);
       assert.equal(await checksum(), before, "a write between adding a key and the rotation keeps the checksum");
-      assert.ok((await rotating.rotateSecrets()) >= written.size);
-      assert.equal(await rotating.rotateSecrets(), 0, "a second rotation has nothing to move");
+      const rotation = await rotating.rotateSecrets();
+      assert.ok(rotation.moved >= written.size);
+      assert.equal(rotation.stillUsed.size, 0, "the scan after it finds no value under k1");
+      assert.equal((await rotating.rotateSecrets()).moved, 0, "a second rotation has nothing to move");
       for (const [id, secret] of written) assert.equal((await desiredSecrets(t.store, id, ringOf(newest))).get("DB_PASSWORD"), secret);
       const outbox = await t.store.database.db.selectFrom("deployment_changes").select("body").execute();
       let opened = 0;
@@ -382,9 +423,9 @@ for (const { db, skip } of await testDatabases()) {
         const event = fromBinary(ChangeEventSchema, row.body);
         const resource = event.change.case === "upsert" ? event.change.value : undefined;
         const workload = resource?.spec.case === "deployment" ? resource.spec.value.workload : undefined;
-        if (workload?.secretEnv.length) opened += (await openedAsOne(ringOf(newest), resource!.id, workload)).size;
+        if (workload?.secretEnvSealed.length) opened += (await openedAsOne(ringOf(newest), resource!.id, workload)).size;
       }
-      assert.ok(opened > written.size, "every outbox row's value opens under the newest key alone");
+      assert.ok(opened >= written.size, "every outbox row's value opens under the newest key alone");
       await assert.doesNotReject(Store.open(t.databaseUrl, { secrets: ringOf(newest) }).then((s) => s.close()));
       await assert.rejects(Store.open(t.databaseUrl), /sealed under keys "k2": start with --secrets-key-file holding them/);
       await assert.rejects(Store.open(t.databaseUrl, { secrets: ringOf(keyFile) }), /sealed under key "k2", which the secrets key file does not hold/);

@@ -1,8 +1,15 @@
 // The sealed form of a secret value, shared by ctrl's store (which seals) and the agent (which
-// opens what its region's stream delivers): AES-256-GCM, its additional data naming the
-// deployment and variable it belongs to, so a seal copied to another place does not open.
+// opens what its region's stream delivers): AES-256-GCM, its additional data naming the format,
+// the key id and the place it belongs to (deployment, variable, and what binds it to its row:
+// the store's secretContext), so a seal copied to another place does not open.
 //
-//   sealed = length of key id (1 byte) ‖ key id ‖ nonce (12) ‖ ciphertext ‖ tag (16)
+//   sealed = 0xF2 ‖ length of key id (1 byte) ‖ key id ‖ nonce (12) ‖ ciphertext ‖ tag (16)
+//
+// A seal of an earlier version lacks the first byte (it starts with the key id's length, never
+// above MAX_KEY_ID_BYTES) and its additional data is the context alone: parseSeal() tells
+// them apart ("legacy"), and the store opens those only to re-seal them (secret-rotation.ts).
+// Parsing checks every length before reading: a seal is bytes from a database or a network,
+// and an error never shows them (only a key id that is one: printable, bounded).
 //
 // The key id says which key opens it: a data key of ctrl's key file ("k1"), or the key derived
 // from one for a region's agent ("k1/r7", see the store's SecretKeyRing).
@@ -16,6 +23,11 @@ import { readVarint, varintSize, writeVarint } from "./wire.ts";
 
 export const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
+/** The first byte of a seal in this format; a legacy seal's first byte is its key id's length. */
+const SEAL_FORMAT = 0xf2;
+/** A data key id (64) and a region's suffix ("/r" and a row id and epoch) fit. */
+export const MAX_KEY_ID_BYTES = 96;
+const KEY_ID_CHARS = /^[A-Za-z0-9._/-]+$/;
 
 /** What binds a sealed value to its place: another deployment's or name's seal does not open here. */
 export function secretContext(deploymentId: string, name: string): string {
@@ -63,33 +75,78 @@ export function secretEnvChecksum(secretEnv: readonly { name: string; fingerprin
   return createHash("sha256").update(lines.join("")).digest("hex").slice(0, 16);
 }
 
-/** The id of the key `sealed` was sealed under. */
+/** A seal's parts, as views of it. */
+export interface ParsedSeal {
+  /** Sealed by an earlier version: its additional data is the context alone. */
+  legacy: boolean;
+  keyId: string;
+  nonce: Buffer;
+  ciphertext: Buffer;
+  tag: Buffer;
+}
+
+/**
+ * The parts of `sealed`; throws when it cannot be a seal (too short for its key id, nonce and
+ * tag; a key id empty, too long or not printable). The message names what is wrong and never
+ * shows the bytes.
+ */
+export function parseSeal(sealed: Uint8Array): ParsedSeal {
+  const bytes = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
+  const legacy = bytes[0] !== SEAL_FORMAT;
+  const idAt = legacy ? 1 : 2;
+  if (bytes.length < idAt) throw new Error(`malformed seal: ${bytes.length} bytes`);
+  const idLength = bytes[idAt - 1]!;
+  if (idLength === 0 || idLength > MAX_KEY_ID_BYTES) throw new Error(`malformed seal: a key id of ${idLength} bytes (1 to ${MAX_KEY_ID_BYTES})`);
+  const nonceAt = idAt + idLength;
+  const tagAt = bytes.length - TAG_BYTES;
+  if (tagAt < nonceAt + NONCE_BYTES) throw new Error(`malformed seal: ${bytes.length} bytes, too short for its key id, nonce and tag`);
+  const keyId = bytes.subarray(idAt, nonceAt).toString("latin1");
+  if (!KEY_ID_CHARS.test(keyId)) throw new Error("malformed seal: its key id is not one (A-Z a-z 0-9 . _ / -)");
+  return {
+    legacy,
+    keyId,
+    nonce: bytes.subarray(nonceAt, nonceAt + NONCE_BYTES),
+    ciphertext: bytes.subarray(nonceAt + NONCE_BYTES, tagAt),
+    tag: bytes.subarray(tagAt),
+  };
+}
+
+/** The id of the key `sealed` was sealed under; throws as parseSeal() does. */
 export function sealedKeyId(sealed: Uint8Array): string {
-  return Buffer.from(sealed.buffer, sealed.byteOffset + 1, sealed[0]!).toString();
+  return parseSeal(sealed).keyId;
 }
 
 /** `value` (text, as UTF-8) sealed under `key` (named `keyId`) with `nonce`, bound to `context`. */
 export function sealValue(keyId: string, key: KeyObject, nonce: Uint8Array, context: string, value: string | Uint8Array): Uint8Array {
-  const id = Buffer.from(keyId);
+  const id = Buffer.from(keyId, "latin1");
+  if (id.length === 0 || id.length > MAX_KEY_ID_BYTES || !KEY_ID_CHARS.test(keyId)) throw new Error(`key id ${JSON.stringify(keyId)} cannot be sealed under`);
   const cipher = createCipheriv("aes-256-gcm", key, nonce);
-  cipher.setAAD(Buffer.from(context));
+  cipher.setAAD(additionalData(false, keyId, context));
   const ciphertext = Buffer.concat([typeof value === "string" ? cipher.update(value, "utf8") : cipher.update(value), cipher.final()]);
-  return Buffer.concat([Buffer.of(id.length), id, nonce, ciphertext, cipher.getAuthTag()]);
+  return Buffer.concat([Buffer.of(SEAL_FORMAT, id.length), id, nonce, ciphertext, cipher.getAuthTag()]);
 }
 
 /**
  * The bytes of the value `sealed` holds, opened under `key` (the key of its id); throws naming
- * `context` and the key when the seal is broken or was made under another key of that id.
+ * `context` and the key when the seal is broken, bound elsewhere or made under another key of
+ * that id, and as parseSeal() when it is no seal.
  */
-export function openValue(key: KeyObject, context: string, sealed: Uint8Array): Buffer {
-  const bytes = Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength);
-  const start = 1 + bytes[0]!;
-  const decipher = createDecipheriv("aes-256-gcm", key, bytes.subarray(start, start + NONCE_BYTES));
-  decipher.setAAD(Buffer.from(context));
-  decipher.setAuthTag(bytes.subarray(bytes.length - TAG_BYTES));
+export function openValue(key: KeyObject, context: string, sealed: Uint8Array | ParsedSeal): Buffer {
+  const seal = sealed instanceof Uint8Array ? parseSeal(sealed) : sealed;
+  const decipher = createDecipheriv("aes-256-gcm", key, seal.nonce, { authTagLength: TAG_BYTES });
+  decipher.setAAD(additionalData(seal.legacy, seal.keyId, context));
+  decipher.setAuthTag(seal.tag);
+  const plain = decipher.update(seal.ciphertext);
   try {
-    return Buffer.concat([decipher.update(bytes.subarray(start + NONCE_BYTES, bytes.length - TAG_BYTES)), decipher.final()]);
+    decipher.final();
+    return plain;
   } catch {
-    throw new Error(`secret ${context} does not open under key ${JSON.stringify(sealedKeyId(sealed))} (a different key of the same id?)`);
+    plain.fill(0);
+    throw new Error(`secret ${context} does not open under key ${JSON.stringify(seal.keyId)} (a different key of the same id, or a seal of another place)`);
   }
+}
+
+/** What a seal is bound to: the format and key id too, so neither can be swapped. */
+function additionalData(legacy: boolean, keyId: string, context: string): Buffer {
+  return legacy ? Buffer.from(context) : Buffer.from(`flotilla seal v2\0${keyId}\0${context}`);
 }

@@ -225,9 +225,21 @@ export class AgentTokenRepository {
     );
   }
 
-  /** Deletes the token; NOT_FOUND if there is none with this id. */
+  /**
+   * Deletes the token and, in the same transaction, moves its region's secret key epoch: what is
+   * sealed for the region from now on opens under keys its holder never received
+   * (secrets.ts). NOT_FOUND if there is none with this id.
+   */
   async revoke(id: string): Promise<void> {
-    const result = await this.#db.deleteFrom("agent_tokens").where("id", "=", id).executeTakeFirst();
-    if (Number(result.numDeletedRows) === 0) throw new StoreError("not_found", `agent token ${JSON.stringify(id)} not found`, "id");
+    await this.#db.transaction().execute(async (tx) => {
+      const token = await tx.selectFrom("agent_tokens").select("region_id").where("id", "=", id).executeTakeFirst();
+      if (!token) throw new StoreError("not_found", `agent token ${JSON.stringify(id)} not found`, "id");
+      await tx.deleteFrom("agent_tokens").where("id", "=", id).execute();
+      await tx
+        .updateTable("regions")
+        .set((eb) => ({ secret_key_epoch: eb("secret_key_epoch", "+", 1) }))
+        .where("id", "=", token.region_id)
+        .execute();
+    });
   }
 }

@@ -26,6 +26,18 @@ export function storedParts(resource: DesiredResource): { body: Uint8Array; secr
   }
 }
 
+/**
+ * Clears the resource's secret values in place (sealed as one, or one by one as an earlier
+ * version stored them), keeping the names and the checksum; false when it carries none.
+ */
+export function clearSecretEnvSeals(resource: DesiredResource): boolean {
+  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
+  if (!workload || (workload.secretEnvSealed.length === 0 && workload.secretEnv.every((s) => s.sealed.length === 0))) return false;
+  workload.secretEnvSealed = new Uint8Array(0);
+  for (const s of workload.secretEnv) s.sealed = new Uint8Array(0);
+  return true;
+}
+
 /** The whole resource of a stored row: its body, with the seal put back. */
 export function wholeResource(row: { body: Uint8Array; secret_env_sealed: Uint8Array | null }): DesiredResource {
   const resource = fromBinary(DesiredResourceSchema, row.body);

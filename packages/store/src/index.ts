@@ -15,7 +15,7 @@ import { Leases } from "./leases.ts";
 import { RolloutRepository } from "./rollouts.ts";
 import { writeDesiredMany } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { checkSecretKeys, rotateSecrets, sealStoredForRegions } from "./secret-rotation.ts";
+import { checkSecretKeys, rotateSecrets, upgradeStoredSeals, type Rotation } from "./secret-rotation.ts";
 import type { SecretKeyRing } from "./secrets.ts";
 
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
@@ -54,8 +54,9 @@ export { mergeEnv } from "./kinds.ts";
 export { readSecretEnvSeals, readSnapshot, type SnapshotItem, type SnapshotLimits, type SnapshotRow } from "./snapshot.ts";
 export { ReadAheadBudget, Slots } from "./read-ahead.ts";
 export { generateKeyFile, SecretKeyRing } from "./secrets.ts";
-export { regionSecretEnv, secretContext } from "./secret-env.ts";
-export { bodyWithSeal, storedParts } from "./desired-seals.ts";
+export { regionSecretEnv, secretContext, valueContext } from "./secret-env.ts";
+export { rotateSecrets, scanSealedKeys, type Rotation } from "./secret-rotation.ts";
+export { bodyWithSeal, clearSecretEnvSeals, storedParts, wholeResource } from "./desired-seals.ts";
 
 export interface StoreOptions {
   /** Revisions kept per object (DEFAULT_REVISION_HISTORY_LIMIT). */
@@ -119,15 +120,15 @@ export class Store {
   }
 
   /**
-   * Opens the database at `url` and brings its schema up to date, and the desired state's
-   * secret values sealed for their regions' agents (secret-rotation.ts). Throws when stored
+   * Opens the database at `url` and brings its schema up to date, and the secret values an
+   * earlier version stored to this version's form (secret-rotation.ts). Throws when stored
    * secret values are sealed under keys `options.secrets` does not hold (nothing is changed then).
    */
   static async open(url?: string, options?: StoreOptions): Promise<Store> {
     const database = openDatabase(url);
     try {
       await migrateToLatest(database.db);
-      if (await checkSecretKeys(database.db, options?.secrets)) await sealStoredForRegions(database.db, options!.secrets!);
+      if (await checkSecretKeys(database.db, options?.secrets)) await upgradeStoredSeals(database.db, options!.secrets!);
     } catch (error) {
       await database.close();
       throw error;
@@ -143,8 +144,8 @@ export class Store {
     return undefined;
   }
 
-  /** Re-seals every stored secret value under the newest key (secret-rotation.ts); returns how many moved. */
-  rotateSecrets(): Promise<number> {
+  /** Re-seals every stored secret value under the newest key, then scans for older ones (secret-rotation.ts). */
+  rotateSecrets(): Promise<Rotation> {
     if (!this.secrets) throw new Error("no secrets key file: nothing to rotate to");
     return rotateSecrets(this.database.db, this.secrets);
   }

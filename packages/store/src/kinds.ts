@@ -15,7 +15,7 @@ import {
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { ResourceTableName } from "./schema.ts";
-import { redactSecretEnv, sealSecretEnv, sealSecretEnvForRegions } from "./secret-env.ts";
+import { bindSecretEnv, keepCurrentSecretEnv, redactSecretEnv, type RegionEpochs, sealSecretEnv, sealSecretEnvForRegions } from "./secret-env.ts";
 import type { SecretKeyRing } from "./secrets.ts";
 
 export interface ResourceKind<Desc extends DescMessage> {
@@ -36,10 +36,19 @@ export interface ResourceKind<Desc extends DescMessage> {
   clearOutput(resource: MessageShape<Desc>): void;
   /** The resource's rollout strategy, for kinds whose changes may be staged (rollouts.ts). */
   strategy?(resource: MessageShape<Desc>): RolloutStrategy | undefined;
-  /** Seals the secret values a write carries, keeping stored ones it names without a value (secret-env.ts). */
-  seal?(ring: SecretKeyRing | undefined, input: MessageShape<Desc>, stored: MessageShape<Desc> | undefined): void;
-  /** Seals, in place, the secret values of its desired state for each region's agent (secret-env.ts). */
-  sealForRegions?(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>): void;
+  /**
+   * Seals the secret values a write carries, keeping stored ones it names without a value, all
+   * bound to the stored revision `revision` (0: none) until bind() moves them (secret-env.ts).
+   */
+  seal?(ring: SecretKeyRing | undefined, input: MessageShape<Desc>, stored: MessageShape<Desc> | undefined, revision: number, dryRun: boolean): void;
+  /** Moves the seals of `resource` from revision `from` to `to`, in place, once a write is a change. */
+  bind?(ring: SecretKeyRing | undefined, resource: MessageShape<Desc>, from: number, to: number): void;
+  /** Gives `target` (a rollback's spec) the secret values stored now in `current`; returns the names that have none. */
+  keepCurrentSecrets?(target: MessageShape<Desc>, current: MessageShape<Desc>): string[];
+  /** Seals, in place, the secret values of revision `revision`'s desired state for each region's agent (secret-env.ts). */
+  sealForRegions?(ring: SecretKeyRing | undefined, desired: Map<number, DesiredResource>, revision: number, regionEpochs: RegionEpochs): Promise<void>;
+  /** Clears the secret values, in place, keeping names and fingerprints: a stored revision keeps none (a rollback takes the current ones). */
+  clearSecrets?(resource: MessageShape<Desc>): void;
   /** Clears what no reader may see (sealed secrets), in place. */
   redact?(resource: MessageShape<Desc>): void;
 }
@@ -111,7 +120,12 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
   },
   strategy: (d) => d.strategy,
   seal: sealSecretEnv,
+  bind: bindSecretEnv,
+  keepCurrentSecrets: keepCurrentSecretEnv,
   sealForRegions: sealSecretEnvForRegions,
+  clearSecrets: (d) => {
+    for (const s of d.secretEnv) s.sealed = new Uint8Array(0);
+  },
   redact: (d) => redactSecretEnv(d.secretEnv),
 };
 

@@ -1,10 +1,10 @@
 // The heart of ARCHITECTURE §2: region versions taken under a row lock held until commit,
 // and one outbox row per changed resource per region carrying its full state or a tombstone.
-import { clone, create, equals, toBinary } from "@bufbuild/protobuf";
+import { clone, create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ChangeEventSchema, DesiredResourceSchema, type ChangeEvent, type DesiredResource, type ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { sql, type Transaction } from "kysely";
 import type { Dialect } from "./database.ts";
-import { storedParts, wholeResource } from "./desired-seals.ts";
+import { clearSecretEnvSeals, storedParts, wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Database, DeploymentChangesTable, DesiredResourcesTable } from "./schema.ts";
 
@@ -62,6 +62,8 @@ interface PendingChange {
   desired: DesiredResource | undefined;
   namespace: string;
   rowExists: boolean;
+  /** The stored row's values sealed as one, if any: once replaced, older outbox rows lose them (purgeReplacedSeals). */
+  storedSeal?: Uint8Array | null;
 }
 
 /** A resource's desired state in every region: region id → desired state (version unset). */
@@ -144,9 +146,10 @@ export async function writeDesiredMany(
       seen.add(row.region_id);
       const desired = next.get(row.region_id);
       if (!desired) {
-        if (!keepOthers) changes.push({ id, regionId: row.region_id, desired: undefined, namespace: row.namespace, rowExists: true });
+        if (!keepOthers)
+          changes.push({ id, regionId: row.region_id, desired: undefined, namespace: row.namespace, rowExists: true, storedSeal: row.secret_env_sealed });
       } else if (!equals(DesiredResourceSchema, wholeResource(row), desired))
-        changes.push({ id, regionId: row.region_id, desired, namespace: desired.namespace, rowExists: true });
+        changes.push({ id, regionId: row.region_id, desired, namespace: desired.namespace, rowExists: true, storedSeal: row.secret_env_sealed });
     }
     for (const [regionId, desired] of next) {
       if (!seen.has(regionId)) changes.push({ id, regionId, desired, namespace: desired.namespace, rowExists: false });
@@ -161,9 +164,14 @@ export async function writeDesiredMany(
   const nextVersion = new Map([...last].map(([regionId, version]) => [regionId, version - counts.get(regionId)! + 1]));
   const rows: DesiredResourcesTable[] = [];
   const events: DeploymentChangesTable[] = [];
+  const replacedSeals: ReplacedSeal[] = [];
   for (const change of changes) {
     const version = nextVersion.get(change.regionId)!;
     nextVersion.set(change.regionId, version + 1);
+    const nextSeal = change.desired && storedParts(change.desired).secret_env_sealed;
+    if (change.storedSeal && change.storedSeal.length > 0 && !sameBytes(change.storedSeal, nextSeal)) {
+      replacedSeals.push({ regionId: change.regionId, type, id: change.id, before: version, kept: nextSeal ?? undefined });
+    }
     let event: ChangeEvent;
     if (change.desired) {
       rows.push({
@@ -203,7 +211,54 @@ export async function writeDesiredMany(
   }
   for (const chunk of chunks(rows)) await tx.insertInto("desired_resources").values(chunk).execute();
   for (const chunk of chunks(events)) await tx.insertInto("deployment_changes").values(chunk).execute();
+  await purgeReplacedSeals(tx, replacedSeals);
   return [...last.keys()];
+}
+
+/** A resource's values in a region replaced (or gone) at version `before`; `kept`: the new seal. */
+interface ReplacedSeal {
+  regionId: number;
+  type: ResourceType;
+  id: string;
+  before: number;
+  kept: Uint8Array | undefined;
+}
+
+/**
+ * Clears, in the outbox rows of each resource before its change, the values it replaced: nothing
+ * needs them (an agent catching up applies the newer row; one that gets the older row without
+ * values is told so, and the newer row supersedes it), and a dump then holds live values only.
+ * The names and the checksum stay. Rare (a value changed, a key rotated, a deployment gone), so
+ * these rows are found by resource rather than through an index of their own.
+ */
+async function purgeReplacedSeals(tx: Tx, replaced: readonly ReplacedSeal[]): Promise<void> {
+  for (const { regionId, type, id, before, kept } of replaced) {
+    const rows = await tx
+      .selectFrom("deployment_changes")
+      .select(["version", "body"])
+      .where("region_id", "=", regionId)
+      .where("resource_type", "=", type)
+      .where("resource_id", "=", id)
+      .where("version", "<", before)
+      .execute();
+    for (const row of rows) {
+      const event = fromBinary(ChangeEventSchema, row.body);
+      if (event.change.case !== "upsert") continue;
+      const workload = event.change.value.spec.case === "deployment" ? event.change.value.spec.value.workload : undefined;
+      if (kept && workload && sameBytes(workload.secretEnvSealed, kept)) continue;
+      if (!clearSecretEnvSeals(event.change.value)) continue;
+      await tx
+        .updateTable("deployment_changes")
+        .set({ body: toBinary(ChangeEventSchema, event) })
+        .where("region_id", "=", regionId)
+        .where("version", "=", Number(row.version))
+        .execute();
+    }
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array | null | undefined): boolean {
+  return b !== null && b !== undefined && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(b);
 }
 
 /** `rows` in runs a multi-row statement may carry (ROWS_PER_STATEMENT, BYTES_PER_STATEMENT). */

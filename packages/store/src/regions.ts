@@ -66,6 +66,12 @@ export class RegionRepository {
     return { id: row.id, name: row.name, headVersion: Number(row.head_version) };
   }
 
+  /** Region row `id`'s secret key epoch (0 for a region gone: its agent gets nothing of it anyway). */
+  async secretKeyEpoch(id: number): Promise<number> {
+    const row = await this.#db.selectFrom("regions").select("secret_key_epoch").where("id", "=", id).executeTakeFirst();
+    return Number(row?.secret_key_epoch ?? 0);
+  }
+
   /** Ids of the named regions that exist (one query). */
   async idsByName(names: string[]): Promise<Map<string, number>> {
     if (names.length === 0) return new Map();

@@ -68,13 +68,14 @@ export class ResourceRepository<Desc extends DescMessage> {
     const id = this.#id(input);
     const created = await this.#write(dryRun, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
-      this.kind.seal?.(this.#secrets, input, existing && this.#fromRow(existing));
+      this.kind.seal?.(this.#secrets, input, existing && this.#fromRow(existing), existing ? Number(existing.revision) : 0, dryRun);
       if (existing) {
         const stored = this.#fromRow(existing);
         if (equals(this.kind.schema, this.#withoutOutput(stored), input)) return { result: stored, regions: [] };
         throw new StoreError("already_exists", `${this.kind.field} ${JSON.stringify(id)} already exists with a different body`, `${this.kind.field}.id`);
       }
       const regionIds = await this.#resolveRegions(tx, input);
+      this.kind.bind?.(this.#secrets, input, 0, 1);
       const row: ResourceTable = { id, revision: 1, body: toBinary(this.kind.schema, input), create_time: now, update_time: now };
       await tx.insertInto(this.kind.table).values(row).execute();
       const regions = await this.#writeDesired(tx, id, input, undefined, regionIds, now, { from: 0, to: 1, actor: author.actor }, regionIds.values());
@@ -133,7 +134,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
-      this.kind.seal?.(this.#secrets, input, this.#fromRow(existing));
+      this.kind.seal?.(this.#secrets, input, this.#fromRow(existing), Number(existing.revision), dryRun);
       return this.#replace(tx, existing, input, author, "Update", now);
     });
     return this.#shown(updated);
@@ -141,16 +142,16 @@ export class ResourceRepository<Desc extends DescMessage> {
 
   /**
    * Writes a new revision carrying revision `toRevision`'s spec, as `update` would (the same
-   * checks); NOT_FOUND when that revision is no longer kept. Rolling back to a spec equal to
-   * the current one writes nothing.
+   * checks), with the secret values stored now (#rolledBackSpec); NOT_FOUND when that revision
+   * is no longer kept. Rolling back to a spec equal to the current one writes nothing.
    */
   async rollback(id: string, toRevision: number, expectedRevision: bigint | undefined, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
     const rolledBack = await this.#write(false, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
       this.#checkRevision(existing, expectedRevision);
-      const target = await this.#revisionBody(tx, id, toRevision);
-      return this.#replace(tx, existing, fromBinary(this.kind.schema, target) as MessageShape<Desc>, author, "Rollback", now);
+      const target = await this.#rolledBackSpec(tx, existing, toRevision);
+      return this.#replace(tx, existing, target, author, "Rollback", now);
     });
     return this.#shown(rolledBack);
   }
@@ -204,9 +205,11 @@ export class ResourceRepository<Desc extends DescMessage> {
     }
     if (equals(this.kind.schema, stored, input)) return { result: this.#fromRow(existing), regions: [] };
     const regionIds = await this.#resolveRegions(tx, input);
+    const revision = Number(existing.revision) + 1;
+    this.kind.bind?.(this.#secrets, input, Number(existing.revision), revision);
     const row: ResourceTable = {
       id,
-      revision: Number(existing.revision) + 1,
+      revision,
       body: toBinary(this.kind.schema, input),
       create_time: Number(existing.create_time),
       update_time: now,
@@ -220,16 +223,25 @@ export class ResourceRepository<Desc extends DescMessage> {
     return { result: this.#fromRow(row), regions };
   }
 
-  /** The revision row (the last `historyLimit` kept), the status event and the audit record of a write. */
+  /**
+   * The revision row (the last `historyLimit` kept; its secret values cleared, as no rollback
+   * brings one back), the status event and the audit record of a write.
+   */
   async #recordChange(tx: Tx, row: ResourceTable, author: ChangeAuthor, action: Action, now: number): Promise<void> {
     const revision = Number(row.revision);
+    let body = row.body;
+    if (this.kind.clearSecrets) {
+      const resource = fromBinary(this.kind.schema, body) as MessageShape<Desc>;
+      this.kind.clearSecrets(resource);
+      body = toBinary(this.kind.schema, resource);
+    }
     await tx
       .insertInto("resource_revisions")
       .values({
         resource_type: this.kind.type,
         resource_id: row.id,
         revision,
-        body: row.body,
+        body,
         actor: author.actor,
         message: author.message.slice(0, 1024),
         create_time: now,
@@ -296,7 +308,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     revisions: { from: number; to: number; actor: string },
     alsoLock: Iterable<number>,
   ): Promise<number[]> {
-    const next = this.#desired(resource, regionIds);
+    const next = await this.#desired(tx, resource, regionIds, revisions.to);
     const staged = this.kind.strategy
       ? await stageChange(tx, {
           id,
@@ -315,10 +327,13 @@ export class ResourceRepository<Desc extends DescMessage> {
     return writeDesired(tx, this.#dialect, this.kind.type, id, staged?.desired ?? next, now, alsoLock);
   }
 
-  /** The kind's desired state of `resource` per region, its secret values sealed for each region's agent. */
-  #desired(resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>): Map<number, DesiredResource> {
+  /** The kind's desired state of `resource` (stored at `revision`) per region, its secret values sealed for each region's agent. */
+  async #desired(tx: Tx, resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>, revision: number): Promise<Map<number, DesiredResource>> {
     const desired = this.kind.desired(resource, regionIds);
-    this.kind.sealForRegions?.(this.#secrets, desired);
+    await this.kind.sealForRegions?.(this.#secrets, desired, revision, async (ids) => {
+      const rows = await tx.selectFrom("regions").select(["id", "secret_key_epoch"]).where("id", "in", ids).execute();
+      return new Map(rows.map((r) => [r.id, Number(r.secret_key_epoch)]));
+    });
     return desired;
   }
 
@@ -336,15 +351,16 @@ export class ResourceRepository<Desc extends DescMessage> {
       resources.flatMap(({ resource }) => this.kind.placements(resource).map((p) => p.region)),
     );
     for (const { row, resource } of resources) {
-      result.set(row.id, { revision: Number(row.revision), desired: this.#desired(resource, placed(this.kind.placements(resource), regionIds)) });
+      const revision = Number(row.revision);
+      result.set(row.id, { revision, desired: await this.#desired(tx, resource, placed(this.kind.placements(resource), regionIds), revision) });
     }
     return result;
   }
 
   /**
-   * In `tx`: a new revision carrying revision `toRevision`'s spec (action Rollback, by
-   * `author`), whose desired state per region `shape` decides — a rollout's way back, written
-   * at once, never staged. Returns the regions whose versions moved.
+   * In `tx`: a new revision carrying revision `toRevision`'s spec with the secret values stored
+   * now (action Rollback, by `author`), whose desired state per region `shape` decides — a
+   * rollout's way back, written at once, never staged. Returns the regions whose versions moved.
    */
   async reviseInTx(
     tx: Tx,
@@ -356,17 +372,36 @@ export class ResourceRepository<Desc extends DescMessage> {
   ): Promise<number[]> {
     const existing = await this.#lockRow(tx, id);
     if (!existing) throw this.#notFound(id);
-    const target = await this.#revisionBody(tx, id, toRevision);
-    const input = fromBinary(this.kind.schema, target) as MessageShape<Desc>;
+    const input = await this.#rolledBackSpec(tx, existing, toRevision);
     const regionIds = await this.#resolveRegions(tx, input);
-    const row: ResourceTable = { id, revision: Number(existing.revision) + 1, body: target, create_time: Number(existing.create_time), update_time: now };
+    const revision = Number(existing.revision) + 1;
+    this.kind.bind?.(this.#secrets, input, Number(existing.revision), revision);
+    const row: ResourceTable = { id, revision, body: toBinary(this.kind.schema, input), create_time: Number(existing.create_time), update_time: now };
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
     const placed = await this.#placementsChange(tx, id, regionIds);
-    const next = await shape(this.#desired(input, regionIds));
+    const next = await shape(await this.#desired(tx, input, regionIds, revision));
     const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, next, now, placed ? regionIds.values() : []);
     if (placed) await this.#writePlacements(tx, id, regionIds, true);
     await this.#recordChange(tx, row, author, "Rollback", now);
     return regions;
+  }
+
+  /**
+   * Revision `toRevision`'s spec with the secret values stored now (the row `existing`, bound to
+   * its revision); FAILED_PRECONDITION naming each variable the spec has and no value is stored
+   * for now, so a replaced value never comes back and nothing is written.
+   */
+  async #rolledBackSpec(tx: Tx, existing: ResourceTable, toRevision: number): Promise<MessageShape<Desc>> {
+    const target = fromBinary(this.kind.schema, await this.#revisionBody(tx, existing.id, toRevision)) as MessageShape<Desc>;
+    const missing = this.kind.keepCurrentSecrets?.(target, this.#withoutOutput(this.#fromRow(existing))) ?? [];
+    if (missing.length > 0) {
+      throw new StoreError(
+        "failed_precondition",
+        `${this.kind.field} ${JSON.stringify(existing.id)} revision ${toRevision} has secret env ${missing.map((n) => JSON.stringify(n)).join(", ")}, which has no value now: a rollback keeps the values as they are, so set it first`,
+        "to_revision",
+      );
+    }
+    return target;
   }
 
   /** A kept revision's spec; NOT_FOUND (naming to_revision) when it is no longer kept. */

@@ -9,6 +9,8 @@ export interface RegionsTable {
   create_time: number;
   /** The region's labels as a JSON object of strings; NULL: none. */
   labels: string | null;
+  /** Moved by each revocation of one of its agent tokens: the region's secret keys derive from it. */
+  secret_key_epoch: Generated<number>;
 }
 
 /** Shape shared by the operator-owned resource tables; `body` is the API message, protobuf-encoded. */

@@ -1,10 +1,12 @@
-// Re-sealing every stored secret value under the key ring's newest key (`ctrl secrets
-// rotate`), in place: the deployments, their kept revisions, the desired state and the
-// outbox (the last two under the newest key's region keys, secrets.ts, a workload's values
-// as one: secret-env.ts). No version moves, so no agent sees a change; afterwards the older
-// keys can leave the key file. Rows are rewritten one at a time with a compare on the old
-// body, so a write that lands meanwhile is never overwritten (its row is picked up by the
-// next pass).
+// Re-sealing every stored secret value under the key ring's newest key (`pnpm secrets
+// rotate`), in place: the deployments, the desired state and the outbox (the last two under the
+// newest key's region keys, secrets.ts, a workload's values as one: secret-env.ts); stored
+// revisions hold none (values an earlier version kept there are cleared). No version moves, so no agent sees a change.
+// Rows are rewritten one at a time with a compare on the old body, so a write that lands
+// meanwhile is never overwritten (a pass that lost a race runs again, a few times). Pages go by key, never
+// by OFFSET: revisions and outbox rows pruned meanwhile would shift an offset past rows never
+// read. A rotation ends with a scan of every table (scanSealedKeys) and says the older keys may
+// go only when it finds none of them; ctrl's start-up check is the same scan.
 import { fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import {
   ChangeEventSchema,
@@ -16,17 +18,25 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Kysely } from "kysely";
 import type { Database } from "./schema.ts";
-import { sealedKeyId, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
+import { parseSeal, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { storedParts, wholeResource } from "./desired-seals.ts";
-import { regionSecretEnv, secretContext } from "./secret-env.ts";
+import { regionSecretEnv, secretContext, valueContext } from "./secret-env.ts";
 import { dataKeyIdOf, type SecretKeyRing } from "./secrets.ts";
 
 const PAGE = 500;
+/** Passes and scans a rotation makes before it says older keys are still in use. */
+const ROTATION_ROUNDS = 5;
+/** Passes over a table within one round while rows change under them. */
+const PASSES_PER_TABLE = 3;
 
 /** Where sealed values live: a table, its rows' key columns, how to find the secrets in a body. */
 interface SealedTable<Desc extends DescMessage> {
   table: "deployments" | "resource_revisions" | "desired_resources" | "deployment_changes";
   keys: string[];
+  /** Of a deployment's row (and a revision's): the revision its seals are bound to (secret-env.ts valueContext). */
+  revisionColumn?: string;
+  /** Holds no value in this version (a stored revision): one an earlier version left is cleared, not re-sealed. */
+  clearsValues?: boolean;
   /** The columns a row is stored in: `body`, and for the desired state its seal (desired-seals.ts). */
   columns: string[];
   /** A row's message, whole. */
@@ -64,6 +74,7 @@ const TABLES = [
   sealed({
     table: "deployments",
     keys: ["id"],
+    revisionColumn: "revision",
     deploymentsOnly: false,
     ...inBody(DeploymentSchema),
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
@@ -71,6 +82,8 @@ const TABLES = [
   sealed({
     table: "resource_revisions",
     keys: ["resource_type", "resource_id", "revision"],
+    revisionColumn: "revision",
+    clearsValues: true,
     deploymentsOnly: true,
     ...inBody(DeploymentSchema),
     secrets: (d) => ({ id: d.id, secretEnv: d.secretEnv }),
@@ -108,56 +121,106 @@ function regional<Desc extends DescMessage>(
   });
 }
 
-/** Re-seals every value not under the newest key (and its fingerprint), a region's in its form. Returns how many values moved. */
-export function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
-  return reseal(db, ring, TABLES);
+/** What a rotation did, and whether the older keys may leave the key file. */
+export interface Rotation {
+  /** Values re-sealed. */
+  moved: number;
+  /** Data key ids other than the newest that some row still holds a value under, with the tables (none: the older keys may go). */
+  stillUsed: Map<string, Set<string>>;
 }
 
 /**
- * Re-seals for their regions' agents, as one a workload, the values of the desired state and
- * the outbox that a ctrl of an earlier version sealed one by one, under a data key or a region
- * key, and moves the seals an earlier version kept inside the desired state's bodies to their
- * column (checkSecretKeys tells whether any is).
+ * Re-seals every value not under the newest key (or sealed by an earlier version), with its
+ * fingerprint, a region's in its form; then scans every table: while a value under an older
+ * key is left (written meanwhile by a ctrl without the new key), it goes round again, at most
+ * ROTATION_ROUNDS times.
  */
-export function sealStoredForRegions(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
-  return reseal(
-    db,
-    ring,
-    TABLES.filter((t) => t.desired),
-  );
+export async function rotateSecrets(db: Kysely<Database>, ring: SecretKeyRing, pageSize = PAGE): Promise<Rotation> {
+  let moved = 0;
+  for (let round = 1; ; round++) {
+    moved += await reseal(db, ring, pageSize);
+    const scan = await scanSealedKeys(db, pageSize);
+    const stillUsed = new Map([...scan.keys].filter(([id]) => id !== ring.newestKeyId || scan.legacy.has(id)));
+    if (stillUsed.size === 0 || round === ROTATION_ROUNDS) return { moved, stillUsed };
+  }
 }
 
-async function reseal(db: Kysely<Database>, ring: SecretKeyRing, tables: SealedTable<DescMessage>[]): Promise<number> {
+/**
+ * Re-seals what an earlier version stored: values sealed in its form (under the newest key then,
+ * as a rotation does), and for their regions' agents, as one a workload, the values of the
+ * desired state and the outbox sealed one by one, under a data key or a region key; and moves
+ * the seals an earlier version kept inside the desired state's bodies to their column
+ * (checkSecretKeys tells whether any is).
+ */
+export function upgradeStoredSeals(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
+  return reseal(db, ring, PAGE);
+}
+
+async function reseal(db: Kysely<Database>, ring: SecretKeyRing, pageSize: number): Promise<number> {
   let moved = 0;
-  for (const sealedTable of tables) {
-    for (;;) {
-      const pass = await resealTable(db, ring, sealedTable);
-      moved += pass.values;
-      if (pass.lostRaces === 0) break;
+  for (const sealedTable of TABLES) {
+    // A row that changed under a pass is read again by the next; bounded, as a writer that never
+    // stops (a ctrl without the new key) would keep winning: the scan after it says so.
+    for (let pass = 1; pass <= PASSES_PER_TABLE; pass++) {
+      const { values, lostRaces } = await resealTable(db, ring, sealedTable, pageSize);
+      moved += values;
+      if (lostRaces === 0) break;
     }
   }
   return moved;
 }
 
-async function resealTable(db: Kysely<Database>, ring: SecretKeyRing, t: SealedTable<DescMessage>): Promise<{ values: number; lostRaces: number }> {
+/** The columns of `t` a row's values are read from. */
+function storedColumns(t: SealedTable<DescMessage>): string[] {
+  return [...t.columns, ...(t.revisionColumn ? [t.revisionColumn] : [])];
+}
+
+/** Every row of `t` that may hold values, a page at a time, in key order (keyset pagination). */
+async function* rowsOf(db: Kysely<Database>, t: SealedTable<DescMessage>, columns: string[], pageSize: number): AsyncGenerator<Record<string, unknown>[]> {
+  const anyDb = db as Kysely<any>;
+  let after: Record<string, unknown> | undefined;
+  for (;;) {
+    let query = anyDb
+      .selectFrom(t.table)
+      .select([...new Set([...t.keys, ...columns])])
+      .limit(pageSize);
+    for (const key of t.keys) query = query.orderBy(key);
+    if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
+    if (after) {
+      const last = after;
+      // (k1, k2, …) > (a, b, …), spelled out: row value comparison is not portable.
+      query = query.where((eb: any) => eb.or(t.keys.map((key, i) => eb.and([...t.keys.slice(0, i).map((k) => eb(k, "=", last[k])), eb(key, ">", last[key])]))));
+    }
+    const rows = await query.execute();
+    if (rows.length > 0) yield rows;
+    if (rows.length < pageSize) return;
+    after = rows[rows.length - 1];
+  }
+}
+
+async function resealTable(
+  db: Kysely<Database>,
+  ring: SecretKeyRing,
+  t: SealedTable<DescMessage>,
+  pageSize: number,
+): Promise<{ values: number; lostRaces: number }> {
   let values = 0;
   let lostRaces = 0;
   const anyDb = db as Kysely<any>;
-  for (let offset = 0; ; offset += PAGE) {
-    let query = anyDb
-      .selectFrom(t.table)
-      .select([...t.keys, ...t.columns])
-      .limit(PAGE)
-      .offset(offset);
-    for (const key of t.keys) query = query.orderBy(key);
-    if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
-    const rows = await query.execute();
+  // Read per pass: an epoch moved meanwhile leaves rows under the older one, as any later write would.
+  const epochs = new Map((await db.selectFrom("regions").select(["id", "secret_key_epoch"]).execute()).map((r) => [r.id, Number(r.secret_key_epoch)]));
+  for await (const rows of rowsOf(db, t, storedColumns(t), pageSize)) {
     for (const row of rows) {
       const body = t.decode(row);
-      let moved = t.desired ? resealForRegion(ring, Number(row.region_id), t.desired(body)) : resealValues(ring, t.secrets(body));
+      const regionId = Number(row.region_id);
+      let moved = t.desired
+        ? resealForRegion(ring, { id: regionId, epoch: epochs.get(regionId) ?? 0 }, t.desired(body))
+        : t.clearsValues
+          ? clearValues(t.secrets(body))
+          : resealValues(ring, t.secrets(body), Number(row[t.revisionColumn!]));
       const stored = t.encode(body);
       // A seal an earlier version kept inside the desired state's body moves to its column.
-      if (moved === 0 && t.columns.length > 1 && !sameBytes(stored.body as Uint8Array, row.body)) moved = t.secrets(body)?.secretEnv.length ?? 0;
+      if (moved === 0 && t.columns.length > 1 && !sameBytes(stored.body as Uint8Array, row.body as Uint8Array)) moved = t.secrets(body)?.secretEnv.length ?? 0;
       if (moved === 0) continue;
       let update = anyDb.updateTable(t.table).set(stored).where("body", "=", row.body);
       for (const key of t.keys) update = update.where(key, "=", row[key]);
@@ -165,18 +228,32 @@ async function resealTable(db: Kysely<Database>, ring: SecretKeyRing, t: SealedT
       if (Number(result.numUpdatedRows) === 1) values += moved;
       else lostRaces++;
     }
-    if (rows.length < PAGE) return { values, lostRaces };
   }
+  return { values, lostRaces };
 }
 
-/** Re-seals under the newest key, in place, the values of `found` sealed under another. Returns how many. */
-function resealValues(ring: SecretKeyRing, found: { id: string; secretEnv: SecretEnvVar[] } | undefined): number {
-  const stale = found?.secretEnv.filter((s) => s.sealed.length > 0 && sealedKeyId(s.sealed) !== ring.newestKeyId) ?? [];
+/** Clears, in place, the values of `found` (a stored revision, as an earlier version kept them). Returns how many. */
+function clearValues(found: { secretEnv: SecretEnvVar[] } | undefined): number {
+  const kept = found?.secretEnv.filter((s) => s.sealed.length > 0) ?? [];
+  for (const s of kept) s.sealed = new Uint8Array(0);
+  return kept.length;
+}
+
+/**
+ * Re-seals under the newest key, in place, the values of `found` (stored at `revision`) sealed
+ * under another or by an earlier version, with their fingerprints. Returns how many.
+ */
+function resealValues(ring: SecretKeyRing, found: { id: string; secretEnv: SecretEnvVar[] } | undefined, revision: number): number {
+  const stale = found?.secretEnv.filter((s) => s.sealed.length > 0 && !ring.isCurrent(s.sealed)) ?? [];
   for (const s of stale) {
-    const context = secretContext(found!.id, s.name);
-    const value = ring.open(context, s.sealed);
-    s.sealed = ring.seal(context, value);
-    s.fingerprint = ring.fingerprint(value);
+    const context = valueContext(found!.id, s.name, revision);
+    const value = ring.openBytes(context, s.sealed, secretContext(found!.id, s.name));
+    try {
+      s.sealed = ring.seal(context, value);
+      s.fingerprint = ring.fingerprint(found!.id, s.name, value);
+    } finally {
+      value.fill(0);
+    }
   }
   return stale.length;
 }
@@ -185,74 +262,99 @@ function resealValues(ring: SecretKeyRing, found: { id: string; secretEnv: Secre
  * Re-seals in place, in the region's form (regionSecretEnv), the secret env of `resource` unless
  * it is in that form under the newest key's region key already. Returns how many values moved.
  */
-function resealForRegion(ring: SecretKeyRing, regionId: number, resource: DesiredResource | undefined): number {
+function resealForRegion(ring: SecretKeyRing, region: { id: number; epoch: number }, resource: DesiredResource | undefined): number {
   if (resource?.spec.case !== "deployment") return 0;
   const workload = resource.spec.value.workload;
   if (!workload || workload.secretEnv.length === 0) return 0;
   const { secretEnv, secretEnvSealed } = workload;
-  if (secretEnvSealed.length > 0 && sealedKeyId(secretEnvSealed) === ring.newestRegionKeyId(regionId)) return 0;
-  let secrets: { value: string; fingerprint: string }[];
-  if (secretEnvSealed.length > 0) {
-    // Under an older key: the fingerprints change with it, as the deployment's do in the same rotation.
-    const packed = ring.openBytes(
-      secretEnvContext(
-        resource.id,
-        secretEnv.map((s) => s.name),
-      ),
-      secretEnvSealed,
-    );
-    secrets = unpackValues(packed, secretEnv.length).map((bytes) => {
-      const value = bytes.toString("utf8");
-      return { value, fingerprint: ring.fingerprint(value) };
-    });
-    packed.fill(0);
-  } else {
-    // One by one, as a ctrl of an earlier version sealed them, with the fingerprints it delivered.
-    secrets = secretEnv.map((s) => ({ value: ring.open(secretContext(resource.id, s.name), s.sealed), fingerprint: s.fingerprint }));
+  if (secretEnvSealed.length > 0 && ring.isCurrent(secretEnvSealed, region)) return 0;
+  // An outbox row whose values were replaced since holds the names alone (outbox.ts purgeReplacedSeals).
+  if (secretEnvSealed.length === 0 && secretEnv.every((s) => s.sealed.length === 0)) return 0;
+  const names = secretEnv.map((s) => s.name);
+  const opened: Buffer[] = [];
+  try {
+    let values: Buffer[];
+    if (secretEnvSealed.length > 0) {
+      const context = secretEnvContext(resource.id, names);
+      const packed = ring.openBytes(context, secretEnvSealed, context);
+      opened.push(packed);
+      values = unpackValues(packed, secretEnv.length);
+    } else {
+      // One by one, as a ctrl of an earlier version sealed them.
+      values = secretEnv.map((s) => ring.openBytes(secretContext(resource.id, s.name), s.sealed, secretContext(resource.id, s.name)));
+      opened.push(...values);
+    }
+    // Under an older key or form: the fingerprints change with it, as the deployment's do in the same pass.
+    const secrets = values.map((value, i) => ({ value, fingerprint: ring.fingerprint(resource.id, names[i]!, value) }));
+    resource.spec.value.workload = regionSecretEnv(ring, region, resource.id, workload, secrets);
+    return secrets.length;
+  } finally {
+    for (const bytes of opened) bytes.fill(0);
   }
-  resource.spec.value.workload = regionSecretEnv(ring, regionId, resource.id, workload, secrets);
-  return secrets.length;
 }
 
-/**
- * Throws, naming the keys, when the current state holds a value sealed under a key `ring`
- * lacks (or no ring at all), or one that does not open under the key of its id: a ctrl
- * started so would fail every agent's sync, so it must not start. Opens one value per key.
- * Returns whether the desired state holds a value not sealed for its region's agent (stored
- * by an earlier version: sealStoredForRegions).
- */
-export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing | undefined): Promise<boolean> {
-  const samples = new Map<string, { context: string; sealed: Uint8Array }>();
-  let unsealedForRegions = false;
-  for (const t of TABLES.filter((t) => t.table === "deployments" || t.table === "desired_resources")) {
-    let query = (db as Kysely<any>).selectFrom(t.table).select(t.columns);
-    if (t.deploymentsOnly) query = query.where("resource_type", "=", ResourceType.DEPLOYMENT);
-    for (const row of await query.execute()) {
-      const body = t.decode(row);
-      const found = t.secrets(body);
-      for (const s of found?.secretEnv ?? []) {
-        if (s.sealed.length === 0) continue;
-        const id = sealedKeyId(s.sealed);
-        // Sealed one by one in a region's desired state: by an earlier version.
-        if (t.desired) unsealedForRegions = true;
-        if (!samples.has(id)) samples.set(id, { context: secretContext(found!.id, s.name), sealed: s.sealed });
-      }
-      const desired = t.desired?.(body);
-      const workload = desired?.spec.case === "deployment" ? desired.spec.value.workload : undefined;
-      if (workload && workload.secretEnvSealed.length > 0) {
-        // Kept inside the body: by an earlier version.
-        if (!row.secret_env_sealed) unsealedForRegions = true;
-        const id = sealedKeyId(workload.secretEnvSealed);
-        const names = workload.secretEnv.map((s) => s.name);
-        if (!samples.has(id)) samples.set(id, { context: secretEnvContext(desired!.id, names), sealed: workload.secretEnvSealed });
+/** What scanSealedKeys() found. */
+interface SealScan {
+  /** Data key id → the tables holding a value under it. */
+  keys: Map<string, Set<string>>;
+  /** Data key ids of seals an earlier version made (its form, one by one in a region's state, or inside a desired body). */
+  legacy: Set<string>;
+  /** One seal per key id, with what opens it: checkSecretKeys opens each. */
+  samples: Map<string, { context: string; legacyContext: string | undefined; sealed: Uint8Array }>;
+}
+
+/** Every key id under which any table holds a value, a page at a time. */
+export async function scanSealedKeys(db: Kysely<Database>, pageSize = PAGE): Promise<SealScan> {
+  const scan: SealScan = { keys: new Map(), legacy: new Set(), samples: new Map() };
+  const found = (table: string, sealed: Uint8Array, context: string, legacyContext: string | undefined, earlier: boolean) => {
+    const seal = parseSeal(sealed);
+    const id = dataKeyIdOf(seal.keyId);
+    if (!scan.keys.has(id)) scan.keys.set(id, new Set());
+    scan.keys.get(id)!.add(table);
+    if (seal.legacy || earlier) scan.legacy.add(id);
+    if (!scan.samples.has(seal.keyId)) scan.samples.set(seal.keyId, { context, legacyContext: seal.legacy ? legacyContext : undefined, sealed });
+  };
+  for (const t of TABLES) {
+    for await (const rows of rowsOf(db, t, storedColumns(t), pageSize)) {
+      for (const row of rows) {
+        const body = t.decode(row);
+        const secrets = t.secrets(body);
+        for (const s of secrets?.secretEnv ?? []) {
+          if (s.sealed.length === 0) continue;
+          const legacyContext = secretContext(secrets!.id, s.name);
+          // In a region's desired state, a value sealed one by one was sealed by an earlier version.
+          const context = t.desired ? legacyContext : valueContext(secrets!.id, s.name, Number(row[t.revisionColumn!]));
+          found(t.table, s.sealed, context, legacyContext, t.desired !== undefined);
+        }
+        const desired = t.desired?.(body);
+        const workload = desired?.spec.case === "deployment" ? desired.spec.value.workload : undefined;
+        if (workload && workload.secretEnvSealed.length > 0) {
+          const context = secretEnvContext(
+            desired!.id,
+            workload.secretEnv.map((s) => s.name),
+          );
+          // Kept inside the desired state's body: by an earlier version.
+          found(t.table, workload.secretEnvSealed, context, context, t.table === "desired_resources" && !row.secret_env_sealed);
+        }
       }
     }
   }
-  if (samples.size === 0) return false;
-  const ids = [...new Set([...samples.keys()].map(dataKeyIdOf))].map((id) => JSON.stringify(id)).join(", ");
+  return scan;
+}
+
+/**
+ * Throws, naming the keys, when any table holds a value sealed under a key `ring` lacks (or no
+ * ring at all), or one that does not open under the key of its id: a ctrl started so would
+ * fail syncs and rollbacks, so it must not start. Opens one value per key. Returns whether a
+ * value is stored as an earlier version stored it (upgradeStoredSeals re-seals those).
+ */
+export async function checkSecretKeys(db: Kysely<Database>, ring: SecretKeyRing | undefined): Promise<boolean> {
+  const scan = await scanSealedKeys(db);
+  if (scan.keys.size === 0) return false;
+  const ids = [...scan.keys.keys()].map((id) => JSON.stringify(id)).join(", ");
   if (!ring) throw new Error(`the database holds secret values sealed under keys ${ids}: start with --secrets-key-file holding them`);
-  for (const { context, sealed } of samples.values()) ring.openBytes(context, sealed).fill(0);
-  return unsealedForRegions;
+  for (const { context, legacyContext, sealed } of scan.samples.values()) ring.openBytes(context, sealed, legacyContext).fill(0);
+  return scan.legacy.size > 0;
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

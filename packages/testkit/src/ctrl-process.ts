@@ -9,7 +9,7 @@ const MAIN = fileURLToPath(import.meta.resolve("@flotilla/ctrl/main"));
 /** ctrl's process; `url` is where it serves. */
 export type CtrlProcess = NodeProcess;
 
-export async function spawnCtrl(databaseUrl: string, adminToken: string, extraArgs: string[] = []): Promise<CtrlProcess> {
+export async function spawnCtrl(databaseUrl: string, adminToken: string, extraArgs: string[] = [], nodeFlags: readonly string[] = []): Promise<CtrlProcess> {
   // The token by environment, as documented: a flag would show it in the process list.
   return spawnNode(
     "ctrl",
@@ -17,6 +17,6 @@ export async function spawnCtrl(databaseUrl: string, adminToken: string, extraAr
     ["--database-url", databaseUrl, "--listen", "127.0.0.1:0", ...extraArgs],
     { ...CTRL_ENVIRONMENT, FLOTILLA_CTRL_ADMIN_TOKEN: adminToken },
     /serving on (http:\/\/\S+)/,
-    CTRL_NODE_FLAGS,
+    [...CTRL_NODE_FLAGS, ...nodeFlags],
   );
 }

@@ -1,6 +1,9 @@
 // A Node script as an OS process, started until a line of its stderr says it serves: what
 // ctrl-process.ts and agent-process.ts share.
 import { spawn, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 export interface NodeProcess {
   child: ChildProcess;
@@ -49,4 +52,25 @@ export async function spawnNode(
       return exited;
     },
   };
+}
+
+/**
+ * Asks `child` (started with Node's --heapsnapshot-signal=SIGUSR2 and --diagnostic-dir=`dir`)
+ * for a heap snapshot and returns its text once written whole.
+ */
+export async function heapSnapshot(child: ChildProcess, dir: string): Promise<string> {
+  const before = new Set(readdirSync(dir));
+  child.kill("SIGUSR2");
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(100)) {
+    const file = readdirSync(dir).find((name) => name.endsWith(".heapsnapshot") && !before.has(name));
+    if (file === undefined) continue;
+    const text = readFileSync(join(dir, file), "utf8");
+    try {
+      JSON.parse(text);
+      return text;
+    } catch {
+      // still being written
+    }
+  }
+  throw new Error("no heap snapshot written within 60 s");
 }

@@ -4,11 +4,10 @@
 // prefix of what was asked for, bounded by --secret-seals-max deployments and by the message size.
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext } from "@connectrpc/connect";
-import { Code, ConnectError } from "@connectrpc/connect";
 import type { GetSecretEnvSealsRequest, GetSecretEnvSealsResponse } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { GetSecretEnvSealsResponseSchema, SecretEnvSealSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { readSecretEnvSeals, type Store } from "@flotilla/store";
-import { principalKey, resolveAuthorizedRegion } from "../../auth.ts";
+import { authorizeSecretValues, resolveAuthorizedRegion } from "../../auth.ts";
 import * as validate from "../../validate.ts";
 import type { StreamOptions } from "./options.ts";
 
@@ -18,10 +17,8 @@ const SEAL_OVERHEAD_BYTES = 80;
 export function getSecretEnvSeals(store: Store, options: Pick<StreamOptions, "secretSealsMax" | "messageBytesMax">) {
   return async (req: GetSecretEnvSealsRequest, ctx: HandlerContext): Promise<GetSecretEnvSealsResponse> => {
     validate.dnsLabel("region", req.region);
-    if (ctx.values.get(principalKey).kind !== "agent") {
-      throw new ConnectError(`only region ${JSON.stringify(req.region)}'s agent token may have its secret values`, Code.PermissionDenied);
-    }
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
+    authorizeSecretValues(ctx, region);
     const asked = req.deployments.slice(0, options.secretSealsMax);
     const found = new Map(
       (

@@ -3,15 +3,16 @@
 // regionSecretEnv; the desired state keeps that seal beside the body, which a snapshot's pages
 // carry alone unless that agent asks for the seals too: GetSecretEnvSeals), so the region's own
 // agent, authenticated as that region, gets the stored bytes as they are and opens them with the
-// keys GetSecretKeys gives it alone: ctrl opens nothing per sync. Any other caller the streams
+// keys GetSecretKeys gives it alone: ctrl opens nothing per sync. With mTLS, only a caller that
+// also presents the region's client certificate is that agent. Any other caller the streams
 // admit (the admin token, e.g. debugging with a gRPC client) gets the names and the pod
 // template's checksum only, never a seal.
 import { clone, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import type { HandlerContext } from "@connectrpc/connect";
-import { ChangeEventSchema, DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import type { Change, RegionRow } from "@flotilla/store";
-import { principalKey } from "../../auth.ts";
+import { ChangeEventSchema, DesiredResourceSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { clearSecretEnvSeals, type Change, type RegionRow } from "@flotilla/store";
+import { maySeeSecretValues } from "../../auth.ts";
 
 /** Workload.secret_env's tag (field 17, length-delimited) as encoded: a body without it carries no secret. */
 const SECRET_ENV_KEY = (17 << 3) | 2;
@@ -31,17 +32,16 @@ const AS_STORED: SecretDelivery = { toOwnAgent: true, rows: (rows) => rows, chan
 
 /** The delivery for the stream `ctx` opened for `region`. */
 export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDelivery {
-  const principal = ctx.values.get(principalKey);
-  if (principal.kind === "agent" && principal.regionId === region.id) return AS_STORED;
+  if (maySeeSecretValues(ctx, region)) return AS_STORED;
   const body = (body: Uint8Array): Uint8Array => {
     if (!mayCarrySecrets(body)) return body;
     const resource = fromBinary(DesiredResourceSchema, body);
-    return stripSeals(resource) ? toBinary(DesiredResourceSchema, resource) : body;
+    return clearSecretEnvSeals(resource) ? toBinary(DesiredResourceSchema, resource) : body;
   };
   const change = (change: Change): Change => {
     if (change.event.change.case !== "upsert" || !mayCarrySecrets(change.bytes)) return change;
     const event = clone(ChangeEventSchema, change.event);
-    if (event.change.case !== "upsert" || !stripSeals(event.change.value)) return change;
+    if (event.change.case !== "upsert" || !clearSecretEnvSeals(event.change.value)) return change;
     return { version: change.version, event, bytes: new BinaryWriter().bytes(toBinary(ChangeEventSchema, event)).finish() };
   };
   return {
@@ -49,18 +49,6 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
     rows: (rows) => rows.map((row) => ({ ...row, body: body(row.body) })),
     changes: (changes) => changes.map(change),
   };
-}
-
-/**
- * Clears the resource's seals in place (as one, or one by one as an earlier version stored them);
- * false when it carries none (a snapshot page's resource never does), so the body goes as it is.
- */
-function stripSeals(resource: DesiredResource): boolean {
-  const workload = resource.spec.case === "deployment" ? resource.spec.value.workload : undefined;
-  if (!workload || (workload.secretEnvSealed.length === 0 && workload.secretEnv.every((s) => s.sealed.length === 0))) return false;
-  workload.secretEnvSealed = new Uint8Array(0);
-  for (const s of workload.secretEnv) s.sealed = new Uint8Array(0);
-  return true;
 }
 
 /** A two-byte search: false positives (the bytes inside some string) only cost a decode. */
