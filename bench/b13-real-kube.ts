@@ -74,22 +74,27 @@ async function realCluster(dir: string): Promise<Cluster> {
 /** Resolves with the time (ms since `started`) once `count` Deployments of the region are complete. */
 async function allComplete(admin: KubeClient, count: number, started: number, timeoutMs: number): Promise<number> {
   const deadline = started + timeoutMs;
+  let logged = started;
   for (;;) {
     let complete = 0;
-    await admin.list("/apis/apps/v1/deployments", { labelSelector: `flotilla.dev/region=${REGION}`, limit: 500 }, (d) => {
-      const object = d as { metadata: { generation?: number }; spec?: { replicas?: number }; status?: Record<string, number> };
-      const want = object.spec?.replicas ?? 1;
-      const s = object.status ?? {};
-      if (
-        (s.observedGeneration ?? 0) >= (object.metadata.generation ?? 1) &&
-        s.updatedReplicas === want &&
-        s.availableReplicas === want &&
-        s.replicas === want
-      ) {
-        complete++;
-      }
-    });
+    let page: string | undefined;
+    do {
+      const meta = await admin.list("/apis/apps/v1/deployments", { labelSelector: `flotilla.dev/region=${REGION}`, limit: 500, continue: page }, (d) => {
+        const object = d as { metadata: { generation?: number }; spec?: { replicas?: number }; status?: Record<string, number> };
+        const want = object.spec?.replicas ?? 1;
+        // A count of zero is left out of the status, as Go's omitempty does.
+        const field = (name: string) => object.status?.[name] ?? 0;
+        if (field("observedGeneration") >= (object.metadata.generation ?? 1) && field("updatedReplicas") === want && field("availableReplicas") === want && field("replicas") === want) {
+          complete++;
+        }
+      });
+      page = meta.continue || undefined;
+    } while (page);
     if (complete >= count) return Date.now() - started;
+    if (Date.now() - logged > 15_000) {
+      logged = Date.now();
+      log(`B13: ${complete} of ${count} Deployments complete after ${((logged - started) / 1000).toFixed(0)} s`);
+    }
     if (Date.now() > deadline) throw new Error(`B13: ${complete} of ${count} Deployments complete after ${timeoutMs} ms`);
     await sleep(500);
   }
