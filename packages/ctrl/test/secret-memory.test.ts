@@ -1,7 +1,7 @@
 // ctrl's memory holds secret values only while a write needs them: a heap snapshot of a running
 // ctrl process taken after `flotilla secret set` wrote a value (sealed, fingerprinted, sealed
-// again for the region's agent) contains neither the value nor its base64 form, while it does
-// contain the deployment's id. As the agent's test does (packages/agent/test/secret-memory.test.ts).
+// again for the region's agent) contains neither the value nor its base64 form. As the agent's
+// test does (packages/agent/test/secret-memory.test.ts).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -65,7 +65,9 @@ test("a running ctrl's heap holds no secret value after flotilla secret set, in 
     assert.equal(set.code, 0, set.output);
     assert.ok(!set.output.includes(value));
     const snapshot = await heapSnapshot(ctrl.child, dir);
-    assert.ok(snapshot.includes(id), "the snapshot holds ctrl's strings (the deployment's id)");
+    // A whole snapshot of a live heap (ctrl keeps no string of ours for sure: its size says it is one).
+    const { snapshot: meta } = JSON.parse(snapshot) as { snapshot: { node_count: number } };
+    assert.ok(meta.node_count > 10_000, `a heap snapshot of ctrl (${meta.node_count} nodes)`);
     assert.ok(!snapshot.includes(value), "no plain value in ctrl's heap");
     assert.ok(!snapshot.includes(Buffer.from(value).toString("base64")), "no base64 value in ctrl's heap");
   } finally {
