@@ -20,7 +20,6 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -46,7 +45,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.dataDir, "data-dir", ".flotilla/kube-real", "etcd's data, the PKI and every part's log; kept across restarts")
 	fs.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "where to write an admin kubeconfig (default <data-dir>/admin.kubeconfig)")
 	fs.StringVar(&o.failingImage, "failing-image-pattern", "fail", "a regular expression: pods with a matching image stay Pending in ImagePullBackOff")
-	fs.IntVar(&o.nodes, "nodes", 2, "fake nodes kwok keeps (each holds up to a million pods)")
+	fs.IntVar(&o.nodes, "nodes", 2, "fake nodes kwok keeps (each with 1,000 CPUs, 1 TiB of memory and room for a million pods)")
 	fs.BoolVar(&o.etcdNoFsync, "etcd-unsafe-no-fsync", false, "etcd skips fsync: faster tests, data lost on a machine crash")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 3*time.Minute, "how long the parts may take to become ready")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long the parts may take to stop before they are killed")
@@ -338,15 +337,9 @@ func ensureNodes(ctx context.Context, client *kubernetes.Clientset, count int) e
 				Annotations: map[string]string{fakeNodeAnnotation: "fake"},
 				Labels:      map[string]string{"type": "kwok", "kubernetes.io/role": "agent"},
 			},
-			Status: corev1.NodeStatus{
-				Capacity: corev1.ResourceList{
-					corev1.ResourceCPU:    resource.MustParse("64"),
-					corev1.ResourceMemory: resource.MustParse("256Gi"),
-					corev1.ResourcePods:   resource.MustParse("5000"),
-				},
-			},
 		}
-		node.Status.Allocatable = node.Status.Capacity
+		// No capacity given: kwok's node stage sets its own (1,000 CPUs, 1 TiB, a million pods),
+		// so a fleet's requests never make a pod unschedulable here.
 		_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
