@@ -101,7 +101,7 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
     }
     return desired;
   },
-  immutable: ["namespace"],
+  immutable: ["namespace", "project"],
   clearOutput(d) {
     d.revision = 0n;
     d.createTime = undefined;
@@ -143,7 +143,7 @@ export const sentinelKind: ResourceKind<typeof SentinelSchema> = {
     );
     return desired;
   },
-  immutable: ["region", "namespace"],
+  immutable: ["region", "namespace", "project"],
   clearOutput(s) {
     s.revision = 0n;
     s.createTime = undefined;
@@ -172,7 +172,7 @@ export const networkPolicyKind: ResourceKind<typeof NetworkPolicySchema> = {
       ],
     ]);
   },
-  immutable: ["region", "namespace"],
+  immutable: ["region", "namespace", "project"],
   clearOutput(p) {
     p.revision = 0n;
     p.createTime = undefined;
