@@ -22,7 +22,13 @@ export class ProjectRepository {
     this.#db = db;
   }
 
-  async create(project: Project, now = Date.now()): Promise<Project> {
+  /** Creates the project; with `dryRun`, only checks that its name is free. */
+  async create(project: Project, dryRun = false, now = Date.now()): Promise<Project> {
+    if (dryRun) {
+      const taken = await this.#db.selectFrom("projects").select("name").where("name", "=", project.name).executeTakeFirst();
+      if (taken) throw new StoreError("already_exists", `project ${JSON.stringify(project.name)} already exists`, "project.name");
+      return project;
+    }
     try {
       await this.#db
         .insertInto("projects")
@@ -61,8 +67,9 @@ export class ProjectRepository {
     return toPage(await query.execute(), size, (r) => r.name, toProject);
   }
 
-  /** Replaces the project's fields; NOT_FOUND for an unknown project. */
-  async update(project: Project, now = Date.now()): Promise<Project> {
+  /** Replaces the project's fields; NOT_FOUND for an unknown project. With `dryRun`, only checks that it exists. */
+  async update(project: Project, dryRun = false, now = Date.now()): Promise<Project> {
+    if (dryRun) return { ...(await this.get(project.name)), ...project, createTime: undefined, updateTime: undefined };
     const result = await this.#db
       .updateTable("projects")
       .set({ spec: specJson(project), update_time: now })

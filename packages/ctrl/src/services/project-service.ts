@@ -73,8 +73,8 @@ export function projectService(store: Store, catalog: ProjectCatalog): ServiceIm
   };
   return {
     async createProject(req, ctx) {
-      const project = await store.projects.create(validProject(req.project));
-      await written(ctx, project.name);
+      const project = await store.projects.create(validProject(req.project), req.validateOnly);
+      if (!req.validateOnly) await written(ctx, project.name);
       return { project };
     },
     async getProject(req, ctx) {
@@ -100,8 +100,8 @@ export function projectService(store: Store, catalog: ProjectCatalog): ServiceIm
             Code.PermissionDenied,
           );
       }
-      const project = await store.projects.update(next);
-      await written(ctx, project.name);
+      const project = await store.projects.update(next, req.validateOnly);
+      if (!req.validateOnly) await written(ctx, project.name);
       return { project };
     },
     async deleteProject(req, ctx) {

@@ -137,6 +137,13 @@ export declare type CreateProjectRequest = Message<"ctrl.v1.CreateProjectRequest
    * @generated from field: ctrl.v1.Project project = 1;
    */
   project?: Project | undefined;
+
+  /**
+   * Run every check the write would, but write nothing.
+   *
+   * @generated from field: bool validate_only = 2;
+   */
+  validateOnly: boolean;
 };
 
 /**
@@ -245,6 +252,13 @@ export declare type UpdateProjectRequest = Message<"ctrl.v1.UpdateProjectRequest
    * @generated from field: ctrl.v1.Project project = 1;
    */
   project?: Project | undefined;
+
+  /**
+   * Run every check the write would, but write nothing.
+   *
+   * @generated from field: bool validate_only = 2;
+   */
+  validateOnly: boolean;
 };
 
 /**
