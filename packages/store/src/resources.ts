@@ -241,14 +241,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     }
     if (equals(this.kind.schema, stored, input)) return { result: this.#fromRow(existing), regions: [] };
     const regionIds = await this.#resolveRegions(tx, input);
-    const row: ResourceTable = {
-      id,
-      project: existing.project,
-      revision: Number(existing.revision) + 1,
-      body: toBinary(this.kind.schema, input),
-      create_time: Number(existing.create_time),
-      update_time: now,
-    };
+    const row = this.#nextRevisionRow(existing, input, now);
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
     const placed = await this.#placementsChange(tx, id, regionIds);
     const revisions = { from: Number(existing.revision), to: row.revision, actor: author.actor };
@@ -409,14 +402,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     const target = await this.#revisionBody(tx, id, toRevision);
     const input = this.#inProjectOf(existing, fromBinary(this.kind.schema, target) as MessageShape<Desc>);
     const regionIds = await this.#resolveRegions(tx, input);
-    const row: ResourceTable = {
-      id,
-      project: existing.project,
-      revision: Number(existing.revision) + 1,
-      body: toBinary(this.kind.schema, input),
-      create_time: Number(existing.create_time),
-      update_time: now,
-    };
+    const row = this.#nextRevisionRow(existing, input, now);
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
     const placed = await this.#placementsChange(tx, id, regionIds);
     const next = await shape(this.#desired(input, regionIds));
@@ -552,6 +538,18 @@ export class ResourceRepository<Desc extends DescMessage> {
   #shown(resource: MessageShape<Desc>): MessageShape<Desc> {
     this.kind.redact?.(resource);
     return resource;
+  }
+
+  /** The row of `existing`'s next revision, holding `input`. */
+  #nextRevisionRow(existing: ResourceTable, input: MessageShape<Desc>, now: number): ResourceTable {
+    return {
+      id: existing.id,
+      project: existing.project,
+      revision: Number(existing.revision) + 1,
+      body: toBinary(this.kind.schema, input),
+      create_time: Number(existing.create_time),
+      update_time: now,
+    };
   }
 
   /** A kept revision's spec as it applies now: in the project of the object (revisions written before projects name none). */
