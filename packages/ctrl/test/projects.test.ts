@@ -124,6 +124,29 @@ test("a viewer's status stream carries its projects' objects only, live changes 
   const objects = seen.flatMap((m) => (m.event.case === "object" ? [m.event.value.id] : []));
   assert.ok(objects.includes("a-web"));
   assert.ok(!objects.includes("b-web"), `B's objects never reach A's viewer: ${objects.join(", ")}`);
+
+  // Resumed from a cursor, the stream has sent nothing yet: A's deletion still reaches it (by
+  // the project its audit event recorded), B's does not.
+  const cursor = seen.find((m) => m.event.case === "synced")!.cursor;
+  await deployments.createDeployment({ deployment: web("b") });
+  await deployments.createDeployment({ deployment: web("a") });
+  await deployments.deleteDeployment({ id: "b-web" });
+  await deployments.deleteDeployment({ id: "a-web" });
+  const resumed: string[] = [];
+  const again = new AbortController();
+  t.after(() => again.abort());
+  const timeout = setTimeout(() => again.abort(), 5000);
+  try {
+    for await (const m of ctrl.client(StatusService, { token }).watchStatus({ afterCursor: cursor }, { signal: again.signal })) {
+      if (m.event.case !== "object") continue;
+      resumed.push(`${m.event.value.id}${m.event.value.deleted ? " deleted" : ""}`);
+      if (m.event.value.id === "a-web" && m.event.value.deleted) break;
+    }
+  } finally {
+    clearTimeout(timeout);
+  }
+  assert.ok(resumed.includes("a-web deleted"), `A's deletion reaches a resumed stream: ${resumed.join(", ")}`);
+  assert.ok(!resumed.some((r) => r.startsWith("b-web")), `nothing of B's: ${resumed.join(", ")}`);
 });
 
 test("a project's admin edits its roles, not its namespaces or regions", async (t) => {

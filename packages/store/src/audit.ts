@@ -97,6 +97,22 @@ export class AuditLog {
     );
   }
 
+  /** The project each of these objects was in when `action` (its deletion) was recorded, by id; the newest such event counts. */
+  async projectsAtDeletion(objectKind: string, action: string, ids: readonly string[]): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    if (ids.length === 0) return found;
+    const rows = await this.#db
+      .selectFrom("audit_events")
+      .select(["object_id", "project"])
+      .where("object_kind", "=", objectKind)
+      .where("action", "=", action)
+      .where("object_id", "in", [...ids])
+      .orderBy("id")
+      .execute();
+    for (const row of rows) found.set(row.object_id, row.project);
+    return found;
+  }
+
   /** Deletes events older than `maxAgeMs`; how many. */
   async prune(maxAgeMs: number, now = Date.now()): Promise<number> {
     const result = await this.#db

@@ -6,7 +6,8 @@
 // share one timer and one read (status/joined-read.ts): queries per batch do not grow with
 // the number of open streams. A caller without a fleet-wide role is sent only its projects'
 // objects: the snapshot lists only those, and a change is sent only of an object of its
-// projects, or (a deletion, whose project is gone with it) of one this stream sent before.
+// projects; a deletion, whose project is gone with the object, by the project the audit trail
+// recorded it in (a stream resumed from a cursor has not sent the object before).
 import { create, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -133,6 +134,16 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
     const visible = projectAccess(ctx).visibleProjects();
     /** Keys of the objects this stream sent (kept only when it is restricted to some projects). */
     const sent = new Set<string>();
+    /** The projects deleted objects of `keys` were in, for a restricted stream, when it did not send them itself. */
+    const projectsAtDeletion = async (keys: string[], objects: ReadonlyMap<string, Shown>): Promise<void> => {
+      if (!visible) return;
+      const unknown = keys.filter((key) => objects.get(key)!.project === undefined && !sent.has(key));
+      for (const repository of selected) {
+        const ids = unknown.filter((key) => key.startsWith(`${repository.kind.type}/`)).map((key) => key.slice(key.indexOf("/") + 1));
+        const projects = await store.audit.projectsAtDeletion(repository.kind.field, `Delete${repository.kind.action}`, ids);
+        for (const [id, project] of projects) if (visible.has(project)) sent.add(objectKey(repository.kind.type, id));
+      }
+    };
     const mayShow = (key: string, object: Shown): boolean => {
       if (!visible) return true;
       const show = object.project === undefined ? sent.has(key) : visible.has(object.project);
@@ -222,6 +233,7 @@ export function watchStatus(store: Store, feed: StatusFeed, statusOptions: Statu
           for (let i = 0; i < batch.length; i += PAGE) {
             const keys = batch.slice(i, i + PAGE);
             const statuses = await liveObjects.get(keys);
+            await projectsAtDeletion(keys, statuses);
             for (const key of keys) {
               const object = statuses.get(key)!;
               if (mayShow(key, object)) yield { event: { case: "object", value: object.status }, cursor };
