@@ -240,10 +240,13 @@ export function program(): Command {
     .description("who did what, when, to which object and revision (newest first)")
     .option("--since <duration>", "only the last 1h, 30m, …", duration("since"))
     .option("--actor <name>", "only this actor's (an operator's name, or admin)")
+    .option("--project <name>", "only this project's (without a fleet-wide role, only your projects' are shown anyway)")
     .option("--limit <n>", "at most this many events", positiveInt, 100)
     .addOption(outputOption())
-    .addHelpText("after", examples("flotilla audit --since 1h", "flotilla audit --actor dan"))
-    .action(async (opts, command: Command) => audit(clients(command), opts.since, opts.actor, opts.limit, opts.output as OutputFormat, out));
+    .addHelpText("after", examples("flotilla audit --since 1h", "flotilla audit --actor dan", "flotilla audit --project team-a"))
+    .action(async (opts, command: Command) =>
+      audit(clients(command), { sinceMs: opts.since, actor: opts.actor, project: opts.project }, opts.limit, opts.output as OutputFormat, out),
+    );
 
   const operator = root.command("operator").description("operator accounts: named tokens with a fleet-wide role, or roles from projects (admin)");
   operator

@@ -1,7 +1,7 @@
 // Projects from the CLI, as teams use them: an admin applies Regions, Projects and resources
 // (metadata.project) in one go; `operator create` without --role makes an account whose roles
 // come from projects; its apply in another project, or outside its project's namespaces, is
-// refused naming the project and writes nothing; its get, get projects and version show only
+// refused naming the project and writes nothing; its get, get projects, audit and version show only
 // its own; get -o yaml of a resource applies back unchanged.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -126,6 +126,11 @@ describe("flotilla and projects", () => {
     const refused = await flotilla(["get", "deploy", "b-web"], alice);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, /PERMISSION_DENIED: GetDeployment needs role viewer in project "team-b"/);
+    const audit = JSON.parse((await flotilla(["audit", "-o", "json"], alice)).stdout) as { object: string; project: string }[];
+    assert.ok(audit.length > 0 && audit.every((e) => e.project === "team-a"), `only team-a's events: ${JSON.stringify(audit)}`);
+    const otherAudit = await flotilla(["audit", "--project", "team-b"], alice);
+    assert.equal(otherAudit.code, 1);
+    assert.match(otherAudit.stderr, /PERMISSION_DENIED: ListAuditEvents needs role viewer in project "team-b"/);
     const yaml = await flotilla(["get", "deploy", "a-web", "-o", "yaml"], alice);
     assert.equal(parse(yaml.stdout).metadata.project, "team-a");
     const back = await flotilla(["apply", "-f", file("back.yaml", yaml.stdout)], alice);
