@@ -33,6 +33,8 @@ export class ProjectCatalog {
   readonly #maxAgeMs: number;
   #snapshot: { value: CatalogSnapshot; readAt: number } | undefined;
   #reading: Promise<CatalogSnapshot> | undefined;
+  /** +1 per invalidation: a read begun before one is not kept (it may have missed the write). */
+  #generation = 0;
 
   constructor(store: Store, maxAgeMs = DEFAULT_CATALOG_MAX_AGE_MS) {
     this.#store = store;
@@ -47,22 +49,28 @@ export class ProjectCatalog {
 
   /** Read again: after a write of a project or a region through this replica, or when a region is not in the snapshot yet. */
   invalidate(): void {
+    this.#generation++;
     this.#snapshot = undefined;
+    this.#reading = undefined;
   }
 
   async #read(): Promise<CatalogSnapshot> {
-    this.#reading ??= (async () => {
+    if (this.#reading) return this.#reading;
+    const generation = this.#generation;
+    let reading: Promise<CatalogSnapshot> | undefined;
+    reading = (async () => {
       try {
         const readAt = Date.now();
         const [projects, regions] = await Promise.all([this.#store.projects.all(), this.#store.regions.allLabels()]);
         const value = { projects: new Map(projects.map((p) => [p.name, compile(p)])), regionLabels: regions };
-        this.#snapshot = { value, readAt };
+        if (generation === this.#generation) this.#snapshot = { value, readAt };
         return value;
       } finally {
-        this.#reading = undefined;
+        if (this.#reading === reading) this.#reading = undefined;
       }
     })();
-    return this.#reading;
+    this.#reading = reading;
+    return reading;
   }
 }
 
