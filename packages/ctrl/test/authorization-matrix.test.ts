@@ -1,5 +1,5 @@
 // The authorization matrix: every RPC of every served service × every kind of caller × a
-// target in the caller's own project and in another one. The expected outcome of each cell
+// target in the caller's own project and in another one × the three protocols. The expected outcome of each cell
 // comes from the permission table and the callers' roles; on top of it, whatever the table
 // says, a member of project A is refused every project-scoped call on B's resources (naming
 // the project) and writes nothing then, and no answer A gets — a list, a stream, an error —
@@ -17,10 +17,11 @@ import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
-import { rowCounts, startTestCtrl } from "@flotilla/testkit/ctrl";
+import { rowCounts, startTestCtrl, type Protocol } from "@flotilla/testkit/ctrl";
 import { PERMISSIONS, type Permission } from "../src/authorization/permissions.ts";
 
 type Side = "a" | "b";
+const PROTOCOLS: Protocol[] = ["connect", "grpc", "grpcweb"];
 /** Who calls: its roles fleet-wide and per project, or no valid credential at all. */
 interface Caller {
   name: string;
@@ -211,8 +212,8 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
       return Object.values(NAMES[side]).some((name) => text.includes(name)) ? side : undefined;
     };
 
-    const call = async (caller: Caller, method: DescMethod, request: object): Promise<{ code: Code | "ok"; text: string }> => {
-      const client = ctrl.client(method.parent, caller.token === undefined ? {} : { token: caller.token }) as unknown as Record<
+    const call = async (caller: Caller, method: DescMethod, request: object, protocol: Protocol): Promise<{ code: Code | "ok"; text: string }> => {
+      const client = ctrl.client(method.parent, caller.token === undefined ? { protocol } : { token: caller.token, protocol }) as unknown as Record<
         string,
         (req: object, o: object) => unknown
       >;
@@ -236,7 +237,10 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
 
     const failures: string[] = [];
     let cells = 0;
-    for (const caller of callers) {
+    // Every caller over Connect; over gRPC and gRPC-Web (other error paths: trailers, headers)
+    // the members of A and the callers without a valid credential.
+    for (const [protocol, caller] of PROTOCOLS.flatMap((p) => callers.map((c) => [p, c] as const))) {
+      if (protocol !== "connect" && caller.projects.a === undefined && caller.authenticated) continue;
       for (const { service, methods } of PERMISSIONS.values()) {
         for (const method of service.methods) {
           const permission = methods[method.localName]!;
@@ -244,10 +248,10 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
           assert.ok(makeRequest, `the matrix has a request for ${service.name}.${method.name}`);
           for (const side of ["a", "b"] as const) {
             cells++;
-            const label = `${caller.name} → ${method.name} on ${side === "a" ? "A" : "B"}`;
+            const label = `${caller.name} → ${method.name} on ${side === "a" ? "A" : "B"} (${protocol})`;
             const before = await rowCounts(ctrl.store);
             const request = await makeRequest(side);
-            const { code, text } = await call(caller, method, request);
+            const { code, text } = await call(caller, method, request, protocol);
             const refused = code === Code.PermissionDenied || code === Code.Unauthenticated;
             if (!caller.authenticated) {
               if (code !== Code.Unauthenticated) failures.push(`${label}: ${code}, not UNAUTHENTICATED`);
