@@ -55,7 +55,7 @@ export class ProjectCatalog {
   }
 
   async #read(): Promise<CatalogSnapshot> {
-    if (this.#reading) return this.#reading;
+    if (this.#reading !== undefined) return this.#reading;
     const generation = this.#generation;
     let reading: Promise<CatalogSnapshot> | undefined;
     reading = (async () => {
