@@ -84,7 +84,12 @@ async function allComplete(admin: KubeClient, count: number, started: number, ti
         const want = object.spec?.replicas ?? 1;
         // A count of zero is left out of the status, as Go's omitempty does.
         const field = (name: string) => object.status?.[name] ?? 0;
-        if (field("observedGeneration") >= (object.metadata.generation ?? 1) && field("updatedReplicas") === want && field("availableReplicas") === want && field("replicas") === want) {
+        if (
+          field("observedGeneration") >= (object.metadata.generation ?? 1) &&
+          field("updatedReplicas") === want &&
+          field("availableReplicas") === want &&
+          field("replicas") === want
+        ) {
           complete++;
         }
       });

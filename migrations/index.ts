@@ -16,6 +16,7 @@ import * as rollouts from "./0010_rollouts.ts";
 import * as leases from "./0011_leases.ts";
 import * as desiredSecretEnvSealed from "./0012_desired_secret_env_sealed.ts";
 import * as regionSecretKeyEpoch from "./0013_region_secret_key_epoch.ts";
+import * as projects from "./0014_projects.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -32,4 +33,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0011_leases": leases,
   "0012_desired_secret_env_sealed": desiredSecretEnvSealed,
   "0013_region_secret_key_epoch": regionSecretKeyEpoch,
+  "0014_projects": projects,
 };

@@ -36,6 +36,7 @@ export default defineConfig({
           { text: "Rollouts", link: "/concepts/rollouts" },
           { text: "Secrets", link: "/concepts/secrets" },
           { text: "Operators and audit", link: "/concepts/operators" },
+          { text: "Projects and authorization", link: "/concepts/projects" },
           { text: "Architecture", link: "/architecture" },
           { text: "Ownership and status in depth", link: "/ownership-and-status" },
         ],

@@ -6,6 +6,7 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
 import { OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
@@ -19,6 +20,7 @@ export interface Clients {
   networkPolicies: Client<typeof NetworkPolicyService>;
   regions: Client<typeof RegionService>;
   operators: Client<typeof OperatorService>;
+  projects: Client<typeof ProjectService>;
   history: Client<typeof HistoryService>;
   rollouts: Client<typeof RolloutService>;
   status: Client<typeof StatusService>;
@@ -43,6 +45,7 @@ export function connect(connection: Connection): Clients {
     networkPolicies: client(NetworkPolicyService),
     regions: client(RegionService),
     operators: client(OperatorService),
+    projects: client(ProjectService),
     history: client(HistoryService),
     rollouts: client(RolloutService),
     status: client(StatusService),

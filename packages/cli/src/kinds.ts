@@ -11,6 +11,7 @@ import {
   SentinelSchema,
   type SecretEnvVar,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ProjectSchema, type Project } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import type { Clients } from "./client.ts";
 
 export const API_VERSION = "flotilla.dev/v1";
@@ -125,6 +126,8 @@ export function resourceKindNamed(name: string): ResourceKindOps<AnyResource> | 
 
 /** Output-only fields: never part of a spec. */
 const OUTPUT_FIELDS = ["id", "revision", "createTime", "updateTime", "status", "rollout"];
+/** Fields a manifest writes in its metadata, not its spec. */
+const METADATA_FIELDS = ["project"];
 
 /** A field of a manifest's spec at fault: `field` is its path in the spec (strategy.waves[0].bake). */
 export class SpecFieldError extends Error {
@@ -198,13 +201,17 @@ export function readableJson(schema: DescMessage, message: MessageShape<DescMess
  */
 export function specOf(schema: DescMessage, resource: MessageShape<DescMessage>): JsonObject {
   const json = readableJson(schema, resource) as Record<string, JsonValue>;
-  for (const field of OUTPUT_FIELDS) delete json[field];
+  for (const field of [...OUTPUT_FIELDS, ...METADATA_FIELDS]) delete json[field];
   if (Array.isArray(json.secretEnv)) json.secretEnv = json.secretEnv.map((s) => ({ name: (s as JsonObject).name ?? "" }));
   return json;
 }
 
-/** The resource a manifest's name and spec describe; throws with the field at fault (a secret value among them). */
-export function resourceFromSpec(schema: DescMessage, name: string, spec: JsonObject): MessageShape<DescMessage> {
+/**
+ * The message a manifest's name and spec describe (`nameField`: the message's field the name
+ * goes to); throws with the field at fault (a secret value among them).
+ */
+export function resourceFromSpec(schema: DescMessage, name: string, spec: JsonObject, nameField = "id"): MessageShape<DescMessage> {
+  for (const field of METADATA_FIELDS) if (field in spec) throw new SpecFieldError(field, `the ${field} is metadata.${field}`);
   const secretEnv = spec.secretEnv ?? spec.secret_env;
   if (Array.isArray(secretEnv)) {
     secretEnv.forEach((s, i) => {
@@ -212,7 +219,7 @@ export function resourceFromSpec(schema: DescMessage, name: string, spec: JsonOb
         throw new SpecFieldError(`secretEnv[${i}].value`, "a manifest never holds a secret value: list the name; set the value with `flotilla secret set`");
     });
   }
-  return fromJson(schema, { ...convert(schema, spec, false, ""), id: name }, { ignoreUnknownFields: false });
+  return fromJson(schema, { ...convert(schema, spec, false, ""), [nameField]: name }, { ignoreUnknownFields: false });
 }
 
 /** A resource's secret env by names only: what apply sends to keep every stored value. */
@@ -231,4 +238,17 @@ export function sameSpec(schema: DescMessage, a: MessageShape<DescMessage>, b: M
     return copy as MessageShape<DescMessage>;
   };
   return equals(schema, strip(a), strip(b));
+}
+
+/** A Project's spec as a manifest writes it: roles as people name them (deployer). */
+export function projectSpec(project: Project): JsonObject {
+  const json = readableJson(ProjectSchema, project) as Record<string, JsonValue>;
+  for (const field of ["name", "createTime", "updateTime"]) delete json[field];
+  if (Array.isArray(json.roles)) json.roles = json.roles.map((b) => ({ ...(b as JsonObject), role: String((b as JsonObject).role ?? "").toLowerCase() }));
+  return json;
+}
+
+/** Whether two projects have the same spec (name and times aside). */
+export function sameProject(a: Project, b: Project): boolean {
+  return equals(ProjectSchema, { ...a, createTime: undefined, updateTime: undefined }, { ...b, createTime: undefined, updateTime: undefined });
 }

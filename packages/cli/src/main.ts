@@ -240,24 +240,31 @@ export function program(): Command {
     .description("who did what, when, to which object and revision (newest first)")
     .option("--since <duration>", "only the last 1h, 30m, …", duration("since"))
     .option("--actor <name>", "only this actor's (an operator's name, or admin)")
+    .option("--project <name>", "only this project's (without a fleet-wide role, only your projects' are shown anyway)")
     .option("--limit <n>", "at most this many events", positiveInt, 100)
     .addOption(outputOption())
-    .addHelpText("after", examples("flotilla audit --since 1h", "flotilla audit --actor dan"))
-    .action(async (opts, command: Command) => audit(clients(command), opts.since, opts.actor, opts.limit, opts.output as OutputFormat, out));
+    .addHelpText("after", examples("flotilla audit --since 1h", "flotilla audit --actor dan", "flotilla audit --project team-a"))
+    .action(async (opts, command: Command) =>
+      audit(clients(command), { sinceMs: opts.since, actor: opts.actor, project: opts.project }, opts.limit, opts.output as OutputFormat, out),
+    );
 
-  const operator = root.command("operator").description("operator accounts: named tokens with a role (admin)");
+  const operator = root.command("operator").description("operator accounts: named tokens with a fleet-wide role, or roles from projects (admin)");
   operator
     .command("create")
     .description("create an operator and print its token (shown once)")
     .argument("<name>")
-    .addOption(new Option("--role <role>", "what it may do").choices(["viewer", "deployer", "admin"]).makeOptionMandatory())
+    .addOption(new Option("--role <role>", "what it may do fleet-wide; without: nothing but what projects grant it").choices(["viewer", "deployer", "admin"]))
     .option("--ttl <duration>", "the token stops working after this long", duration("ttl"))
-    .addHelpText("after", examples("flotilla operator create dan --role deployer > dan.token", "flotilla get operators"))
+    .addHelpText(
+      "after",
+      examples("flotilla operator create dan --role deployer > dan.token", "flotilla operator create alice > alice.token", "flotilla get operators"),
+    )
     .action(async (name: string, opts, command: Command) => {
-      const role = { viewer: Role.VIEWER, deployer: Role.DEPLOYER, admin: Role.ADMIN }[opts.role as "viewer"];
+      const role = opts.role === undefined ? Role.UNSPECIFIED : { viewer: Role.VIEWER, deployer: Role.DEPLOYER, admin: Role.ADMIN }[opts.role as "viewer"];
       const ttl = opts.ttl === undefined ? undefined : create(DurationSchema, { seconds: BigInt(Math.floor(opts.ttl / 1000)), nanos: (opts.ttl % 1000) * 1e6 });
       const created = await clients(command).operators.createOperator({ name, role, expiration: ttl ? { case: "ttl", value: ttl } : { case: undefined } });
-      err(`operator/${name} created with role ${opts.role}; its token follows, shown this once`);
+      const granted = opts.role === undefined ? "no fleet-wide role (projects grant its roles)" : `role ${opts.role}`;
+      err(`operator/${name} created with ${granted}; its token follows, shown this once`);
       out(created.token);
     });
   operator
@@ -332,6 +339,7 @@ export function program(): Command {
       out(`client: ${FLOTILLA_VERSION}`);
       const me = await clients(command).operators.whoAmI({});
       out(`server: ${me.serverVersion} (${server}, as ${me.actor}${me.role ? `, role ${roleName(me.role)}` : ""})`);
+      for (const { project, role } of me.projectRoles) out(`project ${project}: role ${roleName(role)}`);
     });
 
   root

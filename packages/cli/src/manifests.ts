@@ -1,9 +1,10 @@
 // Manifests: YAML (several documents per file) or JSON files, a directory of them, or stdin.
 //
 //   apiVersion: flotilla.dev/v1
-//   kind: Deployment            # Sentinel, NetworkPolicy, Region
+//   kind: Deployment            # Sentinel, NetworkPolicy, Region, Project
 //   metadata:
 //     name: web
+//     project: team-a           # a Deployment's, Sentinel's or NetworkPolicy's (default: default)
 //     labels: { tier: canary }  # a Region's only (Kubernetes label syntax)
 //   spec:                       # the protocol's fields (proto/ctrl/v1/resources.proto); a Region has none
 //     namespace: demo
@@ -13,12 +14,20 @@
 //       waves: [{ name: canary, regions: [local], bake: 5s }, { name: rest, maxParallel: "50%" }]
 //       onFailure: ROLLBACK
 //
+//   kind: Project               # a team's namespaces, regions and roles (proto/ctrl/v1/project.proto)
+//   spec:
+//     description: Team A
+//     namespaces: [a-*]         # globs
+//     regions: { names: [eu-*], selector: tier=prod }
+//     roles: [{ role: deployer, operators: [alice], groups: [team-a] }]
+//
 // Every document is read and checked before anything is sent; a mistake names the file,
 // the document and the field.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { extname, join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { labelKeyProblem, labelValueProblem } from "@flotilla/labels";
+import { ProjectSchema, type Project } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { parseAllDocuments } from "yaml";
 import { UsageError } from "./errors.ts";
 import { API_VERSION, RESOURCE_KINDS, resourceFromSpec, SpecFieldError, type AnyResource, type ResourceKindOps } from "./kinds.ts";
@@ -40,7 +49,19 @@ export interface RegionManifest {
   labels: Record<string, string>;
 }
 
-export type Manifest = ResourceManifest | RegionManifest;
+export interface ProjectManifest {
+  source: string;
+  kind: "Project";
+  name: string;
+  project: Project;
+}
+
+export type Manifest = ResourceManifest | RegionManifest | ProjectManifest;
+
+/** The kind a manifest declares, as `kind/name` and duplicate checks name it. */
+export function kindOf(m: Manifest): string {
+  return typeof m.kind === "string" ? m.kind : m.kind.kind;
+}
 
 const MANIFEST_EXTENSIONS = new Set([".yaml", ".yml", ".json"]);
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -58,7 +79,7 @@ export function loadManifests(paths: string[], stdin: () => string = () => readF
   }
   const seen = new Map<string, string>();
   for (const m of manifests) {
-    const key = `${m.kind === "Region" ? "Region" : m.kind.kind}/${m.name}`;
+    const key = `${kindOf(m)}/${m.name}`;
     const earlier = seen.get(key);
     if (earlier) problems.push(`${m.source}: ${key} is also defined in ${earlier}`);
     seen.set(key, m.source);
@@ -131,21 +152,60 @@ function parseDocument(source: string, value: unknown): Manifest {
   if (!DNS_LABEL.test(name) || name.length > 63)
     throw new Error(`metadata.name: ${JSON.stringify(name)} is not a DNS-1123 label (lowercase letters, digits and '-', at most 63)`);
   const kindName = doc.kind;
+  if (kindName === "Project") return { source, kind: "Project", name, project: projectFromSpec(name, doc.spec) };
   if (kindName === "Region") {
     if (doc.spec !== undefined && Object.keys(doc.spec as object).length > 0) throw new Error("spec: a Region has no spec");
     return { source, kind: "Region", name, labels: regionLabels(metadata?.labels) };
   }
   const kind = RESOURCE_KINDS.find((k) => k.kind === kindName);
-  if (!kind) throw new Error(`kind: must be Deployment, Sentinel, NetworkPolicy or Region, not ${JSON.stringify(kindName)}`);
+  if (!kind) throw new Error(`kind: must be Deployment, Sentinel, NetworkPolicy, Region or Project, not ${JSON.stringify(kindName)}`);
+  const project = metadata?.project ?? DEFAULT_PROJECT;
+  if (typeof project !== "string" || !DNS_LABEL.test(project) || project.length > 63)
+    throw new Error(`metadata.project: ${JSON.stringify(project)} is not a project name (a DNS-1123 label)`);
   const spec = doc.spec;
   if (typeof spec !== "object" || spec === null || Array.isArray(spec)) throw new Error("spec: is required (a mapping of the resource's fields)");
   if ("id" in spec) throw new Error("spec.id: the name is metadata.name");
   try {
     const resource = resourceFromSpec(kind.schema, name, spec as JsonObject) as AnyResource;
+    resource.project = project;
     return { source, kind, name, resource, listsSecretEnv: "secretEnv" in spec || "secret_env" in spec };
   } catch (error) {
-    if (error instanceof SpecFieldError) throw new Error(`spec.${error.field}: ${error.message}`);
-    // protobuf-es: `cannot decode message ctrl.v1.Deployment from JSON: key "imag" is unknown`
-    throw new Error(`spec: ${(error as Error).message.replace(/^cannot decode message [\w.]+ from JSON: /, "")}`);
+    throw specError(error);
+  }
+}
+
+/** The project a manifest has nothing to say about: what names none. */
+export const DEFAULT_PROJECT = "default";
+
+/** A spec's refusal, naming the field at fault. */
+function specError(error: unknown): Error {
+  if (error instanceof SpecFieldError) return new Error(`spec.${error.field}: ${error.message}`);
+  // protobuf-es: `cannot decode message ctrl.v1.Deployment from JSON: key "imag" is unknown`
+  return new Error(`spec: ${(error as Error).message.replace(/^cannot decode message [\w.]+ from JSON: /, "")}`);
+}
+
+const ROLES = ["viewer", "deployer", "admin"];
+
+/** A Project's spec; roles are written as people name them (deployer), the protocol's enum (ROLE_DEPLOYER) too. */
+function projectFromSpec(name: string, spec: unknown): Project {
+  if (typeof spec !== "object" || spec === null || Array.isArray(spec)) throw new Error("spec: is required (namespaces, regions, roles)");
+  const roles = (spec as { roles?: unknown }).roles;
+  const converted = Array.isArray(roles)
+    ? roles.map((binding, i) => {
+        const role = (binding as { role?: unknown } | null)?.role;
+        if (typeof role !== "string" || !ROLES.includes(role.toLowerCase().replace(/^role_/, "")))
+          throw new Error(`spec.roles[${i}].role: must be ${ROLES.join(", ")}, not ${JSON.stringify(role)}`);
+        return { ...(binding as object), role: `ROLE_${role.toUpperCase().replace(/^ROLE_/, "")}` };
+      })
+    : roles;
+  try {
+    return resourceFromSpec(
+      ProjectSchema,
+      name,
+      { ...(spec as JsonObject), ...(converted === undefined ? {} : { roles: converted }) } as JsonObject,
+      "name",
+    ) as Project;
+  } catch (error) {
+    throw specError(error);
   }
 }

@@ -164,7 +164,7 @@ describe("flotilla, the CLI, against a running stack", () => {
     assert.equal(refused.code, 1);
     assert.match(
       refused.stderr,
-      /^error: .*web\.yaml#1: deployment\/web: PERMISSION_DENIED: UpdateDeployment needs role deployer; operator "vera" has role viewer\n$/,
+      /^error: .*web\.yaml#1: deployment\/web: PERMISSION_DENIED: UpdateDeployment needs role deployer in a project; operator "vera" has role viewer and none in any project\n$/,
     );
     assert.equal(parse((await flotilla(["get", "deploy", "web", "-o", "yaml"])).stdout).metadata.revision, 2);
     edit("web.yaml", "replicas: 3", "replicas: 2");

@@ -43,10 +43,18 @@ export type Api = { [K in keyof typeof api]: (typeof api)[K] extends Client<infe
 /** Who is signed in. */
 export interface Session {
   actor: string;
+  /** Fleet-wide; UNSPECIFIED when every role comes from projects. */
   role: Role;
+  /** The role held in each project that grants one. */
+  projectRoles: ReadonlyMap<string, Role>;
 }
 
-export const canWrite = (session: Session) => session.role >= Role.DEPLOYER;
+/** Whether to show write controls: the server decides each write, this only hides what it would refuse. */
+export const canWrite = (session: Session, project?: string) =>
+  session.role >= Role.DEPLOYER ||
+  (project === undefined
+    ? [...session.projectRoles.values()].some((r) => r >= Role.DEPLOYER)
+    : (session.projectRoles.get(project) ?? Role.UNSPECIFIED) >= Role.DEPLOYER);
 
 /** Why a call failed, as a person reads it; sign-in problems end the session. */
 export function problem(error: unknown): string {

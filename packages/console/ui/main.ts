@@ -43,8 +43,8 @@ function App() {
   const signIn = async () => {
     try {
       const me = await api.operators.whoAmI({});
-      if (me.role === Role.UNSPECIFIED) return signOut("An agent token cannot sign in to the console: use an operator token.");
-      setSession({ actor: me.actor, role: me.role });
+      if (me.actor.startsWith("agent:")) return signOut("An agent token cannot sign in to the console: use an operator token.");
+      setSession({ actor: me.actor, role: me.role, projectRoles: new Map(me.projectRoles.map((p) => [p.project, p.role])) });
       setSignedOut(undefined);
     } catch (error) {
       signOut(isSignedOut(error) ? "The token was refused (unknown, expired or revoked)." : problem(error));
@@ -117,7 +117,7 @@ function App() {
       <nav aria-label="Views">
         <ul>${ROUTES.map(([href, label]) => html`<li><a href=${href} aria-current=${route.startsWith(href) ? "page" : undefined}>${label}</a></li>`)}</ul>
       </nav>
-      <span class="who">${session.actor} (${Role[session.role]!.toLowerCase()})</span>
+      <span class="who">${session.actor} (${session.role === Role.UNSPECIFIED ? "roles from projects" : Role[session.role]!.toLowerCase()})</span>
       <button type="button" onClick=${() => signOut("Signed out.")}>Sign out</button>
     </header>
     ${

@@ -225,12 +225,12 @@ export function DeploymentDetail({ id, fleet, session }: { id: string; fleet: Fl
     <pre class="spec">${JSON.stringify(spec, null, 2)}</pre>
     <h3>History</h3>
     <table>
-      <thead><tr><th scope="col">Revision</th><th scope="col">Actor</th><th scope="col">When</th><th scope="col">Image</th><th scope="col">Message</th>${canWrite(session) ? html`<th scope="col">Action</th>` : ""}</tr></thead>
+      <thead><tr><th scope="col">Revision</th><th scope="col">Actor</th><th scope="col">When</th><th scope="col">Image</th><th scope="col">Message</th>${canWrite(session, deployment.project) ? html`<th scope="col">Action</th>` : ""}</tr></thead>
       <tbody>${revisions.map(
         (r) => html`<tr data-revision=${String(r.revision)}>
           <th scope="row">${String(r.revision)}</th><td>${r.actor}</td><td><${Time} ms=${msOf(r.createTime)} /></td>
           <td>${r.spec.case === "deployment" ? r.spec.value.image : ""}</td><td>${r.message}</td>
-          ${canWrite(session) ? html`<td>${r.revision === deployment.revision ? "current" : html`<button type="button" onClick=${() => rollback(r)}>Roll back to ${String(r.revision)}</button>`}</td>` : ""}
+          ${canWrite(session, deployment.project) ? html`<td>${r.revision === deployment.revision ? "current" : html`<button type="button" onClick=${() => rollback(r)}>Roll back to ${String(r.revision)}</button>`}</td>` : ""}
         </tr>`,
       )}</tbody>
     </table>

@@ -5,15 +5,16 @@ import type { HandlerContext } from "@connectrpc/connect";
 import type { Store } from "@flotilla/store";
 import { actorOf, principalKey } from "./auth.ts";
 
-export type AuditedKind = "region" | "agent_token" | "operator" | "rollout";
+export type AuditedKind = "region" | "agent_token" | "operator" | "rollout" | "project";
 
-/** Records that the caller of `ctx` did `ctx.method` to the object (and why, if said). */
-export function recordWrite(store: Store, ctx: HandlerContext, objectKind: AuditedKind, objectId: string, message = ""): Promise<void> {
+/** Records that the caller of `ctx` did `ctx.method` to the object (and why, if said), in `project` if it belongs to one. */
+export function recordWrite(store: Store, ctx: HandlerContext, objectKind: AuditedKind, objectId: string, message = "", project = ""): Promise<void> {
   return store.audit.record({
     author: { actor: actorOf(ctx.values.get(principalKey)), message: message.slice(0, 1024) },
     action: ctx.method.name,
     objectKind,
     objectId,
     revision: 0,
+    project,
   });
 }

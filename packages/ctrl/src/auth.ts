@@ -1,20 +1,23 @@
-// Bearer-token authentication and authorization. The admin token may call everything; an
-// operator token what its role allows (roles.ts); an agent token only ClusterService, and
-// only for its own region row (checked by the handler, which knows it). With mTLS, every
-// ClusterService call must also present a client certificate; an agent's certificate must
-// name its token's region.
+// Bearer-token authentication, and the call's authorization decision (authorization/): the
+// admin token may call everything; an operator token what its roles allow, fleet-wide and per
+// project; an agent token only ClusterService, and only for its own region row (checked by the
+// handler, which knows it). With mTLS, every ClusterService call must also present a client
+// certificate; an agent's certificate must name its token's region.
 import { hash, timingSafeEqual } from "node:crypto";
 import { Code, ConnectError, createContextKey, type ContextValues, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import type { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import type { OperatorGrant, RegionRow, TokenGrant } from "@flotilla/store";
+import type { CatalogSnapshot, ProjectCatalog } from "./authorization/catalog.ts";
+import { decide, ProjectAccess } from "./authorization/decide.ts";
+import { permissionOf } from "./authorization/permissions.ts";
 import { LruCache } from "./lru-cache.ts";
-import { requiredRole, roleAllows, roleName } from "./roles.ts";
 
 export type Principal =
   | { kind: "anonymous" }
   | { kind: "admin" }
-  | { kind: "operator"; name: string; role: Role }
+  /** `role`: fleet-wide (UNSPECIFIED: none); `groups`: the identity provider's groups (none for a static token). */
+  | { kind: "operator"; name: string; role: Role; groups: readonly string[] }
   | { kind: "agent"; region: string; regionId: number };
 
 /** The actor a principal's writes are recorded under: "admin", the operator's name, or "agent:<region>". */
@@ -29,12 +32,6 @@ export function actorOf(principal: Principal): string {
   }
 }
 
-/** The role a principal holds (agents and anonymous callers hold none). */
-export function roleOf(principal: Principal): Role {
-  if (principal.kind === "admin") return Role.ADMIN;
-  return principal.kind === "operator" ? principal.role : Role.UNSPECIFIED;
-}
-
 export const principalKey = createContextKey<Principal>({ kind: "anonymous" }, { description: "authenticated caller" });
 
 /** Of a ClusterService call: whether mTLS is on, and then the verified client certificate it presented. */
@@ -47,6 +44,30 @@ export const callCertificateKey = createContextKey<CallCertificate>({ mtls: fals
  * PERMISSION_DENIED (authorizeSecretValues): the token may be valid, it is not enough.
  */
 const SECRET_VALUE_METHODS: ReadonlySet<string> = new Set([ClusterService.method.getSecretKeys.name, ClusterService.method.getSecretEnvSeals.name]);
+
+/** A project-scoped call's access (authorization/decide.ts); unset for other calls. */
+export const projectAccessKey = createContextKey<ProjectAccess | undefined>(undefined, { description: "project access of the call" });
+
+/**
+ * Runs around the handler (authentication runs before the body is read, so before it): fails
+ * closed when a project-scoped unary handler answered without naming a project, which would
+ * be an answer nothing checked.
+ */
+export const projectCheckedInterceptor: Interceptor = (next) => async (req) => {
+  const response = await next(req);
+  const access = req.contextValues.get(projectAccessKey);
+  if (access && !access.consulted && !response.stream) {
+    throw new ConnectError(`authorization: ${req.method.name} answered without checking its project`, Code.Internal);
+  }
+  return response;
+};
+
+/** The access of a project-scoped call; throws if the call is not one (a handler outside the table's project scope). */
+export function projectAccess(ctx: { values: ContextValues }): ProjectAccess {
+  const access = ctx.values.get(projectAccessKey);
+  if (!access) throw new ConnectError("authorization: this RPC is not project-scoped in the permission table", Code.Internal);
+  return access;
+}
 
 /** A client certificate that chained to the client CA; `region` from its SPIFFE URI SAN, if it names one. */
 export interface ClientCertificate {
@@ -65,6 +86,8 @@ export interface AuthOptions {
   authenticateOperator(token: string): Promise<OperatorGrant | undefined>;
   /** Services anyone may call (reflection, health). */
   publicServices: ReadonlySet<string>;
+  /** The projects project-scoped calls are decided by; absent: none (fleet-wide roles only). */
+  catalog?: ProjectCatalog;
   /** Entries of each token cache (known and unknown tokens), at most. */
   tokenCacheSize: number;
   /** How long a known token's grant is cached before it is looked up again. */
@@ -98,7 +121,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
   const lookUp = async (token: string): Promise<{ principal: Principal; expireTime: number | undefined } | undefined> => {
     if (options.mayBeOperatorToken(token)) {
       const grant = await options.authenticateOperator(token);
-      return grant && { principal: { kind: "operator", name: grant.name, role: grant.role }, expireTime: grant.expireTime };
+      return grant && { principal: { kind: "operator", name: grant.name, role: grant.role, groups: [] }, expireTime: grant.expireTime };
     }
     const grant = await options.authenticateAgent(token);
     return grant && { principal: { kind: "agent", region: grant.region, regionId: grant.regionId }, expireTime: grant.expireTime };
@@ -131,7 +154,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     const { token } = presented;
     const principal = token === undefined ? ({ kind: "admin" } as const) : await tokenPrincipal(token);
     if (principal === undefined) throw refusalError("invalid");
-    authorize(principal, req.service.typeName, req.method.name);
+    const access = await authorize(principal, req.service.typeName, req.method.localName, req.method.name);
     const isCluster = req.service.typeName === ClusterService.typeName;
     if (isCluster && options.clientCertificate) {
       const certificate = options.clientCertificate(req.contextValues);
@@ -139,8 +162,24 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
       req.contextValues.set(callCertificateKey, { mtls: true, certificate });
     }
     req.contextValues.set(principalKey, principal);
+    req.contextValues.set(projectAccessKey, access);
     if (token !== undefined && req.stream) options.onTokenStream?.(token, req.contextValues, req.signal);
     return next(req);
+  };
+  /** The call's decision (authorization/decide.ts), and for a project-scoped RPC the access its handler completes it with. */
+  const authorize = async (principal: Principal, service: string, localName: string, rpc: string): Promise<ProjectAccess | undefined> => {
+    const permission = permissionOf(service, localName);
+    if (!permission) throw new ConnectError(`${rpc} has no entry in the permission table: refused`, Code.PermissionDenied);
+    const projectScoped = permission.scope === "project" || permission.scope === "any-project";
+    const catalog = projectScoped && principal.kind !== "agent" ? await catalogNow() : undefined;
+    decide(principal, permission, rpc, catalog);
+    if (permission.scope !== "project") return undefined;
+    return new ProjectAccess(principal, rpc, permission.role, catalog!, refreshCatalog);
+  };
+  const catalogNow = (): Promise<CatalogSnapshot> => options.catalog?.current() ?? Promise.resolve(NO_PROJECTS);
+  const refreshCatalog = (): Promise<CatalogSnapshot> => {
+    options.catalog?.invalidate();
+    return catalogNow();
   };
   return {
     interceptor,
@@ -153,21 +192,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
   };
 }
 
-/** Throws PERMISSION_DENIED, naming the role needed, unless `principal` may call the method. */
-export function authorize(principal: Principal, service: string, method: string): void {
-  const needed = requiredRole(service, method);
-  if (principal.kind === "admin") return;
-  if (needed === "agent") {
-    if (principal.kind === "agent") return;
-    throw new ConnectError(`${method} is for agents: call it with an agent token (or the admin token)`, Code.PermissionDenied);
-  }
-  if (principal.kind === "agent") throw new ConnectError(`agent tokens may not call ${service}; use an operator token`, Code.PermissionDenied);
-  const held = roleOf(principal);
-  if (!roleAllows(held, needed)) {
-    const who = principal.kind === "operator" ? `operator ${JSON.stringify(principal.name)} has role ${roleName(held)}` : "the caller has no role";
-    throw new ConnectError(`${method} needs role ${roleName(needed)}; ${who}`, Code.PermissionDenied);
-  }
-}
+const NO_PROJECTS: CatalogSnapshot = { projects: new Map(), regionLabels: new Map() };
 
 /**
  * The token of an `Authorization: Bearer <token>` header (RFC 6750: the scheme is

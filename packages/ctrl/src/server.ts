@@ -7,6 +7,7 @@ import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -21,7 +22,8 @@ import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { consoleHandler } from "@flotilla/console/assets";
 import { AgentStreams } from "./agent-streams.ts";
-import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS } from "./auth.ts";
+import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS, projectCheckedInterceptor } from "./auth.ts";
+import { ProjectCatalog } from "./authorization/catalog.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { compressionZstd } from "@flotilla/runtime/compression";
 import { grpcServerStreaming } from "./grpc-server-streaming.ts";
@@ -53,6 +55,7 @@ import { regionService } from "./services/region-service.ts";
 import { sentinelService } from "./services/sentinel-service.ts";
 import { historyService } from "./services/history-service.ts";
 import { operatorService } from "./services/operator-service.ts";
+import { projectService } from "./services/project-service.ts";
 import { DEFAULT_WATCH_STATUS_OPTIONS, watchStatus } from "./services/status/watch-status.ts";
 import { DEFAULT_STATUS_FEED_OPTIONS, StatusFeed } from "./streaming/status-feed.ts";
 import { inFlightUnaryCalls } from "./in-flight.ts";
@@ -155,6 +158,7 @@ const API_SERVICES: DescService[] = [
   HistoryService,
   StatusService,
   RolloutService,
+  ProjectService,
 ];
 
 export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
@@ -216,13 +220,17 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   );
   metrics.countSendBudgetWith(() => sendBudget.used);
   const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions, sendBudget);
+  const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;
+  // Project and role changes reach every replica's decisions as a revocation does.
+  const catalog = new ProjectCatalog(store, tokenRecheckMs);
   const routes = (router: ConnectRouter) => {
     router.service(DeploymentService, deploymentService(store, statusOptions, validation));
     router.service(SentinelService, sentinelService(store, statusOptions, validation));
     router.service(NetworkPolicyService, networkPolicyService(store, validation));
     router.service(RegionService, regionService(store, statusOptions));
     router.service(ClusterService, cluster);
-    router.service(OperatorService, operatorService(store));
+    router.service(OperatorService, operatorService(store, catalog));
+    router.service(ProjectService, projectService(store, catalog));
     router.service(HistoryService, historyService(store, validation));
     router.service(StatusService, { watchStatus: watchStatus(store, statusFeed, statusOptions, DEFAULT_WATCH_STATUS_OPTIONS) });
     router.service(RolloutService, rolloutService(store, rolloutDriver, statusOptions));
@@ -236,7 +244,6 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     memoryRelease,
   );
   const contextValues = (req: NodeServerRequest) => createContextValues().set(nodeRequestKey, req);
-  const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;
   const agentStreams = new AgentStreams((tokens) => stillValidTokens(store, tokens), tokenRecheckMs);
   // Token lookups draw from a bounded share of the database pool, as snapshots do.
   const tokenLookups = new Slots(options.tokenLookupConcurrency ?? DEFAULT_TOKEN_LOOKUP_CONCURRENCY);
@@ -249,6 +256,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     mayBeOperatorToken: operatorScreen,
     authenticateOperator: (token) => tokenLookups.run(() => store.operators.authenticate(token)),
     publicServices: new Set([ServerReflection.typeName, Health.typeName]),
+    catalog,
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
     knownTokenCacheMs: tokenRecheckMs,
     onTokenStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
@@ -258,7 +266,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   // offer it (the agent). A response uses the first of the client's list that ctrl has.
   const acceptCompression = [compressionZstd, compressionGzipFast, compressionBrotli];
   const unaryCalls = inFlightUnaryCalls();
-  const interceptors = [metrics.interceptor(connectErrors(log), log), unaryCalls.interceptor];
+  const interceptors = [metrics.interceptor(connectErrors(log), log), unaryCalls.interceptor, projectCheckedInterceptor];
   const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };
   const onBound = (reason: string) => metrics.connectionBounds.inc({ reason });
   const authFailed = authFailureLimit(bounds.maxAuthFailuresPerConnection, onBound);

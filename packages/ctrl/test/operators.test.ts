@@ -19,7 +19,7 @@ import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { StatusService, type WatchStatusResponse } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { Store } from "@flotilla/store";
 import { startCtrl, type Ctrl } from "../src/server.ts";
-import { requiredRole } from "../src/roles.ts";
+import { permissionOf } from "../src/authorization/permissions.ts";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, rowCounts, startTestCtrl, testLogger, type TestCtrl } from "@flotilla/testkit/ctrl";
 
@@ -84,10 +84,10 @@ for (const { db, skip } of await testDatabases()) {
       for (const service of SERVICES) {
         for (const method of service.methods) {
           for (const [role, token] of Object.entries(tokens) as ["viewer" | "deployer" | "admin", string][]) {
-            const needed = requiredRole(service.typeName, method.name);
+            const needed = permissionOf(service.typeName, method.localName)!;
             const got = await outcome(clientOf(t.url, service, token) as Client<DescService>, method);
             const label = `${role} → ${service.name}.${method.name}`;
-            if (needed === "agent" || rank[role] < needed) {
+            if (needed.scope === "agent" || rank[role] < needed.role) {
               assert.equal(got, Code.PermissionDenied, label);
             } else {
               // Past authorization: an empty request may still be invalid, but never refused for the role.
@@ -107,7 +107,7 @@ for (const { db, skip } of await testDatabases()) {
         (error) => {
           const e = ConnectError.from(error);
           assert.equal(e.code, Code.PermissionDenied);
-          assert.match(e.rawMessage, /CreateDeployment needs role deployer; operator "vera" has role viewer/);
+          assert.match(e.rawMessage, /CreateDeployment needs role deployer in a project; operator "vera" has role viewer and none in any project/);
           return true;
         },
       );
@@ -132,22 +132,24 @@ for (const { db, skip } of await testDatabases()) {
     test("WhoAmI names the caller and its role", async () => {
       assert.deepEqual(
         { ...(await clientOf(t.url, OperatorService, tokens.deployer).whoAmI({})), $typeName: undefined, serverVersion: undefined },
-        { $typeName: undefined, actor: "dan", role: Role.DEPLOYER, serverVersion: undefined },
+        { $typeName: undefined, actor: "dan", role: Role.DEPLOYER, serverVersion: undefined, projectRoles: [] },
       );
       assert.equal((await t.client(OperatorService).whoAmI({})).actor, "admin");
     });
 
-    test("operators: the name admin is reserved, a name is unique, list never shows a token", async () => {
+    test("operators: the name admin is reserved, a name is unique, no role is none fleet-wide, list never shows a token", async () => {
       const operators = t.client(OperatorService);
       await assert.rejects(operators.createOperator({ name: "admin", role: Role.VIEWER }), (e) => ConnectError.from(e).code === Code.InvalidArgument);
       await assert.rejects(operators.createOperator({ name: "vera", role: Role.VIEWER }), (e) => ConnectError.from(e).code === Code.AlreadyExists);
-      await assert.rejects(operators.createOperator({ name: "norole" }), (e) => ConnectError.from(e).code === Code.InvalidArgument);
+      await assert.rejects(operators.createOperator({ name: "badrole", role: 7 as Role }), (e) => ConnectError.from(e).code === Code.InvalidArgument);
+      assert.equal((await operators.createOperator({ name: "norole" })).operator?.role, Role.UNSPECIFIED);
       const listed = (await operators.listOperators({})).operators;
       assert.deepEqual(
         listed.map((o) => [o.name, o.role, o.createdBy]),
         [
           ["ada", Role.ADMIN, "admin"],
           ["dan", Role.DEPLOYER, "admin"],
+          ["norole", Role.UNSPECIFIED, "admin"],
           ["vera", Role.VIEWER, "admin"],
         ],
       );

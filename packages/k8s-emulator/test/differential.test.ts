@@ -204,7 +204,12 @@ async function send(cluster: KubeCluster, step: Step): Promise<Answer> {
         text += chunk;
       });
       res.on("end", done);
-      if (step.watchEvents !== undefined) setTimeout(() => (req.destroy(), done()), 1500);
+      if (step.watchEvents !== undefined) {
+        setTimeout(() => {
+          req.destroy();
+          done();
+        }, 1500);
+      }
     });
     req.on("error", (err) => (step.watchEvents !== undefined ? undefined : reject(err)));
     req.end(body);

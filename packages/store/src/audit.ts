@@ -25,6 +25,8 @@ export interface AuditRecord {
   objectId: string;
   /** The object's revision after the change; 0 where objects have none. */
   revision: number;
+  /** The project of the object; absent for what belongs to none (regions, tokens, operators). */
+  project?: string;
 }
 
 export class AuditLog {
@@ -46,14 +48,23 @@ export class AuditLog {
         object_id: record.objectId.slice(0, 255),
         revision: record.revision,
         message: record.author.message.slice(0, 1024),
+        project: record.project ?? "",
       })
       .execute();
   }
 
-  /** Newest first; only events at or after `since` (Unix ms) and of `actor`, when given. */
-  async list(filter: { since?: number; actor?: string }, requestedPageSize: number, pageToken: string): Promise<Page<AuditEvent>> {
+  /**
+   * Newest first; only events at or after `since` (Unix ms), of `actor`, and of the projects in
+   * `projects`, when given.
+   */
+  async list(
+    filter: { since?: number; actor?: string; projects?: ReadonlySet<string> },
+    requestedPageSize: number,
+    pageToken: string,
+  ): Promise<Page<AuditEvent>> {
     const size = pageSize(requestedPageSize);
     const after = decodePageToken(pageToken);
+    if (filter.projects?.size === 0) return { items: [], nextPageToken: "" };
     let query = this.#db
       .selectFrom("audit_events")
       .selectAll()
@@ -66,6 +77,7 @@ export class AuditLog {
     }
     if (filter.since !== undefined) query = query.where("time", ">=", filter.since);
     if (filter.actor) query = query.where("actor", "=", filter.actor);
+    if (filter.projects) query = query.where("project", "in", [...filter.projects]);
     return toPage(
       await query.execute(),
       size,
@@ -80,8 +92,25 @@ export class AuditLog {
           objectId: r.object_id,
           revision: BigInt(r.revision),
           message: r.message,
+          project: r.project,
         }),
     );
+  }
+
+  /** The project each of these objects was in when `action` (its deletion) was recorded, by id; the newest such event counts. */
+  async projectsAtDeletion(objectKind: string, action: string, ids: readonly string[]): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    if (ids.length === 0) return found;
+    const rows = await this.#db
+      .selectFrom("audit_events")
+      .select(["object_id", "project"])
+      .where("object_kind", "=", objectKind)
+      .where("action", "=", action)
+      .where("object_id", "in", [...ids])
+      .orderBy("id")
+      .execute();
+    for (const row of rows) found.set(row.object_id, row.project);
+    return found;
   }
 
   /** Deletes events older than `maxAgeMs`; how many. */

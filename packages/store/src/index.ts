@@ -10,6 +10,7 @@ import { RegionRepository } from "./regions.ts";
 import { ResourceRepository } from "./resources.ts";
 import { AuditLog } from "./audit.ts";
 import { OperatorRepository } from "./operators.ts";
+import { ProjectRepository } from "./projects.ts";
 import { StatusEvents } from "./status-events.ts";
 import { Leases } from "./leases.ts";
 import { RolloutRepository } from "./rollouts.ts";
@@ -22,7 +23,8 @@ export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type O
 export { StoreError, type StoreErrorCode } from "./errors.ts";
 export { migrateToLatest, pendingMigrations } from "./migrate.ts";
 export type { Page } from "./paging.ts";
-export { DEFAULT_REVISION_HISTORY_LIMIT, ResourceRepository, type StoredRevision } from "./resources.ts";
+export { DEFAULT_REVISION_HISTORY_LIMIT, projectOf, ResourceRepository, type StoredRevision, type WriteGuard } from "./resources.ts";
+export { DEFAULT_PROJECT, ProjectRepository } from "./projects.ts";
 export { ADMIN_AUTHOR, AuditLog, type AuditRecord, type ChangeAuthor } from "./audit.ts";
 export { OPERATOR_TOKEN_PREFIX, type OperatorGrant } from "./operators.ts";
 export { StatusEvents, type StatusEvent } from "./status-events.ts";
@@ -77,6 +79,7 @@ export class Store {
   readonly sentinels: ResourceRepository<typeof sentinelKind.schema>;
   readonly networkPolicies: ResourceRepository<typeof networkPolicyKind.schema>;
   readonly operators: OperatorRepository;
+  readonly projects: ProjectRepository;
   readonly audit: AuditLog;
   readonly statusEvents: StatusEvents;
   readonly rollouts: RolloutRepository;
@@ -109,6 +112,7 @@ export class Store {
     this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
     this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit);
     this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
+    this.projects = new ProjectRepository(db);
     this.audit = new AuditLog(db);
     this.statusEvents = new StatusEvents(db);
     this.leases = new Leases(db);

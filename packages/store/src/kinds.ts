@@ -110,7 +110,7 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
     }
     return desired;
   },
-  immutable: ["namespace"],
+  immutable: ["namespace", "project"],
   clearOutput(d) {
     d.revision = 0n;
     d.createTime = undefined;
@@ -157,7 +157,7 @@ export const sentinelKind: ResourceKind<typeof SentinelSchema> = {
     );
     return desired;
   },
-  immutable: ["region", "namespace"],
+  immutable: ["region", "namespace", "project"],
   clearOutput(s) {
     s.revision = 0n;
     s.createTime = undefined;
@@ -186,7 +186,7 @@ export const networkPolicyKind: ResourceKind<typeof NetworkPolicySchema> = {
       ],
     ]);
   },
-  immutable: ["region", "namespace"],
+  immutable: ["region", "namespace", "project"],
   clearOutput(p) {
     p.revision = 0n;
     p.createTime = undefined;

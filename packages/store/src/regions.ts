@@ -79,6 +79,12 @@ export class RegionRepository {
     return new Map(rows.map((r) => [r.name, r.id]));
   }
 
+  /** Every region's labels, by name (what project bounds select regions by). */
+  async allLabels(): Promise<Map<string, RegionLabels>> {
+    const rows = await this.#db.selectFrom("regions").select(["name", "labels"]).execute();
+    return new Map(rows.map((r) => [r.name, decodeLabels(r.labels)]));
+  }
+
   /**
    * A page of regions in name order, only those `selected`. Each page reads at most
    * page-size regions, so a page may hold fewer (even none) while next_page_token goes on.
@@ -126,11 +132,15 @@ function toRegion(row: { name: string; head_version: number; create_time: number
     name: row.name,
     headVersion: BigInt(row.head_version),
     createTime: timestampFromMs(Number(row.create_time)),
-    labels: row.labels === null ? {} : (JSON.parse(row.labels) as RegionLabels),
+    labels: decodeLabels(row.labels),
   });
 }
 
 /** Labels as stored: a JSON object with its keys in order, or NULL for none. */
+function decodeLabels(stored: string | null): RegionLabels {
+  return stored === null ? {} : (JSON.parse(stored) as RegionLabels);
+}
+
 function encodeLabels(labels: RegionLabels): string | null {
   const keys = Object.keys(labels).sort();
   return keys.length === 0 ? null : JSON.stringify(Object.fromEntries(keys.map((k) => [k, labels[k]])));

@@ -14,6 +14,7 @@ import { ADMIN_AUTHOR, AuditLog, type ChangeAuthor } from "./audit.ts";
 import { StatusEvents } from "./status-events.ts";
 import { isDuplicateKey } from "./regions.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
+import { DEFAULT_PROJECT } from "./projects.ts";
 import type { Database, ResourceTable } from "./schema.ts";
 import type { SecretKeyRing } from "./secrets.ts";
 
@@ -31,6 +32,19 @@ export interface StoredRevision<M> {
   actor: string;
   message: string;
   createTime: number;
+}
+
+/**
+ * Called in a write's transaction once the resource's row is locked, with what the write would
+ * store (`next`; undefined for a delete) and what is stored (`existing`; undefined for a
+ * create): it throws to refuse the write, and then nothing is written. ctrl's authorization
+ * decides here, so that the resource it judges is the one the write changes.
+ */
+export type WriteGuard<M> = (write: { next: M | undefined; existing: M | undefined }) => void;
+
+/** The project a resource names; what names none belongs to the default project. */
+export function projectOf(resource: object): string {
+  return (resource as { project?: string }).project || DEFAULT_PROJECT;
 }
 
 /** The actions recorded in the audit trail, by the RPC that makes them. */
@@ -63,11 +77,17 @@ export class ResourceRepository<Desc extends DescMessage> {
   }
 
   /** Creates the resource; the same id with an equal body returns the stored one unchanged. */
-  async create(resource: MessageShape<Desc>, author: ChangeAuthor = ADMIN_AUTHOR, dryRun = false): Promise<MessageShape<Desc>> {
+  async create(
+    resource: MessageShape<Desc>,
+    author: ChangeAuthor = ADMIN_AUTHOR,
+    dryRun = false,
+    guard?: WriteGuard<MessageShape<Desc>>,
+  ): Promise<MessageShape<Desc>> {
     const input = this.#withoutOutput(resource);
     const id = this.#id(input);
     const created = await this.#write(dryRun, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
+      guard?.({ next: input, existing: existing && this.#fromRow(existing) });
       this.kind.seal?.(this.#secrets, input, existing && this.#fromRow(existing), existing ? Number(existing.revision) : 0, dryRun);
       if (existing) {
         const stored = this.#fromRow(existing);
@@ -76,7 +96,7 @@ export class ResourceRepository<Desc extends DescMessage> {
       }
       const regionIds = await this.#resolveRegions(tx, input);
       this.kind.bind?.(this.#secrets, input, 0, 1);
-      const row: ResourceTable = { id, revision: 1, body: toBinary(this.kind.schema, input), create_time: now, update_time: now };
+      const row: ResourceTable = { id, project: projectOf(input), revision: 1, body: toBinary(this.kind.schema, input), create_time: now, update_time: now };
       await tx.insertInto(this.kind.table).values(row).execute();
       const regions = await this.#writeDesired(tx, id, input, undefined, regionIds, now, { from: 0, to: 1, actor: author.actor }, regionIds.values());
       await this.#writePlacements(tx, id, regionIds, false);
@@ -106,15 +126,18 @@ export class ResourceRepository<Desc extends DescMessage> {
     return found;
   }
 
-  async list(requestedPageSize: number, pageToken: string): Promise<Page<MessageShape<Desc>>> {
+  /** A page in id order, only of the projects in `visible` (undefined: of every project). */
+  async list(requestedPageSize: number, pageToken: string, visible?: ReadonlySet<string>): Promise<Page<MessageShape<Desc>>> {
     const size = pageSize(requestedPageSize);
     const after = decodePageToken(pageToken);
+    if (visible?.size === 0) return { items: [], nextPageToken: "" };
     let query = this.#db
       .selectFrom(this.kind.table)
       .selectAll()
       .orderBy("id")
       .limit(size + 1);
     if (after !== undefined) query = query.where("id", ">", after);
+    if (visible) query = query.where("project", "in", [...visible]);
     return toPage(
       await query.execute(),
       size,
@@ -127,12 +150,19 @@ export class ResourceRepository<Desc extends DescMessage> {
    * Replaces the resource's fields. With expectedRevision set, a different current revision
    * is ABORTED. An update that changes nothing keeps the revision and writes nothing.
    */
-  async update(resource: MessageShape<Desc>, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR, dryRun = false): Promise<MessageShape<Desc>> {
+  async update(
+    resource: MessageShape<Desc>,
+    expectedRevision?: bigint,
+    author: ChangeAuthor = ADMIN_AUTHOR,
+    dryRun = false,
+    guard?: WriteGuard<MessageShape<Desc>>,
+  ): Promise<MessageShape<Desc>> {
     const input = this.#withoutOutput(resource);
     const id = this.#id(input);
     const updated = await this.#write(dryRun, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
+      guard?.({ next: input, existing: this.#fromRow(existing) });
       this.#checkRevision(existing, expectedRevision);
       this.kind.seal?.(this.#secrets, input, this.#fromRow(existing), Number(existing.revision), dryRun);
       return this.#replace(tx, existing, input, author, "Update", now);
@@ -145,12 +175,21 @@ export class ResourceRepository<Desc extends DescMessage> {
    * checks), with the secret values stored now (#rolledBackSpec); NOT_FOUND when that revision
    * is no longer kept. Rolling back to a spec equal to the current one writes nothing.
    */
-  async rollback(id: string, toRevision: number, expectedRevision: bigint | undefined, author: ChangeAuthor = ADMIN_AUTHOR): Promise<MessageShape<Desc>> {
+  async rollback(
+    id: string,
+    toRevision: number,
+    expectedRevision: bigint | undefined,
+    author: ChangeAuthor = ADMIN_AUTHOR,
+    guard?: WriteGuard<MessageShape<Desc>>,
+  ): Promise<MessageShape<Desc>> {
     const rolledBack = await this.#write(false, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
+      const target = await this.#revisionSpec(tx, existing, toRevision);
+      // Authorization first: a caller refused learns nothing of the revision's secret names.
+      guard?.({ next: target, existing: this.#fromRow(existing) });
       this.#checkRevision(existing, expectedRevision);
-      const target = await this.#rolledBackSpec(tx, existing, toRevision);
+      this.#keepCurrentSecrets(existing, target, toRevision);
       return this.#replace(tx, existing, target, author, "Rollback", now);
     });
     return this.#shown(rolledBack);
@@ -205,15 +244,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     }
     if (equals(this.kind.schema, stored, input)) return { result: this.#fromRow(existing), regions: [] };
     const regionIds = await this.#resolveRegions(tx, input);
-    const revision = Number(existing.revision) + 1;
-    this.kind.bind?.(this.#secrets, input, Number(existing.revision), revision);
-    const row: ResourceTable = {
-      id,
-      revision,
-      body: toBinary(this.kind.schema, input),
-      create_time: Number(existing.create_time),
-      update_time: now,
-    };
+    const row = this.#nextRevisionRow(existing, input, now);
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
     const placed = await this.#placementsChange(tx, id, regionIds);
     const revisions = { from: Number(existing.revision), to: row.revision, actor: author.actor };
@@ -254,14 +285,19 @@ export class ResourceRepository<Desc extends DescMessage> {
       .where("revision", "<=", revision - this.#historyLimit)
       .execute();
     await StatusEvents.append(tx, [{ type: this.kind.type, id: row.id }], now);
-    await this.#audit.record({ author, action: `${action}${this.kind.action}`, objectKind: this.kind.field, objectId: row.id, revision }, tx, now);
+    await this.#audit.record(
+      { author, action: `${action}${this.kind.action}`, objectKind: this.kind.field, objectId: row.id, revision, project: row.project },
+      tx,
+      now,
+    );
   }
 
   /** Deletes the resource; every region it was desired in gets a tombstone. */
-  async delete(id: string, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR): Promise<void> {
+  async delete(id: string, expectedRevision?: bigint, author: ChangeAuthor = ADMIN_AUTHOR, guard?: WriteGuard<MessageShape<Desc>>): Promise<void> {
     await this.#write(false, async (tx, now) => {
       const existing = await this.#lockRow(tx, id);
       if (!existing) throw this.#notFound(id);
+      guard?.({ next: undefined, existing: this.#fromRow(existing) });
       this.#checkRevision(existing, expectedRevision);
       await tx.deleteFrom(this.kind.table).where("id", "=", id).execute();
       if (this.kind.strategy?.(this.#fromRow(existing)))
@@ -283,7 +319,14 @@ export class ResourceRepository<Desc extends DescMessage> {
       await tx.deleteFrom("resource_revisions").where("resource_type", "=", this.kind.type).where("resource_id", "=", id).execute();
       await StatusEvents.append(tx, [{ type: this.kind.type, id }], now);
       await this.#audit.record(
-        { author, action: `Delete${this.kind.action}`, objectKind: this.kind.field, objectId: id, revision: Number(existing.revision) },
+        {
+          author,
+          action: `Delete${this.kind.action}`,
+          objectKind: this.kind.field,
+          objectId: id,
+          revision: Number(existing.revision),
+          project: existing.project,
+        },
         tx,
         now,
       );
@@ -372,14 +415,13 @@ export class ResourceRepository<Desc extends DescMessage> {
   ): Promise<number[]> {
     const existing = await this.#lockRow(tx, id);
     if (!existing) throw this.#notFound(id);
-    const input = await this.#rolledBackSpec(tx, existing, toRevision);
+    const input = await this.#revisionSpec(tx, existing, toRevision);
+    this.#keepCurrentSecrets(existing, input, toRevision);
     const regionIds = await this.#resolveRegions(tx, input);
-    const revision = Number(existing.revision) + 1;
-    this.kind.bind?.(this.#secrets, input, Number(existing.revision), revision);
-    const row: ResourceTable = { id, revision, body: toBinary(this.kind.schema, input), create_time: Number(existing.create_time), update_time: now };
+    const row = this.#nextRevisionRow(existing, input, now);
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
     const placed = await this.#placementsChange(tx, id, regionIds);
-    const next = await shape(await this.#desired(tx, input, regionIds, revision));
+    const next = await shape(await this.#desired(tx, input, regionIds, row.revision));
     const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, next, now, placed ? regionIds.values() : []);
     if (placed) await this.#writePlacements(tx, id, regionIds, true);
     await this.#recordChange(tx, row, author, "Rollback", now);
@@ -391,8 +433,13 @@ export class ResourceRepository<Desc extends DescMessage> {
    * its revision); FAILED_PRECONDITION naming each variable the spec has and no value is stored
    * for now, so a replaced value never comes back and nothing is written.
    */
-  async #rolledBackSpec(tx: Tx, existing: ResourceTable, toRevision: number): Promise<MessageShape<Desc>> {
-    const target = fromBinary(this.kind.schema, await this.#revisionBody(tx, existing.id, toRevision)) as MessageShape<Desc>;
+  /** A kept revision's spec as a rollback writes it: in the object's project. */
+  async #revisionSpec(tx: Tx, existing: ResourceTable, toRevision: number): Promise<MessageShape<Desc>> {
+    return this.#inProjectOf(existing, fromBinary(this.kind.schema, await this.#revisionBody(tx, existing.id, toRevision)) as MessageShape<Desc>);
+  }
+
+  /** A rollback keeps the secret values stored now: a name of `target` without a current value fails it, naming the name. */
+  #keepCurrentSecrets(existing: ResourceTable, target: MessageShape<Desc>, toRevision: number): void {
     const missing = this.kind.keepCurrentSecrets?.(target, this.#withoutOutput(this.#fromRow(existing))) ?? [];
     if (missing.length > 0) {
       throw new StoreError(
@@ -401,7 +448,6 @@ export class ResourceRepository<Desc extends DescMessage> {
         "to_revision",
       );
     }
-    return target;
   }
 
   /** A kept revision's spec; NOT_FOUND (naming to_revision) when it is no longer kept. */
@@ -511,14 +557,17 @@ export class ResourceRepository<Desc extends DescMessage> {
       updateTime: unknown;
     };
     resource.revision = BigInt(row.revision);
+    (resource as { project?: string }).project = row.project;
     resource.createTime = timestampFromMs(Number(row.create_time));
     resource.updateTime = timestampFromMs(Number(row.update_time));
     return resource;
   }
 
   #fromRevisionRow(row: Database["resource_revisions"]): StoredRevision<MessageShape<Desc>> {
-    const resource = fromBinary(this.kind.schema, row.body) as MessageShape<Desc> & { revision: bigint };
+    const resource = fromBinary(this.kind.schema, row.body) as MessageShape<Desc> & { revision: bigint; project?: string };
     resource.revision = BigInt(row.revision);
+    // Revisions written before projects name none: the object's project is the default one then.
+    resource.project = projectOf(resource);
     this.kind.redact?.(resource);
     return { revision: Number(row.revision), resource, actor: row.actor, message: row.message, createTime: Number(row.create_time) };
   }
@@ -529,9 +578,46 @@ export class ResourceRepository<Desc extends DescMessage> {
     return resource;
   }
 
+  /** The row of `existing`'s next revision, holding `input`. */
+  #nextRevisionRow(existing: ResourceTable, input: MessageShape<Desc>, now: number): ResourceTable {
+    const revision = Number(existing.revision) + 1;
+    // The body holds the seals bound to the revision it becomes.
+    this.kind.bind?.(this.#secrets, input, Number(existing.revision), revision);
+    return {
+      id: existing.id,
+      project: existing.project,
+      revision,
+      body: toBinary(this.kind.schema, input),
+      create_time: Number(existing.create_time),
+      update_time: now,
+    };
+  }
+
+  /** A kept revision's spec as it applies now: in the project of the object (revisions written before projects name none). */
+  #inProjectOf(existing: ResourceTable, spec: MessageShape<Desc>): MessageShape<Desc> {
+    (spec as { project?: string }).project = existing.project;
+    return spec;
+  }
+
+  /** The project of each of these ids that exists, by id. */
+  async projectsOf(ids: readonly string[]): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    for (let i = 0; i < ids.length; i += 1000) {
+      const rows = await this.#db
+        .selectFrom(this.kind.table)
+        .select(["id", "project"])
+        .where("id", "in", ids.slice(i, i + 1000))
+        .execute();
+      for (const row of rows) found.set(row.id, row.project);
+    }
+    return found;
+  }
+
+  /** What an operator wrote: output fields cleared, and the project named (the default one if none). */
   #withoutOutput(resource: MessageShape<Desc>): MessageShape<Desc> {
     const copy = clone(this.kind.schema, resource);
     this.kind.clearOutput(copy);
+    (copy as { project?: string }).project = projectOf(copy);
     return copy;
   }
 

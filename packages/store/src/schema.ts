@@ -16,6 +16,8 @@ export interface RegionsTable {
 /** Shape shared by the operator-owned resource tables; `body` is the API message, protobuf-encoded. */
 export interface ResourceTable {
   id: string;
+  /** The project it belongs to (projects.name); the body's own field is not read. */
+  project: string;
   revision: number;
   body: Uint8Array;
   create_time: number;
@@ -135,6 +137,8 @@ export interface AuditEventsTable {
   object_id: string;
   revision: number;
   message: string;
+  /** The project of the object; empty for what belongs to none (regions, tokens, operators). */
+  project: Generated<string>;
 }
 
 /** "This object's status may have changed": what the operators' status stream follows. */
@@ -193,6 +197,14 @@ export interface RolloutTransitionsTable {
   time: number;
 }
 
+/** A project: its fields but name and times, as proto3 JSON of ctrl.v1.Project. */
+export interface ProjectsTable {
+  name: string;
+  spec: string;
+  create_time: number;
+  update_time: number;
+}
+
 export interface LeasesTable {
   name: string;
   holder: string;
@@ -221,6 +233,7 @@ export interface Database {
   rollouts: RolloutsTable;
   rollout_transitions: RolloutTransitionsTable;
   leases: LeasesTable;
+  projects: ProjectsTable;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

@@ -103,6 +103,7 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
     "resource_revisions",
     "audit_events",
     "status_events",
+    "projects",
   ] as const) {
     const row = await store.database.db
       .selectFrom(table)

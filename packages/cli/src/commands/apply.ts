@@ -4,8 +4,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Clients } from "../client.ts";
 import { ExitError, EXIT, codeName } from "../errors.ts";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import type { Project } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import type { Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { all, secretNames, specOf, sameSpec, type AnyResource } from "../kinds.ts";
+import { all, orUndefined, projectSpec, sameProject, secretNames, specOf, sameSpec, type AnyResource } from "../kinds.ts";
 import { roleName } from "../output.ts";
 import type { Manifest, ResourceManifest } from "../manifests.ts";
 import { followRollouts, FailedRollout } from "../status.ts";
@@ -13,13 +14,14 @@ import { followRollouts, FailedRollout } from "../status.ts";
 type Out = (line: string) => void;
 
 /** What apply would do to one manifest's object; `current` is the object as ctrl has it. */
-type Plan = { manifest: Manifest; action: "created" | "configured" | "unchanged"; current?: AnyResource | Region };
+type Plan = { manifest: Manifest; action: "created" | "configured" | "unchanged"; current?: AnyResource | Region | Project };
 
-const label = (m: Manifest) => `${m.kind === "Region" ? "region" : m.kind.singular}/${m.name}`;
+const label = (m: Manifest) => `${typeof m.kind === "string" ? m.kind.toLowerCase() : m.kind.singular}/${m.name}`;
 
-/** Regions first (the rest may be placed in them), then in the files' order. */
+/** Regions first (projects and resources may name them), then projects (resources belong to them), then in the files' order. */
 function ordered(manifests: Manifest[]): Manifest[] {
-  return [...manifests.filter((m) => m.kind === "Region"), ...manifests.filter((m) => m.kind !== "Region")];
+  const rank = (m: Manifest) => (m.kind === "Region" ? 0 : m.kind === "Project" ? 1 : 2);
+  return [0, 1, 2].flatMap((r) => manifests.filter((m) => rank(m) === r));
 }
 
 /** Calls made at once (plan, checks, writes): a directory of a thousand manifests is not a thousand round trips in a row. */
@@ -62,6 +64,11 @@ async function plan(clients: Clients, manifests: Manifest[]): Promise<{ plans: P
       // A region's labels converge by UpdateRegion: CreateRegion leaves an existing region as it is.
       return { manifest, action: sameLabels(current.labels, manifest.labels) ? "unchanged" : "configured", current };
     }
+    if (manifest.kind === "Project") {
+      const current = (await orUndefined(clients.projects.getProject({ name: manifest.name })))?.project;
+      if (!current) return { manifest, action: "created" };
+      return { manifest, action: sameProject(current, manifest.project) ? "unchanged" : "configured", current };
+    }
     const current = await manifest.kind.get(clients, manifest.name);
     if (!current) return { manifest, action: "created" };
     // A manifest without secretEnv keeps the secrets set with `flotilla secret set`.
@@ -88,6 +95,7 @@ const regionWrite = (p: Plan) => (p.action === "created" ? "CreateRegion" : "Upd
 async function check(clients: Clients, changes: Plan[], regions: Set<string>, message: string): Promise<void> {
   const regionChanges = changes.filter((p) => p.manifest.kind === "Region");
   const creating = new Set(regionChanges.filter((p) => p.action === "created").map((p) => p.manifest.name));
+  const creatingProjects = new Set(changes.filter((p) => p.manifest.kind === "Project" && p.action === "created").map((p) => p.manifest.name));
   if (regionChanges.length > 0) {
     const me = await clients.operators.whoAmI({});
     const first = regionChanges[0]!;
@@ -99,6 +107,14 @@ async function check(clients: Clients, changes: Plan[], regions: Set<string>, me
   }
   await inFlight(changes, async ({ manifest: m, action }) => {
     if (m.kind === "Region") return;
+    if (m.kind === "Project") {
+      try {
+        await writeProject(clients, m.project, action, true);
+      } catch (error) {
+        throw refusal(m, error);
+      }
+      return;
+    }
     // The regions it names that do not exist yet. ctrl's refusal names the first of them: one
     // these manifests do not create, behind one they do, is refused here.
     const missing = m.kind.regions(m.resource).filter((r) => !regions.has(r));
@@ -120,9 +136,18 @@ async function check(clients: Clients, changes: Plan[], regions: Set<string>, me
         error.rawMessage.endsWith(`region ${JSON.stringify(first)} not found`)
       )
         return;
+      // So is the project, before anything else: refused only for one this apply creates.
+      const project = m.resource.project;
+      if (creatingProjects.has(project) && error instanceof ConnectError && error.rawMessage.endsWith(`project ${JSON.stringify(project)} not found`)) return;
       throw refusal(m, error);
     }
   });
+}
+
+/** Creates or updates a project (only checks it, with `validateOnly`). */
+async function writeProject(clients: Clients, project: Project, action: Plan["action"], validateOnly: boolean): Promise<void> {
+  if (action === "created") await clients.projects.createProject({ project, validateOnly });
+  else await clients.projects.updateProject({ project, validateOnly });
 }
 
 export interface ApplyOptions {
@@ -148,7 +173,8 @@ export async function apply(clients: Clients, manifests: Manifest[], options: Ap
         const region = { name: m.name, labels: m.labels };
         if (p.action === "created") await clients.regions.createRegion({ region });
         else await clients.regions.updateRegion({ region });
-      } else if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
+      } else if (m.kind === "Project") await writeProject(clients, m.project, p.action, false);
+      else if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
       else await m.kind.update(clients, m.resource, options.message, false);
     } catch (error) {
       throw refusal(m, error);
@@ -161,15 +187,16 @@ export async function apply(clients: Clients, manifests: Manifest[], options: Ap
       done.add(p);
     });
   try {
-    // Regions before what is placed in them.
+    // Regions before what is placed in them, projects before what belongs to them.
     await writeAll(plans.filter((p) => p.manifest.kind === "Region"));
-    await writeAll(plans.filter((p) => p.manifest.kind !== "Region"));
+    await writeAll(plans.filter((p) => p.manifest.kind === "Project"));
+    await writeAll(plans.filter((p) => p.manifest.kind !== "Region" && p.manifest.kind !== "Project"));
   } finally {
     // On a failure (a concurrent change since the check), what was written is still said.
     for (const p of plans) if (done.has(p)) out(`${label(p.manifest)} ${p.action}${options.dryRun ? " (dry run)" : ""}`);
   }
   if (!options.wait || options.dryRun) return;
-  const deployments = plans.filter((p) => p.manifest.kind !== "Region" && p.manifest.kind.kind === "Deployment").map((p) => p.manifest.name);
+  const deployments = plans.filter((p) => typeof p.manifest.kind !== "string" && p.manifest.kind.kind === "Deployment").map((p) => p.manifest.name);
   await waitRunning(clients, deployments, options.timeoutMs, out);
 }
 
@@ -200,10 +227,14 @@ export async function diff(clients: Clients, manifests: Manifest[], out: Out): P
       after = flatten({ labels: m.labels });
       if (p.current) before = flatten({ labels: (p.current as Region).labels });
       out(p.current ? `~ ${label(m)}` : `+ ${label(m)} (new)`);
+    } else if (m.kind === "Project") {
+      after = flatten(projectSpec(m.project));
+      if (p.current) before = flatten(projectSpec(p.current as Project));
+      out(p.current ? `~ ${label(m)}` : `+ ${label(m)} (new)`);
     } else {
       const current = p.current as AnyResource | undefined;
-      after = flatten(specOf(m.kind.schema, m.resource));
-      if (current) before = flatten(specOf(m.kind.schema, current));
+      after = flatten({ metadata: { project: m.resource.project }, ...specOf(m.kind.schema, m.resource) });
+      if (current) before = flatten({ metadata: { project: current.project }, ...specOf(m.kind.schema, current) });
       out(current ? `~ ${label(m)} (revision ${current.revision})` : `+ ${label(m)} (new)`);
     }
     for (const path of [...new Set([...before.keys(), ...after.keys()])].sort()) {
@@ -233,6 +264,7 @@ export async function deleteManifests(clients: Clients, manifests: Manifest[], o
   for (const m of ordered(manifests).reverse()) {
     try {
       if (m.kind === "Region") await clients.regions.deleteRegion({ name: m.name });
+      else if (m.kind === "Project") await clients.projects.deleteProject({ name: m.name });
       else await (m as ResourceManifest).kind.delete(clients, m.name, options.message);
       out(`${label(m)} deleted`);
     } catch (error) {

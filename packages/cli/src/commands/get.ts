@@ -3,14 +3,14 @@ import type { Deployment, NetworkPolicy, Sentinel } from "@flotilla/proto/ctrl/v
 import { ResourceType, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Clients } from "../client.ts";
 import { UsageError } from "../errors.ts";
-import { all, API_VERSION, resourceKindNamed, specOf, type AnyResource, type ResourceKindOps } from "../kinds.ts";
+import { all, API_VERSION, projectSpec, resourceKindNamed, specOf, type AnyResource, type ResourceKindOps } from "../kinds.ts";
 import { age, isoTime, roleName, structured, table, type OutputFormat } from "../output.ts";
 import { getSecrets } from "./secret.ts";
 import { phaseName } from "../status.ts";
 import { getRollouts, rolloutLines, strategyLines } from "./rollout.ts";
 import { DESCRIBED_KEYS, workloadBlocks, workloadFields, type DescribedWorkload } from "../describe-workload.ts";
 
-export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "rollouts", "tokens", "operators", "secrets"];
+export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "projects", "rollouts", "tokens", "operators", "secrets"];
 
 type Out = (text: string) => void;
 
@@ -20,7 +20,13 @@ function document(kind: ResourceKindOps<AnyResource>, resource: AnyResource): ob
   return {
     apiVersion: API_VERSION,
     kind: kind.kind,
-    metadata: { name: resource.id, revision: Number(resource.revision), createTime: isoTime(resource.createTime), updateTime: isoTime(resource.updateTime) },
+    metadata: {
+      name: resource.id,
+      project: resource.project,
+      revision: Number(resource.revision),
+      createTime: isoTime(resource.createTime),
+      updateTime: isoTime(resource.updateTime),
+    },
     spec: specOf(kind.schema, resource),
     ...(r.status === undefined ? {} : { status: statusDocument(r.status as RegionStatus | RegionStatus[]) }),
   };
@@ -122,6 +128,10 @@ export async function get(clients: Clients, kindName: string, name: string | und
     case "operator":
     case "operators":
       return getOperators(clients, format, out);
+    case "project":
+    case "projects":
+      if (region !== undefined) throw new UsageError("--region: a project names its regions; see flotilla get project NAME");
+      return getProjects(clients, name, format, out);
     case "rollout":
     case "rollouts":
       if (region !== undefined) throw new UsageError("--region: rollouts span regions; see flotilla rollout status NAME");
@@ -180,6 +190,36 @@ async function getRegions(clients: Clients, name: string | undefined, labelSelec
         age(r.createTime),
         labelsCell(r.labels),
       ]),
+    ),
+  );
+}
+
+async function getProjects(clients: Clients, name: string | undefined, format: OutputFormat, out: Out): Promise<void> {
+  const projects =
+    name !== undefined
+      ? [(await clients.projects.getProject({ name })).project!]
+      : await all(async (pageToken) => {
+          const r = await clients.projects.listProjects({ pageSize: 1000, pageToken });
+          return { items: r.projects, next: r.nextPageToken };
+        });
+  if (format === "json" || format === "yaml") {
+    const docs = projects.map((p) => ({
+      apiVersion: API_VERSION,
+      kind: "Project",
+      metadata: { name: p.name, createTime: isoTime(p.createTime), updateTime: isoTime(p.updateTime) },
+      spec: projectSpec(p),
+    }));
+    out(structured(name !== undefined ? docs[0] : { apiVersion: API_VERSION, kind: "List", items: docs }, format));
+    return;
+  }
+  const regionsCell = (p: (typeof projects)[number]) =>
+    [...(p.regions?.names ?? []), ...(p.regions?.selector ? [`selector: ${p.regions.selector}`] : [])].join(", ") || "<none>";
+  const rolesCell = (p: (typeof projects)[number]) =>
+    p.roles.map((b) => `${roleName(b.role)}: ${[...b.operators, ...b.groups.map((g) => `group:${g}`)].join(" ")}`).join("; ") || "<none>";
+  out(
+    table(
+      ["NAME", "NAMESPACES", "REGIONS", "ROLES", "AGE"],
+      projects.map((p) => [p.name, p.namespaces.join(", "), regionsCell(p), rolesCell(p), age(p.createTime)]),
     ),
   );
 }

@@ -46,20 +46,21 @@ export async function rollback(clients: Clients, kindName: string, name: string,
   out(`${kind.singular}/${name} rolled back to revision ${toRevision}'s spec (now revision ${revision?.revision})`);
 }
 
-export async function audit(
-  clients: Clients,
-  sinceMs: number | undefined,
-  actor: string | undefined,
-  limit: number,
-  format: OutputFormat,
-  out: Out,
-): Promise<void> {
+/** Which audit events to show: the last `sinceMs`, of `actor`, of `project`, when given. */
+export interface AuditFilter {
+  sinceMs?: number;
+  actor?: string;
+  project?: string;
+}
+
+export async function audit(clients: Clients, { sinceMs, actor, project }: AuditFilter, limit: number, format: OutputFormat, out: Out): Promise<void> {
   const events = [];
   let pageToken = "";
   do {
     const page = await clients.history.listAuditEvents({
       since: sinceMs === undefined ? undefined : timestampFromMs(Date.now() - sinceMs),
       actor: actor ?? "",
+      project: project ?? "",
       pageSize: Math.min(1000, limit - events.length),
       pageToken,
     });
@@ -76,6 +77,7 @@ export async function audit(
           object: `${e.objectKind}/${e.objectId}`,
           revision: Number(e.revision),
           message: e.message,
+          project: e.project,
         })),
         format,
       ),

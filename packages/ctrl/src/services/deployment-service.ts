@@ -5,7 +5,7 @@ import { ResourceType, type Deployment } from "@flotilla/proto/ctrl/v1/resources
 import type { Store } from "@flotilla/store";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
-import { authorOf, resourceCrud } from "./resource-crud.ts";
+import { resourceCrud } from "./resource-crud.ts";
 import { rolloutMessages } from "./rollout-service.ts";
 
 export function deploymentService(store: Store, statusOptions: StatusOptions, validation: validate.ValidationOptions): ServiceImpl<typeof DeploymentService> {
@@ -27,15 +27,15 @@ export function deploymentService(store: Store, statusOptions: StatusOptions, va
   };
   const one = async (d: Deployment) => ({ deployment: (await withStatus([d]))[0] });
   return {
-    createDeployment: async (req, ctx) => one(await crud.create(req.deployment, authorOf(ctx, req.message), req.validateOnly)),
-    getDeployment: async (req) => one(await crud.get(req.id)),
-    async listDeployments(req) {
-      const page = await crud.list(req.pageSize, req.pageToken);
+    createDeployment: async (req, ctx) => one(await crud.create(req.deployment, ctx, req.message, req.validateOnly)),
+    getDeployment: async (req, ctx) => one(await crud.get(req.id, ctx)),
+    async listDeployments(req, ctx) {
+      const page = await crud.list(req.pageSize, req.pageToken, ctx);
       return { deployments: await withStatus(page.items), nextPageToken: page.nextPageToken };
     },
-    updateDeployment: async (req, ctx) => one(await crud.update(req.deployment, req.expectedRevision, authorOf(ctx, req.message), req.validateOnly)),
+    updateDeployment: async (req, ctx) => one(await crud.update(req.deployment, req.expectedRevision, ctx, req.message, req.validateOnly)),
     deleteDeployment: async (req, ctx) => {
-      await crud.delete(req.id, req.expectedRevision, authorOf(ctx, req.message));
+      await crud.delete(req.id, req.expectedRevision, ctx, req.message);
       return {};
     },
   };

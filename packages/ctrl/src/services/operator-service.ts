@@ -1,9 +1,12 @@
-// ctrl.v1.OperatorService: operator accounts (named tokens with a role), and WhoAmI.
+// ctrl.v1.OperatorService: operator accounts (named tokens with a fleet-wide role, or none:
+// their roles then come from projects), and WhoAmI.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { Role, type OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { FLOTILLA_VERSION } from "@flotilla/runtime";
 import type { Store } from "@flotilla/store";
-import { actorOf, principalKey, roleOf } from "../auth.ts";
+import { actorOf, principalKey } from "../auth.ts";
+import type { ProjectCatalog } from "../authorization/catalog.ts";
+import { fleetRoleOf, projectRoles } from "../authorization/decide.ts";
 import { recordWrite } from "../audit-trail.ts";
 import { invalidArgument } from "../errors.ts";
 import * as validate from "../validate.ts";
@@ -11,12 +14,13 @@ import * as validate from "../validate.ts";
 /** The bootstrap admin token's actor: no operator may take its name. */
 const RESERVED_NAMES = new Set(["admin"]);
 
-export function operatorService(store: Store): ServiceImpl<typeof OperatorService> {
+export function operatorService(store: Store, catalog: ProjectCatalog): ServiceImpl<typeof OperatorService> {
   return {
     async createOperator(req, ctx) {
       validate.dnsLabel("name", req.name);
       if (RESERVED_NAMES.has(req.name)) throw invalidArgument("name", `${JSON.stringify(req.name)} is reserved for the bootstrap admin token`);
-      if (!(req.role in Role) || req.role === Role.UNSPECIFIED) throw invalidArgument("role", "must be ROLE_VIEWER, ROLE_DEPLOYER or ROLE_ADMIN");
+      // ROLE_UNSPECIFIED: no fleet-wide role; the account's roles come from the projects that grant them.
+      if (!(req.role in Role)) throw invalidArgument("role", "must be ROLE_VIEWER, ROLE_DEPLOYER, ROLE_ADMIN, or unset for none fleet-wide");
       const expireTime = validate.expiry(req, Date.now());
       const created = await store.operators.create(req.name, req.role, expireTime, actorOf(ctx.values.get(principalKey)));
       await recordWrite(store, ctx, "operator", req.name);
@@ -31,9 +35,15 @@ export function operatorService(store: Store): ServiceImpl<typeof OperatorServic
       await recordWrite(store, ctx, "operator", req.name);
       return {};
     },
-    whoAmI(_req, ctx) {
+    async whoAmI(_req, ctx) {
       const principal = ctx.values.get(principalKey);
-      return { actor: actorOf(principal), role: roleOf(principal), serverVersion: FLOTILLA_VERSION };
+      const roles = projectRoles(principal, await catalog.current());
+      return {
+        actor: actorOf(principal),
+        role: fleetRoleOf(principal),
+        serverVersion: FLOTILLA_VERSION,
+        projectRoles: [...roles].map(([project, role]) => ({ project, role })),
+      };
     },
   };
 }

@@ -7,7 +7,7 @@ import { ResourceType, RolloutFailurePolicy, RolloutState, type RegionStatus, ty
 import type { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { ACTIVE_ROLLOUT_STATES, StoreError, toRolloutMessage, type Store, type StoredRollout } from "@flotilla/store";
 import { recordWrite } from "../audit-trail.ts";
-import { actorOf, principalKey } from "../auth.ts";
+import { actorOf, principalKey, projectAccess } from "../auth.ts";
 import { invalidArgument } from "../errors.ts";
 import { approve, fail, waveDone, type Decision } from "../rollouts/gate.ts";
 import type { RolloutDriver } from "../rollouts/driver.ts";
@@ -97,6 +97,17 @@ const CONTROLS: Record<"pause" | "resume" | "approve" | "promote" | "abort", Con
 
 export function rolloutService(store: Store, driver: RolloutDriver, statusOptions: StatusOptions): ServiceImpl<typeof RolloutService> {
   const shown = async (rollout: StoredRollout) => (await rolloutMessages(store, [rollout], statusOptions))[0]!;
+  /** A rollout belongs to its deployment's project (returned); one of a deleted deployment, to fleet-wide callers only (""). */
+  const authorizeRollout = async (rollout: StoredRollout, ctx: HandlerContext): Promise<string> => {
+    const access = projectAccess(ctx);
+    const project = (await store.deployments.projectsOf([rollout.deploymentId])).get(rollout.deploymentId);
+    if (project === undefined) {
+      if (access.coversEveryProject()) return "";
+      throw new StoreError("not_found", `rollout ${JSON.stringify(rollout.id)} not found`, "id");
+    }
+    access.require(project, `rollout ${JSON.stringify(rollout.id)}`);
+    return project;
+  };
   const control = (name: keyof typeof CONTROLS) => async (req: { id: string; message: string }, ctx: HandlerContext) => {
     validate.id(req.id, "id");
     if (req.message.length > 1024) throw invalidArgument("message", "at most 1024 characters");
@@ -104,9 +115,10 @@ export function rolloutService(store: Store, driver: RolloutDriver, statusOption
     // One retry: the driver may have moved the rollout between the read and the control.
     for (let attempt = 0; ; attempt++) {
       const rollout = await store.rollouts.get(req.id);
+      const project = await authorizeRollout(rollout, ctx);
       const stored = await driver.apply(rollout, CONTROLS[name](rollout, Date.now()), actor);
       if (stored) {
-        await recordWrite(store, ctx, "rollout", stored.id, req.message);
+        await recordWrite(store, ctx, "rollout", stored.id, req.message, project);
         driver.drive(stored);
         return { rollout: await shown(stored) };
       }
@@ -114,15 +126,24 @@ export function rolloutService(store: Store, driver: RolloutDriver, statusOption
     }
   };
   return {
-    async getRollout(req) {
+    async getRollout(req, ctx) {
       validate.id(req.id, "id");
-      return { rollout: await shown(await store.rollouts.get(req.id)) };
+      const rollout = await store.rollouts.get(req.id);
+      await authorizeRollout(rollout, ctx);
+      return { rollout: await shown(rollout) };
     },
-    async listRollouts(req) {
+    async listRollouts(req, ctx) {
       if (req.deployment !== "") validate.id(req.deployment, "deployment");
       if (!(req.state in RolloutState)) throw invalidArgument("state", `unknown state ${req.state}`);
+      const visible = projectAccess(ctx).visibleProjects();
       const page = await store.rollouts.list({ deployment: req.deployment || undefined, state: req.state || undefined }, req.pageSize, req.pageToken);
-      return { rollouts: await rolloutMessages(store, page.items, statusOptions), nextPageToken: page.nextPageToken };
+      let items = page.items;
+      if (visible) {
+        // A page may come out shorter than asked (even empty) while next_page_token goes on, as a filtered region list does.
+        const projects = await store.deployments.projectsOf([...new Set(items.map((r) => r.deploymentId))]);
+        items = items.filter((r) => visible.has(projects.get(r.deploymentId) ?? ""));
+      }
+      return { rollouts: await rolloutMessages(store, items, statusOptions), nextPageToken: page.nextPageToken };
     },
     pauseRollout: control("pause"),
     resumeRollout: control("resume"),

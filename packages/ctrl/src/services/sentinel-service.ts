@@ -5,7 +5,7 @@ import type { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import type { Store } from "@flotilla/store";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
-import { authorOf, resourceCrud } from "./resource-crud.ts";
+import { resourceCrud } from "./resource-crud.ts";
 
 export function sentinelService(store: Store, statusOptions: StatusOptions, validation: validate.ValidationOptions): ServiceImpl<typeof SentinelService> {
   const crud = resourceCrud(store.sentinels, (resource) => validate.sentinel(resource, validation));
@@ -21,15 +21,15 @@ export function sentinelService(store: Store, statusOptions: StatusOptions, vali
   };
   const one = async (s: Sentinel) => ({ sentinel: (await withStatus([s]))[0] });
   return {
-    createSentinel: async (req, ctx) => one(await crud.create(req.sentinel, authorOf(ctx, req.message), req.validateOnly)),
-    getSentinel: async (req) => one(await crud.get(req.id)),
-    async listSentinels(req) {
-      const page = await crud.list(req.pageSize, req.pageToken);
+    createSentinel: async (req, ctx) => one(await crud.create(req.sentinel, ctx, req.message, req.validateOnly)),
+    getSentinel: async (req, ctx) => one(await crud.get(req.id, ctx)),
+    async listSentinels(req, ctx) {
+      const page = await crud.list(req.pageSize, req.pageToken, ctx);
       return { sentinels: await withStatus(page.items), nextPageToken: page.nextPageToken };
     },
-    updateSentinel: async (req, ctx) => one(await crud.update(req.sentinel, req.expectedRevision, authorOf(ctx, req.message), req.validateOnly)),
+    updateSentinel: async (req, ctx) => one(await crud.update(req.sentinel, req.expectedRevision, ctx, req.message, req.validateOnly)),
     deleteSentinel: async (req, ctx) => {
-      await crud.delete(req.id, req.expectedRevision, authorOf(ctx, req.message));
+      await crud.delete(req.id, req.expectedRevision, ctx, req.message);
       return {};
     },
   };

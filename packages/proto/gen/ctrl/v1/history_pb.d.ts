@@ -289,6 +289,13 @@ export declare type AuditEvent = Message<"ctrl.v1.AuditEvent"> & {
    * @generated from field: string message = 8;
    */
   message: string;
+
+  /**
+   * The project of the object; empty for what belongs to none (regions, agent tokens, operators).
+   *
+   * @generated from field: string project = 9;
+   */
+  project: string;
 };
 
 /**
@@ -326,6 +333,13 @@ export declare type ListAuditEventsRequest = Message<"ctrl.v1.ListAuditEventsReq
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
+
+  /**
+   * Only this project's. A caller without a fleet-wide role reads only its projects' events.
+   *
+   * @generated from field: string project = 5;
+   */
+  project: string;
 };
 
 /**

@@ -72,6 +72,8 @@ export declare type CreateOperatorRequest = Message<"ctrl.v1.CreateOperatorReque
   name: string;
 
   /**
+   * Fleet-wide; ROLE_UNSPECIFIED: none (roles come from the projects that grant them).
+   *
    * @generated from field: ctrl.v1.Role role = 2;
    */
   role: Role;
@@ -229,7 +231,7 @@ export declare type WhoAmIResponse = Message<"ctrl.v1.WhoAmIResponse"> & {
   actor: string;
 
   /**
-   * ROLE_UNSPECIFIED for an agent token.
+   * The fleet-wide role; ROLE_UNSPECIFIED for an agent token or an operator without one.
    *
    * @generated from field: ctrl.v1.Role role = 2;
    */
@@ -239,6 +241,13 @@ export declare type WhoAmIResponse = Message<"ctrl.v1.WhoAmIResponse"> & {
    * @generated from field: string server_version = 3;
    */
   serverVersion: string;
+
+  /**
+   * The role held in each project, granted by the project (for a fleet-wide role: none listed).
+   *
+   * @generated from field: repeated ctrl.v1.ProjectRole project_roles = 4;
+   */
+  projectRoles: ProjectRole[];
 };
 
 /**
@@ -246,6 +255,27 @@ export declare type WhoAmIResponse = Message<"ctrl.v1.WhoAmIResponse"> & {
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export declare const WhoAmIResponseSchema: GenMessage<WhoAmIResponse>;
+
+/**
+ * @generated from message ctrl.v1.ProjectRole
+ */
+export declare type ProjectRole = Message<"ctrl.v1.ProjectRole"> & {
+  /**
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * @generated from field: ctrl.v1.Role role = 2;
+   */
+  role: Role;
+};
+
+/**
+ * Describes the message ctrl.v1.ProjectRole.
+ * Use `create(ProjectRoleSchema)` to create a new message.
+ */
+export declare const ProjectRoleSchema: GenMessage<ProjectRole>;
 
 /**
  * @generated from enum ctrl.v1.Role
@@ -278,10 +308,11 @@ export enum Role {
 export declare const RoleSchema: GenEnum<Role>;
 
 /**
- * Operator accounts: named bearer tokens with a role. Managing them requires the admin
- * role; WhoAmI answers any authenticated caller.
+ * Operator accounts: named bearer tokens with a fleet-wide role, or none (their roles then come
+ * from Projects, project.proto). Managing them requires the admin role; WhoAmI answers any
+ * authenticated caller.
  *
- * Roles, each including the one below it:
+ * Roles, each including the one below it, fleet-wide or in a project:
  *   ROLE_ADMIN     everything: regions, agent tokens, operators.
  *   ROLE_DEPLOYER  create, update, delete and roll back deployments, sentinels and
  *                  network policies.

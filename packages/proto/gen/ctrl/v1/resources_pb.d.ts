@@ -833,6 +833,13 @@ export declare type Deployment = Message<"ctrl.v1.Deployment"> & {
    * @generated from field: repeated ctrl.v1.SecretEnvVar secret_env = 27;
    */
   secretEnv: SecretEnvVar[];
+
+  /**
+   * The project it belongs to (project.proto); empty: "default". Immutable.
+   *
+   * @generated from field: string project = 28;
+   */
+  project: string;
 };
 
 /**
@@ -1196,6 +1203,13 @@ export declare type Sentinel = Message<"ctrl.v1.Sentinel"> & {
    * @generated from field: ctrl.v1.Probe startup_probe = 14;
    */
   startupProbe?: Probe | undefined;
+
+  /**
+   * The project it belongs to (project.proto); empty: "default". Immutable.
+   *
+   * @generated from field: string project = 15;
+   */
+  project: string;
 };
 
 /**
@@ -1254,6 +1268,13 @@ export declare type NetworkPolicy = Message<"ctrl.v1.NetworkPolicy"> & {
    * @generated from field: google.protobuf.Timestamp update_time = 7;
    */
   updateTime?: Timestamp | undefined;
+
+  /**
+   * The project it belongs to (project.proto); empty: "default". Immutable.
+   *
+   * @generated from field: string project = 8;
+   */
+  project: string;
 };
 
 /**
