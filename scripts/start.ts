@@ -54,7 +54,9 @@ interface LocalRegion {
 /** Plain `pnpm start`: region `local` on the default ports; `--regions`: one of each per region. */
 function localRegions(): LocalRegion[] {
   if (args.regions === undefined) {
-    return [{ name: "local", kube: REAL_KUBE ? "127.0.0.1:6443" : "127.0.0.1:7072", agentHealth: "127.0.0.1:7071", kubeconfig: ".flotilla/kubeconfig", labels: {} }];
+    return [
+      { name: "local", kube: REAL_KUBE ? "127.0.0.1:6443" : "127.0.0.1:7072", agentHealth: "127.0.0.1:7071", kubeconfig: ".flotilla/kubeconfig", labels: {} },
+    ];
   }
   const names = args.regions.split(",").map((name) => name.trim());
   const invalid = names.find((name) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name));
@@ -124,7 +126,10 @@ async function stop(code: number): Promise<never> {
 async function installCiliumCrd(kubeconfig: string): Promise<void> {
   const admin = new KubeClient(await kubeconfigConnectionFromString(readFileSync(kubeconfig, "utf8")));
   const crd = ciliumNetworkPolicyCrd();
-  await admin.apply("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/ciliumnetworkpolicies.cilium.io", crd as ApiObject, { fieldManager: "flotilla-start", force: true });
+  await admin.apply("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/ciliumnetworkpolicies.cilium.io", crd as ApiObject, {
+    fieldManager: "flotilla-start",
+    force: true,
+  });
 }
 
 process.on("SIGINT", () => void stop(0));

@@ -34,4 +34,3 @@ export async function runAgent(bundle: string, config: AgentChildConfig, nodeFla
     }
   }
 }
-

@@ -73,7 +73,8 @@ for (const target of kubeTargets) {
     });
 
     const deployments = () => stack.t.client(DeploymentService);
-    const get = (apiVersion: string, kind: string, namespace: string, name: string) => cluster.get(apiVersion, kind, namespace, name) as Promise<unknown> as Promise<Live | undefined>;
+    const get = (apiVersion: string, kind: string, namespace: string, name: string) =>
+      cluster.get(apiVersion, kind, namespace, name) as Promise<unknown> as Promise<Live | undefined>;
     const deploymentIn = (namespace: string, name: string) => get("apps/v1", "Deployment", namespace, name);
     const asPerson = (manager: string, force: boolean, object: Manifest & Record<string, unknown>) =>
       cluster.admin.apply(resourcePathOf(object), object as ApiObject, { fieldManager: manager, force });
@@ -163,7 +164,11 @@ for (const target of kubeTargets) {
       await waitForPhase(stack, "mine", "RUNNING", undefined, [], 60_000);
       await sleep(1_000);
       assert.equal(await theirs(), before, "never written");
-      assert.equal((await get("v1", "Namespace", "", "t-owned"))?.metadata.labels?.["app.kubernetes.io/managed-by"], undefined, "their namespace left as it was");
+      assert.equal(
+        (await get("v1", "Namespace", "", "t-owned"))?.metadata.labels?.["app.kubernetes.io/managed-by"],
+        undefined,
+        "their namespace left as it was",
+      );
 
       await deployments().deleteDeployment({ id: "mine" });
       await deployments().deleteDeployment({ id: "theirs" });
@@ -194,7 +199,12 @@ for (const target of kubeTargets) {
       assert.equal(observation.conditions.find((c) => c.type === "Progressing")?.reason, "NewReplicaSetAvailable");
 
       // An operator's shorter deadline (another field manager; the agent leaves the field alone).
-      await asPerson("sre", false, { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "status", namespace: "t-status" }, spec: { progressDeadlineSeconds: 5 } });
+      await asPerson("sre", false, {
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: "status", namespace: "t-status" },
+        spec: { progressDeadlineSeconds: 5 },
+      });
       await deployments().updateDeployment({ deployment: app("status", "t-status", "app:fail-2", {}, { replicas: 3 }) });
       const pods = await waitFor(
         async () => {
@@ -205,7 +215,8 @@ for (const target of kubeTargets) {
         30_000,
       );
       const waiting = await waitFor(
-        async () => (await cluster.admin.get<Live>(`/api/v1/namespaces/t-status/pods/${pods.metadata.name}`)).status?.containerStatuses?.[0]?.state?.waiting?.reason,
+        async () =>
+          (await cluster.admin.get<Live>(`/api/v1/namespaces/t-status/pods/${pods.metadata.name}`)).status?.containerStatuses?.[0]?.state?.waiting?.reason,
         "the pod's container waiting",
         30_000,
       );
@@ -225,7 +236,11 @@ for (const target of kubeTargets) {
       assert.ok(!ownsField(await deploymentIn("t-scaled", "scaled"), "flotilla-agent", "replicas"), "the agent does not own spec.replicas");
       const pdb = await waitFor(() => get("policy/v1", "PodDisruptionBudget", "t-scaled", "scaled"), "the PodDisruptionBudget", 30_000);
       assert.equal(pdb.spec?.minAvailable, 1);
-      await waitFor(async () => (await get("policy/v1", "PodDisruptionBudget", "t-scaled", "scaled"))?.status?.expectedPods === 2, "the budget sees the pods", 60_000);
+      await waitFor(
+        async () => (await get("policy/v1", "PodDisruptionBudget", "t-scaled", "scaled"))?.status?.expectedPods === 2,
+        "the budget sees the pods",
+        60_000,
+      );
 
       await deployments().updateDeployment({ deployment: app("scaled", "t-scaled", "app:1", {}, { replicas: 3 }) });
       await waitFor(async () => (await get("autoscaling/v2", "HorizontalPodAutoscaler", "t-scaled", "scaled")) === undefined, "the HPA pruned", 30_000);
@@ -265,13 +280,23 @@ for (const target of kubeTargets) {
         assert.equal(statusCodeOf(err), 403, `${what}: ${String(err)}`);
         assert.match(String(err), new RegExp(AGENT_SERVICE_ACCOUNT.replaceAll(":", "\\:")));
       };
-      await refused("a ConfigMap in kube-system", asAgent.create("/api/v1/namespaces/kube-system/configmaps", { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x" } } as ApiObject));
+      await refused(
+        "a ConfigMap in kube-system",
+        asAgent.create("/api/v1/namespaces/kube-system/configmaps", { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "x" } } as ApiObject),
+      );
       await refused("a list of Secrets", asAgent.get("/api/v1/namespaces/kube-system/secrets"));
-      await refused("a Role", asAgent.create("/apis/rbac.authorization.k8s.io/v1/namespaces/t-secret/roles", { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: { name: "x" }, rules: [] } as ApiObject));
+      await refused(
+        "a Role",
+        asAgent.create("/apis/rbac.authorization.k8s.io/v1/namespaces/t-secret/roles", {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "Role",
+          metadata: { name: "x" },
+          rules: [],
+        } as ApiObject),
+      );
     });
   });
 }
 
 /** The path of an object of the kinds the agent applies. */
-const resourcePathOf = ({ apiVersion, kind, metadata }: Manifest) =>
-  resourcePath({ apiVersion, kind, namespace: metadata.namespace, name: metadata.name });
+const resourcePathOf = ({ apiVersion, kind, metadata }: Manifest) => resourcePath({ apiVersion, kind, namespace: metadata.namespace, name: metadata.name });

@@ -11,7 +11,13 @@ export function ciliumNetworkPolicyCrd(): Record<string, unknown> {
     spec: {
       group: "cilium.io",
       scope: "Namespaced",
-      names: { kind: "CiliumNetworkPolicy", listKind: "CiliumNetworkPolicyList", plural: "ciliumnetworkpolicies", singular: "ciliumnetworkpolicy", shortNames: ["cnp"] },
+      names: {
+        kind: "CiliumNetworkPolicy",
+        listKind: "CiliumNetworkPolicyList",
+        plural: "ciliumnetworkpolicies",
+        singular: "ciliumnetworkpolicy",
+        shortNames: ["cnp"],
+      },
       versions: [{ name: "v2", served: true, storage: true, schema: { openAPIV3Schema: CILIUM_POLICY_SCHEMA }, subresources: { status: {} } }],
     },
   };

@@ -80,13 +80,28 @@ const CORPUS: Step[] = [
     body: { apiVersion: "autoscaling/v1", kind: "Scale", metadata: { name: "web", namespace: NS }, spec: { replicas: 2 } },
   },
   { name: "table output", method: "GET", path: `${deployments}/web`, accept: TABLE },
-  { name: "create without a selector", method: "POST", path: deployments, body: { ...deployment("bad"), spec: { ...deployment("bad").spec, selector: undefined } } },
+  {
+    name: "create without a selector",
+    method: "POST",
+    path: deployments,
+    body: { ...deployment("bad"), spec: { ...deployment("bad").spec, selector: undefined } },
+  },
   { name: "create with a bad name", method: "POST", path: deployments, body: { ...deployment("Bad_Name") } },
   { name: "create with a negative replicas", method: "POST", path: deployments, body: deployment("neg", -1) },
-  { name: "create with a body of another namespace", method: "POST", path: deployments, body: { ...deployment("x"), metadata: { name: "x", namespace: "other" } } },
+  {
+    name: "create with a body of another namespace",
+    method: "POST",
+    path: deployments,
+    body: { ...deployment("x"), metadata: { name: "x", namespace: "other" } },
+  },
   { name: "a body that is not JSON", method: "POST", path: deployments, body: "{not json", contentType: "application/json" },
   { name: "a watch from now: the next event", method: "GET", path: `${deployments}?watch=1&labelSelector=app%3Dweb`, watchEvents: 0 },
-  { name: "delete with foreground propagation", method: "DELETE", path: `${deployments}/api`, body: { kind: "DeleteOptions", apiVersion: "v1", propagationPolicy: "Foreground" } },
+  {
+    name: "delete with foreground propagation",
+    method: "DELETE",
+    path: `${deployments}/api`,
+    body: { kind: "DeleteOptions", apiVersion: "v1", propagationPolicy: "Foreground" },
+  },
   { name: "delete with background propagation", method: "DELETE", path: `${deployments}/web?propagationPolicy=Background` },
   { name: "delete a missing one", method: "DELETE", path: `${deployments}/missing` },
   { name: "delete the namespace", method: "DELETE", path: `/api/v1/namespaces/${NS}` },
@@ -94,7 +109,20 @@ const CORPUS: Step[] = [
 ];
 
 /** What identifies one server's instance, or changes with time, is left out of the comparison. */
-const VOLATILE = new Set(["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "time", "managedFields", "generation", "status", "observedGeneration", "continue", "remainingItemCount", "selfLink"]);
+const VOLATILE = new Set([
+  "uid",
+  "resourceVersion",
+  "creationTimestamp",
+  "deletionTimestamp",
+  "time",
+  "managedFields",
+  "generation",
+  "status",
+  "observedGeneration",
+  "continue",
+  "remainingItemCount",
+  "selfLink",
+]);
 
 function normalize(value: unknown, key = ""): unknown {
   if (Array.isArray(value)) return value.map((v) => normalize(v));
@@ -127,7 +155,13 @@ async function send(cluster: KubeCluster, step: Step): Promise<Answer> {
       const done = () => {
         let parsed: unknown = text;
         try {
-          parsed = step.watchEvents !== undefined ? text.split("\n").filter(Boolean).map((line) => JSON.parse(line)) : JSON.parse(text);
+          parsed =
+            step.watchEvents !== undefined
+              ? text
+                  .split("\n")
+                  .filter(Boolean)
+                  .map((line) => JSON.parse(line))
+              : JSON.parse(text);
         } catch {}
         resolve({ status: res.statusCode ?? 0, body: parsed });
       };
@@ -168,7 +202,11 @@ test("the emulator answers the corpus as a real API server does, but for the dif
     const listed = listedDifferences();
     const unlisted = differences.filter((d) => !listed.has(d));
     const gone = [...listed].filter((d) => !differences.includes(d));
-    assert.deepEqual(unlisted, [], `differences not in docs/emulator-differences.md:\n${detail.filter((d) => unlisted.some((u) => d.startsWith(u))).join("\n")}`);
+    assert.deepEqual(
+      unlisted,
+      [],
+      `differences not in docs/emulator-differences.md:\n${detail.filter((d) => unlisted.some((u) => d.startsWith(u))).join("\n")}`,
+    );
     assert.deepEqual(gone, [], "listed differences that no longer differ: remove them from the doc");
   } finally {
     await emulator.stop();

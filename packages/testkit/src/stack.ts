@@ -114,12 +114,7 @@ export interface TargetStack {
   close(): Promise<void>;
 }
 
-export async function startTargetStack(
-  db: TestDatabase,
-  cluster: KubeCluster,
-  ctrl: Partial<CtrlOptions> = {},
-  store?: StoreOptions,
-): Promise<TargetStack> {
+export async function startTargetStack(db: TestDatabase, cluster: KubeCluster, ctrl: Partial<CtrlOptions> = {}, store?: StoreOptions): Promise<TargetStack> {
   const { t, token } = await startCtrlOfRegions(db, ctrl, store);
   const kubeClient = new KubeClient(await kubeconfigConnectionFromString(cluster.agentKubeconfig));
   const agents = agentStarter(t, token, kubeClient, cluster.bookmarkIntervalMs);
