@@ -296,7 +296,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     revisions: { from: number; to: number; actor: string },
     alsoLock: Iterable<number>,
   ): Promise<number[]> {
-    const next = this.#desired(resource, regionIds);
+    const next = this.#desired(resource, regionIds, revisions.to);
     const staged = this.kind.strategy
       ? await stageChange(tx, {
           id,
@@ -316,8 +316,8 @@ export class ResourceRepository<Desc extends DescMessage> {
   }
 
   /** The kind's desired state of `resource` per region, its secret values sealed for each region's agent. */
-  #desired(resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>): Map<number, DesiredResource> {
-    const desired = this.kind.desired(resource, regionIds);
+  #desired(resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>, revision: number): Map<number, DesiredResource> {
+    const desired = this.kind.desired(resource, regionIds, revision);
     this.kind.sealForRegions?.(this.#secrets, desired);
     return desired;
   }
@@ -336,7 +336,10 @@ export class ResourceRepository<Desc extends DescMessage> {
       resources.flatMap(({ resource }) => this.kind.placements(resource).map((p) => p.region)),
     );
     for (const { row, resource } of resources) {
-      result.set(row.id, { revision: Number(row.revision), desired: this.#desired(resource, placed(this.kind.placements(resource), regionIds)) });
+      result.set(row.id, {
+        revision: Number(row.revision),
+        desired: this.#desired(resource, placed(this.kind.placements(resource), regionIds), Number(row.revision)),
+      });
     }
     return result;
   }
@@ -362,7 +365,7 @@ export class ResourceRepository<Desc extends DescMessage> {
     const row: ResourceTable = { id, revision: Number(existing.revision) + 1, body: target, create_time: Number(existing.create_time), update_time: now };
     await tx.updateTable(this.kind.table).set(row).where("id", "=", id).execute();
     const placed = await this.#placementsChange(tx, id, regionIds);
-    const next = await shape(this.#desired(input, regionIds));
+    const next = await shape(this.#desired(input, regionIds, row.revision));
     const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, next, now, placed ? regionIds.values() : []);
     if (placed) await this.#writePlacements(tx, id, regionIds, true);
     await this.#recordChange(tx, row, author, "Rollback", now);

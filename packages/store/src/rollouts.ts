@@ -17,10 +17,9 @@
 //     can find one only if --default-rollout-strategy was removed since that one started): a
 //     rollout whose deployment is no longer at its revision moves nothing, its next
 //     transition supersedes it.
-import { clone, create, equals } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
-  DesiredResourceSchema,
   ResourceType,
   RolloutFailurePolicy,
   RolloutSchema,
@@ -34,7 +33,7 @@ import { sql, type Insertable, type Kysely } from "kysely";
 import { wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
-import { ROWS_PER_STATEMENT, type DesiredWrite, type Tx } from "./outbox.ts";
+import { ROWS_PER_STATEMENT, sameDesired, type DesiredWrite, type Tx } from "./outbox.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
@@ -185,7 +184,7 @@ export async function stageChange(
   const current = await currentDesired(tx, id);
   const changed = [...next].filter(([regionId, desired]) => {
     const held = current.get(regionId);
-    return !held || !sameSpec(held, desired);
+    return !held || !sameDesired(held, desired, true);
   });
   if (changed.length === 0) return undefined;
   const labels = await tx
@@ -292,16 +291,6 @@ export async function currentDesired(tx: Kysely<Database>, deploymentId: string)
     .where("resource_id", "=", deploymentId)
     .execute();
   return new Map(rows.map((r) => [r.region_id, wholeResource(r)]));
-}
-
-/** Equal desired states, versions aside. */
-function sameSpec(a: DesiredResource, b: DesiredResource): boolean {
-  const unversioned = (d: DesiredResource) => {
-    const copy = clone(DesiredResourceSchema, d);
-    copy.version = 0n;
-    return copy;
-  };
-  return equals(DesiredResourceSchema, unversioned(a), unversioned(b));
 }
 
 /** Writes these rollouts' rows as `result` (one statement), each on the generation it was read at. */

@@ -1344,6 +1344,16 @@ export declare type DeploymentSpec = Message<"ctrl.v1.DeploymentSpec"> & {
    * @generated from field: ctrl.v1.Autoscaling autoscaling = 3;
    */
   autoscaling?: Autoscaling | undefined;
+
+  /**
+   * The deployment revision whose spec this region's state was last written from (a change
+   * that leaves the region's spec as it was keeps the older revision, so its pods do not
+   * roll). The pods carry it as label flotilla.dev/revision, which analysis queries select
+   * the new pods by.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision: bigint;
 };
 
 /**
