@@ -15,6 +15,7 @@ import * as regionLabels from "./0009_region_labels.ts";
 import * as rollouts from "./0010_rollouts.ts";
 import * as leases from "./0011_leases.ts";
 import * as desiredSecretEnvSealed from "./0012_desired_secret_env_sealed.ts";
+import * as rolloutAnalysis from "./0013_rollout_analysis.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -30,4 +31,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0010_rollouts": rollouts,
   "0011_leases": leases,
   "0012_desired_secret_env_sealed": desiredSecretEnvSealed,
+  "0013_rollout_analysis": rolloutAnalysis,
 };

@@ -30,6 +30,7 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { parseLabelSelector } from "@flotilla/labels";
 import { sql, type Insertable, type Kysely } from "kysely";
+import { planAnalysis, type AnalysisPlan } from "./analysis.ts";
 import { wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
@@ -66,9 +67,11 @@ export interface WavePlan {
   deadlineMs: number;
   /** When its first regions moved. */
   startTime?: number;
-  /** Since when every region of it has been RUNNING at the new revision. */
+  /** Since when every region of it has been RUNNING at the new revision (its bake's start). */
   runningSince?: number;
   endTime?: number;
+  /** Analyses of its bake (the strategy's, then its own); absent in plans stored before analysis. */
+  analysis?: AnalysisPlan[];
 }
 
 export interface StoredRollout {
@@ -102,6 +105,7 @@ export interface PlacedRegion {
 export function planWaves(strategy: RolloutStrategy, placed: PlacedRegion[]): WavePlan[] {
   const taken = new Set<string>();
   const waves: WavePlan[] = [];
+  const everyWave = strategy.analysis.map(planAnalysis);
   const add = (wave: Omit<WavePlan, "regions" | "maxParallel">, maxParallel: string, members: PlacedRegion[]) => {
     for (const r of members) taken.add(r.name);
     if (members.length === 0) return;
@@ -121,13 +125,14 @@ export function planWaves(strategy: RolloutStrategy, placed: PlacedRegion[]): Wa
         bakeMs: wave.bake ? durationMs(wave.bake) : 0,
         approval: wave.approval,
         deadlineMs: wave.progressDeadline ? durationMs(wave.progressDeadline) : DEFAULT_PROGRESS_DEADLINE_MS,
+        analysis: [...everyWave, ...wave.analysis.map(planAnalysis)],
       },
       wave.maxParallel,
       members,
     );
   }
   add(
-    { name: "rest", bakeMs: 0, approval: false, deadlineMs: DEFAULT_PROGRESS_DEADLINE_MS },
+    { name: "rest", bakeMs: 0, approval: false, deadlineMs: DEFAULT_PROGRESS_DEADLINE_MS, analysis: everyWave },
     "",
     placed.filter((r) => !taken.has(r.name)),
   );

@@ -11,11 +11,16 @@
 //     every moved region RUNNING, regions of w left (maxParallel) → the next batch moves
 //     every region of w RUNNING             → its bake starts (runningSince); a region leaving
 //                                              RUNNING ends the bake, which starts again
-//     baked, w the last wave                → SUCCEEDED
+//     an analysis of the bake FAILED or ERROR → fail, as above (analysis.ts judges)
+//     an analysis of the bake INCONCLUSIVE  → PAUSED with the reason
+//     bake time over, analyses still measuring → wait-analysis: due at the analysis deadline,
+//                                              past which what is missing fails the wave
+//     baked (time over, every analysis SUCCESSFUL), w the last wave → SUCCEEDED
 //     baked, wave w+1 asks for approval     → WAITING_APPROVAL
 //     baked                                 → wave w+1 starts: its first batch moves
 //   WAITING_APPROVAL  approve or promote     → the wave starts
-//   PAUSED            resume                 → PROGRESSING, the wave's deadline counted anew
+//   PAUSED            resume                 → PROGRESSING, the wave's deadline counted anew, its
+//                                              bake (analyses included) started again
 //   FAILED            resume → PROGRESSING; abort → ABORTED; a newer change → SUPERSEDED
 //   any active        abort                  → ABORTED, moved regions restored
 //
@@ -27,7 +32,8 @@
 // statuses read before a region it moved (a row of steps ends with a move); a bake counts from
 // its stored start, so a restart never shortens it.
 import { Phase, RolloutFailurePolicy, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { nextBatch, startWave, type StoredRollout, type WaveRegion } from "@flotilla/store";
+import { nextBatch, startWave, type StoredMeasurement, type StoredRollout, type WaveRegion } from "@flotilla/store";
+import { analysisDeadline, judgeWave } from "./analysis.ts";
 
 export interface Decision {
   next: StoredRollout;
@@ -46,8 +52,16 @@ function copy(rollout: StoredRollout): StoredRollout {
 
 const running = (status: RegionStatus | undefined) => status !== undefined && status.phase === Phase.RUNNING && !status.stale;
 
-/** What the gate decides for `rollout` given its regions' statuses (by region name) at `now`; undefined: wait. */
-export function evaluate(rollout: StoredRollout, statuses: ReadonlyMap<string, RegionStatus>, now: number): Decision | undefined {
+/**
+ * What the gate decides for `rollout` given its regions' statuses (by region name) and the
+ * measurements of its current wave's bake, at `now`; undefined: wait.
+ */
+export function evaluate(
+  rollout: StoredRollout,
+  statuses: ReadonlyMap<string, RegionStatus>,
+  now: number,
+  measurements: readonly StoredMeasurement[] = [],
+): Decision | undefined {
   if (rollout.state !== RolloutState.PROGRESSING) return undefined;
   const wave = rollout.waves[rollout.currentWave]!;
   const moved = wave.regions.filter((r) => r.moved);
@@ -79,8 +93,40 @@ export function evaluate(rollout: StoredRollout, statuses: ReadonlyMap<string, R
     next.reason = `wave ${wave.name}: every region RUNNING, baking ${seconds(wave.bakeMs)}`;
     return { next, move: [], restore: false, action: "bake" };
   }
-  if (now < wave.runningSince + wave.bakeMs) return undefined;
-  return waveDone(rollout, now);
+  return judgeBake(rollout, measurements, now);
+}
+
+/**
+ * A bake under way (every region RUNNING since runningSince): its analyses' verdict first — a
+ * failed or errored one fails the wave at once, an inconclusive one pauses it — then its time;
+ * the wave is done once both the bake is over and every analysis succeeded.
+ */
+function judgeBake(rollout: StoredRollout, measurements: readonly StoredMeasurement[], now: number): Decision | undefined {
+  const wave = rollout.waves[rollout.currentWave]!;
+  const bakeOver = now >= wave.runningSince! + wave.bakeMs;
+  const analysis = judgeWave(wave, measurements, bakeOver);
+  if (analysis.phase === "FAILED" || analysis.phase === "ERROR") return fail(rollout, `wave ${wave.name}: ${analysis.reason}`, now);
+  if (analysis.phase === "INCONCLUSIVE") return pauseInconclusive(rollout, `wave ${wave.name}: ${analysis.reason}`);
+  if (!bakeOver) return undefined;
+  if (analysis.phase === "SUCCESSFUL") return waveDone(rollout, now);
+  // Baked, analyses still measuring: wait for their measurements (each wakes the driver), up to
+  // the analysis deadline, past which what is missing fails the wave.
+  const deadline = analysisDeadline(wave)!;
+  if (now >= deadline) return fail(rollout, `wave ${wave.name}: no verdict by the analysis deadline: ${analysis.reason}`, now);
+  if (rollout.dueAt === deadline) return undefined;
+  const next = copy(rollout);
+  next.dueAt = deadline;
+  next.reason = `wave ${wave.name}: baked, waiting for analysis: ${analysis.reason}`;
+  return { next, move: [], restore: false, action: "wait-analysis" };
+}
+
+/** An inconclusive analysis: the rollout pauses with the reason; an operator resumes (a new bake) or aborts. */
+function pauseInconclusive(rollout: StoredRollout, reason: string): Decision {
+  const next = copy(rollout);
+  next.state = RolloutState.PAUSED;
+  next.dueAt = undefined;
+  next.reason = reason;
+  return { next, move: [], restore: false, action: "analysis-inconclusive" };
 }
 
 /**
@@ -88,11 +134,17 @@ export function evaluate(rollout: StoredRollout, statuses: ReadonlyMap<string, R
  * `max`: a wave with no bake ends and the next starts at once. The row ends after a step that
  * moves or restores regions, as the statuses no longer tell what those regions run.
  */
-export function evaluateSteps(rollout: StoredRollout, statuses: ReadonlyMap<string, RegionStatus>, now: number, max: number): Decision[] {
+export function evaluateSteps(
+  rollout: StoredRollout,
+  statuses: ReadonlyMap<string, RegionStatus>,
+  now: number,
+  max: number,
+  measurements: readonly StoredMeasurement[] = [],
+): Decision[] {
   const steps: Decision[] = [];
   let at = rollout;
   while (steps.length < max) {
-    const decision = evaluate(at, statuses, now);
+    const decision = evaluate(at, statuses, now, measurements);
     if (!decision) break;
     steps.push(decision);
     if (decision.move.length > 0 || decision.restore) break;
