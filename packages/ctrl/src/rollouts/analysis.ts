@@ -25,7 +25,7 @@
 // over: an agent that never measures holds the wave until the analysis deadline fails it);
 // measurements of another bake (an earlier one of the wave, before a reset or a resume) are not
 // this bake's; a verdict other than PENDING or RUNNING is final for the bake.
-import type { AnalysisPlan, StoredMeasurement, WavePlan } from "@flotilla/store";
+import type { AnalysisPlan, BakeKey, StoredMeasurement, StoredRollout, WavePlan } from "@flotilla/store";
 import { compileCondition } from "./condition.ts";
 
 export type MeasurementPhase = "SUCCESSFUL" | "FAILED" | "INCONCLUSIVE" | "ERROR";
@@ -134,7 +134,8 @@ function describeLast(plan: AnalysisPlan, last: NonNullable<RegionAnalysis["last
     plan.successCondition && `success when ${plan.successCondition}`,
     plan.failureCondition && `failure when ${plan.failureCondition}`,
   ].filter(Boolean);
-  return `result ${last.value} ${last.phase} (${conditions.join(", ")})`;
+  // Four significant digits: a ratio's noise says nothing to the person reading the reason.
+  return `result ${Number(last.value!.toPrecision(4))} ${last.phase} (${conditions.join(", ")})`;
 }
 
 export interface WaveAnalysis {
@@ -168,6 +169,13 @@ export function analysisDeadline(wave: WavePlan): number | undefined {
   if (wave.runningSince === undefined || !wave.analysis?.length) return undefined;
   const lastScheduled = Math.max(...wave.analysis.map((a) => a.initialDelayMs + Math.max(0, (a.count ?? 1) - 1) * a.intervalMs));
   return wave.runningSince + Math.max(wave.bakeMs, lastScheduled) + wave.deadlineMs;
+}
+
+/** The bake of the rollout's current wave when it is under way and has analyses (whose measurements its judgement needs). */
+export function bakeUnderAnalysis(rollout: StoredRollout): BakeKey[] {
+  const wave = rollout.waves[rollout.currentWave]!;
+  if (wave.runningSince === undefined || !wave.analysis?.length) return [];
+  return [{ rolloutId: rollout.id, wave: rollout.currentWave, bakeStart: wave.runningSince }];
 }
 
 /** Whether the phase ends the analysis for its bake (no more measurements needed). */

@@ -29,18 +29,12 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { ResourceType, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Logger } from "@flotilla/runtime";
-import type { BakeKey, RolloutChange, StatusEvent, Store, StoredRollout } from "@flotilla/store";
+import type { RolloutChange, StatusEvent, Store, StoredRollout } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import type { StatusFeed } from "../streaming/status-feed.ts";
+import { bakeUnderAnalysis } from "./analysis.ts";
 import { evaluateSteps, type Decision } from "./gate.ts";
-
-/** The bake of the rollout's current wave when it is under way and has analyses (their measurements are read with its look). */
-export function bakeUnderAnalysis(rollout: StoredRollout): BakeKey[] {
-  const wave = rollout.waves[rollout.currentWave]!;
-  if (wave.runningSince === undefined || !wave.analysis?.length) return [];
-  return [{ rolloutId: rollout.id, wave: rollout.currentWave, bakeStart: wave.runningSince }];
-}
 
 /** Transitions a rollout may make in a row without an outside cause (a look's own steps and the looks again after them). */
 const MAX_STEPS = 20;

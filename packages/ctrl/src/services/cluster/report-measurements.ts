@@ -14,8 +14,7 @@ import type { AnalysisPlan, BakeKey, Store, StoredMeasurement, StoredRollout } f
 import { authorizeRegion, resolveAuthorizedRegion } from "../../auth.ts";
 import { invalidArgument } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
-import { assessRegion, isFinal, renderTemplate, type TemplateValues } from "../../rollouts/analysis.ts";
-import { bakeUnderAnalysis } from "../../rollouts/driver.ts";
+import { assessRegion, bakeUnderAnalysis, isFinal, renderTemplate, type TemplateValues } from "../../rollouts/analysis.ts";
 import * as validate from "../../validate.ts";
 
 export const MAX_MEASUREMENTS_PER_REPORT = 1000;
