@@ -166,6 +166,30 @@ for (const { db, skip } of await testDatabases()) {
       assert.equal(after.canary!.image, "nginx:1.27", "the canary runs revision 1's spec again");
     });
 
+    test("an inconclusive measurement pauses the rollout with the reason; resume bakes again, measured anew", async () => {
+      const d = shop("cart", "nginx:1.27");
+      d.deployment.strategy.analysis[0]!.successCondition = "result < 0.01";
+      await t.client(DeploymentService).createDeployment(d);
+      await agentsRun("cart");
+      const [first] = await tasksOf("canary", "cart");
+      await exchange("canary", [measured(first!, 0, 0.03)]);
+      const paused = await until("cart", RolloutState.PAUSED);
+      assert.match(
+        paused.reason,
+        /^wave canary: analysis errors in canary inconclusive: 1 inconclusive measurement \(inconclusiveLimit 0\); last result 0\.03 INCONCLUSIVE/,
+      );
+      assert.deepEqual(
+        (await exchange("canary")).tasks.filter((x) => x.deployment === "cart"),
+        [],
+        "nothing to measure while paused",
+      );
+      await t.client(RolloutService).resumeRollout({ id: "cart" });
+      const [again] = await tasksOf("canary", "cart");
+      assert.notEqual(again!.id, first!.id, "a new bake, a new task");
+      await exchange("canary", [measured(first!, 1, 0), measured(again!, 0, 0), measured(again!, 1, 0)]);
+      for (const deadline = Date.now() + 10_000; !(await desired("cart")).eu; await sleep(25)) assert.ok(Date.now() < deadline, "the next wave starts");
+    });
+
     test("bad analyses and addresses are refused, naming the field; nothing is written", async () => {
       const bad = (analysis: object) => {
         const d = shop("bad", "nginx:1.27");
