@@ -1,7 +1,7 @@
 // Rollout analysis when the region's Prometheus fails, end to end: ctrl, a real agent of region
-// east, the emulator. A Prometheus that is down, or one that never answers (past
-// --analysis-query-timeout), gives errors; past consecutiveErrorLimit the wave fails and is
-// rolled back, never passed however short its bake. One that answers again before the limit
+// east, the emulator. A Prometheus that is down, one that never answers (past
+// --analysis-query-timeout), and a query without data give errors; past consecutiveErrorLimit
+// the wave fails and is rolled back, never passed however short its bake. One that answers again before the limit
 // resets the count, and the wave passes on its measurements.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -18,7 +18,7 @@ const secs = (s: number) => ({ seconds: BigInt(s), nanos: 0 });
 
 /** A stand-in Prometheus whose behaviour the test switches: down (connection refused), hanging, or answering `value`. */
 class FakePrometheus {
-  mode: "hang" | "answer" = "answer";
+  mode: "hang" | "answer" | "empty" = "answer";
   value = "0";
   queries = 0;
   #server: Server | undefined;
@@ -34,7 +34,9 @@ class FakePrometheus {
       if (this.mode === "hang") return;
       res
         .writeHead(200, { "content-type": "application/json" })
-        .end(JSON.stringify({ status: "success", data: { resultType: "vector", result: [{ metric: {}, value: [0, this.value] }] } }));
+        .end(
+          JSON.stringify({ status: "success", data: { resultType: "vector", result: this.mode === "empty" ? [] : [{ metric: {}, value: [0, this.value] }] } }),
+        );
     });
     await new Promise<void>((resolve) => this.#server!.listen(this.#port, "127.0.0.1", resolve));
     this.#port = (this.#server.address() as AddressInfo).port;
@@ -48,7 +50,7 @@ class FakePrometheus {
 
 const [{ db, skip }] = await testDatabases();
 
-describe("analysis faults: the region's Prometheus down or slow", { skip }, () => {
+describe("analysis faults: the region's Prometheus down, slow or without data", { skip }, () => {
   let stack: Stack;
   const prometheus = new FakePrometheus();
   before(async () => {
@@ -116,6 +118,18 @@ describe("analysis faults: the region's Prometheus down or slow", { skip }, () =
       const r = await ended("slow");
       assert.equal(r.state, RolloutState.ROLLED_BACK, r.reason);
       assert.match(r.reason, /2 consecutive errors \(consecutiveErrorLimit 1\); last error: no answer within 300 ms$/);
+    } finally {
+      prometheus.mode = "answer";
+    }
+  });
+
+  test("no data (a query that selects nothing) is an error, as in Argo Rollouts: it fails the wave past the limit, never passes it", async () => {
+    prometheus.mode = "empty";
+    try {
+      await deploy("nodata", "nginx:1.27");
+      const r = await ended("nodata");
+      assert.equal(r.state, RolloutState.ROLLED_BACK, r.reason);
+      assert.match(r.reason, /2 consecutive errors \(consecutiveErrorLimit 1\); last error: Prometheus: no data \(an empty vector\)$/);
     } finally {
       prometheus.mode = "answer";
     }
