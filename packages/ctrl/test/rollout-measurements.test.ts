@@ -102,6 +102,7 @@ for (const { db, skip } of await testDatabases()) {
               provider: { case: "prometheus" as const, value: { query: QUERY } },
               count: 2,
               interval: secs(1),
+              successCondition: "",
               failureCondition: "result > 0.05",
             },
           ],

@@ -50,6 +50,30 @@ export const ACTIVE_ROLLOUT_STATES: readonly RolloutState[] = [
   RolloutState.FAILED,
 ];
 
+/**
+ * How each transition of a rollout is recorded (rollout_transitions.action), every one there is:
+ * the gate's (ctrl rollouts/gate.ts), the operators' controls (ctrl's rollout service) and the
+ * store's own (a change's start, a newer change's supersede). Defined once, here, where they are
+ * written.
+ */
+export const ROLLOUT_ACTIONS = [
+  "start-wave",
+  "wait-approval",
+  "move-batch",
+  "bake",
+  "bake-reset",
+  "wait-analysis",
+  "analysis-inconclusive",
+  "succeeded",
+  "failed",
+  "rolled-back",
+  "paused",
+  "resumed",
+  "aborted",
+  "superseded",
+] as const;
+export type RolloutAction = (typeof ROLLOUT_ACTIONS)[number];
+
 export interface WaveRegion {
   region: string;
   regionId: number;
@@ -220,7 +244,7 @@ export async function stageChange(
     updateTime: now,
   };
   const first = waves[0]!;
-  let action = "start-wave";
+  let action: RolloutAction = "start-wave";
   if (first.approval) {
     rollout.state = RolloutState.WAITING_APPROVAL;
     rollout.reason = `wave ${first.name} waits for approval`;
@@ -326,7 +350,7 @@ function transitionRow(
   rollout: StoredRollout,
   generation: number,
   from: RolloutState,
-  action: string,
+  action: RolloutAction,
   actor: string,
   now: number,
 ): Insertable<RolloutTransitionsTable> {
@@ -388,11 +412,11 @@ export type DesiredWriter = (tx: Tx, writes: readonly DesiredWrite[], now: numbe
 /** Desired state of each deployment's current spec per region, by deployment id; rows already locked (kinds.ts deploymentKind.desired, bound). */
 export type DesiredOf = (tx: Tx, ids: readonly string[]) => Promise<Map<string, { revision: number; desired: Map<number, DesiredResource> }>>;
 
-/** One step of a rollout's transition: the rollout after it, its effects, how it is recorded (e.g. "start-wave"). */
+/** One step of a rollout's transition: the rollout after it, its effects, how it is recorded. */
 export interface RolloutStep {
   next: StoredRollout;
   effects: RolloutEffects;
-  action: string;
+  action: RolloutAction;
 }
 
 /** A transition of `current`: its steps in order, one compare-and-set for all of them, each recorded as a transition of its own. */
@@ -528,7 +552,7 @@ export class RolloutRepository {
     current: StoredRollout,
     next: StoredRollout,
     effects: RolloutEffects,
-    action: string,
+    action: RolloutAction,
     actor: string,
     now: number,
   ): Promise<StoredRollout | undefined> {

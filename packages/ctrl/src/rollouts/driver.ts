@@ -29,7 +29,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { ResourceType, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Logger } from "@flotilla/runtime";
-import type { RolloutChange, StatusEvent, Store, StoredRollout } from "@flotilla/store";
+import { ACTIVE_ROLLOUT_STATES, type RolloutChange, type StatusEvent, type Store, type StoredRollout } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import type { StatusFeed } from "../streaming/status-feed.ts";
@@ -308,7 +308,7 @@ export class RolloutDriver {
 
   #transitioned(before: StoredRollout, after: StoredRollout, now: number): void {
     if (before.state !== after.state) {
-      const ended = ![RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL, RolloutState.PAUSED, RolloutState.FAILED].includes(after.state);
+      const ended = !ACTIVE_ROLLOUT_STATES.includes(after.state);
       if (ended) this.#metrics.rolloutsEnded.inc({ result: RolloutState[after.state] ?? "UNSPECIFIED" });
     }
     for (let i = 0; i < after.waves.length; i++) {

@@ -1,28 +1,43 @@
-// The rollout state machine as a pure function: given a rollout and its deployment's status
-// per region now, what (if anything) happens next. The driver (driver.ts) stores what this
-// decides with a compare-and-set; the operators' controls (controls.ts) are decisions too.
+// The rollout state machine as a pure function: given a rollout, its deployment's status per
+// region and its bake's analysis measurements now, what (if anything) happens next. The driver
+// (driver.ts) stores what this decides with a compare-and-set; the operators' controls
+// (services/rollout-service.ts) are decisions too; a change's start and a newer change's
+// supersede are the store's (store/src/rollouts.ts). Each edge below names its recorded action
+// (store's ROLLOUT_ACTIONS, the one list); the active states are ACTIVE_ROLLOUT_STATES.
 //
-// States and transitions (ARCHITECTURE §9):
+// States and transitions (docs/architecture.md, staged rollouts; docs/rollout-analysis.md):
+//   (a change)        its first wave asks for approval → WAITING_APPROVAL (wait-approval);
+//                     else → PROGRESSING, the first batch moves (start-wave)         [store]
 //   PROGRESSING       wave w is under way: its moved regions are to run the new revision.
-//     a moved region FAILED, or the wave's progress deadline passed while one is not RUNNING
-//     (its agent stale included)             → fail: ROLLED_BACK (onFailure ROLLBACK: every
-//                                              moved region gets its previous revision back)
-//                                              or FAILED (onFailure PAUSE: frozen)
-//     every moved region RUNNING, regions of w left (maxParallel) → the next batch moves
-//     every region of w RUNNING             → its bake starts (runningSince); a region leaving
-//                                              RUNNING ends the bake, which starts again
+//     a moved region FAILED at the new revision, or the wave's progress deadline passed while
+//     one is not RUNNING (its agent stale included)
+//                                           → fail: ROLLED_BACK (rolled-back; onFailure
+//                                              ROLLBACK: every moved region gets its previous
+//                                              revision back) or FAILED (failed; PAUSE: frozen)
+//     every moved region RUNNING, regions of w left (maxParallel) → the next batch (move-batch)
+//     every region of w RUNNING             → its bake starts: runningSince (bake)
+//     a region leaving RUNNING in the bake  → the bake ends, starts again later (bake-reset)
 //     an analysis of the bake FAILED or ERROR → fail, as above (analysis.ts judges)
-//     an analysis of the bake INCONCLUSIVE  → PAUSED with the reason
-//     bake time over, analyses still measuring → wait-analysis: due at the analysis deadline,
+//     an analysis of the bake INCONCLUSIVE  → PAUSED with the reason (analysis-inconclusive)
+//     bake time over, analyses still measuring → due at the analysis deadline (wait-analysis),
 //                                              past which what is missing fails the wave
-//     baked (time over, every analysis SUCCESSFUL), w the last wave → SUCCEEDED
-//     baked, wave w+1 asks for approval     → WAITING_APPROVAL
-//     baked                                 → wave w+1 starts: its first batch moves
-//   WAITING_APPROVAL  approve or promote     → the wave starts
+//     baked (time over, every analysis SUCCESSFUL), w the last wave → SUCCEEDED (succeeded)
+//     baked, wave w+1 asks for approval     → WAITING_APPROVAL (wait-approval)
+//     baked                                 → wave w+1 starts, its first batch moves (start-wave)
+//     pause                                 → PAUSED (paused)                         [control]
+//     promote, the bake under way           → as baked (the bake and analyses skipped) [control]
+//   WAITING_APPROVAL  approve or promote     → PROGRESSING, the wave starts (start-wave) [control]
+//                     pause                  → PAUSED (paused)                         [control]
 //   PAUSED            resume                 → PROGRESSING, the wave's deadline counted anew, its
-//                                              bake (analyses included) started again
-//   FAILED            resume → PROGRESSING; abort → ABORTED; a newer change → SUPERSEDED
-//   any active        abort                  → ABORTED, moved regions restored
+//                                              bake (analyses included) started again; paused
+//                                              while waiting for approval: WAITING_APPROVAL again
+//                                              (resumed)                                [control]
+//   FAILED            resume                 → as PAUSED's resume (resumed)            [control]
+//   any active        abort                  → ABORTED, moved regions restored (aborted) [control]
+//                     a newer change         → SUPERSEDED (superseded), in its transaction [store]
+//                     its deployment moved on without superseding it → SUPERSEDED (superseded),
+//                                              moving nothing                           [store]
+//   SUCCEEDED, ROLLED_BACK, ABORTED, SUPERSEDED: final.
 //
 // Invariants: a region moves only in a transition that starts its wave or its batch; a wave
 // starts once (each transition is a compare-and-set on the generation; the steps of one look,
@@ -30,9 +45,11 @@
 // version (the projection reads PENDING until the agent has applied it), so an older
 // observation that still says RUNNING never passes the gate, and no step is decided on
 // statuses read before a region it moved (a row of steps ends with a move); a bake counts from
-// its stored start, so a restart never shortens it.
+// its stored start, so a restart never shortens it; a bake passes only on every analysis
+// SUCCESSFUL on measurements of that bake of the revision its regions run (ReportMeasurements
+// keeps no other), and no measurement is never a pass.
 import { Phase, RolloutFailurePolicy, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { nextBatch, startWave, type StoredMeasurement, type StoredRollout, type WaveRegion } from "@flotilla/store";
+import { nextBatch, startWave, type RolloutAction, type StoredMeasurement, type StoredRollout, type WaveRegion } from "@flotilla/store";
 import { analysisDeadline, judgeWave } from "./analysis.ts";
 
 export interface Decision {
@@ -41,8 +58,8 @@ export interface Decision {
   move: number[];
   /** Restore every moved region's previous revision. */
   restore: boolean;
-  /** How the transition is recorded, e.g. "start-wave", "baked", "rolled-back". */
-  action: string;
+  /** How the transition is recorded. */
+  action: RolloutAction;
 }
 
 /** A copy to change: decisions never mutate what was read. */
