@@ -139,6 +139,15 @@ export class AnalysisRepository {
     }));
   }
 
+  /** Drops measurements taken before `now - maxAgeMs` (ctrl's retention, with the audit trail's age); returns how many. */
+  async prune(maxAgeMs: number, now: number): Promise<number> {
+    const result = await this.#db
+      .deleteFrom("analysis_measurements")
+      .where("taken_at", "<", now - maxAgeMs)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
   /** Of these deployments in region `regionId`: the namespace and the revision its desired state was written from. */
   async desiredIn(regionId: number, deploymentIds: readonly string[]): Promise<Map<string, { namespace: string; revision: number }>> {
     const found = new Map<string, { namespace: string; revision: number }>();

@@ -88,3 +88,32 @@ test("a region's desired state carries the revision its spec was written from; a
     await cleanup();
   }
 });
+
+test("rollout analysis measurements are kept once per key and pruned by age", async () => {
+  const { url, cleanup } = await freshStore(db);
+  const store = await Store.open(url);
+  try {
+    const now = Date.now();
+    const at = (index: number, takenAt: number) => ({
+      rolloutId: "web-2",
+      wave: 0,
+      bakeStart: 1,
+      analysis: "errors",
+      region: "east",
+      index,
+      revision: 2,
+      takenAt,
+      value: 0,
+    });
+    assert.equal(await store.analysis.record([at(0, now - 10_000), at(1, now - 1_000)], ["web"], now), 2);
+    assert.equal(await store.analysis.record([at(1, now)], ["web"], now), 0, "a key kept already");
+    assert.equal(await store.analysis.prune(5_000, now), 1);
+    assert.deepEqual(
+      (await store.analysis.ofBakes([{ rolloutId: "web-2", wave: 0, bakeStart: 1 }])).map((m) => [m.index, m.takenAt]),
+      [[1, now - 1_000]],
+    );
+  } finally {
+    await store.close();
+    await cleanup();
+  }
+});
