@@ -17,6 +17,7 @@ import * as leases from "./0011_leases.ts";
 import * as desiredSecretEnvSealed from "./0012_desired_secret_env_sealed.ts";
 import * as regionSecretKeyEpoch from "./0013_region_secret_key_epoch.ts";
 import * as projects from "./0014_projects.ts";
+import * as rolloutAnalysis from "./0015_rollout_analysis.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -34,4 +35,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0012_desired_secret_env_sealed": desiredSecretEnvSealed,
   "0013_region_secret_key_epoch": regionSecretKeyEpoch,
   "0014_projects": projects,
+  "0015_rollout_analysis": rolloutAnalysis,
 };

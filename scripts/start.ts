@@ -4,11 +4,14 @@
 // `pnpm start --regions canary,eu,us`: per region an emulator and an agent (kubeconfig at
 // .flotilla/kubeconfig-<region>); the first region is labelled tier=canary, the others
 // tier=prod, and each geo=<name>, so that a staged strategy can select them.
+// `pnpm start --prometheus` (with --regions too): Debian's `prometheus` scraping every emulator's
+// pod metrics every 2 s, each target labelled with its region, set as every region's
+// metrics.prometheus.address, so that a strategy's analyses run (docs/rollout-analysis.md).
 // `pnpm start --kube real`: flotilla-kube (a real API server, controllers and kwok, built by
 // `pnpm kube:build`) in place of each emulator; the emulator stays the default (no Go needed).
 // Ctrl-C stops everything.
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -24,7 +27,12 @@ import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 
 const { values: args } = parseArgs({
-  options: { tls: { type: "boolean", default: false }, regions: { type: "string" }, kube: { type: "string", default: "emulator" } },
+  options: {
+    tls: { type: "boolean", default: false },
+    regions: { type: "string" },
+    kube: { type: "string", default: "emulator" },
+    prometheus: { type: "boolean", default: false },
+  },
 });
 const FLOTILLA_KUBE = "packages/kube-real/bin/flotilla-kube";
 if (args.kube !== "emulator" && args.kube !== "real") {
@@ -36,6 +44,18 @@ if (REAL_KUBE && !existsSync(FLOTILLA_KUBE)) {
   console.error(`pnpm start: --kube real needs ${FLOTILLA_KUBE}: build it with \`pnpm kube:build\` (Go 1.26 or newer; the first build takes minutes)`);
   process.exit(2);
 }
+const PROMETHEUS = args.prometheus;
+if (PROMETHEUS && REAL_KUBE) {
+  console.error("pnpm start: --prometheus scrapes the emulators' pod metrics; flotilla-kube (--kube real) serves none");
+  process.exit(2);
+}
+if (PROMETHEUS && spawnSync("prometheus", ["--version"]).status !== 0) {
+  console.error("pnpm start: --prometheus needs Prometheus on PATH: `apt-get install prometheus` (Debian's package)");
+  process.exit(2);
+}
+/** The local Prometheus: its address (beside ctrl's ports, not 9090: a packaged Prometheus may run there), its scrape interval. */
+const PROMETHEUS_ADDRESS = "127.0.0.1:7079";
+const SCRAPE_INTERVAL = "2s";
 const TLS = args.tls;
 const CTRL = TLS ? "https://127.0.0.1:7070" : "http://127.0.0.1:7070";
 const PKI_DIR = ".flotilla/pki";
@@ -132,6 +152,35 @@ async function installCiliumCrd(kubeconfig: string): Promise<void> {
   });
 }
 
+/**
+ * Prometheus scraping each emulator's pod metrics (/_emulator/metrics), its samples labelled
+ * with the region; a fresh database each start (the pods it saw are gone).
+ */
+async function startPrometheus(): Promise<void> {
+  const dir = ".flotilla/prometheus";
+  rmSync(`${dir}/data`, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const targets = REGIONS.map((r) => `      - targets: ["${r.kube}"]\n        labels: {region: ${r.name}}`).join("\n");
+  writeFileSync(
+    `${dir}/prometheus.yml`,
+    `global: {scrape_interval: ${SCRAPE_INTERVAL}, evaluation_interval: ${SCRAPE_INTERVAL}}\nscrape_configs:\n  - job_name: pods\n    metrics_path: /_emulator/metrics\n    static_configs:\n${targets}\n`,
+  );
+  await runCommand(
+    "prom",
+    "prometheus",
+    [`--config.file=${dir}/prometheus.yml`, `--storage.tsdb.path=${dir}/data`, `--web.listen-address=${PROMETHEUS_ADDRESS}`, "--log.level=warn"],
+    {},
+  );
+  for (const deadline = Date.now() + 30_000; ; await new Promise((r) => setTimeout(r, 200))) {
+    const ready = await fetch(`http://${PROMETHEUS_ADDRESS}/-/ready`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ready) return;
+    if (Date.now() > deadline) throw new Error(`Prometheus not ready on ${PROMETHEUS_ADDRESS} within 30 s`);
+  }
+}
+
 process.on("SIGINT", () => void stop(0));
 process.on("SIGTERM", () => void stop(0));
 
@@ -161,6 +210,7 @@ for (const region of REGIONS) {
     );
   }
 }
+if (PROMETHEUS) await startPrometheus();
 const pki = pkiFiles(PKI_DIR);
 if (TLS) {
   if (!existsSync(pki.caKey)) initPki(PKI_DIR);
@@ -188,10 +238,11 @@ const regions = createClient(
     ],
   }),
 );
+const metrics = PROMETHEUS ? { prometheus: { address: `http://${PROMETHEUS_ADDRESS}` } } : undefined;
 for (const region of REGIONS) {
-  await regions.createRegion({ region: { name: region.name, labels: region.labels } });
-  // CreateRegion leaves an existing region's labels: a stack started before keeps its database.
-  await regions.updateRegion({ region: { name: region.name, labels: region.labels } });
+  await regions.createRegion({ region: { name: region.name, labels: region.labels, metrics } });
+  // CreateRegion leaves an existing region's labels and address: a stack started before keeps its database.
+  await regions.updateRegion({ region: { name: region.name, labels: region.labels, metrics } });
 }
 // The CLI's context for this stack, made current: `pnpm flotilla …` works with no flags.
 setContext(
@@ -231,13 +282,17 @@ const labelText = (labels: Record<string, string>) =>
     .map(([k, v]) => `${k}=${v}`)
     .join(",");
 const multiRegion = args.regions !== undefined;
+const prometheusLine = PROMETHEUS
+  ? `\nPrometheus http://${PROMETHEUS_ADDRESS} scrapes every emulator's pods every ${SCRAPE_INTERVAL}; every region's analyses query it
+(try: pnpm flotilla apply -f examples/staged/shop-analysis.yaml --wait).`
+  : "";
 const stackLines = !multiRegion
   ? `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://${first.agentHealth}, ${KUBE_NAME} ${kubeUrl(first)}
 Region \`${first.name}\` and an agent token for it are created; the agent above uses them.`
   : `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, and per region ${REAL_KUBE ? "a flotilla-kube" : "an emulator"} and an agent with its own token:
 ${REGIONS.map((r) => `  ${r.name.padEnd(12)} ${labelText(r.labels).padEnd(28)} ${REAL_KUBE ? "kube-apiserver" : "emulator"} ${kubeUrl(r)}  agent health http://${r.agentHealth}  kubeconfig ${r.kubeconfig}`).join("\n")}`;
 console.log(`
-${stackLines}
+${stackLines}${prometheusLine}
 The web console: ${CTRL}/ (sign in with the admin token: ${tokenVariable ? `$${tokenVariable}` : "cat .flotilla/admin-token"}).
 The CLI's context \`local\` (in ${configPath()}) points at this stack${tokenVariable ? ` (export FLOTILLA_TOKEN=$${tokenVariable})` : ""}. Try:
 

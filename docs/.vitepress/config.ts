@@ -34,6 +34,7 @@ export default defineConfig({
           { text: "The streams", link: "/concepts/streams" },
           { text: "Status", link: "/concepts/status" },
           { text: "Rollouts", link: "/concepts/rollouts" },
+          { text: "Rollout analysis", link: "/rollout-analysis" },
           { text: "Secrets", link: "/concepts/secrets" },
           { text: "Operators and audit", link: "/concepts/operators" },
           { text: "Projects and authorization", link: "/concepts/projects" },

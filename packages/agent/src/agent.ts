@@ -10,11 +10,13 @@
 // start in order and stop in reverse (lifecycle.ts).
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
+import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { serveHealth, type HealthServer } from "@flotilla/runtime";
 import { resolveConfig, type AgentConfig, type ResolvedAgentConfig } from "./config.ts";
 import { Connection, secretEnvSealFetch } from "./connection.ts";
 import { ctrlTransport } from "./ctrl-transport.ts";
-import { DesiredTable } from "./desired-table.ts";
+import { DesiredTable, desiredResource } from "./desired-table.ts";
+import { resourceKey } from "./keys.ts";
 import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
 import { Leadership } from "./leadership.ts";
@@ -29,6 +31,7 @@ import { newReconciler } from "./reconciler.ts";
 import { Readiness } from "./readiness.ts";
 import { resolvedBeforeAbort } from "./backoff.ts";
 import { Reporter } from "./reporter.ts";
+import { AnalysisRunner } from "./analysis.ts";
 import { APPLIED_KINDS } from "./watched-kinds.ts";
 
 export interface Agent {
@@ -133,6 +136,17 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     },
     onSent: () => reportSent.emit(),
   });
+  const analysis = new AnalysisRunner({
+    client,
+    region,
+    appliedRevision: (deploymentId) => appliedRevision(table, deploymentId),
+    pollIntervalMs: config.analysisPollIntervalMs,
+    queryTimeoutMs: config.analysisQueryTimeoutMs,
+    callTimeoutMs: config.ctrlCallTimeoutMs,
+    maxPending: config.analysisMaxPending,
+    metrics,
+    log,
+  });
   const memoryRelease = new MemoryRelease({
     afterReconciles: config.memoryReleaseAfterReconciles,
     idleMs: config.memoryReleaseIdleMs,
@@ -196,6 +210,11 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
         return reporter.run(term);
       });
     }),
+    // Analyses measure the pods the desired table says run: after the first snapshot, by the leader.
+    loop("analysis", async (signal) => {
+      if (!(await resolvedBeforeAbort(ready.promise, signal))) return;
+      await leadership.eachTerm(signal, (term) => analysis.run(term));
+    }),
     ...(observing
       ? [
           // Listed once the table holds the first snapshot, so that every listed object is checked
@@ -210,6 +229,16 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
   ];
   const stop = await startInOrder(parts);
   return { ready: ready.promise, metrics, table, url: health?.url, stop };
+}
+
+/** The revision a deployment's applied desired state was written from (its pods' flotilla.dev/revision); undefined while none is applied. */
+function appliedRevision(table: DesiredTable, deploymentId: string): number | undefined {
+  const entry = table.get(resourceKey(ResourceType.DEPLOYMENT, deploymentId));
+  if (!entry || entry.status !== "done") return undefined;
+  const desired = entry.desired;
+  if (desired.kind !== "upsert") return undefined;
+  const resource = desiredResource(desired);
+  return resource.spec.case === "deployment" ? Number(resource.spec.value.revision) : undefined;
 }
 
 /**

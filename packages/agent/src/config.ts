@@ -49,6 +49,12 @@ export interface AgentTunables {
   heartbeatIntervalMs: number;
   /** Deadline of a unary call to ctrl (a report, a fetch of secret values again). Default 10 s. */
   ctrlCallTimeoutMs: number;
+  /** Rollout analysis: a call to ctrl (measurements taken, tasks to measure) at least this often. Default 5 s. */
+  analysisPollIntervalMs: number;
+  /** Rollout analysis: deadline of one query (Prometheus or web). Default 10 s. */
+  analysisQueryTimeoutMs: number;
+  /** Rollout analysis: measurements kept waiting for ctrl at most, the oldest dropped first. Default 1000. */
+  analysisMaxPending: number;
   /** Observer (cluster targets only): the API server's watch bookmark interval; 3× silent restarts the watch. Default 60 s. */
   observerBookmarkIntervalMs: number;
   /** Observer: server-side timeout of each watch request. Default 300 s. */
@@ -108,6 +114,9 @@ export const AGENT_DEFAULTS: Readonly<AgentTunables> = Object.freeze({
   reportIntervalMs: 250,
   heartbeatIntervalMs: 5000,
   ctrlCallTimeoutMs: 10_000,
+  analysisPollIntervalMs: 5000,
+  analysisQueryTimeoutMs: 10_000,
+  analysisMaxPending: 1000,
   observerBookmarkIntervalMs: 60_000,
   observerWatchTimeoutSeconds: 300,
   observerBackoff: { minMs: 500, maxMs: 30_000 },

@@ -74,6 +74,21 @@ export const AGENT_OPTIONS = [
     description: "deadline of a unary call to ctrl (a status report, a fetch of secret values again)",
   },
   {
+    flag: "analysis-poll-interval",
+    default: formatDuration(AGENT_DEFAULTS.analysisPollIntervalMs),
+    description: "rollout analysis: report measurements to ctrl and learn what to measure at least this often",
+  },
+  {
+    flag: "analysis-query-timeout",
+    default: formatDuration(AGENT_DEFAULTS.analysisQueryTimeoutMs),
+    description: "rollout analysis: deadline of one query (Prometheus or web); past it the measurement is an error",
+  },
+  {
+    flag: "analysis-max-pending",
+    default: String(AGENT_DEFAULTS.analysisMaxPending),
+    description: "rollout analysis: measurements kept waiting for ctrl at most (the oldest dropped first)",
+  },
+  {
     flag: "heartbeat-interval",
     default: formatDuration(AGENT_DEFAULTS.heartbeatIntervalMs),
     description: "how often the agent reports its applied version to ctrl",

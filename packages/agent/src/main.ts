@@ -37,6 +37,13 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
   if (!(ownershipRecheckMs > 0)) throw new Error("--ownership-recheck-interval must be positive");
   const ctrlCallTimeoutMs = duration("ctrl-call-timeout");
   if (!(ctrlCallTimeoutMs > 0)) throw new Error("--ctrl-call-timeout must be positive");
+  const [analysisPollIntervalMs, analysisQueryTimeoutMs] = (["analysis-poll-interval", "analysis-query-timeout"] as const).map((name) => {
+    const ms = duration(name);
+    if (!(ms > 0)) throw new Error(`--${name} must be positive`);
+    return ms;
+  });
+  const analysisMaxPending = Number(text("analysis-max-pending"));
+  if (!Number.isInteger(analysisMaxPending) || analysisMaxPending < 1) throw new Error("--analysis-max-pending must be a positive integer");
 
   const memoryReleaseAfterReconciles = Number(text("memory-release-after"));
   if (!Number.isInteger(memoryReleaseAfterReconciles) || memoryReleaseAfterReconciles < 0)
@@ -94,6 +101,9 @@ export async function agentConfig(argv: string[], env: NodeJS.ProcessEnv = proce
     reportIntervalMs: duration("report-interval"),
     heartbeatIntervalMs: duration("heartbeat-interval"),
     ctrlCallTimeoutMs,
+    analysisPollIntervalMs,
+    analysisQueryTimeoutMs,
+    analysisMaxPending,
     memoryReleaseAfterReconciles,
     memoryReleaseIdleMs: duration("memory-release-idle"),
     prune: { maxFraction, force: values["force-prune"] === "true" },

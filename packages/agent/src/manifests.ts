@@ -13,6 +13,12 @@ export const TYPE_LABEL = "flotilla.dev/resource-type";
 export const ID_LABEL = "flotilla.dev/resource-id";
 export const DESIRED_VERSION_ANNOTATION = "flotilla.dev/desired-version";
 /**
+ * On a deployment's pods: the deployment revision their spec was written from, so that an
+ * analysis query selects the pods of the revision under test (and the monitoring stack can
+ * copy it onto the pods' series as `revision`). Pods only: the Deployment's selector stays.
+ */
+export const REVISION_LABEL = "flotilla.dev/revision";
+/**
  * On the pod template: a digest of the secret env's names and keyed fingerprints, so that a
  * changed value (which changes no other field of the template) rolls the pods.
  */
@@ -142,7 +148,8 @@ export function buildManifests(resource: DesiredResource, region: string): Manif
       // With an autoscaler the applied Deployment leaves spec.replicas out: the HPA owns that field
       // (a first create defaults it to 1, then the HPA scales into its bounds); without one it is ours again.
       const autoscaling = spec.case === "deployment" ? spec.value.autoscaling : undefined;
-      const apply = [namespaceObject, deploymentObject(metadata(), workload, autoscaling ? undefined : spec.value.replicas)];
+      const revision = spec.case === "deployment" ? spec.value.revision : 0n;
+      const apply = [namespaceObject, deploymentObject(metadata(), workload, autoscaling ? undefined : spec.value.replicas, revision)];
       const absent: ObjectRef[] = [];
       if (workload.port > 0) apply.push(serviceObject(metadata(), workload.port));
       else absent.push(serviceRef(namespace, id));
@@ -171,8 +178,8 @@ function selectorLabels(labels: Record<string, string>): Record<string, string> 
   return { [TYPE_LABEL]: labels[TYPE_LABEL]!, [ID_LABEL]: labels[ID_LABEL]! };
 }
 
-/** `replicas` undefined: left to an autoscaler. */
-function deploymentObject(metadata: Metadata, workload: Workload, replicas: number | undefined): KubeObject {
+/** `replicas` undefined: left to an autoscaler; `revision` 0: no revision label (a sentinel's). */
+function deploymentObject(metadata: Metadata, workload: Workload, replicas: number | undefined, revision: bigint): KubeObject {
   const requests: Record<string, string> = {};
   if (workload.cpuMillicores > 0) requests.cpu = `${workload.cpuMillicores}m`;
   if (workload.memoryMib > 0) requests.memory = `${workload.memoryMib}Mi`;
@@ -200,7 +207,8 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
   // Pods get the labels but not the version annotation: a new desired version that does not
   // change the pod spec must not restart the pods. The operator's pod labels never replace ours
   // (validation refuses them; ours are spread last all the same).
-  const podMetadata: Record<string, unknown> = { labels: { ...workload.podLabels, ...metadata.labels } };
+  const podLabels = { ...workload.podLabels, ...metadata.labels, ...(revision > 0n ? { [REVISION_LABEL]: String(revision) } : {}) };
+  const podMetadata: Record<string, unknown> = { labels: podLabels };
   const podAnnotations: Record<string, string> = { ...workload.podAnnotations };
   if (workload.secretEnv.length > 0) podAnnotations[SECRET_ENV_CHECKSUM_ANNOTATION] = secretEnvChecksum(workload.secretEnv);
   if (Object.keys(podAnnotations).length > 0) podMetadata.annotations = podAnnotations;

@@ -92,6 +92,13 @@ export class AgentMetrics {
     },
   });
 
+  readonly analysisMeasurements = new Counter({
+    name: "flotilla_agent_analysis_measurements_total",
+    help: "Rollout analysis measurements taken, by result (value, error), or dropped (pending past --analysis-max-pending).",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
+
   readonly queueAdds = new Counter({
     name: "workqueue_adds_total",
     help: "Total number of adds handled by workqueue.",

@@ -47,7 +47,7 @@ const RESOURCES = [
     id: web.id,
     version: 1n,
     namespace: web.namespace,
-    spec: { case: "deployment", value: { workload: web, replicas: 2 } },
+    spec: { case: "deployment", value: { workload: web, replicas: 2, revision: 1n } },
   }),
   create(DesiredResourceSchema, {
     type: ResourceType.SENTINEL,

@@ -107,7 +107,7 @@ export function program(): Command {
       const manifest = resourceKind
         ? { ...source, kind: resourceKind, resource: undefined as never, listsSecretEnv: false }
         : kind === "region"
-          ? { ...source, kind: "Region" as const, labels: {} }
+          ? { ...source, kind: "Region" as const, labels: {}, prometheusAddress: "" }
           : undefined;
       if (!manifest) throw new UsageError(`unknown kind ${JSON.stringify(kind)}: one of deployment, sentinel, networkpolicy, region`);
       return deleteManifests(clients(command), [manifest], options, out);

@@ -6,7 +6,8 @@
 //     name: web
 //     project: team-a           # a Deployment's, Sentinel's or NetworkPolicy's (default: default)
 //     labels: { tier: canary }  # a Region's only (Kubernetes label syntax)
-//   spec:                       # the protocol's fields (proto/ctrl/v1/resources.proto); a Region has none
+//   spec:                       # the protocol's fields (proto/ctrl/v1/resources.proto); a Region's
+//                               # only metrics: {prometheus: {address: http://…}} (rollout analysis)
 //     namespace: demo
 //     image: nginx:1.27
 //     regions: [{ region: local, replicas: 2 }]
@@ -47,6 +48,8 @@ export interface RegionManifest {
   kind: "Region";
   name: string;
   labels: Record<string, string>;
+  /** spec.metrics.prometheus.address; empty: none. */
+  prometheusAddress: string;
 }
 
 export interface ProjectManifest {
@@ -125,6 +128,25 @@ function parseFile(file: string, text: string, manifests: Manifest[], problems: 
   });
 }
 
+/** spec of a Region: nothing, or metrics.prometheus.address (a string; ctrl checks the URL). */
+function regionPrometheusAddress(spec: unknown): string {
+  if (spec === undefined || spec === null) return "";
+  const isMapping = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+  const only = (v: unknown, at: string, key: string): unknown => {
+    if (!isMapping(v)) throw new Error(`${at}: must be a mapping`);
+    const extra = Object.keys(v).find((k) => k !== key);
+    if (extra !== undefined) throw new Error(`${at}.${extra}: unknown field (a Region's spec has metrics.prometheus.address only)`);
+    return v[key];
+  };
+  const metrics = only(spec, "spec", "metrics");
+  if (metrics === undefined) return "";
+  const prometheus = only(metrics, "spec.metrics", "prometheus");
+  if (prometheus === undefined) return "";
+  const address = only(prometheus, "spec.metrics.prometheus", "address") ?? "";
+  if (typeof address !== "string") throw new Error("spec.metrics.prometheus.address: must be a string (a URL)");
+  return address;
+}
+
 /** metadata.labels of a Region: a mapping of strings in Kubernetes label syntax. */
 function regionLabels(value: unknown): Record<string, string> {
   if (value === undefined || value === null) return {};
@@ -154,8 +176,7 @@ function parseDocument(source: string, value: unknown): Manifest {
   const kindName = doc.kind;
   if (kindName === "Project") return { source, kind: "Project", name, project: projectFromSpec(name, doc.spec) };
   if (kindName === "Region") {
-    if (doc.spec !== undefined && Object.keys(doc.spec as object).length > 0) throw new Error("spec: a Region has no spec");
-    return { source, kind: "Region", name, labels: regionLabels(metadata?.labels) };
+    return { source, kind: "Region", name, labels: regionLabels(metadata?.labels), prometheusAddress: regionPrometheusAddress(doc.spec) };
   }
   const kind = RESOURCE_KINDS.find((k) => k.kind === kindName);
   if (!kind) throw new Error(`kind: must be Deployment, Sentinel, NetworkPolicy, Region or Project, not ${JSON.stringify(kindName)}`);

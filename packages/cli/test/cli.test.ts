@@ -248,6 +248,22 @@ describe("flotilla, the CLI, against a running stack", () => {
     assert.equal(removed.stdout, "region/lab-us deleted\nregion/lab-canary deleted\n", removed.stderr);
   });
 
+  test("a Region's spec.metrics.prometheus.address: applied, configured (diff shows it), refused when malformed or unknown", async () => {
+    const region = (spec: string) => `apiVersion: flotilla.dev/v1\nkind: Region\nmetadata:\n  name: lab-metrics\nspec: ${spec}\n`;
+    const created = await flotilla(["apply", "-f", "-"], {}, region("{metrics: {prometheus: {address: 'http://prometheus.lab:9090'}}}"));
+    assert.equal(created.stdout, "region/lab-metrics created\n", created.stderr);
+    const moved = region("{metrics: {prometheus: {address: 'http://prometheus.lab2:9090'}}}");
+    const diff = await flotilla(["diff", "-f", "-"], {}, moved);
+    assert.equal(diff.stdout, '~ region/lab-metrics\n    ~ metrics.prometheus.address: "http://prometheus.lab:9090" → "http://prometheus.lab2:9090"\n');
+    assert.equal((await flotilla(["apply", "-f", "-"], {}, moved)).stdout, "region/lab-metrics configured\n");
+    assert.equal((await flotilla(["apply", "-f", "-"], {}, moved)).stdout, "region/lab-metrics unchanged\n");
+    const unknown = await flotilla(["apply", "-f", "-"], {}, region("{metrics: {graphite: {}}}"));
+    assert.match(unknown.stderr, /<stdin>#1: spec\.metrics\.graphite: unknown field \(a Region's spec has metrics\.prometheus\.address only\)/);
+    const malformed = await flotilla(["apply", "-f", "-"], {}, region("{metrics: {prometheus: {address: 'prometheus:9090'}}}"));
+    assert.match(malformed.stderr, /INVALID_ARGUMENT: region\.metrics\.prometheus\.address: must be an http or https URL/);
+    await flotilla(["delete", "-f", "-"], {}, moved);
+  });
+
   test("delete -f removes what the manifests name, and the cluster follows", async () => {
     const r = await flotilla(["delete", "-f", manifests()]);
     assert.equal(r.stdout, "deployment/web deleted\nnetworkpolicy/web-from-gateway deleted\nsentinel/gateway deleted\n", r.stderr);

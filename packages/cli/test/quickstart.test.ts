@@ -7,6 +7,8 @@
 // Then every other block of docs/ marked `sh runnable stack=local|regions|tls`, on that stack.
 // Then `pnpm start --kube real`: the same stack on flotilla-kube, the CLI quick start's apply
 // running there; and what --kube says when it is wrong or the binary is not built.
+// Then `pnpm start --regions … --prometheus`: a real Prometheus scraping the emulators, where a
+// canary that passes its probes and answers 20% with 500 fails its analysis and is rolled back.
 // (One file: the stacks use the same fixed ports, so they run one after the other.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -184,4 +186,54 @@ test("pnpm start --kube: a value other than emulator or real, or real without a 
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+// Debian's prometheus: CI installs it (.ci/run) and must run this; elsewhere it may be missing.
+const prometheusMissing = spawnSync("prometheus", ["--version"]).status !== 0;
+const prometheusSkip = skip || (prometheusMissing && !process.env.CI ? "prometheus is not on PATH (apt-get install prometheus)" : false);
+
+test("pnpm start --prometheus: the README's bake judged by metrics, as written, on a real Prometheus: nginx:err passes its probes in the canary, fails its analysis, is rolled back; eu and us never touched", {
+  skip: prometheusSkip,
+  timeout: 240_000,
+}, async (t) => {
+  assert.ok(!prometheusMissing, "prometheus is on PATH (CI installs it: .ci/run)");
+  const stack = await startStack(["--regions", "canary,eu,us", "--prometheus"]);
+  t.after(stack.stop);
+  assert.match(stack.output(), /Prometheus http:\/\/127\.0\.0\.1:7079 scrapes every emulator's pods every 2s/);
+  const regions = JSON.parse(shell(stack.dir, "pnpm -s flotilla get regions -o json").stdout) as { items: { metadata: { name: string } }[] };
+  assert.equal(regions.items.length, 3);
+  const outputs = new Map<string, string>();
+  for (const { command, exit } of readmeCommands("### A bake judged by metrics")) {
+    const result = shell(stack.dir, command);
+    assert.equal(result.status, exit, `${command}\n${result.stdout}${result.stderr}`);
+    outputs.set(command, result.stdout + result.stderr);
+  }
+  const output = (part: string) => [...outputs].find(([command]) => command.includes(part))![1];
+  assert.match(output("apply -f examples/staged/shop-analysis.yaml"), /rollout shop-1 SUCCEEDED/);
+  const failed = output("apply -f err-shop.yaml");
+  assert.match(failed, /rollout shop-2 PROGRESSING: wave canary: every region RUNNING/, "the erroring canary passed its probes");
+  assert.match(
+    failed,
+    /ROLLED_BACK: wave canary: analysis error-rate in canary failed: 1 failed measurement \(failureLimit 0\); last result 0\.(1[5-9]|2[0-5])\d* FAILED/,
+  );
+  assert.match(output("rollout status"), /ROLLED_BACK/);
+  for (const region of ["canary", "eu", "us"]) {
+    const image = shell(
+      stack.dir,
+      `kubectl --kubeconfig .flotilla/kubeconfig-${region} get deploy shop -n demo -o jsonpath='{.spec.template.spec.containers[0].image}'`,
+    );
+    assert.equal(image.stdout, "nginx:1.27", `${region} runs the good image (the canary again, eu and us never left it)`);
+  }
+  // eu and us were never written revision 2: their pods still carry revision 1.
+  for (const region of ["eu", "us"]) {
+    const revision = shell(
+      stack.dir,
+      `kubectl --kubeconfig .flotilla/kubeconfig-${region} get deploy shop -n demo -o jsonpath='{.spec.template.metadata.labels.flotilla\\.dev/revision}'`,
+    );
+    assert.equal(revision.stdout, "1", region);
+  }
+  // The measurements came from the real Prometheus: it holds the canary's revision-2 500s (of pods gone since).
+  const query = encodeURIComponent('sum(max_over_time(http_requests_total{region="canary",deployment="shop",revision="2",code="500"}[5m]))');
+  const answer = (await (await fetch(`http://127.0.0.1:7079/api/v1/query?query=${query}`)).json()) as { data: { result: { value: [number, string] }[] } };
+  assert.ok(Number(answer.data.result[0]?.value[1]) > 0, "the canary's 500s are in Prometheus");
 });

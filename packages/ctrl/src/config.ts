@@ -186,7 +186,11 @@ export const CTRL_OPTIONS = [
     description:
       "the data keys secret env values are sealed under (JSON, made by `pnpm pki secrets-key`): new values under the last, stored ones under any; empty: a write carrying a secret value is refused",
   },
-  { flag: "audit-max-age", default: "2160h", description: "audit events (who did what, when) older than this are pruned" },
+  {
+    flag: "audit-max-age",
+    default: "2160h",
+    description: "audit events (who did what, when), status transitions and rollout analysis measurements older than this are pruned",
+  },
   {
     flag: "status-events-max-age",
     default: "1h",

@@ -7,7 +7,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 
 export interface MessageLimits {
-  /** ReportObservedState: a batch of observations. */
+  /** ReportObservedState and ReportMeasurements: an agent's batch of observations or measurements. */
   readMaxBytes: number;
   /** Operator writes: Create…, Update…, Rollback. */
   writeMaxBytes: number;
@@ -18,10 +18,11 @@ export interface MessageLimits {
 export const DEFAULT_MESSAGE_LIMITS: MessageLimits = { readMaxBytes: 4 * 1024 * 1024, writeMaxBytes: 1024 * 1024, queryMaxBytes: 64 * 1024 };
 
 const WRITE = /^(Create|Update|Rollback)/;
+const AGENT_REPORTS = new Set(["ReportObservedState", "ReportMeasurements"]);
 
 /** The largest request message `method` accepts. */
 export function messageLimit(method: DescMethod, limits: MessageLimits): number {
-  if (method.parent.typeName === "ctrl.v1.ClusterService" && method.name === "ReportObservedState") return limits.readMaxBytes;
+  if (method.parent.typeName === "ctrl.v1.ClusterService" && AGENT_REPORTS.has(method.name)) return limits.readMaxBytes;
   if (method.parent.typeName.startsWith("ctrl.v1.") && WRITE.test(method.name)) return Math.min(limits.writeMaxBytes, limits.readMaxBytes);
   return Math.min(limits.queryMaxBytes, limits.readMaxBytes);
 }

@@ -116,6 +116,13 @@ export class CtrlMetrics {
   });
 
   // Staged rollouts (rollouts/driver.ts).
+  readonly measurements = new Counter({
+    name: "flotilla_ctrl_analysis_measurements_total",
+    help: "Reported analysis measurements: recorded, duplicate (kept already) or ignored (no open bake's task, or another revision than the task's).",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
+
   readonly rolloutsEnded = new Counter({
     name: "flotilla_ctrl_rollouts_ended_total",
     help: "Rollouts ended, by result (SUCCEEDED, ROLLED_BACK, SUPERSEDED, ABORTED), as this replica moved them.",

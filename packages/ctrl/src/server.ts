@@ -410,6 +410,8 @@ function startRetention(store: Store, jobs: RetentionJobs, intervalMs: number, l
       await store.changes.prune(jobs.outbox, now);
       await store.audit.prune(jobs.auditMaxAgeMs, now);
       await store.observations.pruneTransitions(jobs.auditMaxAgeMs, now);
+      // Analysis measurements are the record of why a rollout went on or back: kept as long.
+      await store.analysis.prune(jobs.auditMaxAgeMs, now);
       await store.statusEvents.prune(jobs.statusEventsMaxAgeMs, now);
     } catch (error) {
       log.error(`retention: ${error instanceof Error ? error.message : String(error)}`);

@@ -8,6 +8,7 @@ import {
   SentinelDesiredState,
   type Deployment,
   type Autoscaling,
+  type RolloutAnalysis,
   type RolloutStrategy,
   type EnvFromSource,
   type EnvVar,
@@ -19,6 +20,8 @@ import {
 import { dns1123SubdomainProblem, labelKeyProblem, LabelSelectorError, labelValueProblem, parseLabelSelector, type LabelMatcher } from "@flotilla/labels";
 import { mergeEnv } from "@flotilla/store";
 import { invalidArgument } from "./errors.ts";
+import { renderTemplate, TEMPLATE_NAMES, unknownTemplateNames } from "./rollouts/analysis.ts";
+import { compileCondition, ConditionError } from "./rollouts/condition.ts";
 
 export const LIMITS = {
   replicas: 1000,
@@ -46,6 +49,14 @@ export const LIMITS = {
   terminationGracePeriodSeconds: 86_400,
   /** An autoscaler's utilization targets, in percent of the pods' requests. */
   utilizationPercent: 1000,
+  /** Analyses of one wave, the strategy's and its own (resources.proto says so). */
+  analysesPerWave: 10,
+  /** An analysis' query or URL. */
+  analysisQueryBytes: 4096,
+  /** Headers of a web analysis. */
+  analysisHeaders: 20,
+  /** An analysis' count, failureLimit, inconclusiveLimit and consecutiveErrorLimit. */
+  analysisCount: 100,
   /** Secret env variables of one deployment (resources.proto says so). */
   secretEnvVars: 100,
 } as const;
@@ -364,7 +375,85 @@ export function rolloutStrategy(field: string, s: RolloutStrategy, placed?: Read
     }
     waveDuration(`${at}.bake`, wave.bake, 0);
     waveDuration(`${at}.progress_deadline`, wave.progressDeadline, 1000);
+    wave.analysis.forEach((a, j) => {
+      rolloutAnalysis(`${at}.analysis[${j}]`, a);
+    });
+    const inWave = [...s.analysis, ...wave.analysis];
+    if (inWave.length > LIMITS.analysesPerWave)
+      throw invalidArgument(`${at}.analysis`, `at most ${LIMITS.analysesPerWave} analyses per wave, the strategy's included`);
+    const twice = inWave.find((a, j) => inWave.findIndex((b) => b.name === a.name) !== j);
+    if (twice) throw invalidArgument(`${at}.analysis`, `${JSON.stringify(twice.name)} names two analyses of the wave (the strategy's included)`);
   });
+  s.analysis.forEach((a, j) => {
+    rolloutAnalysis(`${field}.analysis[${j}]`, a);
+  });
+  if (s.analysis.length > LIMITS.analysesPerWave) throw invalidArgument(`${field}.analysis`, `at most ${LIMITS.analysesPerWave} analyses`);
+  if (new Set(s.analysis.map((a) => a.name)).size !== s.analysis.length) throw invalidArgument(`${field}.analysis`, "an analysis name is used twice");
+}
+
+/** A JSON path as a web analysis' json_path takes it: $ then .name, [index] or ['name'] steps. */
+const JSON_PATH = /^\$(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\['[^']*'\])*$/;
+
+/** One analysis: a provider, templates, durations, conditions that compile and limits in bounds. */
+function rolloutAnalysis(at: string, a: RolloutAnalysis): void {
+  dnsLabel(`${at}.name`, a.name);
+  const template = (field: string, text: string) => {
+    if (text.trim() === "") throw invalidArgument(field, "is required");
+    if (Buffer.byteLength(text) > LIMITS.analysisQueryBytes) throw invalidArgument(field, `at most ${LIMITS.analysisQueryBytes} bytes`);
+    const unknown = unknownTemplateNames(text);
+    if (unknown.length > 0) throw invalidArgument(field, `unknown template {{${unknown[0]}}} (known: ${TEMPLATE_NAMES.map((n) => `{{${n}}}`).join(", ")})`);
+  };
+  switch (a.provider.case) {
+    case "prometheus":
+      template(`${at}.prometheus.query`, a.provider.value.query);
+      break;
+    case "web": {
+      const web = a.provider.value;
+      template(`${at}.web.url`, web.url);
+      let url: URL | undefined;
+      try {
+        url = new URL(renderTemplate(web.url, { region: "r", namespace: "n", deployment: "d", revision: "1" }));
+      } catch {}
+      if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) throw invalidArgument(`${at}.web.url`, "must be an http or https URL");
+      if (url.username || url.password) throw invalidArgument(`${at}.web.url`, "must not carry credentials (use headers)");
+      if (!JSON_PATH.test(web.jsonPath))
+        throw invalidArgument(`${at}.web.json_path`, `must be like $.data.value or $.items[0].value, not ${JSON.stringify(web.jsonPath)}`);
+      const headers = Object.entries(web.headers);
+      if (headers.length > LIMITS.analysisHeaders) throw invalidArgument(`${at}.web.headers`, `at most ${LIMITS.analysisHeaders}`);
+      for (const [name, value] of headers) {
+        if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw invalidArgument(`${at}.web.headers`, `${JSON.stringify(name)} is not a header name`);
+        if (/[\r\n\0]/.test(value) || value.length > 4096) throw invalidArgument(`${at}.web.headers[${name}]`, "at most 4096 characters, no line breaks");
+      }
+      break;
+    }
+    default:
+      throw invalidArgument(`${at}`, "needs a provider: prometheus or web");
+  }
+  waveDuration(`${at}.interval`, a.interval, 1000);
+  waveDuration(`${at}.initial_delay`, a.initialDelay, 0);
+  if (a.count !== undefined && !(a.count >= 1 && a.count <= LIMITS.analysisCount))
+    throw invalidArgument(`${at}.count`, `must be from 1 to ${LIMITS.analysisCount}`);
+  for (const [name, value] of [
+    ["failure_limit", a.failureLimit],
+    ["inconclusive_limit", a.inconclusiveLimit],
+    ["consecutive_error_limit", a.consecutiveErrorLimit],
+  ] as const) {
+    if (value !== undefined && !(value >= 0 && value <= LIMITS.analysisCount))
+      throw invalidArgument(`${at}.${name}`, `must be from 0 to ${LIMITS.analysisCount}`);
+  }
+  if (a.successCondition === "" && a.failureCondition === "")
+    throw invalidArgument(`${at}`, "needs a success_condition, a failure_condition or both (e.g. result < 0.01)");
+  for (const [name, text] of [
+    ["success_condition", a.successCondition],
+    ["failure_condition", a.failureCondition],
+  ] as const) {
+    if (text === "") continue;
+    try {
+      compileCondition(text);
+    } catch (error) {
+      throw invalidArgument(`${at}.${name}`, error instanceof ConditionError ? error.message : String(error));
+    }
+  }
 }
 
 /** Absent, or from `min` ms to LIMITS.waveDurationMs. */
@@ -400,6 +489,19 @@ export function networkPolicy(value: NetworkPolicy | undefined, options = DEFAUL
     throw invalidArgument(`${field}.spec`, `larger than ${LIMITS.policySpecBytes} bytes`);
   }
   return p;
+}
+
+/** A region's Prometheus address: empty (none), or an http(s) URL without credentials, query or fragment. */
+export function prometheusAddress(address: string, field = "region.metrics.prometheus.address"): string {
+  if (address === "") return "";
+  let url: URL | undefined;
+  try {
+    url = new URL(address);
+  } catch {}
+  if (!url || (url.protocol !== "http:" && url.protocol !== "https:") || address.length > 2048)
+    throw invalidArgument(field, "must be an http or https URL of at most 2048 characters");
+  if (url.username || url.password || url.search || url.hash) throw invalidArgument(field, "must carry no credentials, query or fragment");
+  return address.replace(/\/+$/, "");
 }
 
 /** A region's labels: Kubernetes label syntax, at most LIMITS.regionLabels; an error names the label. */

@@ -10,6 +10,7 @@ import { AutoscalerController, type Utilization } from "./autoscaler.ts";
 import { DisruptionController } from "./disruption.ts";
 import { badRequest } from "./errors.ts";
 import { FaultInjector } from "./faults.ts";
+import { podMetricsText } from "./pod-metrics.ts";
 import { createRequestHandler, type RequestLogEntry } from "./http.ts";
 import { kubeconfigYaml } from "./kubeconfig.ts";
 import { NamespaceController } from "./namespaces.ts";
@@ -22,7 +23,7 @@ import { DeploymentController } from "./rollout/deployment-controller.ts";
 import { ObjectStore } from "./store.ts";
 import { isObject, type KubeObject } from "./util.ts";
 import { WatchHub } from "./watch.ts";
-import { EventRecorder } from "./workloads.ts";
+import { EventRecorder, PODS } from "./workloads.ts";
 
 export interface EmulatorOptions {
   host?: string;
@@ -40,6 +41,11 @@ export interface EmulatorOptions {
   namespaceDeletionDelayMs?: number;
   /** Deployments with a container image matching this never become available. Default /fail/. */
   failingImagePattern?: RegExp;
+  /**
+   * Pods with a container image matching this become ready (their probes pass) but answer 20%
+   * of their requests with 500 in their metrics (/_emulator/metrics, pod-metrics.ts). Default /err/.
+   */
+  erroringImagePattern?: RegExp;
   /** Event objects (of rollouts: scaling, pods created, started) kept, the oldest removed first. Default 1000. */
   eventLimit?: number;
   /** Events kept per resource type for resuming watches; older resourceVersions get 410 Expired. Default 1000. */
@@ -146,6 +152,7 @@ export class KubernetesEmulator {
       progressDeadlineSecondMs: opts.progressDeadlineSecondMs ?? rolloutDelayMs / 100,
       namespaceDeletionDelayMs: opts.namespaceDeletionDelayMs ?? 300,
       failingImagePattern: opts.failingImagePattern ?? /fail/,
+      erroringImagePattern: opts.erroringImagePattern ?? /err/,
       eventLimit: opts.eventLimit ?? 1000,
       watchHistory: opts.watchHistory ?? 1000,
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
@@ -351,6 +358,14 @@ export class KubernetesEmulator {
         if (method !== "POST" && method !== "PUT") return notAllowed();
         this.reset();
         return json(200, { ok: true });
+      case "/_emulator/metrics": {
+        // The pods' traffic metrics, for a Prometheus to scrape (pod-metrics.ts).
+        if (method !== "GET") return notAllowed();
+        const text = podMetricsText(this.store.list(PODS), this.options.erroringImagePattern, Date.now());
+        res.writeHead(200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Content-Length": Buffer.byteLength(text) });
+        res.end(text);
+        return;
+      }
       case "/_emulator/objects": {
         // A dump of everything stored, handy when debugging the local stack.
         if (method !== "GET") return notAllowed();

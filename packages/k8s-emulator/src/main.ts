@@ -1,7 +1,7 @@
 // CLI: runs the emulator as a standalone server for the local dev stack.
 //   node packages/k8s-emulator/src/main.ts --listen 127.0.0.1:7072 [--kubeconfig-out path]
 //     [--rollout-delay-ms N] [--progress-deadline-second-ms N] [--namespace-deletion-delay-ms N]
-//     [--failing-image-pattern re] [--event-limit N] [--watch-history N] [--bookmark-interval-ms N] [--rbac]
+//     [--failing-image-pattern re] [--erroring-image-pattern re] [--event-limit N] [--watch-history N] [--bookmark-interval-ms N] [--rbac]
 //     [--tls-cert-file path --tls-private-key-file path [--client-ca-file path]]
 // Every flag can also be given as an environment variable: FLOTILLA_EMULATOR_<FLAG>,
 // e.g. FLOTILLA_EMULATOR_LISTEN, FLOTILLA_EMULATOR_KUBECONFIG_OUT.
@@ -16,6 +16,7 @@ const FLAGS = [
   "progress-deadline-second-ms",
   "namespace-deletion-delay-ms",
   "failing-image-pattern",
+  "erroring-image-pattern",
   "event-limit",
   "watch-history",
   "bookmark-interval-ms",
@@ -39,6 +40,8 @@ Options (each also settable as FLOTILLA_EMULATOR_<NAME>, e.g. FLOTILLA_EMULATOR_
   --namespace-deletion-delay-ms N
                                  time a Terminating namespace takes to go away (default 300)
   --failing-image-pattern re     images matching this regexp never become ready (default "fail")
+  --erroring-image-pattern re    pods of images matching this regexp become ready but answer
+                                 20% of requests with 500 in /_emulator/metrics (default "err")
   --event-limit N                Event objects kept, the oldest removed first (default 1000)
   --watch-history N              watch events kept per resource type for resuming
                                  watches (default 1000)
@@ -51,7 +54,8 @@ Options (each also settable as FLOTILLA_EMULATOR_<NAME>, e.g. FLOTILLA_EMULATOR_
   --help                         show this help
 
 Emulator endpoints: /_emulator/faults (GET, PUT replaces, POST adds, DELETE clears),
-/_emulator/requests (GET, DELETE), /_emulator/reset (POST), /_emulator/objects (GET).`;
+/_emulator/requests (GET, DELETE), /_emulator/reset (POST), /_emulator/objects (GET),
+/_emulator/metrics (GET: the pods' http_requests_total, Prometheus text).`;
 
 function fail(message: string): never {
   process.stderr.write(`k8s-emulator: ${message}\n\n${USAGE}\n`);
@@ -75,6 +79,7 @@ async function main(): Promise<void> {
         "progress-deadline-second-ms": { type: "string" },
         "namespace-deletion-delay-ms": { type: "string" },
         "failing-image-pattern": { type: "string" },
+        "erroring-image-pattern": { type: "string" },
         "event-limit": { type: "string" },
         "watch-history": { type: "string" },
         "bookmark-interval-ms": { type: "string" },
@@ -104,15 +109,17 @@ async function main(): Promise<void> {
   const m = /^(.*):(\d+)$/.exec(listen);
   if (!m) fail(`--listen must be host:port, got ${JSON.stringify(listen)}`);
   const host = m[1].replace(/^\[(.*)\]$/, "$1") || "127.0.0.1";
-  let failingImagePattern: RegExp | undefined;
-  const pattern = flag("failing-image-pattern");
-  if (pattern !== undefined) {
+  const regexpFlag = (name: "failing-image-pattern" | "erroring-image-pattern"): RegExp | undefined => {
+    const pattern = flag(name);
+    if (pattern === undefined) return undefined;
     try {
-      failingImagePattern = new RegExp(pattern);
+      return new RegExp(pattern);
     } catch (err) {
-      fail(`--failing-image-pattern: ${(err as Error).message}`);
+      fail(`--${name}: ${(err as Error).message}`);
     }
-  }
+  };
+  const failingImagePattern = regexpFlag("failing-image-pattern");
+  const erroringImagePattern = regexpFlag("erroring-image-pattern");
 
   const [certFile, keyFile, clientCaFile] = (["tls-cert-file", "tls-private-key-file", "client-ca-file"] as const).map(flag);
   if (!certFile !== !keyFile) fail("--tls-cert-file and --tls-private-key-file go together");
@@ -134,6 +141,7 @@ async function main(): Promise<void> {
     progressDeadlineSecondMs: intFlag("progress-deadline-second-ms", flag("progress-deadline-second-ms")),
     namespaceDeletionDelayMs: intFlag("namespace-deletion-delay-ms", flag("namespace-deletion-delay-ms")),
     failingImagePattern,
+    erroringImagePattern,
     eventLimit: intFlag("event-limit", flag("event-limit")),
     watchHistory: intFlag("watch-history", flag("watch-history")),
     bookmarkIntervalMs: intFlag("bookmark-interval-ms", flag("bookmark-interval-ms")),

@@ -13,6 +13,7 @@ import { OperatorRepository } from "./operators.ts";
 import { ProjectRepository } from "./projects.ts";
 import { StatusEvents } from "./status-events.ts";
 import { Leases } from "./leases.ts";
+import { AnalysisRepository } from "./analysis.ts";
 import { RolloutRepository } from "./rollouts.ts";
 import { writeDesiredMany } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -30,15 +31,26 @@ export { OPERATOR_TOKEN_PREFIX, type OperatorGrant } from "./operators.ts";
 export { StatusEvents, type StatusEvent } from "./status-events.ts";
 export { Leases } from "./leases.ts";
 export {
+  AnalysisRepository,
+  DEFAULT_ANALYSIS_INTERVAL_MS,
+  DEFAULT_CONSECUTIVE_ERROR_LIMIT,
+  planAnalysis,
+  type AnalysisPlan,
+  type BakeKey,
+  type StoredMeasurement,
+} from "./analysis.ts";
+export {
   ACTIVE_ROLLOUT_STATES,
   DEFAULT_PROGRESS_DEADLINE_MS,
   nextBatch,
   parallelism,
   planWaves,
+  ROLLOUT_ACTIONS,
   RolloutRepository,
   startWave,
   toRolloutMessage,
   type PlacedRegion,
+  type RolloutAction,
   type RolloutChange,
   type RolloutStep,
   type RolloutTransition,
@@ -83,6 +95,7 @@ export class Store {
   readonly audit: AuditLog;
   readonly statusEvents: StatusEvents;
   readonly rollouts: RolloutRepository;
+  readonly analysis: AnalysisRepository;
   readonly leases: Leases;
   readonly #commitListeners = new Set<(regionIds: number[]) => void>();
   readonly #statusListeners = new Set<() => void>();
@@ -116,6 +129,7 @@ export class Store {
     this.audit = new AuditLog(db);
     this.statusEvents = new StatusEvents(db);
     this.leases = new Leases(db);
+    this.analysis = new AnalysisRepository(db, dialect, onStatusEvents);
     this.rollouts = new RolloutRepository(db, dialect, onCommit, {
       writeDesired: (tx, writes, now) => writeDesiredMany(tx, dialect, ResourceType.DEPLOYMENT, writes, now),
       desiredOf: (tx, ids) => this.deployments.desiredManyInTx(tx, ids),

@@ -29,7 +29,7 @@ export interface ResourceKind<Desc extends DescMessage> {
   /** Region names the resource is placed in, with the request field naming each. */
   placements(resource: MessageShape<Desc>): { region: string; field: string }[];
   /** The desired state per placed region that should run it (none when stopped / standby / archived). */
-  desired(resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>): Map<number, DesiredResource>;
+  desired(resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>, revision?: number): Map<number, DesiredResource>;
   /** Scalar fields an update may not change. */
   immutable: string[];
   /** Clears output-only fields, leaving what an operator wrote. */
@@ -72,7 +72,7 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
   action: "Deployment",
   schema: DeploymentSchema,
   placements: (d) => d.regions.map((p, i) => ({ region: p.region, field: `deployment.regions[${i}].region` })),
-  desired(d, regionIds) {
+  desired(d, regionIds, revision = 0) {
     const desired = new Map<number, DesiredResource>();
     if (d.desiredStatus === DeploymentDesiredStatus.STOPPED) return desired;
     const workload = create(WorkloadSchema, {
@@ -104,7 +104,10 @@ export const deploymentKind: ResourceKind<typeof DeploymentSchema> = {
           type: ResourceType.DEPLOYMENT,
           id: d.id,
           namespace: d.namespace,
-          spec: { case: "deployment", value: { workload: regionWorkload, replicas: placement.replicas, autoscaling: placement.autoscaling } },
+          spec: {
+            case: "deployment",
+            value: { workload: regionWorkload, replicas: placement.replicas, autoscaling: placement.autoscaling, revision: BigInt(revision) },
+          },
         }),
       );
     }

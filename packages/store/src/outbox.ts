@@ -111,6 +111,26 @@ export async function writeDesired(
 }
 
 /**
+ * Whether two desired states of a resource are equal, the deployment revision they were
+ * written from aside (and, with `versionsAside`, their region versions): a change that leaves
+ * a region's spec as it was keeps the older revision there, so its pods (labelled with it)
+ * do not roll for nothing.
+ */
+export function sameDesired(a: DesiredResource, b: DesiredResource, versionsAside = false): boolean {
+  const specA = a.spec.case === "deployment" ? a.spec.value : undefined;
+  const specB = b.spec.case === "deployment" ? b.spec.value : undefined;
+  const [revisionB, versionB] = [specB?.revision, b.version];
+  try {
+    if (specA && specB) specB.revision = specA.revision;
+    if (versionsAside) b.version = a.version;
+    return equals(DesiredResourceSchema, a, b);
+  } finally {
+    if (specB) specB.revision = revisionB!;
+    b.version = versionB;
+  }
+}
+
+/**
  * writeDesired of several resources of one type in one go (distinct ids): every region any
  * of them touches is locked once and its version row taken once, for all of their changes
  * in that region (consecutive versions, in the order of `writes`).
@@ -148,7 +168,7 @@ export async function writeDesiredMany(
       if (!desired) {
         if (!keepOthers)
           changes.push({ id, regionId: row.region_id, desired: undefined, namespace: row.namespace, rowExists: true, storedSeal: row.secret_env_sealed });
-      } else if (!equals(DesiredResourceSchema, wholeResource(row), desired))
+      } else if (!sameDesired(wholeResource(row), desired))
         changes.push({ id, regionId: row.region_id, desired, namespace: desired.namespace, rowExists: true, storedSeal: row.secret_env_sealed });
     }
     for (const [regionId, desired] of next) {

@@ -30,12 +30,12 @@ export class RegionRepository {
     this.#dialect = dialect;
   }
 
-  /** Idempotent: creating an existing region returns it as it is (its labels change only by updateLabels). */
-  async create(name: string, labels: RegionLabels = {}): Promise<Region> {
+  /** Idempotent: creating an existing region returns it as it is (its labels and address change only by update). */
+  async create(name: string, labels: RegionLabels = {}, prometheusAddress = ""): Promise<Region> {
     try {
       await this.#db
         .insertInto("regions")
-        .values({ name, head_version: 0, create_time: Date.now(), labels: encodeLabels(labels) })
+        .values({ name, head_version: 0, create_time: Date.now(), labels: encodeLabels(labels), prometheus_address: prometheusAddress || null })
         .execute();
     } catch (error) {
       if (!isDuplicateKey(error)) throw error;
@@ -43,11 +43,11 @@ export class RegionRepository {
     return this.get(name);
   }
 
-  /** Replaces the region's labels; NOT_FOUND for an unknown region. */
-  async updateLabels(name: string, labels: RegionLabels): Promise<Region> {
+  /** Replaces the region's labels and Prometheus address (empty: none); NOT_FOUND for an unknown region. */
+  async update(name: string, labels: RegionLabels, prometheusAddress = ""): Promise<Region> {
     await this.#db
       .updateTable("regions")
-      .set({ labels: encodeLabels(labels) })
+      .set({ labels: encodeLabels(labels), prometheus_address: prometheusAddress || null })
       .where("name", "=", name)
       .execute();
     return this.get(name);
@@ -70,6 +70,12 @@ export class RegionRepository {
   async secretKeyEpoch(id: number): Promise<number> {
     const row = await this.#db.selectFrom("regions").select("secret_key_epoch").where("id", "=", id).executeTakeFirst();
     return Number(row?.secret_key_epoch ?? 0);
+  }
+
+  /** The region's Prometheus address (Region.metrics.prometheus.address); empty: none. */
+  async prometheusAddress(id: number): Promise<string> {
+    const row = await this.#db.selectFrom("regions").select("prometheus_address").where("id", "=", id).executeTakeFirst();
+    return row?.prometheus_address ?? "";
   }
 
   /** Ids of the named regions that exist (one query). */
@@ -127,8 +133,9 @@ export class RegionRepository {
   }
 }
 
-function toRegion(row: { name: string; head_version: number; create_time: number; labels: string | null }): Region {
+function toRegion(row: { name: string; head_version: number; create_time: number; labels: string | null; prometheus_address?: string | null }): Region {
   return create(RegionSchema, {
+    ...(row.prometheus_address ? { metrics: { prometheus: { address: row.prometheus_address } } } : {}),
     name: row.name,
     headVersion: BigInt(row.head_version),
     createTime: timestampFromMs(Number(row.create_time)),

@@ -372,7 +372,7 @@ export class ResourceRepository<Desc extends DescMessage> {
 
   /** The kind's desired state of `resource` (stored at `revision`) per region, its secret values sealed for each region's agent. */
   async #desired(tx: Tx, resource: MessageShape<Desc>, regionIds: ReadonlyMap<string, number>, revision: number): Promise<Map<number, DesiredResource>> {
-    const desired = this.kind.desired(resource, regionIds);
+    const desired = this.kind.desired(resource, regionIds, revision);
     await this.kind.sealForRegions?.(this.#secrets, desired, revision, async (ids) => {
       const rows = await tx.selectFrom("regions").select(["id", "secret_key_epoch"]).where("id", "in", ids).execute();
       return new Map(rows.map((r) => [r.id, Number(r.secret_key_epoch)]));

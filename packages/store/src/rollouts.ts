@@ -17,10 +17,9 @@
 //     can find one only if --default-rollout-strategy was removed since that one started): a
 //     rollout whose deployment is no longer at its revision moves nothing, its next
 //     transition supersedes it.
-import { clone, create, equals } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
-  DesiredResourceSchema,
   ResourceType,
   RolloutFailurePolicy,
   RolloutSchema,
@@ -31,10 +30,11 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { parseLabelSelector } from "@flotilla/labels";
 import { sql, type Insertable, type Kysely } from "kysely";
+import { planAnalysis, type AnalysisPlan } from "./analysis.ts";
 import { wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
-import { ROWS_PER_STATEMENT, type DesiredWrite, type Tx } from "./outbox.ts";
+import { ROWS_PER_STATEMENT, sameDesired, type DesiredWrite, type Tx } from "./outbox.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
@@ -49,6 +49,30 @@ export const ACTIVE_ROLLOUT_STATES: readonly RolloutState[] = [
   RolloutState.PAUSED,
   RolloutState.FAILED,
 ];
+
+/**
+ * How each transition of a rollout is recorded (rollout_transitions.action), every one there is:
+ * the gate's (ctrl rollouts/gate.ts), the operators' controls (ctrl's rollout service) and the
+ * store's own (a change's start, a newer change's supersede). Defined once, here, where they are
+ * written.
+ */
+export const ROLLOUT_ACTIONS = [
+  "start-wave",
+  "wait-approval",
+  "move-batch",
+  "bake",
+  "bake-reset",
+  "wait-analysis",
+  "analysis-inconclusive",
+  "succeeded",
+  "failed",
+  "rolled-back",
+  "paused",
+  "resumed",
+  "aborted",
+  "superseded",
+] as const;
+export type RolloutAction = (typeof ROLLOUT_ACTIONS)[number];
 
 export interface WaveRegion {
   region: string;
@@ -67,9 +91,11 @@ export interface WavePlan {
   deadlineMs: number;
   /** When its first regions moved. */
   startTime?: number;
-  /** Since when every region of it has been RUNNING at the new revision. */
+  /** Since when every region of it has been RUNNING at the new revision (its bake's start). */
   runningSince?: number;
   endTime?: number;
+  /** Analyses of its bake (the strategy's, then its own); absent in plans stored before analysis. */
+  analysis?: AnalysisPlan[];
 }
 
 export interface StoredRollout {
@@ -103,6 +129,7 @@ export interface PlacedRegion {
 export function planWaves(strategy: RolloutStrategy, placed: PlacedRegion[]): WavePlan[] {
   const taken = new Set<string>();
   const waves: WavePlan[] = [];
+  const everyWave = strategy.analysis.map(planAnalysis);
   const add = (wave: Omit<WavePlan, "regions" | "maxParallel">, maxParallel: string, members: PlacedRegion[]) => {
     for (const r of members) taken.add(r.name);
     if (members.length === 0) return;
@@ -122,13 +149,14 @@ export function planWaves(strategy: RolloutStrategy, placed: PlacedRegion[]): Wa
         bakeMs: wave.bake ? durationMs(wave.bake) : 0,
         approval: wave.approval,
         deadlineMs: wave.progressDeadline ? durationMs(wave.progressDeadline) : DEFAULT_PROGRESS_DEADLINE_MS,
+        analysis: [...everyWave, ...wave.analysis.map(planAnalysis)],
       },
       wave.maxParallel,
       members,
     );
   }
   add(
-    { name: "rest", bakeMs: 0, approval: false, deadlineMs: DEFAULT_PROGRESS_DEADLINE_MS },
+    { name: "rest", bakeMs: 0, approval: false, deadlineMs: DEFAULT_PROGRESS_DEADLINE_MS, analysis: everyWave },
     "",
     placed.filter((r) => !taken.has(r.name)),
   );
@@ -185,7 +213,7 @@ export async function stageChange(
   const current = await currentDesired(tx, id);
   const changed = [...next].filter(([regionId, desired]) => {
     const held = current.get(regionId);
-    return !held || !sameSpec(held, desired);
+    return !held || !sameDesired(held, desired, true);
   });
   if (changed.length === 0) return undefined;
   const labels = await tx
@@ -216,7 +244,7 @@ export async function stageChange(
     updateTime: now,
   };
   const first = waves[0]!;
-  let action = "start-wave";
+  let action: RolloutAction = "start-wave";
   if (first.approval) {
     rollout.state = RolloutState.WAITING_APPROVAL;
     rollout.reason = `wave ${first.name} waits for approval`;
@@ -294,16 +322,6 @@ export async function currentDesired(tx: Kysely<Database>, deploymentId: string)
   return new Map(rows.map((r) => [r.region_id, wholeResource(r)]));
 }
 
-/** Equal desired states, versions aside. */
-function sameSpec(a: DesiredResource, b: DesiredResource): boolean {
-  const unversioned = (d: DesiredResource) => {
-    const copy = clone(DesiredResourceSchema, d);
-    copy.version = 0n;
-    return copy;
-  };
-  return equals(DesiredResourceSchema, unversioned(a), unversioned(b));
-}
-
 /** Writes these rollouts' rows as `result` (one statement), each on the generation it was read at. */
 async function updateRollouts(tx: Tx, rollouts: readonly { change: RolloutChange; result: StoredRollout }[], now: number): Promise<void> {
   const each = (value: (r: StoredRollout) => unknown) =>
@@ -332,7 +350,7 @@ function transitionRow(
   rollout: StoredRollout,
   generation: number,
   from: RolloutState,
-  action: string,
+  action: RolloutAction,
   actor: string,
   now: number,
 ): Insertable<RolloutTransitionsTable> {
@@ -394,11 +412,11 @@ export type DesiredWriter = (tx: Tx, writes: readonly DesiredWrite[], now: numbe
 /** Desired state of each deployment's current spec per region, by deployment id; rows already locked (kinds.ts deploymentKind.desired, bound). */
 export type DesiredOf = (tx: Tx, ids: readonly string[]) => Promise<Map<string, { revision: number; desired: Map<number, DesiredResource> }>>;
 
-/** One step of a rollout's transition: the rollout after it, its effects, how it is recorded (e.g. "start-wave"). */
+/** One step of a rollout's transition: the rollout after it, its effects, how it is recorded. */
 export interface RolloutStep {
   next: StoredRollout;
   effects: RolloutEffects;
-  action: string;
+  action: RolloutAction;
 }
 
 /** A transition of `current`: its steps in order, one compare-and-set for all of them, each recorded as a transition of its own. */
@@ -534,7 +552,7 @@ export class RolloutRepository {
     current: StoredRollout,
     next: StoredRollout,
     effects: RolloutEffects,
-    action: string,
+    action: RolloutAction,
     actor: string,
     now: number,
   ): Promise<StoredRollout | undefined> {

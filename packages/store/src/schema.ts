@@ -11,6 +11,8 @@ export interface RegionsTable {
   labels: string | null;
   /** Moved by each revocation of one of its agent tokens: the region's secret keys derive from it. */
   secret_key_epoch: Generated<number>;
+  /** Where the region's agent runs analysis queries (Region.metrics.prometheus.address); NULL: none. */
+  prometheus_address?: string | null;
 }
 
 /** Shape shared by the operator-owned resource tables; `body` is the API message, protobuf-encoded. */
@@ -211,6 +213,21 @@ export interface LeasesTable {
   expires_at: number;
 }
 
+/** A measurement of a rollout analysis taken in a region (analysis.ts). */
+export interface AnalysisMeasurementsTable {
+  rollout_id: string;
+  wave: number;
+  /** The bake's start (ms): a bake that starts again is measured anew. */
+  bake_start: number;
+  analysis: string;
+  region: string;
+  idx: number;
+  revision: number;
+  taken_at: number;
+  value: number | null;
+  error: string | null;
+}
+
 export interface Database {
   regions: RegionsTable;
   deployments: ResourceTable;
@@ -231,6 +248,7 @@ export interface Database {
   status_events_pruned: StatusEventsPrunedTable;
   status_transitions: StatusTransitionsTable;
   rollouts: RolloutsTable;
+  analysis_measurements: AnalysisMeasurementsTable;
   rollout_transitions: RolloutTransitionsTable;
   leases: LeasesTable;
   projects: ProjectsTable;

@@ -53,3 +53,67 @@ test("audit events older than the retention are pruned, newer ones stay", async 
     await cleanup();
   }
 });
+
+test("a region's desired state carries the revision its spec was written from; a revision that leaves that spec as it was writes nothing there", async () => {
+  const { url, cleanup } = await freshStore(db);
+  const store = await Store.open(url);
+  try {
+    await store.regions.create("east");
+    await store.regions.create("west");
+    const ids = await store.regions.idsByName(["east", "west"]);
+    const spec = (westReplicas: number, image = "app:1") =>
+      create(DeploymentSchema, {
+        id: "web",
+        namespace: "demo",
+        image,
+        regions: [
+          { region: "east", replicas: 1 },
+          { region: "west", replicas: westReplicas },
+        ],
+      });
+    const revisionIn = async (region: number) => {
+      const changes = await store.changes.read(region, 0, 100);
+      const last = changes.at(-1)!.event.change;
+      assert.equal(last.case, "upsert");
+      return { changes: changes.length, revision: last.value.spec.case === "deployment" ? last.value.spec.value.revision : -1n };
+    };
+    await store.deployments.create(spec(1));
+    await store.deployments.update(spec(2));
+    assert.deepEqual(await revisionIn(ids.get("east")!), { changes: 1, revision: 1n }, "east's spec did not change: its pods keep revision 1");
+    assert.deepEqual(await revisionIn(ids.get("west")!), { changes: 2, revision: 2n });
+    await store.deployments.update(spec(2, "app:2"));
+    assert.deepEqual(await revisionIn(ids.get("east")!), { changes: 2, revision: 3n });
+  } finally {
+    await store.close();
+    await cleanup();
+  }
+});
+
+test("rollout analysis measurements are kept once per key and pruned by age", async () => {
+  const { url, cleanup } = await freshStore(db);
+  const store = await Store.open(url);
+  try {
+    const now = Date.now();
+    const at = (index: number, takenAt: number) => ({
+      rolloutId: "web-2",
+      wave: 0,
+      bakeStart: 1,
+      analysis: "errors",
+      region: "east",
+      index,
+      revision: 2,
+      takenAt,
+      value: 0,
+    });
+    assert.equal(await store.analysis.record([at(0, now - 10_000), at(1, now - 1_000)], ["web"], now), 2);
+    assert.equal(await store.analysis.record([at(1, now)], ["web"], now), 0, "a key kept already");
+    assert.equal(await store.analysis.prune(5_000, now), 1);
+    assert.deepEqual(
+      (await store.analysis.ofBakes([{ rolloutId: "web-2", wave: 0, bakeStart: 1 }])).map((m) => [m.index, m.takenAt]),
+      [[1, now - 1_000]],
+    );
+  } finally {
+    await store.close();
+    await cleanup();
+  }
+});

@@ -82,7 +82,7 @@ for (const { db, skip } of await testDatabases()) {
       );
       // Another writer moves b1 on after this batch read it.
       const stale = rollouts[1]!;
-      assert.ok(await store.rollouts.transition(stale, { ...stale, reason: "moved by another replica" }, {}, "other", "test", Date.now()));
+      assert.ok(await store.rollouts.transition(stale, { ...stale, reason: "moved by another replica" }, {}, "paused", "test", Date.now()));
 
       const r2 = regionIds.get("r2")!;
       const headBefore = (await store.regions.resolve("r2")).headVersion;

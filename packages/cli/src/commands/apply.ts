@@ -62,7 +62,8 @@ async function plan(clients: Clients, manifests: Manifest[]): Promise<{ plans: P
       const current = existing.get(manifest.name);
       if (!current) return { manifest, action: "created" };
       // A region's labels converge by UpdateRegion: CreateRegion leaves an existing region as it is.
-      return { manifest, action: sameLabels(current.labels, manifest.labels) ? "unchanged" : "configured", current };
+      const same = sameLabels(current.labels, manifest.labels) && (current.metrics?.prometheus?.address ?? "") === manifest.prometheusAddress;
+      return { manifest, action: same ? "unchanged" : "configured", current };
     }
     if (manifest.kind === "Project") {
       const current = (await orUndefined(clients.projects.getProject({ name: manifest.name })))?.project;
@@ -170,7 +171,7 @@ export async function apply(clients: Clients, manifests: Manifest[], options: Ap
     if (p.action === "unchanged" || options.dryRun) return;
     try {
       if (m.kind === "Region") {
-        const region = { name: m.name, labels: m.labels };
+        const region = { name: m.name, labels: m.labels, ...(m.prometheusAddress ? { metrics: { prometheus: { address: m.prometheusAddress } } } : {}) };
         if (p.action === "created") await clients.regions.createRegion({ region });
         else await clients.regions.updateRegion({ region });
       } else if (m.kind === "Project") await writeProject(clients, m.project, p.action, false);
@@ -224,8 +225,9 @@ export async function diff(clients: Clients, manifests: Manifest[], out: Out): P
     let before = new Map<string, string>();
     let after: Map<string, string>;
     if (m.kind === "Region") {
-      after = flatten({ labels: m.labels });
-      if (p.current) before = flatten({ labels: (p.current as Region).labels });
+      const shown = (labels: Record<string, string>, address: string) => ({ labels, ...(address ? { metrics: { prometheus: { address } } } : {}) });
+      after = flatten(shown(m.labels, m.prometheusAddress));
+      if (p.current) before = flatten(shown((p.current as Region).labels, (p.current as Region).metrics?.prometheus?.address ?? ""));
       out(p.current ? `~ ${label(m)}` : `+ ${label(m)} (new)`);
     } else if (m.kind === "Project") {
       after = flatten(projectSpec(m.project));

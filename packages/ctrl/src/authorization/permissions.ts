@@ -117,6 +117,7 @@ const cluster: ServiceTable<typeof ClusterService> = {
   syncDesiredState: AGENT,
   watchDeploymentChanges: AGENT,
   reportObservedState: AGENT,
+  reportMeasurements: AGENT,
   getSecretKeys: AGENT,
   getSecretEnvSeals: AGENT,
 };

@@ -29,10 +29,11 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { ResourceType, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Logger } from "@flotilla/runtime";
-import type { RolloutChange, StatusEvent, Store, StoredRollout } from "@flotilla/store";
+import { ACTIVE_ROLLOUT_STATES, type RolloutChange, type StatusEvent, type Store, type StoredRollout } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import type { StatusFeed } from "../streaming/status-feed.ts";
+import { bakeUnderAnalysis } from "./analysis.ts";
 import { evaluateSteps, type Decision } from "./gate.ts";
 
 /** Transitions a rollout may make in a row without an outside cause (a look's own steps and the looks again after them). */
@@ -226,11 +227,13 @@ export class RolloutDriver {
         rollouts.map((r) => r.deploymentId),
         this.#statusOptions,
       );
+      const measurements = await this.#store.analysis.ofBakes(rollouts.flatMap(bakeUnderAnalysis));
       const now = Date.now();
       changes = [];
       for (const rollout of rollouts) {
         const byRegion = new Map<string, RegionStatus>((statuses.get(rollout.deploymentId) ?? []).map((s) => [s.region, s]));
-        const steps = evaluateSteps(rollout, byRegion, now, MAX_STEPS - batch.get(rollout.deploymentId)!);
+        const ofBake = measurements.filter((m) => m.rolloutId === rollout.id);
+        const steps = evaluateSteps(rollout, byRegion, now, MAX_STEPS - batch.get(rollout.deploymentId)!, ofBake);
         if (steps.length > 0) {
           const effects = (d: Decision) => ({ move: d.move, restore: d.restore });
           changes.push({ current: rollout, steps: steps.map((d) => ({ next: d.next, effects: effects(d), action: d.action })), actor: "rollout" });
@@ -305,7 +308,7 @@ export class RolloutDriver {
 
   #transitioned(before: StoredRollout, after: StoredRollout, now: number): void {
     if (before.state !== after.state) {
-      const ended = ![RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL, RolloutState.PAUSED, RolloutState.FAILED].includes(after.state);
+      const ended = !ACTIVE_ROLLOUT_STATES.includes(after.state);
       if (ended) this.#metrics.rolloutsEnded.inc({ result: RolloutState[after.state] ?? "UNSPECIFIED" });
     }
     for (let i = 0; i < after.waves.length; i++) {

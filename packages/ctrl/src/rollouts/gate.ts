@@ -1,23 +1,43 @@
-// The rollout state machine as a pure function: given a rollout and its deployment's status
-// per region now, what (if anything) happens next. The driver (driver.ts) stores what this
-// decides with a compare-and-set; the operators' controls (controls.ts) are decisions too.
+// The rollout state machine as a pure function: given a rollout, its deployment's status per
+// region and its bake's analysis measurements now, what (if anything) happens next. The driver
+// (driver.ts) stores what this decides with a compare-and-set; the operators' controls
+// (services/rollout-service.ts) are decisions too; a change's start and a newer change's
+// supersede are the store's (store/src/rollouts.ts). Each edge below names its recorded action
+// (store's ROLLOUT_ACTIONS, the one list); the active states are ACTIVE_ROLLOUT_STATES.
 //
-// States and transitions (ARCHITECTURE §9):
+// States and transitions (docs/architecture.md, staged rollouts; docs/rollout-analysis.md):
+//   (a change)        its first wave asks for approval → WAITING_APPROVAL (wait-approval);
+//                     else → PROGRESSING, the first batch moves (start-wave)         [store]
 //   PROGRESSING       wave w is under way: its moved regions are to run the new revision.
-//     a moved region FAILED, or the wave's progress deadline passed while one is not RUNNING
-//     (its agent stale included)             → fail: ROLLED_BACK (onFailure ROLLBACK: every
-//                                              moved region gets its previous revision back)
-//                                              or FAILED (onFailure PAUSE: frozen)
-//     every moved region RUNNING, regions of w left (maxParallel) → the next batch moves
-//     every region of w RUNNING             → its bake starts (runningSince); a region leaving
-//                                              RUNNING ends the bake, which starts again
-//     baked, w the last wave                → SUCCEEDED
-//     baked, wave w+1 asks for approval     → WAITING_APPROVAL
-//     baked                                 → wave w+1 starts: its first batch moves
-//   WAITING_APPROVAL  approve or promote     → the wave starts
-//   PAUSED            resume                 → PROGRESSING, the wave's deadline counted anew
-//   FAILED            resume → PROGRESSING; abort → ABORTED; a newer change → SUPERSEDED
-//   any active        abort                  → ABORTED, moved regions restored
+//     a moved region FAILED at the new revision, or the wave's progress deadline passed while
+//     one is not RUNNING (its agent stale included)
+//                                           → fail: ROLLED_BACK (rolled-back; onFailure
+//                                              ROLLBACK: every moved region gets its previous
+//                                              revision back) or FAILED (failed; PAUSE: frozen)
+//     every moved region RUNNING, regions of w left (maxParallel) → the next batch (move-batch)
+//     every region of w RUNNING             → its bake starts: runningSince (bake)
+//     a region leaving RUNNING in the bake  → the bake ends, starts again later (bake-reset)
+//     an analysis of the bake FAILED or ERROR → fail, as above (analysis.ts judges)
+//     an analysis of the bake INCONCLUSIVE  → PAUSED with the reason (analysis-inconclusive)
+//     bake time over, analyses still measuring → due at the analysis deadline (wait-analysis),
+//                                              past which what is missing fails the wave
+//     baked (time over, every analysis SUCCESSFUL), w the last wave → SUCCEEDED (succeeded)
+//     baked, wave w+1 asks for approval     → WAITING_APPROVAL (wait-approval)
+//     baked                                 → wave w+1 starts, its first batch moves (start-wave)
+//     pause                                 → PAUSED (paused)                         [control]
+//     promote, the bake under way           → as baked (the bake and analyses skipped) [control]
+//   WAITING_APPROVAL  approve or promote     → PROGRESSING, the wave starts (start-wave) [control]
+//                     pause                  → PAUSED (paused)                         [control]
+//   PAUSED            resume                 → PROGRESSING, the wave's deadline counted anew, its
+//                                              bake (analyses included) started again; paused
+//                                              while waiting for approval: WAITING_APPROVAL again
+//                                              (resumed)                                [control]
+//   FAILED            resume                 → as PAUSED's resume (resumed)            [control]
+//   any active        abort                  → ABORTED, moved regions restored (aborted) [control]
+//                     a newer change         → SUPERSEDED (superseded), in its transaction [store]
+//                     its deployment moved on without superseding it → SUPERSEDED (superseded),
+//                                              moving nothing                           [store]
+//   SUCCEEDED, ROLLED_BACK, ABORTED, SUPERSEDED: final.
 //
 // Invariants: a region moves only in a transition that starts its wave or its batch; a wave
 // starts once (each transition is a compare-and-set on the generation; the steps of one look,
@@ -25,9 +45,12 @@
 // version (the projection reads PENDING until the agent has applied it), so an older
 // observation that still says RUNNING never passes the gate, and no step is decided on
 // statuses read before a region it moved (a row of steps ends with a move); a bake counts from
-// its stored start, so a restart never shortens it.
+// its stored start, so a restart never shortens it; a bake passes only on every analysis
+// SUCCESSFUL on measurements of that bake of the revision its regions run (ReportMeasurements
+// keeps no other), and no measurement is never a pass.
 import { Phase, RolloutFailurePolicy, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { nextBatch, startWave, type StoredRollout, type WaveRegion } from "@flotilla/store";
+import { nextBatch, startWave, type RolloutAction, type StoredMeasurement, type StoredRollout, type WaveRegion } from "@flotilla/store";
+import { analysisDeadline, judgeWave } from "./analysis.ts";
 
 export interface Decision {
   next: StoredRollout;
@@ -35,8 +58,8 @@ export interface Decision {
   move: number[];
   /** Restore every moved region's previous revision. */
   restore: boolean;
-  /** How the transition is recorded, e.g. "start-wave", "baked", "rolled-back". */
-  action: string;
+  /** How the transition is recorded. */
+  action: RolloutAction;
 }
 
 /** A copy to change: decisions never mutate what was read. */
@@ -46,8 +69,16 @@ function copy(rollout: StoredRollout): StoredRollout {
 
 const running = (status: RegionStatus | undefined) => status !== undefined && status.phase === Phase.RUNNING && !status.stale;
 
-/** What the gate decides for `rollout` given its regions' statuses (by region name) at `now`; undefined: wait. */
-export function evaluate(rollout: StoredRollout, statuses: ReadonlyMap<string, RegionStatus>, now: number): Decision | undefined {
+/**
+ * What the gate decides for `rollout` given its regions' statuses (by region name) and the
+ * measurements of its current wave's bake, at `now`; undefined: wait.
+ */
+export function evaluate(
+  rollout: StoredRollout,
+  statuses: ReadonlyMap<string, RegionStatus>,
+  now: number,
+  measurements: readonly StoredMeasurement[] = [],
+): Decision | undefined {
   if (rollout.state !== RolloutState.PROGRESSING) return undefined;
   const wave = rollout.waves[rollout.currentWave]!;
   const moved = wave.regions.filter((r) => r.moved);
@@ -79,8 +110,40 @@ export function evaluate(rollout: StoredRollout, statuses: ReadonlyMap<string, R
     next.reason = `wave ${wave.name}: every region RUNNING, baking ${seconds(wave.bakeMs)}`;
     return { next, move: [], restore: false, action: "bake" };
   }
-  if (now < wave.runningSince + wave.bakeMs) return undefined;
-  return waveDone(rollout, now);
+  return judgeBake(rollout, measurements, now);
+}
+
+/**
+ * A bake under way (every region RUNNING since runningSince): its analyses' verdict first — a
+ * failed or errored one fails the wave at once, an inconclusive one pauses it — then its time;
+ * the wave is done once both the bake is over and every analysis succeeded.
+ */
+function judgeBake(rollout: StoredRollout, measurements: readonly StoredMeasurement[], now: number): Decision | undefined {
+  const wave = rollout.waves[rollout.currentWave]!;
+  const bakeOver = now >= wave.runningSince! + wave.bakeMs;
+  const analysis = judgeWave(wave, measurements, bakeOver);
+  if (analysis.phase === "FAILED" || analysis.phase === "ERROR") return fail(rollout, `wave ${wave.name}: ${analysis.reason}`, now);
+  if (analysis.phase === "INCONCLUSIVE") return pauseInconclusive(rollout, `wave ${wave.name}: ${analysis.reason}`);
+  if (!bakeOver) return undefined;
+  if (analysis.phase === "SUCCESSFUL") return waveDone(rollout, now);
+  // Baked, analyses still measuring: wait for their measurements (each wakes the driver), up to
+  // the analysis deadline, past which what is missing fails the wave.
+  const deadline = analysisDeadline(wave)!;
+  if (now >= deadline) return fail(rollout, `wave ${wave.name}: no verdict by the analysis deadline: ${analysis.reason}`, now);
+  if (rollout.dueAt === deadline) return undefined;
+  const next = copy(rollout);
+  next.dueAt = deadline;
+  next.reason = `wave ${wave.name}: baked, waiting for analysis: ${analysis.reason}`;
+  return { next, move: [], restore: false, action: "wait-analysis" };
+}
+
+/** An inconclusive analysis: the rollout pauses with the reason; an operator resumes (a new bake) or aborts. */
+function pauseInconclusive(rollout: StoredRollout, reason: string): Decision {
+  const next = copy(rollout);
+  next.state = RolloutState.PAUSED;
+  next.dueAt = undefined;
+  next.reason = reason;
+  return { next, move: [], restore: false, action: "analysis-inconclusive" };
 }
 
 /**
@@ -88,11 +151,17 @@ export function evaluate(rollout: StoredRollout, statuses: ReadonlyMap<string, R
  * `max`: a wave with no bake ends and the next starts at once. The row ends after a step that
  * moves or restores regions, as the statuses no longer tell what those regions run.
  */
-export function evaluateSteps(rollout: StoredRollout, statuses: ReadonlyMap<string, RegionStatus>, now: number, max: number): Decision[] {
+export function evaluateSteps(
+  rollout: StoredRollout,
+  statuses: ReadonlyMap<string, RegionStatus>,
+  now: number,
+  max: number,
+  measurements: readonly StoredMeasurement[] = [],
+): Decision[] {
   const steps: Decision[] = [];
   let at = rollout;
   while (steps.length < max) {
-    const decision = evaluate(at, statuses, now);
+    const decision = evaluate(at, statuses, now, measurements);
     if (!decision) break;
     steps.push(decision);
     if (decision.move.length > 0 || decision.restore) break;

@@ -9,6 +9,7 @@ import type { ChangePoller } from "../streaming/poller.ts";
 import type { StreamOptions } from "./cluster/options.ts";
 import { getSecretEnvSeals } from "./cluster/get-secret-env-seals.ts";
 import { getSecretKeys } from "./cluster/get-secret-keys.ts";
+import { reportMeasurements } from "./cluster/report-measurements.ts";
 import { reportObservedState } from "./cluster/report-observed-state.ts";
 import { syncDesiredState } from "./cluster/sync-desired-state.ts";
 import { resyncRequired, watchDeploymentChanges } from "./cluster/watch-deployment-changes.ts";
@@ -25,6 +26,7 @@ export function clusterService(
     syncDesiredState: syncDesiredState(store, metrics, options, sendBudget),
     watchDeploymentChanges: watchDeploymentChanges(store, poller, metrics, options, sendBudget),
     reportObservedState: reportObservedState(store, metrics, statusOptions),
+    reportMeasurements: reportMeasurements(store, metrics),
     getSecretKeys: getSecretKeys(store),
     getSecretEnvSeals: getSecretEnvSeals(store, options),
   };

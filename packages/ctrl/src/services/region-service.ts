@@ -16,7 +16,11 @@ export function regionService(store: Store, statusOptions: StatusOptions): Servi
     async createRegion(req, ctx) {
       if (!req.region) throw invalidArgument("region", "is required");
       validate.dnsLabel("region.name", req.region.name);
-      const region = await store.regions.create(req.region.name, validate.regionLabels(req.region.labels));
+      const region = await store.regions.create(
+        req.region.name,
+        validate.regionLabels(req.region.labels),
+        validate.prometheusAddress(req.region.metrics?.prometheus?.address ?? ""),
+      );
       await recordWrite(store, ctx, "region", req.region.name);
       return { region };
     },
@@ -28,7 +32,11 @@ export function regionService(store: Store, statusOptions: StatusOptions): Servi
     async updateRegion(req, ctx) {
       if (!req.region) throw invalidArgument("region", "is required");
       validate.dnsLabel("region.name", req.region.name);
-      const region = await store.regions.updateLabels(req.region.name, validate.regionLabels(req.region.labels));
+      const region = await store.regions.update(
+        req.region.name,
+        validate.regionLabels(req.region.labels),
+        validate.prometheusAddress(req.region.metrics?.prometheus?.address ?? ""),
+      );
       await recordWrite(store, ctx, "region", req.region.name);
       return { region: (await withAgents([region]))[0] };
     },

@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
-import type { ChangeEvent, DesiredResource, ResourceTombstone, ResourceType, RolloutCondition } from "./resources_pb.js";
+import type { ChangeEvent, DesiredResource, ResourceTombstone, ResourceType, RolloutAnalysis, RolloutCondition } from "./resources_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
@@ -533,6 +533,160 @@ export declare type ReportObservedStateResponse = Message<"ctrl.v1.ReportObserve
 export declare const ReportObservedStateResponseSchema: GenMessage<ReportObservedStateResponse>;
 
 /**
+ * @generated from message ctrl.v1.ReportMeasurementsRequest
+ */
+export declare type ReportMeasurementsRequest = Message<"ctrl.v1.ReportMeasurementsRequest"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * At most 1000. Not fenced by leadership: a measurement reads the region's metrics and
+   * changes nothing, so a deposed leader's is as true as the new one's.
+   *
+   * @generated from field: repeated ctrl.v1.Measurement measurements = 2;
+   */
+  measurements: Measurement[];
+};
+
+/**
+ * Describes the message ctrl.v1.ReportMeasurementsRequest.
+ * Use `create(ReportMeasurementsRequestSchema)` to create a new message.
+ */
+export declare const ReportMeasurementsRequestSchema: GenMessage<ReportMeasurementsRequest>;
+
+/**
+ * One measurement of an analysis task, taken in the reporting region.
+ *
+ * @generated from message ctrl.v1.Measurement
+ */
+export declare type Measurement = Message<"ctrl.v1.Measurement"> & {
+  /**
+   * AnalysisTask.id.
+   *
+   * @generated from field: string task = 1;
+   */
+  task: string;
+
+  /**
+   * Which of the task's measurements (0 first): ctrl keeps one per index.
+   *
+   * @generated from field: int32 index = 2;
+   */
+  index: number;
+
+  /**
+   * The deployment revision the region's pods ran when it was taken (the agent's applied
+   * state). ctrl ignores one of any revision but the task's.
+   *
+   * @generated from field: int64 revision = 3;
+   */
+  revision: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp taken_at = 4;
+   */
+  takenAt?: Timestamp | undefined;
+
+  /**
+   * @generated from oneof ctrl.v1.Measurement.result
+   */
+  result: {
+    /**
+     * @generated from field: double value = 5;
+     */
+    value: number;
+    case: "value";
+  } | {
+    /**
+     * The query failed, timed out or returned no sample.
+     *
+     * @generated from field: string error = 6;
+     */
+    value: string;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ctrl.v1.Measurement.
+ * Use `create(MeasurementSchema)` to create a new message.
+ */
+export declare const MeasurementSchema: GenMessage<Measurement>;
+
+/**
+ * @generated from message ctrl.v1.ReportMeasurementsResponse
+ */
+export declare type ReportMeasurementsResponse = Message<"ctrl.v1.ReportMeasurementsResponse"> & {
+  /**
+   * What to measure now; a task no longer listed is done.
+   *
+   * @generated from field: repeated ctrl.v1.AnalysisTask tasks = 1;
+   */
+  tasks: AnalysisTask[];
+
+  /**
+   * The region's Prometheus (Region.metrics.prometheus.address).
+   *
+   * @generated from field: string prometheus_address = 2;
+   */
+  prometheusAddress: string;
+};
+
+/**
+ * Describes the message ctrl.v1.ReportMeasurementsResponse.
+ * Use `create(ReportMeasurementsResponseSchema)` to create a new message.
+ */
+export declare const ReportMeasurementsResponseSchema: GenMessage<ReportMeasurementsResponse>;
+
+/**
+ * An analysis of a bake under way, as one region measures it.
+ *
+ * @generated from message ctrl.v1.AnalysisTask
+ */
+export declare type AnalysisTask = Message<"ctrl.v1.AnalysisTask"> & {
+  /**
+   * Stable for the bake: "<rollout>/<wave>/<bake start ms>/<analysis>".
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string deployment = 2;
+   */
+  deployment: string;
+
+  /**
+   * The revision the region's pods are to run; measure only while they run it.
+   *
+   * @generated from field: int64 revision = 3;
+   */
+  revision: bigint;
+
+  /**
+   * The analysis with its templates filled in for this region.
+   *
+   * @generated from field: ctrl.v1.RolloutAnalysis analysis = 4;
+   */
+  analysis?: RolloutAnalysis | undefined;
+
+  /**
+   * The bake's start: measurement i is due at start + initial_delay + i * interval.
+   *
+   * @generated from field: google.protobuf.Timestamp start_time = 5;
+   */
+  startTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ctrl.v1.AnalysisTask.
+ * Use `create(AnalysisTaskSchema)` to create a new message.
+ */
+export declare const AnalysisTaskSchema: GenMessage<AnalysisTask>;
+
+/**
  * The agent-facing API. Region is always a request field; an agent token is accepted
  * only for its own region, the admin token for any.
  *
@@ -583,6 +737,18 @@ export declare const ClusterService: GenService<{
     methodKind: "unary";
     input: typeof ReportObservedStateRequestSchema;
     output: typeof ReportObservedStateResponseSchema;
+  },
+  /**
+   * The agent reports the rollout analyses' measurements it took (batched, as status) and
+   * learns what it is to measure now: the analyses of the bakes under way in its region.
+   * Called every few seconds, with no measurements too.
+   *
+   * @generated from rpc ctrl.v1.ClusterService.ReportMeasurements
+   */
+  reportMeasurements: {
+    methodKind: "unary";
+    input: typeof ReportMeasurementsRequestSchema;
+    output: typeof ReportMeasurementsResponseSchema;
   },
   /**
    * The keys that open the secret values of the region's desired state: the streams carry

@@ -50,6 +50,13 @@ export declare type Region = Message<"ctrl.v1.Region"> & {
    * @generated from field: map<string, string> labels = 5;
    */
   labels: { [key: string]: string };
+
+  /**
+   * Where the region's agent runs rollout analyses' queries.
+   *
+   * @generated from field: ctrl.v1.RegionMetrics metrics = 6;
+   */
+  metrics?: RegionMetrics | undefined;
 };
 
 /**
@@ -57,6 +64,41 @@ export declare type Region = Message<"ctrl.v1.Region"> & {
  * Use `create(RegionSchema)` to create a new message.
  */
 export declare const RegionSchema: GenMessage<Region>;
+
+/**
+ * @generated from message ctrl.v1.RegionMetrics
+ */
+export declare type RegionMetrics = Message<"ctrl.v1.RegionMetrics"> & {
+  /**
+   * @generated from field: ctrl.v1.PrometheusEndpoint prometheus = 1;
+   */
+  prometheus?: PrometheusEndpoint | undefined;
+};
+
+/**
+ * Describes the message ctrl.v1.RegionMetrics.
+ * Use `create(RegionMetricsSchema)` to create a new message.
+ */
+export declare const RegionMetricsSchema: GenMessage<RegionMetrics>;
+
+/**
+ * @generated from message ctrl.v1.PrometheusEndpoint
+ */
+export declare type PrometheusEndpoint = Message<"ctrl.v1.PrometheusEndpoint"> & {
+  /**
+   * Base URL of the Prometheus HTTP API as the region's agent reaches it, e.g.
+   * "http://prometheus.monitoring:9090". Empty: none (a prometheus analysis then errors).
+   *
+   * @generated from field: string address = 1;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message ctrl.v1.PrometheusEndpoint.
+ * Use `create(PrometheusEndpointSchema)` to create a new message.
+ */
+export declare const PrometheusEndpointSchema: GenMessage<PrometheusEndpoint>;
 
 /**
  * @generated from message ctrl.v1.AgentStatus

@@ -9,7 +9,7 @@ import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@
  * Describes the file ctrl/v1/region.proto.
  */
 export const file_ctrl_v1_region = /*@__PURE__*/
-  fileDesc("ChRjdHJsL3YxL3JlZ2lvbi5wcm90bxIHY3RybC52MSLeAQoGUmVnaW9uEgwKBG5hbWUYASABKAkSFAoMaGVhZF92ZXJzaW9uGAIgASgDEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIjCgVhZ2VudBgEIAEoCzIULmN0cmwudjEuQWdlbnRTdGF0dXMSKwoGbGFiZWxzGAUgAygLMhsuY3RybC52MS5SZWdpb24uTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLAAQoLQWdlbnRTdGF0dXMSEQoJY29ubmVjdGVkGAEgASgIEi0KCWxhc3Rfc2VlbhgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPYXBwbGllZF92ZXJzaW9uGAMgASgDEgsKA2xhZxgEIAEoAxIXCg9sZWFkZXJfaWRlbnRpdHkYBSABKAkSMAoMbGVhZGVyX3NpbmNlGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI2ChNDcmVhdGVSZWdpb25SZXF1ZXN0Eh8KBnJlZ2lvbhgBIAEoCzIPLmN0cmwudjEuUmVnaW9uIjcKFENyZWF0ZVJlZ2lvblJlc3BvbnNlEh8KBnJlZ2lvbhgBIAEoCzIPLmN0cmwudjEuUmVnaW9uIiAKEEdldFJlZ2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSI0ChFHZXRSZWdpb25SZXNwb25zZRIfCgZyZWdpb24YASABKAsyDy5jdHJsLnYxLlJlZ2lvbiJTChJMaXN0UmVnaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSFgoObGFiZWxfc2VsZWN0b3IYAyABKAkiUAoTTGlzdFJlZ2lvbnNSZXNwb25zZRIgCgdyZWdpb25zGAEgAygLMg8uY3RybC52MS5SZWdpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjYKE1VwZGF0ZVJlZ2lvblJlcXVlc3QSHwoGcmVnaW9uGAEgASgLMg8uY3RybC52MS5SZWdpb24iNwoUVXBkYXRlUmVnaW9uUmVzcG9uc2USHwoGcmVnaW9uGAEgASgLMg8uY3RybC52MS5SZWdpb24iIwoTRGVsZXRlUmVnaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIhYKFERlbGV0ZVJlZ2lvblJlc3BvbnNlIpQBChdDcmVhdGVBZ2VudFRva2VuUmVxdWVzdBIOCgZyZWdpb24YASABKAkSMQoLZXhwaXJlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAASKAoDdHRsGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSABCDAoKZXhwaXJhdGlvbiJsChhDcmVhdGVBZ2VudFRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSEAoIdG9rZW5faWQYAiABKAkSLwoLZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BCgpBZ2VudFRva2VuEgoKAmlkGAEgASgJEg4KBnJlZ2lvbhgCIAEoCRIvCgtjcmVhdGVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZXhwaXJlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDWxhc3RfdXNlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk8KFkxpc3RBZ2VudFRva2Vuc1JlcXVlc3QSDgoGcmVnaW9uGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KF0xpc3RBZ2VudFRva2Vuc1Jlc3BvbnNlEikKDGFnZW50X3Rva2VucxgBIAMoCzITLmN0cmwudjEuQWdlbnRUb2tlbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJQoXUmV2b2tlQWdlbnRUb2tlblJlcXVlc3QSCgoCaWQYASABKAkiGgoYUmV2b2tlQWdlbnRUb2tlblJlc3BvbnNlMowFCg1SZWdpb25TZXJ2aWNlEksKDENyZWF0ZVJlZ2lvbhIcLmN0cmwudjEuQ3JlYXRlUmVnaW9uUmVxdWVzdBodLmN0cmwudjEuQ3JlYXRlUmVnaW9uUmVzcG9uc2USQgoJR2V0UmVnaW9uEhkuY3RybC52MS5HZXRSZWdpb25SZXF1ZXN0GhouY3RybC52MS5HZXRSZWdpb25SZXNwb25zZRJICgtMaXN0UmVnaW9ucxIbLmN0cmwudjEuTGlzdFJlZ2lvbnNSZXF1ZXN0GhwuY3RybC52MS5MaXN0UmVnaW9uc1Jlc3BvbnNlEksKDFVwZGF0ZVJlZ2lvbhIcLmN0cmwudjEuVXBkYXRlUmVnaW9uUmVxdWVzdBodLmN0cmwudjEuVXBkYXRlUmVnaW9uUmVzcG9uc2USSwoMRGVsZXRlUmVnaW9uEhwuY3RybC52MS5EZWxldGVSZWdpb25SZXF1ZXN0Gh0uY3RybC52MS5EZWxldGVSZWdpb25SZXNwb25zZRJXChBDcmVhdGVBZ2VudFRva2VuEiAuY3RybC52MS5DcmVhdGVBZ2VudFRva2VuUmVxdWVzdBohLmN0cmwudjEuQ3JlYXRlQWdlbnRUb2tlblJlc3BvbnNlElQKD0xpc3RBZ2VudFRva2VucxIfLmN0cmwudjEuTGlzdEFnZW50VG9rZW5zUmVxdWVzdBogLmN0cmwudjEuTGlzdEFnZW50VG9rZW5zUmVzcG9uc2USVwoQUmV2b2tlQWdlbnRUb2tlbhIgLmN0cmwudjEuUmV2b2tlQWdlbnRUb2tlblJlcXVlc3QaIS5jdHJsLnYxLlJldm9rZUFnZW50VG9rZW5SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChRjdHJsL3YxL3JlZ2lvbi5wcm90bxIHY3RybC52MSKHAgoGUmVnaW9uEgwKBG5hbWUYASABKAkSFAoMaGVhZF92ZXJzaW9uGAIgASgDEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIjCgVhZ2VudBgEIAEoCzIULmN0cmwudjEuQWdlbnRTdGF0dXMSKwoGbGFiZWxzGAUgAygLMhsuY3RybC52MS5SZWdpb24uTGFiZWxzRW50cnkSJwoHbWV0cmljcxgGIAEoCzIWLmN0cmwudjEuUmVnaW9uTWV0cmljcxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkAKDVJlZ2lvbk1ldHJpY3MSLwoKcHJvbWV0aGV1cxgBIAEoCzIbLmN0cmwudjEuUHJvbWV0aGV1c0VuZHBvaW50IiUKElByb21ldGhldXNFbmRwb2ludBIPCgdhZGRyZXNzGAEgASgJIsABCgtBZ2VudFN0YXR1cxIRCgljb25uZWN0ZWQYASABKAgSLQoJbGFzdF9zZWVuGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9hcHBsaWVkX3ZlcnNpb24YAyABKAMSCwoDbGFnGAQgASgDEhcKD2xlYWRlcl9pZGVudGl0eRgFIAEoCRIwCgxsZWFkZXJfc2luY2UYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjYKE0NyZWF0ZVJlZ2lvblJlcXVlc3QSHwoGcmVnaW9uGAEgASgLMg8uY3RybC52MS5SZWdpb24iNwoUQ3JlYXRlUmVnaW9uUmVzcG9uc2USHwoGcmVnaW9uGAEgASgLMg8uY3RybC52MS5SZWdpb24iIAoQR2V0UmVnaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJIjQKEUdldFJlZ2lvblJlc3BvbnNlEh8KBnJlZ2lvbhgBIAEoCzIPLmN0cmwudjEuUmVnaW9uIlMKEkxpc3RSZWdpb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRIWCg5sYWJlbF9zZWxlY3RvchgDIAEoCSJQChNMaXN0UmVnaW9uc1Jlc3BvbnNlEiAKB3JlZ2lvbnMYASADKAsyDy5jdHJsLnYxLlJlZ2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNgoTVXBkYXRlUmVnaW9uUmVxdWVzdBIfCgZyZWdpb24YASABKAsyDy5jdHJsLnYxLlJlZ2lvbiI3ChRVcGRhdGVSZWdpb25SZXNwb25zZRIfCgZyZWdpb24YASABKAsyDy5jdHJsLnYxLlJlZ2lvbiIjChNEZWxldGVSZWdpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkiFgoURGVsZXRlUmVnaW9uUmVzcG9uc2UilAEKF0NyZWF0ZUFnZW50VG9rZW5SZXF1ZXN0Eg4KBnJlZ2lvbhgBIAEoCRIxCgtleHBpcmVfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIoCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IAEIMCgpleHBpcmF0aW9uImwKGENyZWF0ZUFnZW50VG9rZW5SZXNwb25zZRINCgV0b2tlbhgBIAEoCRIQCgh0b2tlbl9pZBgCIAEoCRIvCgtleHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivQEKCkFnZW50VG9rZW4SCgoCaWQYASABKAkSDgoGcmVnaW9uGAIgASgJEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtleHBpcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMQoNbGFzdF91c2VfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiTwoWTGlzdEFnZW50VG9rZW5zUmVxdWVzdBIOCgZyZWdpb24YASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXQoXTGlzdEFnZW50VG9rZW5zUmVzcG9uc2USKQoMYWdlbnRfdG9rZW5zGAEgAygLMhMuY3RybC52MS5BZ2VudFRva2VuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIlChdSZXZva2VBZ2VudFRva2VuUmVxdWVzdBIKCgJpZBgBIAEoCSIaChhSZXZva2VBZ2VudFRva2VuUmVzcG9uc2UyjAUKDVJlZ2lvblNlcnZpY2USSwoMQ3JlYXRlUmVnaW9uEhwuY3RybC52MS5DcmVhdGVSZWdpb25SZXF1ZXN0Gh0uY3RybC52MS5DcmVhdGVSZWdpb25SZXNwb25zZRJCCglHZXRSZWdpb24SGS5jdHJsLnYxLkdldFJlZ2lvblJlcXVlc3QaGi5jdHJsLnYxLkdldFJlZ2lvblJlc3BvbnNlEkgKC0xpc3RSZWdpb25zEhsuY3RybC52MS5MaXN0UmVnaW9uc1JlcXVlc3QaHC5jdHJsLnYxLkxpc3RSZWdpb25zUmVzcG9uc2USSwoMVXBkYXRlUmVnaW9uEhwuY3RybC52MS5VcGRhdGVSZWdpb25SZXF1ZXN0Gh0uY3RybC52MS5VcGRhdGVSZWdpb25SZXNwb25zZRJLCgxEZWxldGVSZWdpb24SHC5jdHJsLnYxLkRlbGV0ZVJlZ2lvblJlcXVlc3QaHS5jdHJsLnYxLkRlbGV0ZVJlZ2lvblJlc3BvbnNlElcKEENyZWF0ZUFnZW50VG9rZW4SIC5jdHJsLnYxLkNyZWF0ZUFnZW50VG9rZW5SZXF1ZXN0GiEuY3RybC52MS5DcmVhdGVBZ2VudFRva2VuUmVzcG9uc2USVAoPTGlzdEFnZW50VG9rZW5zEh8uY3RybC52MS5MaXN0QWdlbnRUb2tlbnNSZXF1ZXN0GiAuY3RybC52MS5MaXN0QWdlbnRUb2tlbnNSZXNwb25zZRJXChBSZXZva2VBZ2VudFRva2VuEiAuY3RybC52MS5SZXZva2VBZ2VudFRva2VuUmVxdWVzdBohLmN0cmwudjEuUmV2b2tlQWdlbnRUb2tlblJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message ctrl.v1.Region.
@@ -19,130 +19,144 @@ export const RegionSchema = /*@__PURE__*/
   messageDesc(file_ctrl_v1_region, 0);
 
 /**
+ * Describes the message ctrl.v1.RegionMetrics.
+ * Use `create(RegionMetricsSchema)` to create a new message.
+ */
+export const RegionMetricsSchema = /*@__PURE__*/
+  messageDesc(file_ctrl_v1_region, 1);
+
+/**
+ * Describes the message ctrl.v1.PrometheusEndpoint.
+ * Use `create(PrometheusEndpointSchema)` to create a new message.
+ */
+export const PrometheusEndpointSchema = /*@__PURE__*/
+  messageDesc(file_ctrl_v1_region, 2);
+
+/**
  * Describes the message ctrl.v1.AgentStatus.
  * Use `create(AgentStatusSchema)` to create a new message.
  */
 export const AgentStatusSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 1);
+  messageDesc(file_ctrl_v1_region, 3);
 
 /**
  * Describes the message ctrl.v1.CreateRegionRequest.
  * Use `create(CreateRegionRequestSchema)` to create a new message.
  */
 export const CreateRegionRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 2);
+  messageDesc(file_ctrl_v1_region, 4);
 
 /**
  * Describes the message ctrl.v1.CreateRegionResponse.
  * Use `create(CreateRegionResponseSchema)` to create a new message.
  */
 export const CreateRegionResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 3);
+  messageDesc(file_ctrl_v1_region, 5);
 
 /**
  * Describes the message ctrl.v1.GetRegionRequest.
  * Use `create(GetRegionRequestSchema)` to create a new message.
  */
 export const GetRegionRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 4);
+  messageDesc(file_ctrl_v1_region, 6);
 
 /**
  * Describes the message ctrl.v1.GetRegionResponse.
  * Use `create(GetRegionResponseSchema)` to create a new message.
  */
 export const GetRegionResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 5);
+  messageDesc(file_ctrl_v1_region, 7);
 
 /**
  * Describes the message ctrl.v1.ListRegionsRequest.
  * Use `create(ListRegionsRequestSchema)` to create a new message.
  */
 export const ListRegionsRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 6);
+  messageDesc(file_ctrl_v1_region, 8);
 
 /**
  * Describes the message ctrl.v1.ListRegionsResponse.
  * Use `create(ListRegionsResponseSchema)` to create a new message.
  */
 export const ListRegionsResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 7);
+  messageDesc(file_ctrl_v1_region, 9);
 
 /**
  * Describes the message ctrl.v1.UpdateRegionRequest.
  * Use `create(UpdateRegionRequestSchema)` to create a new message.
  */
 export const UpdateRegionRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 8);
+  messageDesc(file_ctrl_v1_region, 10);
 
 /**
  * Describes the message ctrl.v1.UpdateRegionResponse.
  * Use `create(UpdateRegionResponseSchema)` to create a new message.
  */
 export const UpdateRegionResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 9);
+  messageDesc(file_ctrl_v1_region, 11);
 
 /**
  * Describes the message ctrl.v1.DeleteRegionRequest.
  * Use `create(DeleteRegionRequestSchema)` to create a new message.
  */
 export const DeleteRegionRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 10);
+  messageDesc(file_ctrl_v1_region, 12);
 
 /**
  * Describes the message ctrl.v1.DeleteRegionResponse.
  * Use `create(DeleteRegionResponseSchema)` to create a new message.
  */
 export const DeleteRegionResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 11);
+  messageDesc(file_ctrl_v1_region, 13);
 
 /**
  * Describes the message ctrl.v1.CreateAgentTokenRequest.
  * Use `create(CreateAgentTokenRequestSchema)` to create a new message.
  */
 export const CreateAgentTokenRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 12);
+  messageDesc(file_ctrl_v1_region, 14);
 
 /**
  * Describes the message ctrl.v1.CreateAgentTokenResponse.
  * Use `create(CreateAgentTokenResponseSchema)` to create a new message.
  */
 export const CreateAgentTokenResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 13);
+  messageDesc(file_ctrl_v1_region, 15);
 
 /**
  * Describes the message ctrl.v1.AgentToken.
  * Use `create(AgentTokenSchema)` to create a new message.
  */
 export const AgentTokenSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 14);
+  messageDesc(file_ctrl_v1_region, 16);
 
 /**
  * Describes the message ctrl.v1.ListAgentTokensRequest.
  * Use `create(ListAgentTokensRequestSchema)` to create a new message.
  */
 export const ListAgentTokensRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 15);
+  messageDesc(file_ctrl_v1_region, 17);
 
 /**
  * Describes the message ctrl.v1.ListAgentTokensResponse.
  * Use `create(ListAgentTokensResponseSchema)` to create a new message.
  */
 export const ListAgentTokensResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 16);
+  messageDesc(file_ctrl_v1_region, 18);
 
 /**
  * Describes the message ctrl.v1.RevokeAgentTokenRequest.
  * Use `create(RevokeAgentTokenRequestSchema)` to create a new message.
  */
 export const RevokeAgentTokenRequestSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 17);
+  messageDesc(file_ctrl_v1_region, 19);
 
 /**
  * Describes the message ctrl.v1.RevokeAgentTokenResponse.
  * Use `create(RevokeAgentTokenResponseSchema)` to create a new message.
  */
 export const RevokeAgentTokenResponseSchema = /*@__PURE__*/
-  messageDesc(file_ctrl_v1_region, 18);
+  messageDesc(file_ctrl_v1_region, 20);
 
 /**
  * Operator API for regions and their agent tokens. Reads need ROLE_VIEWER, writes ROLE_ADMIN.

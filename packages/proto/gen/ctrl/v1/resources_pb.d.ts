@@ -866,6 +866,14 @@ export declare type RolloutStrategy = Message<"ctrl.v1.RolloutStrategy"> & {
    * @generated from field: ctrl.v1.RolloutFailurePolicy on_failure = 2;
    */
   onFailure: RolloutFailurePolicy;
+
+  /**
+   * Analyses of every wave's bake (a wave's own come in addition). At most 10 per wave, all
+   * names of a wave unique.
+   *
+   * @generated from field: repeated ctrl.v1.RolloutAnalysis analysis = 3;
+   */
+  analysis: RolloutAnalysis[];
 };
 
 /**
@@ -929,6 +937,13 @@ export declare type RolloutWave = Message<"ctrl.v1.RolloutWave"> & {
    * @generated from field: google.protobuf.Duration progress_deadline = 7;
    */
   progressDeadline?: Duration | undefined;
+
+  /**
+   * Analyses of this wave's bake, in addition to the strategy's.
+   *
+   * @generated from field: repeated ctrl.v1.RolloutAnalysis analysis = 8;
+   */
+  analysis: RolloutAnalysis[];
 };
 
 /**
@@ -936,6 +951,153 @@ export declare type RolloutWave = Message<"ctrl.v1.RolloutWave"> & {
  * Use `create(RolloutWaveSchema)` to create a new message.
  */
 export declare const RolloutWaveSchema: GenMessage<RolloutWave>;
+
+/**
+ * A metric measured in each region of a wave during its bake, by the region's agent, and
+ * judged by ctrl with Argo Rollouts' AnalysisRun semantics (docs/rollout-analysis.md): the
+ * wave passes only when every analysis succeeded on measurements of the new revision.
+ *
+ * @generated from message ctrl.v1.RolloutAnalysis
+ */
+export declare type RolloutAnalysis = Message<"ctrl.v1.RolloutAnalysis"> & {
+  /**
+   * DNS-1123 label.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from oneof ctrl.v1.RolloutAnalysis.provider
+   */
+  provider: {
+    /**
+     * @generated from field: ctrl.v1.PrometheusMetric prometheus = 2;
+     */
+    value: PrometheusMetric;
+    case: "prometheus";
+  } | {
+    /**
+     * @generated from field: ctrl.v1.WebMetric web = 3;
+     */
+    value: WebMetric;
+    case: "web";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Between measurements. Default 30s when count > 1 or count is unset; at least 1s.
+   *
+   * @generated from field: google.protobuf.Duration interval = 4;
+   */
+  interval?: Duration | undefined;
+
+  /**
+   * Measurements to take (1 to 100). Unset: one without an interval, else one per interval
+   * until the bake ends (at least one).
+   *
+   * @generated from field: optional int32 count = 5;
+   */
+  count?: number | undefined;
+
+  /**
+   * Before the first measurement, counted from the bake's start. Default 0.
+   *
+   * @generated from field: google.protobuf.Duration initial_delay = 6;
+   */
+  initialDelay?: Duration | undefined;
+
+  /**
+   * Expressions on `result` (a number), e.g. "result < 0.01" (docs/rollout-analysis.md). At
+   * least one of the two.
+   *
+   * @generated from field: string success_condition = 7;
+   */
+  successCondition: string;
+
+  /**
+   * @generated from field: string failure_condition = 8;
+   */
+  failureCondition: string;
+
+  /**
+   * Failed measurements tolerated. Default 0.
+   *
+   * @generated from field: optional int32 failure_limit = 9;
+   */
+  failureLimit?: number | undefined;
+
+  /**
+   * Inconclusive measurements tolerated. Default 0.
+   *
+   * @generated from field: optional int32 inconclusive_limit = 10;
+   */
+  inconclusiveLimit?: number | undefined;
+
+  /**
+   * Consecutive measurement errors tolerated. Default 4.
+   *
+   * @generated from field: optional int32 consecutive_error_limit = 11;
+   */
+  consecutiveErrorLimit?: number | undefined;
+};
+
+/**
+ * Describes the message ctrl.v1.RolloutAnalysis.
+ * Use `create(RolloutAnalysisSchema)` to create a new message.
+ */
+export declare const RolloutAnalysisSchema: GenMessage<RolloutAnalysis>;
+
+/**
+ * An instant PromQL query against the region's Prometheus (Region.metrics.prometheus.address).
+ * A template: {{region}}, {{namespace}}, {{deployment}} and {{revision}} are replaced. Its
+ * result must be a scalar or one sample (aggregate with sum(...)); no sample is an error.
+ *
+ * @generated from message ctrl.v1.PrometheusMetric
+ */
+export declare type PrometheusMetric = Message<"ctrl.v1.PrometheusMetric"> & {
+  /**
+   * @generated from field: string query = 1;
+   */
+  query: string;
+};
+
+/**
+ * Describes the message ctrl.v1.PrometheusMetric.
+ * Use `create(PrometheusMetricSchema)` to create a new message.
+ */
+export declare const PrometheusMetricSchema: GenMessage<PrometheusMetric>;
+
+/**
+ * A GET of a JSON document whose number at json_path is the result.
+ *
+ * @generated from message ctrl.v1.WebMetric
+ */
+export declare type WebMetric = Message<"ctrl.v1.WebMetric"> & {
+  /**
+   * http or https; a template like PrometheusMetric.query.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * e.g. "$.data.errorRate" or "$.items[0].value".
+   *
+   * @generated from field: string json_path = 2;
+   */
+  jsonPath: string;
+
+  /**
+   * @generated from field: map<string, string> headers = 3;
+   */
+  headers: { [key: string]: string };
+};
+
+/**
+ * Describes the message ctrl.v1.WebMetric.
+ * Use `create(WebMetricSchema)` to create a new message.
+ */
+export declare const WebMetricSchema: GenMessage<WebMetric>;
 
 /**
  * One change of a deployment moving wave by wave from the revision each region ran to
@@ -1365,6 +1527,16 @@ export declare type DeploymentSpec = Message<"ctrl.v1.DeploymentSpec"> & {
    * @generated from field: ctrl.v1.Autoscaling autoscaling = 3;
    */
   autoscaling?: Autoscaling | undefined;
+
+  /**
+   * The deployment revision whose spec this region's state was last written from (a change
+   * that leaves the region's spec as it was keeps the older revision, so its pods do not
+   * roll). The pods carry it as label flotilla.dev/revision, which analysis queries select
+   * the new pods by.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision: bigint;
 };
 
 /**
