@@ -162,7 +162,13 @@ async function clusterOf(
     if (target === "real") {
       // The emulator serves the kind built in; a real server learns it from its CRD.
       await kubectl(["apply", "--server-side", "-f", "-"], JSON.stringify(ciliumNetworkPolicyCrd()));
-      await kubectl(["wait", "--for=condition=Established", "--timeout=60s", "crd/ciliumnetworkpolicies.cilium.io"]);
+      // Polled rather than `kubectl wait`, which fails at once while the CRD has no conditions yet.
+      await until(async () => {
+        const crd = await admin.get<{ status?: { conditions?: { type: string; status: string }[] } }>(
+          "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/ciliumnetworkpolicies.cilium.io",
+        );
+        return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True") ?? false;
+      }, "the CiliumNetworkPolicy CRD Established");
     }
     await kubectl(["apply", "-k", AGENT_OVERLAY]);
     const token = (await kubectl(["create", "token", "flotilla-agent", "-n", "flotilla-system", "--duration=2h"])).trim();
@@ -239,6 +245,13 @@ async function stopChild(child: ChildProcess): Promise<void> {
   const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
   await exited;
   clearTimeout(timer);
+}
+
+/** Polls `check` every 200 ms until it holds, failing after 60 s. */
+async function until(check: () => Promise<boolean>, what: string): Promise<void> {
+  for (const deadline = Date.now() + 60_000; !(await check()); await new Promise((r) => setTimeout(r, 200))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+  }
 }
 
 async function freePort(): Promise<number> {
