@@ -183,6 +183,7 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
       syncDesiredState: (s) => ({ region: NAMES[s].region }),
       watchDeploymentChanges: (s) => ({ region: NAMES[s].region }),
       reportObservedState: (s) => ({ region: NAMES[s].region }),
+      reportMeasurements: (s) => ({ region: NAMES[s].region }),
       getSecretKeys: (s) => ({ region: NAMES[s].region }),
       getSecretEnvSeals: (s) => ({ region: NAMES[s].region }),
     };
