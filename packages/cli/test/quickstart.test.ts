@@ -130,6 +130,7 @@ test("every runnable block of docs/ runs as written on the stack it names", { sk
     ["local", []],
     ["regions", ["--regions", "canary,eu,us"]],
     ["tls", ["--tls"]],
+    ["prometheus", ["--regions", "canary,eu,us", "--prometheus"]],
   ] as const) {
     const blocksHere = blocks.filter((block) => block.stack === name);
     if (blocksHere.length === 0) continue;
