@@ -35,7 +35,8 @@ export function runnableFence(line: string): DocStack | undefined {
   const [, language, info] = FENCE.exec(line.trim()) ?? [];
   if (info === undefined || info.trim() === "") return undefined;
   const runnable = RUNNABLE.exec(info);
-  if (!runnable || language !== "sh") throw new Error(`a code block's marker is \`\`\`sh runnable stack=local|regions|tls|compose|prometheus, not ${line.trim()}`);
+  if (!runnable || language !== "sh")
+    throw new Error(`a code block's marker is \`\`\`sh runnable stack=local|regions|tls|compose|prometheus, not ${line.trim()}`);
   return runnable[1] as DocStack;
 }
 
