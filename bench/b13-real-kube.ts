@@ -17,10 +17,9 @@ import { join } from "node:path";
 import { AGENT_NODE_FLAGS } from "@flotilla/agent/node-flags";
 import { KubeClient, kubeconfigConnectionFromString } from "@flotilla/agent/kubernetes";
 import { kubeconfigYaml } from "@flotilla/k8s-emulator";
-import { Store } from "@flotilla/store";
 import { flotillaKubeMissing, kubeTargets } from "@flotilla/testkit/kube-target";
 import type { AgentChildReport } from "./agent-child.ts";
-import { runAgent } from "./lib/agent-run.ts";
+import { agentTokens, runAgent } from "./lib/agent-run.ts";
 import { buildBundle } from "./lib/bundle.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";
@@ -115,16 +114,7 @@ export async function runB13(ctx: BenchContext): Promise<BenchResult> {
   try {
     await migrate(db.url);
     await seedRegion(db.url, REGION, count);
-    const store = await Store.open(db.url);
-    let token: string;
-    let emptyToken: string;
-    try {
-      await store.regions.create(EMPTY_REGION);
-      token = (await store.agentTokens.create(REGION)).token;
-      emptyToken = (await store.agentTokens.create(EMPTY_REGION)).token;
-    } finally {
-      await store.close();
-    }
+    const { token, emptyToken } = await agentTokens(db.url, REGION, EMPTY_REGION);
     const bundle = buildBundle("agent", join(dir, "agent"), ["agent-child.ts"]);
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });
     const run = (cluster: Cluster, region: string, agentToken: string) =>

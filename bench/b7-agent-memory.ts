@@ -18,12 +18,11 @@
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Store } from "@flotilla/store";
 import { AGENT_DEFAULTS } from "@flotilla/agent";
 import { readFileSync } from "node:fs";
 import { AGENT_ENVIRONMENT, AGENT_NODE_FLAGS, oldSpaceFlagForLimit } from "@flotilla/agent/node-flags";
 import type { AgentChildReport } from "./agent-child.ts";
-import { runAgent } from "./lib/agent-run.ts";
+import { agentTokens, runAgent } from "./lib/agent-run.ts";
 import { buildBundle } from "./lib/bundle.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { EmulatorProcess, type EmulatorState, type SeedResult } from "./lib/emulator-process.ts";
@@ -152,16 +151,7 @@ export async function runB7(ctx: BenchContext): Promise<BenchResult> {
     const t0 = Date.now();
     const seeded = await seedRegion(db.url, REGION, count, { mix });
     log(`B7: seeded ${fmtInt(count)} resources in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    const store = await Store.open(db.url, { secrets: secretsKey?.ring });
-    let token: string;
-    let emptyToken: string;
-    try {
-      await store.regions.create(EMPTY_REGION);
-      token = (await store.agentTokens.create(REGION)).token;
-      emptyToken = (await store.agentTokens.create(EMPTY_REGION)).token;
-    } finally {
-      await store.close();
-    }
+    const { token, emptyToken } = await agentTokens(db.url, REGION, EMPTY_REGION, { secrets: secretsKey?.ring });
     const bundleDir = await mkdtemp(join(tmpdir(), "flotilla-b7-bundle-"));
     dirs.push(bundleDir);
     const bundle = buildBundle("agent", join(bundleDir, "agent"), ["agent-child.ts"]);

@@ -3,6 +3,7 @@
 import { fork } from "node:child_process";
 import { join } from "node:path";
 import { AGENT_ENVIRONMENT } from "@flotilla/agent/node-flags";
+import { Store, type StoreOptions } from "@flotilla/store";
 import type { AgentChildConfig, AgentChildReport } from "../agent-child.ts";
 
 /** Runs one agent process to the drained state and returns its report. */
@@ -32,5 +33,21 @@ export async function runAgent(bundle: string, config: AgentChildConfig, nodeFla
       await exited;
       clearTimeout(timer);
     }
+  }
+}
+
+/** Agent tokens of `region` and of a new empty region `emptyRegion` (the baseline of B7 and B13). */
+export async function agentTokens(
+  url: string,
+  region: string,
+  emptyRegion: string,
+  options: StoreOptions = {},
+): Promise<{ token: string; emptyToken: string }> {
+  const store = await Store.open(url, options);
+  try {
+    await store.regions.create(emptyRegion);
+    return { token: (await store.agentTokens.create(region)).token, emptyToken: (await store.agentTokens.create(emptyRegion)).token };
+  } finally {
+    await store.close();
   }
 }
