@@ -156,8 +156,11 @@ export interface DeleteOptions {
 /** A request body and its media type. */
 interface Body {
   contentType: string;
-  text: string;
+  text: string | Buffer;
 }
+
+/** Server-side apply's media type: JSON is YAML, so it takes a JSON body as it is. */
+const APPLY_PATCH = "application/apply-patch+yaml";
 
 /** The election's own objects: never fenced by it. */
 const LEASES_PATH = "/apis/coordination.k8s.io/";
@@ -211,8 +214,23 @@ export class KubeClient {
 
   /** Server-side apply of `object` to its path. */
   apply<T extends ApiObject>(path: string, object: T, { fieldManager, force }: { fieldManager: string; force?: boolean }): Promise<T> {
-    // JSON is YAML: the apply media type takes it as it is.
-    return this.#json("PATCH", path, { fieldManager, force }, { contentType: "application/apply-patch+yaml", text: JSON.stringify(object) });
+    return this.#json("PATCH", path, { fieldManager, force }, { contentType: APPLY_PATCH, text: JSON.stringify(object) });
+  }
+
+  /**
+   * Server-side apply of a JSON body the caller built as bytes (a Secret with its values:
+   * secret-request.ts). The body is zeroed once the request is done, sent or not; the answer,
+   * which echoes the values, is read as bytes and zeroed, never parsed: a failed apply throws its
+   * status, a successful one resolves with nothing.
+   */
+  async applyBytes(path: string, body: Buffer, { fieldManager, force }: { fieldManager: string; force?: boolean }): Promise<void> {
+    try {
+      const response = await this.#send("PATCH", path, { fieldManager, force }, { contentType: APPLY_PATCH, text: body });
+      if (response.statusCode === undefined || response.statusCode < 200 || response.statusCode > 299) throw await apiError("PATCH", path, response);
+      for await (const chunk of response as AsyncIterable<Buffer>) chunk.fill(0);
+    } finally {
+      body.fill(0);
+    }
   }
 
   replace<T extends ApiObject>(path: string, object: T): Promise<T> {

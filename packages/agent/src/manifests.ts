@@ -2,7 +2,7 @@
 // use it: the kubernetes target applies these objects, the render target writes them.
 import { ResourceType, type Autoscaling, type DesiredResource, type EnvVar, type Probe, type Workload } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { typeFromName, typeName, resourceKey } from "./keys.ts";
-import { liveHoldsSecretEnv, openSecretEnv, secretEnvApplied, secretEnvChecksum } from "./sealed-secrets.ts";
+import { checkSecretEnvDelivered, liveHoldsSecretEnv, openSecretEnv, secretEnvApplied, secretEnvChecksum } from "./sealed-secrets.ts";
 
 export const FIELD_MANAGER = "flotilla-agent";
 
@@ -234,43 +234,46 @@ function deploymentObject(metadata: Metadata, workload: Workload, replicas: numb
 }
 
 /**
- * The v1 Secret of the workload's secret env values (data, base64, as the API server keeps it).
- * The values, sealed in the agent's memory, are opened here for the apply; the opened bytes are
- * zeroed at once, but the request needs them as base64 strings (the manifest's data and the
- * JSON body), which JavaScript cannot zero: they live until the request is garbage, which a
- * heap snapshot taken with no apply in flight shows (packages/agent/test/secret-memory.test.ts).
- * Once applied the values are no longer held (sealed-secrets.ts): the Secret then comes without
- * data, carrying instead what withheldSecretData() returns.
+ * The v1 Secret of the workload's secret env values. The manifest never carries `data`: values
+ * as base64 strings would stay in the heap until garbage, so it carries secretEnvData() instead,
+ * and the kubernetes target writes the values into the request's bytes (secret-request.ts).
+ * While the values are held (sealed in the agent's memory) they can be opened for that; once
+ * applied they are no longer held (sealed-secrets.ts) and the live Secret must hold them.
  */
 function secretEnvObject(metadata: Metadata, workload: Workload): KubeObject {
   const { secretEnv } = workload;
-  if (secretEnvApplied(secretEnv)) {
-    const withheld: WithheldSecretData = { keys: secretEnv.map(({ name }) => name), heldBy: (data) => liveHoldsSecretEnv(secretEnv, data) };
-    return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", [WITHHELD_DATA]: withheld };
-  }
-  const data: Record<string, string> = {};
-  const values = openSecretEnv(secretEnv);
-  for (const [i, { name }] of secretEnv.entries()) {
-    data[name] = values[i]!.toString("base64");
-    values[i]!.fill(0);
-  }
-  return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", data };
+  const applied = secretEnvApplied(secretEnv);
+  // A value not delivered fails the build, as a manifest that cannot be written should.
+  if (!applied) checkSecretEnvDelivered(secretEnv);
+  const data: SecretEnvData = {
+    keys: secretEnv.map(({ name }) => name),
+    heldBy: (live) => liveHoldsSecretEnv(secretEnv, live),
+    ...(applied ? {} : { open: () => openSecretEnv(secretEnv) }),
+  };
+  return { apiVersion: "v1", kind: "Secret", metadata, type: "Opaque", [SECRET_ENV_DATA]: data };
 }
 
-const WITHHELD_DATA = Symbol("withheld secret data");
+const SECRET_ENV_DATA = Symbol("secret env data");
 
 /**
- * Of a Secret built without its values (no longer held): its keys, and whether a live Secret's
- * data holds the values. A symbol-keyed field: never serialized, never compared.
+ * What a Secret manifest of a secret env carries in place of its `data`: a symbol-keyed field,
+ * never serialized, never compared.
  */
-export interface WithheldSecretData {
+export interface SecretEnvData {
+  /** The Secret's data keys: the variables' names, in order. */
   keys: readonly string[];
+  /** Whether a live Secret's data (base64, as the API server serves it) holds the values; keys beyond ours do not count. */
   heldBy(data: Readonly<Record<string, unknown>> | undefined): boolean;
+  /**
+   * The values in `keys`' order, as bytes the caller zeroes once written; absent once they left
+   * the agent's memory (applied): the Secret is then never written, only checked with heldBy().
+   */
+  open?: () => Buffer[];
 }
 
-/** What a Secret manifest built without its values carries instead (undefined for any other object). */
-export function withheldSecretData(object: KubeObject): WithheldSecretData | undefined {
-  return (object as { [WITHHELD_DATA]?: WithheldSecretData })[WITHHELD_DATA];
+/** What a Secret manifest of a secret env carries in place of its data (undefined for any other object). */
+export function secretEnvData(object: KubeObject): SecretEnvData | undefined {
+  return (object as { [SECRET_ENV_DATA]?: SecretEnvData })[SECRET_ENV_DATA];
 }
 
 /** The secret env checksum on a Deployment's pod template (it references its secret env Secret), if any. */

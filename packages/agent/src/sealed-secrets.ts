@@ -9,9 +9,11 @@
 // key that this process draws at start and never writes anywhere; they are opened only while
 // the Secret's manifest is built (an apply, a drift check); and once the Secret holds them (the
 // apply succeeded) they leave the table, which keeps only what tells whether a live Secret
-// still holds them. A value is only ever bytes here, never a string, and the bytes are zeroed
-// once sealed; only the Secret's request makes base64 strings of them (manifests.ts), for as
-// long as that request lives.
+// still holds them. A value the agent writes is only ever bytes, never a string: opened into
+// Buffers, written in base64 into the request's bytes (secret-request.ts), and zeroed once sealed
+// or sent. What the agent reads back is another matter: checking a live Secret (a Secret is read
+// before it is written, and once applied to tell whether it still holds the values) parses the
+// API server's answer, its data as base64 strings, which live until they are garbage.
 //
 // The table's form of a workload's secret env: every variable keeps only its name; the first
 // also carries, in `sealed`, one of
@@ -163,14 +165,8 @@ export function heldSecretEnv(resource: DesiredResource, held: DesiredResource):
  */
 export function openSecretEnv(secretEnv: readonly SecretEnvVar[]): Buffer[] {
   if (!inTableForm(secretEnv)) {
-    return secretEnv.map(({ name, value }) => {
-      if (value === undefined) {
-        throw new Error(
-          `secret env ${name} came without its value: only the region's own agent token receives values, and a version replaced before its values were fetched gets them with the next`,
-        );
-      }
-      return Buffer.from(value, "utf8");
-    });
+    checkSecretEnvDelivered(secretEnv);
+    return secretEnv.map(({ value }) => Buffer.from(value!, "utf8"));
   }
   const sealed = secretEnv[0]!.sealed;
   if (secretEnvApplied(secretEnv)) throw new Error("secret env values left the agent's memory once applied: fetch them again (SecretValuesNeeded)");
@@ -186,6 +182,20 @@ export function openSecretEnv(secretEnv: readonly SecretEnvVar[]): Buffer[] {
     throw error;
   }
   return unpackValues(plain, secretEnv.length);
+}
+
+/**
+ * Throws if a value of the secret env was not delivered (a plain form without it), as
+ * openSecretEnv() would, without opening anything.
+ */
+export function checkSecretEnvDelivered(secretEnv: readonly SecretEnvVar[]): void {
+  if (inTableForm(secretEnv)) return;
+  const missing = secretEnv.find(({ value }) => value === undefined);
+  if (missing) {
+    throw new Error(
+      `secret env ${missing.name} came without its value: only the region's own agent token receives values, and a version replaced before its values were fetched gets them with the next`,
+    );
+  }
 }
 
 /** Whether the secret env is in the applied form: its values left once applied (see above). */
@@ -226,11 +236,10 @@ export function withSecretEnvSeal(resource: DesiredResource, sealed: Uint8Array,
 
 /**
  * Whether a live Secret's `data` (base64, as the API server serves it) holds the values of the
- * secret env in the table's form: the digest of its values under our names is the one kept.
+ * secret env: in the table's form, the digest of its values under our names is the one kept.
  * Keys beyond ours do not count (as when a Secret is compared with what would be applied).
  */
 export function liveHoldsSecretEnv(secretEnv: readonly SecretEnvVar[], data: Readonly<Record<string, unknown>> | undefined): boolean {
-  if (!inTableForm(secretEnv)) throw new Error("liveHoldsSecretEnv: a secret env in the table's form only");
   const values: Buffer[] = [];
   try {
     for (const { name } of secretEnv) {
@@ -238,6 +247,8 @@ export function liveHoldsSecretEnv(secretEnv: readonly SecretEnvVar[], data: Rea
       if (typeof value !== "string") return false;
       values.push(Buffer.from(value, "base64"));
     }
+    // A plain form (a resource handed to a target directly): compared value by value.
+    if (!inTableForm(secretEnv)) return secretEnv.every(({ value }, i) => value !== undefined && values[i]!.equals(Buffer.from(value, "utf8")));
     const kept = secretEnv[0]!.sealed.subarray(1 + CHECKSUM_BYTES, APPLIED_FORM_BYTES);
     return timingSafeEqual(
       secretEnvDigest(

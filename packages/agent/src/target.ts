@@ -63,7 +63,7 @@ export interface Target {
    * to hold exactly what it would apply (its held digest is the manifest's, see held.ts); such an
    * object is returned with its live version. Without `live`, every object is applied.
    *
-   * A Secret built without its values (withheldSecretData(): they left the table once applied)
+   * A Secret built without its values (secretEnvData() without open: they left the table once applied)
    * is never written: it is checked against the live Secret, and one that does not hold them
    * throws SecretValuesNeeded. A target that writes no values (render) writes its keys.
    */

@@ -10,7 +10,8 @@ import { create } from "@bufbuild/protobuf";
 import { DesiredResourceSchema, ResourceType, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { packValues, secretContext, secretEnvChecksum as checksumOf, secretEnvContext, sealValue } from "@flotilla/runtime/sealed-values";
 import { DesiredTable, desiredResource } from "../src/desired-table.ts";
-import { buildManifests, SECRET_ENV_CHECKSUM_ANNOTATION, withheldSecretData, type KubeObject } from "../src/manifests.ts";
+import { buildManifests, SECRET_ENV_CHECKSUM_ANNOTATION, secretEnvData, type KubeObject } from "../src/manifests.ts";
+import { secretRequestBody } from "../src/secret-request.ts";
 import { openSecretEnv, secretEnvApplied, secretEnvChecksum } from "../src/sealed-secrets.ts";
 
 const REGION_KEY = { id: "k1/r7", key: randomBytes(32) };
@@ -73,7 +74,12 @@ const plain = (id: string) =>
     Object.entries(VALUES).map(([name, value]) => ({ name, value, fingerprint: fingerprint(name) })),
   );
 
-const objectOf = (resource: DesiredResource, kind: string) => buildManifests(resource, "east").apply.find((object) => object.kind === kind)!;
+const manifestOf = (resource: DesiredResource, kind: string) => buildManifests(resource, "east").apply.find((object) => object.kind === kind)!;
+/** An object as the kubernetes target sends it: a Secret with its values, as its request's body. */
+const objectOf = (resource: DesiredResource, kind: string): KubeObject => {
+  const object = manifestOf(resource, kind);
+  return JSON.parse(secretEnvData(object)?.open ? secretRequestBody(object).toString("utf8") : JSON.stringify(object));
+};
 const templateAnnotations = (object: KubeObject) =>
   (object.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
 
@@ -150,10 +156,11 @@ test("once applied, the values leave the table: its Secret comes without data, c
   assert.equal(secretEnvChecksum(secretEnv), secretEnvChecksum(held.spec.case === "deployment" ? held.spec.value.workload!.secretEnv : []));
   assert.deepEqual(objectOf(applied, "Deployment"), objectOf(held, "Deployment"), "the same pod template checksum");
 
-  const secret = objectOf(applied, "Secret");
-  assert.equal((secret as { data?: unknown }).data, undefined, "no data: the values are not held");
+  const secret = manifestOf(applied, "Secret");
+  assert.throws(() => secretRequestBody(secret), /without values to write/, "no data: the values are not held");
   assert.equal(JSON.stringify(secret), JSON.stringify({ ...heldSecret, data: undefined }), "the rest of the Secret as before");
-  const withheld = withheldSecretData(secret)!;
+  const withheld = secretEnvData(secret)!;
+  assert.equal(withheld.open, undefined);
   assert.deepEqual(withheld.keys, Object.keys(VALUES));
   assert.ok(withheld.heldBy(heldSecret.data), "a live Secret with the values holds them");
   assert.ok(withheld.heldBy({ ...heldSecret.data, OTHER: "eA==" }), "keys beyond ours do not count");
@@ -161,7 +168,7 @@ test("once applied, the values leave the table: its Secret comes without data, c
   const { CERT: _cert, ...missing } = heldSecret.data;
   assert.ok(!withheld.heldBy(missing), "a missing key");
   assert.ok(!withheld.heldBy(undefined), "no data");
-  assert.ok(withheldSecretData(objectOf(held, "Secret")) === undefined, "a Secret with its values carries none of that");
+  assert.ok(secretEnvData(manifestOf(held, "Secret"))?.open, "a Secret with its values can open them");
 
   // Given again (GetSecretEnvSeals), the values build the same Secret until the next apply.
   const again = deliveredAsOne("api");
@@ -319,4 +326,28 @@ test("a batch's values are fetched while the next batch is read: both calls run 
   calls[0]!.fail(new Error("ctrl went away"));
   await assert.rejects(next, /ctrl went away/);
   await assert.rejects(failing.staged(), /ctrl went away/);
+});
+
+test("a Secret's request body writes every value in base64 from bytes, the values zeroed once written; a plain form is checked value by value", () => {
+  // Every remainder of three (no, two and one padding characters), empty and multi-byte values.
+  const values = ["", "a", "ab", "abc", "abcd", "äöü€", randomBytes(200).toString("latin1")];
+  const resource = deployment(
+    "api",
+    values.map((value, i) => ({ name: `V${i}`, value })),
+  );
+  const secret = manifestOf(resource, "Secret");
+  const opened: Buffer[] = [];
+  const data = secretEnvData(secret)!;
+  const open = data.open!;
+  data.open = () => {
+    const bytes = open();
+    opened.push(...bytes);
+    return bytes;
+  };
+  const body = JSON.parse(secretRequestBody(secret).toString("utf8")) as { data: Record<string, string>; metadata: { name: string } };
+  assert.deepEqual(body.data, Object.fromEntries(values.map((value, i) => [`V${i}`, Buffer.from(value, "utf8").toString("base64")])));
+  assert.equal(body.metadata.name, secret.metadata.name);
+  assert.ok(opened.length === values.length && opened.every((bytes) => bytes.every((byte) => byte === 0)), "the opened values are zeroed");
+  assert.ok(data.heldBy(body.data), "the live Secret holds them");
+  assert.ok(!data.heldBy({ ...body.data, V1: "Yg==" }), "an edited value");
 });

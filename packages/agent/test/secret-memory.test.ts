@@ -1,6 +1,6 @@
 // The agent's memory holds secret env values sealed: a heap snapshot of a running agent process
-// (its first sync applied the Secret, opening the value; no apply in flight) contains neither
-// the value nor its base64 form, while it does contain what the agent keeps of the same
+// (its first sync applied the Secret, opening the value; no apply in flight, and again with the
+// Secret's apply in flight) contains neither the value nor its base64 form, while it does contain what the agent keeps of the same
 // deployment in plain form (its resource key). Secrets are not
 // watched (that would need list on every Secret of the cluster): a hand edit is undone by the
 // periodic refresh.
@@ -10,7 +10,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { SecretEnvVarSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { KubernetesEmulator } from "@flotilla/k8s-emulator";
 import { spawnAgent, type AgentProcess } from "@flotilla/testkit/agent-process";
@@ -65,6 +67,25 @@ test("a running agent's heap holds no secret value, in plain or base64 form; the
     assert.ok(snapshot.includes(`deployment/${id}`), "the snapshot holds the agent's strings (the resource key)");
     assert.ok(!snapshot.includes(value), "no plain value in the agent's heap");
     assert.ok(!snapshot.includes(Buffer.from(value).toString("base64")), "no base64 value in the agent's heap");
+
+    // A Secret's apply in flight, its body read by the API server and its answer held back:
+    // the request carries the values as bytes outside the heap (secret-request.ts), so the
+    // snapshot holds none of them either.
+    const next = `s3cret-${randomBytes(16).toString("hex")}`;
+    const release = emulator.faults.hold("apply");
+    try {
+      const { deployment } = await t.client(DeploymentService).getDeployment({ id });
+      deployment!.secretEnv = [create(SecretEnvVarSchema, { name: "DB_PASSWORD", value: next })];
+      await t.client(DeploymentService).updateDeployment({ deployment });
+      await waitFor(() => emulator.faults.held > 0, "the Secret's apply in flight", 20_000, agent.log);
+      const inFlight = await heapSnapshot(agent.child, dir);
+      assert.ok(inFlight.includes(`deployment/${id}`), "the snapshot holds the agent's strings (the resource key)");
+      assert.ok(!inFlight.includes(next), "no plain value in the agent's heap while the apply is in flight");
+      assert.ok(!inFlight.includes(Buffer.from(next).toString("base64")), "no base64 value in the agent's heap while the apply is in flight");
+    } finally {
+      release();
+    }
+    await waitFor(() => secretValue(emulator, `${id}-env`, "DB_PASSWORD") === next, "the new value applied", 20_000, agent.log);
   } finally {
     await agent?.kill();
     await emulator.stop();

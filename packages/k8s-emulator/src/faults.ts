@@ -125,8 +125,22 @@ export class FaultInjector {
 
   /** Resolves once no hold applies to requests with this verb. */
   async released(verb: Verb): Promise<void> {
-    for (let h = this.holdFor(verb); h; h = this.holdFor(verb)) await h.released;
+    for (let h = this.holdFor(verb); h; h = this.holdFor(verb)) {
+      this.#waiting++;
+      try {
+        await h.released;
+      } finally {
+        this.#waiting--;
+      }
+    }
   }
+
+  /** Requests kept waiting by a hold now (their bodies read): a test knows one is in flight. */
+  get held(): number {
+    return this.#waiting;
+  }
+
+  #waiting = 0;
 
   private holdFor(verb: Verb): Hold | undefined {
     return this.holds.find(({ hold }) => hold.verb === verb || hold.verb === "*")?.hold;

@@ -11,13 +11,14 @@ import {
   FIELD_MANAGER,
   managedSelector,
   ownedRefs,
-  withheldSecretData,
+  secretEnvData,
   type KubeObject,
   type ObjectRef,
-  type WithheldSecretData,
+  type SecretEnvData,
 } from "../manifests.ts";
 import { containsCanonical } from "../compare.ts";
 import { appliedForm, contentDigest } from "../held.ts";
+import { secretRequestBody } from "../secret-request.ts";
 import { typeName } from "../keys.ts";
 import { KubeApiError, objectPath, resourcePath, statusCodeOf, type ApiObject, type KubeClient } from "../kube-api.ts";
 import { isOwnedBy, ownershipConflict, type Owner } from "../ownership.ts";
@@ -76,15 +77,15 @@ export class KubernetesTarget implements Target {
         continue;
       }
       const name = describe(object);
-      const withheld = withheldSecretData(object);
+      const secretData = secretEnvData(object);
       // A Secret to write is noted before the write (a write that fails may still have created
       // it), unless the live Deployment already references it: the removal will see that.
       if (object.kind === "Secret") {
         if (secretReferenced) this.#appliedSecrets.delete(name);
-        else if (!withheld) this.#appliedSecrets.add(name);
+        else if (secretData?.open) this.#appliedSecrets.add(name);
       }
-      if (withheld) {
-        await this.#checkWithheld(object, withheld, owner);
+      if (secretData && !secretData.open) {
+        await this.#checkWithheld(object, secretData, owner);
         continue;
       }
       const current = live?.get(name);
@@ -95,7 +96,7 @@ export class KubernetesTarget implements Target {
       try {
         const written = await this.#applyOwned(object, owner, current?.resourceVersion);
         // The observer never sees a Secret (it is not watched): nothing to compare its version with.
-        if (object.kind !== "Secret") applied.set(name, written.metadata?.resourceVersion ?? "");
+        if (object.kind !== "Secret") applied.set(name, written?.metadata?.resourceVersion ?? "");
       } catch (error) {
         // The namespace was deleted, or is being deleted, behind our back: ensure it again on the retry.
         if (error instanceof TargetError && (error.statusCode === 404 || error.statusCode === 403)) this.#ensuredNamespaces.delete(resource.namespace);
@@ -156,8 +157,11 @@ export class KubernetesTarget implements Target {
    *   a 409 field conflict wherever their values differ from ours (a Helm object's
    *   app.kubernetes.io/managed-by at least), so it is not taken over.
    */
-  async #applyOwned(object: KubeObject, owner: Owner, cachedVersion: string | undefined): Promise<ApiObject> {
+  async #applyOwned(object: KubeObject, owner: Owner, cachedVersion: string | undefined): Promise<ApiObject | undefined> {
     const wanted = appliedForm(object);
+    const secretData = secretEnvData(object);
+    const holds = (current: ApiObject) =>
+      containsCanonical(current, wanted) && (!secretData || secretData.heldBy((current as { data?: Record<string, unknown> }).data));
     for (let attempt = 1; ; attempt++) {
       // The observer's cache holds only objects labelled as this resource's in this region: at
       // that resourceVersion the object was ours, and the precondition makes the apply fail if it
@@ -165,11 +169,16 @@ export class KubernetesTarget implements Target {
       const current = attempt === 1 && cachedVersion ? undefined : await this.#read(object);
       const conflict = current && ownershipConflict(current, owner);
       if (conflict) throw new TargetError(conflict, 409, undefined, "ownership");
-      if (current && containsCanonical(current, wanted)) return current;
+      if (current && holds(current)) return current;
       const resourceVersion = current ? current.metadata?.resourceVersion : attempt === 1 ? cachedVersion : undefined;
       const body = resourceVersion ? { ...object, metadata: { ...object.metadata, resourceVersion } } : object;
+      const options = { fieldManager: FIELD_MANAGER, force: resourceVersion !== undefined };
+      // A Secret's values go out as bytes the client zeroes (secret-request.ts), its answer unread.
+      const bytes = secretData ? secretRequestBody(body) : undefined;
       try {
-        return await this.kubeClient.apply(objectPath(object), body, { fieldManager: FIELD_MANAGER, force: resourceVersion !== undefined });
+        if (!bytes) return await this.kubeClient.apply(objectPath(object), body, options);
+        await this.kubeClient.applyBytes(objectPath(object), bytes, options);
+        return undefined;
       } catch (error) {
         if (isConflict(error) && attempt < WRITE_ATTEMPTS) continue;
         throw targetError(error, `apply ${describe(object)}`);
@@ -178,11 +187,11 @@ export class KubernetesTarget implements Target {
   }
 
   /**
-   * A Secret whose values the resource no longer carries (withheldSecretData()) must already be
+   * A Secret whose values the resource no longer carries (secretEnvData() without open) must already be
    * there as ours, holding them and the rest of the manifest; otherwise the values are needed
    * (SecretValuesNeeded). Writes nothing.
    */
-  async #checkWithheld(object: KubeObject, withheld: WithheldSecretData, owner: Owner): Promise<void> {
+  async #checkWithheld(object: KubeObject, withheld: SecretEnvData, owner: Owner): Promise<void> {
     const current = await this.#read(object);
     const conflict = current && ownershipConflict(current, owner);
     if (conflict) throw new TargetError(conflict, 409, undefined, "ownership");

@@ -16,7 +16,7 @@ import { setImmediate } from "node:timers/promises";
 import { dirname, join, relative, sep } from "node:path";
 import { parse, stringify } from "yaml";
 import type { DesiredResource, ResourceTombstone } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { buildManifests, isManagedBy, ownedRefs, refOf, withheldSecretData, type KubeObject, type ObjectRef } from "../manifests.ts";
+import { buildManifests, isManagedBy, ownedRefs, refOf, secretEnvData, type KubeObject, type ObjectRef } from "../manifests.ts";
 import { managedObject, type ManagedObject, type Target } from "../target.ts";
 
 /** Says, on the rendered Secret, that its values are placeholders. */
@@ -24,11 +24,10 @@ export const PLACEHOLDERS_ANNOTATION = "flotilla.dev/values";
 
 /** A Secret with each value replaced by a placeholder naming its key. */
 function withPlaceholders(secret: KubeObject): KubeObject {
-  const { data, ...rest } = secret as KubeObject & { data?: Record<string, string> };
-  const keys = withheldSecretData(secret)?.keys ?? Object.keys(data ?? {});
+  const keys = secretEnvData(secret)?.keys ?? [];
   const stringData = Object.fromEntries(keys.map((key) => [key, `<secret value of ${key}: not rendered>`]));
   const annotations = { ...secret.metadata.annotations, [PLACEHOLDERS_ANNOTATION]: "placeholders: the render target never writes a secret value" };
-  return { ...rest, metadata: { ...secret.metadata, annotations }, stringData };
+  return { ...secret, metadata: { ...secret.metadata, annotations }, stringData };
 }
 
 /** Path of an object's file, relative to the render directory. */
