@@ -309,6 +309,20 @@ for (const target of kubeTargets) {
       assert.match(bookmark.object.metadata.resourceVersion ?? "", /^\d+$/);
     });
 
+    test("an API server restart: the resumed watch gets 410 Gone, the agent relists, and its watches see changes again", async () => {
+      const gone = async () =>
+        (await agent.metrics.observerRestarts.get()).values.filter((v) => v.labels.reason === "gone").reduce((sum, v) => sum + v.value, 0);
+      const before = await gone();
+      await cluster.restartApiServer();
+      await waitFor(async () => (await gone()) > before, "a watch restarted by 410 Gone", 90_000);
+      // The relisted cache is live: a Deployment deleted now is seen and recreated.
+      await waitForPhase(stack, "web", "RUNNING", /^2\/2 replicas ready$/, [], 60_000);
+      const uid = (await deploymentIn("t-apply", "web"))!.metadata.uid;
+      await cluster.admin.delete(resourcePathOf({ apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "web", namespace: "t-apply" } }));
+      await waitFor(async () => ((await deploymentIn("t-apply", "web"))?.metadata.uid ?? uid) !== uid, "recreated with a new uid", 60_000);
+      await waitForPhase(stack, "web", "RUNNING", /^2\/2 replicas ready$/, [], 60_000);
+    });
+
     test("a staged rollout whose canary fails on this cluster is rolled back there; the next wave's region is never touched", async () => {
       // Region west: its own emulator and agent; east, the canary, is the cluster under test.
       const west = await KubernetesEmulator.start({ rolloutDelayMs: 20 });

@@ -1,6 +1,7 @@
 // KubernetesEmulator: wires the store, registry, watches, controllers,
 // fault injection and the HTTP server together, and offers direct state
 // access for tests.
+import { randomUUID } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createTlsServer, type Server as TlsServer } from "node:https";
@@ -282,6 +283,24 @@ export class KubernetesEmulator {
   }
 
   /** Resets faults, the request log, issued tokens and all objects (back to the initial namespaces and, with RBAC, the bootstrap policy); open watches are closed. */
+  /**
+   * What a restart of a real API server does to its clients' watches: every watch is closed, the
+   * server's identity Lease is renewed (a real one writes it as it starts, which moves the
+   * resourceVersion on), and the watch cache starts anew from a list at the current
+   * resourceVersion, so a watch resumed from an older one gets 410 Gone and its client relists.
+   * Objects are kept, as etcd keeps them.
+   */
+  restartApiServer(): void {
+    this.watches.dropAll();
+    this.registry.put({
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: { name: "apiserver-emulator", namespace: "kube-system", labels: { "apiserver.kubernetes.io/identity": "kube-apiserver" } },
+      spec: { holderIdentity: `apiserver-emulator_${randomUUID()}`, leaseDurationSeconds: 3600, renewTime: new Date().toISOString().replace("Z", "000Z") },
+    });
+    this.store.forgetHistory();
+  }
+
   reset(): void {
     this.faults.clear();
     this.clearRequestLog();

@@ -187,6 +187,14 @@ export class ObjectStore {
   reset(): void {
     this.objects.clear();
     this.keyOrder.clear();
+    this.forgetHistory();
+  }
+
+  /**
+   * Drops the history, keeping the objects, as a restarted API server's watch cache starts from a
+   * list at the current resourceVersion: a watch from an older one is expired (410).
+   */
+  forgetHistory(): void {
     this.history.clear();
     this.resetRv = this.rv;
   }

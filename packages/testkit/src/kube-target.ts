@@ -40,6 +40,12 @@ export interface KubeCluster {
   readonly bookmarkIntervalMs: number;
   /** The emulator itself, on that target only (fault injection, the request log). */
   readonly emulator?: KubernetesEmulator;
+  /**
+   * Restarts the API server (real: flotilla-kube on its data directory; the emulator: what a
+   * restart does to watches, restartApiServer()). Objects stay; every watch is closed, and one
+   * resumed from before the restart gets 410 Gone.
+   */
+  restartApiServer(): Promise<void>;
   /** Runs kubectl against the cluster as the admin (never synchronously: the emulator answers in this process). */
   kubectl(args: readonly string[], input?: string): Promise<string>;
   /** The object, or undefined when it does not exist. */
@@ -99,7 +105,8 @@ async function startEmulatorCluster(options: { failingImagePattern?: string } = 
     await emulator.stop();
     rmSync(dir, { recursive: true, force: true });
   };
-  return clusterOf("emulator", emulator.kubeconfigYaml(), EMULATOR_BOOKMARK_MS, stop, emulator);
+  const restart = async () => emulator.restartApiServer();
+  return clusterOf("emulator", emulator.kubeconfigYaml(), EMULATOR_BOOKMARK_MS, { stop, restart }, emulator);
 }
 
 /** How long flotilla-kube may take from start to its ready line (a cold machine, a busy CI). */
@@ -109,23 +116,27 @@ async function startRealCluster(options: { failingImagePattern?: string } = {}):
   const dir = mkdtempSync(join(tmpdir(), "flotilla-kube-"));
   const port = await freePort();
   const kubeconfigPath = join(dir, "admin.kubeconfig");
-  const child = spawn(
-    FLOTILLA_KUBE_BINARY,
-    [
-      "--listen",
-      `127.0.0.1:${port}`,
-      "--data-dir",
-      join(dir, "data"),
-      "--kubeconfig-out",
-      kubeconfigPath,
-      "--etcd-unsafe-no-fsync",
-      ...(options.failingImagePattern ? ["--failing-image-pattern", options.failingImagePattern] : []),
-    ],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
+  const args = [
+    "--listen",
+    `127.0.0.1:${port}`,
+    "--data-dir",
+    join(dir, "data"),
+    "--kubeconfig-out",
+    kubeconfigPath,
+    "--etcd-unsafe-no-fsync",
+    ...(options.failingImagePattern ? ["--failing-image-pattern", options.failingImagePattern] : []),
+  ];
+  let child = spawn(FLOTILLA_KUBE_BINARY, args, { stdio: ["ignore", "pipe", "pipe"] });
   const stop = async () => {
     await stopChild(child);
     rmSync(dir, { recursive: true, force: true });
+  };
+  // Every part stops and starts again on the same data directory: etcd keeps the objects, and the
+  // keys that signed the agent's token are the same.
+  const restart = async () => {
+    await stopChild(child);
+    child = spawn(FLOTILLA_KUBE_BINARY, args, { stdio: ["ignore", "pipe", "pipe"] });
+    await readyLine(child, REAL_READY_TIMEOUT_MS);
   };
   try {
     await readyLine(child, REAL_READY_TIMEOUT_MS);
@@ -134,14 +145,14 @@ async function startRealCluster(options: { failingImagePattern?: string } = {}):
     throw err;
   }
   // The real server sends a bookmark about once a minute; tests wait no longer than that.
-  return clusterOf("real", readFileSync(kubeconfigPath, "utf8"), 60_000, stop);
+  return clusterOf("real", readFileSync(kubeconfigPath, "utf8"), 60_000, { stop, restart });
 }
 
 async function clusterOf(
   target: KubeTargetName,
   adminKubeconfig: string,
   bookmarkIntervalMs: number,
-  stop: () => Promise<void>,
+  { stop, restart }: { stop: () => Promise<void>; restart: () => Promise<void> },
   emulator?: KubernetesEmulator,
 ): Promise<KubeCluster> {
   const dir = mkdtempSync(join(tmpdir(), "flotilla-kubectl-"));
@@ -192,6 +203,7 @@ async function clusterOf(
       emulator,
       kubectl,
       get,
+      restartApiServer: restart,
       async stop() {
         rmSync(dir, { recursive: true, force: true });
         await stop();
