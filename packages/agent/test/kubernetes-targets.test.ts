@@ -43,7 +43,7 @@ interface Live {
   status?: Record<string, any>;
   data?: Record<string, string>;
 }
-type Manifest = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } };
+type Manifest = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } };
 
 const app = (id: string, namespace: string, image = "app:1", fields: object = {}, placement: object = {}) => ({
   id,
@@ -148,7 +148,10 @@ for (const target of kubeTargets) {
     });
 
     test("a foreign object of the name is refused, never written; prune removes ours and leaves it", async () => {
-      await cluster.admin.create("/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "t-owned" } } as ApiObject);
+      // A namespace an operator made and handed over to flotilla by its label (the admission
+      // policy of deploy/kubernetes lets the agent write only in such namespaces).
+      const handedOver = { "app.kubernetes.io/managed-by": "flotilla" };
+      await cluster.admin.create("/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "t-owned", labels: handedOver } } as ApiObject);
       const foreign = {
         apiVersion: "apps/v1",
         kind: "Deployment",
@@ -172,9 +175,9 @@ for (const target of kubeTargets) {
       await waitForPhase(stack, "mine", "RUNNING", undefined, [], 60_000);
       await sleep(1_000);
       assert.equal(await theirs(), before, "never written");
-      assert.equal(
-        (await get("v1", "Namespace", "", "t-owned"))?.metadata.labels?.["app.kubernetes.io/managed-by"],
-        undefined,
+      assert.deepEqual(
+        (await get("v1", "Namespace", "", "t-owned"))?.metadata.labels,
+        { ...handedOver, "kubernetes.io/metadata.name": "t-owned" },
         "their namespace left as it was",
       );
 
@@ -378,6 +381,44 @@ for (const target of kubeTargets) {
         const out = await cluster.kubectl(["apply", "--dry-run=server", "-k", join(OVERLAYS, overlay)]);
         assert.match(out, /\(server dry run\)/, `${overlay}: ${out}`);
       }
+    });
+
+    test("least privilege, by admission: the API server refuses the agent's ServiceAccount a Deployment in kube-system and a Secret in a namespace not handed to flotilla, and it cannot hand one over itself", {
+      skip: target.name === "emulator" && "the emulator stores ValidatingAdmissionPolicies but evaluates no CEL (docs/emulator-differences.md)",
+    }, async () => {
+      const asAgent = new KubeClient(await kubeconfigConnectionFromString(cluster.agentKubeconfig));
+      await cluster.admin.create("/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: "t-foreign" } } as ApiObject);
+      const apply = (object: Manifest & Record<string, unknown>) =>
+        asAgent.apply(resourcePathOf(object), object as ApiObject, { fieldManager: "flotilla-agent" });
+      const refusal = (request: Promise<unknown>) =>
+        request.then(
+          () => undefined,
+          (e) => e,
+        );
+      const deployment = {
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: "x", namespace: "kube-system" },
+        spec: {
+          selector: { matchLabels: { app: "x" } },
+          template: { metadata: { labels: { app: "x" } }, spec: { containers: [{ name: "x", image: "x:1" }] } },
+        },
+      };
+      // RBAC grants Deployment writes cluster-wide (the agent makes its namespaces); the policy
+      // narrows them. Retried for the few seconds a newly applied policy takes to load.
+      const inKubeSystem = await waitFor(async () => ((await refusal(apply(deployment))) as Error | undefined) ?? false, "the Deployment refused", 30_000);
+      assert.equal(statusCodeOf(inKubeSystem), 403, String(inKubeSystem));
+      assert.match(String(inKubeSystem), /ValidatingAdmissionPolicy 'flotilla-agent-managed-namespaces'.*namespace kube-system is not/);
+      const secret = await refusal(apply({ apiVersion: "v1", kind: "Secret", metadata: { name: "x", namespace: "t-foreign" }, data: { k: "eA==" } }));
+      assert.equal(statusCodeOf(secret), 403, String(secret));
+      assert.match(String(secret), /namespace t-foreign is not/);
+      const label = await refusal(
+        apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: "t-foreign", labels: { "app.kubernetes.io/managed-by": "flotilla" } } }),
+      );
+      assert.equal(statusCodeOf(label), 403, String(label));
+      assert.match(String(label), /cannot patch resource "namespaces"/);
+      assert.equal(await get("apps/v1", "Deployment", "kube-system", "x"), undefined);
+      assert.equal(await get("v1", "Secret", "t-foreign", "x"), undefined);
     });
 
     test("least privilege: the authorizer refuses the agent's ServiceAccount a write in kube-system, a list of Secrets, a Role", async () => {

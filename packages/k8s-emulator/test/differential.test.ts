@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { request } from "node:https";
 import { KubeConfig } from "@kubernetes/client-node";
-import { kubeTargets, type KubeCluster } from "@flotilla/testkit/kube-target";
+import { AGENT_SERVICE_ACCOUNT, kubeTargets, type KubeCluster } from "@flotilla/testkit/kube-target";
 
 const DIFFERENCES_DOC = new URL("../../../docs/emulator-differences.md", import.meta.url);
 const NS = "differential";
@@ -29,6 +29,8 @@ interface Step {
   accept?: string;
   /** Reads a watch: the first `events` events' types and objects, then closes. */
   watchEvents?: number;
+  /** Sent as this user (Impersonate-User) rather than as the admin. */
+  impersonate?: string;
 }
 
 const deployment = (name: string, replicas = 1) => ({
@@ -125,6 +127,15 @@ const CORPUS: Step[] = [
     path: `${deployments}/api`,
     body: { kind: "DeleteOptions", apiVersion: "v1", propagationPolicy: "Foreground" },
   },
+  {
+    // The agent's ServiceAccount (kubeTargets applies deploy/kubernetes there): RBAC lets it
+    // write Secrets, its ValidatingAdmissionPolicy refuses it a namespace not handed to flotilla.
+    name: "a Secret the agent's admission policy refuses",
+    method: "POST",
+    path: `/api/v1/namespaces/${NS}/secrets`,
+    body: { apiVersion: "v1", kind: "Secret", metadata: { name: "refused", namespace: NS }, data: { k: "eA==" } },
+    impersonate: AGENT_SERVICE_ACCOUNT,
+  },
   { name: "delete with background propagation", method: "DELETE", path: `${deployments}/web?propagationPolicy=Background` },
   { name: "delete a missing one", method: "DELETE", path: `${deployments}/missing` },
   { name: "delete the namespace", method: "DELETE", path: `/api/v1/namespaces/${NS}` },
@@ -181,6 +192,7 @@ async function send(cluster: KubeCluster, step: Step): Promise<Answer> {
   const body = step.body === undefined ? undefined : typeof step.body === "string" ? step.body : JSON.stringify(step.body);
   options.headers["content-type"] = step.contentType ?? "application/json";
   options.headers.accept = step.accept ?? "application/json";
+  if (step.impersonate) options.headers["impersonate-user"] = step.impersonate;
   // A DELETE's body is not chunked by Node's client: its length must be sent.
   if (body !== undefined) options.headers["content-length"] = Buffer.byteLength(body);
   return new Promise((resolve, reject) => {

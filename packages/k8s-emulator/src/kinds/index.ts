@@ -2,6 +2,7 @@
 // code finds one. The generic code iterates this list: its order is discovery's (groups and
 // resources) and the OpenAPI documents'. A new kind is a new module and one line here.
 import { groupVersion } from "../resources.ts";
+import { validatingAdmissionPolicies, validatingAdmissionPolicyBindings } from "./admission-policy.ts";
 import { ciliumClusterwideNetworkPolicies, ciliumNetworkPolicies } from "./cilium-policies.ts";
 import { configMaps } from "./configmap.ts";
 import { deployments } from "./deployment.ts";
@@ -37,6 +38,8 @@ export const KINDS: readonly KindStrategy[] = [
   leases,
   podDisruptionBudgets,
   horizontalPodAutoscalers,
+  validatingAdmissionPolicies,
+  validatingAdmissionPolicyBindings,
 ];
 
 export function findByPath(group: string, version: string, resource: string): KindStrategy | undefined {
