@@ -24,7 +24,7 @@ describe("robustness and protocol details", () => {
     assert.equal(apis.body.kind, "APIGroupList");
     assert.deepEqual(
       apis.body.groups.map((g: { name: string }) => g.name),
-      ["apps", "cilium.io", "rbac.authorization.k8s.io", "coordination.k8s.io", "policy", "autoscaling"],
+      ["apps", "cilium.io", "rbac.authorization.k8s.io", "coordination.k8s.io", "policy", "autoscaling", "admissionregistration.k8s.io"],
     );
     const core = await raw(c, "GET", "/api/v1");
     const ns = core.body.resources.find((r: { name: string }) => r.name === "namespaces");
