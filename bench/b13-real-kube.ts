@@ -8,7 +8,10 @@
 //      (its own rest_client_requests_total), and its RSS once drained (after forced GCs);
 //   2. restart: a new agent on the populated cluster (re-list and re-check): time to drained
 //      and its peak RSS;
-//   3. an agent of an empty region on the same cluster: the baseline of the memory per object.
+//   3. an agent of a region of half as many deployments on the same cluster, run cold like the
+//      first: the memory per deployment is the slope between the two (what one more deployment
+//      costs the agent), free of what any agent with work holds whatever its size (the code
+//      the apply paths compile, buffers sized once).
 // On flotilla-kube the agent runs under its ServiceAccount and deploy/kubernetes' RBAC, as in
 // the tests. Requires `pnpm kube:build`.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -19,7 +22,7 @@ import { KubeClient, kubeconfigConnectionFromString } from "@flotilla/agent/kube
 import { kubeconfigYaml } from "@flotilla/k8s-emulator";
 import { flotillaKubeMissing, kubeTargets } from "@flotilla/testkit/kube-target";
 import type { AgentChildReport } from "./agent-child.ts";
-import { agentTokens, runAgent } from "./lib/agent-run.ts";
+import { regionTokens, runAgent } from "./lib/agent-run.ts";
 import { buildBundle } from "./lib/bundle.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, seedRegion } from "./lib/db.ts";
@@ -28,7 +31,7 @@ import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { fmtBytes, fmtInt, fmtRatio, log, sleep } from "./lib/util.ts";
 
 const REGION = "fleet";
-const EMPTY_REGION = "empty";
+const HALF_REGION = "half";
 const CONCURRENCY = 8;
 /** B7's bound: 120 MB for 100,000 resources. */
 const B7_BYTES_PER_OBJECT = (120 * 1024 * 1024) / 100_000;
@@ -48,7 +51,8 @@ interface TargetFigures {
   /** Agent start → every Deployment complete, ms. */
   runningMs: number;
   restart: AgentChildReport;
-  empty: AgentChildReport;
+  /** The cold run of the region of half as many deployments. */
+  half: AgentChildReport;
 }
 
 async function emulatorCluster(dir: string): Promise<Cluster> {
@@ -71,14 +75,14 @@ async function realCluster(dir: string): Promise<Cluster> {
 }
 
 /** Resolves with the time (ms since `started`) once `count` Deployments of the region are complete. */
-async function allComplete(admin: KubeClient, count: number, started: number, timeoutMs: number): Promise<number> {
+async function allComplete(admin: KubeClient, region: string, count: number, started: number, timeoutMs: number): Promise<number> {
   const deadline = started + timeoutMs;
   let logged = started;
   for (;;) {
     let complete = 0;
     let page: string | undefined;
     do {
-      const meta = await admin.list("/apis/apps/v1/deployments", { labelSelector: `flotilla.dev/region=${REGION}`, limit: 500, continue: page }, (d) => {
+      const meta = await admin.list("/apis/apps/v1/deployments", { labelSelector: `flotilla.dev/region=${region}`, limit: 500, continue: page }, (d) => {
         const object = d as { metadata: { generation?: number }; spec?: { replicas?: number }; status?: Record<string, number> };
         const want = object.spec?.replicas ?? 1;
         // A count of zero is left out of the status, as Go's omitempty does.
@@ -97,7 +101,7 @@ async function allComplete(admin: KubeClient, count: number, started: number, ti
     if (complete >= count) return Date.now() - started;
     if (Date.now() - logged > 15_000) {
       logged = Date.now();
-      log(`B13: ${complete} of ${count} Deployments complete after ${((logged - started) / 1000).toFixed(0)} s`);
+      log(`B13: ${complete} of ${count} Deployments of ${region} complete after ${((logged - started) / 1000).toFixed(0)} s`);
     }
     if (Date.now() > deadline) throw new Error(`B13: ${complete} of ${count} Deployments complete after ${timeoutMs} ms`);
     await sleep(500);
@@ -113,8 +117,10 @@ export async function runB13(ctx: BenchContext): Promise<BenchResult> {
   let ctrl: CtrlProcess | undefined;
   try {
     await migrate(db.url);
+    const half = count / 2;
     await seedRegion(db.url, REGION, count);
-    const { token, emptyToken } = await agentTokens(db.url, REGION, EMPTY_REGION);
+    await seedRegion(db.url, HALF_REGION, half, { firstIndex: count });
+    const [token, halfToken] = await regionTokens(db.url, [REGION, HALF_REGION]);
     const bundle = buildBundle("agent", join(dir, "agent"), ["agent-child.ts"]);
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });
     const run = (cluster: Cluster, region: string, agentToken: string) =>
@@ -130,17 +136,17 @@ export async function runB13(ctx: BenchContext): Promise<BenchResult> {
       const cluster = await start(dir);
       try {
         const started = Date.now();
-        const running = allComplete(cluster.admin, count, started, RUN_TIMEOUT_MS);
+        const running = allComplete(cluster.admin, REGION, count, started, RUN_TIMEOUT_MS);
         const cold = await run(cluster, REGION, token);
         const runningMs = await running;
         const restart = await run(cluster, REGION, token);
-        const empty = await run(cluster, EMPTY_REGION, emptyToken);
-        figures.set(cluster.name, { cold, runningMs, restart, empty });
+        const halfRun = await run(cluster, HALF_REGION, halfToken!);
+        figures.set(cluster.name, { cold, runningMs, restart, half: halfRun });
         log(
           `B13 ${cluster.name}: all RUNNING at ${(runningMs / 1000).toFixed(1)} s, cold drained at ${(cold.drainedMs / 1000).toFixed(1)} s with ` +
             `${fmtInt(cold.kubeRequests)} requests (${(cold.kubeRequests / count).toFixed(2)} per deployment), RSS ${fmtBytes(cold.drained.rss)}; ` +
             `restart drained at ${(restart.drainedMs / 1000).toFixed(1)} s with ${fmtInt(restart.kubeRequests)} requests, peak RSS ${fmtBytes(restart.maxRss)}; ` +
-            `empty region RSS ${fmtBytes(empty.drained.rss)}`,
+            `${fmtInt(half)} deployments: RSS ${fmtBytes(halfRun.drained.rss)}, heap ${fmtBytes(halfRun.drained.heapUsed)}`,
         );
       } finally {
         await cluster.stop();
@@ -148,7 +154,11 @@ export async function runB13(ctx: BenchContext): Promise<BenchResult> {
     }
     const real = figures.get("flotilla-kube")!;
     const emu = figures.get("emulator")!;
-    const perObject = (f: TargetFigures) => Math.max(0, f.cold.drained.rss - f.empty.drained.rss) / count;
+    // The slope from the half region's cold run to the full one's, after forced GCs. The heap is
+    // what grows with the objects the agent caches (a real server's carry managedFields and
+    // status the emulator's may not): the figure held to B7's bound. RSS moves in the
+    // allocator's steps as well: shown, not judged.
+    const perObject = (f: TargetFigures, of: "rss" | "heapUsed") => Math.max(0, f.cold.drained[of] - f.half.drained[of]) / (count - half);
     const row = (measured: string, real: number, emulator: number, format: (n: number) => string): Row => ({
       benchmark: `B13 ${measured}, ${fmtInt(count)} deployments`,
       measured: `${format(real)} on flotilla-kube`,
@@ -165,13 +175,14 @@ export async function runB13(ctx: BenchContext): Promise<BenchResult> {
       row("restart (re-list, re-check) to drained", real.restart.drainedMs, emu.restart.drainedMs, seconds),
       row("restart peak RSS", real.restart.maxRss, emu.restart.maxRss, fmtBytes),
       row("the agent's requests per deployment, restart", real.restart.kubeRequests / count, emu.restart.kubeRequests / count, (n) => n.toFixed(2)),
+      row(`the agent's RSS per deployment (from ${fmtInt(half)} to ${fmtInt(count)})`, perObject(real, "rss"), perObject(emu, "rss"), (n) => `${fmtInt(n)} B`),
       {
-        benchmark: `B13 the agent's memory per deployment on flotilla-kube (RSS over an empty region's)`,
-        measured: `${fmtInt(perObject(real))} B`,
-        reference: `${fmtInt(perObject(emu))} B on the emulator`,
-        ratio: fmtRatio(perObject(real) / Math.max(1, perObject(emu))),
-        target: `≤ ${fmtInt(B7_BYTES_PER_OBJECT)} B (B7's bound)`,
-        met: perObject(real) <= B7_BYTES_PER_OBJECT,
+        benchmark: `B13 the agent's heap per deployment on flotilla-kube (from ${fmtInt(half)} to ${fmtInt(count)}, after forced GCs)`,
+        measured: `${fmtInt(perObject(real, "heapUsed"))} B`,
+        reference: `${fmtInt(perObject(emu, "heapUsed"))} B on the emulator`,
+        ratio: fmtRatio(perObject(real, "heapUsed") / Math.max(1, perObject(emu, "heapUsed"))),
+        target: `≤ ${fmtInt(B7_BYTES_PER_OBJECT)} B (B7's bound per resource)`,
+        met: perObject(real, "heapUsed") <= B7_BYTES_PER_OBJECT,
       },
     ];
     return {

@@ -36,17 +36,25 @@ export async function runAgent(bundle: string, config: AgentChildConfig, nodeFla
   }
 }
 
-/** Agent tokens of `region` and of a new empty region `emptyRegion` (the baseline of B7 and B13). */
+/** Agent tokens of `region` and of a new empty region `emptyRegion` (the baseline of B7). */
 export async function agentTokens(
   url: string,
   region: string,
   emptyRegion: string,
   options: StoreOptions = {},
 ): Promise<{ token: string; emptyToken: string }> {
+  const [token, emptyToken] = await regionTokens(url, [region, emptyRegion], [emptyRegion], options);
+  return { token: token!, emptyToken: emptyToken! };
+}
+
+/** An agent token of each of `regions`, in their order, creating those of `create` first. */
+export async function regionTokens(url: string, regions: readonly string[], create: readonly string[] = [], options: StoreOptions = {}): Promise<string[]> {
   const store = await Store.open(url, options);
   try {
-    await store.regions.create(emptyRegion);
-    return { token: (await store.agentTokens.create(region)).token, emptyToken: (await store.agentTokens.create(emptyRegion)).token };
+    for (const region of create) await store.regions.create(region);
+    const tokens: string[] = [];
+    for (const region of regions) tokens.push((await store.agentTokens.create(region)).token);
+    return tokens;
   } finally {
     await store.close();
   }
