@@ -306,7 +306,12 @@ export function notifierFromSpec(name: string, spec: unknown): Notifier {
     if (value === undefined) throw new SpecFieldError(`events[${i}]`, `${JSON.stringify(e)} is not one of ${Object.keys(NOTIFIER_EVENTS).join(", ")}`);
     return NotificationEvent[value];
   });
-  const json = { ...(rest as JsonObject), name, format: NotifierFormat[NOTIFIER_FORMATS[format]!], events: eventValues.map((e) => `NOTIFICATION_EVENT_${e}`) };
+  const json = {
+    ...(rest as JsonObject),
+    name,
+    format: `NOTIFIER_FORMAT_${NotifierFormat[NOTIFIER_FORMATS[format]!]}`,
+    events: eventValues.map((e) => `NOTIFICATION_EVENT_${e}`),
+  };
   return fromJson(NotifierSchema, json, { ignoreUnknownFields: false });
 }
 
