@@ -1,4 +1,4 @@
-// Notifications (issue 47 item 4, faults of item 7): notifiers and their signing secrets,
+// Notifications: notifiers and their signing secrets,
 // durable at-least-once delivery to real HTTP receivers that verify every request with the
 // standardwebhooks package, retries (500 then 200, 429 with Retry-After), a receiver that never
 // answers (bounded: it delays no other, and is dead-lettered), address checks, and a ctrl

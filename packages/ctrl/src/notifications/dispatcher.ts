@@ -126,7 +126,7 @@ export class NotificationDispatcher {
   /** Looks for due deliveries now (a local commit may have written some). */
   wake(): void {
     if (this.#stopped) return;
-    if (this.#round) {
+    if (this.#round !== undefined) {
       this.#again = true;
       return;
     }

@@ -2,7 +2,7 @@
 // (webhook-id: the event's id, the same on every attempt; webhook-timestamp: this attempt's
 // time; webhook-signature: v1,<HMAC-SHA256 of "id.timestamp.body" under the signing secret>,
 // made by the standardwebhooks package). Slack ignores the headers; they cost nothing.
-import { NotificationEvent, NotifierFormat } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
+import { NotifierFormat, type NotificationEvent } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { EVENT_TYPES } from "@flotilla/store";
 import { Webhook } from "standardwebhooks";
 
