@@ -64,6 +64,7 @@ export {
   NotificationRepository,
   newSigningSecret,
   recordNotifications,
+  rolloutNotifications,
   SUBSCRIBABLE_EVENTS,
   type ClaimedDelivery,
   type DeliveryOutcome,
