@@ -21,6 +21,7 @@ import {
 } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { testDatabases, freshStore } from "@flotilla/testkit/databases";
@@ -226,6 +227,12 @@ for (const { db, skip } of await testDatabases()) {
       await sleep(300);
       assert.equal(elsewhere.received.length, 0);
       assert.equal((await deliveries(ctrl, "elsewhere")).length, 0);
+
+      // A later transition (an operator's pause, the rollout's compare-and-set) owes its event too.
+      await ctrl.client(RolloutService).pauseRollout({ id: "shop", message: "freeze" });
+      const paused = await until("rollout.paused", () => hook.received.find((r) => r.type === "rollout.paused" && r.verified));
+      assert.equal((paused.body.data as Record<string, unknown>).actor, "admin");
+      assert.equal(slack.received.length, 1, "slack subscribes to waiting_approval only");
 
       // notifier test: a notifier.test event, delivered like any other.
       const { delivery } = await notifiers.testNotifier({ name: "hook" });
