@@ -27,6 +27,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { testDatabases, freshStore } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, rowCounts, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
+import { REGION, startStack } from "@flotilla/testkit/stack";
+import { RolloutFailurePolicy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { Webhook } from "standardwebhooks";
 import { parseConfig } from "../src/config.ts";
 import { addressRefusal, urlProblem } from "../src/notifications/address.ts";
@@ -241,6 +243,41 @@ for (const { db, skip } of await testDatabases()) {
     } finally {
       await ctrl.close();
       await Promise.all([hook.close(), slack.close(), elsewhere.close()]);
+    }
+  });
+
+  test(`a staged rollout with an agent: its start, wave, success, failure and way back are delivered (${db.name})`, { skip, timeout: 120_000 }, async () => {
+    const hook = await receiver();
+    const stack = await startStack(db, { ctrl: { notifications: FAST } });
+    try {
+      await stack.agent();
+      const notifiers = stack.t.client(NotifierService);
+      hook.setSecret((await notifiers.createNotifier({ notifier: { name: "all", url: hook.url, format: NotifierFormat.STANDARD_WEBHOOKS } })).signingSecret);
+      const deployment = (image: string) => ({
+        id: "web",
+        namespace: "demo",
+        image,
+        regions: [{ region: REGION, replicas: 1 }],
+        strategy: { waves: [{ name: "first", regions: [REGION], progressDeadline: { seconds: 3n } }], onFailure: RolloutFailurePolicy.ROLLBACK },
+      });
+      await stack.t.client(DeploymentService).createDeployment({ deployment: deployment("nginx:1.27") });
+      await until("rollout.succeeded", () => hook.received.some((r) => r.type === "rollout.succeeded"), 30_000);
+      // Deliveries are not ordered (several in flight to one receiver): the set of them.
+      assert.deepEqual(hook.received.map((r) => r.type).sort(), ["rollout.started", "rollout.succeeded", "rollout.wave_succeeded"]);
+      await stack.t.client(DeploymentService).updateDeployment({ deployment: deployment("nginx:fail") });
+      await until("rollout.rolled_back", () => hook.received.some((r) => r.type === "rollout.rolled_back"), 30_000);
+      const second = hook.received.slice(3).map((r) => r.type);
+      for (const type of ["rollout.started", "rollout.failed", "rollout.rolled_back"]) assert.ok(second.includes(type), `${type} in ${second.join(", ")}`);
+      assert.ok(
+        hook.received.every((r) => r.verified),
+        "every request verifies",
+      );
+      const rolledBack = hook.received.find((r) => r.type === "rollout.rolled_back")!.body.data as Record<string, unknown>;
+      assert.equal(rolledBack.rollout, "web-2");
+      assert.equal(rolledBack.namespace, "demo");
+    } finally {
+      await stack.close();
+      await hook.close();
     }
   });
 
