@@ -261,7 +261,8 @@ for (const { db, skip } of await testDatabases()) {
         strategy: { waves: [{ name: "first", regions: [REGION], progressDeadline: { seconds: 3n } }], onFailure: RolloutFailurePolicy.ROLLBACK },
       });
       await stack.t.client(DeploymentService).createDeployment({ deployment: deployment("nginx:1.27") });
-      await until("rollout.succeeded", () => hook.received.some((r) => r.type === "rollout.succeeded"), 30_000);
+      await until("three events", () => hook.received.length >= 3, 30_000);
+      await sleep(200);
       // Deliveries are not ordered (several in flight to one receiver): the set of them.
       assert.deepEqual(hook.received.map((r) => r.type).sort(), ["rollout.started", "rollout.succeeded", "rollout.wave_succeeded"]);
       await stack.t.client(DeploymentService).updateDeployment({ deployment: deployment("nginx:fail") });
@@ -288,7 +289,7 @@ for (const { db, skip } of await testDatabases()) {
     const dead = await receiver(() => {}); // never answers
     const live = await receiver();
     const ctrl = await startTestCtrl(db, {
-      notifications: { ...FAST, timeoutMs: 400, maxAttempts: 2, perNotifierConcurrency: 2, concurrency: 3, batchSize: 2 },
+      notifications: { ...FAST, timeoutMs: 1500, maxAttempts: 2, perNotifierConcurrency: 2, concurrency: 3, batchSize: 2 },
     });
     try {
       const notifiers = ctrl.client(NotifierService);
@@ -297,8 +298,9 @@ for (const { db, skip } of await testDatabases()) {
       for (let i = 0; i < 6; i++) await notifiers.testNotifier({ name: "dead" });
       const sent = Date.now();
       for (let i = 0; i < 3; i++) await notifiers.testNotifier({ name: "live" });
+      // Unbounded per receiver, the dead one's attempts would hold every slot for 1.5 s at a time.
       await until("the live receiver's three events", () => live.received.length >= 3, 5_000);
-      assert.ok(Date.now() - sent < 2_000, `the live receiver waited ${Date.now() - sent} ms behind the dead one`);
+      assert.ok(Date.now() - sent < 1_200, `the live receiver waited ${Date.now() - sent} ms behind the dead one`);
       // Per-receiver concurrency: the dead receiver never held more than 2 requests at once.
       const deadList = await until("every dead delivery DEAD", async () => {
         const list = await deliveries(ctrl, "dead");
@@ -307,16 +309,33 @@ for (const { db, skip } of await testDatabases()) {
       assert.equal(deadList.length, 6);
       for (const d of deadList) {
         assert.equal(d.attempts, 2);
-        assert.match(d.lastError, /no answer within 400 ms.*dead-lettered/);
+        assert.match(d.lastError, /no answer within 1500 ms.*dead-lettered/);
       }
       // Each of the 6 × 2 attempts reached the receiver, two at a time at most.
       assert.equal(dead.received.length, 12);
       const byTime = dead.received.map((r) => r.at).sort((a, b) => a - b);
-      for (let i = 2; i < byTime.length; i++) assert.ok(byTime[i]! - byTime[i - 2]! >= 300, "at most 2 attempts to one receiver at once");
+      for (let i = 2; i < byTime.length; i++) assert.ok(byTime[i]! - byTime[i - 2]! >= 1_200, "at most 2 attempts to one receiver at once");
       assert.equal((await ctrl.client(NotifierService).listDeliveries({ state: DeliveryState.DEAD })).deliveries.length, 6);
     } finally {
       await ctrl.close();
       await Promise.all([dead.close(), live.close()]);
+    }
+  });
+
+  test(`--notifier-concurrency bounds the attempts in flight of a replica (${db.name})`, { skip, timeout: 120_000 }, async () => {
+    const hang = await receiver(() => {}); // never answers
+    const ctrl = await startTestCtrl(db, { notifications: { ...FAST, timeoutMs: 1000, maxAttempts: 1, concurrency: 2, perNotifierConcurrency: 10 } });
+    try {
+      const notifiers = ctrl.client(NotifierService);
+      hang.setSecret((await notifiers.createNotifier({ notifier: { name: "hang", url: hang.url, format: NotifierFormat.STANDARD_WEBHOOKS } })).signingSecret);
+      for (let i = 0; i < 4; i++) await notifiers.testNotifier({ name: "hang" });
+      await until("four attempts", () => hang.received.length >= 4, 10_000);
+      const at = hang.received.map((r) => r.at).sort((a, b) => a - b);
+      assert.ok(at[2]! - at[0]! >= 800, `the third attempt waited for a free slot: ${at.map((t) => t - at[0]!).join(", ")} ms`);
+      assert.ok(at[3]! - at[1]! >= 800, "and the fourth");
+    } finally {
+      await ctrl.close();
+      await hang.close();
     }
   });
 
