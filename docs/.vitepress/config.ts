@@ -54,6 +54,7 @@ export default defineConfig({
           { text: "High availability", link: "/guides/high-availability" },
           { text: "Upgrading", link: "/guides/upgrading" },
           { text: "Monitoring", link: "/guides/monitoring" },
+          { text: "Notifications", link: "/guides/notifications" },
           { text: "Backup and restore", link: "/guides/backup-restore" },
         ],
       },

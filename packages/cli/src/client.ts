@@ -5,6 +5,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
+import { NotifierService } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { OperatorService } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -24,6 +25,7 @@ export interface Clients {
   history: Client<typeof HistoryService>;
   rollouts: Client<typeof RolloutService>;
   status: Client<typeof StatusService>;
+  notifiers: Client<typeof NotifierService>;
 }
 
 export function connect(connection: Connection): Clients {
@@ -49,5 +51,6 @@ export function connect(connection: Connection): Clients {
     history: client(HistoryService),
     rollouts: client(RolloutService),
     status: client(StatusService),
+    notifiers: client(NotifierService),
   };
 }

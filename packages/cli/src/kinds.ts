@@ -12,6 +12,7 @@ import {
   type SecretEnvVar,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ProjectSchema, type Project } from "@flotilla/proto/ctrl/v1/project_pb.js";
+import { NotificationEvent, NotifierFormat, NotifierSchema, type Notifier } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import type { Clients } from "./client.ts";
 
 export const API_VERSION = "flotilla.dev/v1";
@@ -251,4 +252,71 @@ export function projectSpec(project: Project): JsonObject {
 /** Whether two projects have the same spec (name and times aside). */
 export function sameProject(a: Project, b: Project): boolean {
   return equals(ProjectSchema, { ...a, createTime: undefined, updateTime: undefined }, { ...b, createTime: undefined, updateTime: undefined });
+}
+
+/** A Notifier's format as a manifest writes it. */
+export const NOTIFIER_FORMATS: Readonly<Record<string, NotifierFormat>> = {
+  "standard-webhooks": NotifierFormat.STANDARD_WEBHOOKS,
+  slack: NotifierFormat.SLACK,
+};
+
+/** A Notifier's events as a manifest writes them: the body's "type" (rollout.failed). */
+export const NOTIFIER_EVENTS: Readonly<Record<string, NotificationEvent>> = {
+  "rollout.started": NotificationEvent.ROLLOUT_STARTED,
+  "rollout.wave_succeeded": NotificationEvent.ROLLOUT_WAVE_SUCCEEDED,
+  "rollout.waiting_approval": NotificationEvent.ROLLOUT_WAITING_APPROVAL,
+  "rollout.paused": NotificationEvent.ROLLOUT_PAUSED,
+  "rollout.failed": NotificationEvent.ROLLOUT_FAILED,
+  "rollout.rolled_back": NotificationEvent.ROLLOUT_ROLLED_BACK,
+  "rollout.succeeded": NotificationEvent.ROLLOUT_SUCCEEDED,
+  "deployment.failed": NotificationEvent.DEPLOYMENT_FAILED,
+  "agent.lost": NotificationEvent.AGENT_LOST,
+};
+
+/** An event's name as people read it (rollout.failed; notifier.test for TestNotifier's). */
+export function eventName(event: NotificationEvent): string {
+  if (event === NotificationEvent.TEST) return "notifier.test";
+  return Object.entries(NOTIFIER_EVENTS).find(([, e]) => e === event)?.[0] ?? String(event);
+}
+
+/** A Notifier's spec as a manifest writes it (no name, times, nor secret: ctrl never shows it). */
+export function notifierSpec(notifier: Notifier): JsonObject {
+  const spec: Record<string, JsonValue> = {
+    url: notifier.url,
+    format: Object.entries(NOTIFIER_FORMATS).find(([, f]) => f === notifier.format)?.[0] ?? String(notifier.format),
+  };
+  if (notifier.events.length > 0) spec.events = notifier.events.map(eventName);
+  const selector: Record<string, JsonValue> = {};
+  if (notifier.selector?.namespaces.length) selector.namespaces = [...notifier.selector.namespaces];
+  if (notifier.selector?.labels) selector.labels = notifier.selector.labels;
+  if (Object.keys(selector).length > 0) spec.selector = selector;
+  return spec;
+}
+
+/** The Notifier a manifest's spec describes; throws naming the field at fault. */
+export function notifierFromSpec(name: string, spec: unknown): Notifier {
+  if (typeof spec !== "object" || spec === null || Array.isArray(spec)) throw new SpecFieldError("", "is required (url, format, events, selector)");
+  const { format, events, ...rest } = spec as Record<string, unknown>;
+  const known = Object.keys(NOTIFIER_FORMATS);
+  if (typeof format !== "string" || !(format in NOTIFIER_FORMATS))
+    throw new SpecFieldError("format", `must be ${known.join(" or ")}, not ${JSON.stringify(format)}`);
+  if (events !== undefined && !Array.isArray(events)) throw new SpecFieldError("events", "must be a list of event names");
+  const eventValues = ((events as unknown[] | undefined) ?? []).map((e, i) => {
+    const value = typeof e === "string" ? NOTIFIER_EVENTS[e] : undefined;
+    if (value === undefined) throw new SpecFieldError(`events[${i}]`, `${JSON.stringify(e)} is not one of ${Object.keys(NOTIFIER_EVENTS).join(", ")}`);
+    return NotificationEvent[value];
+  });
+  const json = {
+    ...(rest as JsonObject),
+    name,
+    format: `NOTIFIER_FORMAT_${NotifierFormat[NOTIFIER_FORMATS[format]!]}`,
+    events: eventValues.map((e) => `NOTIFICATION_EVENT_${e}`),
+  };
+  return fromJson(NotifierSchema, json, { ignoreUnknownFields: false });
+}
+
+/** Whether two notifiers have the same spec (times aside). */
+export function sameNotifier(a: Notifier, b: Notifier): boolean {
+  const strip = (n: Notifier) => ({ ...n, createTime: undefined, updateTime: undefined, secretTime: undefined });
+  return equals(NotifierSchema, strip(a), strip(b));
 }

@@ -15,6 +15,7 @@ import { CONTROLS, controlDescription, controlRollout, rolloutStatus } from "./c
 import { describe, get, GET_KINDS } from "./commands/get.ts";
 import { audit, history, rollback } from "./commands/history.ts";
 import { readSecretValue, setSecret, unsetSecret } from "./commands/secret.ts";
+import { rotateSecret, testNotifier } from "./commands/notifier.ts";
 import { resourceKindNamed } from "./kinds.ts";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
@@ -108,8 +109,10 @@ export function program(): Command {
         ? { ...source, kind: resourceKind, resource: undefined as never, listsSecretEnv: false }
         : kind === "region"
           ? { ...source, kind: "Region" as const, labels: {}, prometheusAddress: "" }
-          : undefined;
-      if (!manifest) throw new UsageError(`unknown kind ${JSON.stringify(kind)}: one of deployment, sentinel, networkpolicy, region`);
+          : kind === "notifier"
+            ? { ...source, kind: "Notifier" as const, notifier: undefined as never }
+            : undefined;
+      if (!manifest) throw new UsageError(`unknown kind ${JSON.stringify(kind)}: one of deployment, sentinel, networkpolicy, region, notifier`);
       return deleteManifests(clients(command), [manifest], options, out);
     });
 
@@ -121,6 +124,7 @@ export function program(): Command {
     .addOption(outputOption())
     .option("--region <region>", "only what is placed in this region (deployments: only its status)")
     .option("-l, --selector <selector>", "regions only: those a label selector picks (tier=canary, geo in (eu,us), !gpu)")
+    .option("--state <state>", "deliveries only: pending, delivered or dead")
     .addHelpText(
       "after",
       examples(
@@ -131,10 +135,12 @@ export function program(): Command {
         "flotilla get regions -l 'geo in (eu,us)'",
         "flotilla get rollouts",
         "flotilla get secrets deployment/api",
+        "flotilla get deliveries --state dead",
+        "flotilla get deliveries chat",
       ),
     )
     .action(async (kind: string, name: string | undefined, opts, command: Command) =>
-      get(clients(command), kind, name, opts.output as OutputFormat, { region: opts.region, selector: opts.selector }, out),
+      get(clients(command), kind, name, opts.output as OutputFormat, { region: opts.region, selector: opts.selector, state: opts.state }, out),
     );
 
   root
@@ -186,6 +192,22 @@ export function program(): Command {
       .addHelpText("after", examples(`flotilla rollout ${control} shop -m "…"`))
       .action(async (name: string, opts, command: Command) => controlRollout(clients(command), control, name, opts.message, out));
   }
+
+  const notifier = root.command("notifier").description("where rollout events are delivered (kind: Notifier manifests; get notifiers, get deliveries)");
+  notifier
+    .command("test")
+    .description("send a notifier.test event to a notifier and wait for its first attempt (exit 0 delivered, 1 failed, 2 on timeout)")
+    .argument("<name>", "the notifier")
+    .addOption(new Option("--wait <bool>", "wait for the first attempt's outcome").choices(["true", "false"]).default("true"))
+    .addOption(timeoutOption("how long to wait"))
+    .addHelpText("after", examples("flotilla notifier test chat", "flotilla notifier test chat --wait=false"))
+    .action(async (name: string, opts, command: Command) => testNotifier(clients(command), name, { wait: opts.wait === "true", timeoutMs: opts.timeout }, out));
+  notifier
+    .command("rotate-secret")
+    .description("give a notifier a new signing secret, shown once; the old one signs nothing from now on (admin)")
+    .argument("<name>", "the notifier")
+    .addHelpText("after", examples("flotilla notifier rotate-secret chat"))
+    .action(async (name: string, _opts, command: Command) => rotateSecret(clients(command), name, out));
 
   const secret = root.command("secret").description("a deployment's secret env: values are written, never read back (get secrets shows fingerprints)");
   secret

@@ -15,6 +15,13 @@
 //       waves: [{ name: canary, regions: [local], bake: 5s }, { name: rest, maxParallel: "50%" }]
 //       onFailure: ROLLBACK
 //
+//   kind: Notifier              # where rollout events go (proto/ctrl/v1/notifier.proto)
+//   spec:
+//     url: https://hooks.example.com/flotilla
+//     format: standard-webhooks # or slack
+//     events: [rollout.failed, deployment.failed]   # default: every event
+//     selector: { namespaces: [shop-*], labels: team=shop }
+//
 //   kind: Project               # a team's namespaces, regions and roles (proto/ctrl/v1/project.proto)
 //   spec:
 //     description: Team A
@@ -31,7 +38,8 @@ import { labelKeyProblem, labelValueProblem } from "@flotilla/labels";
 import { ProjectSchema, type Project } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { parseAllDocuments } from "yaml";
 import { UsageError } from "./errors.ts";
-import { API_VERSION, RESOURCE_KINDS, resourceFromSpec, SpecFieldError, type AnyResource, type ResourceKindOps } from "./kinds.ts";
+import type { Notifier } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
+import { API_VERSION, notifierFromSpec, RESOURCE_KINDS, resourceFromSpec, SpecFieldError, type AnyResource, type ResourceKindOps } from "./kinds.ts";
 
 export interface ResourceManifest {
   /** "examples/web.yaml#2": the file and the document (1-based). */
@@ -59,7 +67,14 @@ export interface ProjectManifest {
   project: Project;
 }
 
-export type Manifest = ResourceManifest | RegionManifest | ProjectManifest;
+export interface NotifierManifest {
+  source: string;
+  kind: "Notifier";
+  name: string;
+  notifier: Notifier;
+}
+
+export type Manifest = ResourceManifest | RegionManifest | ProjectManifest | NotifierManifest;
 
 /** The kind a manifest declares, as `kind/name` and duplicate checks name it. */
 export function kindOf(m: Manifest): string {
@@ -175,11 +190,19 @@ function parseDocument(source: string, value: unknown): Manifest {
     throw new Error(`metadata.name: ${JSON.stringify(name)} is not a DNS-1123 label (lowercase letters, digits and '-', at most 63)`);
   const kindName = doc.kind;
   if (kindName === "Project") return { source, kind: "Project", name, project: projectFromSpec(name, doc.spec) };
+  if (kindName === "Notifier") {
+    try {
+      return { source, kind: "Notifier", name, notifier: notifierFromSpec(name, doc.spec) };
+    } catch (error) {
+      if (error instanceof SpecFieldError && error.field === "") throw new Error(`spec: ${error.message}`);
+      throw specError(error);
+    }
+  }
   if (kindName === "Region") {
     return { source, kind: "Region", name, labels: regionLabels(metadata?.labels), prometheusAddress: regionPrometheusAddress(doc.spec) };
   }
   const kind = RESOURCE_KINDS.find((k) => k.kind === kindName);
-  if (!kind) throw new Error(`kind: must be Deployment, Sentinel, NetworkPolicy, Region or Project, not ${JSON.stringify(kindName)}`);
+  if (!kind) throw new Error(`kind: must be Deployment, Sentinel, NetworkPolicy, Region, Project or Notifier, not ${JSON.stringify(kindName)}`);
   const project = metadata?.project ?? DEFAULT_PROJECT;
   if (typeof project !== "string" || !DNS_LABEL.test(project) || project.length > 63)
     throw new Error(`metadata.project: ${JSON.stringify(project)} is not a project name (a DNS-1123 label)`);

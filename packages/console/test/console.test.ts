@@ -24,6 +24,7 @@ import type { Browser, Locator, Page } from "playwright-core";
 import { CHROMIUM, launchChromium } from "@flotilla/testkit/browser";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { NotifierFormat, NotifierService } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -167,16 +168,24 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     await waitFor(() => imageOf(deploymentOf(stack.emulator, "shop", "shop")) === "shop:1", "the rollback in the cluster");
     await page.locator('tr[data-revision="3"]').waitFor();
 
+    // A notifier and a delivery of it: the Notifications view shows them.
+    const notifiers = stack.t.client(NotifierService);
+    await notifiers.createNotifier({ notifier: { name: "chat", url: "https://hooks.example.com/flotilla", format: NotifierFormat.SLACK } });
+    await notifiers.testNotifier({ name: "chat" });
     for (const [link, name] of [
       ["Sentinels", "sentinels"],
       ["Network policies", "networkpolicies"],
       ["Audit", "audit"],
+      ["Notifications", "notifications"],
     ] as const) {
       await page.getByRole("link", { name: link }).click();
       await page.getByRole("heading", { level: 2, name: link }).waitFor();
       await axe(page, name);
       await shot(page, name);
     }
+    assert.ok(await page.getByRole("cell", { name: "notifier.test" }).first().isVisible(), "the Notifications view shows the delivery");
+    await page.getByRole("link", { name: "Audit" }).click();
+    await page.getByRole("heading", { level: 2, name: "Audit" }).waitFor();
     assert.ok(await page.getByRole("cell", { name: "RollbackDeployment" }).first().isVisible(), "the audit trail shows the rollback");
     assert.deepEqual(external, [], "nothing is loaded from another origin");
     await page.close();

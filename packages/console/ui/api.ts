@@ -6,6 +6,7 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
+import { NotifierService } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService, type Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType, type Deployment, type RegionStatus, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -37,6 +38,7 @@ export const api = {
   history: createClient(HistoryService, transport),
   rollouts: createClient(RolloutService, transport),
   status: createClient(StatusService, transport),
+  notifiers: createClient(NotifierService, transport),
 };
 export type Api = { [K in keyof typeof api]: (typeof api)[K] extends Client<infer S> ? Client<S> : never };
 

@@ -7,6 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import { api, emptyFleet, followFleet, isSignedOut, listDeployments, problem, token, type Fleet, type Session } from "./api.ts";
 import { Time } from "./format.ts";
 import { RolloutsView } from "./rollouts.ts";
+import { NotificationsView } from "./notifications.ts";
 import { AuditView, DeploymentDetail, DeploymentsView, FleetView, NetworkPoliciesView, SentinelsView, SignIn } from "./views.ts";
 
 const ROUTES = [
@@ -16,6 +17,7 @@ const ROUTES = [
   ["#/sentinels", "Sentinels"],
   ["#/networkpolicies", "Network policies"],
   ["#/audit", "Audit"],
+  ["#/notifications", "Notifications"],
 ] as const;
 
 function useRoute(): string {
@@ -111,7 +113,9 @@ function App() {
             ? html`<${NetworkPoliciesView} />`
             : route === "#/audit"
               ? html`<${AuditView} />`
-              : html`<${FleetView} fleet=${fleet} />`;
+              : route === "#/notifications"
+                ? html`<${NotificationsView} />`
+                : html`<${FleetView} fleet=${fleet} />`;
   return html`<header>
       <span class="brand">Flotilla</span>
       <nav aria-label="Views">

@@ -5,7 +5,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import type { Store } from "@flotilla/store";
 import { actorOf, principalKey } from "./auth.ts";
 
-export type AuditedKind = "region" | "agent_token" | "operator" | "rollout" | "project";
+export type AuditedKind = "region" | "agent_token" | "operator" | "rollout" | "project" | "notifier";
 
 /** Records that the caller of `ctx` did `ctx.method` to the object (and why, if said), in `project` if it belongs to one. */
 export function recordWrite(store: Store, ctx: HandlerContext, objectKind: AuditedKind, objectId: string, message = "", project = ""): Promise<void> {

@@ -180,6 +180,33 @@ export const CTRL_OPTIONS = [
     description:
       'the rollout strategy of deployments without one, as proto3 JSON (e.g. {"waves":[{"name":"canary","selector":"tier=canary","bake":"300s"}]}); empty: their changes reach every region at once',
   },
+  // Notifications (notifications/dispatcher.ts, docs/guides/notifications.md).
+  { flag: "notifier-timeout", default: "10s", description: "one delivery attempt (connect, send, answer) is given up after this" },
+  {
+    flag: "notifier-max-attempts",
+    default: "12",
+    description: "attempts of a delivery in all before it is dead-lettered (DEAD, kept for `flotilla get deliveries`)",
+  },
+  { flag: "notifier-backoff-min", default: "1s", description: "delay before a delivery's second attempt; each next one doubles, with jitter" },
+  {
+    flag: "notifier-backoff-max",
+    default: "10m",
+    description: "longest delay between two attempts of a delivery (a longer Retry-After is honoured, up to 1h)",
+  },
+  { flag: "notifier-batch-size", default: "100", description: "deliveries one replica claims per database round, at most" },
+  { flag: "notifier-concurrency", default: "32", description: "delivery attempts in flight per ctrl replica, at most" },
+  {
+    flag: "notifier-per-receiver-concurrency",
+    default: "4",
+    description: "delivery attempts in flight to one notifier per ctrl replica, at most: a slow or dead receiver holds only these",
+  },
+  { flag: "notifier-poll-interval", default: "1s", description: "due deliveries written by other replicas (and retries) are looked for this often" },
+  {
+    flag: "notifier-allow-private-addresses",
+    default: "",
+    boolean: true,
+    description: "notifiers may send to private, loopback and link-local addresses (the cloud metadata address stays refused)",
+  },
   {
     flag: "secrets-key-file",
     default: "",

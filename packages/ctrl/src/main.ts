@@ -64,6 +64,17 @@ try {
     statusEventsMaxAgeMs: read.positiveDuration("status-events-max-age"),
     rolloutLeaseMs: read.positiveDuration("rollout-lease-duration"),
     rolloutBatchSize: read.positiveInt("rollout-batch-size"),
+    notifications: {
+      timeoutMs: read.positiveDuration("notifier-timeout"),
+      maxAttempts: read.positiveInt("notifier-max-attempts"),
+      backoffMinMs: read.positiveDuration("notifier-backoff-min"),
+      backoffMaxMs: read.positiveDuration("notifier-backoff-max"),
+      batchSize: read.positiveInt("notifier-batch-size"),
+      concurrency: read.positiveInt("notifier-concurrency"),
+      perNotifierConcurrency: read.positiveInt("notifier-per-receiver-concurrency"),
+      pollIntervalMs: read.positiveDuration("notifier-poll-interval"),
+      allowPrivate: config["notifier-allow-private-addresses"] === "true",
+    },
     memoryReleaseGrowthBytes: read.nonNegativeInt("memory-release-growth-bytes"),
     memoryReleaseIntervalMs: read.positiveDuration("memory-release-interval"),
   };

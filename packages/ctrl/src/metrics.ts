@@ -115,6 +115,19 @@ export class CtrlMetrics {
     registers: [this.registry],
   });
 
+  // Notifications (notifications/dispatcher.ts).
+  readonly notificationDeliveries = new Counter({
+    name: "flotilla_ctrl_notification_attempts_total",
+    help: "Delivery attempts of notifications by this replica, by outcome: delivered, retry (failed, to be retried), dead (failed, dead-lettered).",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly notificationsInFlight = new Gauge({
+    name: "flotilla_ctrl_notification_attempts_in_flight",
+    help: "Delivery attempts of notifications in flight in this replica (at most --notifier-concurrency).",
+    registers: [this.registry],
+  });
+
   // Staged rollouts (rollouts/driver.ts).
   readonly measurements = new Counter({
     name: "flotilla_ctrl_analysis_measurements_total",

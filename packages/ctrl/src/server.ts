@@ -56,6 +56,9 @@ import { sentinelService } from "./services/sentinel-service.ts";
 import { historyService } from "./services/history-service.ts";
 import { operatorService } from "./services/operator-service.ts";
 import { projectService } from "./services/project-service.ts";
+import { notifierService } from "./services/notifier-service.ts";
+import { NotificationDispatcher, type DispatcherOptions } from "./notifications/dispatcher.ts";
+import { NotifierService } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { DEFAULT_WATCH_STATUS_OPTIONS, watchStatus } from "./services/status/watch-status.ts";
 import { DEFAULT_STATUS_FEED_OPTIONS, StatusFeed } from "./streaming/status-feed.ts";
 import { inFlightUnaryCalls } from "./in-flight.ts";
@@ -119,6 +122,8 @@ export interface CtrlOptions {
   memoryReleaseGrowthBytes?: number;
   /** The least time between two memory releases. Default 30 s. */
   memoryReleaseIntervalMs?: number;
+  /** Notification delivery's bounds and address policy (notifications/dispatcher.ts); its agent.lost wait is status.staleAfterMs. */
+  notifications?: Partial<Omit<DispatcherOptions, "agentLostAfterMs">>;
   /** Where ctrl logs. Default: text lines on stderr, level info. */
   log?: Logger;
 }
@@ -159,6 +164,7 @@ const API_SERVICES: DescService[] = [
   StatusService,
   RolloutService,
   ProjectService,
+  NotifierService,
 ];
 
 export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
@@ -196,6 +202,13 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const rolloutDriver = new RolloutDriver(store, statusOptions, metrics, log, { leaseMs: options.rolloutLeaseMs, batchSize: options.rolloutBatchSize });
   rolloutDriver.start(statusFeed);
   metrics.countRolloutsWith(async () => new Map([...(await store.rollouts.countActive())].map(([state, n]) => [RolloutState[state] ?? String(state), n])));
+  const dispatcher = new NotificationDispatcher(store, { ...options.notifications, agentLostAfterMs: statusOptions.staleAfterMs }, log, {
+    delivered: (_notifier, outcome) => metrics.notificationDeliveries.inc({ outcome }),
+    inFlight: (n) => metrics.notificationsInFlight.set(n),
+  });
+  dispatcher.start();
+  // Rollout transitions and status reports of this replica may have written deliveries.
+  const stopWakingDispatcher = store.onStatusEvents(() => dispatcher.wake());
   const stopWakingPoller = store.onCommit(() => poller.wake());
   const stopWakingStatusFeed = store.onStatusEvents(() => statusFeed.wake());
   const memoryRelease = new MemoryRelease({
@@ -231,6 +244,10 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     router.service(ClusterService, cluster);
     router.service(OperatorService, operatorService(store, catalog));
     router.service(ProjectService, projectService(store, catalog));
+    router.service(
+      NotifierService,
+      notifierService(store, dispatcher.options, () => dispatcher.wake()),
+    );
     router.service(HistoryService, historyService(store, validation));
     router.service(StatusService, { watchStatus: watchStatus(store, statusFeed, statusOptions, DEFAULT_WATCH_STATUS_OPTIONS) });
     router.service(RolloutService, rolloutService(store, rolloutDriver, statusOptions));
@@ -360,6 +377,8 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       memoryRelease.stop();
       agentStreams.stop();
       await rolloutDriver.stop();
+      stopWakingDispatcher();
+      await dispatcher.stop();
       stopWakingPoller();
       stopWakingStatusFeed();
       await Promise.all([poller.stop(), statusFeed.stop()]);
@@ -413,6 +432,8 @@ function startRetention(store: Store, jobs: RetentionJobs, intervalMs: number, l
       // Analysis measurements are the record of why a rollout went on or back: kept as long.
       await store.analysis.prune(jobs.auditMaxAgeMs, now);
       await store.statusEvents.prune(jobs.statusEventsMaxAgeMs, now);
+      // Notification events whose deliveries are done are a record, kept as long as the audit trail.
+      await store.notifications.prune(jobs.auditMaxAgeMs, now);
     } catch (error) {
       log.error(`retention: ${error instanceof Error ? error.message : String(error)}`);
     } finally {

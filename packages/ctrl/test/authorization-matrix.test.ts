@@ -10,6 +10,7 @@ import { toJsonString, type DescMethod, type DescService, type JsonObject } from
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
+import { NotifierFormat, NotifierService } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -126,6 +127,10 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
       }
     };
     await seed();
+    // A fleet-wide notifier (no project's): the notifier RPCs have something to act on.
+    await admin(NotifierService).createNotifier({
+      notifier: { name: "team-hook", url: "https://hooks.example.com/x", format: NotifierFormat.STANDARD_WEBHOOKS },
+    });
     const rolloutOf = async (s: Side) => (await admin(RolloutService).listRollouts({ deployment: NAMES[s].deployment })).rollouts[0]?.id ?? "none";
 
     const byType = (type: ResourceType, s: Side) =>
@@ -180,6 +185,17 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
       listOperators: () => ({}),
       revokeOperator: () => ({ name: "no-such-operator" }),
       whoAmI: () => ({}),
+      createNotifier: (s) => ({
+        notifier: { name: `${s}-hook`, url: "https://hooks.example.com/x", format: NotifierFormat.STANDARD_WEBHOOKS },
+        validateOnly: true,
+      }),
+      getNotifier: () => ({ name: "team-hook" }),
+      listNotifiers: () => ({}),
+      updateNotifier: () => ({ notifier: { name: "team-hook", url: "https://hooks.example.com/x", format: NotifierFormat.STANDARD_WEBHOOKS } }),
+      deleteNotifier: () => ({ name: "no-such-notifier" }),
+      rotateNotifierSecret: () => ({ name: "team-hook" }),
+      testNotifier: () => ({ name: "team-hook" }),
+      listDeliveries: () => ({}),
       syncDesiredState: (s) => ({ region: NAMES[s].region }),
       watchDeploymentChanges: (s) => ({ region: NAMES[s].region }),
       reportObservedState: (s) => ({ region: NAMES[s].region }),
@@ -281,6 +297,6 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
       }
     }
     assert.deepEqual(failures, [], `${failures.length} of ${cells} cells failed`);
-    assert.ok(cells >= 7 * 45 * 2, `${cells} cells`);
+    assert.ok(cells >= 7 * 53 * 2, `${cells} cells`);
   });
 }

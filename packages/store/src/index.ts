@@ -15,6 +15,7 @@ import { StatusEvents } from "./status-events.ts";
 import { Leases } from "./leases.ts";
 import { AnalysisRepository } from "./analysis.ts";
 import { RolloutRepository } from "./rollouts.ts";
+import { NotificationRepository } from "./notifications.ts";
 import { writeDesiredMany } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { checkSecretKeys, rotateSecrets, upgradeStoredSeals, type Rotation } from "./secret-rotation.ts";
@@ -58,6 +59,17 @@ export {
   type WavePlan,
   type WaveRegion,
 } from "./rollouts.ts";
+export {
+  EVENT_TYPES,
+  NotificationRepository,
+  newSigningSecret,
+  recordNotifications,
+  rolloutNotifications,
+  SUBSCRIBABLE_EVENTS,
+  type ClaimedDelivery,
+  type DeliveryOutcome,
+  type NotificationInput,
+} from "./notifications.ts";
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
 export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
@@ -97,6 +109,7 @@ export class Store {
   readonly rollouts: RolloutRepository;
   readonly analysis: AnalysisRepository;
   readonly leases: Leases;
+  readonly notifications: NotificationRepository;
   readonly #commitListeners = new Set<(regionIds: number[]) => void>();
   readonly #statusListeners = new Set<() => void>();
   /** The key ring of secret values, if ctrl has one (what the agent streams open them with). */
@@ -129,6 +142,7 @@ export class Store {
     this.audit = new AuditLog(db);
     this.statusEvents = new StatusEvents(db);
     this.leases = new Leases(db);
+    this.notifications = new NotificationRepository(db, options.secrets);
     this.analysis = new AnalysisRepository(db, dialect, onStatusEvents);
     this.rollouts = new RolloutRepository(db, dialect, onCommit, {
       writeDesired: (tx, writes, now) => writeDesiredMany(tx, dialect, ResourceType.DEPLOYMENT, writes, now),

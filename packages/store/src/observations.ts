@@ -2,7 +2,9 @@
 // The projection itself is ctrl's (a pure function); this is only its storage.
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ResourceObservationSchema, type ResourceObservation } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { DesiredResourceSchema, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { DesiredResourceSchema, Phase, ResourceType, type DesiredResource } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { NotificationEvent } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
+import { recordNotifications } from "./notifications.ts";
 import { type Kysely, type RawBuilder, sql } from "kysely";
 import type { Dialect } from "./database.ts";
 import { isDuplicateKey } from "./regions.ts";
@@ -317,6 +319,21 @@ async function saveTransitions(tx: Kysely<Database>, regionId: number, writes: S
         })),
       )
       .execute();
+  }
+  // A deployment whose status became FAILED owes its notifiers an event, in this transaction.
+  const failed = changed.filter((w) => w.type === ResourceType.DEPLOYMENT && w.phase === Phase.FAILED);
+  if (failed.length > 0) {
+    const region = await tx.selectFrom("regions").select("name").where("id", "=", regionId).executeTakeFirst();
+    await recordNotifications(
+      tx,
+      failed.map((w) => ({
+        event: NotificationEvent.DEPLOYMENT_FAILED,
+        subject: w.id,
+        deploymentId: w.id,
+        data: { deployment: w.id, region: region?.name ?? "", reason: w.reason.slice(0, 1024) },
+      })),
+      now,
+    );
   }
 }
 

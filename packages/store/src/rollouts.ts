@@ -38,6 +38,7 @@ import { ROWS_PER_STATEMENT, sameDesired, type DesiredWrite, type Tx } from "./o
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
+import { recordNotifications, rolloutNotifications } from "./notifications.ts";
 import type { Database, RolloutsTable, RolloutTransitionsTable } from "./schema.ts";
 
 export const DEFAULT_PROGRESS_DEADLINE_MS = 10 * 60_000;
@@ -266,6 +267,20 @@ export async function stageChange(
     .insertInto("rollout_transitions")
     .values(transitionRow(rollout, rollout.generation, RolloutState.UNSPECIFIED, action, change.actor, now))
     .execute();
+  await recordNotifications(
+    tx,
+    rolloutNotifications({
+      rollout,
+      from: RolloutState.UNSPECIFIED,
+      to: rollout.state,
+      fromWave: 0,
+      toWave: 0,
+      action,
+      actor: change.actor,
+      reason: rollout.reason,
+    }),
+    now,
+  );
   return { desired, rollout };
 }
 
@@ -650,6 +665,26 @@ export class RolloutRepository {
           .values(records.slice(i, i + ROWS_PER_STATEMENT))
           .execute();
       }
+      // What the transitions owe notifiers, in their transaction (notifications.ts).
+      await recordNotifications(
+        tx,
+        won.flatMap(({ change, steps }) =>
+          steps.flatMap((step, i) => {
+            const before = i === 0 ? change.current : steps[i - 1]!.next;
+            return rolloutNotifications({
+              rollout: step.next,
+              from: before.state,
+              to: step.next.state,
+              fromWave: before.currentWave,
+              toWave: step.next.currentWave,
+              action: step.action,
+              actor: change.actor,
+              reason: step.next.reason,
+            });
+          }),
+        ),
+        now,
+      );
       // The deployments' statuses (their rollouts included) changed for the status stream.
       await StatusEvents.append(
         tx,

@@ -104,6 +104,8 @@ export interface AgentsTable {
   region_id: number;
   last_seen: number;
   applied_version: number;
+  /** The last_seen of the silence an agent.lost event was written for (migrations/0016_notifiers.ts). */
+  lost_seen?: number | null;
 }
 
 /** A named operator token with a role (ctrl.v1.Role). Only a SHA-256 of the token is stored. */
@@ -252,6 +254,45 @@ export interface Database {
   rollout_transitions: RolloutTransitionsTable;
   leases: LeasesTable;
   projects: ProjectsTable;
+  notifiers: NotifiersTable;
+  notification_events: NotificationEventsTable;
+  notification_deliveries: NotificationDeliveriesTable;
+}
+
+/** A notifier: its fields but name, times and secret as proto3 JSON of ctrl.v1.Notifier. */
+export interface NotifiersTable {
+  name: string;
+  spec: string;
+  secret: Uint8Array;
+  /** 1: `secret` is sealed under ctrl's secrets key file; 0: it is the secret's bytes. */
+  secret_sealed: number;
+  secret_time: number;
+  create_time: number;
+  update_time: number;
+}
+
+/** An event to notify: its id is every delivery's webhook-id; `data` its JSON payload. */
+export interface NotificationEventsTable {
+  id: string;
+  event: number;
+  subject: string;
+  data: string;
+  time: number;
+}
+
+/** One event to one notifier (packages/ctrl/src/notifications/ tells its states). */
+export interface NotificationDeliveriesTable {
+  id: Generated<number>;
+  event_id: string;
+  notifier: string;
+  state: number;
+  generation: number;
+  attempts: number;
+  next_attempt_at: number;
+  last_status: number;
+  last_error: string;
+  create_time: number;
+  update_time: number;
 }
 
 export type ResourceTableName = "deployments" | "sentinels" | "network_policies";

@@ -104,6 +104,9 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
     "audit_events",
     "status_events",
     "projects",
+    "notifiers",
+    "notification_events",
+    "notification_deliveries",
   ] as const) {
     const row = await store.database.db
       .selectFrom(table)

@@ -5,8 +5,9 @@ import type { Clients } from "../client.ts";
 import { ExitError, EXIT, codeName } from "../errors.ts";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import type { Project } from "@flotilla/proto/ctrl/v1/project_pb.js";
+import type { Notifier } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import type { Region } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { all, orUndefined, projectSpec, sameProject, secretNames, specOf, sameSpec, type AnyResource } from "../kinds.ts";
+import { all, notifierSpec, orUndefined, projectSpec, sameNotifier, sameProject, secretNames, specOf, sameSpec, type AnyResource } from "../kinds.ts";
 import { roleName } from "../output.ts";
 import type { Manifest, ResourceManifest } from "../manifests.ts";
 import { followRollouts, FailedRollout } from "../status.ts";
@@ -14,7 +15,7 @@ import { followRollouts, FailedRollout } from "../status.ts";
 type Out = (line: string) => void;
 
 /** What apply would do to one manifest's object; `current` is the object as ctrl has it. */
-type Plan = { manifest: Manifest; action: "created" | "configured" | "unchanged"; current?: AnyResource | Region | Project };
+type Plan = { manifest: Manifest; action: "created" | "configured" | "unchanged"; current?: AnyResource | Region | Project | Notifier };
 
 const label = (m: Manifest) => `${typeof m.kind === "string" ? m.kind.toLowerCase() : m.kind.singular}/${m.name}`;
 
@@ -70,6 +71,11 @@ async function plan(clients: Clients, manifests: Manifest[]): Promise<{ plans: P
       if (!current) return { manifest, action: "created" };
       return { manifest, action: sameProject(current, manifest.project) ? "unchanged" : "configured", current };
     }
+    if (manifest.kind === "Notifier") {
+      const current = (await orUndefined(clients.notifiers.getNotifier({ name: manifest.name })))?.notifier;
+      if (!current) return { manifest, action: "created" };
+      return { manifest, action: sameNotifier(current, manifest.notifier) ? "unchanged" : "configured", current };
+    }
     const current = await manifest.kind.get(clients, manifest.name);
     if (!current) return { manifest, action: "created" };
     // A manifest without secretEnv keeps the secrets set with `flotilla secret set`.
@@ -116,6 +122,14 @@ async function check(clients: Clients, changes: Plan[], regions: Set<string>, me
       }
       return;
     }
+    if (m.kind === "Notifier") {
+      try {
+        await writeNotifier(clients, m.notifier, action, true);
+      } catch (error) {
+        throw refusal(m, error);
+      }
+      return;
+    }
     // The regions it names that do not exist yet. ctrl's refusal names the first of them: one
     // these manifests do not create, behind one they do, is refused here.
     const missing = m.kind.regions(m.resource).filter((r) => !regions.has(r));
@@ -151,6 +165,13 @@ async function writeProject(clients: Clients, project: Project, action: Plan["ac
   else await clients.projects.updateProject({ project, validateOnly });
 }
 
+/** Creates or updates a notifier (only checks it, with `validateOnly`); a creation's signing secret, shown once. */
+async function writeNotifier(clients: Clients, notifier: Notifier, action: Plan["action"], validateOnly: boolean): Promise<string> {
+  if (action === "created") return (await clients.notifiers.createNotifier({ notifier, validateOnly })).signingSecret;
+  await clients.notifiers.updateNotifier({ notifier, validateOnly });
+  return "";
+}
+
 export interface ApplyOptions {
   message: string;
   dryRun: boolean;
@@ -175,13 +196,18 @@ export async function apply(clients: Clients, manifests: Manifest[], options: Ap
         if (p.action === "created") await clients.regions.createRegion({ region });
         else await clients.regions.updateRegion({ region });
       } else if (m.kind === "Project") await writeProject(clients, m.project, p.action, false);
-      else if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
+      else if (m.kind === "Notifier") {
+        const secret = await writeNotifier(clients, m.notifier, p.action, false);
+        // Shown once, as an agent token is: ctrl never shows it again (`flotilla notifier rotate-secret` makes another).
+        if (secret) secrets.set(p, secret);
+      } else if (p.action === "created") await m.kind.create(clients, m.resource, options.message, false);
       else await m.kind.update(clients, m.resource, options.message, false);
     } catch (error) {
       throw refusal(m, error);
     }
   };
   const done = new Set<Plan>();
+  const secrets = new Map<Plan, string>();
   const writeAll = (some: Plan[]) =>
     inFlight(some, async (p) => {
       await write(p);
@@ -194,7 +220,12 @@ export async function apply(clients: Clients, manifests: Manifest[], options: Ap
     await writeAll(plans.filter((p) => p.manifest.kind !== "Region" && p.manifest.kind !== "Project"));
   } finally {
     // On a failure (a concurrent change since the check), what was written is still said.
-    for (const p of plans) if (done.has(p)) out(`${label(p.manifest)} ${p.action}${options.dryRun ? " (dry run)" : ""}`);
+    for (const p of plans) {
+      if (!done.has(p)) continue;
+      out(`${label(p.manifest)} ${p.action}${options.dryRun ? " (dry run)" : ""}`);
+      const secret = secrets.get(p);
+      if (secret) out(`  signing secret (shown once, keep it for your receiver): ${secret}`);
+    }
   }
   if (!options.wait || options.dryRun) return;
   const deployments = plans.filter((p) => typeof p.manifest.kind !== "string" && p.manifest.kind.kind === "Deployment").map((p) => p.manifest.name);
@@ -233,6 +264,10 @@ export async function diff(clients: Clients, manifests: Manifest[], out: Out): P
       after = flatten(projectSpec(m.project));
       if (p.current) before = flatten(projectSpec(p.current as Project));
       out(p.current ? `~ ${label(m)}` : `+ ${label(m)} (new)`);
+    } else if (m.kind === "Notifier") {
+      after = flatten(notifierSpec(m.notifier));
+      if (p.current) before = flatten(notifierSpec(p.current as Notifier));
+      out(p.current ? `~ ${label(m)}` : `+ ${label(m)} (new)`);
     } else {
       const current = p.current as AnyResource | undefined;
       after = flatten({ metadata: { project: m.resource.project }, ...specOf(m.kind.schema, m.resource) });
@@ -267,6 +302,7 @@ export async function deleteManifests(clients: Clients, manifests: Manifest[], o
     try {
       if (m.kind === "Region") await clients.regions.deleteRegion({ name: m.name });
       else if (m.kind === "Project") await clients.projects.deleteProject({ name: m.name });
+      else if (m.kind === "Notifier") await clients.notifiers.deleteNotifier({ name: m.name });
       else await (m as ResourceManifest).kind.delete(clients, m.name, options.message);
       out(`${label(m)} deleted`);
     } catch (error) {

@@ -6,11 +6,24 @@ import { UsageError } from "../errors.ts";
 import { all, API_VERSION, projectSpec, resourceKindNamed, specOf, type AnyResource, type ResourceKindOps } from "../kinds.ts";
 import { age, isoTime, roleName, structured, table, type OutputFormat } from "../output.ts";
 import { getSecrets } from "./secret.ts";
+import { getDeliveries, getNotifiers } from "./notifier.ts";
 import { phaseName } from "../status.ts";
 import { getRollouts, rolloutLines, strategyLines } from "./rollout.ts";
 import { DESCRIBED_KEYS, workloadBlocks, workloadFields, type DescribedWorkload } from "../describe-workload.ts";
 
-export const GET_KINDS = ["deployments", "sentinels", "networkpolicies", "regions", "projects", "rollouts", "tokens", "operators", "secrets"];
+export const GET_KINDS = [
+  "deployments",
+  "sentinels",
+  "networkpolicies",
+  "regions",
+  "projects",
+  "rollouts",
+  "tokens",
+  "operators",
+  "secrets",
+  "notifiers",
+  "deliveries",
+];
 
 type Out = (text: string) => void;
 
@@ -89,12 +102,15 @@ const HEADERS: Record<string, { table: string[]; wide: string[] }> = {
 
 /** What `get` lists: only what is placed in `region`; only the regions `selector` picks (a label selector). */
 export interface GetFilters {
+  /** Deliveries only: pending, delivered or dead. */
+  state?: string;
   region?: string;
   selector?: string;
 }
 
 export async function get(clients: Clients, kindName: string, name: string | undefined, format: OutputFormat, filters: GetFilters, out: Out): Promise<void> {
   const { region, selector } = filters;
+  if (filters.state !== undefined && !["delivery", "deliveries"].includes(kindName.toLowerCase())) throw new UsageError("--state: only deliveries have one");
   const isRegions = ["region", "regions"].includes(kindName.toLowerCase());
   if (selector !== undefined && !isRegions) throw new UsageError("--selector: only regions have labels");
   const kind = resourceKindNamed(kindName);
@@ -139,6 +155,12 @@ export async function get(clients: Clients, kindName: string, name: string | und
     case "secret":
     case "secrets":
       return getSecrets(clients, name, format, out);
+    case "notifier":
+    case "notifiers":
+      return getNotifiers(clients, name, format, out);
+    case "delivery":
+    case "deliveries":
+      return getDeliveries(clients, name, filters.state, 100, format, out);
   }
   throw new UsageError(`unknown kind ${JSON.stringify(kindName)}: one of ${GET_KINDS.join(", ")}`);
 }

@@ -14,6 +14,7 @@ import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { NetworkPolicyService } from "@flotilla/proto/ctrl/v1/network_policy_pb.js";
+import { NotifierService } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
@@ -112,6 +113,20 @@ const operators: ServiceTable<typeof OperatorService> = {
   whoAmI: { scope: "signed-in", role: Role.UNSPECIFIED },
 };
 
+// Notifiers see every project's deployments (their selectors are namespaces and labels):
+// fleet-wide, like regions' writes. Reading them and their deliveries needs a fleet-wide viewer.
+const FLEET_VIEWER = fleet(Role.VIEWER);
+const notifiers: ServiceTable<typeof NotifierService> = {
+  createNotifier: FLEET_ADMIN,
+  getNotifier: FLEET_VIEWER,
+  listNotifiers: FLEET_VIEWER,
+  updateNotifier: FLEET_ADMIN,
+  deleteNotifier: FLEET_ADMIN,
+  rotateNotifierSecret: FLEET_ADMIN,
+  testNotifier: FLEET_ADMIN,
+  listDeliveries: FLEET_VIEWER,
+};
+
 const AGENT: Permission = { scope: "agent", role: Role.UNSPECIFIED };
 const cluster: ServiceTable<typeof ClusterService> = {
   syncDesiredState: AGENT,
@@ -134,6 +149,7 @@ export const PERMISSIONS: ReadonlyMap<string, { service: DescService; methods: R
     [ProjectService, projects],
     [RegionService, regions],
     [OperatorService, operators],
+    [NotifierService, notifiers],
     [ClusterService, cluster],
   ].map(([service, methods]) => [(service as DescService).typeName, { service: service as DescService, methods: methods as Record<string, Permission> }]),
 );
