@@ -18,6 +18,7 @@ import * as desiredSecretEnvSealed from "./0012_desired_secret_env_sealed.ts";
 import * as regionSecretKeyEpoch from "./0013_region_secret_key_epoch.ts";
 import * as projects from "./0014_projects.ts";
 import * as rolloutAnalysis from "./0015_rollout_analysis.ts";
+import * as auditPrincipal from "./0017_audit_principal.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -36,4 +37,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0013_region_secret_key_epoch": regionSecretKeyEpoch,
   "0014_projects": projects,
   "0015_rollout_analysis": rolloutAnalysis,
+  "0017_audit_principal": auditPrincipal,
 };

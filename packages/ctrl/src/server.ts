@@ -60,6 +60,26 @@ import { DEFAULT_WATCH_STATUS_OPTIONS, watchStatus } from "./services/status/wat
 import { DEFAULT_STATUS_FEED_OPTIONS, StatusFeed } from "./streaming/status-feed.ts";
 import { inFlightUnaryCalls } from "./in-flight.ts";
 import { clientCertificateOf, tlsTransport, type TlsFiles } from "./tls.ts";
+import { actorOf } from "./auth.ts";
+import { loginHandler } from "./oidc/login.ts";
+import { DEFAULT_SESSION_MAX_AGE_MS, SessionCodec } from "./oidc/session.ts";
+import { OidcVerifier, type OidcOptions } from "./oidc/verifier.ts";
+
+/** Single sign-on (docs/guides/sso.md): ctrl verifies the issuer's ID tokens, and is the console's OIDC client. */
+export interface SsoOptions extends Omit<OidcOptions, "audiences"> {
+  /** The console's client id (ctrl is that client). */
+  clientId: string;
+  /** The console client's secret (read from a file). */
+  clientSecret: string;
+  /** The CLI's public client id (device authorization grant). */
+  cliClientId: string;
+  /** Audiences accepted; default the two client ids. */
+  audiences?: readonly string[];
+  /** ctrl's /auth/callback as the issuer knows it; default from the request's Host. */
+  redirectUrl?: string;
+  /** A console session lasts at most this long (never past its ID token). Default 8 h. */
+  sessionMaxAgeMs?: number;
+}
 
 export interface CtrlOptions {
   store: Store;
@@ -121,6 +141,8 @@ export interface CtrlOptions {
   memoryReleaseIntervalMs?: number;
   /** Where ctrl logs. Default: text lines on stderr, level info. */
   log?: Logger;
+  /** Single sign-on with an OIDC issuer; absent: static tokens only. */
+  sso?: SsoOptions;
 }
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
@@ -249,7 +271,39 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const tokenLookups = new Slots(options.tokenLookupConcurrency ?? DEFAULT_TOKEN_LOOKUP_CONCURRENCY);
   const tokenScreen = await store.agentTokens.screen(tokenRecheckMs);
   const operatorScreen = await store.operators.screen();
+  const sso = options.sso;
+  const oidc = sso && new OidcVerifier({ ...sso, audiences: sso.audiences ?? [sso.clientId, sso.cliClientId] });
+  const sessions = sso && new SessionCodec(sso.clientSecret);
+  const login =
+    sso &&
+    loginHandler({
+      verifier: oidc!,
+      sessions: sessions!,
+      clientId: sso.clientId,
+      clientSecret: sso.clientSecret,
+      cliClientId: sso.cliClientId,
+      redirectUrl: sso.redirectUrl,
+      sessionMaxAgeMs: sso.sessionMaxAgeMs ?? DEFAULT_SESSION_MAX_AGE_MS,
+      secure: Boolean(options.tls),
+      log,
+    });
   const auth = createAuthenticator({
+    oidc,
+    sessions,
+    // Refused attempts are in the audit trail too.
+    onDenied: (principal, rpc, project, error) => {
+      store.audit
+        .record({
+          author: { actor: actorOf(principal), message: error.rawMessage.slice(0, 1024), groups: principal.kind === "operator" ? principal.groups : undefined },
+          action: rpc,
+          objectKind: "call",
+          objectId: "",
+          revision: 0,
+          project,
+          decision: "denied",
+        })
+        .catch((e: unknown) => log.error(`audit: ${e instanceof Error ? e.message : String(e)}`));
+    },
     adminToken: options.adminToken,
     mayBeAgentToken: (token) => tokenScreen.mayBeValid(token),
     authenticateAgent: (token) => tokenLookups.run(() => store.agentTokens.authenticate(token)),
@@ -315,6 +369,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     logError: (line) => log.error(line),
     async fallback(req, res) {
       if (answerUnknownRpc(req, res as http.ServerResponse | Http2ServerResponse)) return;
+      if (login && (await login(req, res as http.ServerResponse | Http2ServerResponse))) return;
       if (webConsole?.(req, res as http.ServerResponse | Http2ServerResponse)) return;
       if (await health(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" });
