@@ -67,6 +67,24 @@ export const projectCheckedInterceptor: Interceptor = (next) => async (req) => {
   return response;
 };
 
+/**
+ * Runs around the handler: a call its handler refused PERMISSION_DENIED (a project the caller
+ * holds no role in) is recorded by `onDenied` (the audit trail) before the refusal is sent.
+ */
+export function deniedCallsInterceptor(onDenied: NonNullable<AuthOptions["onDenied"]>): Interceptor {
+  return (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (error) {
+      const principal = req.contextValues.get(principalKey);
+      if (error instanceof ConnectError && error.code === Code.PermissionDenied && principal.kind === "operator") {
+        await onDenied(principal, req.method.name, req.contextValues.get(projectAccessKey)?.deniedProject ?? "", error);
+      }
+      throw error;
+    }
+  };
+}
+
 /** The access of a project-scoped call; throws if the call is not one (a handler outside the table's project scope). */
 export function projectAccess(ctx: { values: ContextValues }): ProjectAccess {
   const access = ctx.values.get(projectAccessKey);
@@ -106,7 +124,7 @@ export interface AuthOptions {
   /** Set with the console's sign-in: reads session cookies (each call must carry its CSRF token). */
   sessions?: SessionCodec;
   /** Called for each call refused PERMISSION_DENIED after its caller was authenticated (the audit trail records it). */
-  onDenied?(principal: Principal, rpc: string, project: string, error: ConnectError): void;
+  onDenied?(principal: Principal, rpc: string, project: string, error: ConnectError): Promise<void>;
 }
 
 /** The principal of a person signed in with OIDC. */
@@ -199,7 +217,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     try {
       access = await authorize(principal, req.service.typeName, req.method.localName, req.method.name);
     } catch (error) {
-      if (error instanceof ConnectError && error.code === Code.PermissionDenied) options.onDenied?.(principal, req.method.name, "", error);
+      if (error instanceof ConnectError && error.code === Code.PermissionDenied) await options.onDenied?.(principal, req.method.name, "", error);
       throw error;
     }
     const isCluster = req.service.typeName === ClusterService.typeName;
@@ -214,14 +232,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     if (token !== undefined && req.stream && !(principal.kind === "operator" && principal.subject !== undefined)) {
       options.onTokenStream?.(token, req.contextValues, req.signal);
     }
-    try {
-      return await next(req);
-    } catch (error) {
-      if (error instanceof ConnectError && error.code === Code.PermissionDenied && principal.kind === "operator") {
-        options.onDenied?.(principal, req.method.name, access?.deniedProject ?? "", error);
-      }
-      throw error;
-    }
+    return next(req);
   };
   /** The call's decision (authorization/decide.ts), and for a project-scoped RPC the access its handler completes it with. */
   const authorize = async (principal: Principal, service: string, localName: string, rpc: string): Promise<ProjectAccess | undefined> => {

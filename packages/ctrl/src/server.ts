@@ -22,7 +22,15 @@ import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { consoleHandler } from "@flotilla/console/assets";
 import { AgentStreams } from "./agent-streams.ts";
-import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS, projectCheckedInterceptor } from "./auth.ts";
+import {
+  actorOf,
+  createAuthenticator,
+  deniedCallsInterceptor,
+  DEFAULT_TOKEN_CACHE_SIZE,
+  DEFAULT_TOKEN_RECHECK_MS,
+  projectCheckedInterceptor,
+  type Principal,
+} from "./auth.ts";
 import { ProjectCatalog } from "./authorization/catalog.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { compressionZstd } from "@flotilla/runtime/compression";
@@ -60,7 +68,6 @@ import { DEFAULT_WATCH_STATUS_OPTIONS, watchStatus } from "./services/status/wat
 import { DEFAULT_STATUS_FEED_OPTIONS, StatusFeed } from "./streaming/status-feed.ts";
 import { inFlightUnaryCalls } from "./in-flight.ts";
 import { clientCertificateOf, tlsTransport, type TlsFiles } from "./tls.ts";
-import { actorOf } from "./auth.ts";
 import { loginHandler } from "./oidc/login.ts";
 import { DEFAULT_SESSION_MAX_AGE_MS, SessionCodec } from "./oidc/session.ts";
 import { OidcVerifier, type OidcOptions } from "./oidc/verifier.ts";
@@ -287,23 +294,23 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       secure: Boolean(options.tls),
       log,
     });
+  // Refused attempts are in the audit trail too.
+  const recordDenied = (principal: Principal, rpc: string, project: string, error: ConnectError) =>
+    store.audit
+      .record({
+        author: { actor: actorOf(principal), message: error.rawMessage.slice(0, 1024), groups: principal.kind === "operator" ? principal.groups : undefined },
+        action: rpc,
+        objectKind: "call",
+        objectId: "",
+        revision: 0,
+        project,
+        decision: "denied",
+      })
+      .catch((e: unknown) => log.error(`audit: ${e instanceof Error ? e.message : String(e)}`));
   const auth = createAuthenticator({
     oidc,
     sessions,
-    // Refused attempts are in the audit trail too.
-    onDenied: (principal, rpc, project, error) => {
-      store.audit
-        .record({
-          author: { actor: actorOf(principal), message: error.rawMessage.slice(0, 1024), groups: principal.kind === "operator" ? principal.groups : undefined },
-          action: rpc,
-          objectKind: "call",
-          objectId: "",
-          revision: 0,
-          project,
-          decision: "denied",
-        })
-        .catch((e: unknown) => log.error(`audit: ${e instanceof Error ? e.message : String(e)}`));
-    },
+    onDenied: recordDenied,
     adminToken: options.adminToken,
     mayBeAgentToken: (token) => tokenScreen.mayBeValid(token),
     authenticateAgent: (token) => tokenLookups.run(() => store.agentTokens.authenticate(token)),
@@ -320,7 +327,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   // offer it (the agent). A response uses the first of the client's list that ctrl has.
   const acceptCompression = [compressionZstd, compressionGzipFast, compressionBrotli];
   const unaryCalls = inFlightUnaryCalls();
-  const interceptors = [metrics.interceptor(connectErrors(log), log), unaryCalls.interceptor, projectCheckedInterceptor];
+  const interceptors = [metrics.interceptor(connectErrors(log), log), unaryCalls.interceptor, deniedCallsInterceptor(recordDenied), projectCheckedInterceptor];
   const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };
   const onBound = (reason: string) => metrics.connectionBounds.inc({ reason });
   const authFailed = authFailureLimit(bounds.maxAuthFailuresPerConnection, onBound);

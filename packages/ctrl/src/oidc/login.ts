@@ -62,7 +62,7 @@ export function loginHandler(options: LoginOptions): (req: Request, res: Respons
           case "GET /auth/login": {
             let discovery;
             try {
-              discovery = await verifier.discovery();
+              discovery = await verifier.discovery(true);
             } catch (error) {
               return page(res, 503, `Sign-in is not possible now: ${message(error)}. Try again when the identity provider is back.`);
             }

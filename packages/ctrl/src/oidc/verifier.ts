@@ -65,7 +65,8 @@ export class OidcVerifier {
   readonly fetchTimeoutMs: number;
   #discovery: Discovery | undefined;
   #keys: { set: ReturnType<typeof createLocalJWKSet>; kids: Set<string>; algs: Map<string, string>; fetchedAt: number } | undefined;
-  #lastFetchAttempt = 0;
+  /** When an unknown key id last made ctrl fetch the keys. */
+  #lastUnknownKidFetch = 0;
   #fetching: Promise<void> | undefined;
 
   constructor(options: OidcOptions) {
@@ -77,9 +78,12 @@ export class OidcVerifier {
     this.fetchTimeoutMs = options.fetchTimeoutMs ?? DEFAULT_OIDC_FETCH_TIMEOUT_MS;
   }
 
-  /** The issuer's discovery document (fetched once; throws a clear error while the issuer is unreachable). */
-  async discovery(): Promise<Discovery> {
-    if (this.#discovery) return this.#discovery;
+  /**
+   * The issuer's discovery document, fetched once (`fresh`: fetched now, as a sign-in does, so
+   * that it fails at once, clearly, while the issuer is unreachable).
+   */
+  async discovery(fresh = false): Promise<Discovery> {
+    if (this.#discovery && !fresh) return this.#discovery;
     const url = `${this.issuer.replace(/\/$/, "")}/.well-known/openid-configuration`;
     const document = (await this.#fetchJson(url)) as Discovery;
     if (document.issuer !== this.issuer) {
@@ -130,11 +134,13 @@ export class OidcVerifier {
     return { subject: payload.sub!, groups, expireTime: payload.exp! * 1000 };
   }
 
-  /** Fetches the key set again; with `cooldown`, not more than once per JWKS_REFETCH_COOLDOWN_MS. A failure keeps the keys ctrl had. */
+  /** Fetches the key set again; with `cooldown` (an unknown key id), not more than once per JWKS_REFETCH_COOLDOWN_MS. A failure keeps the keys ctrl had. */
   async #refreshKeys(now: number, cooldown: boolean): Promise<void> {
-    if (cooldown && now - this.#lastFetchAttempt < JWKS_REFETCH_COOLDOWN_MS) return;
+    if (cooldown) {
+      if (now - this.#lastUnknownKidFetch < JWKS_REFETCH_COOLDOWN_MS) return;
+      this.#lastUnknownKidFetch = now;
+    }
     this.#fetching ??= (async () => {
-      this.#lastFetchAttempt = Date.now();
       try {
         const { jwks_uri } = await this.discovery();
         const jwks = (await this.#fetchJson(jwks_uri)) as JSONWebKeySet;
