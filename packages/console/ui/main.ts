@@ -4,7 +4,7 @@ import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { html } from "htm/preact";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { api, emptyFleet, followFleet, isSignedOut, listDeployments, problem, token, type Fleet, type Session } from "./api.ts";
+import { api, emptyFleet, followFleet, isSignedOut, listDeployments, problem, ssoSession, ssoSignOut, token, type Fleet, type Session } from "./api.ts";
 import { Time } from "./format.ts";
 import { RolloutsView } from "./rollouts.ts";
 import { AuditView, DeploymentDetail, DeploymentsView, FleetView, NetworkPoliciesView, SentinelsView, SignIn } from "./views.ts";
@@ -31,12 +31,14 @@ function useRoute(): string {
 function App() {
   const [session, setSession] = useState<Session | undefined>();
   const [signedOut, setSignedOut] = useState<string | undefined>();
+  const [sso, setSso] = useState(false);
   const [fleet, setFleet] = useState<Fleet>(emptyFleet);
   const [, setTick] = useState(0);
   const route = useRoute();
 
   const signOut = (why?: string) => {
     token.clear();
+    void ssoSignOut();
     setSession(undefined);
     setSignedOut(why);
   };
@@ -51,7 +53,17 @@ function App() {
     }
   };
   useEffect(() => {
-    if (token.get()) void signIn();
+    if (token.get()) {
+      void signIn();
+      return;
+    }
+    void ssoSession().then(
+      (s) => {
+        setSso(s.available);
+        if (s.subject) void signIn();
+      },
+      () => undefined,
+    );
   }, []);
   useEffect(() => {
     if (!session) return;
@@ -92,6 +104,7 @@ function App() {
   if (!session)
     return html`<${SignIn}
       reason=${signedOut}
+      sso=${sso}
       onSignIn=${(t: string) => {
         token.set(t);
         void signIn();
