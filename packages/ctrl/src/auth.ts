@@ -78,11 +78,29 @@ export function deniedCallsInterceptor(onDenied: NonNullable<AuthOptions["onDeni
     } catch (error) {
       const principal = req.contextValues.get(principalKey);
       if (error instanceof ConnectError && error.code === Code.PermissionDenied && principal.kind === "operator") {
-        await onDenied(principal, req.method.name, req.contextValues.get(projectAccessKey)?.deniedProject ?? "", error);
+        const id = req.stream ? undefined : requestedObject(req.message as unknown as Record<string, unknown>);
+        // DeploymentService → deployment, NetworkPolicyService → network_policy: the kinds the audit trail names.
+        const kind = req.service.name
+          .replace(/Service$/, "")
+          .replace(/(?<=[a-z])(?=[A-Z])/g, "_")
+          .toLowerCase();
+        await onDenied(principal, req.method.name, req.contextValues.get(projectAccessKey)?.deniedProject ?? "", error, { kind, id: id ?? "" });
       }
       throw error;
     }
   };
+}
+
+/** The id or name a request names (its own `id`, or its resource's), for the audit trail; undefined if none. */
+function requestedObject(message: Record<string, unknown>): string | undefined {
+  for (const key of ["id", "name"]) if (typeof message[key] === "string" && message[key]) return message[key];
+  for (const value of Object.values(message)) {
+    if (value && typeof value === "object" && !Array.isArray(value)) {
+      const inner = value as Record<string, unknown>;
+      for (const key of ["id", "name"]) if (typeof inner[key] === "string" && inner[key]) return inner[key];
+    }
+  }
+  return undefined;
 }
 
 /** The access of a project-scoped call; throws if the call is not one (a handler outside the table's project scope). */
@@ -124,7 +142,7 @@ export interface AuthOptions {
   /** Set with the console's sign-in: reads session cookies (each call must carry its CSRF token). */
   sessions?: SessionCodec;
   /** Called for each call refused PERMISSION_DENIED after its caller was authenticated (the audit trail records it). */
-  onDenied?(principal: Principal, rpc: string, project: string, error: ConnectError): Promise<void>;
+  onDenied?(principal: Principal, rpc: string, project: string, error: ConnectError, object?: { kind: string; id: string }): Promise<void>;
 }
 
 /** The principal of a person signed in with OIDC. */

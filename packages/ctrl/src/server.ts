@@ -295,13 +295,13 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
       log,
     });
   // Refused attempts are in the audit trail too.
-  const recordDenied = (principal: Principal, rpc: string, project: string, error: ConnectError) =>
+  const recordDenied = (principal: Principal, rpc: string, project: string, error: ConnectError, object = { kind: "call", id: "" }) =>
     store.audit
       .record({
         author: { actor: actorOf(principal), message: error.rawMessage.slice(0, 1024), groups: principal.kind === "operator" ? principal.groups : undefined },
         action: rpc,
-        objectKind: "call",
-        objectId: "",
+        objectKind: object.kind,
+        objectId: object.id,
         revision: 0,
         project,
         decision: "denied",

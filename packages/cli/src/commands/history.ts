@@ -78,6 +78,8 @@ export async function audit(clients: Clients, { sinceMs, actor, project }: Audit
           revision: Number(e.revision),
           message: e.message,
           project: e.project,
+          groups: e.groups,
+          decision: e.decision,
         })),
         format,
       ),
@@ -86,8 +88,18 @@ export async function audit(clients: Clients, { sinceMs, actor, project }: Audit
   }
   out(
     table(
-      ["TIME", "ACTOR", "ACTION", "OBJECT", "REVISION", "MESSAGE"],
-      events.map((e) => [isoTime(e.time), e.actor, e.action, `${e.objectKind}/${e.objectId}`, e.revision ? String(e.revision) : "-", e.message || "-"]),
+      ["TIME", "ACTOR", "GROUPS", "DECISION", "ACTION", "OBJECT", "PROJECT", "REVISION", "MESSAGE"],
+      events.map((e) => [
+        isoTime(e.time),
+        e.actor,
+        e.groups.join(",") || "-",
+        e.decision || "allowed",
+        e.action,
+        e.objectId ? `${e.objectKind}/${e.objectId}` : "-",
+        e.project || "-",
+        e.revision ? String(e.revision) : "-",
+        e.message || "-",
+      ]),
     ),
   );
 }
