@@ -157,6 +157,28 @@ test("a key rotated at the provider is picked up without restart; with the provi
   assert.match(await login.text(), /Sign-in is not possible now: the identity provider .* is unreachable/);
 });
 
+test("the JWKS cache time: a key the provider dropped is refused once the cached keys are older than it, not before", async (t) => {
+  const { idp, ctrl } = await stack(t, { jwksCacheMs: 1000 });
+  const dropped = idp.signingKeys[0]! as JWK;
+  assert.equal((await whoAmI(ctrl, await forged(idp, { sub: "alice" }, dropped))).subject, "alice");
+  idp.rotateKey(true);
+  // Within the cache time ctrl still has the dropped key (each token new: none is in ctrl's token cache).
+  assert.equal((await whoAmI(ctrl, await forged(idp, { sub: "carol" }, dropped))).subject, "carol");
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  await assert.rejects(whoAmI(ctrl, await forged(idp, { sub: "dave" }, dropped)), refused(Code.Unauthenticated, /not one of the issuer's/));
+});
+
+test("--oidc-groups-claim: the groups come from the claim named; a claim that is not a list of strings is refused", async (t) => {
+  const { idp, ctrl } = await stack(t, { groupsClaim: "roles" });
+  const me = await whoAmI(ctrl, await forged(idp, { groups: ["team-b"], roles: ["team-a"] }));
+  assert.deepEqual(me.groups, ["team-a"]);
+  assert.deepEqual(
+    me.projectRoles.map((r) => r.project),
+    ["team-a"],
+  );
+  await assert.rejects(whoAmI(ctrl, await forged(idp, { roles: "team-a" })), refused(Code.Unauthenticated, /"roles" claim is not a list of strings/));
+});
+
 test("a removed group: its access ends when the token does", async (t) => {
   const { idp, ctrl } = await stack(t, { clockSkewMs: 0 }, { idTokenTtlSeconds: 3 });
   const old = (await deviceFlowTokens(idp.issuer, CLI_CLIENT_ID, "alice", "alice")).id_token;
@@ -172,8 +194,8 @@ test("a removed group: its access ends when the token does", async (t) => {
   );
 });
 
-test("the console's session: code flow with PKCE sets an HttpOnly Secure SameSite=Strict cookie; a call with it but without the CSRF token is refused", async (t) => {
-  const { ctrl } = await stack(t);
+test("the console's session: code flow with PKCE sets an HttpOnly Secure SameSite=Strict cookie; a call with it but without the CSRF token is refused; it ends after --session-max-age", async (t) => {
+  const { ctrl } = await stack(t, { sessionMaxAgeMs: 2500 });
   const login = await fetch(`${ctrl.url}/auth/login`, { redirect: "manual" });
   assert.equal(login.status, 302);
   const authorize = new URL(login.headers.get("location")!);
@@ -201,6 +223,12 @@ test("the console's session: code flow with PKCE sets an HttpOnly Secure SameSit
   const withToken = await call({ "x-flotilla-csrf": session.csrf });
   assert.equal(withToken.status, 200);
   assert.equal(((await withToken.json()) as { actor: string }).actor, "oidc:bob");
+  assert.match(setCookie, /Max-Age=[12];/, "the cookie lives no longer than the session");
+  await new Promise((resolve) => setTimeout(resolve, 2600));
+  const expired = await call({ "x-flotilla-csrf": session.csrf });
+  assert.equal(expired.status, 401);
+  assert.match(await expired.text(), /session has expired/);
+  assert.equal((await fetch(`${ctrl.url}/auth/session`, { headers: { cookie } })).status, 401);
 });
 
 test("bounds and flags: JWKS cache time, clock skew, session lifetime have defaults and flags; a missing secret file is a clear error", () => {
