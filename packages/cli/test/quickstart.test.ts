@@ -265,8 +265,8 @@ test("pnpm start --sso: the README's single sign-on as written: alice and bob si
   assert.match(output("bob get deployments"), /^b-web /m);
   assert.doesNotMatch(output("bob get deployments"), /^a-web /m);
   const audit = output("audit --project team-b");
-  assert.match(audit, /oidc:bob +team-b +allowed +CreateDeployment +deployment\/b-web +team-b/);
-  assert.match(audit, /oidc:alice +team-a +denied +\w+Deployment +deployment\/b-web +team-b/);
+  assert.match(audit, /allowed +team-b +oidc:bob\(team-b\) +CreateDeployment +deployment\/b-web /);
+  assert.match(audit, /denied +team-b +oidc:alice\(team-a\) +\w+Deployment +deployment\/b-web /);
   // No token of theirs in the stack's log.
   const config = readFileSync(join(stack.dir, "config.yaml"), "utf8");
   for (const token of config.matchAll(/(?:id|refresh)-token: (\S+)/g)) assert.ok(!stack.output().includes(token[1]!), "a token in the stack's log");

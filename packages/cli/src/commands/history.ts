@@ -88,15 +88,15 @@ export async function audit(clients: Clients, { sinceMs, actor, project }: Audit
   }
   out(
     table(
-      ["TIME", "ACTOR", "GROUPS", "DECISION", "ACTION", "OBJECT", "PROJECT", "REVISION", "MESSAGE"],
+      // A person signed in with single sign-on is shown with their groups: oidc:alice(team-a).
+      ["TIME", "DECISION", "PROJECT", "ACTOR", "ACTION", "OBJECT", "REVISION", "MESSAGE"],
       events.map((e) => [
         isoTime(e.time),
-        e.actor,
-        e.groups.join(",") || "-",
         e.decision || "allowed",
+        e.project || "-",
+        e.groups.length ? `${e.actor}(${e.groups.join(",")})` : e.actor,
         e.action,
         e.objectId ? `${e.objectKind}/${e.objectId}` : "-",
-        e.project || "-",
         e.revision ? String(e.revision) : "-",
         e.message || "-",
       ]),
