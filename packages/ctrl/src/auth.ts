@@ -20,9 +20,10 @@ export type Principal =
   | { kind: "admin" }
   /**
    * `role`: fleet-wide (UNSPECIFIED: none); `groups`: the identity provider's groups (none for a static token);
-   * `subject`: the OIDC subject of a signed-in person (then `name` is "oidc:<subject>", which no account can be named).
+   * `subject`: the OIDC subject of a signed-in person (then `name` is "oidc:<subject>", which no account can be named),
+   * and `expireTime` when their token or session ends (ms).
    */
-  | { kind: "operator"; name: string; role: Role; groups: readonly string[]; subject?: string }
+  | { kind: "operator"; name: string; role: Role; groups: readonly string[]; subject?: string; expireTime?: number }
   | { kind: "agent"; region: string; regionId: number };
 
 /** The actor a principal's writes are recorded under: "admin", the operator's name, or "agent:<region>". */
@@ -137,6 +138,8 @@ export interface AuthOptions {
   onTokenStream?(token: string, values: ContextValues, ended: AbortSignal): void;
   /** Set when mTLS is required: the verified client certificate under a call, or undefined if none was presented. */
   clientCertificate?(values: ContextValues): ClientCertificate | undefined;
+  /** Called for every streaming call of a person signed in with OIDC: it must end at `expireTime` (ms). */
+  onExpiringStream?(expireTime: number, values: ContextValues, ended: AbortSignal): void;
   /** Set with single sign-on: verifies the issuer's ID tokens (bearer tokens that are JWTs). */
   oidc?: OidcVerifier;
   /** Set with the console's sign-in: reads session cookies (each call must carry its CSRF token). */
@@ -146,8 +149,8 @@ export interface AuthOptions {
 }
 
 /** The principal of a person signed in with OIDC. */
-export function oidcPrincipal(subject: string, groups: readonly string[]): Principal {
-  return { kind: "operator", name: `oidc:${subject}`, role: Role.UNSPECIFIED, groups, subject };
+export function oidcPrincipal(subject: string, groups: readonly string[], expireTime: number): Principal {
+  return { kind: "operator", name: `oidc:${subject}`, role: Role.UNSPECIFIED, groups, subject, expireTime };
 }
 
 export const DEFAULT_TOKEN_CACHE_SIZE = 10_000;
@@ -177,7 +180,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
         throw error;
       });
       if (identity instanceof OidcRefusal) return identity;
-      return { principal: oidcPrincipal(identity.subject, identity.groups), expireTime: identity.expireTime };
+      return { principal: oidcPrincipal(identity.subject, identity.groups, identity.expireTime), expireTime: identity.expireTime };
     }
     if (options.mayBeOperatorToken(token)) {
       const grant = await options.authenticateOperator(token);
@@ -214,7 +217,7 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
       // The console's session cookie, with its CSRF token (never without: another site's form could send the cookie).
       const check = options.sessions?.check(cookie, csrf);
       if (check && "refusal" in check) return check.refusal;
-      if (check) return { principal: oidcPrincipal(check.session.subject, check.session.groups) };
+      if (check) return { principal: oidcPrincipal(check.session.subject, check.session.groups, check.session.expireTime) };
       return "missing";
     }
     if (timingSafeEqual(digest(token), adminDigest)) return { token: undefined };
@@ -246,8 +249,10 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     }
     req.contextValues.set(principalKey, principal);
     req.contextValues.set(projectAccessKey, access);
-    // Streams of OIDC tokens and sessions are not re-checked against the store (they end with the ctrl or the client).
-    if (token !== undefined && req.stream && !(principal.kind === "operator" && principal.subject !== undefined)) {
+    // A stream of an OIDC token or a session ends when it does; static tokens' streams are re-checked against the store.
+    if (req.stream && principal.kind === "operator" && principal.expireTime !== undefined) {
+      options.onExpiringStream?.(principal.expireTime, req.contextValues, req.signal);
+    } else if (token !== undefined && req.stream) {
       options.onTokenStream?.(token, req.contextValues, req.signal);
     }
     return next(req);

@@ -43,7 +43,8 @@ import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
-import { nodeRequestKey, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
+import { nodeRequestKey, resetTransport, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
+import { constants as h2constants } from "node:http2";
 import type { ValidationOptions } from "./validate.ts";
 import { deploymentService } from "./services/deployment-service.ts";
 import { DEFAULT_STATUS_OPTIONS, type StatusOptions } from "./status/region-status.ts";
@@ -321,6 +322,14 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
     knownTokenCacheMs: tokenRecheckMs,
     onTokenStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
+    onExpiringStream: (expireTime, values, ended) => {
+      const timer = setTimeout(
+        () => resetTransport(values.get(nodeRequestKey), h2constants.NGHTTP2_CANCEL),
+        Math.min(2 ** 31 - 1, Math.max(0, expireTime - Date.now())),
+      );
+      timer.unref();
+      ended.addEventListener("abort", () => clearTimeout(timer), { once: true });
+    },
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
   // connect's default list, with gzip at its fastest level, and zstd for the clients that

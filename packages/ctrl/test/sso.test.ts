@@ -17,6 +17,7 @@ import { HistoryService } from "@flotilla/proto/ctrl/v1/history_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
+import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { CLI_CLIENT_ID, CONSOLE_CLIENT_ID, DevIdp } from "@flotilla/dev-idp";
 import { deviceFlowTokens, signInHeadless } from "@flotilla/dev-idp/headless";
 import { testDatabases } from "@flotilla/testkit/databases";
@@ -184,7 +185,19 @@ test("a removed group: its access ends when the token does", async (t) => {
   const old = (await deviceFlowTokens(idp.issuer, CLI_CLIENT_ID, "alice", "alice")).id_token;
   idp.setGroups("alice", []);
   await ctrl.client(DeploymentService, { token: old }).createDeployment(deployment("team-a", "a-one", "one"));
+  // Her status stream, opened with the token, ends when the token does.
+  const streamEnded = (async () => {
+    try {
+      for await (const _ of ctrl.client(StatusService, { token: old }).watchStatus({})) void _;
+    } catch {
+      // Reset by ctrl: as good as an end.
+    }
+    return Date.now();
+  })();
+  const exp = JSON.parse(Buffer.from(old.split(".")[1]!, "base64url").toString()).exp * 1000;
   await new Promise((resolve) => setTimeout(resolve, 3100));
+  const ended = await Promise.race([streamEnded, new Promise<number>((resolve) => setTimeout(resolve, 2000, Infinity))]);
+  assert.ok(ended >= exp - 50 && ended < exp + 1000, `the stream ended at its token's expiry (${ended - exp} ms after)`);
   await assert.rejects(whoAmI(ctrl, old), refused(Code.Unauthenticated, /expired/));
   const fresh = (await deviceFlowTokens(idp.issuer, CLI_CLIENT_ID, "alice", "alice")).id_token;
   assert.deepEqual((await whoAmI(ctrl, fresh)).groups, []);
