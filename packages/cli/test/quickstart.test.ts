@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { spawn, spawnSync } from "node:child_process";
 import { signInHeadless } from "@flotilla/dev-idp/headless";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { runnableBlock, runnableBlocks } from "@flotilla/testkit/docs";
 import { flotillaKubeMissing } from "@flotilla/testkit/kube-target";
@@ -267,6 +267,11 @@ test("pnpm start --sso: the README's single sign-on as written: alice and bob si
   const audit = output("audit --project team-b");
   assert.match(audit, /allowed +team-b +oidc:bob\(team-b\) +CreateDeployment +deployment\/b-web /);
   assert.match(audit, /denied +team-b +oidc:alice\(team-a\) +\w+Deployment +deployment\/b-web /);
+  // The console client's secret is in its file (mode 0600) only: not in the process list, not in the log.
+  const secret = readFileSync(join(stack.dir, ".flotilla/oidc-client-secret"), "utf8").trim();
+  assert.equal(statSync(join(stack.dir, ".flotilla/oidc-client-secret")).mode & 0o777, 0o600);
+  assert.ok(!spawnSync("ps", ["-eo", "args"], { encoding: "utf8" }).stdout.includes(secret), "the client secret in the process list");
+  assert.ok(!stack.output().includes(secret), "the client secret in the stack's log");
   // No token of theirs in the stack's log.
   const config = readFileSync(join(stack.dir, "config.yaml"), "utf8");
   for (const token of config.matchAll(/(?:id|refresh)-token: (\S+)/g)) assert.ok(!stack.output().includes(token[1]!), "a token in the stack's log");
