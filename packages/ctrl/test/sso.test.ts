@@ -24,6 +24,7 @@ import { testDatabases } from "@flotilla/testkit/databases";
 import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
 import { parseConfig } from "../src/config.ts";
 import { ssoOptions } from "../src/oidc/config.ts";
+import { keyAlgorithm } from "../src/oidc/verifier.ts";
 import type { SsoOptions } from "../src/server.ts";
 
 const [{ db }] = await testDatabases();
@@ -242,6 +243,17 @@ test("the console's session: code flow with PKCE sets an HttpOnly Secure SameSit
   assert.equal(expired.status, 401);
   assert.match(await expired.text(), /session has expired/);
   assert.equal((await fetch(`${ctrl.url}/auth/session`, { headers: { cookie } })).status, 401);
+});
+
+test("a key's algorithm: its alg, else its type's (RS256, ES256 by curve, EdDSA); never a symmetric one", () => {
+  assert.equal(keyAlgorithm({ kty: "EC", crv: "P-256", alg: "ES256" }), "ES256");
+  assert.equal(keyAlgorithm({ kty: "RSA", alg: "PS256" }), "PS256");
+  assert.equal(keyAlgorithm({ kty: "RSA" }), "RS256");
+  assert.equal(keyAlgorithm({ kty: "EC", crv: "P-384" }), "ES384");
+  assert.equal(keyAlgorithm({ kty: "OKP", crv: "Ed25519" }), "EdDSA");
+  assert.equal(keyAlgorithm({ kty: "oct", alg: "HS256" }), undefined);
+  assert.equal(keyAlgorithm({ kty: "oct" }), undefined);
+  assert.equal(keyAlgorithm({ kty: "RSA", alg: "none" }), undefined);
 });
 
 test("bounds and flags: JWKS cache time, clock skew, session lifetime have defaults and flags; a missing secret file is a clear error", () => {

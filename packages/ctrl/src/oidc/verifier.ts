@@ -146,7 +146,8 @@ export class OidcVerifier {
         const jwks = (await this.#fetchJson(jwks_uri)) as JSONWebKeySet;
         const algs = new Map<string, string>();
         for (const key of jwks.keys ?? []) {
-          if (key.kid && key.alg && SIGNATURE_ALGS.has(key.alg) && (key.use === undefined || key.use === "sig")) algs.set(key.kid, key.alg);
+          const alg = keyAlgorithm(key);
+          if (key.kid && alg && (key.use === undefined || key.use === "sig")) algs.set(key.kid, alg);
         }
         this.#keys = {
           set: createLocalJWKSet({ keys: jwks.keys.filter((k) => k.kid && algs.has(k.kid)) }),
@@ -173,6 +174,18 @@ export class OidcVerifier {
     if (!response.ok) throw new Error(`the identity provider ${this.issuer} answered ${response.status} for ${url}`);
     return response.json();
   }
+}
+
+/**
+ * The one algorithm a key signs with: its `alg`, or for a key that names none (some providers
+ * publish none) the usual one of its type: RS256 for RSA, ES256/384/512 by curve, EdDSA.
+ */
+export function keyAlgorithm(key: { kty?: string; crv?: string; alg?: string }): string | undefined {
+  if (key.alg) return SIGNATURE_ALGS.has(key.alg) ? key.alg : undefined;
+  if (key.kty === "RSA") return "RS256";
+  if (key.kty === "EC") return ({ "P-256": "ES256", "P-384": "ES384", "P-521": "ES512" } as Record<string, string>)[key.crv ?? ""];
+  if (key.kty === "OKP" && key.crv === "Ed25519") return "EdDSA";
+  return undefined;
 }
 
 function refusalMessage(error: unknown): string {
