@@ -3,6 +3,7 @@
 // to enter it, and polls until the person has signed in, the code expires or --timeout. The
 // tokens go into the context in the config file (mode 0600), never on the command line; the
 // ID token is the bearer token, refreshed with the refresh token when it is about to expire.
+import { request as httpsRequest } from "node:https";
 import { type Context, readConfig, configPath, writeConfig, type OidcTokens } from "./config.ts";
 import { TimeoutError, UsageError } from "./errors.ts";
 
@@ -26,6 +27,24 @@ interface TokenResponse {
 }
 
 type Fetch = (url: string, init?: RequestInit) => Promise<Response>;
+
+/** fetch, trusting `ca` (the context's --ca-cert) for ctrl's own URL: what /auth/config needs when ctrl serves TLS with a private CA. */
+export function fetchTrusting(server: string, ca: Buffer | undefined): Fetch {
+  if (!ca || !server.startsWith("https:")) return fetch;
+  return (url, init) => {
+    if (!url.startsWith(server)) return fetch(url, init);
+    return new Promise<Response>((resolve, reject) => {
+      const request = httpsRequest(url, { method: init?.method ?? "GET", ca, signal: init?.signal ?? undefined }, (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => resolve(new Response(Buffer.concat(chunks), { status: response.statusCode ?? 502 })));
+        response.on("error", reject);
+      });
+      request.on("error", reject);
+      request.end();
+    });
+  };
+}
 
 async function getJson<T>(fetchFn: Fetch, url: string, what: string, init?: RequestInit): Promise<{ status: number; body: T }> {
   let response: Response;

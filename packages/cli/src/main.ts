@@ -15,7 +15,7 @@ import { CONTROLS, controlDescription, controlRollout, rolloutStatus } from "./c
 import { describe, get, GET_KINDS } from "./commands/get.ts";
 import { audit, history, rollback } from "./commands/history.ts";
 import { readSecretValue, setSecret, unsetSecret } from "./commands/secret.ts";
-import { DEFAULT_LOGIN_TIMEOUT_MS, login, logout } from "./login.ts";
+import { DEFAULT_LOGIN_TIMEOUT_MS, fetchTrusting, login, logout } from "./login.ts";
 import { stringify as stringifyYaml } from "yaml";
 import { resourceKindNamed } from "./kinds.ts";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
@@ -344,7 +344,7 @@ export function program(): Command {
       const connection = resolveConnection(flags);
       server = connection.server;
       const context = connection.context?.server === connection.server ? connection.context : { name: flags.context ?? "default", server: connection.server };
-      await login({ server: connection.server, context, timeoutMs: opts.timeout, fetch, out });
+      await login({ server: connection.server, context, timeoutMs: opts.timeout, fetch: fetchTrusting(connection.server, connection.caCert), out });
       const me = await connect({ ...resolveConnection({ ...flags, context: context.name }), token: undefined }).operators.whoAmI({});
       out(`signed in as ${me.subject || me.actor}${me.groups.length ? ` (groups ${me.groups.join(", ")})` : ""}; context ${context.name} in ${configPath()}`);
     });
