@@ -7,10 +7,15 @@
 // `pnpm start --prometheus` (with --regions too): Debian's `prometheus` scraping every emulator's
 // pod metrics every 2 s, each target labelled with its region, set as every region's
 // metrics.prometheus.address, so that a strategy's analyses run (docs/rollout-analysis.md).
+// `pnpm start --sso`: also a local OpenID provider (packages/dev-idp, a development tool) at
+// http://127.0.0.1:7075 with users alice and bob (groups team-a, team-b), ctrl accepting its
+// tokens and signing the console in with it, and projects team-a and team-b
+// (examples/sso/projects.yaml) granting each group the deployer role (docs/guides/sso.md).
 // `pnpm start --kube real`: flotilla-kube (a real API server, controllers and kwok, built by
 // `pnpm kube:build`) in place of each emulator; the emulator stays the default (no Go needed).
 // Ctrl-C stops everything.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { createClient } from "@connectrpc/connect";
@@ -32,6 +37,7 @@ const { values: args } = parseArgs({
     regions: { type: "string" },
     kube: { type: "string", default: "emulator" },
     prometheus: { type: "boolean", default: false },
+    sso: { type: "boolean", default: false },
   },
 });
 const FLOTILLA_KUBE = "packages/kube-real/bin/flotilla-kube";
@@ -60,6 +66,11 @@ const TLS = args.tls;
 const CTRL = TLS ? "https://127.0.0.1:7070" : "http://127.0.0.1:7070";
 const PKI_DIR = ".flotilla/pki";
 const SECRETS_KEY_FILE = ".flotilla/secrets-key.json";
+const SSO = args.sso;
+/** The local OpenID provider of --sso, and the console client's secret (made once, mode 0600; never on a command line). */
+const IDP_LISTEN = "127.0.0.1:7075";
+const IDP_ISSUER = `http://${IDP_LISTEN}`;
+const OIDC_SECRET_FILE = ".flotilla/oidc-client-secret";
 
 /** A region of the local stack: its Kubernetes (the emulator or flotilla-kube), its agent's health port and its labels. */
 interface LocalRegion {
@@ -219,7 +230,25 @@ if (TLS) {
 const ctrlTls = TLS ? ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--client-ca", pki.caCert] : [];
 // The data key of secret env values, made once and kept (the values sealed under it stay readable).
 if (!existsSync(SECRETS_KEY_FILE)) writeSecretsKeyFile(SECRETS_KEY_FILE, false);
-await run("ctrl", [...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"], [...ctrlTls, "--secrets-key-file", SECRETS_KEY_FILE], CTRL_ENVIRONMENT, /serving on/);
+let ctrlSso: string[] = [];
+if (SSO) {
+  if (!existsSync(OIDC_SECRET_FILE)) writeFileSync(OIDC_SECRET_FILE, `${randomBytes(32).toString("base64url")}\n`, { mode: 0o600 });
+  await run(
+    "idp",
+    ["packages/dev-idp/src/main.ts"],
+    ["--listen", IDP_LISTEN, "--client-secret-file", OIDC_SECRET_FILE, "--redirect-uri", `${CTRL}/auth/callback`],
+    {},
+    /dev-idp ready/,
+  );
+  ctrlSso = ["--oidc-issuer", IDP_ISSUER, "--oidc-client-secret-file", OIDC_SECRET_FILE, "--oidc-redirect-url", `${CTRL}/auth/callback`];
+}
+await run(
+  "ctrl",
+  [...CTRL_NODE_FLAGS, "packages/ctrl/src/main.ts"],
+  [...ctrlTls, "--secrets-key-file", SECRETS_KEY_FILE, ...ctrlSso],
+  CTRL_ENVIRONMENT,
+  /serving on/,
+);
 const tokenVariable = ["FLOTILLA_CTRL_ADMIN_TOKEN", "FLOTILLA_ADMIN_TOKEN"].find((name) => process.env[name]);
 const adminToken = tokenVariable ? process.env[tokenVariable]! : readFileSync(".flotilla/admin-token", "utf8").trim();
 // The lines below say where the token is, never the token: a terminal's scrollback or a copied log keeps no secret.
@@ -250,6 +279,16 @@ setContext(
   configPath(),
   true,
 );
+if (SSO) {
+  // The projects, applied with the admin token as a person would (idempotent: apply again on a restart).
+  const applied = spawnSync(process.execPath, ["packages/cli/src/main.ts", "--context", "local", "apply", "-f", "examples/sso/projects.yaml"], {
+    encoding: "utf8",
+  });
+  if (applied.status !== 0) {
+    console.error(`pnpm start --sso: applying examples/sso/projects.yaml failed: ${applied.stderr}`);
+    await stop(1);
+  }
+}
 for (const region of REGIONS) {
   const { token } = await regions.createAgentToken({ region: region.name });
   const agentCert = agentFiles(PKI_DIR, region.name);
@@ -286,13 +325,20 @@ const prometheusLine = PROMETHEUS
   ? `\nPrometheus http://${PROMETHEUS_ADDRESS} scrapes every emulator's pods every ${SCRAPE_INTERVAL}; every region's analyses query it
 (try: pnpm flotilla apply -f examples/staged/shop-analysis.yaml --wait).`
   : "";
+const ssoLines = SSO
+  ? `\nSingle sign-on: the identity provider ${IDP_ISSUER} (alice/alice in group team-a, bob/bob in group team-b);
+projects team-a (namespaces a-*) and team-b (namespaces b-*) give each group the deployer role.
+Sign in to the console with "Sign in with single sign-on", or the CLI with
+  pnpm flotilla context set alice --server ${CTRL} && pnpm flotilla --context alice login
+(docs/guides/sso.md walks through it).`
+  : "";
 const stackLines = !multiRegion
   ? `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, agent health http://${first.agentHealth}, ${KUBE_NAME} ${kubeUrl(first)}
 Region \`${first.name}\` and an agent token for it are created; the agent above uses them.`
   : `Flotilla is running${TLS ? " over mTLS" : ""}: ctrl ${CTRL}, and per region ${REAL_KUBE ? "a flotilla-kube" : "an emulator"} and an agent with its own token:
 ${REGIONS.map((r) => `  ${r.name.padEnd(12)} ${labelText(r.labels).padEnd(28)} ${REAL_KUBE ? "kube-apiserver" : "emulator"} ${kubeUrl(r)}  agent health http://${r.agentHealth}  kubeconfig ${r.kubeconfig}`).join("\n")}`;
 console.log(`
-${stackLines}${prometheusLine}
+${stackLines}${prometheusLine}${ssoLines}
 The web console: ${CTRL}/ (sign in with the admin token: ${tokenVariable ? `$${tokenVariable}` : "cat .flotilla/admin-token"}).
 The CLI's context \`local\` (in ${configPath()}) points at this stack${tokenVariable ? ` (export FLOTILLA_TOKEN=$${tokenVariable})` : ""}. Try:
 

@@ -51,6 +51,7 @@ export default defineConfig({
           { text: "A real cluster", link: "/guides/real-cluster" },
           { text: "A real Kubernetes: flotilla-kube", link: "/guides/real-kubernetes" },
           { text: "TLS and agent identity", link: "/guides/tls" },
+          { text: "Single sign-on", link: "/guides/sso" },
           { text: "High availability", link: "/guides/high-availability" },
           { text: "Upgrading", link: "/guides/upgrading" },
           { text: "Monitoring", link: "/guides/monitoring" },

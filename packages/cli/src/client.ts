@@ -29,8 +29,9 @@ export interface Clients {
 }
 
 export function connect(connection: Connection): Clients {
-  const auth: Interceptor = (next) => (req) => {
-    if (connection.token) req.header.set("authorization", `Bearer ${connection.token}`);
+  const auth: Interceptor = (next) => async (req) => {
+    const token = connection.token ?? (await connection.tokenSource?.());
+    if (token) req.header.set("authorization", `Bearer ${token}`);
     return next(req);
   };
   const transport = createConnectTransport({

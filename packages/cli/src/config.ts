@@ -3,11 +3,12 @@
 // Flags override the context, FLOTILLA_* variables override the file. A token is only ever
 // read from a file or FLOTILLA_TOKEN: never a flag, which every user of the host could read
 // in the process list.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import { UsageError } from "./errors.ts";
+import { currentIdToken } from "./login.ts";
 
 export interface Context {
   name: string;
@@ -16,6 +17,16 @@ export interface Context {
   tokenFile?: string;
   /** PEM CA certificate(s) to trust for an https server. */
   caCert?: string;
+  /** The tokens of `flotilla login` (single sign-on). */
+  oidc?: OidcTokens;
+}
+
+/** What `flotilla login` keeps: the ID token is the bearer token, the refresh token renews it. */
+export interface OidcTokens {
+  issuer: string;
+  clientId: string;
+  idToken: string;
+  refreshToken?: string;
 }
 
 export interface ConfigFile {
@@ -30,6 +41,10 @@ export interface Connection {
   caCert: Buffer | undefined;
   /** Where each part came from, for error messages. */
   contextName: string | undefined;
+  /** The context, when one was used (`flotilla login` keeps its tokens there). */
+  context?: Context;
+  /** With no token: the context's signed-in ID token, renewed when about to expire. */
+  tokenSource?: () => Promise<string>;
 }
 
 export interface ConnectionFlags {
@@ -62,25 +77,50 @@ export function readConfig(path = configPath()): ConfigFile {
         server: c.server,
         tokenFile: typeof c["token-file"] === "string" ? c["token-file"] : undefined,
         caCert: typeof c["ca-cert"] === "string" ? c["ca-cert"] : undefined,
+        oidc: oidcTokens(c.oidc),
       };
     }),
   };
 }
 
+function oidcTokens(raw: unknown): OidcTokens | undefined {
+  const o = raw as Record<string, unknown> | undefined;
+  if (typeof o?.issuer !== "string" || typeof o["client-id"] !== "string" || typeof o["id-token"] !== "string") return undefined;
+  return {
+    issuer: o.issuer,
+    clientId: o["client-id"],
+    idToken: o["id-token"],
+    refreshToken: typeof o["refresh-token"] === "string" ? o["refresh-token"] : undefined,
+  };
+}
+
+/** Writes the file with mode 0600 (it may hold tokens), whatever its mode was. */
 export function writeConfig(config: ConfigFile, path = configPath()): void {
   mkdirSync(dirname(path), { recursive: true });
   const doc = {
     "current-context": config.currentContext,
-    contexts: config.contexts.map((c) => ({ name: c.name, server: c.server, "token-file": c.tokenFile, "ca-cert": c.caCert })),
+    contexts: config.contexts.map((c) => ({
+      name: c.name,
+      server: c.server,
+      "token-file": c.tokenFile,
+      "ca-cert": c.caCert,
+      oidc: c.oidc && { issuer: c.oidc.issuer, "client-id": c.oidc.clientId, "id-token": c.oidc.idToken, "refresh-token": c.oidc.refreshToken },
+    })),
   };
   writeFileSync(path, stringify(doc), { mode: 0o600 });
+  chmodSync(path, 0o600);
 }
 
 /** Adds or replaces a context (paths made absolute); the first context (or, with `makeCurrent`, this one) becomes the current one. */
 export function setContext(context: Context, path = configPath(), makeCurrent = false): ConfigFile {
   const config = readConfig(path);
-  const absolute = { ...context, tokenFile: context.tokenFile && resolve(context.tokenFile), caCert: context.caCert && resolve(context.caCert) };
   const i = config.contexts.findIndex((c) => c.name === context.name);
+  const absolute = {
+    oidc: config.contexts[i]?.server === context.server ? config.contexts[i]?.oidc : undefined,
+    ...context,
+    tokenFile: context.tokenFile && resolve(context.tokenFile),
+    caCert: context.caCert && resolve(context.caCert),
+  };
   if (i >= 0) config.contexts[i] = absolute;
   else config.contexts.push(absolute);
   if (makeCurrent) config.currentContext = context.name;
@@ -100,11 +140,16 @@ export function resolveConnection(flags: ConnectionFlags, env = process.env): Co
   if (!server) throw new UsageError(`no server: give --server URL, set FLOTILLA_SERVER, or add a context (flotilla context set NAME --server URL)`);
   const tokenFile = flags.tokenFile ?? env.FLOTILLA_TOKEN_FILE ?? context?.tokenFile;
   const caCertFile = flags.caCert ?? env.FLOTILLA_CA_CERT ?? context?.caCert;
+  const token = env.FLOTILLA_TOKEN || (tokenFile ? readToken(tokenFile) : undefined);
+  // The context's sign-in counts only for the context's own server.
+  const signedIn = !token && context?.oidc && server === context.server ? context : undefined;
   return {
     server,
-    token: env.FLOTILLA_TOKEN || (tokenFile ? readToken(tokenFile) : undefined),
+    token,
     caCert: caCertFile ? readFile(caCertFile, "--ca-cert") : undefined,
     contextName: context?.name,
+    context,
+    tokenSource: signedIn && (() => currentIdToken(signedIn)),
   };
 }
 

@@ -16,6 +16,8 @@ import { describe, get, GET_KINDS } from "./commands/get.ts";
 import { audit, history, rollback } from "./commands/history.ts";
 import { readSecretValue, setSecret, unsetSecret } from "./commands/secret.ts";
 import { rotateSecret, testNotifier } from "./commands/notifier.ts";
+import { DEFAULT_LOGIN_TIMEOUT_MS, fetchTrusting, login, logout } from "./login.ts";
+import { stringify as stringifyYaml } from "yaml";
 import { resourceKindNamed } from "./kinds.ts";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
@@ -351,6 +353,55 @@ export function program(): Command {
           ["CURRENT", "NAME", "SERVER", "TOKEN-FILE"],
           config.contexts.map((c) => [c.name === config.currentContext ? "*" : "", c.name, c.server, c.tokenFile ?? "-"]),
         ),
+      );
+    });
+
+  root
+    .command("login")
+    .description("sign in with single sign-on (device authorization grant): prints a URL and a code, waits; the tokens go into the context, mode 0600")
+    .addOption(timeoutOption("how long to wait for the sign-in").default(DEFAULT_LOGIN_TIMEOUT_MS, "10m"))
+    .addHelpText("after", examples("flotilla login --server http://127.0.0.1:7070", "flotilla --context prod login"))
+    .action(async (opts: { timeout: number }, command: Command) => {
+      const flags = command.optsWithGlobals() as ConnectionFlags;
+      const connection = resolveConnection(flags);
+      server = connection.server;
+      const context = connection.context?.server === connection.server ? connection.context : { name: flags.context ?? "default", server: connection.server };
+      await login({ server: connection.server, context, timeoutMs: opts.timeout, fetch: fetchTrusting(connection.server, connection.caCert), out });
+      const me = await connect({ ...resolveConnection({ ...flags, context: context.name }), token: undefined }).operators.whoAmI({});
+      out(`signed in as ${me.subject || me.actor}${me.groups.length ? ` (groups ${me.groups.join(", ")})` : ""}; context ${context.name} in ${configPath()}`);
+    });
+  root
+    .command("logout")
+    .description("forget the tokens of flotilla login in the context")
+    .action((_opts, command: Command) => {
+      const connection = resolveConnection(command.optsWithGlobals() as ConnectionFlags);
+      if (!connection.context?.oidc) throw new UsageError(`context ${connection.contextName ?? "(none)"} is not signed in`);
+      logout(connection.context);
+      out(`signed out of context ${connection.context.name}`);
+    });
+  root
+    .command("whoami")
+    .description("who you are at ctrl: the actor, the single sign-on subject and groups, and the role in each project")
+    .addOption(outputOption())
+    .action(async (opts: { output: OutputFormat }, command: Command) => {
+      const me = await clients(command).operators.whoAmI({});
+      const roles = me.projectRoles.map(({ project, role }) => ({ project, role: roleName(role) }));
+      if (opts.output === "json" || opts.output === "yaml") {
+        const doc = { actor: me.actor, subject: me.subject, groups: me.groups, role: me.role ? roleName(me.role) : "", projects: roles };
+        out(opts.output === "json" ? JSON.stringify(doc, null, 2) : stringifyYaml(doc));
+        return;
+      }
+      out(`actor:   ${me.actor}`);
+      if (me.subject) out(`subject: ${me.subject}`);
+      if (me.subject || me.groups.length) out(`groups:  ${me.groups.join(", ") || "(none)"}`);
+      out(`role:    ${me.role ? `${roleName(me.role)} (fleet-wide)` : "none fleet-wide"}`);
+      out(
+        roles.length
+          ? table(
+              ["PROJECT", "ROLE"],
+              roles.map((r) => [r.project, r.role]),
+            )
+          : "no role in any project",
       );
     });
 

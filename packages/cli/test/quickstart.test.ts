@@ -9,13 +9,16 @@
 // running there; and what --kube says when it is wrong or the binary is not built.
 // Then `pnpm start --regions … --prometheus`: a real Prometheus scraping the emulators, where a
 // canary that passes its probes and answers 20% with 500 fails its analysis and is rolled back.
+// Then `pnpm start --sso`: the README's single sign-on as written, each `login` signed in at the
+// real local provider's pages (as the user its context names) while the CLI waits.
 // (One file: the stacks use the same fixed ports, so they run one after the other.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { signInHeadless } from "@flotilla/dev-idp/headless";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { runnableBlock, runnableBlocks } from "@flotilla/testkit/docs";
 import { flotillaKubeMissing } from "@flotilla/testkit/kube-target";
@@ -238,3 +241,58 @@ test("pnpm start --prometheus: the README's bake judged by metrics, as written, 
   const answer = (await (await fetch(`http://127.0.0.1:7079/api/v1/query?query=${query}`)).json()) as { data: { result: { value: [number, string] }[] } };
   assert.ok(Number(answer.data.result[0]?.value[1]) > 0, "the canary's 500s are in Prometheus");
 });
+
+test("pnpm start --sso: the README's single sign-on as written: alice and bob sign in at the local provider; each deploys to its team's project only; the audit trail shows the denied attempt", {
+  skip,
+  timeout: 240_000,
+}, async (t) => {
+  const stack = await startStack(["--sso"]);
+  t.after(stack.stop);
+  assert.match(stack.output(), /Single sign-on: the identity provider http:\/\/127\.0\.0\.1:7075/);
+  const outputs = new Map<string, string>();
+  for (const { command, exit } of readmeCommands("## Single sign-on, locally")) {
+    const user = / login\b/.test(command) ? /--context (\w+)/.exec(command)?.[1] : undefined;
+    const result = user ? await loginAs(stack.dir, command, user) : shell(stack.dir, command);
+    assert.equal(result.status, exit, `${command}\n${result.stdout}${result.stderr}`);
+    outputs.set(command, result.stdout + result.stderr);
+  }
+  const output = (part: string) => [...outputs].find(([command]) => command.includes(part))![1];
+  assert.match(output("alice login"), /To sign in, open http:\/\/127\.0\.0\.1:7075\/device and enter the code/);
+  assert.match(output("alice whoami"), /subject: alice\ngroups: {2}team-a\n[\s\S]*team-a +deployer/);
+  assert.match(output("alice apply -f examples/sso/a-web.yaml"), /deployment\/a-web created/);
+  assert.match(output("alice apply -f examples/sso/b-web.yaml"), /PERMISSION_DENIED: .*project "team-b"/);
+  assert.match(output("bob apply"), /deployment\/b-web created/);
+  assert.match(output("bob get deployments"), /^b-web /m);
+  assert.doesNotMatch(output("bob get deployments"), /^a-web /m);
+  const audit = output("audit --project team-b");
+  assert.match(audit, /allowed +team-b +oidc:bob\(team-b\) +CreateDeployment +deployment\/b-web /);
+  assert.match(audit, /denied +team-b +oidc:alice\(team-a\) +\w+Deployment +deployment\/b-web /);
+  // The console client's secret is in its file (mode 0600) only: not in the process list, not in the log.
+  const secret = readFileSync(join(stack.dir, ".flotilla/oidc-client-secret"), "utf8").trim();
+  assert.equal(statSync(join(stack.dir, ".flotilla/oidc-client-secret")).mode & 0o777, 0o600);
+  assert.ok(!spawnSync("ps", ["-eo", "args"], { encoding: "utf8" }).stdout.includes(secret), "the client secret in the process list");
+  assert.ok(!stack.output().includes(secret), "the client secret in the stack's log");
+  // No token of theirs in the stack's log.
+  const config = readFileSync(join(stack.dir, "config.yaml"), "utf8");
+  for (const token of config.matchAll(/(?:id|refresh)-token: (\S+)/g)) assert.ok(!stack.output().includes(token[1]!), "a token in the stack's log");
+});
+
+/** Runs a `login` line in bash, and signs in as `user` at the URL and code it prints. */
+function loginAs(dir: string, command: string, user: string): Promise<{ status: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("bash", ["-c", command], { cwd: dir, env: { ...process.env, FLOTILLA_CONFIG: join(dir, "config.yaml") } });
+    let stdout = "";
+    let stderr = "";
+    let signing = false;
+    child.stdout.on("data", (d) => {
+      stdout += d;
+      const printed = /open (\S+) and enter the code (\S+)/.exec(stdout);
+      if (printed && !signing) {
+        signing = true;
+        signInHeadless(`${printed[1]}?user_code=${printed[2]}`, user, user).catch(reject);
+      }
+    });
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("close", (code) => resolve({ status: code ?? -1, stdout, stderr }));
+  });
+}

@@ -1,6 +1,8 @@
 // The console's connection to ctrl: the generated Connect clients over fetch (same origin),
 // the operator token kept for this tab only (sessionStorage: never a URL, a cookie or the
-// DOM), and the live state the status stream keeps up to date.
+// DOM), and the live state the status stream keeps up to date. With single sign-on the
+// session is an HttpOnly cookie the page never sees; each call carries the session's CSRF
+// token (read from /auth/session, same origin only) in a header.
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
@@ -22,9 +24,32 @@ export const token = {
   clear: () => sessionStorage.removeItem(TOKEN_KEY),
 };
 
+const CSRF_HEADER = "x-flotilla-csrf";
+/** The single sign-on session's CSRF token (not a credential: the cookie is, and scripts cannot read it). */
+let csrf: string | undefined;
+
+/** Single sign-on: whether ctrl offers it, and the signed-in session, if any. */
+export async function ssoSession(): Promise<{ available: boolean; subject?: string }> {
+  const response = await fetch("/auth/session", { credentials: "same-origin", headers: { accept: "application/json" } });
+  if (response.status === 404) return { available: false };
+  if (!response.ok) return { available: true };
+  const session = (await response.json()) as { subject: string; csrf: string };
+  csrf = session.csrf;
+  return { available: true, subject: session.subject };
+}
+
+/** Ends the single sign-on session (the cookie is cleared by ctrl). */
+export async function ssoSignOut(): Promise<void> {
+  if (!csrf) return;
+  const header = csrf;
+  csrf = undefined;
+  await fetch("/auth/logout", { method: "POST", credentials: "same-origin", headers: { [CSRF_HEADER]: header } }).catch(() => undefined);
+}
+
 const auth: Interceptor = (next) => (req) => {
   const t = token.get();
   if (t) req.header.set("authorization", `Bearer ${t}`);
+  else if (csrf) req.header.set(CSRF_HEADER, csrf);
   return next(req);
 };
 const transport = createConnectTransport({ baseUrl: location.origin, interceptors: [auth] });

@@ -4,7 +4,7 @@ import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { html } from "htm/preact";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { api, emptyFleet, followFleet, isSignedOut, listDeployments, problem, token, type Fleet, type Session } from "./api.ts";
+import { api, emptyFleet, followFleet, isSignedOut, listDeployments, problem, ssoSession, ssoSignOut, token, type Fleet, type Session } from "./api.ts";
 import { Time } from "./format.ts";
 import { RolloutsView } from "./rollouts.ts";
 import { NotificationsView } from "./notifications.ts";
@@ -33,12 +33,14 @@ function useRoute(): string {
 function App() {
   const [session, setSession] = useState<Session | undefined>();
   const [signedOut, setSignedOut] = useState<string | undefined>();
+  const [sso, setSso] = useState(false);
   const [fleet, setFleet] = useState<Fleet>(emptyFleet);
   const [, setTick] = useState(0);
   const route = useRoute();
 
   const signOut = (why?: string) => {
     token.clear();
+    void ssoSignOut();
     setSession(undefined);
     setSignedOut(why);
   };
@@ -53,7 +55,17 @@ function App() {
     }
   };
   useEffect(() => {
-    if (token.get()) void signIn();
+    if (token.get()) {
+      void signIn();
+      return;
+    }
+    void ssoSession().then(
+      (s) => {
+        setSso(s.available);
+        if (s.subject) void signIn();
+      },
+      () => undefined,
+    );
   }, []);
   useEffect(() => {
     if (!session) return;
@@ -94,6 +106,7 @@ function App() {
   if (!session)
     return html`<${SignIn}
       reason=${signedOut}
+      sso=${sso}
       onSignIn=${(t: string) => {
         token.set(t);
         void signIn();

@@ -17,10 +17,11 @@ export function PhaseBadge({ status }: { status: RegionStatus }) {
   return html`<span class=${`phase phase-${name.toLowerCase()}${status.stale ? " stale" : ""}`}>${name}${status.stale ? " (stale)" : ""}</span>`;
 }
 
-export function SignIn({ reason, onSignIn }: { reason: string | undefined; onSignIn: (token: string) => void }) {
+export function SignIn({ reason, sso, onSignIn }: { reason: string | undefined; sso: boolean; onSignIn: (token: string) => void }) {
   const [value, setValue] = useState("");
   return html`<main class="signin">
     <h1>Flotilla</h1>
+    ${sso && html`<p><a class="button" href="/auth/login">Sign in with single sign-on</a></p>`}
     <form
       onSubmit=${(e: Event) => {
         e.preventDefault();

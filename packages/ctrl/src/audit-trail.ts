@@ -9,8 +9,9 @@ export type AuditedKind = "region" | "agent_token" | "operator" | "rollout" | "p
 
 /** Records that the caller of `ctx` did `ctx.method` to the object (and why, if said), in `project` if it belongs to one. */
 export function recordWrite(store: Store, ctx: HandlerContext, objectKind: AuditedKind, objectId: string, message = "", project = ""): Promise<void> {
+  const principal = ctx.values.get(principalKey);
   return store.audit.record({
-    author: { actor: actorOf(ctx.values.get(principalKey)), message: message.slice(0, 1024) },
+    author: { actor: actorOf(principal), message: message.slice(0, 1024), groups: principal.kind === "operator" ? principal.groups : undefined },
     action: ctx.method.name,
     objectKind,
     objectId,

@@ -6,18 +6,24 @@
 import { hash, timingSafeEqual } from "node:crypto";
 import { Code, ConnectError, createContextKey, type ContextValues, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import type { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import type { OperatorGrant, RegionRow, TokenGrant } from "@flotilla/store";
 import type { CatalogSnapshot, ProjectCatalog } from "./authorization/catalog.ts";
 import { decide, ProjectAccess } from "./authorization/decide.ts";
 import { permissionOf } from "./authorization/permissions.ts";
 import { LruCache } from "./lru-cache.ts";
+import { CSRF_HEADER, type SessionCodec } from "./oidc/session.ts";
+import { OidcRefusal, OidcVerifier } from "./oidc/verifier.ts";
 
 export type Principal =
   | { kind: "anonymous" }
   | { kind: "admin" }
-  /** `role`: fleet-wide (UNSPECIFIED: none); `groups`: the identity provider's groups (none for a static token). */
-  | { kind: "operator"; name: string; role: Role; groups: readonly string[] }
+  /**
+   * `role`: fleet-wide (UNSPECIFIED: none); `groups`: the identity provider's groups (none for a static token);
+   * `subject`: the OIDC subject of a signed-in person (then `name` is "oidc:<subject>", which no account can be named),
+   * and `expireTime` when their token or session ends (ms).
+   */
+  | { kind: "operator"; name: string; role: Role; groups: readonly string[]; subject?: string; expireTime?: number }
   | { kind: "agent"; region: string; regionId: number };
 
 /** The actor a principal's writes are recorded under: "admin", the operator's name, or "agent:<region>". */
@@ -62,6 +68,42 @@ export const projectCheckedInterceptor: Interceptor = (next) => async (req) => {
   return response;
 };
 
+/**
+ * Runs around the handler: a call its handler refused PERMISSION_DENIED (a project the caller
+ * holds no role in) is recorded by `onDenied` (the audit trail) before the refusal is sent.
+ */
+export function deniedCallsInterceptor(onDenied: NonNullable<AuthOptions["onDenied"]>): Interceptor {
+  return (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (error) {
+      const principal = req.contextValues.get(principalKey);
+      if (error instanceof ConnectError && error.code === Code.PermissionDenied && principal.kind === "operator") {
+        const id = req.stream ? undefined : requestedObject(req.message as unknown as Record<string, unknown>);
+        // DeploymentService → deployment, NetworkPolicyService → network_policy: the kinds the audit trail names.
+        const kind = req.service.name
+          .replace(/Service$/, "")
+          .replace(/(?<=[a-z])(?=[A-Z])/g, "_")
+          .toLowerCase();
+        await onDenied(principal, req.method.name, req.contextValues.get(projectAccessKey)?.deniedProject ?? "", error, { kind, id: id ?? "" });
+      }
+      throw error;
+    }
+  };
+}
+
+/** The id or name a request names (its own `id`, or its resource's), for the audit trail; undefined if none. */
+function requestedObject(message: Record<string, unknown>): string | undefined {
+  for (const key of ["id", "name"]) if (typeof message[key] === "string" && message[key]) return message[key];
+  for (const value of Object.values(message)) {
+    if (value && typeof value === "object" && !Array.isArray(value)) {
+      const inner = value as Record<string, unknown>;
+      for (const key of ["id", "name"]) if (typeof inner[key] === "string" && inner[key]) return inner[key];
+    }
+  }
+  return undefined;
+}
+
 /** The access of a project-scoped call; throws if the call is not one (a handler outside the table's project scope). */
 export function projectAccess(ctx: { values: ContextValues }): ProjectAccess {
   const access = ctx.values.get(projectAccessKey);
@@ -96,6 +138,19 @@ export interface AuthOptions {
   onTokenStream?(token: string, values: ContextValues, ended: AbortSignal): void;
   /** Set when mTLS is required: the verified client certificate under a call, or undefined if none was presented. */
   clientCertificate?(values: ContextValues): ClientCertificate | undefined;
+  /** Called for every streaming call of a person signed in with OIDC: it must end at `expireTime` (ms). */
+  onExpiringStream?(expireTime: number, values: ContextValues, ended: AbortSignal): void;
+  /** Set with single sign-on: verifies the issuer's ID tokens (bearer tokens that are JWTs). */
+  oidc?: OidcVerifier;
+  /** Set with the console's sign-in: reads session cookies (each call must carry its CSRF token). */
+  sessions?: SessionCodec;
+  /** Called for each call refused PERMISSION_DENIED after its caller was authenticated (the audit trail records it). */
+  onDenied?(principal: Principal, rpc: string, project: string, error: ConnectError, object?: { kind: string; id: string }): Promise<void>;
+}
+
+/** The principal of a person signed in with OIDC. */
+export function oidcPrincipal(subject: string, groups: readonly string[], expireTime: number): Principal {
+  return { kind: "operator", name: `oidc:${subject}`, role: Role.UNSPECIFIED, groups, subject, expireTime };
 }
 
 export const DEFAULT_TOKEN_CACHE_SIZE = 10_000;
@@ -109,7 +164,7 @@ export interface Authenticator {
    * token nor a possible agent or operator token), as the interceptor would throw it; undefined when
    * the call may go on to the interceptor.
    */
-  refusal(authorization: string | null | undefined): ConnectError | undefined;
+  refusal(authorization: string | null | undefined, cookie?: string | null, csrf?: string | null): ConnectError | undefined;
   /** Entries in the known- and unknown-token caches. */
   cacheSize(): { known: number; unknown: number };
 }
@@ -118,7 +173,15 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
   const adminDigest = digest(options.adminToken);
   const known = new LruCache<string, Principal>(options.tokenCacheSize);
   const unknown = new LruCache<string, true>(options.tokenCacheSize);
-  const lookUp = async (token: string): Promise<{ principal: Principal; expireTime: number | undefined } | undefined> => {
+  const lookUp = async (token: string): Promise<{ principal: Principal; expireTime: number | undefined } | OidcRefusal | undefined> => {
+    if (options.oidc && OidcVerifier.looksLikeJwt(token)) {
+      const identity = await options.oidc.verify(token).catch((error: unknown) => {
+        if (error instanceof OidcRefusal) return error;
+        throw error;
+      });
+      if (identity instanceof OidcRefusal) return identity;
+      return { principal: oidcPrincipal(identity.subject, identity.groups, identity.expireTime), expireTime: identity.expireTime };
+    }
     if (options.mayBeOperatorToken(token)) {
       const grant = await options.authenticateOperator(token);
       return grant && { principal: { kind: "operator", name: grant.name, role: grant.role, groups: [] }, expireTime: grant.expireTime };
@@ -126,12 +189,17 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     const grant = await options.authenticateAgent(token);
     return grant && { principal: { kind: "agent", region: grant.region, regionId: grant.regionId }, expireTime: grant.expireTime };
   };
-  const tokenPrincipal = async (token: string): Promise<Principal | undefined> => {
+  const tokenPrincipal = async (token: string): Promise<Principal | OidcRefusal | undefined> => {
     const now = Date.now();
     if (unknown.get(token, now)) return undefined;
     const cached = known.get(token, now);
     if (cached) return cached.value;
     const found = await lookUp(token);
+    if (found instanceof OidcRefusal) {
+      // A refusal that may pass later (the issuer's keys could not be fetched) is not remembered.
+      if (found.lasting) unknown.set(token, true, Infinity);
+      return found;
+    }
     if (found) known.set(token, found.principal, Math.min(now + options.knownTokenCacheMs, found.expireTime ?? Infinity));
     // Tokens are random and committed before they are handed out, and a revoked or expired one
     // never comes back: an unknown token stays unknown, so it leaves only by the cache's bound.
@@ -139,22 +207,40 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     return found?.principal;
   };
   /** Why the header is refused, or the token to look up (undefined: the admin token). */
-  const credential = (authorization: string | null | undefined): Refusal | { token: string | undefined } => {
+  const credential = (
+    authorization: string | null | undefined,
+    cookie: string | null | undefined,
+    csrf: string | null | undefined,
+  ): Refusal | { token: string | undefined } | { principal: Principal } => {
     const token = bearerToken(authorization);
-    if (!token) return "missing";
+    if (!token) {
+      // The console's session cookie, with its CSRF token (never without: another site's form could send the cookie).
+      const check = options.sessions?.check(cookie, csrf);
+      if (check && "refusal" in check) return check.refusal;
+      if (check) return { principal: oidcPrincipal(check.session.subject, check.session.groups, check.session.expireTime) };
+      return "missing";
+    }
     if (timingSafeEqual(digest(token), adminDigest)) return { token: undefined };
+    if (options.oidc && OidcVerifier.looksLikeJwt(token)) return { token };
     // Forgeries are refused here, and not cached: the screen is as cheap as a cache hit, and would fill the cache.
     if (!options.mayBeAgentToken(token) && !options.mayBeOperatorToken(token)) return "invalid";
     return { token };
   };
   const interceptor: Interceptor = (next) => async (req) => {
     if (options.publicServices.has(req.service.typeName)) return next(req);
-    const presented = credential(req.header.get("authorization"));
+    const presented = credential(req.header.get("authorization"), req.header.get("cookie"), req.header.get(CSRF_HEADER));
     if (typeof presented === "string") throw refusalError(presented);
-    const { token } = presented;
-    const principal = token === undefined ? ({ kind: "admin" } as const) : await tokenPrincipal(token);
+    const token = "token" in presented ? presented.token : undefined;
+    const principal = "principal" in presented ? presented.principal : token === undefined ? ({ kind: "admin" } as const) : await tokenPrincipal(token);
     if (principal === undefined) throw refusalError("invalid");
-    const access = await authorize(principal, req.service.typeName, req.method.localName, req.method.name);
+    if (principal instanceof OidcRefusal) throw new ConnectError(`invalid token: ${principal.message}`, Code.Unauthenticated);
+    let access: ProjectAccess | undefined;
+    try {
+      access = await authorize(principal, req.service.typeName, req.method.localName, req.method.name);
+    } catch (error) {
+      if (error instanceof ConnectError && error.code === Code.PermissionDenied) await options.onDenied?.(principal, req.method.name, "", error);
+      throw error;
+    }
     const isCluster = req.service.typeName === ClusterService.typeName;
     if (isCluster && options.clientCertificate) {
       const certificate = options.clientCertificate(req.contextValues);
@@ -163,7 +249,12 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
     }
     req.contextValues.set(principalKey, principal);
     req.contextValues.set(projectAccessKey, access);
-    if (token !== undefined && req.stream) options.onTokenStream?.(token, req.contextValues, req.signal);
+    // A stream of an OIDC token or a session ends when it does; static tokens' streams are re-checked against the store.
+    if (req.stream && principal.kind === "operator" && principal.expireTime !== undefined) {
+      options.onExpiringStream?.(principal.expireTime, req.contextValues, req.signal);
+    } else if (token !== undefined && req.stream) {
+      options.onTokenStream?.(token, req.contextValues, req.signal);
+    }
     return next(req);
   };
   /** The call's decision (authorization/decide.ts), and for a project-scoped RPC the access its handler completes it with. */
@@ -183,8 +274,8 @@ export function createAuthenticator(options: AuthOptions): Authenticator {
   };
   return {
     interceptor,
-    refusal: (authorization) => {
-      const presented = credential(authorization);
+    refusal: (authorization, cookie, csrf) => {
+      const presented = credential(authorization, cookie, csrf);
       // Shared instances: only read, and a new error (its stack) would cost more than the rest of a refusal.
       return typeof presented === "string" ? REFUSALS[presented] : undefined;
     },
@@ -203,18 +294,25 @@ export function bearerToken(authorization: string | null | undefined): string | 
   return /^\s*Bearer\s+(\S+)\s*$/i.exec(authorization ?? "")?.[1];
 }
 
-type Refusal = "missing" | "invalid";
+type Refusal = "missing" | "invalid" | "session" | "csrf";
 
 const REFUSAL_MESSAGES: Record<Refusal, string> = {
   missing: "missing bearer token (Authorization: Bearer <token>)",
   invalid: "invalid token",
+  session: "the console session has expired or is not valid: sign in again",
+  csrf: `a call with the session cookie needs its CSRF token (header ${CSRF_HEADER}): refused`,
 };
 
 function refusalError(refusal: Refusal): ConnectError {
   return new ConnectError(REFUSAL_MESSAGES[refusal], Code.Unauthenticated);
 }
 
-const REFUSALS: Record<Refusal, ConnectError> = { missing: Object.freeze(refusalError("missing")), invalid: Object.freeze(refusalError("invalid")) };
+const REFUSALS: Record<Refusal, ConnectError> = {
+  missing: Object.freeze(refusalError("missing")),
+  invalid: Object.freeze(refusalError("invalid")),
+  session: Object.freeze(refusalError("session")),
+  csrf: Object.freeze(refusalError("csrf")),
+};
 
 function checkClientCertificate(certificate: ClientCertificate | undefined, principal: Principal): void {
   if (!certificate) throw new ConnectError("ClusterService requires a client certificate (mTLS)", Code.Unauthenticated);

@@ -41,7 +41,7 @@ export interface EarlyRefusalOptions {
   /** Services whose every call needs credentials. */
   services: DescService[];
   /** The refusal an Authorization header earns on its own, or undefined (Authenticator.refusal). */
-  refusal(authorization: string | undefined): ConnectError | undefined;
+  refusal(authorization: string | undefined, cookie?: string, csrf?: string): ConnectError | undefined;
   /** Encodings a gRPC client may use, named in grpc-accept-encoding as the request gate does. */
   acceptEncodings: string[];
   /** Called for each refusal, as the request gate calls its own. */
@@ -62,7 +62,8 @@ export function earlyRefusal(options: EarlyRefusalOptions): (req: Request, res: 
     if (req.method !== "POST") return false;
     const method = methods.get(req.url?.split("?", 1)[0] ?? "");
     if (!method) return false;
-    const error = options.refusal(req.headers.authorization);
+    const csrf = req.headers["x-flotilla-csrf"];
+    const error = options.refusal(req.headers.authorization, req.headers.cookie, Array.isArray(csrf) ? csrf[0] : csrf);
     if (!error) return false;
     const answer = answerFor(req, res, method);
     if (!answer) return false;

@@ -10,6 +10,7 @@ import { ctrlUsage, flagReader, parseConfig, systemNamespaceList } from "./confi
 import { databaseUrl, databaseUrlWarning } from "./database-url.ts";
 import { secretKeyRing } from "./secrets-key-file.ts";
 import { startCtrl } from "./server.ts";
+import { ssoOptions } from "./oidc/config.ts";
 import type { TlsFiles } from "./tls.ts";
 import { rolloutStrategy } from "./validate.ts";
 
@@ -89,6 +90,7 @@ try {
     tokenRecheckMs: read.positiveDuration("token-recheck-interval"),
     metricsListen: config["metrics-listen"] || undefined,
     readinessTimeoutMs: read.positiveDuration("readiness-timeout"),
+    sso: ssoOptions(config),
   };
   if (process.argv.slice(2).some((arg) => arg === "--admin-token" || arg.startsWith("--admin-token="))) {
     log.warn("--admin-token shows the token to every user of this host (process list); use --admin-token-file or FLOTILLA_CTRL_ADMIN_TOKEN");

@@ -22,7 +22,15 @@ import type http from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import { consoleHandler } from "@flotilla/console/assets";
 import { AgentStreams } from "./agent-streams.ts";
-import { createAuthenticator, DEFAULT_TOKEN_CACHE_SIZE, DEFAULT_TOKEN_RECHECK_MS, projectCheckedInterceptor } from "./auth.ts";
+import {
+  actorOf,
+  createAuthenticator,
+  deniedCallsInterceptor,
+  DEFAULT_TOKEN_CACHE_SIZE,
+  DEFAULT_TOKEN_RECHECK_MS,
+  projectCheckedInterceptor,
+  type Principal,
+} from "./auth.ts";
 import { ProjectCatalog } from "./authorization/catalog.ts";
 import { compressionGzipFast } from "./compression.ts";
 import { compressionZstd } from "@flotilla/runtime/compression";
@@ -35,7 +43,8 @@ import { nodeAdapter } from "./node-adapter.ts";
 import { CtrlMetrics } from "./metrics.ts";
 import { clusterService, lostStreamError } from "./services/cluster-service.ts";
 import { DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./services/cluster/options.ts";
-import { nodeRequestKey, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
+import { nodeRequestKey, resetTransport, type NodeServerRequest } from "./services/cluster/watch-deployment-changes.ts";
+import { constants as h2constants } from "node:http2";
 import type { ValidationOptions } from "./validate.ts";
 import { deploymentService } from "./services/deployment-service.ts";
 import { DEFAULT_STATUS_OPTIONS, type StatusOptions } from "./status/region-status.ts";
@@ -63,6 +72,25 @@ import { DEFAULT_WATCH_STATUS_OPTIONS, watchStatus } from "./services/status/wat
 import { DEFAULT_STATUS_FEED_OPTIONS, StatusFeed } from "./streaming/status-feed.ts";
 import { inFlightUnaryCalls } from "./in-flight.ts";
 import { clientCertificateOf, tlsTransport, type TlsFiles } from "./tls.ts";
+import { loginHandler } from "./oidc/login.ts";
+import { DEFAULT_SESSION_MAX_AGE_MS, SessionCodec } from "./oidc/session.ts";
+import { OidcVerifier, type OidcOptions } from "./oidc/verifier.ts";
+
+/** Single sign-on (docs/guides/sso.md): ctrl verifies the issuer's ID tokens, and is the console's OIDC client. */
+export interface SsoOptions extends Omit<OidcOptions, "audiences"> {
+  /** The console's client id (ctrl is that client). */
+  clientId: string;
+  /** The console client's secret (read from a file). */
+  clientSecret: string;
+  /** The CLI's public client id (device authorization grant). */
+  cliClientId: string;
+  /** Audiences accepted; default the two client ids. */
+  audiences?: readonly string[];
+  /** ctrl's /auth/callback as the issuer knows it; default from the request's Host. */
+  redirectUrl?: string;
+  /** A console session lasts at most this long (never past its ID token). Default 8 h. */
+  sessionMaxAgeMs?: number;
+}
 
 export interface CtrlOptions {
   store: Store;
@@ -126,6 +154,8 @@ export interface CtrlOptions {
   notifications?: Partial<Omit<DispatcherOptions, "agentLostAfterMs">>;
   /** Where ctrl logs. Default: text lines on stderr, level info. */
   log?: Logger;
+  /** Single sign-on with an OIDC issuer; absent: static tokens only. */
+  sso?: SsoOptions;
 }
 
 export const DEFAULT_POLL_INTERVAL_MS = 200;
@@ -266,7 +296,39 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   const tokenLookups = new Slots(options.tokenLookupConcurrency ?? DEFAULT_TOKEN_LOOKUP_CONCURRENCY);
   const tokenScreen = await store.agentTokens.screen(tokenRecheckMs);
   const operatorScreen = await store.operators.screen();
+  const sso = options.sso;
+  const oidc = sso && new OidcVerifier({ ...sso, audiences: sso.audiences ?? [sso.clientId, sso.cliClientId] });
+  const sessions = sso && new SessionCodec(sso.clientSecret);
+  const login =
+    sso &&
+    loginHandler({
+      verifier: oidc!,
+      sessions: sessions!,
+      clientId: sso.clientId,
+      clientSecret: sso.clientSecret,
+      cliClientId: sso.cliClientId,
+      redirectUrl: sso.redirectUrl,
+      sessionMaxAgeMs: sso.sessionMaxAgeMs ?? DEFAULT_SESSION_MAX_AGE_MS,
+      secure: Boolean(options.tls),
+      log,
+    });
+  // Refused attempts are in the audit trail too.
+  const recordDenied = (principal: Principal, rpc: string, project: string, error: ConnectError, object = { kind: "call", id: "" }) =>
+    store.audit
+      .record({
+        author: { actor: actorOf(principal), message: error.rawMessage.slice(0, 1024), groups: principal.kind === "operator" ? principal.groups : undefined },
+        action: rpc,
+        objectKind: object.kind,
+        objectId: object.id,
+        revision: 0,
+        project,
+        decision: "denied",
+      })
+      .catch((e: unknown) => log.error(`audit: ${e instanceof Error ? e.message : String(e)}`));
   const auth = createAuthenticator({
+    oidc,
+    sessions,
+    onDenied: recordDenied,
     adminToken: options.adminToken,
     mayBeAgentToken: (token) => tokenScreen.mayBeValid(token),
     authenticateAgent: (token) => tokenLookups.run(() => store.agentTokens.authenticate(token)),
@@ -277,13 +339,21 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     tokenCacheSize: options.tokenCacheSize ?? DEFAULT_TOKEN_CACHE_SIZE,
     knownTokenCacheMs: tokenRecheckMs,
     onTokenStream: (token, values, ended) => agentStreams.add(token, values.get(nodeRequestKey), ended),
+    onExpiringStream: (expireTime, values, ended) => {
+      const timer = setTimeout(
+        () => resetTransport(values.get(nodeRequestKey), h2constants.NGHTTP2_CANCEL),
+        Math.min(2 ** 31 - 1, Math.max(0, expireTime - Date.now())),
+      );
+      timer.unref();
+      ended.addEventListener("abort", () => clearTimeout(timer), { once: true });
+    },
     clientCertificate: options.tls?.clientCaFile ? (values) => clientCertificateOf(values.get(nodeRequestKey)) : undefined,
   });
   // connect's default list, with gzip at its fastest level, and zstd for the clients that
   // offer it (the agent). A response uses the first of the client's list that ctrl has.
   const acceptCompression = [compressionZstd, compressionGzipFast, compressionBrotli];
   const unaryCalls = inFlightUnaryCalls();
-  const interceptors = [metrics.interceptor(connectErrors(log), log), unaryCalls.interceptor, projectCheckedInterceptor];
+  const interceptors = [metrics.interceptor(connectErrors(log), log), unaryCalls.interceptor, deniedCallsInterceptor(recordDenied), projectCheckedInterceptor];
   const bounds = { ...DEFAULT_CONNECTION_BOUNDS, ...options.bounds };
   const onBound = (reason: string) => metrics.connectionBounds.inc({ reason });
   const authFailed = authFailureLimit(bounds.maxAuthFailuresPerConnection, onBound);
@@ -332,6 +402,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     logError: (line) => log.error(line),
     async fallback(req, res) {
       if (answerUnknownRpc(req, res as http.ServerResponse | Http2ServerResponse)) return;
+      if (login && (await login(req, res as http.ServerResponse | Http2ServerResponse))) return;
       if (webConsole?.(req, res as http.ServerResponse | Http2ServerResponse)) return;
       if (await health(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" });

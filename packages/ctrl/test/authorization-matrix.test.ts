@@ -3,7 +3,8 @@
 // comes from the permission table and the callers' roles; on top of it, whatever the table
 // says, a member of project A is refused every project-scoped call on B's resources (naming
 // the project) and writes nothing then, and no answer A gets — a list, a stream, an error —
-// carries any of B's names.
+// carries any of B's names. One caller is a person signed in with single sign-on, whose role
+// comes from their identity provider group.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { toJsonString, type DescMethod, type DescService, type JsonObject } from "@bufbuild/protobuf";
@@ -20,6 +21,8 @@ import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { rowCounts, startTestCtrl, type Protocol } from "@flotilla/testkit/ctrl";
 import { PERMISSIONS, type Permission } from "../src/authorization/permissions.ts";
+import { CLI_CLIENT_ID, CONSOLE_CLIENT_ID, DevIdp } from "@flotilla/dev-idp";
+import { deviceFlowTokens } from "@flotilla/dev-idp/headless";
 
 type Side = "a" | "b";
 const PROTOCOLS: Protocol[] = ["connect", "grpc", "grpcweb"];
@@ -76,8 +79,19 @@ const project = (s: Side) => ({
 
 for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
   test(`authorization matrix: every RPC × caller × own and other project (${db.name})`, { skip, timeout: 240_000 }, async (t) => {
-    const ctrl = await startTestCtrl(db);
-    t.after(() => ctrl.close());
+    // A person signed in with single sign-on (a real provider's ID token) is a caller too: group a-group.
+    const idp = await new DevIdp({
+      port: 0,
+      consoleSecret: "matrix-console-secret-0123456789",
+      users: [{ name: "ann", password: "ann", groups: ["a-group"] }],
+    }).start();
+    const ctrl = await startTestCtrl(db, {
+      sso: { issuer: idp.issuer, clientId: CONSOLE_CLIENT_ID, clientSecret: "matrix-console-secret-0123456789", cliClientId: CLI_CLIENT_ID },
+    });
+    t.after(async () => {
+      await ctrl.close();
+      await idp.stop();
+    });
     const admin = <S extends DescService>(service: S) => ctrl.client(service);
     await admin(RegionService).createRegion({ region: { name: "east" } });
     await admin(RegionService).createRegion({ region: { name: "west", labels: { team: "b" } } });
@@ -90,6 +104,13 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
       { name: "a-viewer", token: await token("a-viewer"), fleet: Role.UNSPECIFIED, projects: { a: Role.VIEWER }, authenticated: true },
       { name: "b-deployer", token: await token("b-deployer"), fleet: Role.UNSPECIFIED, projects: { b: Role.DEPLOYER }, authenticated: true },
       { name: "no role", token: await token("nobody"), fleet: Role.UNSPECIFIED, projects: {}, authenticated: true },
+      {
+        name: "a-group person (OIDC)",
+        token: (await deviceFlowTokens(idp.issuer, CLI_CLIENT_ID, "ann", "ann")).id_token,
+        fleet: Role.UNSPECIFIED,
+        projects: { a: Role.VIEWER },
+        authenticated: true,
+      },
       { name: "fleet admin", token: undefined as unknown as string, fleet: Role.ADMIN, projects: {}, authenticated: true },
       { name: "no credential", token: null, fleet: Role.UNSPECIFIED, projects: {}, authenticated: false },
       { name: "expired token", token: expired, fleet: Role.UNSPECIFIED, projects: {}, authenticated: false },

@@ -12,6 +12,8 @@ import type { Database } from "./schema.ts";
 export interface ChangeAuthor {
   actor: string;
   message: string;
+  /** The identity provider's groups of a person signed in with OIDC. */
+  groups?: readonly string[];
 }
 
 /** Direct store callers (tests, scripts) act as the bootstrap admin. */
@@ -27,6 +29,8 @@ export interface AuditRecord {
   revision: number;
   /** The project of the object; absent for what belongs to none (regions, tokens, operators). */
   project?: string;
+  /** Default "allowed"; "denied" for a refused attempt. */
+  decision?: "allowed" | "denied";
 }
 
 export class AuditLog {
@@ -49,6 +53,8 @@ export class AuditLog {
         revision: record.revision,
         message: record.author.message.slice(0, 1024),
         project: record.project ?? "",
+        principal_groups: (record.author.groups ?? []).join(",").slice(0, 2048),
+        decision: record.decision ?? "allowed",
       })
       .execute();
   }
@@ -93,6 +99,8 @@ export class AuditLog {
           revision: BigInt(r.revision),
           message: r.message,
           project: r.project,
+          groups: r.principal_groups ? r.principal_groups.split(",") : [],
+          decision: r.decision,
         }),
     );
   }

@@ -143,6 +143,10 @@ export interface AuditEventsTable {
   message: string;
   /** The project of the object; empty for what belongs to none (regions, tokens, operators). */
   project: Generated<string>;
+  /** The identity provider's groups of the principal (a signed-in person), comma-separated; empty otherwise. */
+  principal_groups: Generated<string>;
+  /** "allowed" (an accepted write) or "denied" (a refused attempt). */
+  decision: Generated<string>;
 }
 
 /** "This object's status may have changed": what the operators' status stream follows. */

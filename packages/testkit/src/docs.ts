@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 
 /** The stacks a runnable block can name: `pnpm start`, `pnpm start --regions canary,eu,us`, `pnpm start --tls`, docker-compose.yml's services. */
-export type DocStack = "local" | "regions" | "tls" | "compose" | "prometheus";
+export type DocStack = "local" | "regions" | "tls" | "compose" | "prometheus" | "sso";
 
 export interface DocCommand {
   /** The command as a shell runs it: continuation lines joined, trailing comments removed. */
@@ -24,7 +24,7 @@ export interface RunnableBlock {
 }
 
 const FENCE = /^```(\S*)(.*)$/;
-const RUNNABLE = /^\s*runnable\s+stack=(local|regions|tls|compose|prometheus)\s*$/;
+const RUNNABLE = /^\s*runnable\s+stack=(local|regions|tls|compose|prometheus|sso)\s*$/;
 
 /**
  * The stack a block's opening fence names, undefined for a block that is not run. Anything
@@ -36,7 +36,7 @@ export function runnableFence(line: string): DocStack | undefined {
   if (info === undefined || info.trim() === "") return undefined;
   const runnable = RUNNABLE.exec(info);
   if (!runnable || language !== "sh")
-    throw new Error(`a code block's marker is \`\`\`sh runnable stack=local|regions|tls|compose|prometheus, not ${line.trim()}`);
+    throw new Error(`a code block's marker is \`\`\`sh runnable stack=local|regions|tls|compose|prometheus|sso, not ${line.trim()}`);
   return runnable[1] as DocStack;
 }
 

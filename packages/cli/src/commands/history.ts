@@ -78,6 +78,8 @@ export async function audit(clients: Clients, { sinceMs, actor, project }: Audit
           revision: Number(e.revision),
           message: e.message,
           project: e.project,
+          groups: e.groups,
+          decision: e.decision,
         })),
         format,
       ),
@@ -86,8 +88,18 @@ export async function audit(clients: Clients, { sinceMs, actor, project }: Audit
   }
   out(
     table(
-      ["TIME", "ACTOR", "ACTION", "OBJECT", "REVISION", "MESSAGE"],
-      events.map((e) => [isoTime(e.time), e.actor, e.action, `${e.objectKind}/${e.objectId}`, e.revision ? String(e.revision) : "-", e.message || "-"]),
+      // A person signed in with single sign-on is shown with their groups: oidc:alice(team-a).
+      ["TIME", "DECISION", "PROJECT", "ACTOR", "ACTION", "OBJECT", "REVISION", "MESSAGE"],
+      events.map((e) => [
+        isoTime(e.time),
+        e.decision || "allowed",
+        e.project || "-",
+        e.groups.length ? `${e.actor}(${e.groups.join(",")})` : e.actor,
+        e.action,
+        e.objectId ? `${e.objectKind}/${e.objectId}` : "-",
+        e.revision ? String(e.revision) : "-",
+        e.message || "-",
+      ]),
     ),
   );
 }

@@ -89,6 +89,8 @@ export class ProjectAccess {
   #catalog: CatalogSnapshot;
   /** Whether the handler asked (auth.ts fails a call whose handler never did). */
   consulted = false;
+  /** The project of the last refusal (the audit trail records it). */
+  deniedProject: string | undefined;
 
   constructor(principal: Principal, rpc: string, role: Role, catalog: CatalogSnapshot, refreshRegions: () => Promise<CatalogSnapshot>) {
     this.#principal = principal;
@@ -127,6 +129,7 @@ export class ProjectAccess {
     if (held >= this.#role) return;
     const subject = what ? `${what} belongs to project ${JSON.stringify(project)}` : `project ${JSON.stringify(project)}`;
     const holds = held === Role.UNSPECIFIED ? "has no role there" : `has role ${roleName(held)} there`;
+    this.deniedProject = project;
     throw denied(`${this.#rpc} needs role ${roleName(this.#role)} in project ${JSON.stringify(project)} (${subject}); ${who(this.#principal)} ${holds}`);
   }
 

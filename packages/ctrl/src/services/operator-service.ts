@@ -43,6 +43,8 @@ export function operatorService(store: Store, catalog: ProjectCatalog): ServiceI
         role: fleetRoleOf(principal),
         serverVersion: FLOTILLA_VERSION,
         projectRoles: [...roles].map(([project, role]) => ({ project, role })),
+        subject: principal.kind === "operator" ? (principal.subject ?? "") : "",
+        groups: principal.kind === "operator" ? [...principal.groups] : [],
       };
     },
   };

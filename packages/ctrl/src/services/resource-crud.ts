@@ -21,7 +21,8 @@ export interface ResourceCrud<M> {
 
 /** The caller of a write, and its request's message. */
 export function authorOf(ctx: HandlerContext, message: string): ChangeAuthor {
-  return { actor: actorOf(ctx.values.get(principalKey)), message: validate.changeMessage(message) };
+  const principal = ctx.values.get(principalKey);
+  return { actor: actorOf(principal), message: validate.changeMessage(message), groups: principal.kind === "operator" ? principal.groups : undefined };
 }
 
 /** Where a resource is: its project, namespace and placements, as the authorization judges a write. */

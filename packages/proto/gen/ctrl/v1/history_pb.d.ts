@@ -296,6 +296,21 @@ export declare type AuditEvent = Message<"ctrl.v1.AuditEvent"> & {
    * @generated from field: string project = 9;
    */
   project: string;
+
+  /**
+   * The identity provider's groups of the actor, when a person signed in with OIDC
+   * (actor "oidc:<subject>"); empty for tokens.
+   *
+   * @generated from field: repeated string groups = 10;
+   */
+  groups: string[];
+
+  /**
+   * "allowed" for an accepted write, "denied" for an attempt refused PERMISSION_DENIED.
+   *
+   * @generated from field: string decision = 11;
+   */
+  decision: string;
 };
 
 /**

@@ -248,6 +248,18 @@ export declare type WhoAmIResponse = Message<"ctrl.v1.WhoAmIResponse"> & {
    * @generated from field: repeated ctrl.v1.ProjectRole project_roles = 4;
    */
   projectRoles: ProjectRole[];
+
+  /**
+   * For a person signed in with OIDC: the token's subject and groups (actor is "oidc:<subject>").
+   *
+   * @generated from field: string subject = 5;
+   */
+  subject: string;
+
+  /**
+   * @generated from field: repeated string groups = 6;
+   */
+  groups: string[];
 };
 
 /**
