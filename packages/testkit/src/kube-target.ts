@@ -182,6 +182,29 @@ async function clusterOf(
       }, "the CiliumNetworkPolicy CRD Established");
     }
     await kubectl(["apply", "-k", AGENT_OVERLAY]);
+    if (target === "real") {
+      // A new ValidatingAdmissionPolicy takes the API server a moment to load: until it refuses
+      // the agent a Secret in kube-system (a server-side dry run as the agent; RBAC allows it),
+      // no test starts.
+      await until(
+        () =>
+          kubectl([
+            "create",
+            "secret",
+            "generic",
+            "probe",
+            "--from-literal=k=v",
+            "-n",
+            "kube-system",
+            "--dry-run=server",
+            `--as=${AGENT_SERVICE_ACCOUNT}`,
+          ]).then(
+            () => false,
+            (err: Error) => err.message.includes("flotilla-agent-managed-namespaces"),
+          ),
+        "the agent's admission policy in force",
+      );
+    }
     const token = (await kubectl(["create", "token", "flotilla-agent", "-n", "flotilla-system", "--duration=2h"])).trim();
     const agentKubeconfig = tokenKubeconfig(adminConfig, token);
     const get = async (apiVersion: string, kind: string, namespace: string | undefined, name: string) => {
