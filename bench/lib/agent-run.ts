@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { AGENT_ENVIRONMENT } from "@flotilla/agent/node-flags";
 import { Store, type StoreOptions } from "@flotilla/store";
 import type { AgentChildConfig, AgentChildReport } from "../agent-child.ts";
+import { storeDecisions } from "@flotilla/ctrl/rollouts";
 
 /** Runs one agent process to the drained state and returns its report. */
 export async function runAgent(bundle: string, config: AgentChildConfig, nodeFlags: readonly string[], timeoutMs: number): Promise<AgentChildReport> {
@@ -43,7 +44,7 @@ export async function agentTokens(
   emptyRegion: string,
   options: StoreOptions = {},
 ): Promise<{ token: string; emptyToken: string }> {
-  const store = await Store.open(url, options);
+  const store = await Store.open(url, { rollouts: storeDecisions, ...options });
   try {
     await store.regions.create(emptyRegion);
     return { token: (await store.agentTokens.create(region)).token, emptyToken: (await store.agentTokens.create(emptyRegion)).token };

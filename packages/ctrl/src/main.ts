@@ -11,6 +11,7 @@ import { databaseUrl, databaseUrlWarning } from "./database-url.ts";
 import { secretKeyRing } from "./secrets-key-file.ts";
 import { startCtrl } from "./server.ts";
 import type { TlsFiles } from "./tls.ts";
+import { storeDecisions } from "./rollouts/gate.ts";
 import { rolloutStrategy } from "./validate.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
@@ -89,6 +90,7 @@ try {
     revisionHistoryLimit: read.positiveInt("revision-history-limit"),
     defaultStrategy: defaultRolloutStrategy(config["default-rollout-strategy"]),
     secrets: secretKeyRing(config["secrets-key-file"]),
+    rollouts: storeDecisions,
   });
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security, log });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";

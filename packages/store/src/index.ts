@@ -14,7 +14,7 @@ import { ProjectRepository } from "./projects.ts";
 import { StatusEvents } from "./status-events.ts";
 import { Leases } from "./leases.ts";
 import { AnalysisRepository } from "./analysis.ts";
-import { RolloutRepository } from "./rollouts.ts";
+import { RolloutRepository, type RolloutDecisions } from "./rollouts.ts";
 import { writeDesiredMany } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { checkSecretKeys, rotateSecrets, upgradeStoredSeals, type Rotation } from "./secret-rotation.ts";
@@ -41,17 +41,14 @@ export {
 } from "./analysis.ts";
 export {
   ACTIVE_ROLLOUT_STATES,
-  DEFAULT_PROGRESS_DEADLINE_MS,
-  nextBatch,
-  parallelism,
-  planWaves,
   ROLLOUT_ACTIONS,
   RolloutRepository,
-  startWave,
   toRolloutMessage,
   type PlacedRegion,
   type RolloutAction,
   type RolloutChange,
+  type RolloutDecisions,
+  type RolloutStart,
   type RolloutStep,
   type RolloutTransition,
   type StoredRollout,
@@ -79,6 +76,8 @@ export interface StoreOptions {
   defaultStrategy?: RolloutStrategy;
   /** The data keys secret values are sealed under (ctrl's --secrets-key-file); without, a write carrying a value is refused. */
   secrets?: SecretKeyRing;
+  /** ctrl's rollout decisions (packages/ctrl/src/rollouts/, storeDecisions); without, a change of a deployment with a strategy is refused. */
+  rollouts?: RolloutDecisions;
 }
 
 export class Store {
@@ -119,7 +118,11 @@ export class Store {
     this.observations = new ObservationRepository(db, dialect, onStatusEvents);
     const limit = options.revisionHistoryLimit;
     const defaultStrategy = options.defaultStrategy;
-    const deployments = defaultStrategy ? { ...deploymentKind, strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy } : deploymentKind;
+    const deployments = {
+      ...deploymentKind,
+      ...(defaultStrategy && { strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy }),
+      rollouts: options.rollouts,
+    };
     this.secrets = options.secrets;
     this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit, options.secrets);
     this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
@@ -130,11 +133,17 @@ export class Store {
     this.statusEvents = new StatusEvents(db);
     this.leases = new Leases(db);
     this.analysis = new AnalysisRepository(db, dialect, onStatusEvents);
-    this.rollouts = new RolloutRepository(db, dialect, onCommit, {
-      writeDesired: (tx, writes, now) => writeDesiredMany(tx, dialect, ResourceType.DEPLOYMENT, writes, now),
-      desiredOf: (tx, ids) => this.deployments.desiredManyInTx(tx, ids),
-      revise: (tx, id, toRevision, author, now, shape) => this.deployments.reviseInTx(tx, id, toRevision, author, now, shape),
-    });
+    this.rollouts = new RolloutRepository(
+      db,
+      dialect,
+      onCommit,
+      {
+        writeDesired: (tx, writes, now) => writeDesiredMany(tx, dialect, ResourceType.DEPLOYMENT, writes, now),
+        desiredOf: (tx, ids) => this.deployments.desiredManyInTx(tx, ids),
+        revise: (tx, id, toRevision, author, now, shape) => this.deployments.reviseInTx(tx, id, toRevision, author, now, shape),
+      },
+      options.rollouts,
+    );
   }
 
   /**

@@ -1,7 +1,9 @@
-// Staged rollouts' storage (ARCHITECTURE §9): what a change of a deployment with a strategy
-// writes at once (its first wave; every other region keeps what it runs), the rollout row
-// that remembers the rest, and the compare-and-set by which a rollout moves on. Deciding
-// when it moves on is ctrl's (packages/ctrl/src/rollouts/driver.ts); this is only storage.
+// Staged rollouts' storage (ARCHITECTURE §9): the rollout row, its transitions' record, and the
+// compare-and-set by which a rollout moves on, in the transaction that writes its effects.
+// Every decision — the waves a strategy makes, the state a change starts in, a supersede, the
+// gate, the operators' controls — is ctrl's (packages/ctrl/src/rollouts/): the writes that
+// start or supersede a rollout take it from the RolloutDecisions the store was opened with, so
+// the store never decides what a rollout does, only stores it.
 //
 // Invariants:
 //   * A region's desired state moves to the rollout's revision only in the transaction that
@@ -16,21 +18,20 @@
 //     change's own transaction. A change with no strategy before or after looks for none (it
 //     can find one only if --default-rollout-strategy was removed since that one started): a
 //     rollout whose deployment is no longer at its revision moves nothing, its next
-//     transition supersedes it.
+//     transition supersedes it (RolloutDecisions.outdated).
 import { create } from "@bufbuild/protobuf";
-import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   ResourceType,
-  RolloutFailurePolicy,
   RolloutSchema,
   RolloutState,
   type DesiredResource,
+  type RolloutFailurePolicy,
   type Rollout,
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { parseLabelSelector } from "@flotilla/labels";
 import { sql, type Insertable, type Kysely } from "kysely";
-import { planAnalysis, type AnalysisPlan } from "./analysis.ts";
+import type { AnalysisPlan } from "./analysis.ts";
 import { wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
@@ -39,8 +40,6 @@ import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
 import type { Database, RolloutsTable, RolloutTransitionsTable } from "./schema.ts";
-
-export const DEFAULT_PROGRESS_DEADLINE_MS = 10 * 60_000;
 
 /** States in which a rollout still holds regions back or may move them. */
 export const ACTIVE_ROLLOUT_STATES: readonly RolloutState[] = [
@@ -114,70 +113,6 @@ export interface StoredRollout {
   updateTime: number;
 }
 
-/** A placement region as wave planning sees it. */
-export interface PlacedRegion {
-  name: string;
-  id: number;
-  labels: RegionLabels;
-}
-
-/**
- * The waves a strategy makes of the placement regions, in order: each wave takes the
- * placement regions it names or selects that no earlier wave took; a wave naming none takes
- * the rest; placement regions left over form a last wave. Waves left empty are dropped.
- */
-export function planWaves(strategy: RolloutStrategy, placed: PlacedRegion[]): WavePlan[] {
-  const taken = new Set<string>();
-  const waves: WavePlan[] = [];
-  const everyWave = strategy.analysis.map(planAnalysis);
-  const add = (wave: Omit<WavePlan, "regions" | "maxParallel">, maxParallel: string, members: PlacedRegion[]) => {
-    for (const r of members) taken.add(r.name);
-    if (members.length === 0) return;
-    waves.push({
-      ...wave,
-      regions: members.map((r) => ({ region: r.name, regionId: r.id, moved: false })),
-      maxParallel: parallelism(maxParallel, members.length),
-    });
-  };
-  for (const wave of strategy.waves) {
-    const selector = wave.selector === "" ? undefined : parseLabelSelector(wave.selector);
-    const open = placed.filter((r) => !taken.has(r.name));
-    const members = wave.regions.length === 0 && !selector ? open : open.filter((r) => wave.regions.includes(r.name) || selector?.(r.labels));
-    add(
-      {
-        name: wave.name,
-        bakeMs: wave.bake ? durationMs(wave.bake) : 0,
-        approval: wave.approval,
-        deadlineMs: wave.progressDeadline ? durationMs(wave.progressDeadline) : DEFAULT_PROGRESS_DEADLINE_MS,
-        analysis: [...everyWave, ...wave.analysis.map(planAnalysis)],
-      },
-      wave.maxParallel,
-      members,
-    );
-  }
-  add(
-    { name: "rest", bakeMs: 0, approval: false, deadlineMs: DEFAULT_PROGRESS_DEADLINE_MS, analysis: everyWave },
-    "",
-    placed.filter((r) => !taken.has(r.name)),
-  );
-  return waves;
-}
-
-/** "2" → 2, "50%" of 3 → 2 (rounded up, at least 1), "" → every region. */
-export function parallelism(maxParallel: string, regions: number): number {
-  if (maxParallel === "") return regions;
-  const percent = /^(\d+)%$/.exec(maxParallel);
-  const n = percent ? Math.ceil((regions * Number(percent[1])) / 100) : Number(maxParallel);
-  return Math.max(1, Math.min(regions, n));
-}
-
-/** The regions of `wave` to move next: up to its parallelism, counting those moved and not yet done. */
-export function nextBatch(wave: WavePlan): WaveRegion[] {
-  const moved = wave.regions.filter((r) => r.moved).length;
-  if (moved % wave.maxParallel !== 0 && moved < wave.regions.length) return [];
-  return wave.regions.filter((r) => !r.moved).slice(0, wave.maxParallel);
-}
-
 /** What a change of a deployment with a strategy writes now, and the rollout it starts. */
 export interface StagedChange {
   /** Region id → what it holds after this write (later waves keep their current state). */
@@ -206,9 +141,12 @@ export async function stageChange(
     actor: string;
     now: number;
   },
+  decisions: RolloutDecisions | undefined,
 ): Promise<StagedChange | undefined> {
   const { id, strategy, next, now } = change;
-  if (change.supersede) await supersede(tx, id, change.actor, now);
+  if ((change.supersede || strategy) && !decisions)
+    throw new StoreError("failed_precondition", "staged rollouts need ctrl's rollout decisions (StoreOptions.rollouts)");
+  if (change.supersede) await supersede(tx, decisions!, id, change.actor, now);
   if (!strategy || next.size === 0) return undefined;
   const current = await currentDesired(tx, id);
   const changed = [...next].filter(([regionId, desired]) => {
@@ -227,31 +165,16 @@ export async function stageChange(
   // Placement order decides within "the rest": the order the operator listed the regions in.
   const order = [...change.regionIds.keys()];
   placed.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
-  const waves = planWaves(strategy, placed);
-  const rollout: StoredRollout = {
+  const { rollout, action } = decisions!.start({
     id: `${id}-${change.toRevision}`,
     deploymentId: id,
+    strategy,
+    placed,
     fromRevision: change.fromRevision,
     toRevision: change.toRevision,
-    state: RolloutState.PROGRESSING,
-    currentWave: 0,
-    generation: 1,
-    onFailure: strategy.onFailure === RolloutFailurePolicy.PAUSE ? RolloutFailurePolicy.PAUSE : RolloutFailurePolicy.ROLLBACK,
-    reason: "",
-    waves,
-    dueAt: undefined,
-    createTime: now,
-    updateTime: now,
-  };
-  const first = waves[0]!;
-  let action: RolloutAction = "start-wave";
-  if (first.approval) {
-    rollout.state = RolloutState.WAITING_APPROVAL;
-    rollout.reason = `wave ${first.name} waits for approval`;
-    action = "wait-approval";
-  } else {
-    startWave(rollout, now);
-  }
+    now,
+  });
+  const first = rollout.waves[0]!;
   const desired = new Map<number, DesiredResource>();
   const moving = new Set(first.regions.filter((r) => r.moved).map((r) => r.regionId));
   for (const [regionId, body] of next) {
@@ -269,22 +192,8 @@ export async function stageChange(
   return { desired, rollout };
 }
 
-/** Starts the rollout's current wave: its first batch moves; its deadline becomes due. */
-export function startWave(rollout: StoredRollout, now: number): WaveRegion[] {
-  const wave = rollout.waves[rollout.currentWave]!;
-  wave.startTime = now;
-  const batch = nextBatch(wave);
-  for (const r of batch) r.moved = true;
-  rollout.state = RolloutState.PROGRESSING;
-  rollout.reason = `wave ${wave.name}: moving ${batch.map((r) => r.region).join(", ")}`;
-  rollout.dueAt = now + wave.deadlineMs;
-  return batch;
-}
-
-const SUPERSEDED_REASON = "superseded by a newer change";
-
-/** The deployment's active rollout ends SUPERSEDED (a newer change starts from the first wave). */
-async function supersede(tx: Tx, deploymentId: string, actor: string, now: number): Promise<void> {
+/** The deployment's active rollout ends as `decisions.supersede` says (a newer change starts from the first wave). */
+async function supersede(tx: Tx, decisions: RolloutDecisions, deploymentId: string, actor: string, now: number): Promise<void> {
   const active = await tx
     .selectFrom("rollouts")
     .selectAll()
@@ -293,20 +202,18 @@ async function supersede(tx: Tx, deploymentId: string, actor: string, now: numbe
     .execute();
   for (const row of active) {
     const rollout = fromRow(row);
-    const from = rollout.state;
+    const step = decisions.supersede(rollout);
+    const generation = rollout.generation + 1;
     const result = await tx
       .updateTable("rollouts")
-      .set({ state: RolloutState.SUPERSEDED, generation: rollout.generation + 1, due_at: null, reason: SUPERSEDED_REASON, update_time: now })
+      .set({ state: step.next.state, generation, due_at: step.next.dueAt ?? null, reason: step.next.reason.slice(0, 1024), update_time: now })
       .where("id", "=", rollout.id)
       .where("generation", "=", rollout.generation)
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) !== 1) continue;
-    rollout.generation++;
-    rollout.state = RolloutState.SUPERSEDED;
-    rollout.reason = SUPERSEDED_REASON;
     await tx
       .insertInto("rollout_transitions")
-      .values(transitionRow(rollout, rollout.generation, from, "superseded", actor, now))
+      .values(transitionRow(step.next, generation, rollout.state, step.action, actor, now))
       .execute();
   }
 }
@@ -367,12 +274,6 @@ function transitionRow(
   };
 }
 
-/** The one step of a rollout whose deployment moved on without superseding it (revision: the deployment's now; undefined: gone). */
-function outdated(rollout: StoredRollout, revision: number | undefined): RolloutStep {
-  const reason = `superseded: deployment ${rollout.deploymentId} ${revision === undefined ? "is gone" : `is at revision ${revision}`}`;
-  return { next: { ...rollout, state: RolloutState.SUPERSEDED, dueAt: undefined, reason }, effects: {}, action: "superseded" };
-}
-
 export interface RolloutTransition {
   generation: number;
   from: RolloutState;
@@ -426,23 +327,65 @@ export interface RolloutChange {
   actor: string;
 }
 
+/** A placement region as wave planning sees it. */
+export interface PlacedRegion {
+  name: string;
+  id: number;
+  labels: RegionLabels;
+}
+
+/** What a change of a deployment with a strategy starts: its rollout's id and revisions, and the placement regions in the operator's order. */
+export interface RolloutStart {
+  id: string;
+  deploymentId: string;
+  strategy: RolloutStrategy;
+  placed: PlacedRegion[];
+  fromRevision: number;
+  toRevision: number;
+  now: number;
+}
+
+/**
+ * The rollout decisions the store's own writes take, made by ctrl (packages/ctrl/src/rollouts/,
+ * storeDecisions): the store writes what they return and decides nothing.
+ */
+export interface RolloutDecisions {
+  /** The rollout a change starts (generation 1), its first wave started or waiting for approval, and how that is recorded. */
+  start(change: RolloutStart): { rollout: StoredRollout; action: RolloutAction };
+  /** The step of an active rollout that a newer change of its deployment supersedes. */
+  supersede(rollout: StoredRollout): RolloutStep;
+  /** The one step of a rollout whose deployment moved on without superseding it (revision: the deployment's now; undefined: gone). */
+  outdated(rollout: StoredRollout, revision: number | undefined): RolloutStep;
+}
+
 export class RolloutRepository {
   readonly #db: Kysely<Database>;
   readonly #dialect: Dialect;
   readonly #onCommit: (regionIds: number[]) => void;
   readonly #parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser };
+  readonly #given: RolloutDecisions | undefined;
 
-  /** `onCommit`: called after each transition has committed, with the regions whose versions moved (maybe none). */
+  /**
+   * `onCommit`: called after each transition has committed, with the regions whose versions
+   * moved (maybe none); `decisions`: ctrl's, for the steps the store takes on its own.
+   */
   constructor(
     db: Kysely<Database>,
     dialect: Dialect,
     onCommit: (regionIds: number[]) => void,
     parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser },
+    decisions: RolloutDecisions | undefined,
   ) {
     this.#db = db;
     this.#dialect = dialect;
     this.#onCommit = onCommit;
     this.#parts = parts;
+    this.#given = decisions;
+  }
+
+  #decisions(): RolloutDecisions {
+    if (!this.#given) throw new StoreError("failed_precondition", "staged rollouts need ctrl's rollout decisions (StoreOptions.rollouts)");
+    return this.#given;
   }
 
   /** A rollout by id, or a deployment's newest rollout by the deployment's id; NOT_FOUND otherwise. */
@@ -621,7 +564,10 @@ export class RolloutRepository {
         // A change of the deployment supersedes its rollout in the same transaction, unless
         // the deployment had no strategy then (--default-rollout-strategy removed since the
         // rollout started): such a rollout moves nothing any more.
-        const steps = revisions.get(current.deploymentId) === current.toRevision ? change.steps : [outdated(current, revisions.get(current.deploymentId))];
+        const steps =
+          revisions.get(current.deploymentId) === current.toRevision
+            ? change.steps
+            : [this.#decisions().outdated(current, revisions.get(current.deploymentId))];
         const result: StoredRollout = { ...steps[steps.length - 1]!.next, generation: current.generation + steps.length, updateTime: now };
         results.set(change, result);
         won.push({ change, steps, result });
