@@ -19,9 +19,10 @@
 //     can find one only if --default-rollout-strategy was removed since that one started): a
 //     rollout whose deployment is no longer at its revision moves nothing, its next
 //     transition supersedes it (RolloutDecisions.outdated).
-import { create } from "@bufbuild/protobuf";
+import { create, fromBinary } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
+  DesiredResourceSchema,
   ResourceType,
   RolloutSchema,
   RolloutState,
@@ -402,6 +403,28 @@ export class RolloutRepository {
         .executeTakeFirst());
     if (!row) throw new StoreError("not_found", `rollout ${JSON.stringify(id)} not found (nor a deployment's rollout)`, "id");
     return fromRow(row);
+  }
+
+  /**
+   * The revision each region of these deployments is to run now (its desired state's), by
+   * deployment id and region id; a region without the deployment is absent.
+   */
+  async revisionsRun(deploymentIds: readonly string[]): Promise<Map<string, Map<number, number>>> {
+    const found = new Map<string, Map<number, number>>();
+    if (deploymentIds.length === 0) return found;
+    const rows = await this.#db
+      .selectFrom("desired_resources")
+      .select(["resource_id", "region_id", "body"])
+      .where("resource_type", "=", ResourceType.DEPLOYMENT)
+      .where("resource_id", "in", [...deploymentIds])
+      .execute();
+    for (const row of rows) {
+      const body = fromBinary(DesiredResourceSchema, row.body);
+      const revision = body.spec.case === "deployment" ? Number(body.spec.value.revision) : 0;
+      if (!found.has(row.resource_id)) found.set(row.resource_id, new Map());
+      found.get(row.resource_id)!.set(row.region_id, revision);
+    }
+    return found;
   }
 
   /** The newest rollout of each of these deployments that has one. */

@@ -139,6 +139,11 @@ function superseded(rollout: StoredRollout, reason: string): RolloutStep {
 /** The decisions the store's own writes take (a change's start, its supersede, an outdated rollout): ctrl opens its store with them. */
 export const storeDecisions: RolloutDecisions = { start: startRollout, supersede, outdated };
 
+/** Whether `rollout` gave every region it moved its previous spec back (ROLLED_BACK, or ABORTED: fail's and abort's restore). */
+export function restoredMovedRegions(rollout: StoredRollout): boolean {
+  return rollout.state === RolloutState.ROLLED_BACK || rollout.state === RolloutState.ABORTED;
+}
+
 /** A copy to change: decisions never mutate what was read. */
 function copy(rollout: StoredRollout): StoredRollout {
   return structuredClone(rollout);
