@@ -125,9 +125,9 @@ export interface StagedChange {
  * Stages a change of deployment `id` from `fromRevision` to `toRevision` whose desired state
  * is `next` per region: supersedes the deployment's active rollout (`supersede`: false when
  * neither its stored spec nor `strategy` has a strategy: it has none to supersede, or one that
- * moves nothing any more, see transitionMany), plans the waves, and
- * returns what to write now, or undefined when nothing is staged (no strategy, no region
- * whose state changes, or a stop, which takes effect at once).
+ * moves nothing any more, see transitionMany), starts the rollout `decisions.start` makes
+ * of it, and returns what to write now, or undefined when nothing is staged (no strategy, or
+ * no rollout started: written at once).
  */
 export async function stageChange(
   tx: Tx,
@@ -148,33 +148,26 @@ export async function stageChange(
   if ((change.supersede || strategy) && !decisions)
     throw new StoreError("failed_precondition", "staged rollouts need ctrl's rollout decisions (StoreOptions.rollouts)");
   if (change.supersede) await supersede(tx, decisions!, id, change.actor, now);
-  if (!strategy || next.size === 0) return undefined;
-  const current = await currentDesired(tx, id);
+  if (!strategy) return undefined;
+  const current = next.size === 0 ? new Map<number, DesiredResource>() : await currentDesired(tx, id);
   const changed = [...next].filter(([regionId, desired]) => {
     const held = current.get(regionId);
     return !held || !sameDesired(held, desired, true);
   });
-  if (changed.length === 0) return undefined;
-  const labels = await tx
-    .selectFrom("regions")
-    .select(["id", "name", "labels"])
-    .where("id", "in", [...next.keys()])
-    .execute();
-  const placed = labels
-    .map((r) => ({ name: r.name, id: r.id, labels: r.labels ? (JSON.parse(r.labels) as RegionLabels) : {} }))
-    .sort((a, b) => a.name.localeCompare(b.name));
-  // Placement order decides within "the rest": the order the operator listed the regions in.
-  const order = [...change.regionIds.keys()];
-  placed.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
-  const { rollout, action } = decisions!.start({
+  // (Regions are read only when some region changes: then start may plan waves of them.)
+  const placed = changed.length === 0 ? [] : await placedRegions(tx, next, change.regionIds);
+  const started = decisions!.start({
     id: `${id}-${change.toRevision}`,
     deploymentId: id,
     strategy,
     placed,
+    changed: changed.map(([regionId]) => regionId),
     fromRevision: change.fromRevision,
     toRevision: change.toRevision,
     now,
   });
+  if (!started) return undefined;
+  const { rollout, action } = started;
   const first = rollout.waves[0]!;
   const desired = new Map<number, DesiredResource>();
   const moving = new Set(first.regions.filter((r) => r.moved).map((r) => r.regionId));
@@ -191,6 +184,21 @@ export async function stageChange(
     .values(transitionRow(rollout, rollout.generation, RolloutState.UNSPECIFIED, action, change.actor, now))
     .execute();
   return { desired, rollout };
+}
+
+/** The regions of `next` with their labels, in the order the operator placed them (`regionIds`' order; the others by name first). */
+async function placedRegions(tx: Tx, next: ReadonlyMap<number, DesiredResource>, regionIds: ReadonlyMap<string, number>): Promise<PlacedRegion[]> {
+  const labels = await tx
+    .selectFrom("regions")
+    .select(["id", "name", "labels"])
+    .where("id", "in", [...next.keys()])
+    .execute();
+  const placed = labels
+    .map((r) => ({ name: r.name, id: r.id, labels: r.labels ? (JSON.parse(r.labels) as RegionLabels) : {} }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  const order = [...regionIds.keys()];
+  placed.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
+  return placed;
 }
 
 /** The deployment's active rollout ends as `decisions.supersede` says (a newer change starts from the first wave). */
@@ -335,12 +343,15 @@ export interface PlacedRegion {
   labels: RegionLabels;
 }
 
-/** What a change of a deployment with a strategy starts: its rollout's id and revisions, and the placement regions in the operator's order. */
+/** A change of a deployment with a strategy: the rollout's id and revisions, the placement regions in the operator's order, the regions whose desired state it changes. */
 export interface RolloutStart {
   id: string;
   deploymentId: string;
   strategy: RolloutStrategy;
+  /** Empty when no region changes. */
   placed: PlacedRegion[];
+  /** Ids of the regions whose desired state the change changes (empty: a stop, or a spec equal where it runs). */
+  changed: number[];
   fromRevision: number;
   toRevision: number;
   now: number;
@@ -351,8 +362,8 @@ export interface RolloutStart {
  * storeDecisions): the store writes what they return and decides nothing.
  */
 export interface RolloutDecisions {
-  /** The rollout a change starts (generation 1), its first wave started or waiting for approval, and how that is recorded. */
-  start(change: RolloutStart): { rollout: StoredRollout; action: RolloutAction };
+  /** The rollout a change starts (generation 1), its first wave started or waiting for approval, and how that is recorded; undefined: none, the change is written at once. */
+  start(change: RolloutStart): { rollout: StoredRollout; action: RolloutAction } | undefined;
   /** The step of an active rollout that a newer change of its deployment supersedes. */
   supersede(rollout: StoredRollout): RolloutStep;
   /** The one step of a rollout whose deployment moved on without superseding it (revision: the deployment's now; undefined: gone). */

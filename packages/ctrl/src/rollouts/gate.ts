@@ -10,7 +10,8 @@
 // it; the active states are ACTIVE_ROLLOUT_STATES (store, as its queries filter on them).
 //
 // States and transitions (docs/architecture.md, staged rollouts; docs/rollout-analysis.md):
-//   (a change)        its first wave asks for approval → WAITING_APPROVAL (wait-approval);
+//   (a change)        no region's desired state changes (a stop included) → none: written at once
+//                     its first wave asks for approval → WAITING_APPROVAL (wait-approval);
 //                     else → PROGRESSING, the first batch moves (start-wave)  [startRollout]
 //   PROGRESSING       wave w is under way: its moved regions are to run the new revision.
 //     a moved region FAILED at the new revision, or the wave's progress deadline passed while
@@ -74,10 +75,13 @@ export interface Decision {
 /**
  * The rollout a change of a deployment with a strategy starts (generation 1): its waves planned,
  * its first wave started (start-wave) or waiting for approval (wait-approval). The store writes
- * it, and the first batch's regions, in the change's transaction.
+ * it, and the first batch's regions, in the change's transaction. A change that leaves every
+ * region's desired state as it is, or takes the deployment out of every region (a stop), starts
+ * none (undefined): there is nothing to stage, it takes effect at once.
  */
-export function startRollout(change: RolloutStart): { rollout: StoredRollout; action: RolloutAction } {
+export function startRollout(change: RolloutStart): { rollout: StoredRollout; action: RolloutAction } | undefined {
   const { strategy, now } = change;
+  if (change.changed.length === 0) return undefined;
   const rollout: StoredRollout = {
     id: change.id,
     deploymentId: change.deploymentId,
