@@ -8,14 +8,15 @@
 // from the status stream (a deployment's newest rollout, sent again on each transition),
 // except the ended rollouts the Rollouts view lists.
 import { RolloutState, type Rollout, type RolloutWaveStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ACTIVE_ROLLOUT_STATES } from "@flotilla/store/rollout-states";
 import { html } from "htm/preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, canWrite, problem, type Fleet, type Session } from "./api.ts";
 import { Analyses } from "./analysis.ts";
 import { msOf, phaseName, span, spanOf, Time } from "./format.ts";
 
-/** States in which a rollout may still move regions, and the controls apply (FAILED: frozen, an operator decides). */
-const ACTIVE = new Set([RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL, RolloutState.PAUSED, RolloutState.FAILED]);
+/** States in which a rollout may still move regions, and the controls apply. */
+const ACTIVE = new Set(ACTIVE_ROLLOUT_STATES);
 
 const stateName = (state: RolloutState) => RolloutState[state] ?? "UNSPECIFIED";
 

@@ -41,38 +41,9 @@ import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
 import type { Database, RolloutsTable, RolloutTransitionsTable } from "./schema.ts";
+import { ACTIVE_ROLLOUT_STATES, type RolloutAction } from "./rollout-states.ts";
 
-/** States in which a rollout still holds regions back or may move them. */
-export const ACTIVE_ROLLOUT_STATES: readonly RolloutState[] = [
-  RolloutState.PROGRESSING,
-  RolloutState.WAITING_APPROVAL,
-  RolloutState.PAUSED,
-  RolloutState.FAILED,
-];
-
-/**
- * How each transition of a rollout is recorded (rollout_transitions.action), every one there is:
- * the gate's (ctrl rollouts/gate.ts), the operators' controls (ctrl's rollout service) and the
- * store's own (a change's start, a newer change's supersede). Defined once, here, where they are
- * written.
- */
-export const ROLLOUT_ACTIONS = [
-  "start-wave",
-  "wait-approval",
-  "move-batch",
-  "bake",
-  "bake-reset",
-  "wait-analysis",
-  "analysis-inconclusive",
-  "succeeded",
-  "failed",
-  "rolled-back",
-  "paused",
-  "resumed",
-  "aborted",
-  "superseded",
-] as const;
-export type RolloutAction = (typeof ROLLOUT_ACTIONS)[number];
+export { ACTIVE_ROLLOUT_STATES, ROLLOUT_ACTIONS, type RolloutAction } from "./rollout-states.ts";
 
 export interface WaveRegion {
   region: string;
