@@ -150,10 +150,7 @@ export async function stageChange(
     }
   }
   await tx.insertInto("rollouts").values(toRow(rollout)).execute();
-  await tx
-    .insertInto("rollout_transitions")
-    .values(transitionRow(rollout, rollout.generation, RolloutState.UNSPECIFIED, action, change.actor, now))
-    .execute();
+  await recordTransitions(tx, [{ rollout, generation: rollout.generation, from: RolloutState.UNSPECIFIED, action, actor: change.actor }], now);
   return { desired, rollout };
 }
 
@@ -191,10 +188,7 @@ async function supersede(tx: Tx, decisions: RolloutDecisions, deploymentId: stri
       .where("generation", "=", rollout.generation)
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) !== 1) continue;
-    await tx
-      .insertInto("rollout_transitions")
-      .values(transitionRow(step.next, generation, rollout.state, step.action, actor, now))
-      .execute();
+    await recordTransitions(tx, [{ rollout: step.next, generation, from: rollout.state, action: step.action, actor }], now);
   }
 }
 
@@ -232,26 +226,39 @@ async function updateRollouts(tx: Tx, rollouts: readonly { change: RolloutChange
   if (Number(updated.numUpdatedRows) !== rollouts.length) throw new StoreError("aborted", "rollouts changed under their row locks");
 }
 
-/** The record of a transition to `rollout` (its state, wave and reason) as generation `generation`. */
-function transitionRow(
-  rollout: StoredRollout,
-  generation: number,
-  from: RolloutState,
-  action: RolloutAction,
-  actor: string,
-  now: number,
-): Insertable<RolloutTransitionsTable> {
-  return {
-    rollout_id: rollout.id,
-    generation,
-    from_state: from,
-    to_state: rollout.state,
-    wave: rollout.currentWave,
-    action,
-    actor,
-    reason: rollout.reason.slice(0, 1024),
+/** A transition to `rollout` (its state, wave and reason after it) as generation `generation`, from state `from`. */
+export interface RecordedTransition {
+  rollout: StoredRollout;
+  generation: number;
+  from: RolloutState;
+  action: RolloutAction;
+  actor: string;
+}
+
+/**
+ * Records transitions in `tx`, the transaction that makes them: every transition of every
+ * rollout — a change's start, a supersede, the gate's and the operators' — passes here and only
+ * here, so what must follow a transition in its own transaction (a notification of it) is
+ * written here too, and a transition that is rolled back records nothing.
+ */
+async function recordTransitions(tx: Tx, transitions: readonly RecordedTransition[], now: number): Promise<void> {
+  const rows: Insertable<RolloutTransitionsTable>[] = transitions.map((t) => ({
+    rollout_id: t.rollout.id,
+    generation: t.generation,
+    from_state: t.from,
+    to_state: t.rollout.state,
+    wave: t.rollout.currentWave,
+    action: t.action,
+    actor: t.actor,
+    reason: t.rollout.reason.slice(0, 1024),
     time: now,
-  };
+  }));
+  for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+    await tx
+      .insertInto("rollout_transitions")
+      .values(rows.slice(i, i + ROWS_PER_STATEMENT))
+      .execute();
+  }
 }
 
 export interface RolloutTransition {
@@ -583,24 +590,19 @@ export class RolloutRepository {
       for (const { change, steps, result } of won) {
         if (steps.some((s) => s.effects.restore)) regions = [...regions, ...(await this.#restore(tx, change.current, change.actor, result.reason, now))];
       }
-      const records = won.flatMap(({ change, steps }) =>
-        steps.map((step, i) =>
-          transitionRow(
-            step.next,
-            change.current.generation + i + 1,
-            i === 0 ? change.current.state : steps[i - 1]!.next.state,
-            step.action,
-            change.actor,
-            now,
-          ),
+      await recordTransitions(
+        tx,
+        won.flatMap(({ change, steps }) =>
+          steps.map((step, i) => ({
+            rollout: step.next,
+            generation: change.current.generation + i + 1,
+            from: i === 0 ? change.current.state : steps[i - 1]!.next.state,
+            action: step.action,
+            actor: change.actor,
+          })),
         ),
+        now,
       );
-      for (let i = 0; i < records.length; i += ROWS_PER_STATEMENT) {
-        await tx
-          .insertInto("rollout_transitions")
-          .values(records.slice(i, i + ROWS_PER_STATEMENT))
-          .execute();
-      }
       // The deployments' statuses (their rollouts included) changed for the status stream.
       await StatusEvents.append(
         tx,
