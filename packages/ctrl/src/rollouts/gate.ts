@@ -9,7 +9,7 @@
 // it records (store's ROLLOUT_ACTIONS, the one list) and, in brackets, the function deciding
 // it; the active states are ACTIVE_ROLLOUT_STATES (store, as its queries filter on them).
 //
-// States and transitions (docs/architecture.md, staged rollouts; docs/rollout-analysis.md):
+// States and transitions (docs/architecture.md §9; docs/rollout-analysis.md):
 //   (a change)        no region's desired state changes (a stop included) → none: written at once
 //                     its first wave asks for approval → WAITING_APPROVAL (wait-approval);
 //                     else → PROGRESSING, the first batch moves (start-wave)  [startRollout]
