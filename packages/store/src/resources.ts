@@ -301,21 +301,18 @@ export class ResourceRepository<Desc extends DescMessage> {
       this.#checkRevision(existing, expectedRevision);
       await tx.deleteFrom(this.kind.table).where("id", "=", id).execute();
       if (this.kind.strategy?.(this.#fromRow(existing)))
-        await stageChange(
-          tx,
-          {
-            id,
-            supersede: true,
-            strategy: undefined,
-            fromRevision: Number(existing.revision),
-            toRevision: 0,
-            next: new Map(),
-            regionIds: new Map(),
-            actor: author.actor,
-            now,
-          },
-          this.kind.rollouts,
-        );
+        await stageChange(tx, {
+          id,
+          supersede: true,
+          strategy: undefined,
+          fromRevision: Number(existing.revision),
+          toRevision: 0,
+          next: new Map(),
+          regionIds: new Map(),
+          actor: author.actor,
+          now,
+          decisions: this.kind.rollouts,
+        });
       const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, new Map(), now);
       await this.#writePlacements(tx, id, new Map(), true);
       await tx.deleteFrom("observations").where("resource_type", "=", this.kind.type).where("resource_id", "=", id).execute();
@@ -357,23 +354,20 @@ export class ResourceRepository<Desc extends DescMessage> {
   ): Promise<number[]> {
     const next = await this.#desired(tx, resource, regionIds, revisions.to);
     const staged = this.kind.strategy
-      ? await stageChange(
-          tx,
-          {
-            id,
-            // A deployment whose stored spec has no strategy has no active rollout (but one started
-            // under a default strategy since removed: a change with a strategy supersedes it).
-            supersede: (stored !== undefined && this.kind.strategy(stored) !== undefined) || this.kind.strategy(resource) !== undefined,
-            strategy: this.kind.strategy(resource),
-            fromRevision: revisions.from,
-            toRevision: revisions.to,
-            next,
-            regionIds,
-            actor: revisions.actor,
-            now,
-          },
-          this.kind.rollouts,
-        )
+      ? await stageChange(tx, {
+          id,
+          // A deployment whose stored spec has no strategy has no active rollout (but one started
+          // under a default strategy since removed: a change with a strategy supersedes it).
+          supersede: (stored !== undefined && this.kind.strategy(stored) !== undefined) || this.kind.strategy(resource) !== undefined,
+          strategy: this.kind.strategy(resource),
+          fromRevision: revisions.from,
+          toRevision: revisions.to,
+          next,
+          regionIds,
+          actor: revisions.actor,
+          now,
+          decisions: this.kind.rollouts,
+        })
       : undefined;
     return writeDesired(tx, this.#dialect, this.kind.type, id, staged?.desired ?? next, now, alsoLock);
   }

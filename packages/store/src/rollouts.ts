@@ -112,10 +112,11 @@ export async function stageChange(
     regionIds: ReadonlyMap<string, number>;
     actor: string;
     now: number;
+    /** ctrl's decisions (the kind's `rollouts`); without, a staged change is refused. */
+    decisions: RolloutDecisions | undefined;
   },
-  decisions: RolloutDecisions | undefined,
 ): Promise<StagedChange | undefined> {
-  const { id, strategy, next, now } = change;
+  const { id, strategy, next, now, decisions } = change;
   if ((change.supersede || strategy) && !decisions)
     throw new StoreError("failed_precondition", "staged rollouts need ctrl's rollout decisions (StoreOptions.rollouts)");
   if (change.supersede) await supersede(tx, decisions!, id, change.actor, now);
