@@ -25,6 +25,7 @@ import { CtrlProcess, type ChildMemory } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
 import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { fmtBytes, fmtInt, fmtMs, fmtRatio, log, median, now, percentile, sleep, waitFor } from "./lib/util.ts";
+import { storeDecisions } from "@flotilla/ctrl/rollouts";
 
 const REGIONS = 10;
 /** Wave of region i: the first region, the next three, the rest. */
@@ -242,7 +243,7 @@ async function handoff(ctx: BenchContext, count: number): Promise<{ samples: num
   const agents: SimulatedAgent[] = [];
   try {
     await migrate(db.url);
-    store = await Store.open(db.url);
+    store = await Store.open(db.url, { rollouts: storeDecisions });
     ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir });
     const regionNames = Array.from({ length: REGIONS }, (_, i) => `r${i}`);
     const { regions } = clients(ctrl.url);
@@ -351,7 +352,7 @@ async function waiting(ctx: BenchContext, count: number, windowMs: number) {
   };
   try {
     await migrate(db.url);
-    store = await Store.open(db.url);
+    store = await Store.open(db.url, { rollouts: storeDecisions });
     const measured = await viaProxy();
     // The replica the rollouts are staged through and reported to: its work is not the measured ctrl's.
     const other = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs });

@@ -13,6 +13,7 @@ import { createBenchDatabase, migrate } from "./lib/db.ts";
 import { benchTls, type BenchTls } from "./lib/tls.ts";
 import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { fmtInt, fmtMs, fmtRatio, log, now, percentile, sleep, waitFor } from "./lib/util.ts";
+import { storeDecisions } from "@flotilla/ctrl/rollouts";
 
 const REGION = "latency";
 const DEPLOYMENTS = 10;
@@ -45,7 +46,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
   let tls: BenchTls | undefined;
   try {
     await migrate(db.url);
-    other = await Store.open(db.url);
+    other = await Store.open(db.url, { rollouts: storeDecisions });
     await other.regions.create(REGION);
     const spec = (i: number, image: string): WriteSpec => ({ id: `lat-${i}`, namespace: "bench", image, region: REGION, replicas: 2 });
     const toDeployment = (w: WriteSpec) =>

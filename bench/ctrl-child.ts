@@ -10,11 +10,15 @@ import type { BurstResult, BurstSpec, ChildConfig, ChildRequest, WriteSpec } fro
 import { memoryAfterGc, serveParent } from "./lib/ipc.ts";
 import { readSecretsKey } from "./lib/secrets-key.ts";
 import { now } from "./lib/util.ts";
+import { storeDecisions } from "@flotilla/ctrl/rollouts";
 
 const config = JSON.parse(process.env.FLOTILLA_BENCH_CHILD ?? "{}") as ChildConfig;
 if (!process.send) throw new Error("ctrl-child.ts must be started by bench/lib/ctrl-process.ts (IPC channel)");
 
-const store = await Store.open(config.databaseUrl, { ...(config.secretsKeyFile !== undefined && { secrets: readSecretsKey(config.secretsKeyFile) }) });
+const store = await Store.open(config.databaseUrl, {
+  rollouts: storeDecisions,
+  ...(config.secretsKeyFile !== undefined && { secrets: readSecretsKey(config.secretsKeyFile) }),
+});
 // ctrl subscribes to the Store's commits to wake its poller; the bulk burst (B6) writes behind
 // the Store's back and calls the same listeners after each of its commits.
 const commitListeners: ((regionIds: number[]) => void)[] = [];

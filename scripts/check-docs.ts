@@ -14,6 +14,8 @@
 //   does not exist;
 // * a link to a section of a docs page (page.md#section, or #section) that the page, with what
 //   it includes, does not have, by the anchors the site gives headings;
+// * a citation of a section of the architecture (`ARCHITECTURE §N`, or docs/architecture.md
+//   followed by §N) in any tracked file that docs/architecture.md has no numbered heading for;
 // * a metric of ctrl or the agent (flotilla_ctrl_…, flotilla_agent_…) named in a .md file that
 //   the generated metrics reference does not list: renamed or never there.
 import { execFileSync } from "node:child_process";
@@ -48,6 +50,11 @@ const INCLUDE = /<!--@include:\s*([^#\s]+?)(?:#([\w-]+))?\s*-->/g;
 const METRIC = /\bflotilla_(?:ctrl|agent)_[a-z_]+\b/g;
 const KNOWN_METRICS = new Set(readFileSync(join(ROOT, "docs/reference/metrics.md"), "utf8").match(METRIC));
 
+// Code and documents cite the architecture's numbered sections: `ARCHITECTURE §9`, `docs/architecture.md §3`,
+// `[architecture](architecture.md) §5`; each of §2/§3 and §3, §4 is a citation too.
+const CITATION = /(?:ARCHITECTURE|architecture\.md\)?)((?:[ ,/and]*§ ?\d+)+)/g;
+const ARCHITECTURE_SECTIONS = new Set([...readFileSync(join(ROOT, "docs/architecture.md"), "utf8").matchAll(/^## (\d+)\. /gm)].map(([, n]) => n!));
+
 const TEXT = /\.(?:md|ts|tsx|js|mjs|css|html|json|ya?ml|proto|sh)$|(?:^|\/)(?:Dockerfile|run)$/;
 // Markdown links and images: [text](target) — the target up to a space or the closing parenthesis.
 const LINK = /!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g;
@@ -80,6 +87,9 @@ for (const path of tracked) {
   lines.forEach((line, index) => {
     const where = `${path}:${index + 1}`;
     for (const [pattern, what] of WORK_LOG_ANYWHERE) if (pattern.test(line)) problems.push(`${where}: ${what}: ${line.trim()}`);
+    for (const [, sections] of line.matchAll(CITATION))
+      for (const [, n] of sections!.matchAll(/§ ?(\d+)/g))
+        if (!ARCHITECTURE_SECTIONS.has(n!)) problems.push(`${where}: docs/architecture.md has no section §${n}: ${line.trim()}`);
     if (!isDoc) return;
     if (isDoc && !fenced && line.trimStart().startsWith("```")) {
       try {

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { AGENT_ENVIRONMENT } from "@flotilla/agent/node-flags";
 import { Store, type StoreOptions } from "@flotilla/store";
 import type { AgentChildConfig, AgentChildReport } from "../agent-child.ts";
+import { storeDecisions } from "@flotilla/ctrl/rollouts";
 
 /** Runs one agent process to the drained state and returns its report. */
 export async function runAgent(bundle: string, config: AgentChildConfig, nodeFlags: readonly string[], timeoutMs: number): Promise<AgentChildReport> {
@@ -49,7 +50,7 @@ export async function agentTokens(
 
 /** An agent token of each of `regions`, in their order, creating those of `create` first. */
 export async function regionTokens(url: string, regions: readonly string[], create: readonly string[] = [], options: StoreOptions = {}): Promise<string[]> {
-  const store = await Store.open(url, options);
+  const store = await Store.open(url, { rollouts: storeDecisions, ...options });
   try {
     for (const region of create) await store.regions.create(region);
     const tokens: string[] = [];

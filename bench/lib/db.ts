@@ -13,6 +13,7 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { regionSecretEnv, type SecretKeyRing, storedParts, Store, valueContext } from "@flotilla/store";
 import { createConnection, type Connection } from "mysql2/promise";
+import { storeDecisions } from "@flotilla/ctrl/rollouts";
 
 export interface BenchDatabase {
   name: string;
@@ -58,7 +59,7 @@ export async function dropAll(): Promise<void> {
 
 /** Creates the schema (migrations) in a fresh database. */
 export async function migrate(url: string): Promise<void> {
-  const store = await Store.open(url);
+  const store = await Store.open(url, { rollouts: storeDecisions });
   await store.close();
 }
 

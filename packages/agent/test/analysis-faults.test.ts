@@ -1,15 +1,16 @@
 // Rollout analysis when the region's Prometheus fails, end to end: ctrl, a real agent of region
 // east, the emulator. A Prometheus that is down, one that never answers (past
 // --analysis-query-timeout), and a query without data give errors; past consecutiveErrorLimit
-// the wave fails and is rolled back, never passed however short its bake. One that answers again before the limit
-// resets the count, and the wave passes on its measurements.
+// the wave fails: rolled back (onFailure ROLLBACK) or frozen FAILED (PAUSE), never passed however
+// short its bake. One that answers again before the limit resets the count, and the wave passes
+// on its measurements.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { RolloutFailurePolicy, RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { REGION, startStack, waitFor, type Stack } from "@flotilla/testkit/stack";
@@ -64,7 +65,7 @@ describe("analysis faults: the region's Prometheus down, slow or without data", 
     await prometheus.down();
   });
 
-  const deploy = (id: string, image: string) =>
+  const deploy = (id: string, image: string, onFailure = RolloutFailurePolicy.ROLLBACK) =>
     stack.t.client(DeploymentService).createDeployment({
       deployment: {
         id,
@@ -73,6 +74,7 @@ describe("analysis faults: the region's Prometheus down, slow or without data", 
         regions: [{ region: REGION, replicas: 1 }],
         strategy: {
           waves: [{ name: "only", regions: [REGION], bake: secs(1) }],
+          onFailure,
           analysis: [
             {
               name: "errors",
@@ -90,7 +92,7 @@ describe("analysis faults: the region's Prometheus down, slow or without data", 
     waitFor(
       async () => {
         const r = (await stack.t.client(RolloutService).getRollout({ id })).rollout!;
-        return [RolloutState.SUCCEEDED, RolloutState.ROLLED_BACK].includes(r.state) && r;
+        return [RolloutState.SUCCEEDED, RolloutState.ROLLED_BACK, RolloutState.FAILED].includes(r.state) && r;
       },
       `the rollout of ${id} ends`,
       30_000,
@@ -106,6 +108,19 @@ describe("analysis faults: the region's Prometheus down, slow or without data", 
         r.reason,
         /^wave only: analysis errors in east errored: 2 consecutive errors \(consecutiveErrorLimit 1\); last error: request failed: .*ECONNREFUSED/,
       );
+    } finally {
+      await prometheus.up();
+    }
+  });
+
+  test("down, onFailure PAUSE: the errors past the limit freeze the rollout FAILED, never passed", async () => {
+    await prometheus.down();
+    try {
+      await deploy("down-paused", "nginx:1.27", RolloutFailurePolicy.PAUSE);
+      const r = await ended("down-paused");
+      assert.equal(r.state, RolloutState.FAILED, r.reason);
+      assert.match(r.reason, /^wave only: analysis errors in east errored: 2 consecutive errors \(consecutiveErrorLimit 1\)/);
+      assert.equal(r.waves[0]!.regions[0]!.rolledBack, false, "frozen: the region keeps the new revision");
     } finally {
       await prometheus.up();
     }

@@ -221,6 +221,16 @@ test("pnpm start --prometheus: the README's bake judged by metrics, as written, 
     /ROLLED_BACK: wave canary: analysis error-rate in canary failed: 1 failed measurement \(failureLimit 0\); last result 0\.(1[5-9]|2[0-5])\d* FAILED/,
   );
   assert.match(output("rollout status"), /ROLLED_BACK/);
+  // The analysis as rollout status shows it: the canary's measurements, the failing one last, and the condition.
+  assert.match(
+    output("rollout status"),
+    /^Analysis of wave canary:\n {2}ANALYSIS +REGION +PHASE +LAST MEASUREMENTS +CONDITION\n {2}error-rate +canary +FAILED +(?:.*, )?0\.\d+ FAILED +success when result < 0\.05, failure when result >= 0\.05$/m,
+  );
+  assert.match(
+    output("rollout status"),
+    /^ {2}canary +rolled back +5s +canary +3 +[A-Z]+ \(rolled back\)$/m,
+    "the canary runs revision 3 (revision 1's spec), rolled back",
+  );
   for (const region of ["canary", "eu", "us"]) {
     const image = shell(
       stack.dir,

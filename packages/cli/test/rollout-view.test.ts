@@ -1,11 +1,13 @@
 // rollout status as a person sees it, without a server: the view of a rollout (each wave's
-// state, the bake's time left from running_since + bake, the revision each region runs), and
-// the live form redrawing in place over a status stream until the rollout ends.
+// state, the bake's time left from running_since + bake, the revision each region runs, a
+// region rolled back said so with the revision it runs now, each analysis of the bake with its
+// last measurements per region and its condition), and the live form redrawing in place over a
+// status stream until the rollout ends.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { create } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Phase, RolloutFailurePolicy, RolloutSchema, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { AnalysisPhase, Phase, RolloutFailurePolicy, RolloutSchema, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ObjectStatusSchema, type WatchStatusResponse } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import type { Clients } from "../src/client.ts";
@@ -61,6 +63,57 @@ Waves:
   assert.match(paused, /^ {2}canary +paused +5s +canary /m, "a paused bake shows its length, not a countdown");
   assert.match(renderRollout(rollout(RolloutState.PROGRESSING, 9000), NOW), /^ {2}canary +baking +0s left of 5s /m);
   assert.match(renderRollout(rollout(RolloutState.PROGRESSING, undefined), NOW), /^ {2}canary +progressing +5s /m);
+});
+
+test("the analyses of the bake: each region's phase, last three measurements (value and phase) and the condition; a region rolled back shows what it runs now", () => {
+  const r = rollout(RolloutState.ROLLED_BACK, 3000);
+  r.reason = "wave canary: analysis error-rate in canary failed: 1 failed measurement (failureLimit 0)";
+  r.onFailure = RolloutFailurePolicy.ROLLBACK;
+  // ctrl wrote revision 3 (revision 1's spec) on the way back; the canary runs it, RUNNING.
+  Object.assign(r.waves[0]!.regions[0]!, { revision: 3n, rolledBack: true, phase: Phase.RUNNING });
+  const at = (i: number) => timestampFromMs(NOW - 3000 + i * 1000);
+  r.waves[0]!.analyses = [
+    {
+      name: "error-rate",
+      failureCondition: "result > 0.05",
+      regions: [
+        {
+          region: "canary",
+          phase: AnalysisPhase.FAILED,
+          measurements: [
+            {
+              index: 0,
+              takenAt: at(0),
+              revision: 2n,
+              phase: AnalysisPhase.ERROR,
+              result: { case: "error", value: "Get http://prometheus:9090: connection refused" },
+            },
+            { index: 1, takenAt: at(1), revision: 2n, phase: AnalysisPhase.SUCCESSFUL, result: { case: "value", value: 0.012345 } },
+            { index: 2, takenAt: at(2), revision: 2n, phase: AnalysisPhase.SUCCESSFUL, result: { case: "value", value: 0.02 } },
+            { index: 3, takenAt: at(3), revision: 2n, phase: AnalysisPhase.FAILED, result: { case: "value", value: 0.2 } },
+          ],
+        },
+      ],
+    },
+    { name: "latency", successCondition: "result < 0.3", regions: [{ region: "canary", phase: AnalysisPhase.PENDING, measurements: [] }] },
+  ] as never;
+  assert.equal(
+    renderRollout(r, NOW),
+    `Rollout:     shop-2 (deployment/shop to revision 2)
+State:       ROLLED_BACK, wave 1/2 canary
+Reason:      wave canary: analysis error-rate in canary failed: 1 failed measurement (failureLimit 0)
+On failure:  ROLLBACK
+Waves:
+  WAVE     STATE                BAKE   REGION   REVISION   PHASE
+  canary   rolled back          5s     canary   3          RUNNING (rolled back)
+  rest     pending (approval)   -      eu       1          RUNNING
+                                       us       1          RUNNING
+Analysis of wave canary:
+  ANALYSIS     REGION   PHASE     LAST MEASUREMENTS                                 CONDITION
+  error-rate   canary   FAILED    0.01235 SUCCESSFUL, 0.02 SUCCESSFUL, 0.2 FAILED   failure when result > 0.05
+  latency      canary   PENDING   -                                                 success when result < 0.3
+`,
+  );
 });
 
 /** Clients whose status stream sends `statuses`, `gapMs` apart, then stays open. */

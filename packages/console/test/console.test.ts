@@ -7,7 +7,9 @@
 // whole inside its frame, and the frame inside the window, at several window heights; a staged
 // rollout (scripted agents) live in the Rollouts view and on the deployment page, its waves left
 // to right, the bake counting down in the page, Pause refused with the reason, Resume, Approve
-// by a deployer, Abort, and no controls for a viewer; a deployment's service fields read-only
+// by a deployer, Abort, and no controls for a viewer; a wave's analysis charted per region
+// against its threshold as measurements arrive, and a region its analysis rolled back shown with
+// the revision it runs now; the Fleet view's region labels; a deployment's service fields read-only
 // (probes, budget, autoscaling, secret env by fingerprint: a value written through the API is
 // nowhere in the page).
 // axe-core on every view; the security headers; a screenshot of each view (test/screenshots/).
@@ -27,7 +29,7 @@ import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { NotifierFormat, NotifierService } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, startTestCtrl, testSecretKeyRing } from "@flotilla/testkit/ctrl";
@@ -87,6 +89,27 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     await page.getByRole("navigation", { name: "Views" }).waitFor();
   };
   const row = (page: Page, id: string) => page.locator(`tr[data-row="${id}/${REGION}"]`);
+  /** Scripted agents of `regions` report `id` RUNNING at what each is to run now. */
+  const agentsRun = async (id: string, regions: string[]) => {
+    const { deployment } = await stack.t.client(DeploymentService).getDeployment({ id });
+    for (const s of deployment!.status.filter((s) => regions.includes(s.region) && s.desiredVersion > 0n)) {
+      await stack.t.client(ClusterService).reportObservedState({
+        region: s.region,
+        appliedVersion: s.desiredVersion,
+        observations: [
+          {
+            type: ResourceType.DEPLOYMENT,
+            id,
+            appliedVersion: s.desiredVersion,
+            observedImage: deployment!.image,
+            desiredReplicas: 2,
+            readyReplicas: 2,
+            updatedReplicas: 2,
+          },
+        ],
+      });
+    }
+  };
 
   before(async () => {
     // Rollouts slow enough to see PROGRESSING on the page.
@@ -334,27 +357,6 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
       ["us", "prod"],
     ] as const)
       await stack.t.client(RegionService).createRegion({ region: { name, labels: { tier } } });
-    /** Scripted agents of `regions` report `id` RUNNING at what each is to run now. */
-    const agentsRun = async (id: string, regions: string[]) => {
-      const { deployment } = await stack.t.client(DeploymentService).getDeployment({ id });
-      for (const s of deployment!.status.filter((s) => regions.includes(s.region) && s.desiredVersion > 0n)) {
-        await stack.t.client(ClusterService).reportObservedState({
-          region: s.region,
-          appliedVersion: s.desiredVersion,
-          observations: [
-            {
-              type: ResourceType.DEPLOYMENT,
-              id,
-              appliedVersion: s.desiredVersion,
-              observedImage: deployment!.image,
-              desiredReplicas: 2,
-              readyReplicas: 2,
-              updatedReplicas: 2,
-            },
-          ],
-        });
-      }
-    };
     /** Clicks `button` of `card`, answering its confirmation (checked against `question`) with `answer` first. */
     const confirmed = async (card: Locator, button: string, question: RegExp, answer: () => Promise<unknown> = async () => {}) => {
       card.page().once("dialog", async (dialog) => {
@@ -474,6 +476,113 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
     await newer.locator(".state", { hasText: "ABORTED" }).waitFor();
     await axe(page, "rollouts of a deployment");
     await viewer.close();
+    await page.close();
+  });
+
+  test("analysis: each region's measurements charted over the bake against the threshold, live; a region rolled back shows the revision it runs now, never the failed one as RUNNING; the Fleet view shows region labels", async () => {
+    const regions = stack.t.client(RegionService);
+    await regions.createRegion({
+      region: { name: "north", labels: { tier: "canary", geo: "eu" }, metrics: { prometheus: { address: "http://prometheus.north:9090" } } },
+    });
+    await regions.createRegion({ region: { name: "south", labels: { tier: "prod" }, metrics: { prometheus: { address: "http://prometheus.south:9090" } } } });
+    const page = await browser.newPage();
+    await page.setViewportSize({ width: 1100, height: 900 });
+    await signIn(page, ADMIN_TOKEN);
+
+    // The Fleet view: each region with its labels.
+    await page.getByRole("link", { name: "Fleet" }).click();
+    const north = page.locator("tr", { has: page.getByRole("rowheader", { name: "north", exact: true }) });
+    await north.waitFor();
+    assert.equal(await north.locator("td.labels").innerText(), "geo=eu tier=canary");
+
+    // Revision 1 rolls out without analysis; revision 2 is judged by an error rate per region.
+    const waves = [{ name: "canary", selector: "tier=canary", bake: { seconds: 30n } }, { name: "rest" }];
+    const spec = { id: "checkout", namespace: "shop", image: "shop:1", port: 8080, regions: ["north", "south"].map((region) => ({ region, replicas: 2 })) };
+    await stack.t
+      .client(DeploymentService)
+      .createDeployment({ deployment: { ...spec, strategy: { waves: [{ name: "canary", selector: "tier=canary" }, { name: "rest" }] } } });
+    await agentsRun("checkout", ["north"]);
+    await waitFor(async () => (await stack.t.client(RolloutService).getRollout({ id: "checkout-1" })).rollout!.currentWave === 1, "wave rest of checkout-1");
+    await agentsRun("checkout", ["south"]);
+    await waitFor(
+      async () => (await stack.t.client(RolloutService).getRollout({ id: "checkout-1" })).rollout!.state === RolloutState.SUCCEEDED,
+      "checkout-1 SUCCEEDED",
+    );
+    await stack.t.client(DeploymentService).updateDeployment({
+      deployment: {
+        ...spec,
+        image: "shop:2",
+        strategy: {
+          waves,
+          analysis: [
+            {
+              name: "error-rate",
+              provider: {
+                case: "prometheus",
+                value: { query: 'sum(rate(http_requests_total{deployment="{{deployment}}",revision="{{revision}}",code="500"}[1m]))' },
+              },
+              count: 6,
+              interval: { seconds: 1n },
+              failureCondition: "result > 0.05",
+            },
+          ],
+        },
+      },
+      expectedRevision: 1n,
+    });
+    await page.goto(`${stack.t.url}/#/deployments/checkout`);
+    const card = page.locator('article[data-rollout="checkout-2"]');
+    await agentsRun("checkout", ["north"]);
+    await card.getByRole("timer").waitFor({ timeout: 20_000 });
+    const task = async () => {
+      for (;;) {
+        const [found] = (await stack.t.client(ClusterService).reportMeasurements({ region: "north" })).tasks.filter((x) => x.deployment === "checkout");
+        if (found) return found;
+        await page.waitForTimeout(50);
+      }
+    };
+    const { id, revision, startTime } = await task();
+    const measure = (index: number, result: { case: "value"; value: number } | { case: "error"; value: string }) =>
+      stack.t.client(ClusterService).reportMeasurements({
+        region: "north",
+        measurements: [{ task: id, index, revision, takenAt: { seconds: startTime!.seconds + BigInt(5 * index + 2), nanos: 0 }, result }],
+      });
+    const chart = card.locator('figure[data-analysis="error-rate"][data-region="north"]');
+    await measure(0, { case: "value", value: 0.012 });
+    await measure(1, { case: "value", value: 0.018 });
+    await measure(2, { case: "error", value: "Get http://prometheus.north:9090: connection refused" });
+    await measure(3, { case: "value", value: 0.021 });
+    // Live: the chart grows as measurements arrive, each a point against the dashed threshold.
+    await chart.locator("circle.point-successful").nth(2).waitFor();
+    assert.equal(await chart.locator(".point-error").count(), 1, "the error is a mark on the time axis");
+    assert.equal(await chart.locator("line.threshold").getAttribute("data-threshold"), "0.05");
+    assert.match(
+      (await chart.getByRole("img").getAttribute("aria-label")) ?? "",
+      /^error-rate in north: RUNNING, 4 measurements, last 0\.021 SUCCESSFUL; threshold > 0\.05$/,
+    );
+    const thresholdY = Number(await chart.locator("line.threshold").getAttribute("y1"));
+    for (const cy of await chart.locator("circle").evaluateAll((cs) => cs.map((c) => Number(c.getAttribute("cy")))))
+      assert.ok(cy > thresholdY, "values under the threshold are drawn below its line");
+    assert.equal(await card.locator('figure[data-region="south"]').count(), 0, "only the current wave's regions are measured");
+    await axe(page, "deployment page with analyses");
+
+    await measure(4, { case: "value", value: 0.2 });
+    await card.locator(".state", { hasText: "ROLLED_BACK" }).waitFor({ timeout: 20_000 });
+    await chart.locator("circle.point-failed").waitFor();
+    // (The scale grew to the new value: the threshold's line is read again.)
+    const rescaled = Number(await chart.locator("line.threshold").getAttribute("y1"));
+    assert.ok(Number(await chart.locator("circle.point-failed").getAttribute("cy")) < rescaled, "the failing value is drawn above the threshold");
+    await agentsRun("checkout", ["north"]);
+    const tile = card.locator('li[data-region="north"]');
+    // north got revision 1's spec back as revision 3: that is what it runs, said so, never revision 2 RUNNING.
+    await tile.getByText("revision 3 RUNNING").waitFor();
+    assert.match(await tile.innerText(), /^north\s+rolled back\s+revision 3 RUNNING\s+not revision 2$/);
+    assert.equal(await tile.getAttribute("class"), "tile rolled-back");
+    assert.match(await card.locator('li[data-region="south"]').innerText(), /^south\s+RUNNING\s+revision 1$/);
+    await shot(page, "deployment-analysis");
+    await axe(page, "deployment page with a rollout rolled back by its analysis");
+    // (docs/console-analysis.png: the rollout card as the analysis left it.)
+    await card.screenshot({ path: join(SHOTS, "rollout-analysis.png") });
     await page.close();
   });
 });

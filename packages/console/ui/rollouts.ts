@@ -1,17 +1,22 @@
 // Staged rollouts (ARCHITECTURE §9) as the console shows them: a rollout's waves left to right,
-// each region a tile with its phase (in words, coloured too) and the revision it runs; the
+// each region a tile with its phase (in words, coloured too) and the revision it runs (a region
+// the rollout gave its previous spec back: the revision it runs now, marked rolled back, never
+// coloured as its phase, so a failed revision never looks like a healthy one); the current
+// wave's analyses, each region's measurements charted against the threshold (analysis.ts); the
 // bake's countdown, ticking in the page from the wave's running_since and bake (no call per
 // tick); the operators' controls, confirmed, for deployers and admins. Everything here comes
 // from the status stream (a deployment's newest rollout, sent again on each transition),
 // except the ended rollouts the Rollouts view lists.
 import { RolloutState, type Rollout, type RolloutWaveStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ACTIVE_ROLLOUT_STATES } from "@flotilla/store/rollout-states";
 import { html } from "htm/preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, canWrite, problem, type Fleet, type Session } from "./api.ts";
+import { Analyses } from "./analysis.ts";
 import { msOf, phaseName, span, spanOf, Time } from "./format.ts";
 
-/** States in which a rollout may still move regions, and the controls apply (FAILED: frozen, an operator decides). */
-const ACTIVE = new Set([RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL, RolloutState.PAUSED, RolloutState.FAILED]);
+/** States in which a rollout may still move regions, and the controls apply. */
+const ACTIVE = new Set(ACTIVE_ROLLOUT_STATES);
 
 const stateName = (state: RolloutState) => RolloutState[state] ?? "UNSPECIFIED";
 
@@ -69,6 +74,13 @@ function Waves({ rollout, newest }: { rollout: Rollout; newest: boolean }) {
         <ul class="tiles">
           ${wave.regions.map((r) => {
             const phase = phaseName(r.phase);
+            if (r.rolledBack)
+              return html`<li class="tile rolled-back" data-region=${r.region}>
+                <strong>${r.region}</strong>
+                <span class="tile-phase">rolled back</span>
+                <span>${r.revision ? `revision ${r.revision}${newest ? ` ${phase}` : ""}` : "removed"}</span>
+                <span class="hint">not revision ${String(rollout.toRevision)}</span>
+              </li>`;
             return html`<li class=${`tile${newest ? ` phase-${phase.toLowerCase()}` : ""}`} data-region=${r.region}>
               <strong>${r.region}</strong>
               ${newest && html`<span class="tile-phase">${phase}</span>`}
@@ -150,6 +162,7 @@ export function RolloutCard({ rollout, newest, session }: { rollout: Rollout; ne
     ${notice && html`<p role="status" class="notice">${notice}</p>`}
     ${error && html`<p role="alert" class="error">${error}</p>`}
     <${Waves} rollout=${rollout} newest=${newest} />
+    ${rollout.waves[rollout.currentWave] && html`<${Analyses} wave=${rollout.waves[rollout.currentWave]} />`}
   </article>`;
 }
 

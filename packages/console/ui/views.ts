@@ -60,13 +60,16 @@ export function FleetView({ fleet }: { fleet: Fleet }) {
     <h2 id="fleet-title">Fleet</h2>
     <table>
       <caption class="visually-hidden">Regions and their agents</caption>
-      <thead><tr><th scope="col">Region</th><th scope="col">Agent</th><th scope="col">Leader</th><th scope="col">Last report</th><th scope="col">Behind head</th><th scope="col">Running</th><th scope="col">Progressing</th><th scope="col">Failed</th><th scope="col">Stale</th></tr></thead>
+      <thead><tr><th scope="col">Region</th><th scope="col">Labels</th><th scope="col">Agent</th><th scope="col">Leader</th><th scope="col">Last report</th><th scope="col">Behind head</th><th scope="col">Running</th><th scope="col">Progressing</th><th scope="col">Failed</th><th scope="col">Stale</th></tr></thead>
       <tbody>
         ${regions.map((r) => {
           const c = counts.get(r.name) ?? { RUNNING: 0, PROGRESSING: 0, FAILED: 0, STALE: 0 };
           const agent = !r.agent ? "no agent" : r.agent.connected ? "connected" : "not reporting";
           return html`<tr class=${r.agent?.connected ? "" : "attention"}>
             <th scope="row">${r.name}</th>
+            <td class="labels">${Object.entries(r.labels)
+              .sort(([a], [b]) => a.localeCompare(b))
+              .map(([k, v]) => html`<code>${k}=${v}</code> `)}</td>
             <td>${agent}</td>
             <td>${r.agent?.leaderIdentity ? html`${r.agent.leaderIdentity}, since <${Time} ms=${msOf(r.agent.leaderSince)} />` : "-"}</td>
             <td><${Time} ms=${msOf(r.agent?.lastSeen)} /></td>
@@ -163,6 +166,7 @@ export function DeploymentsView({ fleet }: { fleet: Fleet }) {
   </section>`;
 }
 
+/** A deployment's page. Its spec is focusable: a long line (an analysis' query) scrolls it sideways, which a keyboard must reach too. */
 export function DeploymentDetail({ id, fleet, session }: { id: string; fleet: Fleet; session: Session }) {
   const deployment = fleet.deployments.get(id);
   const statuses = fleet.statuses.get(id) ?? deployment?.status ?? [];
@@ -223,7 +227,7 @@ export function DeploymentDetail({ id, fleet, session }: { id: string; fleet: Fl
     </table>
     <${ServiceFields} deployment=${deployment} statuses=${statuses} />
     <h3>Spec</h3>
-    <pre class="spec">${JSON.stringify(spec, null, 2)}</pre>
+    <pre class="spec" tabindex="0" aria-label="Spec">${JSON.stringify(spec, null, 2)}</pre>
     <h3>History</h3>
     <table>
       <thead><tr><th scope="col">Revision</th><th scope="col">Actor</th><th scope="col">When</th><th scope="col">Image</th><th scope="col">Message</th>${canWrite(session, deployment.project) ? html`<th scope="col">Action</th>` : ""}</tr></thead>

@@ -12,6 +12,7 @@ import { secretKeyRing } from "./secrets-key-file.ts";
 import { startCtrl } from "./server.ts";
 import { ssoOptions } from "./oidc/config.ts";
 import type { TlsFiles } from "./tls.ts";
+import { storeDecisions } from "./rollouts/gate.ts";
 import { rolloutStrategy } from "./validate.ts";
 
 const ADMIN_TOKEN_FILE = ".flotilla/admin-token";
@@ -102,6 +103,7 @@ try {
     revisionHistoryLimit: read.positiveInt("revision-history-limit"),
     defaultStrategy: defaultRolloutStrategy(config["default-rollout-strategy"]),
     secrets: secretKeyRing(config["secrets-key-file"]),
+    rollouts: storeDecisions,
   });
   const ctrl = await startCtrl({ store, adminToken, host, port, ...options, ...security, log });
   const mtls = tls?.clientCaFile ? ", agents need client certificates" : "";

@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { Store } from "@flotilla/store";
 import { databaseUrl, databaseUrlWarning } from "./database-url.ts";
 import { secretKeyRing } from "./secrets-key-file.ts";
+import { storeDecisions } from "./rollouts/gate.ts";
 
 const USAGE = `usage: pnpm secrets rotate --secrets-key-file <file> [--database-url-file <file> | --database-url <url>]
 
@@ -36,7 +37,10 @@ try {
   if (warning) console.error(`secrets: warning: ${warning}`);
   const secrets = secretKeyRing(values["secrets-key-file"] ?? process.env.FLOTILLA_CTRL_SECRETS_KEY_FILE ?? "");
   if (!secrets) throw new Error("--secrets-key-file is required");
-  const store = await Store.open(databaseUrl(values["database-url"] ?? process.env.FLOTILLA_CTRL_DATABASE_URL, values["database-url-file"]), { secrets });
+  const store = await Store.open(databaseUrl(values["database-url"] ?? process.env.FLOTILLA_CTRL_DATABASE_URL, values["database-url-file"]), {
+    secrets,
+    rollouts: storeDecisions,
+  });
   try {
     const { moved, stillUsed } = await store.rotateSecrets();
     console.log(`${moved} sealed values moved to key ${JSON.stringify(secrets.newestKeyId)}`);

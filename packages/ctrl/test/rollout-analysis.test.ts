@@ -14,10 +14,11 @@ import {
   RolloutStrategySchema,
   type RegionStatus,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { planAnalysis, planWaves, startWave, type AnalysisPlan, type StoredMeasurement, type StoredRollout } from "@flotilla/store";
+import { planAnalysis, type AnalysisPlan, type StoredMeasurement, type StoredRollout } from "@flotilla/store";
 import { compileCondition, ConditionError } from "../src/rollouts/condition.ts";
 import { analysisDeadline, assessRegion, judgeMeasurement, judgeWave, renderTemplate, unknownTemplateNames } from "../src/rollouts/analysis.ts";
-import { evaluate } from "../src/rollouts/gate.ts";
+import { evaluate, startWave } from "../src/rollouts/gate.ts";
+import { planWaves } from "../src/rollouts/plan.ts";
 
 const secs = (s: number) => ({ seconds: BigInt(s), nanos: 0 });
 

@@ -11,8 +11,9 @@ import {
   RolloutStrategySchema,
   type RegionStatus,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { parallelism, planWaves, startWave, type PlacedRegion, type StoredRollout } from "@flotilla/store";
-import { evaluate, evaluateSteps } from "../src/rollouts/gate.ts";
+import type { PlacedRegion, StoredRollout } from "@flotilla/store";
+import { evaluate, evaluateSteps, startWave } from "../src/rollouts/gate.ts";
+import { parallelism, planWaves } from "../src/rollouts/plan.ts";
 
 const placed: PlacedRegion[] = [
   { name: "canary", id: 1, labels: { tier: "canary" } },

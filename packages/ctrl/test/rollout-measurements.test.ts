@@ -12,7 +12,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { ClusterService, type AnalysisTask } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
-import { DesiredResourceSchema, ResourceType, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { AnalysisPhase, DesiredResourceSchema, ResourceType, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { testDatabases } from "@flotilla/testkit/databases";
 import { startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
@@ -165,6 +165,26 @@ for (const { db, skip } of await testDatabases()) {
       const after = await desired("api");
       assert.deepEqual([after.eu, after.us], [before.eu, before.us], "eu and us never left revision 1");
       assert.equal(after.canary!.image, "nginx:1.27", "the canary runs revision 1's spec again");
+
+      // As a view shows it: the canary rolled back, running revision 3 (revision 1's spec, written
+      // on the way back), never revision 2; the analysis with its measurement and its condition.
+      const canary = failed.waves[0]!.regions[0]!;
+      assert.deepEqual([canary.region, canary.moved, canary.rolledBack, canary.revision], ["canary", true, true, 3n]);
+      assert.ok(
+        failed.waves[1]!.regions.every((r) => !r.rolledBack && r.revision === 1n),
+        "eu and us run revision 1, never moved",
+      );
+      const [errors] = failed.waves[0]!.analyses;
+      assert.deepEqual([errors!.name, errors!.successCondition, errors!.failureCondition], ["errors", "", "result > 0.05"]);
+      assert.deepEqual(
+        errors!.regions.map((r) => [
+          r.region,
+          AnalysisPhase[r.phase],
+          r.measurements.map((m) => [m.index, m.revision, AnalysisPhase[m.phase], m.result.value]),
+        ]),
+        [["canary", "FAILED", [[0, 2n, "FAILED", 0.2]]]],
+      );
+      assert.deepEqual(failed.waves[1]!.analyses, [], "analyses are shown for the current wave only");
     });
 
     test("an inconclusive measurement pauses the rollout with the reason; resume bakes again, measured anew", async () => {

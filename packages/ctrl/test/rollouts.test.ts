@@ -18,7 +18,7 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { DesiredResourceSchema, ResourceType, RolloutFailurePolicy, RolloutState, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { StatusService, type WatchStatusResponse } from "@flotilla/proto/ctrl/v1/status_pb.js";
-import { testDatabases } from "@flotilla/testkit/databases";
+import { storeDecisions, testDatabases } from "@flotilla/testkit/databases";
 import { ADMIN_TOKEN, startTestCtrl, testLogger, type TestCtrl } from "@flotilla/testkit/ctrl";
 import { Store } from "@flotilla/store";
 import { startCtrl, type Ctrl } from "../src/server.ts";
@@ -369,7 +369,7 @@ for (const { db, skip } of await testDatabases()) {
   test(`one replica drives rollouts, holding the rollout-driver lease; when it stops, another takes over (${db.name})`, { skip }, async () => {
     const LEASE_MS = 900;
     const a = await startTestCtrl(db, { rolloutLeaseMs: LEASE_MS });
-    const bStore = await Store.open(a.databaseUrl);
+    const bStore = await Store.open(a.databaseUrl, { rollouts: storeDecisions });
     const b = await startCtrl({
       store: bStore,
       adminToken: ADMIN_TOKEN,

@@ -70,6 +70,9 @@ export interface StoredMeasurement extends BakeKey {
   error?: string;
 }
 
+/** Bakes whose measurements one statement reads. */
+const BAKES_PER_STATEMENT = 100;
+
 export class AnalysisRepository {
   readonly #db: Kysely<Database>;
   readonly #dialect: Dialect;
@@ -116,15 +119,24 @@ export class AnalysisRepository {
     return added;
   }
 
-  /** The measurements of these bakes, by index within each (analysis, region). */
+  /**
+   * The measurements of these bakes, by index within each (analysis, region). Read
+   * BAKES_PER_STATEMENT bakes at a time: a page of rollouts shown (a status snapshot) may ask
+   * for a thousand, more alternatives than one statement's expression takes on SQLite.
+   */
   async ofBakes(bakes: readonly BakeKey[]): Promise<StoredMeasurement[]> {
-    if (bakes.length === 0) return [];
-    const rows = await this.#db
-      .selectFrom("analysis_measurements")
-      .selectAll()
-      .where((eb) => eb.or(bakes.map((b) => eb.and([eb("rollout_id", "=", b.rolloutId), eb("wave", "=", b.wave), eb("bake_start", "=", b.bakeStart)]))))
-      .orderBy("idx")
-      .execute();
+    const rows = [];
+    for (let i = 0; i < bakes.length; i += BAKES_PER_STATEMENT) {
+      const some = bakes.slice(i, i + BAKES_PER_STATEMENT);
+      rows.push(
+        ...(await this.#db
+          .selectFrom("analysis_measurements")
+          .selectAll()
+          .where((eb) => eb.or(some.map((b) => eb.and([eb("rollout_id", "=", b.rolloutId), eb("wave", "=", b.wave), eb("bake_start", "=", b.bakeStart)]))))
+          .orderBy("idx")
+          .execute()),
+      );
+    }
     return rows.map((r) => ({
       rolloutId: r.rollout_id,
       wave: r.wave,

@@ -14,7 +14,7 @@ import { ProjectRepository } from "./projects.ts";
 import { StatusEvents } from "./status-events.ts";
 import { Leases } from "./leases.ts";
 import { AnalysisRepository } from "./analysis.ts";
-import { RolloutRepository } from "./rollouts.ts";
+import { RolloutRepository, type RolloutDecisions } from "./rollouts.ts";
 import { NotificationRepository } from "./notifications.ts";
 import { writeDesiredMany } from "./outbox.ts";
 import { ResourceType, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -42,17 +42,14 @@ export {
 } from "./analysis.ts";
 export {
   ACTIVE_ROLLOUT_STATES,
-  DEFAULT_PROGRESS_DEADLINE_MS,
-  nextBatch,
-  parallelism,
-  planWaves,
   ROLLOUT_ACTIONS,
   RolloutRepository,
-  startWave,
   toRolloutMessage,
   type PlacedRegion,
   type RolloutAction,
   type RolloutChange,
+  type RolloutDecisions,
+  type RolloutStart,
   type RolloutStep,
   type RolloutTransition,
   type StoredRollout,
@@ -91,6 +88,8 @@ export interface StoreOptions {
   defaultStrategy?: RolloutStrategy;
   /** The data keys secret values are sealed under (ctrl's --secrets-key-file); without, a write carrying a value is refused. */
   secrets?: SecretKeyRing;
+  /** ctrl's rollout decisions (packages/ctrl/src/rollouts/, storeDecisions); without, a change of a deployment with a strategy is refused. */
+  rollouts?: RolloutDecisions;
 }
 
 export class Store {
@@ -132,7 +131,11 @@ export class Store {
     this.observations = new ObservationRepository(db, dialect, onStatusEvents);
     const limit = options.revisionHistoryLimit;
     const defaultStrategy = options.defaultStrategy;
-    const deployments = defaultStrategy ? { ...deploymentKind, strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy } : deploymentKind;
+    const deployments = {
+      ...deploymentKind,
+      ...(defaultStrategy && { strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy }),
+      rollouts: options.rollouts,
+    };
     this.secrets = options.secrets;
     this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit, options.secrets);
     this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
@@ -144,11 +147,17 @@ export class Store {
     this.leases = new Leases(db);
     this.notifications = new NotificationRepository(db, options.secrets);
     this.analysis = new AnalysisRepository(db, dialect, onStatusEvents);
-    this.rollouts = new RolloutRepository(db, dialect, onCommit, {
-      writeDesired: (tx, writes, now) => writeDesiredMany(tx, dialect, ResourceType.DEPLOYMENT, writes, now),
-      desiredOf: (tx, ids) => this.deployments.desiredManyInTx(tx, ids),
-      revise: (tx, id, toRevision, author, now, shape) => this.deployments.reviseInTx(tx, id, toRevision, author, now, shape),
-    });
+    this.rollouts = new RolloutRepository(
+      db,
+      dialect,
+      onCommit,
+      {
+        writeDesired: (tx, writes, now) => writeDesiredMany(tx, dialect, ResourceType.DEPLOYMENT, writes, now),
+        desiredOf: (tx, ids) => this.deployments.desiredManyInTx(tx, ids),
+        revise: (tx, id, toRevision, author, now, shape) => this.deployments.reviseInTx(tx, id, toRevision, author, now, shape),
+      },
+      options.rollouts,
+    );
   }
 
   /**

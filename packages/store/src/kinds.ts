@@ -15,6 +15,7 @@ import {
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { ResourceTableName } from "./schema.ts";
+import type { RolloutDecisions } from "./rollouts.ts";
 import { bindSecretEnv, keepCurrentSecretEnv, redactSecretEnv, type RegionEpochs, sealSecretEnv, sealSecretEnvForRegions } from "./secret-env.ts";
 import type { SecretKeyRing } from "./secrets.ts";
 
@@ -36,6 +37,8 @@ export interface ResourceKind<Desc extends DescMessage> {
   clearOutput(resource: MessageShape<Desc>): void;
   /** The resource's rollout strategy, for kinds whose changes may be staged (rollouts.ts). */
   strategy?(resource: MessageShape<Desc>): RolloutStrategy | undefined;
+  /** ctrl's rollout decisions, which a staged change takes (StoreOptions.rollouts; without, a staged change is refused). */
+  rollouts?: RolloutDecisions;
   /**
    * Seals the secret values a write carries, keeping stored ones it names without a value, all
    * bound to the stored revision `revision` (0: none) until bind() moves them (secret-env.ts).

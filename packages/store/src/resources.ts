@@ -311,6 +311,7 @@ export class ResourceRepository<Desc extends DescMessage> {
           regionIds: new Map(),
           actor: author.actor,
           now,
+          decisions: this.kind.rollouts,
         });
       const regions = await writeDesired(tx, this.#dialect, this.kind.type, id, new Map(), now);
       await this.#writePlacements(tx, id, new Map(), true);
@@ -365,6 +366,7 @@ export class ResourceRepository<Desc extends DescMessage> {
           regionIds,
           actor: revisions.actor,
           now,
+          decisions: this.kind.rollouts,
         })
       : undefined;
     return writeDesired(tx, this.#dialect, this.kind.type, id, staged?.desired ?? next, now, alsoLock);

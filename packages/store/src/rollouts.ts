@@ -1,7 +1,9 @@
-// Staged rollouts' storage (ARCHITECTURE §9): what a change of a deployment with a strategy
-// writes at once (its first wave; every other region keeps what it runs), the rollout row
-// that remembers the rest, and the compare-and-set by which a rollout moves on. Deciding
-// when it moves on is ctrl's (packages/ctrl/src/rollouts/driver.ts); this is only storage.
+// Staged rollouts' storage (ARCHITECTURE §9): the rollout row, its transitions' record, and the
+// compare-and-set by which a rollout moves on, in the transaction that writes its effects.
+// Every decision — the waves a strategy makes, the state a change starts in, a supersede, the
+// gate, the operators' controls — is ctrl's (packages/ctrl/src/rollouts/): the writes that
+// start or supersede a rollout take it from the RolloutDecisions the store was opened with, so
+// the store never decides what a rollout does, only stores it.
 //
 // Invariants:
 //   * A region's desired state moves to the rollout's revision only in the transaction that
@@ -16,21 +18,21 @@
 //     change's own transaction. A change with no strategy before or after looks for none (it
 //     can find one only if --default-rollout-strategy was removed since that one started): a
 //     rollout whose deployment is no longer at its revision moves nothing, its next
-//     transition supersedes it.
-import { create } from "@bufbuild/protobuf";
-import { durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+//     transition supersedes it (RolloutDecisions.outdated).
+import { create, fromBinary } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
+  DesiredResourceSchema,
   ResourceType,
-  RolloutFailurePolicy,
   RolloutSchema,
   RolloutState,
   type DesiredResource,
+  type RolloutFailurePolicy,
   type Rollout,
   type RolloutStrategy,
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { parseLabelSelector } from "@flotilla/labels";
 import { sql, type Insertable, type Kysely } from "kysely";
-import { planAnalysis, type AnalysisPlan } from "./analysis.ts";
+import type { AnalysisPlan } from "./analysis.ts";
 import { wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
@@ -40,40 +42,9 @@ import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
 import { recordNotifications, rolloutNotifications } from "./notifications.ts";
 import type { Database, RolloutsTable, RolloutTransitionsTable } from "./schema.ts";
+import { ACTIVE_ROLLOUT_STATES, type RolloutAction } from "./rollout-states.ts";
 
-export const DEFAULT_PROGRESS_DEADLINE_MS = 10 * 60_000;
-
-/** States in which a rollout still holds regions back or may move them. */
-export const ACTIVE_ROLLOUT_STATES: readonly RolloutState[] = [
-  RolloutState.PROGRESSING,
-  RolloutState.WAITING_APPROVAL,
-  RolloutState.PAUSED,
-  RolloutState.FAILED,
-];
-
-/**
- * How each transition of a rollout is recorded (rollout_transitions.action), every one there is:
- * the gate's (ctrl rollouts/gate.ts), the operators' controls (ctrl's rollout service) and the
- * store's own (a change's start, a newer change's supersede). Defined once, here, where they are
- * written.
- */
-export const ROLLOUT_ACTIONS = [
-  "start-wave",
-  "wait-approval",
-  "move-batch",
-  "bake",
-  "bake-reset",
-  "wait-analysis",
-  "analysis-inconclusive",
-  "succeeded",
-  "failed",
-  "rolled-back",
-  "paused",
-  "resumed",
-  "aborted",
-  "superseded",
-] as const;
-export type RolloutAction = (typeof ROLLOUT_ACTIONS)[number];
+export { ACTIVE_ROLLOUT_STATES, ROLLOUT_ACTIONS, type RolloutAction } from "./rollout-states.ts";
 
 export interface WaveRegion {
   region: string;
@@ -115,70 +86,6 @@ export interface StoredRollout {
   updateTime: number;
 }
 
-/** A placement region as wave planning sees it. */
-export interface PlacedRegion {
-  name: string;
-  id: number;
-  labels: RegionLabels;
-}
-
-/**
- * The waves a strategy makes of the placement regions, in order: each wave takes the
- * placement regions it names or selects that no earlier wave took; a wave naming none takes
- * the rest; placement regions left over form a last wave. Waves left empty are dropped.
- */
-export function planWaves(strategy: RolloutStrategy, placed: PlacedRegion[]): WavePlan[] {
-  const taken = new Set<string>();
-  const waves: WavePlan[] = [];
-  const everyWave = strategy.analysis.map(planAnalysis);
-  const add = (wave: Omit<WavePlan, "regions" | "maxParallel">, maxParallel: string, members: PlacedRegion[]) => {
-    for (const r of members) taken.add(r.name);
-    if (members.length === 0) return;
-    waves.push({
-      ...wave,
-      regions: members.map((r) => ({ region: r.name, regionId: r.id, moved: false })),
-      maxParallel: parallelism(maxParallel, members.length),
-    });
-  };
-  for (const wave of strategy.waves) {
-    const selector = wave.selector === "" ? undefined : parseLabelSelector(wave.selector);
-    const open = placed.filter((r) => !taken.has(r.name));
-    const members = wave.regions.length === 0 && !selector ? open : open.filter((r) => wave.regions.includes(r.name) || selector?.(r.labels));
-    add(
-      {
-        name: wave.name,
-        bakeMs: wave.bake ? durationMs(wave.bake) : 0,
-        approval: wave.approval,
-        deadlineMs: wave.progressDeadline ? durationMs(wave.progressDeadline) : DEFAULT_PROGRESS_DEADLINE_MS,
-        analysis: [...everyWave, ...wave.analysis.map(planAnalysis)],
-      },
-      wave.maxParallel,
-      members,
-    );
-  }
-  add(
-    { name: "rest", bakeMs: 0, approval: false, deadlineMs: DEFAULT_PROGRESS_DEADLINE_MS, analysis: everyWave },
-    "",
-    placed.filter((r) => !taken.has(r.name)),
-  );
-  return waves;
-}
-
-/** "2" → 2, "50%" of 3 → 2 (rounded up, at least 1), "" → every region. */
-export function parallelism(maxParallel: string, regions: number): number {
-  if (maxParallel === "") return regions;
-  const percent = /^(\d+)%$/.exec(maxParallel);
-  const n = percent ? Math.ceil((regions * Number(percent[1])) / 100) : Number(maxParallel);
-  return Math.max(1, Math.min(regions, n));
-}
-
-/** The regions of `wave` to move next: up to its parallelism, counting those moved and not yet done. */
-export function nextBatch(wave: WavePlan): WaveRegion[] {
-  const moved = wave.regions.filter((r) => r.moved).length;
-  if (moved % wave.maxParallel !== 0 && moved < wave.regions.length) return [];
-  return wave.regions.filter((r) => !r.moved).slice(0, wave.maxParallel);
-}
-
 /** What a change of a deployment with a strategy writes now, and the rollout it starts. */
 export interface StagedChange {
   /** Region id → what it holds after this write (later waves keep their current state). */
@@ -190,9 +97,9 @@ export interface StagedChange {
  * Stages a change of deployment `id` from `fromRevision` to `toRevision` whose desired state
  * is `next` per region: supersedes the deployment's active rollout (`supersede`: false when
  * neither its stored spec nor `strategy` has a strategy: it has none to supersede, or one that
- * moves nothing any more, see transitionMany), plans the waves, and
- * returns what to write now, or undefined when nothing is staged (no strategy, no region
- * whose state changes, or a stop, which takes effect at once).
+ * moves nothing any more, see transitionMany), starts the rollout `decisions.start` makes
+ * of it, and returns what to write now, or undefined when nothing is staged (no strategy, or
+ * no rollout started: written at once).
  */
 export async function stageChange(
   tx: Tx,
@@ -206,53 +113,35 @@ export async function stageChange(
     regionIds: ReadonlyMap<string, number>;
     actor: string;
     now: number;
+    /** ctrl's decisions (the kind's `rollouts`); without, a staged change is refused. */
+    decisions: RolloutDecisions | undefined;
   },
 ): Promise<StagedChange | undefined> {
-  const { id, strategy, next, now } = change;
-  if (change.supersede) await supersede(tx, id, change.actor, now);
-  if (!strategy || next.size === 0) return undefined;
-  const current = await currentDesired(tx, id);
+  const { id, strategy, next, now, decisions } = change;
+  if ((change.supersede || strategy) && !decisions)
+    throw new StoreError("failed_precondition", "staged rollouts need ctrl's rollout decisions (StoreOptions.rollouts)");
+  if (change.supersede) await supersede(tx, decisions!, id, change.actor, now);
+  if (!strategy) return undefined;
+  const current = next.size === 0 ? new Map<number, DesiredResource>() : await currentDesired(tx, id);
   const changed = [...next].filter(([regionId, desired]) => {
     const held = current.get(regionId);
     return !held || !sameDesired(held, desired, true);
   });
-  if (changed.length === 0) return undefined;
-  const labels = await tx
-    .selectFrom("regions")
-    .select(["id", "name", "labels"])
-    .where("id", "in", [...next.keys()])
-    .execute();
-  const placed = labels
-    .map((r) => ({ name: r.name, id: r.id, labels: r.labels ? (JSON.parse(r.labels) as RegionLabels) : {} }))
-    .sort((a, b) => a.name.localeCompare(b.name));
-  // Placement order decides within "the rest": the order the operator listed the regions in.
-  const order = [...change.regionIds.keys()];
-  placed.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
-  const waves = planWaves(strategy, placed);
-  const rollout: StoredRollout = {
+  // (Regions are read only when some region changes: then start may plan waves of them.)
+  const placed = changed.length === 0 ? [] : await placedRegions(tx, next, change.regionIds);
+  const started = decisions!.start({
     id: `${id}-${change.toRevision}`,
     deploymentId: id,
+    strategy,
+    placed,
+    changed: changed.map(([regionId]) => regionId),
     fromRevision: change.fromRevision,
     toRevision: change.toRevision,
-    state: RolloutState.PROGRESSING,
-    currentWave: 0,
-    generation: 1,
-    onFailure: strategy.onFailure === RolloutFailurePolicy.PAUSE ? RolloutFailurePolicy.PAUSE : RolloutFailurePolicy.ROLLBACK,
-    reason: "",
-    waves,
-    dueAt: undefined,
-    createTime: now,
-    updateTime: now,
-  };
-  const first = waves[0]!;
-  let action: RolloutAction = "start-wave";
-  if (first.approval) {
-    rollout.state = RolloutState.WAITING_APPROVAL;
-    rollout.reason = `wave ${first.name} waits for approval`;
-    action = "wait-approval";
-  } else {
-    startWave(rollout, now);
-  }
+    now,
+  });
+  if (!started) return undefined;
+  const { rollout, action } = started;
+  const first = rollout.waves[0]!;
   const desired = new Map<number, DesiredResource>();
   const moving = new Set(first.regions.filter((r) => r.moved).map((r) => r.regionId));
   for (const [regionId, body] of next) {
@@ -263,43 +152,27 @@ export async function stageChange(
     }
   }
   await tx.insertInto("rollouts").values(toRow(rollout)).execute();
-  await tx
-    .insertInto("rollout_transitions")
-    .values(transitionRow(rollout, rollout.generation, RolloutState.UNSPECIFIED, action, change.actor, now))
-    .execute();
-  await recordNotifications(
-    tx,
-    rolloutNotifications({
-      rollout,
-      from: RolloutState.UNSPECIFIED,
-      to: rollout.state,
-      fromWave: 0,
-      toWave: 0,
-      action,
-      actor: change.actor,
-      reason: rollout.reason,
-    }),
-    now,
-  );
+  await recordTransitions(tx, [{ rollout, generation: rollout.generation, from: RolloutState.UNSPECIFIED, fromWave: 0, action, actor: change.actor }], now);
   return { desired, rollout };
 }
 
-/** Starts the rollout's current wave: its first batch moves; its deadline becomes due. */
-export function startWave(rollout: StoredRollout, now: number): WaveRegion[] {
-  const wave = rollout.waves[rollout.currentWave]!;
-  wave.startTime = now;
-  const batch = nextBatch(wave);
-  for (const r of batch) r.moved = true;
-  rollout.state = RolloutState.PROGRESSING;
-  rollout.reason = `wave ${wave.name}: moving ${batch.map((r) => r.region).join(", ")}`;
-  rollout.dueAt = now + wave.deadlineMs;
-  return batch;
+/** The regions of `next` with their labels, in the order the operator placed them (`regionIds`' order; the others by name first). */
+async function placedRegions(tx: Tx, next: ReadonlyMap<number, DesiredResource>, regionIds: ReadonlyMap<string, number>): Promise<PlacedRegion[]> {
+  const labels = await tx
+    .selectFrom("regions")
+    .select(["id", "name", "labels"])
+    .where("id", "in", [...next.keys()])
+    .execute();
+  const placed = labels
+    .map((r) => ({ name: r.name, id: r.id, labels: r.labels ? (JSON.parse(r.labels) as RegionLabels) : {} }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  const order = [...regionIds.keys()];
+  placed.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
+  return placed;
 }
 
-const SUPERSEDED_REASON = "superseded by a newer change";
-
-/** The deployment's active rollout ends SUPERSEDED (a newer change starts from the first wave). */
-async function supersede(tx: Tx, deploymentId: string, actor: string, now: number): Promise<void> {
+/** The deployment's active rollout ends as `decisions.supersede` says (a newer change starts from the first wave). */
+async function supersede(tx: Tx, decisions: RolloutDecisions, deploymentId: string, actor: string, now: number): Promise<void> {
   const active = await tx
     .selectFrom("rollouts")
     .selectAll()
@@ -308,21 +181,16 @@ async function supersede(tx: Tx, deploymentId: string, actor: string, now: numbe
     .execute();
   for (const row of active) {
     const rollout = fromRow(row);
-    const from = rollout.state;
+    const step = decisions.supersede(rollout);
+    const generation = rollout.generation + 1;
     const result = await tx
       .updateTable("rollouts")
-      .set({ state: RolloutState.SUPERSEDED, generation: rollout.generation + 1, due_at: null, reason: SUPERSEDED_REASON, update_time: now })
+      .set({ state: step.next.state, generation, due_at: step.next.dueAt ?? null, reason: step.next.reason.slice(0, 1024), update_time: now })
       .where("id", "=", rollout.id)
       .where("generation", "=", rollout.generation)
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) !== 1) continue;
-    rollout.generation++;
-    rollout.state = RolloutState.SUPERSEDED;
-    rollout.reason = SUPERSEDED_REASON;
-    await tx
-      .insertInto("rollout_transitions")
-      .values(transitionRow(rollout, rollout.generation, from, "superseded", actor, now))
-      .execute();
+    await recordTransitions(tx, [{ rollout: step.next, generation, from: rollout.state, fromWave: rollout.currentWave, action: step.action, actor }], now);
   }
 }
 
@@ -360,32 +228,58 @@ async function updateRollouts(tx: Tx, rollouts: readonly { change: RolloutChange
   if (Number(updated.numUpdatedRows) !== rollouts.length) throw new StoreError("aborted", "rollouts changed under their row locks");
 }
 
-/** The record of a transition to `rollout` (its state, wave and reason) as generation `generation`. */
-function transitionRow(
-  rollout: StoredRollout,
-  generation: number,
-  from: RolloutState,
-  action: RolloutAction,
-  actor: string,
-  now: number,
-): Insertable<RolloutTransitionsTable> {
-  return {
-    rollout_id: rollout.id,
-    generation,
-    from_state: from,
-    to_state: rollout.state,
-    wave: rollout.currentWave,
-    action,
-    actor,
-    reason: rollout.reason.slice(0, 1024),
-    time: now,
-  };
+/** A transition to `rollout` (its state, wave and reason after it) as generation `generation`, from state `from`. */
+export interface RecordedTransition {
+  rollout: StoredRollout;
+  generation: number;
+  from: RolloutState;
+  /** The wave before it (the rollout's after it is `rollout.currentWave`). */
+  fromWave: number;
+  action: RolloutAction;
+  actor: string;
 }
 
-/** The one step of a rollout whose deployment moved on without superseding it (revision: the deployment's now; undefined: gone). */
-function outdated(rollout: StoredRollout, revision: number | undefined): RolloutStep {
-  const reason = `superseded: deployment ${rollout.deploymentId} ${revision === undefined ? "is gone" : `is at revision ${revision}`}`;
-  return { next: { ...rollout, state: RolloutState.SUPERSEDED, dueAt: undefined, reason }, effects: {}, action: "superseded" };
+/**
+ * Records transitions in `tx`, the transaction that makes them: every transition of every
+ * rollout — a change's start, a supersede, the gate's and the operators' — passes here and only
+ * here, so what must follow a transition in its own transaction (a notification of it) is
+ * written here too, and a transition that is rolled back records nothing.
+ */
+async function recordTransitions(tx: Tx, transitions: readonly RecordedTransition[], now: number): Promise<void> {
+  const rows: Insertable<RolloutTransitionsTable>[] = transitions.map((t) => ({
+    rollout_id: t.rollout.id,
+    generation: t.generation,
+    from_state: t.from,
+    to_state: t.rollout.state,
+    wave: t.rollout.currentWave,
+    action: t.action,
+    actor: t.actor,
+    reason: t.rollout.reason.slice(0, 1024),
+    time: now,
+  }));
+  for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+    await tx
+      .insertInto("rollout_transitions")
+      .values(rows.slice(i, i + ROWS_PER_STATEMENT))
+      .execute();
+  }
+  // What the transitions owe notifiers (notifications.ts).
+  await recordNotifications(
+    tx,
+    transitions.flatMap((t) =>
+      rolloutNotifications({
+        rollout: t.rollout,
+        from: t.from,
+        to: t.rollout.state,
+        fromWave: t.fromWave,
+        toWave: t.rollout.currentWave,
+        action: t.action,
+        actor: t.actor,
+        reason: t.rollout.reason,
+      }),
+    ),
+    now,
+  );
 }
 
 export interface RolloutTransition {
@@ -441,23 +335,68 @@ export interface RolloutChange {
   actor: string;
 }
 
+/** A placement region as wave planning sees it. */
+export interface PlacedRegion {
+  name: string;
+  id: number;
+  labels: RegionLabels;
+}
+
+/** A change of a deployment with a strategy: the rollout's id and revisions, the placement regions in the operator's order, the regions whose desired state it changes. */
+export interface RolloutStart {
+  id: string;
+  deploymentId: string;
+  strategy: RolloutStrategy;
+  /** Empty when no region changes. */
+  placed: PlacedRegion[];
+  /** Ids of the regions whose desired state the change changes (empty: a stop, or a spec equal where it runs). */
+  changed: number[];
+  fromRevision: number;
+  toRevision: number;
+  now: number;
+}
+
+/**
+ * The rollout decisions the store's own writes take, made by ctrl (packages/ctrl/src/rollouts/,
+ * storeDecisions): the store writes what they return and decides nothing.
+ */
+export interface RolloutDecisions {
+  /** The rollout a change starts (generation 1), its first wave started or waiting for approval, and how that is recorded; undefined: none, the change is written at once. */
+  start(change: RolloutStart): { rollout: StoredRollout; action: RolloutAction } | undefined;
+  /** The step of an active rollout that a newer change of its deployment supersedes. */
+  supersede(rollout: StoredRollout): RolloutStep;
+  /** The one step of a rollout whose deployment moved on without superseding it (revision: the deployment's now; undefined: gone). */
+  outdated(rollout: StoredRollout, revision: number | undefined): RolloutStep;
+}
+
 export class RolloutRepository {
   readonly #db: Kysely<Database>;
   readonly #dialect: Dialect;
   readonly #onCommit: (regionIds: number[]) => void;
   readonly #parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser };
+  readonly #given: RolloutDecisions | undefined;
 
-  /** `onCommit`: called after each transition has committed, with the regions whose versions moved (maybe none). */
+  /**
+   * `onCommit`: called after each transition has committed, with the regions whose versions
+   * moved (maybe none); `decisions`: ctrl's, for the steps the store takes on its own.
+   */
   constructor(
     db: Kysely<Database>,
     dialect: Dialect,
     onCommit: (regionIds: number[]) => void,
     parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser },
+    decisions: RolloutDecisions | undefined,
   ) {
     this.#db = db;
     this.#dialect = dialect;
     this.#onCommit = onCommit;
     this.#parts = parts;
+    this.#given = decisions;
+  }
+
+  #decisions(): RolloutDecisions {
+    if (!this.#given) throw new StoreError("failed_precondition", "staged rollouts need ctrl's rollout decisions (StoreOptions.rollouts)");
+    return this.#given;
   }
 
   /** A rollout by id, or a deployment's newest rollout by the deployment's id; NOT_FOUND otherwise. */
@@ -474,6 +413,28 @@ export class RolloutRepository {
         .executeTakeFirst());
     if (!row) throw new StoreError("not_found", `rollout ${JSON.stringify(id)} not found (nor a deployment's rollout)`, "id");
     return fromRow(row);
+  }
+
+  /**
+   * The revision each region of these deployments is to run now (its desired state's), by
+   * deployment id and region id; a region without the deployment is absent.
+   */
+  async revisionsRun(deploymentIds: readonly string[]): Promise<Map<string, Map<number, number>>> {
+    const found = new Map<string, Map<number, number>>();
+    if (deploymentIds.length === 0) return found;
+    const rows = await this.#db
+      .selectFrom("desired_resources")
+      .select(["resource_id", "region_id", "body"])
+      .where("resource_type", "=", ResourceType.DEPLOYMENT)
+      .where("resource_id", "in", [...deploymentIds])
+      .execute();
+    for (const row of rows) {
+      const body = fromBinary(DesiredResourceSchema, row.body);
+      const revision = body.spec.case === "deployment" ? Number(body.spec.value.revision) : 0;
+      if (!found.has(row.resource_id)) found.set(row.resource_id, new Map());
+      found.get(row.resource_id)!.set(row.region_id, revision);
+    }
+    return found;
   }
 
   /** The newest rollout of each of these deployments that has one. */
@@ -636,7 +597,10 @@ export class RolloutRepository {
         // A change of the deployment supersedes its rollout in the same transaction, unless
         // the deployment had no strategy then (--default-rollout-strategy removed since the
         // rollout started): such a rollout moves nothing any more.
-        const steps = revisions.get(current.deploymentId) === current.toRevision ? change.steps : [outdated(current, revisions.get(current.deploymentId))];
+        const steps =
+          revisions.get(current.deploymentId) === current.toRevision
+            ? change.steps
+            : [this.#decisions().outdated(current, revisions.get(current.deploymentId))];
         const result: StoredRollout = { ...steps[steps.length - 1]!.next, generation: current.generation + steps.length, updateTime: now };
         results.set(change, result);
         won.push({ change, steps, result });
@@ -647,41 +611,17 @@ export class RolloutRepository {
       for (const { change, steps, result } of won) {
         if (steps.some((s) => s.effects.restore)) regions = [...regions, ...(await this.#restore(tx, change.current, change.actor, result.reason, now))];
       }
-      const records = won.flatMap(({ change, steps }) =>
-        steps.map((step, i) =>
-          transitionRow(
-            step.next,
-            change.current.generation + i + 1,
-            i === 0 ? change.current.state : steps[i - 1]!.next.state,
-            step.action,
-            change.actor,
-            now,
-          ),
-        ),
-      );
-      for (let i = 0; i < records.length; i += ROWS_PER_STATEMENT) {
-        await tx
-          .insertInto("rollout_transitions")
-          .values(records.slice(i, i + ROWS_PER_STATEMENT))
-          .execute();
-      }
-      // What the transitions owe notifiers, in their transaction (notifications.ts).
-      await recordNotifications(
+      await recordTransitions(
         tx,
         won.flatMap(({ change, steps }) =>
-          steps.flatMap((step, i) => {
-            const before = i === 0 ? change.current : steps[i - 1]!.next;
-            return rolloutNotifications({
-              rollout: step.next,
-              from: before.state,
-              to: step.next.state,
-              fromWave: before.currentWave,
-              toWave: step.next.currentWave,
-              action: step.action,
-              actor: change.actor,
-              reason: step.next.reason,
-            });
-          }),
+          steps.map((step, i) => ({
+            rollout: step.next,
+            generation: change.current.generation + i + 1,
+            from: i === 0 ? change.current.state : steps[i - 1]!.next.state,
+            fromWave: i === 0 ? change.current.currentWave : steps[i - 1]!.next.currentWave,
+            action: step.action,
+            actor: change.actor,
+          })),
         ),
         now,
       );

@@ -112,6 +112,12 @@ test("rollout analysis measurements are kept once per key and pruned by age", as
       (await store.analysis.ofBakes([{ rolloutId: "web-2", wave: 0, bakeStart: 1 }])).map((m) => [m.index, m.takenAt]),
       [[1, now - 1_000]],
     );
+    // A page of rollouts shown asks for many bakes at once: more than one statement takes.
+    const many = Array.from({ length: 1500 }, (_, i) => ({ rolloutId: `other-${i}`, wave: 0, bakeStart: 1 }));
+    assert.deepEqual(
+      (await store.analysis.ofBakes([...many, { rolloutId: "web-2", wave: 0, bakeStart: 1 }])).map((m) => m.index),
+      [1],
+    );
   } finally {
     await store.close();
     await cleanup();

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { create, fromBinary } from "@bufbuild/protobuf";
 import { DeploymentSchema, DesiredResourceSchema, RolloutState, RolloutStrategySchema, type RolloutStrategy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { Store, type RolloutStep, type StoredRollout } from "../src/index.ts";
-import { freshStore, testDatabases } from "@flotilla/testkit/databases";
+import { freshStore, storeDecisions, testDatabases } from "@flotilla/testkit/databases";
 
 const TWO_WAVES = create(RolloutStrategySchema, { waves: [{ name: "first", regions: ["r1"] }, { name: "rest" }] });
 
@@ -152,7 +152,7 @@ for (const { db, skip } of await testDatabases()) {
 
     test("a rollout whose deployment moved on without superseding it moves nothing: its next transition supersedes it", async () => {
       // A replica with a default strategy stages the change; one without it (the flag removed) updates the deployment.
-      const withDefault = await Store.open(url, { defaultStrategy: TWO_WAVES });
+      const withDefault = await Store.open(url, { defaultStrategy: TWO_WAVES, rollouts: storeDecisions });
       try {
         await withDefault.deployments.create(deployment("s0", "app:1", undefined));
       } finally {

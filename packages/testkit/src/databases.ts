@@ -5,7 +5,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { createConnection } from "mysql2/promise";
+import { storeDecisions } from "@flotilla/ctrl/rollouts";
 import { Store, type StoreOptions } from "@flotilla/store";
+
+/** ctrl's rollout decisions, which a store that stages changes is opened with (freshStore passes them). */
+export { storeDecisions };
 
 export const MYSQL_URL = process.env.FLOTILLA_TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test";
 
@@ -75,7 +79,7 @@ export async function testDatabases(): Promise<{ db: TestDatabase; skip: string 
 /** A migrated store on a fresh database, closed and dropped by the returned function. */
 export async function freshStore(db: TestDatabase, options?: StoreOptions): Promise<{ store: Store; url: string; cleanup(): Promise<void> }> {
   const { url, drop } = await db.create();
-  const store = await Store.open(url, options);
+  const store = await Store.open(url, { rollouts: storeDecisions, ...options });
   return {
     store,
     url,

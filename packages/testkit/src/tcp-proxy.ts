@@ -4,6 +4,7 @@
 import net from "node:net";
 import { Store } from "@flotilla/store";
 import type { TestDatabase } from "./databases.ts";
+import { storeDecisions } from "@flotilla/ctrl/rollouts";
 
 export interface TcpProxy {
   port: number;
@@ -72,7 +73,7 @@ export async function storeBehindProxy(db: TestDatabase): Promise<{ store: Store
   const target = new URL(created.url);
   const proxy = await startTcpProxy(target.hostname, Number(target.port || 3306));
   target.port = String(proxy.port);
-  const store = await Store.open(target.toString());
+  const store = await Store.open(target.toString(), { rollouts: storeDecisions });
   return {
     store,
     proxy,

@@ -1,8 +1,20 @@
 // flotilla get rollouts | rollout status | rollout pause|resume|approve|promote|abort: a
 // deployment's staged rollouts (ARCHITECTURE §9), its waves, the regions of each with the
-// revision it runs and its phase, and the bake's time left.
+// revision it runs and its phase (a region rolled back with the revision it runs now, said so),
+// the bake's time left, and the analyses of the current wave's bake with each region's last
+// measurements.
 import { type Duration, durationMs, timestampMs } from "@bufbuild/protobuf/wkt";
-import { RolloutFailurePolicy, RolloutSchema, RolloutState, type Rollout, type RolloutWaveStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import {
+  AnalysisPhase,
+  RolloutFailurePolicy,
+  RolloutSchema,
+  RolloutState,
+  type AnalysisMeasurement,
+  type Rollout,
+  type RolloutAnalysisStatus,
+  type RolloutRegion,
+  type RolloutWaveStatus,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { formatDuration } from "@flotilla/runtime";
 import type { Clients } from "../client.ts";
 import { EXIT, ExitError } from "../errors.ts";
@@ -90,14 +102,53 @@ export function renderRollout(r: Rollout, now: number): string {
       j === 0 ? bakeCell(r, wave, i, now) : "",
       region.region,
       String(region.revision),
-      phaseName(region.phase),
+      regionPhase(region),
     ]),
   );
   const waves = table(["WAVE", "STATE", "BAKE", "REGION", "REVISION", "PHASE"], rows)
     .trimEnd()
     .split("\n")
     .map((l) => `  ${l}`);
-  return `${[...head, "Waves:", ...waves].join("\n")}\n`;
+  const current = r.waves[r.currentWave];
+  const analysis = current?.analyses.length ? [`Analysis of wave ${current.name}:`, ...indent(analysisTable(current.analyses))] : [];
+  return `${[...head, "Waves:", ...waves, ...analysis].join("\n")}\n`;
+}
+
+/** What a region runs is in its phase; one the rollout gave its previous spec back says so, as its revision is not the rollout's. */
+function regionPhase(region: RolloutRegion): string {
+  return region.rolledBack ? `${phaseName(region.phase)} (rolled back)` : phaseName(region.phase);
+}
+
+/** Measurements shown per (analysis, region): the newest. */
+const LAST_MEASUREMENTS = 3;
+
+/** One line per analysis and region: its phase, its last measurements (value and phase, oldest first), its conditions. */
+export function analysisTable(analyses: readonly RolloutAnalysisStatus[]): string {
+  const rows = analyses.flatMap((a) =>
+    a.regions.map((region, j) => [
+      j === 0 ? a.name : "",
+      region.region,
+      analysisPhaseName(region.phase),
+      region.measurements.slice(-LAST_MEASUREMENTS).map(measurementCell).join(", ") || "-",
+      j === 0 ? conditions(a) : "",
+    ]),
+  );
+  return table(["ANALYSIS", "REGION", "PHASE", "LAST MEASUREMENTS", "CONDITION"], rows);
+}
+
+export function analysisPhaseName(phase: AnalysisPhase): string {
+  return AnalysisPhase[phase] ?? "UNSPECIFIED";
+}
+
+/** "0.0123 SUCCESSFUL", or "error (connection refused)": four significant digits, an error's text cut short. */
+function measurementCell(m: AnalysisMeasurement): string {
+  if (m.result.case === "value") return `${Number(m.result.value.toPrecision(4))} ${analysisPhaseName(m.phase)}`;
+  const error = m.result.value ?? "no value";
+  return `error (${error.length > 40 ? `${error.slice(0, 39)}…` : error})`;
+}
+
+function conditions(a: RolloutAnalysisStatus): string {
+  return [a.successCondition && `success when ${a.successCondition}`, a.failureCondition && `failure when ${a.failureCondition}`].filter(Boolean).join(", ");
 }
 
 export interface StatusOptions {

@@ -1,13 +1,18 @@
-// The rollout state machine as a pure function: given a rollout, its deployment's status per
-// region and its bake's analysis measurements now, what (if anything) happens next. The driver
-// (driver.ts) stores what this decides with a compare-and-set; the operators' controls
-// (services/rollout-service.ts) are decisions too; a change's start and a newer change's
-// supersede are the store's (store/src/rollouts.ts). Each edge below names its recorded action
-// (store's ROLLOUT_ACTIONS, the one list); the active states are ACTIVE_ROLLOUT_STATES.
+// The rollout state machine (ARCHITECTURE §9) as pure functions: given a rollout, its
+// deployment's status per region and its bake's analysis measurements now, what (if anything)
+// happens next. Every decision about a rollout is made in this directory and nowhere else:
+// here the gate's (evaluate) and a change's start and supersede (startRollout, supersede,
+// outdated: the store's own writes take them through storeDecisions), in plan.ts the waves a
+// strategy makes, in controls.ts the operators', in analysis.ts an analysis' verdict. The store
+// (store/src/rollouts.ts) only writes what they decide, each transition one compare-and-set;
+// the driver (driver.ts) and RolloutService hand them to it. Each edge below names the action
+// it records (store's ROLLOUT_ACTIONS, the one list) and, in brackets, the function deciding
+// it; the active states are ACTIVE_ROLLOUT_STATES (store, as its queries filter on them).
 //
-// States and transitions (docs/architecture.md, staged rollouts; docs/rollout-analysis.md):
-//   (a change)        its first wave asks for approval → WAITING_APPROVAL (wait-approval);
-//                     else → PROGRESSING, the first batch moves (start-wave)         [store]
+// States and transitions (docs/architecture.md §9; docs/rollout-analysis.md):
+//   (a change)        no region's desired state changes (a stop included) → none: written at once
+//                     its first wave asks for approval → WAITING_APPROVAL (wait-approval);
+//                     else → PROGRESSING, the first batch moves (start-wave)  [startRollout]
 //   PROGRESSING       wave w is under way: its moved regions are to run the new revision.
 //     a moved region FAILED at the new revision, or the wave's progress deadline passed while
 //     one is not RUNNING (its agent stale included)
@@ -24,19 +29,23 @@
 //     baked (time over, every analysis SUCCESSFUL), w the last wave → SUCCEEDED (succeeded)
 //     baked, wave w+1 asks for approval     → WAITING_APPROVAL (wait-approval)
 //     baked                                 → wave w+1 starts, its first batch moves (start-wave)
-//     pause                                 → PAUSED (paused)                         [control]
-//     promote, the bake under way           → as baked (the bake and analyses skipped) [control]
-//   WAITING_APPROVAL  approve or promote     → PROGRESSING, the wave starts (start-wave) [control]
-//                     pause                  → PAUSED (paused)                         [control]
+//     pause                                 → PAUSED (paused)                  [controls: pause]
+//     promote, the bake under way           → as baked (the bake and analyses skipped)
+//                                                                                  [controls: promote]
+//   WAITING_APPROVAL  approve or promote     → PROGRESSING, the wave starts (start-wave)
+//                                                                         [controls: approve, promote]
+//                     pause                  → PAUSED (paused)                  [controls: pause]
 //   PAUSED            resume                 → PROGRESSING, the wave's deadline counted anew, its
 //                                              bake (analyses included) started again; paused
 //                                              while waiting for approval: WAITING_APPROVAL again
-//                                              (resumed)                                [control]
-//   FAILED            resume                 → as PAUSED's resume (resumed)            [control]
-//   any active        abort                  → ABORTED, moved regions restored (aborted) [control]
-//                     a newer change         → SUPERSEDED (superseded), in its transaction [store]
+//                                              (resumed); a wave not started that asks for none
+//                                              starts (start-wave)               [controls: resume]
+//   FAILED            resume                 → as PAUSED's resume (resumed)     [controls: resume]
+//   any active        abort                  → ABORTED, moved regions restored (aborted)
+//                                                                                    [controls: abort]
+//                     a newer change         → SUPERSEDED (superseded), in its transaction [supersede]
 //                     its deployment moved on without superseding it → SUPERSEDED (superseded),
-//                                              moving nothing                           [store]
+//                                              moving nothing, whatever was decided  [outdated]
 //   SUCCEEDED, ROLLED_BACK, ABORTED, SUPERSEDED: final.
 //
 // Invariants: a region moves only in a transition that starts its wave or its batch; a wave
@@ -49,8 +58,9 @@
 // SUCCESSFUL on measurements of that bake of the revision its regions run (ReportMeasurements
 // keeps no other), and no measurement is never a pass.
 import { Phase, RolloutFailurePolicy, RolloutState, type RegionStatus } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { nextBatch, startWave, type RolloutAction, type StoredMeasurement, type StoredRollout, type WaveRegion } from "@flotilla/store";
+import type { RolloutAction, RolloutDecisions, RolloutStart, RolloutStep, StoredMeasurement, StoredRollout, WaveRegion } from "@flotilla/store";
 import { analysisDeadline, judgeWave } from "./analysis.ts";
+import { nextBatch, planWaves } from "./plan.ts";
 
 export interface Decision {
   next: StoredRollout;
@@ -60,6 +70,82 @@ export interface Decision {
   restore: boolean;
   /** How the transition is recorded. */
   action: RolloutAction;
+}
+
+/**
+ * The rollout a change of a deployment with a strategy starts (generation 1): its waves planned,
+ * its first wave started (start-wave) or waiting for approval (wait-approval). The store writes
+ * it, and the first batch's regions, in the change's transaction. A change that leaves every
+ * region's desired state as it is, or takes the deployment out of every region (a stop), starts
+ * none (undefined): there is nothing to stage, it takes effect at once.
+ */
+export function startRollout(change: RolloutStart): { rollout: StoredRollout; action: RolloutAction } | undefined {
+  const { strategy, now } = change;
+  if (change.changed.length === 0) return undefined;
+  const rollout: StoredRollout = {
+    id: change.id,
+    deploymentId: change.deploymentId,
+    fromRevision: change.fromRevision,
+    toRevision: change.toRevision,
+    state: RolloutState.PROGRESSING,
+    currentWave: 0,
+    generation: 1,
+    onFailure: strategy.onFailure === RolloutFailurePolicy.PAUSE ? RolloutFailurePolicy.PAUSE : RolloutFailurePolicy.ROLLBACK,
+    reason: "",
+    waves: planWaves(strategy, change.placed),
+    dueAt: undefined,
+    createTime: now,
+    updateTime: now,
+  };
+  const first = rollout.waves[0]!;
+  if (first.approval) {
+    rollout.state = RolloutState.WAITING_APPROVAL;
+    rollout.reason = `wave ${first.name} waits for approval`;
+    return { rollout, action: "wait-approval" };
+  }
+  startWave(rollout, now);
+  return { rollout, action: "start-wave" };
+}
+
+/**
+ * Starts `rollout`'s current wave in place (a rollout being built or a copy being decided on):
+ * its first batch is marked moved and returned; its deadline becomes due.
+ */
+export function startWave(rollout: StoredRollout, now: number): WaveRegion[] {
+  const wave = rollout.waves[rollout.currentWave]!;
+  wave.startTime = now;
+  const batch = nextBatch(wave);
+  for (const r of batch) r.moved = true;
+  rollout.state = RolloutState.PROGRESSING;
+  rollout.reason = `wave ${wave.name}: moving ${batch.map((r) => r.region).join(", ")}`;
+  rollout.dueAt = now + wave.deadlineMs;
+  return batch;
+}
+
+/** An active rollout that a newer change of its deployment supersedes: it ends, moving nothing (the change writes its own regions). */
+export function supersede(rollout: StoredRollout): RolloutStep {
+  return superseded(rollout, "superseded by a newer change");
+}
+
+/**
+ * A rollout whose deployment is no longer at its revision without having superseded it
+ * (revision: the deployment's now; undefined: gone): its next transition is this one, moving
+ * nothing, whatever the gate or an operator decided on what it read.
+ */
+export function outdated(rollout: StoredRollout, revision: number | undefined): RolloutStep {
+  return superseded(rollout, `superseded: deployment ${rollout.deploymentId} ${revision === undefined ? "is gone" : `is at revision ${revision}`}`);
+}
+
+function superseded(rollout: StoredRollout, reason: string): RolloutStep {
+  return { next: { ...rollout, state: RolloutState.SUPERSEDED, dueAt: undefined, reason }, effects: {}, action: "superseded" };
+}
+
+/** The decisions the store's own writes take (a change's start, its supersede, an outdated rollout): ctrl opens its store with them. */
+export const storeDecisions: RolloutDecisions = { start: startRollout, supersede, outdated };
+
+/** Whether `rollout` gave every region it moved its previous spec back (ROLLED_BACK, or ABORTED: fail's and abort's restore). */
+export function restoredMovedRegions(rollout: StoredRollout): boolean {
+  return rollout.state === RolloutState.ROLLED_BACK || rollout.state === RolloutState.ABORTED;
 }
 
 /** A copy to change: decisions never mutate what was read. */

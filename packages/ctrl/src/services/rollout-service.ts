@@ -1,22 +1,36 @@
 // ctrl.v1.RolloutService: read rollouts, and the operators' controls over them. A control is
-// a decision of the gate's state machine (rollouts/gate.ts) taken by a person: it is stored
-// with the same compare-and-set as the driver's, with the operator as its actor, then the
-// driver takes the rollout on from there.
+// a decision of the rollout state machine (rollouts/controls.ts) taken by a person: it is
+// stored with the same compare-and-set as the driver's, with the operator as its actor, then
+// the driver takes the rollout on from there.
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { ResourceType, RolloutFailurePolicy, RolloutState, type RegionStatus, type Rollout } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import {
+  AnalysisPhase,
+  ResourceType,
+  RolloutAnalysisStatusSchema,
+  RolloutState,
+  type RegionStatus,
+  type Rollout,
+  type RolloutAnalysisStatus,
+} from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
-import { ACTIVE_ROLLOUT_STATES, StoreError, toRolloutMessage, type Store, type StoredRollout } from "@flotilla/store";
+import { StoreError, toRolloutMessage, type Store, type StoredMeasurement, type StoredRollout } from "@flotilla/store";
 import { recordWrite } from "../audit-trail.ts";
 import { actorOf, principalKey, projectAccess } from "../auth.ts";
 import { invalidArgument } from "../errors.ts";
-import { approve, fail, waveDone, type Decision } from "../rollouts/gate.ts";
+import { bakeUnderAnalysis, judgeMeasurement, judgeWave, type AnalysisPhase as AnalysisPhaseName } from "../rollouts/analysis.ts";
+import { CONTROLS, type ControlName } from "../rollouts/controls.ts";
+import { restoredMovedRegions } from "../rollouts/gate.ts";
 import type { RolloutDriver } from "../rollouts/driver.ts";
 import { statusesOf, type StatusOptions } from "../status/region-status.ts";
 import * as validate from "../validate.ts";
 
 /**
  * Rollouts as the API shows them: each region with its phase now (from `known`, the
- * deployments' statuses when the caller has read them already).
+ * deployments' statuses when the caller has read them already); a region rolled back with the
+ * revision it runs now, so that a view never shows the failed revision as what runs there; the
+ * current wave's analyses with their measurements of its latest bake.
  */
 export async function rolloutMessages(
   store: Store,
@@ -26,73 +40,78 @@ export async function rolloutMessages(
 ): Promise<Rollout[]> {
   const ids = [...new Set(rollouts.map((r) => r.deploymentId))];
   const statuses = known ?? (await statusesOf(store, ResourceType.DEPLOYMENT, ids, statusOptions));
+  const restored = rollouts.filter(restoredMovedRegions);
+  const revisions = await store.rollouts.revisionsRun([...new Set(restored.map((r) => r.deploymentId))]);
+  const measurements = await store.analysis.ofBakes(rollouts.flatMap(bakeUnderAnalysis));
+  const now = Date.now();
   return rollouts.map((stored) => {
     const rollout = toRolloutMessage(stored);
     const byRegion = new Map((statuses.get(stored.deploymentId) ?? []).map((s) => [s.region, s]));
-    for (const wave of rollout.waves) {
-      for (const region of wave.regions) {
+    const rolledBack = restoredMovedRegions(stored);
+    for (const [w, wave] of rollout.waves.entries()) {
+      for (const [i, region] of wave.regions.entries()) {
         const status = byRegion.get(region.region);
         region.phase = status?.phase ?? 0;
         if (region.moved) region.movedVersion = status?.desiredVersion ?? 0n;
+        if (region.moved && rolledBack) {
+          region.rolledBack = true;
+          region.revision = BigInt(revisions.get(stored.deploymentId)?.get(stored.waves[w]!.regions[i]!.regionId) ?? 0);
+        }
       }
     }
+    const current = rollout.waves[stored.currentWave];
+    if (current) current.analyses = analysisStatuses(stored, measurements, now);
     return rollout;
   });
 }
 
-type Control = (rollout: StoredRollout, now: number) => Decision;
+/** The analyses of `rollout`'s current wave's latest bake as judged now, each region with its measurements; none before the bake. */
+function analysisStatuses(rollout: StoredRollout, measurements: readonly StoredMeasurement[], now: number): RolloutAnalysisStatus[] {
+  const wave = rollout.waves[rollout.currentWave]!;
+  if (wave.runningSince === undefined || !wave.analysis?.length) return [];
+  const ofBake = measurements.filter((m) => m.rolloutId === rollout.id && m.wave === rollout.currentWave && m.bakeStart === wave.runningSince);
+  // Judged as the gate judges it; a wave no longer under way has had all the time it gets.
+  const bakeOver = rollout.state !== RolloutState.PROGRESSING || wave.endTime !== undefined || now >= wave.runningSince + wave.bakeMs;
+  const judged = judgeWave(wave, ofBake, bakeOver).regions;
+  return wave.analysis.map((plan) =>
+    create(RolloutAnalysisStatusSchema, {
+      name: plan.name,
+      successCondition: plan.successCondition,
+      failureCondition: plan.failureCondition,
+      regions: judged
+        .filter((r) => r.analysis === plan.name)
+        .map((r) => ({
+          region: r.region,
+          phase: ANALYSIS_PHASES[r.phase],
+          reason: r.reason,
+          measurements: ofBake
+            .filter((m) => m.analysis === plan.name && m.region === r.region)
+            .slice(-MEASUREMENTS_SHOWN)
+            .map((m) => ({
+              index: m.index,
+              takenAt: timestampFromMs(m.takenAt),
+              revision: BigInt(m.revision),
+              phase: ANALYSIS_PHASES[judgeMeasurement(plan, m)],
+              result:
+                m.error !== undefined || m.value === undefined
+                  ? { case: "error" as const, value: m.error ?? "no value" }
+                  : { case: "value" as const, value: m.value },
+            })),
+        })),
+    }),
+  );
+}
 
-const refuse = (rollout: StoredRollout, what: string): never => {
-  throw new StoreError("failed_precondition", `rollout ${rollout.id} is ${RolloutState[rollout.state]}: ${what}`, "id");
-};
+/** Measurements of an analysis in a region shown, the newest (an analysis takes at most 100 with a count; without one, one per interval). */
+const MEASUREMENTS_SHOWN = 100;
 
-/** The controls: each checks the state it applies to, then decides. */
-const CONTROLS: Record<"pause" | "resume" | "approve" | "promote" | "abort", Control> = {
-  pause(rollout) {
-    if (rollout.state !== RolloutState.PROGRESSING && rollout.state !== RolloutState.WAITING_APPROVAL)
-      refuse(rollout, "only a progressing or waiting rollout pauses");
-    const next = structuredClone(rollout);
-    next.state = RolloutState.PAUSED;
-    next.dueAt = undefined;
-    next.reason = `paused at wave ${rollout.waves[rollout.currentWave]!.name}`;
-    return { next, move: [], restore: false, action: "paused" };
-  },
-  resume(rollout, now) {
-    if (rollout.state !== RolloutState.PAUSED && rollout.state !== RolloutState.FAILED) refuse(rollout, "only a paused or failed rollout resumes");
-    const next = structuredClone(rollout);
-    const wave = next.waves[next.currentWave]!;
-    if (wave.startTime === undefined) {
-      // Paused while it waited for approval: it waits again.
-      next.state = wave.approval ? RolloutState.WAITING_APPROVAL : RolloutState.PROGRESSING;
-      if (!wave.approval) return approve(next, now);
-    } else {
-      next.state = RolloutState.PROGRESSING;
-      wave.startTime = now;
-      wave.runningSince = undefined;
-      next.dueAt = now + wave.deadlineMs;
-    }
-    next.reason = `resumed at wave ${wave.name}`;
-    return { next, move: [], restore: false, action: "resumed" };
-  },
-  approve(rollout, now) {
-    if (rollout.state !== RolloutState.WAITING_APPROVAL) refuse(rollout, "only a rollout waiting for approval is approved");
-    return approve(rollout, now);
-  },
-  promote(rollout, now) {
-    if (rollout.state === RolloutState.WAITING_APPROVAL) return approve(rollout, now);
-    const wave = rollout.waves[rollout.currentWave]!;
-    if (rollout.state !== RolloutState.PROGRESSING || wave.runningSince === undefined) {
-      refuse(rollout, "promote skips a bake or an approval; this wave's regions are not all RUNNING yet");
-    }
-    return waveDone(rollout, now);
-  },
-  abort(rollout, now) {
-    if (!ACTIVE_ROLLOUT_STATES.includes(rollout.state)) refuse(rollout, "only an active or failed rollout is aborted");
-    const decision = fail({ ...rollout, onFailure: RolloutFailurePolicy.ROLLBACK }, `aborted at wave ${rollout.waves[rollout.currentWave]!.name}`, now);
-    decision.next.state = RolloutState.ABORTED;
-    decision.action = "aborted";
-    return decision;
-  },
+const ANALYSIS_PHASES: Record<AnalysisPhaseName, AnalysisPhase> = {
+  PENDING: AnalysisPhase.PENDING,
+  RUNNING: AnalysisPhase.RUNNING,
+  SUCCESSFUL: AnalysisPhase.SUCCESSFUL,
+  FAILED: AnalysisPhase.FAILED,
+  INCONCLUSIVE: AnalysisPhase.INCONCLUSIVE,
+  ERROR: AnalysisPhase.ERROR,
 };
 
 export function rolloutService(store: Store, driver: RolloutDriver, statusOptions: StatusOptions): ServiceImpl<typeof RolloutService> {
@@ -108,7 +127,7 @@ export function rolloutService(store: Store, driver: RolloutDriver, statusOption
     access.require(project, `rollout ${JSON.stringify(rollout.id)}`);
     return project;
   };
-  const control = (name: keyof typeof CONTROLS) => async (req: { id: string; message: string }, ctx: HandlerContext) => {
+  const control = (name: ControlName) => async (req: { id: string; message: string }, ctx: HandlerContext) => {
     validate.id(req.id, "id");
     if (req.message.length > 1024) throw invalidArgument("message", "at most 1024 characters");
     const actor = actorOf(ctx.values.get(principalKey));

@@ -1230,6 +1230,15 @@ export declare type RolloutWaveStatus = Message<"ctrl.v1.RolloutWaveStatus"> & {
    * @generated from field: int32 max_parallel = 9;
    */
   maxParallel: number;
+
+  /**
+   * The analyses of the wave's bake as judged from the measurements stored for it: set on the
+   * rollout's current wave once its bake started (the latest bake: a reset or a resume starts
+   * another), in the order of the plan.
+   *
+   * @generated from field: repeated ctrl.v1.RolloutAnalysisStatus analyses = 10;
+   */
+  analyses: RolloutAnalysisStatus[];
 };
 
 /**
@@ -1248,7 +1257,9 @@ export declare type RolloutRegion = Message<"ctrl.v1.RolloutRegion"> & {
   region: string;
 
   /**
-   * The revision the region's agent is to run now.
+   * The revision the region's agent is to run now. For a region rolled back, the revision
+   * written on the way back (the previous spec, actor `rollout`); 0: the rollback of a first
+   * deployment removed it from the region.
    *
    * @generated from field: int64 revision = 2;
    */
@@ -1269,9 +1280,19 @@ export declare type RolloutRegion = Message<"ctrl.v1.RolloutRegion"> & {
   movedVersion: bigint;
 
   /**
+   * The phase of what the region runs now (for a region rolled back: of the revision it runs
+   * now, never of to_revision).
+   *
    * @generated from field: ctrl.v1.Phase phase = 5;
    */
   phase: Phase;
+
+  /**
+   * The rollout moved the region, then gave it its previous spec back (ROLLED_BACK, ABORTED).
+   *
+   * @generated from field: bool rolled_back = 6;
+   */
+  rolledBack: boolean;
 };
 
 /**
@@ -1279,6 +1300,136 @@ export declare type RolloutRegion = Message<"ctrl.v1.RolloutRegion"> & {
  * Use `create(RolloutRegionSchema)` to create a new message.
  */
 export declare const RolloutRegionSchema: GenMessage<RolloutRegion>;
+
+/**
+ * An analysis of a wave's bake: its conditions and, per region of the wave, its phase and the
+ * bake's measurements (docs/rollout-analysis.md).
+ *
+ * @generated from message ctrl.v1.RolloutAnalysisStatus
+ */
+export declare type RolloutAnalysisStatus = Message<"ctrl.v1.RolloutAnalysisStatus"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * As in the strategy, e.g. "result < 0.01"; empty when unset.
+   *
+   * @generated from field: string success_condition = 2;
+   */
+  successCondition: string;
+
+  /**
+   * @generated from field: string failure_condition = 3;
+   */
+  failureCondition: string;
+
+  /**
+   * @generated from field: repeated ctrl.v1.RolloutAnalysisRegion regions = 4;
+   */
+  regions: RolloutAnalysisRegion[];
+};
+
+/**
+ * Describes the message ctrl.v1.RolloutAnalysisStatus.
+ * Use `create(RolloutAnalysisStatusSchema)` to create a new message.
+ */
+export declare const RolloutAnalysisStatusSchema: GenMessage<RolloutAnalysisStatus>;
+
+/**
+ * @generated from message ctrl.v1.RolloutAnalysisRegion
+ */
+export declare type RolloutAnalysisRegion = Message<"ctrl.v1.RolloutAnalysisRegion"> & {
+  /**
+   * @generated from field: string region = 1;
+   */
+  region: string;
+
+  /**
+   * @generated from field: ctrl.v1.AnalysisPhase phase = 2;
+   */
+  phase: AnalysisPhase;
+
+  /**
+   * Why it is in its phase, e.g. "analysis error-rate in eu: 2 of 3 measurements; last result
+   * 0.002 SUCCESSFUL (failure when result > 0.05)".
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * The bake's measurements in index order, the last 100 at most.
+   *
+   * @generated from field: repeated ctrl.v1.AnalysisMeasurement measurements = 4;
+   */
+  measurements: AnalysisMeasurement[];
+};
+
+/**
+ * Describes the message ctrl.v1.RolloutAnalysisRegion.
+ * Use `create(RolloutAnalysisRegionSchema)` to create a new message.
+ */
+export declare const RolloutAnalysisRegionSchema: GenMessage<RolloutAnalysisRegion>;
+
+/**
+ * One measurement of an analysis as ctrl judged it.
+ *
+ * @generated from message ctrl.v1.AnalysisMeasurement
+ */
+export declare type AnalysisMeasurement = Message<"ctrl.v1.AnalysisMeasurement"> & {
+  /**
+   * Which of the analysis' measurements (0 first).
+   *
+   * @generated from field: int32 index = 1;
+   */
+  index: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp taken_at = 2;
+   */
+  takenAt?: Timestamp | undefined;
+
+  /**
+   * The deployment revision the region ran when it was taken.
+   *
+   * @generated from field: int64 revision = 3;
+   */
+  revision: bigint;
+
+  /**
+   * SUCCESSFUL, FAILED, INCONCLUSIVE (by the conditions) or ERROR.
+   *
+   * @generated from field: ctrl.v1.AnalysisPhase phase = 4;
+   */
+  phase: AnalysisPhase;
+
+  /**
+   * @generated from oneof ctrl.v1.AnalysisMeasurement.result
+   */
+  result: {
+    /**
+     * @generated from field: double value = 5;
+     */
+    value: number;
+    case: "value";
+  } | {
+    /**
+     * The query failed, timed out or returned no sample.
+     *
+     * @generated from field: string error = 6;
+     */
+    value: string;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message ctrl.v1.AnalysisMeasurement.
+ * Use `create(AnalysisMeasurementSchema)` to create a new message.
+ */
+export declare const AnalysisMeasurementSchema: GenMessage<AnalysisMeasurement>;
 
 /**
  * The gateway of one environment in one region.
@@ -1849,6 +2000,57 @@ export enum RolloutState {
  * Describes the enum ctrl.v1.RolloutState.
  */
 export declare const RolloutStateSchema: GenEnum<RolloutState>;
+
+/**
+ * An analysis (in a region) or one measurement of it, with Argo Rollouts' meaning.
+ *
+ * @generated from enum ctrl.v1.AnalysisPhase
+ */
+export enum AnalysisPhase {
+  /**
+   * @generated from enum value: ANALYSIS_PHASE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * No measurement yet.
+   *
+   * @generated from enum value: ANALYSIS_PHASE_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * Measured, no limit passed, not done.
+   *
+   * @generated from enum value: ANALYSIS_PHASE_RUNNING = 2;
+   */
+  RUNNING = 2,
+
+  /**
+   * @generated from enum value: ANALYSIS_PHASE_SUCCESSFUL = 3;
+   */
+  SUCCESSFUL = 3,
+
+  /**
+   * @generated from enum value: ANALYSIS_PHASE_FAILED = 4;
+   */
+  FAILED = 4,
+
+  /**
+   * @generated from enum value: ANALYSIS_PHASE_INCONCLUSIVE = 5;
+   */
+  INCONCLUSIVE = 5,
+
+  /**
+   * @generated from enum value: ANALYSIS_PHASE_ERROR = 6;
+   */
+  ERROR = 6,
+}
+
+/**
+ * Describes the enum ctrl.v1.AnalysisPhase.
+ */
+export declare const AnalysisPhaseSchema: GenEnum<AnalysisPhase>;
 
 /**
  * @generated from enum ctrl.v1.SentinelDesiredState
