@@ -15,7 +15,7 @@
 // flight per task. Measuring changes nothing in the cluster, so it runs on the leader only to
 // spare the Prometheus, not for safety: ctrl keeps one measurement per index whoever sends it.
 import { create } from "@bufbuild/protobuf";
-import { timestampMs, durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { EmptySchema, timestampMs, durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import { MeasurementSchema, type AnalysisTask, type ClusterService, type Measurement } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import type { Logger } from "@flotilla/runtime";
@@ -116,7 +116,8 @@ export class AnalysisRunner {
     const takenAt = Date.now();
     let result: Measurement["result"];
     try {
-      result = { case: "value", value: await this.#query(task, signal) };
+      const value = await this.#query(task, signal);
+      result = value === undefined ? { case: "noData", value: create(EmptySchema) } : { case: "value", value };
     } catch (error) {
       if (signal.aborted) return;
       result = { case: "error", value: (error instanceof Error ? error.message : String(error)).slice(0, 1024) };
@@ -131,8 +132,8 @@ export class AnalysisRunner {
     }
   }
 
-  /** The task's result now: its query's one number. */
-  async #query(task: AnalysisTask, signal: AbortSignal): Promise<number> {
+  /** The task's result now: its query's one number, or undefined when it selected nothing. */
+  async #query(task: AnalysisTask, signal: AbortSignal): Promise<number | undefined> {
     const provider = task.analysis!.provider;
     const timeoutMs = this.#options.queryTimeoutMs;
     if (provider.case === "prometheus") {
@@ -167,16 +168,18 @@ async function getJson(url: string, headers: Record<string, string>, signal: Abo
 
 /**
  * The one number of an instant query's answer: a scalar, or a vector of exactly one sample.
- * No sample is an error (Argo Rollouts: an empty result satisfies no condition), as is more
- * than one (the query should aggregate them, e.g. with sum()).
+ * No sample is undefined: no data, which ctrl judges INCONCLUSIVE (the new pods may have had no
+ * traffic yet: nothing shows them bad or good, so the wave pauses for a person rather than
+ * counting an error toward a failure, as Argo Rollouts does). More than one is an error (the
+ * query should aggregate them, e.g. with sum()).
  */
-export function prometheusResult(body: unknown): number {
+export function prometheusResult(body: unknown): number | undefined {
   const answer = body as { status?: string; error?: string; data?: { resultType?: string; result?: unknown } };
   if (answer?.status !== "success") throw new Error(`Prometheus: ${answer?.error ?? "query failed"}`);
   const { resultType, result } = answer.data ?? {};
   if (resultType === "scalar") return Number((result as [number, string])[1]);
   if (resultType !== "vector" || !Array.isArray(result)) throw new Error(`Prometheus: a ${resultType} result; want a scalar or a vector of one sample`);
-  if (result.length === 0) throw new Error("Prometheus: no data (an empty vector)");
+  if (result.length === 0) return undefined;
   if (result.length > 1) throw new Error(`Prometheus: ${result.length} samples; aggregate them to one (e.g. sum(...))`);
   return Number((result[0] as { value: [number, string] }).value[1]);
 }

@@ -138,13 +138,20 @@ describe("analysis faults: the region's Prometheus down, slow or without data", 
     }
   });
 
-  test("no data (a query that selects nothing) is an error, as in Argo Rollouts: it fails the wave past the limit, never passes it", async () => {
+  test("no data (a query that selects nothing) is inconclusive: the rollout pauses with the reason, never passes, never counts an error", async () => {
     prometheus.mode = "empty";
     try {
       await deploy("nodata", "nginx:1.27");
-      const r = await ended("nodata");
-      assert.equal(r.state, RolloutState.ROLLED_BACK, r.reason);
-      assert.match(r.reason, /2 consecutive errors \(consecutiveErrorLimit 1\); last error: Prometheus: no data \(an empty vector\)$/);
+      const r = await waitFor(
+        async () => {
+          const rollout = (await stack.t.client(RolloutService).getRollout({ id: "nodata" })).rollout!;
+          return rollout.state !== RolloutState.PROGRESSING && rollout;
+        },
+        "the rollout of nodata judged",
+        30_000,
+      );
+      assert.equal(r.state, RolloutState.PAUSED, r.reason);
+      assert.match(r.reason, /inconclusive: 1 inconclusive measurement \(inconclusiveLimit 0\); last result: no data \(the query selected nothing\)$/);
     } finally {
       prometheus.mode = "answer";
     }

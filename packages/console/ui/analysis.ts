@@ -36,7 +36,8 @@ export function thresholdOf(condition: string): { op: string; value: number } | 
 const short = (n: number) => String(Number(n.toPrecision(4)));
 
 function measurementText(m: AnalysisMeasurement): string {
-  return m.result.case === "value" ? `${short(m.result.value)} ${analysisPhaseName(m.phase)}` : `error: ${m.result.value ?? "no value"}`;
+  if (m.result.case === "value") return `${short(m.result.value)} ${analysisPhaseName(m.phase)}`;
+  return m.result.case === "error" ? `error: ${m.result.value}` : `no data ${analysisPhaseName(m.phase)}`;
 }
 
 /** One region's measurements over the bake, each a point coloured by its phase (an error a cross on the time axis), against the threshold. */

@@ -110,7 +110,8 @@ describe("a measurement and an analysis in a region (Argo Rollouts' semantics)",
     assert.equal(judgeMeasurement(both, { value: 0.07 }), "INCONCLUSIVE");
     assert.equal(judgeMeasurement(plan({ successCondition: "result < 0.05" }), { value: 0.07 }), "FAILED");
     assert.equal(judgeMeasurement(plan({ successCondition: "", failureCondition: "result > 0.1" }), { value: 0.07 }), "SUCCESSFUL");
-    assert.equal(judgeMeasurement(both, { error: "no data" }), "ERROR");
+    assert.equal(judgeMeasurement(both, { error: "timeout" }), "ERROR");
+    assert.equal(judgeMeasurement(both, {}), "INCONCLUSIVE", "no data: the query selected nothing");
   });
 
   test("defaults: one measurement without an interval, failureLimit 0, inconclusiveLimit 0, consecutiveErrorLimit 4", () => {
@@ -250,6 +251,9 @@ describe("the gate with analyses", () => {
     assert.equal(paused.action, "analysis-inconclusive");
     assert.equal(paused.next.state, RolloutState.PAUSED);
     assert.match(paused.next.reason, /inconclusive: 1 inconclusive measurement \(inconclusiveLimit 0\); last result 0\.03 INCONCLUSIVE/);
+    const empty = evaluate(r, running, t0 + 2000, [{ ...of("canary", 0), value: undefined }])!;
+    assert.equal(empty.next.state, RolloutState.PAUSED, "no data pauses too, never counted as an error");
+    assert.match(empty.next.reason, /inconclusive: 1 inconclusive measurement \(inconclusiveLimit 0\); last result: no data \(the query selected nothing\)$/);
   });
 
   test("past the analysis deadline, what is still missing fails the wave", () => {

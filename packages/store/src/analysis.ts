@@ -65,7 +65,7 @@ export interface StoredMeasurement extends BakeKey {
   index: number;
   revision: number;
   takenAt: number;
-  /** Set unless `error` is. */
+  /** The query's number; neither it nor `error`: the query selected nothing (no data). */
   value?: number;
   error?: string;
 }

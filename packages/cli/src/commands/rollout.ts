@@ -140,10 +140,11 @@ export function analysisPhaseName(phase: AnalysisPhase): string {
   return AnalysisPhase[phase] ?? "UNSPECIFIED";
 }
 
-/** "0.0123 SUCCESSFUL", or "error (connection refused)": four significant digits, an error's text cut short. */
+/** "0.0123 SUCCESSFUL", "no data INCONCLUSIVE" or "error (connection refused)": four significant digits, an error's text cut short. */
 function measurementCell(m: AnalysisMeasurement): string {
   if (m.result.case === "value") return `${Number(m.result.value.toPrecision(4))} ${analysisPhaseName(m.phase)}`;
-  const error = m.result.value ?? "no value";
+  if (m.result.case !== "error") return `no data ${analysisPhaseName(m.phase)}`;
+  const error = m.result.value;
   return `error (${error.length > 40 ? `${error.slice(0, 39)}…` : error})`;
 }
 

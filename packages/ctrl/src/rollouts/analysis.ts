@@ -5,8 +5,9 @@
 //
 // A measurement is SUCCESSFUL, FAILED or INCONCLUSIVE by its conditions (both set: failure
 // true → FAILED, success true → SUCCESSFUL, neither → INCONCLUSIVE; only success: false →
-// FAILED; only failure: false → SUCCESSFUL), or ERROR (the query failed, timed out, had no
-// sample, or more than one).
+// FAILED; only failure: false → SUCCESSFUL), INCONCLUSIVE without data (the query selected
+// nothing: nothing shows the revision good or bad), or ERROR (the query failed, timed out, or
+// returned more than one sample).
 //
 // An analysis in one region, from its measurements in index order:
 //   PENDING       no measurement yet
@@ -48,7 +49,8 @@ function condition(text: string): (result: number) => boolean {
 
 /** What a measurement means under the analysis' conditions. */
 export function judgeMeasurement(plan: AnalysisPlan, m: Pick<StoredMeasurement, "value" | "error">): MeasurementPhase {
-  if (m.error !== undefined || m.value === undefined) return "ERROR";
+  if (m.error !== undefined) return "ERROR";
+  if (m.value === undefined) return "INCONCLUSIVE";
   const value = m.value;
   const hasSuccess = plan.successCondition !== "";
   const hasFailure = plan.failureCondition !== "";
@@ -129,7 +131,8 @@ export function assessRegion(plan: AnalysisPlan, region: string, measurements: r
 }
 
 function describeLast(plan: AnalysisPlan, last: NonNullable<RegionAnalysis["last"]>): string {
-  if (last.phase === "ERROR") return `error: ${last.error ?? "no value"}`;
+  if (last.phase === "ERROR") return `error: ${last.error}`;
+  if (last.value === undefined) return "result: no data (the query selected nothing)";
   const conditions = [
     plan.successCondition && `success when ${plan.successCondition}`,
     plan.failureCondition && `failure when ${plan.failureCondition}`,

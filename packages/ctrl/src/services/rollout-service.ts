@@ -93,9 +93,11 @@ function analysisStatuses(rollout: StoredRollout, measurements: readonly StoredM
               revision: BigInt(m.revision),
               phase: ANALYSIS_PHASES[judgeMeasurement(plan, m)],
               result:
-                m.error !== undefined || m.value === undefined
-                  ? { case: "error" as const, value: m.error ?? "no value" }
-                  : { case: "value" as const, value: m.value },
+                m.error !== undefined
+                  ? { case: "error" as const, value: m.error }
+                  : m.value !== undefined
+                    ? { case: "value" as const, value: m.value }
+                    : { case: "noData" as const, value: {} },
             })),
         })),
     }),

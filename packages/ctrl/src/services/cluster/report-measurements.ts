@@ -54,7 +54,7 @@ export function reportMeasurements(store: Store, metrics: CtrlMetrics) {
       if (!(m.index >= 0 && m.index < MAX_MEASUREMENT_INDEX))
         throw invalidArgument(`measurements[${i}].index`, `must be from 0 to ${MAX_MEASUREMENT_INDEX - 1}`);
       if (m.revision < 0n) throw invalidArgument(`measurements[${i}].revision`, "must not be negative");
-      if (m.result.case === undefined) throw invalidArgument(`measurements[${i}]`, "needs a value or an error");
+      if (m.result.case === undefined) throw invalidArgument(`measurements[${i}]`, "needs a value, an error or no_data");
       if (m.result.case === "error" && m.result.value.length > 1024) throw invalidArgument(`measurements[${i}].error`, "at most 1024 characters");
     });
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
@@ -76,7 +76,8 @@ export function reportMeasurements(store: Store, metrics: CtrlMetrics) {
         index: m.index,
         revision: task.revision,
         takenAt: m.takenAt ? timestampDate(m.takenAt).getTime() : now,
-        ...(m.result.case === "value" ? { value: m.result.value } : { error: m.result.value ?? "" }),
+        // Neither a value nor an error: no data (StoredMeasurement).
+        ...(m.result.case === "value" ? { value: m.result.value } : m.result.case === "error" ? { error: m.result.value } : {}),
       });
     }
     const recorded = await store.analysis.record(

@@ -5,7 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { ChangeEvent, DesiredResource, ResourceTombstone, ResourceType, RolloutAnalysis, RolloutCondition } from "./resources_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Empty, Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file ctrl/v1/cluster.proto.
@@ -600,12 +600,21 @@ export declare type Measurement = Message<"ctrl.v1.Measurement"> & {
     case: "value";
   } | {
     /**
-     * The query failed, timed out or returned no sample.
+     * The query failed, timed out, or returned more than one sample.
      *
      * @generated from field: string error = 6;
      */
     value: string;
     case: "error";
+  } | {
+    /**
+     * The query selected nothing (an empty vector: the new pods have had no traffic yet, say).
+     * INCONCLUSIVE: neither a pass nor a failure, and never an error toward the error limit.
+     *
+     * @generated from field: google.protobuf.Empty no_data = 7;
+     */
+    value: Empty;
+    case: "noData";
   } | { case: undefined; value?: undefined };
 };
 

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
-import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Empty, Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file ctrl/v1/resources.proto.
@@ -1416,12 +1416,20 @@ export declare type AnalysisMeasurement = Message<"ctrl.v1.AnalysisMeasurement">
     case: "value";
   } | {
     /**
-     * The query failed, timed out or returned no sample.
+     * The query failed, timed out, or returned more than one sample.
      *
      * @generated from field: string error = 6;
      */
     value: string;
     case: "error";
+  } | {
+    /**
+     * The query selected nothing (INCONCLUSIVE).
+     *
+     * @generated from field: google.protobuf.Empty no_data = 7;
+     */
+    value: Empty;
+    case: "noData";
   } | { case: undefined; value?: undefined };
 };
 
