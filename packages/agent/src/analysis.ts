@@ -48,6 +48,8 @@ export class AnalysisRunner {
   readonly #options: AnalysisRunnerOptions;
   #tasks: AnalysisTask[] = [];
   #address = "";
+  /** ctrl takes Measurement.no_data (ReportMeasurementsResponse.accepts_no_data). */
+  #acceptsNoData = false;
   /** The newest index measured per task id. */
   readonly #measured = new Map<string, number>();
   readonly #inFlight = new Set<string>();
@@ -90,6 +92,7 @@ export class AnalysisRunner {
     this.#pending = this.#pending.slice(batch.length);
     this.#tasks = response.tasks;
     this.#address = response.prometheusAddress;
+    this.#acceptsNoData = response.acceptsNoData;
     const listed = new Set(response.tasks.map((t) => t.id));
     for (const id of this.#measured.keys()) if (!listed.has(id)) this.#measured.delete(id);
   }
@@ -117,7 +120,9 @@ export class AnalysisRunner {
     let result: Measurement["result"];
     try {
       const value = await this.#query(task, signal);
-      result = value === undefined ? { case: "noData", value: create(EmptySchema) } : { case: "value", value };
+      if (value !== undefined) result = { case: "value", value };
+      else if (this.#acceptsNoData) result = { case: "noData", value: create(EmptySchema) };
+      else result = { case: "error", value: "Prometheus: no data (an empty vector)" };
     } catch (error) {
       if (signal.aborted) return;
       result = { case: "error", value: (error instanceof Error ? error.message : String(error)).slice(0, 1024) };

@@ -52,14 +52,21 @@ const task = (id: string, query: string, revision = 3n, intervalMs = 200) =>
 /** A runner against a scripted ctrl that lists `tasks()` and keeps what it is sent. */
 function runner(
   tasks: () => ReturnType<typeof task>[],
-  options: { revision?: number; queryTimeoutMs?: number; maxPending?: number; prometheusAddress?: string; ctrlDown?: () => boolean } = {},
+  options: {
+    revision?: number;
+    queryTimeoutMs?: number;
+    maxPending?: number;
+    prometheusAddress?: string;
+    ctrlDown?: () => boolean;
+    acceptsNoData?: boolean;
+  } = {},
 ) {
   const sent: Measurement[] = [];
   const client = {
     async reportMeasurements(req: ReportMeasurementsRequest) {
       if (options.ctrlDown?.()) throw new Error("ctrl unavailable");
       sent.push(...req.measurements);
-      return { tasks: tasks(), prometheusAddress: options.prometheusAddress ?? address };
+      return { tasks: tasks(), prometheusAddress: options.prometheusAddress ?? address, acceptsNoData: options.acceptsNoData ?? true };
     },
   } as unknown as Client<typeof ClusterService>;
   const metrics = new AgentMetrics();
@@ -114,10 +121,13 @@ describe("analysis runner", () => {
     await new Promise((resolve) => closed.close(resolve));
     const dead = runner(() => [task("dead", "up", 3n, 60_000)], { prometheusAddress: `http://127.0.0.1:${closedPort}` });
     const none = runner(() => [task("none", "up", 3n, 60_000)], { prometheusAddress: "" });
+    // A ctrl of an earlier version, which takes no no_data: an error, as it knew them.
+    const older = runner(() => [task("empty", "empty", 3n, 60_000)], { acceptsNoData: false });
     try {
-      await waitFor("three errors", () => r.sent.length >= 3 && dead.sent.length >= 1 && none.sent.length >= 1);
+      await waitFor("three errors", () => r.sent.length >= 3 && dead.sent.length >= 1 && none.sent.length >= 1 && older.sent.length >= 1);
       const error = (sent: Measurement[], id: string) => sent.find((m) => m.task === id)?.result;
       assert.equal(error(r.sent, "empty")?.case, "noData", "no sample: no data, not an error");
+      assert.deepEqual(error(older.sent, "empty"), { case: "error", value: "Prometheus: no data (an empty vector)" });
       assert.deepEqual(error(r.sent, "many"), { case: "error", value: "Prometheus: 2 samples; aggregate them to one (e.g. sum(...))" });
       assert.deepEqual(error(r.sent, "slow"), { case: "error", value: "no answer within 300 ms" });
       assert.match(String(error(dead.sent, "dead")?.value), /^request failed: .*ECONNREFUSED/);
@@ -125,7 +135,7 @@ describe("analysis runner", () => {
       assert.match(await r.metrics.registry.metrics(), /^flotilla_agent_analysis_measurements_total\{result="error"\} 2$/m);
       assert.match(await r.metrics.registry.metrics(), /^flotilla_agent_analysis_measurements_total\{result="noData"\} 1$/m);
     } finally {
-      await Promise.all([r.stop(), dead.stop(), none.stop()]);
+      await Promise.all([r.stop(), dead.stop(), none.stop(), older.stop()]);
     }
   });
 

@@ -100,7 +100,7 @@ export function reportMeasurements(store: Store, metrics: CtrlMetrics) {
       if (isFinal(assessRegion(task.plan, req.region, mine, bakeOver).phase)) continue;
       listed.push(taskMessage(task));
     }
-    return { tasks: listed, prometheusAddress: await store.regions.prometheusAddress(region.id) } as ReportMeasurementsResponse;
+    return { tasks: listed, prometheusAddress: await store.regions.prometheusAddress(region.id), acceptsNoData: true } as ReportMeasurementsResponse;
   };
 }
 

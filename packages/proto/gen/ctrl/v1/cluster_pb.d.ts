@@ -641,6 +641,14 @@ export declare type ReportMeasurementsResponse = Message<"ctrl.v1.ReportMeasurem
    * @generated from field: string prometheus_address = 2;
    */
   prometheusAddress: string;
+
+  /**
+   * This ctrl takes Measurement.no_data. Agents are upgraded before ctrl: one that has not heard
+   * it reports a query that selected nothing as an error, which an earlier ctrl accepts.
+   *
+   * @generated from field: bool accepts_no_data = 3;
+   */
+  acceptsNoData: boolean;
 };
 
 /**
