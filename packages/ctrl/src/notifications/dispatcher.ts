@@ -1,4 +1,4 @@
-// Delivery of notifications (ARCHITECTURE §12, docs/guides/notifications.md). Every ctrl
+// Delivery of notifications (docs/guides/notifications.md; ARCHITECTURE §4). Every ctrl
 // replica runs a dispatcher; they share the work through the database.
 //
 // A delivery (one event to one notifier, a row of notification_deliveries):
