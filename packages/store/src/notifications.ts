@@ -217,7 +217,7 @@ export class NotificationRepository {
   }
 
   #sealSecret(name: string, secret: string): { secret: Uint8Array; secret_sealed: number } {
-    if (this.#secrets) return { secret: this.#secrets.seal(secretContext(name), secret), secret_sealed: 1 };
+    if (this.#secrets) return { secret: this.#secrets.seal(notifierSecretContext(name), secret), secret_sealed: 1 };
     return { secret: Buffer.from(secret, "utf8"), secret_sealed: 0 };
   }
 
@@ -225,7 +225,7 @@ export class NotificationRepository {
     if (row.secret_sealed === 1) {
       if (!this.#secrets)
         throw new StoreError("failed_precondition", `notifier ${JSON.stringify(row.name)}: its secret is sealed and ctrl has no secrets key file`);
-      return this.#secrets.open(secretContext(row.name), row.secret);
+      return this.#secrets.open(notifierSecretContext(row.name), row.secret);
     }
     return Buffer.from(row.secret).toString("utf8");
   }
@@ -565,7 +565,8 @@ export class NotificationRepository {
   }
 }
 
-function secretContext(name: string): string {
+/** What a notifier's signing secret is sealed for (its name: a secret copied to another row does not open). */
+export function notifierSecretContext(name: string): string {
   return `notifier/${name}/signing-secret`;
 }
 

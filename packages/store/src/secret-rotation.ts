@@ -1,7 +1,8 @@
 // Re-sealing every stored secret value under the key ring's newest key (`pnpm secrets
 // rotate`), in place: the deployments, the desired state and the outbox (the last two under the
-// newest key's region keys, secrets.ts, a workload's values as one: secret-env.ts); stored
-// revisions hold none (values an earlier version kept there are cleared). No version moves, so no agent sees a change.
+// newest key's region keys, secrets.ts, a workload's values as one: secret-env.ts), and the
+// notifiers' signing secrets (one stored unsealed, by a ctrl without a key file, is sealed);
+// stored revisions hold none (values an earlier version kept there are cleared). No version moves, so no agent sees a change.
 // Rows are rewritten one at a time with a compare on the old body, so a write that lands
 // meanwhile is never overwritten (a pass that lost a race runs again, a few times). Pages go by key, never
 // by OFFSET: revisions and outbox rows pruned meanwhile would shift an offset past rows never
@@ -20,6 +21,7 @@ import type { Kysely } from "kysely";
 import type { Database } from "./schema.ts";
 import { parseSeal, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { storedParts, wholeResource } from "./desired-seals.ts";
+import { notifierSecretContext } from "./notifications.ts";
 import { regionSecretEnv, secretContext, valueContext } from "./secret-env.ts";
 import { dataKeyIdOf, type SecretKeyRing } from "./secrets.ts";
 
@@ -157,7 +159,7 @@ export function upgradeStoredSeals(db: Kysely<Database>, ring: SecretKeyRing): P
 }
 
 async function reseal(db: Kysely<Database>, ring: SecretKeyRing, pageSize: number): Promise<number> {
-  let moved = 0;
+  let moved = await resealNotifierSecrets(db, ring);
   for (const sealedTable of TABLES) {
     // A row that changed under a pass is read again by the next; bounded, as a writer that never
     // stops (a ctrl without the new key) would keep winning: the scan after it says so.
@@ -165,6 +167,32 @@ async function reseal(db: Kysely<Database>, ring: SecretKeyRing, pageSize: numbe
       const { values, lostRaces } = await resealTable(db, ring, sealedTable, pageSize);
       moved += values;
       if (lostRaces === 0) break;
+    }
+  }
+  return moved;
+}
+
+/**
+ * Seals under the newest key every notifier signing secret under another key or unsealed, with a
+ * compare on the old bytes (a rotation of the notifier's secret meanwhile wins). Notifiers are
+ * few: read at once.
+ */
+async function resealNotifierSecrets(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
+  let moved = 0;
+  for (const row of await db.selectFrom("notifiers").select(["name", "secret", "secret_sealed"]).execute()) {
+    if (row.secret_sealed === 1 && ring.isCurrent(row.secret)) continue;
+    const context = notifierSecretContext(row.name);
+    const secret = row.secret_sealed === 1 ? ring.openBytes(context, row.secret) : Buffer.from(row.secret);
+    try {
+      const result = await db
+        .updateTable("notifiers")
+        .set({ secret: ring.seal(context, secret), secret_sealed: 1 })
+        .where("name", "=", row.name)
+        .where("secret", "=", row.secret)
+        .executeTakeFirst();
+      moved += Number(result.numUpdatedRows);
+    } finally {
+      secret.fill(0);
     }
   }
   return moved;
@@ -314,6 +342,9 @@ export async function scanSealedKeys(db: Kysely<Database>, pageSize = PAGE): Pro
     if (seal.legacy || earlier) scan.legacy.add(id);
     if (!scan.samples.has(seal.keyId)) scan.samples.set(seal.keyId, { context, legacyContext: seal.legacy ? legacyContext : undefined, sealed });
   };
+  for (const row of await db.selectFrom("notifiers").select(["name", "secret"]).where("secret_sealed", "=", 1).execute()) {
+    found("notifiers", row.secret, notifierSecretContext(row.name), undefined, false);
+  }
   for (const t of TABLES) {
     for await (const rows of rowsOf(db, t, storedColumns(t), pageSize)) {
       for (const row of rows) {

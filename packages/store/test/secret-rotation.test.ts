@@ -4,6 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { NotifierFormat, NotifierSchema } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { ChangeEventSchema, DeploymentSchema, DesiredResourceSchema, SecretEnvVarSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { packValues, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { generateKeyFile, rotateSecrets, scanSealedKeys, SecretKeyRing, Store, valueContext } from "@flotilla/store";
@@ -14,6 +15,15 @@ const K1 = generateKeyFile("k1");
 const BOTH = generateKeyFile("k2", K1);
 const K2_ONLY = JSON.stringify({ keys: [JSON.parse(BOTH).keys[1]] });
 const DEPLOYMENTS = 12;
+
+const notifier = (name: string) => create(NotifierSchema, { name, url: "https://hooks.example.com/", format: NotifierFormat.STANDARD_WEBHOOKS });
+
+/** The signing secret the dispatcher would send `name`'s test event with. */
+async function signingSecret(store: Store, name: string): Promise<string> {
+  await store.notifications.test(name);
+  const [claimed] = await store.notifications.claim(1, 1, new Map(), 60_000);
+  return claimed!.secret;
+}
 
 async function write(store: Store, id: string, value: string): Promise<void> {
   const deployment = create(DeploymentSchema, {
@@ -47,6 +57,8 @@ for (const { db, skip } of await testDatabases()) {
     try {
       await store.regions.create("r1");
       await store.regions.create("r2");
+      // A notifier's signing secret, sealed under k1.
+      const { secret } = await store.notifications.create(notifier("hook"));
       const latest = new Map<string, string>();
       for (let round = 0; round < 4; round++) {
         for (let i = 0; i < DEPLOYMENTS; i++) {
@@ -89,6 +101,7 @@ for (const { db, skip } of await testDatabases()) {
         for (const [id, value] of latest) {
           assert.deepEqual(await desiredValues(after, ring(K2_ONLY), id), [value, value], `${id}'s regions hold its latest value`);
         }
+        assert.equal(await signingSecret(after, "hook"), secret, "the notifier's signing secret opens under k2");
         for (const row of await after.database.db.selectFrom("resource_revisions").select(["resource_id", "revision", "body"]).execute()) {
           const deployment = fromBinary(DeploymentSchema, row.body);
           assert.equal(deployment.secretEnv[0]!.sealed.length, 0, "a stored revision keeps no value");
@@ -173,6 +186,10 @@ for (const { db, skip } of await testDatabases()) {
         .execute();
       await assert.rejects(Store.open(url, { secrets: ring(K2_ONLY) }), /sealed under key "k1", which the secrets key file does not hold/);
       await outboxRow(store).set({ body: change.body }).execute();
+      // Then only in a notifier's signing secret.
+      await old.notifications.create(notifier("hook"));
+      await assert.rejects(Store.open(url, { secrets: ring(K2_ONLY) }), /sealed under key "k1", which the secrets key file does not hold/);
+      await store.notifications.delete("hook");
       await (await Store.open(url, { secrets: ring(K2_ONLY) })).close();
     } finally {
       await cleanup();
