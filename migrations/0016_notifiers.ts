@@ -13,6 +13,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     // The signing secret: sealed under ctrl's secrets key file when it has one (secret_sealed 1).
     .addColumn("secret", sql`mediumblob`, (c) => c.notNull())
     .addColumn("secret_sealed", "integer", (c) => c.notNull())
+    // A Slack notifier's webhook URL, whose path is Slack's credential: stored as `secret` is
+    // (the same secret_sealed), its spec keeping the URL with the path cut off.
+    .addColumn("url_secret", sql`mediumblob`)
     .addColumn("secret_time", "bigint", (c) => c.notNull())
     .addColumn("create_time", "bigint", (c) => c.notNull())
     .addColumn("update_time", "bigint", (c) => c.notNull())

@@ -5,6 +5,7 @@
 // replica killed with kill -9 mid-delivery (another delivers; nothing lost). SQLite and MySQL.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -25,7 +26,7 @@ import { RolloutService } from "@flotilla/proto/ctrl/v1/rollout_pb.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { testDatabases, freshStore } from "@flotilla/testkit/databases";
-import { ADMIN_TOKEN, rowCounts, startTestCtrl, type TestCtrl } from "@flotilla/testkit/ctrl";
+import { ADMIN_TOKEN, rowCounts, startTestCtrl, testSecretKeyRing, type TestCtrl } from "@flotilla/testkit/ctrl";
 import { spawnCtrl } from "@flotilla/testkit/ctrl-process";
 import { REGION, startStack } from "@flotilla/testkit/stack";
 import { RolloutFailurePolicy } from "@flotilla/proto/ctrl/v1/resources_pb.js";
@@ -41,6 +42,8 @@ interface Received {
   body: Record<string, unknown>;
   at: number;
   verified: boolean;
+  /** The request's path. */
+  path: string;
 }
 
 /** A real receiver: verifies each request's signature with `secret` (set once known); `answer` decides per request. */
@@ -60,7 +63,7 @@ async function receiver(answer: (n: number, res: http.ServerResponse) => void = 
         verified = true;
       } catch {}
       const body = JSON.parse(payload) as Record<string, unknown>;
-      received.push({ id: String(req.headers["webhook-id"]), type: String(body.type ?? ""), body, at: Date.now(), verified });
+      received.push({ id: String(req.headers["webhook-id"]), type: String(body.type ?? ""), body, at: Date.now(), verified, path: req.url ?? "" });
       open.add(res);
       res.on("close", () => open.delete(res));
       answer(n++, res);
@@ -167,8 +170,10 @@ for (const { db, skip } of await testDatabases()) {
       else res.end("ok");
     });
     const slack = await receiver();
+    // An incoming webhook's path is its credential, as Slack's are.
+    const slackUrl = `${slack.url}/services/T0000/B0000/${randomBytes(12).toString("hex")}`;
     const elsewhere = await receiver();
-    const ctrl = await startTestCtrl(db, { notifications: FAST });
+    const ctrl = await startTestCtrl(db, { notifications: FAST }, { secrets: testSecretKeyRing() });
     try {
       const notifiers = ctrl.client(NotifierService);
       hook.setSecret((await notifiers.createNotifier({ notifier: { name: "hook", url: hook.url, format: NotifierFormat.STANDARD_WEBHOOKS } })).signingSecret);
@@ -177,7 +182,7 @@ for (const { db, skip } of await testDatabases()) {
           await notifiers.createNotifier({
             notifier: {
               name: "slack",
-              url: slack.url,
+              url: slackUrl,
               format: NotifierFormat.SLACK,
               events: [NotificationEvent.ROLLOUT_WAITING_APPROVAL],
               selector: { namespaces: ["sh*"], labels: "team=shop" },
@@ -226,6 +231,20 @@ for (const { db, skip } of await testDatabases()) {
       // Slack: its one event, in Slack's shape; the other selector matched nothing.
       await until("the slack delivery", () => slack.received.length === 1);
       assert.match(String(slack.received[0]!.body.text), /shop waits for approval/);
+      assert.equal(slack.received[0]!.path, new URL(slackUrl).pathname, "sent to the whole URL");
+      // Never read back: the URL shows cut after its first path segment, in reads and at rest.
+      const shown = `${new URL(slackUrl).origin}/hook/…`;
+      assert.equal((await notifiers.getNotifier({ name: "slack" })).notifier?.url, shown);
+      assert.ok((await notifiers.listNotifiers({})).notifiers.every((n) => !n.url.includes(new URL(slackUrl).pathname)));
+      const token = slackUrl.slice(slackUrl.lastIndexOf("/") + 1);
+      const stored = await ctrl.store.database.db.selectFrom("notifiers").selectAll().execute();
+      assert.ok(!JSON.stringify(stored.map((r) => [r.spec, Buffer.from(r.url_secret ?? []).toString("latin1")])).includes(token), "no token at rest");
+      // Sent back as shown (an edit of its events), the URL stays.
+      const current = (await notifiers.getNotifier({ name: "slack" })).notifier!;
+      await notifiers.updateNotifier({ notifier: { ...current, events: [NotificationEvent.ROLLOUT_WAITING_APPROVAL, NotificationEvent.ROLLOUT_SUCCEEDED] } });
+      await notifiers.testNotifier({ name: "slack" });
+      await until("the slack test delivery", () => slack.received.length === 2);
+      assert.equal(slack.received[1]!.path, new URL(slackUrl).pathname, "still the whole URL");
       await sleep(300);
       assert.equal(elsewhere.received.length, 0);
       assert.equal((await deliveries(ctrl, "elsewhere")).length, 0);
@@ -234,7 +253,7 @@ for (const { db, skip } of await testDatabases()) {
       await ctrl.client(RolloutService).pauseRollout({ id: "shop", message: "freeze" });
       const paused = await until("rollout.paused", () => hook.received.find((r) => r.type === "rollout.paused" && r.verified));
       assert.equal((paused.body.data as Record<string, unknown>).actor, "admin");
-      assert.equal(slack.received.length, 1, "slack subscribes to waiting_approval only");
+      assert.equal(slack.received.length, 2, "slack subscribes to waiting_approval (and the test) only");
 
       // notifier test: a notifier.test event, delivered like any other.
       const { delivery } = await notifiers.testNotifier({ name: "hook" });

@@ -12,11 +12,22 @@
 //     takes it meanwhile; the outcome is written on g+1 only. A claimer that died (kill -9)
 //     leaves the delivery PENDING, due again when its claim ends: nothing is lost.
 //   * The signing secret is returned by `create` and `rotateSecret` only; reads never carry it.
+//   * A Slack notifier's URL (an incoming webhook: its path is the credential) is stored as the
+//     secret is; reads carry it redacted (secretUrlShown), and an update that sends that form
+//     back keeps the stored URL. The dispatcher's claim alone opens it.
 import { randomBytes, randomUUID } from "node:crypto";
 import { create, fromBinary, fromJsonString, toJsonString } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { parseLabelSelector } from "@flotilla/labels";
-import { DeliverySchema, DeliveryState, NotificationEvent, NotifierSchema, type Delivery, type Notifier } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
+import {
+  DeliverySchema,
+  DeliveryState,
+  NotificationEvent,
+  NotifierFormat,
+  NotifierSchema,
+  type Delivery,
+  type Notifier,
+} from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { DeploymentSchema, RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Kysely } from "kysely";
 import { StoreError } from "./errors.ts";
@@ -216,9 +227,22 @@ export class NotificationRepository {
     this.#secrets = secrets;
   }
 
-  #sealSecret(name: string, secret: string): { secret: Uint8Array; secret_sealed: number } {
-    if (this.#secrets) return { secret: this.#secrets.seal(notifierSecretContext(name), secret), secret_sealed: 1 };
-    return { secret: Buffer.from(secret, "utf8"), secret_sealed: 0 };
+  /** The row's secret columns: both sealed (with a key file) or both bytes, under one flag. */
+  #sealSecrets(name: string, secret: string | Uint8Array, url: string | undefined): Pick<NotifiersTable, "secret" | "secret_sealed" | "url_secret"> {
+    const seal = (context: string, value: string | Uint8Array) =>
+      this.#secrets ? this.#secrets.seal(context, value) : typeof value === "string" ? Buffer.from(value, "utf8") : value;
+    return {
+      secret: seal(notifierSecretContext(name), secret),
+      secret_sealed: this.#secrets ? 1 : 0,
+      url_secret: url === undefined ? null : seal(notifierUrlContext(name), url),
+    };
+  }
+
+  #openUrl(row: Pick<NotifiersTable, "name" | "secret_sealed" | "url_secret">): string | undefined {
+    if (!row.url_secret) return undefined;
+    if (row.secret_sealed !== 1) return Buffer.from(row.url_secret).toString("utf8");
+    if (!this.#secrets) throw new StoreError("failed_precondition", `notifier ${JSON.stringify(row.name)}: its URL is sealed and ctrl has no secrets key file`);
+    return this.#secrets.open(notifierUrlContext(row.name), row.url_secret);
   }
 
   #openSecret(row: Pick<NotifiersTable, "name" | "secret" | "secret_sealed">): string {
@@ -243,8 +267,8 @@ export class NotificationRepository {
         .insertInto("notifiers")
         .values({
           name: notifier.name,
-          spec: specJson(notifier),
-          ...this.#sealSecret(notifier.name, secret),
+          spec: specJson(shownForm(notifier)),
+          ...this.#sealSecrets(notifier.name, secret, secretUrl(notifier)),
           secret_time: now,
           create_time: now,
           update_time: now,
@@ -279,15 +303,38 @@ export class NotificationRepository {
     return toPage(await query.execute(), size, (r) => r.name, toNotifier);
   }
 
-  /** Replaces its fields (the secret stays); NOT_FOUND for an unknown one. */
+  /**
+   * Replaces its fields (the secret stays; a Slack URL sent back as reads show it stays too);
+   * NOT_FOUND for an unknown one.
+   */
   async update(notifier: Notifier, dryRun = false, now = Date.now()): Promise<Notifier> {
-    if (dryRun) return { ...(await this.get(notifier.name)), ...notifier, createTime: undefined, updateTime: undefined, secretTime: undefined };
-    const result = await this.#db
-      .updateTable("notifiers")
-      .set({ spec: specJson(notifier), update_time: now })
+    const row = await this.#db
+      .selectFrom("notifiers")
+      .select(["name", "spec", "secret", "secret_sealed", "url_secret"])
       .where("name", "=", notifier.name)
       .executeTakeFirst();
-    if (Number(result.numUpdatedRows) === 0) throw new StoreError("not_found", `notifier ${JSON.stringify(notifier.name)} not found`, "notifier.name");
+    if (!row) throw new StoreError("not_found", `notifier ${JSON.stringify(notifier.name)} not found`, "notifier.name");
+    // Sent back as reads show it: the stored URL stays.
+    const kept =
+      row.url_secret !== null &&
+      secretUrl(notifier) !== undefined &&
+      notifier.url === toNotifier({ ...row, create_time: 0, update_time: 0, secret_time: 0 }).url;
+    const url = kept ? this.#openUrl(row) : secretUrl(notifier);
+    if (dryRun) return { ...(await this.get(notifier.name)), ...shownForm(notifier), createTime: undefined, updateTime: undefined, secretTime: undefined };
+    const secrets = row.secret_sealed === 1 ? this.#secrets : undefined;
+    const result = await this.#db
+      .updateTable("notifiers")
+      .set({
+        spec: specJson(shownForm(notifier)),
+        // Under the row's flag: sealed as `secret` is (or its bytes, as it is).
+        url_secret: url === undefined ? null : secrets ? secrets.seal(notifierUrlContext(notifier.name), url) : Buffer.from(url, "utf8"),
+        update_time: now,
+      })
+      .where("name", "=", notifier.name)
+      .where("secret", "=", row.secret)
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) === 0)
+      throw new StoreError("aborted", `notifier ${JSON.stringify(notifier.name)} changed meanwhile: try again`, "notifier.name");
     return this.get(notifier.name);
   }
 
@@ -303,12 +350,16 @@ export class NotificationRepository {
   /** A new signing secret (returned here only). */
   async rotateSecret(name: string, now = Date.now()): Promise<{ notifier: Notifier; secret: string }> {
     const secret = newSigningSecret();
+    const row = await this.#db.selectFrom("notifiers").select(["name", "secret", "secret_sealed", "url_secret"]).where("name", "=", name).executeTakeFirst();
+    if (!row) throw new StoreError("not_found", `notifier ${JSON.stringify(name)} not found`, "name");
     const result = await this.#db
       .updateTable("notifiers")
-      .set({ ...this.#sealSecret(name, secret), secret_time: now, update_time: now })
+      // The URL again too: both under the flag of now (a key file may have come since).
+      .set({ ...this.#sealSecrets(name, secret, this.#openUrl(row)), secret_time: now, update_time: now })
       .where("name", "=", name)
+      .where("secret", "=", row.secret)
       .executeTakeFirst();
-    if (Number(result.numUpdatedRows) === 0) throw new StoreError("not_found", `notifier ${JSON.stringify(name)} not found`, "name");
+    if (Number(result.numUpdatedRows) === 0) throw new StoreError("aborted", `notifier ${JSON.stringify(name)} changed meanwhile: try again`, "name");
     return { notifier: await this.get(name), secret };
   }
 
@@ -464,7 +515,7 @@ export class NotificationRepository {
         subject: event.subject,
         data: event.data,
         eventTime: Number(event.time),
-        notifier: toNotifier(notifier),
+        notifier: { ...toNotifier(notifier), url: this.#openUrl(notifier) ?? toNotifier(notifier).url },
         secret: this.#openSecret(notifier),
       });
     }
@@ -568,6 +619,31 @@ export class NotificationRepository {
 /** What a notifier's signing secret is sealed for (its name: a secret copied to another row does not open). */
 export function notifierSecretContext(name: string): string {
   return `notifier/${name}/signing-secret`;
+}
+
+/** What a Slack notifier's URL is sealed for. */
+export function notifierUrlContext(name: string): string {
+  return `notifier/${name}/url`;
+}
+
+/**
+ * The URL to keep as a secret: a Slack notifier's (an incoming webhook's path is its
+ * credential). A standard-webhooks receiver authenticates by the signature: its URL is plain.
+ */
+function secretUrl(notifier: Notifier): string | undefined {
+  return notifier.format === NotifierFormat.SLACK ? notifier.url : undefined;
+}
+
+/** `notifier` as reads show it: a Slack URL cut after its first path segment (secretUrlShown). */
+function shownForm(notifier: Notifier): Notifier {
+  return secretUrl(notifier) === undefined ? notifier : { ...notifier, url: secretUrlShown(notifier.url) };
+}
+
+/** "https://hooks.slack.com/services/…": the origin and the first path segment of `url`. */
+export function secretUrlShown(url: string): string {
+  const parsed = new URL(url);
+  const first = parsed.pathname.split("/").find((segment) => segment !== "");
+  return `${parsed.origin}/${first ? `${first}/` : ""}…`;
 }
 
 function alreadyExists(name: string): StoreError {

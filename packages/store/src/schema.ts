@@ -268,8 +268,10 @@ export interface NotifiersTable {
   name: string;
   spec: string;
   secret: Uint8Array;
-  /** 1: `secret` is sealed under ctrl's secrets key file; 0: it is the secret's bytes. */
+  /** 1: `secret` (and `url_secret`) are sealed under ctrl's secrets key file; 0: they are the bytes. */
   secret_sealed: number;
+  /** A Slack notifier's webhook URL (its path is the credential); the spec holds it redacted. */
+  url_secret: Uint8Array | null;
   secret_time: number;
   create_time: number;
   update_time: number;

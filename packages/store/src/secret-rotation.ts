@@ -1,7 +1,7 @@
 // Re-sealing every stored secret value under the key ring's newest key (`pnpm secrets
 // rotate`), in place: the deployments, the desired state and the outbox (the last two under the
 // newest key's region keys, secrets.ts, a workload's values as one: secret-env.ts), and the
-// notifiers' signing secrets (one stored unsealed, by a ctrl without a key file, is sealed);
+// notifiers' signing secrets and Slack URLs (stored unsealed by a ctrl without a key file: sealed);
 // stored revisions hold none (values an earlier version kept there are cleared). No version moves, so no agent sees a change.
 // Rows are rewritten one at a time with a compare on the old body, so a write that lands
 // meanwhile is never overwritten (a pass that lost a race runs again, a few times). Pages go by key, never
@@ -21,7 +21,7 @@ import type { Kysely } from "kysely";
 import type { Database } from "./schema.ts";
 import { parseSeal, secretEnvContext, unpackValues } from "@flotilla/runtime/sealed-values";
 import { storedParts, wholeResource } from "./desired-seals.ts";
-import { notifierSecretContext } from "./notifications.ts";
+import { notifierSecretContext, notifierUrlContext } from "./notifications.ts";
 import { regionSecretEnv, secretContext, valueContext } from "./secret-env.ts";
 import { dataKeyIdOf, type SecretKeyRing } from "./secrets.ts";
 
@@ -179,20 +179,24 @@ async function reseal(db: Kysely<Database>, ring: SecretKeyRing, pageSize: numbe
  */
 async function resealNotifierSecrets(db: Kysely<Database>, ring: SecretKeyRing): Promise<number> {
   let moved = 0;
-  for (const row of await db.selectFrom("notifiers").select(["name", "secret", "secret_sealed"]).execute()) {
-    if (row.secret_sealed === 1 && ring.isCurrent(row.secret)) continue;
-    const context = notifierSecretContext(row.name);
-    const secret = row.secret_sealed === 1 ? ring.openBytes(context, row.secret) : Buffer.from(row.secret);
+  for (const row of await db.selectFrom("notifiers").select(["name", "secret", "secret_sealed", "url_secret"]).execute()) {
+    const urlCurrent = row.url_secret === null || ring.isCurrent(row.url_secret);
+    if (row.secret_sealed === 1 && ring.isCurrent(row.secret) && urlCurrent) continue;
+    // Both under one flag: opened as stored, sealed together.
+    const contexts = [notifierSecretContext(row.name), notifierUrlContext(row.name)];
+    const opened = [row.secret, row.url_secret].map((stored, i) =>
+      stored === null ? undefined : row.secret_sealed === 1 ? ring.openBytes(contexts[i]!, stored) : Buffer.from(stored),
+    );
     try {
       const result = await db
         .updateTable("notifiers")
-        .set({ secret: ring.seal(context, secret), secret_sealed: 1 })
+        .set({ secret: ring.seal(contexts[0]!, opened[0]!), url_secret: opened[1] ? ring.seal(contexts[1]!, opened[1]) : null, secret_sealed: 1 })
         .where("name", "=", row.name)
         .where("secret", "=", row.secret)
         .executeTakeFirst();
       moved += Number(result.numUpdatedRows);
     } finally {
-      secret.fill(0);
+      for (const bytes of opened) bytes?.fill(0);
     }
   }
   return moved;
@@ -342,8 +346,9 @@ export async function scanSealedKeys(db: Kysely<Database>, pageSize = PAGE): Pro
     if (seal.legacy || earlier) scan.legacy.add(id);
     if (!scan.samples.has(seal.keyId)) scan.samples.set(seal.keyId, { context, legacyContext: seal.legacy ? legacyContext : undefined, sealed });
   };
-  for (const row of await db.selectFrom("notifiers").select(["name", "secret"]).where("secret_sealed", "=", 1).execute()) {
+  for (const row of await db.selectFrom("notifiers").select(["name", "secret", "url_secret"]).where("secret_sealed", "=", 1).execute()) {
     found("notifiers", row.secret, notifierSecretContext(row.name), undefined, false);
+    if (row.url_secret) found("notifiers", row.url_secret, notifierUrlContext(row.name), undefined, false);
   }
   for (const t of TABLES) {
     for await (const rows of rowsOf(db, t, storedColumns(t), pageSize)) {

@@ -17,12 +17,15 @@ const K2_ONLY = JSON.stringify({ keys: [JSON.parse(BOTH).keys[1]] });
 const DEPLOYMENTS = 12;
 
 const notifier = (name: string) => create(NotifierSchema, { name, url: "https://hooks.example.com/", format: NotifierFormat.STANDARD_WEBHOOKS });
+/** A Slack notifier: its URL's path is a credential, stored sealed as the signing secret is. */
+const SLACK_URL = "https://hooks.example.com/services/T0/B0/s3cret";
+const slack = (name: string) => create(NotifierSchema, { name, url: SLACK_URL, format: NotifierFormat.SLACK });
 
-/** The signing secret the dispatcher would send `name`'s test event with. */
-async function signingSecret(store: Store, name: string): Promise<string> {
+/** The signing secret and URL the dispatcher would send `name`'s test event with. */
+async function sentWith(store: Store, name: string): Promise<{ secret: string; url: string }> {
   await store.notifications.test(name);
   const [claimed] = await store.notifications.claim(1, 1, new Map(), 60_000);
-  return claimed!.secret;
+  return { secret: claimed!.secret, url: claimed!.notifier.url };
 }
 
 async function write(store: Store, id: string, value: string): Promise<void> {
@@ -59,6 +62,7 @@ for (const { db, skip } of await testDatabases()) {
       await store.regions.create("r2");
       // A notifier's signing secret, sealed under k1.
       const { secret } = await store.notifications.create(notifier("hook"));
+      const { secret: chatSecret } = await store.notifications.create(slack("chat"));
       const latest = new Map<string, string>();
       for (let round = 0; round < 4; round++) {
         for (let i = 0; i < DEPLOYMENTS; i++) {
@@ -101,7 +105,8 @@ for (const { db, skip } of await testDatabases()) {
         for (const [id, value] of latest) {
           assert.deepEqual(await desiredValues(after, ring(K2_ONLY), id), [value, value], `${id}'s regions hold its latest value`);
         }
-        assert.equal(await signingSecret(after, "hook"), secret, "the notifier's signing secret opens under k2");
+        assert.deepEqual(await sentWith(after, "hook"), { secret, url: "https://hooks.example.com/" }, "the notifier's signing secret opens under k2");
+        assert.deepEqual(await sentWith(after, "chat"), { secret: chatSecret, url: SLACK_URL }, "and a Slack notifier's URL");
         for (const row of await after.database.db.selectFrom("resource_revisions").select(["resource_id", "revision", "body"]).execute()) {
           const deployment = fromBinary(DeploymentSchema, row.body);
           assert.equal(deployment.secretEnv[0]!.sealed.length, 0, "a stored revision keeps no value");
@@ -186,10 +191,15 @@ for (const { db, skip } of await testDatabases()) {
         .execute();
       await assert.rejects(Store.open(url, { secrets: ring(K2_ONLY) }), /sealed under key "k1", which the secrets key file does not hold/);
       await outboxRow(store).set({ body: change.body }).execute();
-      // Then only in a notifier's signing secret.
+      // Then only in a notifier's signing secret, or a Slack notifier's URL.
       await old.notifications.create(notifier("hook"));
       await assert.rejects(Store.open(url, { secrets: ring(K2_ONLY) }), /sealed under key "k1", which the secrets key file does not hold/);
       await store.notifications.delete("hook");
+      await store.notifications.create(slack("chat"));
+      const sealedUnderK1 = old.secrets!.seal("notifier/chat/url", SLACK_URL);
+      await store.database.db.updateTable("notifiers").set({ url_secret: sealedUnderK1 }).where("name", "=", "chat").execute();
+      await assert.rejects(Store.open(url, { secrets: ring(K2_ONLY) }), /sealed under key "k1", which the secrets key file does not hold/);
+      await store.notifications.delete("chat");
       await (await Store.open(url, { secrets: ring(K2_ONLY) })).close();
     } finally {
       await cleanup();
