@@ -16,6 +16,8 @@ import { resolveConfig, type AgentConfig, type ResolvedAgentConfig } from "./con
 import { Connection, secretEnvSealFetch } from "./connection.ts";
 import { ctrlTransport } from "./ctrl-transport.ts";
 import { DesiredTable, desiredResource } from "./desired-table.ts";
+import { resourcePath, type KubeClient } from "./kube-api.ts";
+import { secretEnvName } from "./manifests.ts";
 import { resourceKey } from "./keys.ts";
 import { DriftCorrector } from "./drift.ts";
 import { loop, startInOrder, type Runnable } from "./lifecycle.ts";
@@ -140,6 +142,7 @@ export async function startAgent(options: AgentConfig): Promise<Agent> {
     client,
     region,
     appliedRevision: (deploymentId) => appliedRevision(table, deploymentId),
+    ...(target.kubeClient ? { secretEnvValue: secretEnvReader(table, target.kubeClient) } : {}),
     pollIntervalMs: config.analysisPollIntervalMs,
     queryTimeoutMs: config.analysisQueryTimeoutMs,
     callTimeoutMs: config.ctrlCallTimeoutMs,
@@ -239,6 +242,24 @@ function appliedRevision(table: DesiredTable, deploymentId: string): number | un
   if (desired.kind !== "upsert") return undefined;
   const resource = desiredResource(desired);
   return resource.spec.case === "deployment" ? Number(resource.spec.value.revision) : undefined;
+}
+
+/**
+ * Reads a deployment's secret env variable from its Secret in the cluster (the one the agent
+ * applied), for a web analysis' secret header. The agent keeps no value once applied; the
+ * value is a string from the read to the request, which a header must be.
+ */
+function secretEnvReader(table: DesiredTable, kubeClient: KubeClient) {
+  return async (deploymentId: string, variable: string): Promise<string> => {
+    const entry = table.get(resourceKey(ResourceType.DEPLOYMENT, deploymentId));
+    if (!entry || entry.desired.kind !== "upsert") throw new Error(`secret env ${variable}: deployment ${deploymentId} is not desired here`);
+    const { namespace } = desiredResource(entry.desired);
+    const name = secretEnvName(deploymentId);
+    const secret = await kubeClient.get<{ data?: Record<string, string> }>(resourcePath({ apiVersion: "v1", kind: "Secret", namespace, name }));
+    const value = secret.data?.[variable];
+    if (value === undefined) throw new Error(`secret env ${variable}: not in Secret ${namespace}/${name}`);
+    return Buffer.from(value, "base64").toString("utf8");
+  };
 }
 
 /**

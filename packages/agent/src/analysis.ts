@@ -32,6 +32,12 @@ export interface AnalysisRunnerOptions {
   region: string;
   /** The revision the region's pods of a deployment run (its applied desired state's); undefined while none is applied. */
   appliedRevision: (deploymentId: string) => number | undefined;
+  /**
+   * The value of a deployment's secret env variable, for a web analysis' secret header: read
+   * from the deployment's Secret in the cluster when the measurement is taken (the agent keeps
+   * no value once applied). Undefined: this target has no cluster to read it from.
+   */
+  secretEnvValue?: (deploymentId: string, variable: string) => Promise<string>;
   /** A call to ctrl at least this often. */
   pollIntervalMs: number;
   /** Deadline of one query. */
@@ -146,7 +152,15 @@ export class AnalysisRunner {
       const url = `${this.#address}/api/v1/query?query=${encodeURIComponent(provider.value.query)}`;
       return prometheusResult(await getJson(url, {}, signal, timeoutMs));
     }
-    if (provider.case === "web") return numberAt(await getJson(provider.value.url, provider.value.headers, signal, timeoutMs), provider.value.jsonPath);
+    if (provider.case === "web") {
+      const headers = { ...provider.value.headers };
+      for (const [header, variable] of Object.entries(provider.value.secretHeaders)) {
+        const read = this.#options.secretEnvValue;
+        if (!read) throw new Error(`header ${header}: this agent's target has no cluster to read secret env ${variable} from`);
+        headers[header] = await read(task.deployment, variable);
+      }
+      return numberAt(await getJson(provider.value.url, headers, signal, timeoutMs), provider.value.jsonPath);
+    }
     throw new Error("the analysis has no provider this agent knows");
   }
 }

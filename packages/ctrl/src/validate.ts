@@ -269,7 +269,7 @@ export function deployment(value: Deployment | undefined, options = DEFAULT_VALI
     regionEnv(`${field}.regions[${i}].env`, p.env, d);
   });
   probes(field, d);
-  if (d.strategy) rolloutStrategy(`${field}.strategy`, d.strategy, regions);
+  if (d.strategy) rolloutStrategy(`${field}.strategy`, d.strategy, regions, new Set(d.secretEnv.map((s) => s.name)));
   if (toBinary(DeploymentSchema, d).length > LIMITS.resourceBytes) throw invalidArgument(field, `larger than ${LIMITS.resourceBytes} bytes encoded`);
   return d;
 }
@@ -347,7 +347,12 @@ function probe(field: string, p: Probe, successMustBeOne: boolean): void {
  * strategy, whose waves apply to the regions a deployment has), with selectors that parse and
  * bounds that hold.
  */
-export function rolloutStrategy(field: string, s: RolloutStrategy, placed?: ReadonlySet<string>): void {
+/**
+ * `placed`: the deployment's regions; `secrets`: its secret env variables' names (a web
+ * analysis' secret headers must name one). Without them (a strategy of no deployment), regions
+ * are names only and no secret header is allowed.
+ */
+export function rolloutStrategy(field: string, s: RolloutStrategy, placed?: ReadonlySet<string>, secrets: ReadonlySet<string> = new Set()): void {
   if (s.waves.length > LIMITS.wavesPerStrategy) throw invalidArgument(`${field}.waves`, `at most ${LIMITS.wavesPerStrategy} waves`);
   if (!(s.onFailure in RolloutFailurePolicy)) throw invalidArgument(`${field}.on_failure`, `unknown value ${s.onFailure}`);
   const names = new Set<string>();
@@ -376,7 +381,7 @@ export function rolloutStrategy(field: string, s: RolloutStrategy, placed?: Read
     waveDuration(`${at}.bake`, wave.bake, 0);
     waveDuration(`${at}.progress_deadline`, wave.progressDeadline, 1000);
     wave.analysis.forEach((a, j) => {
-      rolloutAnalysis(`${at}.analysis[${j}]`, a);
+      rolloutAnalysis(`${at}.analysis[${j}]`, a, secrets);
     });
     const inWave = [...s.analysis, ...wave.analysis];
     if (inWave.length > LIMITS.analysesPerWave)
@@ -385,17 +390,20 @@ export function rolloutStrategy(field: string, s: RolloutStrategy, placed?: Read
     if (twice) throw invalidArgument(`${at}.analysis`, `${JSON.stringify(twice.name)} names two analyses of the wave (the strategy's included)`);
   });
   s.analysis.forEach((a, j) => {
-    rolloutAnalysis(`${field}.analysis[${j}]`, a);
+    rolloutAnalysis(`${field}.analysis[${j}]`, a, secrets);
   });
   if (s.analysis.length > LIMITS.analysesPerWave) throw invalidArgument(`${field}.analysis`, `at most ${LIMITS.analysesPerWave} analyses`);
   if (new Set(s.analysis.map((a) => a.name)).size !== s.analysis.length) throw invalidArgument(`${field}.analysis`, "an analysis name is used twice");
 }
 
+/** An HTTP header's name (RFC 9110 token). */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 /** A JSON path as a web analysis' json_path takes it: $ then .name, [index] or ['name'] steps. */
 const JSON_PATH = /^\$(\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\['[^']*'\])*$/;
 
 /** One analysis: a provider, templates, durations, conditions that compile and limits in bounds. */
-function rolloutAnalysis(at: string, a: RolloutAnalysis): void {
+function rolloutAnalysis(at: string, a: RolloutAnalysis, secrets: ReadonlySet<string>): void {
   dnsLabel(`${at}.name`, a.name);
   const template = (field: string, text: string) => {
     if (text.trim() === "") throw invalidArgument(field, "is required");
@@ -421,8 +429,17 @@ function rolloutAnalysis(at: string, a: RolloutAnalysis): void {
       const headers = Object.entries(web.headers);
       if (headers.length > LIMITS.analysisHeaders) throw invalidArgument(`${at}.web.headers`, `at most ${LIMITS.analysisHeaders}`);
       for (const [name, value] of headers) {
-        if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw invalidArgument(`${at}.web.headers`, `${JSON.stringify(name)} is not a header name`);
+        if (!HEADER_NAME.test(name)) throw invalidArgument(`${at}.web.headers`, `${JSON.stringify(name)} is not a header name`);
         if (/[\r\n\0]/.test(value) || value.length > 4096) throw invalidArgument(`${at}.web.headers[${name}]`, "at most 4096 characters, no line breaks");
+      }
+      const secretHeaders = Object.entries(web.secretHeaders);
+      if (headers.length + secretHeaders.length > LIMITS.analysisHeaders)
+        throw invalidArgument(`${at}.web.secret_headers`, `at most ${LIMITS.analysisHeaders} headers in all`);
+      for (const [name, variable] of secretHeaders) {
+        if (!HEADER_NAME.test(name)) throw invalidArgument(`${at}.web.secret_headers`, `${JSON.stringify(name)} is not a header name`);
+        if (web.headers[name] !== undefined) throw invalidArgument(`${at}.web.secret_headers[${name}]`, "is in headers too");
+        if (!secrets.has(variable))
+          throw invalidArgument(`${at}.web.secret_headers[${name}]`, `${JSON.stringify(variable)} is not one of the deployment's secret env variables`);
       }
       break;
     }

@@ -21,7 +21,8 @@ export const DEFAULT_CONSECUTIVE_ERROR_LIMIT = 4;
 export interface AnalysisPlan {
   name: string;
   prometheus?: { query: string };
-  web?: { url: string; jsonPath: string; headers: Record<string, string> };
+  /** `secretHeaders`: header → a secret env variable's name (never its value). */
+  web?: { url: string; jsonPath: string; headers: Record<string, string>; secretHeaders?: Record<string, string> };
   intervalMs: number;
   /** Undefined: one per interval until the bake ends. */
   count?: number;
@@ -40,7 +41,16 @@ export function planAnalysis(a: RolloutAnalysis): AnalysisPlan {
   return {
     name: a.name,
     ...(a.provider.case === "prometheus" ? { prometheus: { query: a.provider.value.query } } : {}),
-    ...(a.provider.case === "web" ? { web: { url: a.provider.value.url, jsonPath: a.provider.value.jsonPath, headers: { ...a.provider.value.headers } } } : {}),
+    ...(a.provider.case === "web"
+      ? {
+          web: {
+            url: a.provider.value.url,
+            jsonPath: a.provider.value.jsonPath,
+            headers: { ...a.provider.value.headers },
+            ...(Object.keys(a.provider.value.secretHeaders).length > 0 ? { secretHeaders: { ...a.provider.value.secretHeaders } } : {}),
+          },
+        }
+      : {}),
     intervalMs: a.interval ? durationMs(a.interval) : DEFAULT_ANALYSIS_INTERVAL_MS,
     ...(count === undefined ? {} : { count }),
     initialDelayMs: a.initialDelay ? durationMs(a.initialDelay) : 0,

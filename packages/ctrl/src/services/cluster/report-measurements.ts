@@ -151,7 +151,10 @@ function taskMessage(task: OpenTask): AnalysisTask {
       name: plan.name,
       provider: plan.prometheus
         ? { case: "prometheus", value: { query: render(plan.prometheus.query) } }
-        : { case: "web", value: { url: render(plan.web!.url), jsonPath: plan.web!.jsonPath, headers: plan.web!.headers } },
+        : {
+            case: "web",
+            value: { url: render(plan.web!.url), jsonPath: plan.web!.jsonPath, headers: plan.web!.headers, secretHeaders: plan.web!.secretHeaders ?? {} },
+          },
       interval: duration(plan.intervalMs),
       initialDelay: duration(plan.initialDelayMs),
       ...(plan.count === undefined ? {} : { count: plan.count }),

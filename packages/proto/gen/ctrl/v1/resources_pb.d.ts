@@ -1050,7 +1050,8 @@ export declare const RolloutAnalysisSchema: GenMessage<RolloutAnalysis>;
 /**
  * An instant PromQL query against the region's Prometheus (Region.metrics.prometheus.address).
  * A template: {{region}}, {{namespace}}, {{deployment}} and {{revision}} are replaced. Its
- * result must be a scalar or one sample (aggregate with sum(...)); no sample is an error.
+ * result must be a scalar or one sample (aggregate with sum(...)); no sample is no data
+ * (INCONCLUSIVE), more than one an error.
  *
  * @generated from message ctrl.v1.PrometheusMetric
  */
@@ -1088,9 +1089,20 @@ export declare type WebMetric = Message<"ctrl.v1.WebMetric"> & {
   jsonPath: string;
 
   /**
+   * Sent as they are, and shown as they are: never a credential (secret_headers).
+   *
    * @generated from field: map<string, string> headers = 3;
    */
   headers: { [key: string]: string };
+
+  /**
+   * Header name → the name of one of the deployment's secret env variables: the header carries
+   * that variable's value, which the region's agent reads from the deployment's Secret in its
+   * cluster when it measures. The value is never in the analysis, a read, a task or a log.
+   *
+   * @generated from field: map<string, string> secret_headers = 4;
+   */
+  secretHeaders: { [key: string]: string };
 };
 
 /**
