@@ -206,10 +206,20 @@ describe("the web console in headless Chromium", { skip: missing ? `no browser a
       await axe(page, name);
       await shot(page, name);
     }
-    assert.ok(await page.getByRole("cell", { name: "notifier.test" }).first().isVisible(), "the Notifications view shows the delivery");
+    // Each view loads its rows after its heading: waited for (a busy machine answers slowly), then asserted.
+    const shows = (cell: string) =>
+      page
+        .getByRole("cell", { name: cell })
+        .first()
+        .waitFor({ timeout: 15_000 })
+        .then(
+          () => true,
+          () => false,
+        );
+    assert.ok(await shows("notifier.test"), "the Notifications view shows the delivery");
     await page.getByRole("link", { name: "Audit" }).click();
     await page.getByRole("heading", { level: 2, name: "Audit" }).waitFor();
-    assert.ok(await page.getByRole("cell", { name: "RollbackDeployment" }).first().isVisible(), "the audit trail shows the rollback");
+    assert.ok(await shows("RollbackDeployment"), "the audit trail shows the rollback");
     assert.deepEqual(external, [], "nothing is loaded from another origin");
     await page.close();
   });

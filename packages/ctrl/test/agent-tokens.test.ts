@@ -194,6 +194,8 @@ async function startCountingCtrl(store: Store, options: { tokenRecheckMs?: numbe
     pollIntervalMs: 3_600_000,
     // Renewing the rollout driver's lease is a query of its own, every third of this.
     rolloutLeaseMs: 3_600_000,
+    // So are the notification dispatcher's looks for due deliveries and lost agents.
+    notifications: { pollIntervalMs: 3_600_000 },
     log: testLogger(),
     ...options,
   });

@@ -87,6 +87,9 @@ for (const { db, skip } of (await testDatabases()).slice(0, 1)) {
     }).start();
     const ctrl = await startTestCtrl(db, {
       sso: { issuer: idp.issuer, clientId: CONSOLE_CLIENT_ID, clientSecret: "matrix-console-secret-0123456789", cliClientId: CLI_CLIENT_ID },
+      // The matrix's agent calls make east's and west's agents seen: one silent past this would
+      // get an agent.lost event written in the middle of some cell ("rows changed").
+      status: { staleAfterMs: 3_600_000 },
     });
     t.after(async () => {
       await ctrl.close();
