@@ -20,7 +20,9 @@ import { runB8 } from "./b8-hostile.ts";
 import { runB10 } from "./b10-cli.ts";
 import { runB11 } from "./b11-console.ts";
 import { runB12 } from "./b12-rollouts.ts";
+import { runB12A } from "./b12-analysis.ts";
 import { runB13 } from "./b13-real-kube.ts";
+import { runB15 } from "./b15-notifications.ts";
 import { dropAll, serverVersion } from "./lib/db.ts";
 import { markdownTable, writeResults, type BenchContext, type BenchResult, type Row, type RunInfo } from "./lib/report.ts";
 import { log } from "./lib/util.ts";
@@ -36,7 +38,9 @@ const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = 
   B10: runB10,
   B11: runB11,
   B12: runB12,
+  B12A: runB12A,
   B13: runB13,
+  B15: runB15,
 };
 
 const { values: args } = parseArgs({
@@ -57,7 +61,7 @@ const { values: args } = parseArgs({
 
 if (args.help) {
   process.stdout.write(
-    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8,B10,B11,B12,B13] [--quick] [--database-url mysql://user:pass@host:port]\n" +
+    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8,B10,B11,B12,B12A,B13,B15] [--quick] [--database-url mysql://user:pass@host:port]\n" +
       "                  [--poll-interval-ms N] [--write-docs | --no-docs] [--cpu-prof-dir DIR]\n" +
       "                  [--heap-snapshot-dir DIR] [--b7-runs N] [--b7-service-mix F]\n",
   );
