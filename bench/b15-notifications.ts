@@ -1,0 +1,217 @@
+// B15: notification delivery with a dead receiver. Two ctrl replicas deliver to receivers this
+// process serves: four answer 200 at once (each verifies the Standard Webhooks signature of every
+// SAMPLE_EVERY-th request with the standardwebhooks package), one accepts the connection and never
+// answers (each attempt waits out --notifier-timeout). Events are written straight into the store
+// (recordNotifications in transactions of BATCH, as a transition's transaction writes them; from
+// this process, so the replicas find them by their --notifier-poll-interval as they find another
+// replica's), all at once: the backlog of 4 × N live deliveries is drained as fast as ctrl goes.
+// First N events with the four live notifiers only (the reference), then N more with the dead
+// one added: the dead receiver must not slow the others (ARCHITECTURE §12: bounded per receiver).
+// ctrl's RSS after forced GCs before the first and after the second, and its peak in between.
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { NotificationEvent, NotifierFormat, NotifierService } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
+import { recordNotifications, Store } from "@flotilla/store";
+import { Webhook } from "standardwebhooks";
+import { adminAuth } from "./lib/clients.ts";
+import { CtrlProcess, type ChildMemory } from "./lib/ctrl-process.ts";
+import { createBenchDatabase, migrate } from "./lib/db.ts";
+import type { BenchContext, BenchResult } from "./lib/report.ts";
+import { fmtBytes, fmtInt, fmtMs, fmtRatio, log, median, now, percentile, waitFor } from "./lib/util.ts";
+
+const LIVE = 4;
+/** Events per transaction. */
+const BATCH = 100;
+const SAMPLE_EVERY = 50;
+const TARGET_RSS_BYTES = 30 * 1024 * 1024;
+/** The dead receiver may cost the others this much throughput (and latency), at most. */
+const TARGET_SLOWDOWN = 1.1;
+
+interface Receiver {
+  name: string;
+  url: string;
+  secret: string;
+  /** webhook-id → first receipt time. */
+  readonly received: Map<string, number>;
+  requests: number;
+  duplicates: number;
+  verified: number;
+  forged: number;
+  close(): Promise<void>;
+}
+
+/** A receiver answering 200 at once (`dead`: never answering), its receipts by event. */
+async function receiver(name: string, dead: boolean, receipts: (subject: string, at: number) => void): Promise<Receiver> {
+  const r: Receiver = { name, url: "", secret: "", received: new Map(), requests: 0, duplicates: 0, verified: 0, forged: 0, close: async () => {} };
+  const server = http.createServer((req, res) => {
+    r.requests++;
+    if (dead) return; // held open: the attempt ends at ctrl's timeout
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const at = now();
+      const body = Buffer.concat(chunks).toString("utf8");
+      const id = String(req.headers["webhook-id"]);
+      if (r.requests % SAMPLE_EVERY === 0) {
+        try {
+          new Webhook(r.secret).verify(body, req.headers as Record<string, string>);
+          r.verified++;
+        } catch {
+          r.forged++;
+        }
+      }
+      if (r.received.has(id)) r.duplicates++;
+      else {
+        r.received.set(id, at);
+        receipts((JSON.parse(body) as { data: { subject: string } }).data.subject, at);
+      }
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  r.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  r.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return r;
+}
+
+interface Phase {
+  events: number;
+  /** Live deliveries per second, from the first receipt to the last. */
+  rate: number;
+  /** Commit of the event's transaction → its first receipt, per live delivery (ms). */
+  latencies: number[];
+  writeSeconds: number;
+}
+
+export async function runB15(ctx: BenchContext): Promise<BenchResult> {
+  const events = ctx.quick ? 1000 : 10_000;
+  const db = await createBenchDatabase(ctx.serverUrl, "b15");
+  const ctrls: CtrlProcess[] = [];
+  const receivers: Receiver[] = [];
+  let store: Store | undefined;
+  /** subject → commit time of its transaction; subject → receipts (ms after it) at live receivers. */
+  const committed = new Map<string, number>();
+  const latencies = new Map<string, number[]>();
+  const onReceipt = (subject: string, at: number) => {
+    const t = committed.get(subject);
+    if (t === undefined) return;
+    let list = latencies.get(subject);
+    if (!list) latencies.set(subject, (list = []));
+    list.push(at - t);
+  };
+  try {
+    await migrate(db.url);
+    store = await Store.open(db.url);
+    // Receivers on loopback; otherwise ctrl's defaults (10 s timeout, 32 in flight, 4 per receiver).
+    for (let i = 0; i < 2; i++)
+      ctrls.push(
+        await CtrlProcess.start({
+          databaseUrl: db.url,
+          pollIntervalMs: ctx.pollIntervalMs,
+          memoryReleaseGrowthBytes: 0,
+          notifications: { allowPrivate: true },
+        }),
+      );
+    const notifiers = createClient(NotifierService, createGrpcTransport({ baseUrl: ctrls[0]!.url, interceptors: [adminAuth] }));
+    const add = async (name: string, dead: boolean) => {
+      const r = await receiver(name, dead, onReceipt);
+      const { signingSecret } = await notifiers.createNotifier({ notifier: { name, url: r.url, format: NotifierFormat.STANDARD_WEBHOOKS } });
+      r.secret = signingSecret;
+      receivers.push(r);
+      return r;
+    };
+    for (let i = 0; i < LIVE; i++) await add(`live-${i}`, false);
+    const live = receivers.slice();
+    const before = await Promise.all(ctrls.map((c) => c.memory({ reduce: true })));
+    for (const c of ctrls) c.resetPeakRss();
+
+    let written = 0;
+    const s = store;
+    const phase = async (label: string): Promise<Phase> => {
+      const subjects: string[] = [];
+      const t0 = now();
+      for (let from = 0; from < events; from += BATCH) {
+        const inputs = Array.from({ length: Math.min(BATCH, events - from) }, (_, i) => {
+          const subject = `b15-${String(written + from + i).padStart(6, "0")}`;
+          subjects.push(subject);
+          return { event: NotificationEvent.DEPLOYMENT_FAILED, subject, data: { region: "bench", reason: "B15" } };
+        });
+        await s.database.db.transaction().execute((tx) => recordNotifications(tx, inputs, Date.now()));
+        const at = now();
+        for (const input of inputs) committed.set(input.subject, at);
+      }
+      const writeSeconds = (now() - t0) / 1000;
+      written += events;
+      await waitFor(`${label}: ${fmtInt(events * LIVE)} live deliveries`, () => subjects.every((x) => (latencies.get(x)?.length ?? 0) >= LIVE), 900_000, 100);
+      const phaseLatencies = subjects.flatMap((x) => latencies.get(x)!);
+      // The drain's rate, from the first receipt to the last: when a replica's poll first finds
+      // the backlog is chance (up to its 1 s interval), and would weigh on short runs.
+      const receipts = subjects.flatMap((x) => latencies.get(x)!.map((ms) => committed.get(x)! + ms));
+      const rate = (receipts.length - 1) / ((Math.max(...receipts) - Math.min(...receipts)) / 1000);
+      log(`B15 ${label}: ${fmtInt(rate)} live deliveries/s, p99 ${fmtMs(percentile(phaseLatencies, 99))} (events written in ${writeSeconds.toFixed(1)} s)`);
+      return { events, rate, latencies: phaseLatencies, writeSeconds };
+    };
+    const reference = await phase("4 live receivers");
+    const dead = await add("dead", true);
+    const measured = await phase("4 live + 1 dead");
+    const peaks = ctrls.map((c) => c.peakRss());
+    const after = await Promise.all(ctrls.map((c) => c.memory({ reduce: true })));
+    const growth = after.map((m, i) => m.rss - before[i]!.rss);
+    const worst = Math.max(...growth);
+
+    const duplicates = live.reduce((n, r) => n + r.duplicates, 0);
+    const verified = live.reduce((n, r) => n + r.verified, 0);
+    const forged = live.reduce((n, r) => n + r.forged, 0);
+    const p99 = percentile(measured.latencies, 99);
+    const refP99 = percentile(reference.latencies, 99);
+    const fmtSigned = (bytes: number) => `${bytes >= 0 ? "+" : ""}${fmtBytes(bytes)}`;
+    const mem = (m: ChildMemory) => fmtBytes(m.rss);
+    const setup = `${fmtInt(events)} events to ${LIVE + 1} receivers, 1 dead (never answers), 2 ctrl replicas`;
+    return {
+      rows: [
+        {
+          benchmark: `B15 live receivers' deliveries/s (${setup})`,
+          measured: `${fmtInt(measured.rate)}/s`,
+          reference: `the same ${fmtInt(events)} events to the ${LIVE} live receivers alone: ${fmtInt(reference.rate)}/s`,
+          ratio: fmtRatio(measured.rate / reference.rate),
+          target: `≥ ${fmtRatio(1 / TARGET_SLOWDOWN)} of the live receivers alone`,
+          met: measured.rate >= reference.rate / TARGET_SLOWDOWN,
+        },
+        {
+          benchmark: `B15 live receivers' p99 latency, event committed → delivered (${setup}; all written at once: includes the backlog's drain)`,
+          measured: fmtMs(p99),
+          reference: `live receivers alone: p99 ${fmtMs(refP99)}, p50 ${fmtMs(median(reference.latencies))}; with the dead one p50 ${fmtMs(median(measured.latencies))}`,
+          ratio: fmtRatio(p99 / refP99),
+          target: `≤ ${fmtRatio(TARGET_SLOWDOWN)} of the live receivers alone`,
+          met: p99 <= refP99 * TARGET_SLOWDOWN,
+        },
+        {
+          benchmark: `B15 ctrl RSS after both runs (${fmtInt(2 * events)} events) vs. before, the larger of 2 replicas (after forced GCs)`,
+          measured: fmtSigned(worst),
+          reference: `before ${before.map(mem).join(", ")} → after ${after.map(mem).join(", ")}; peak (VmHWM) during ${peaks.map(fmtBytes).join(", ")}`,
+          ratio: fmtRatio(Math.max(...after.map((m, i) => m.rss / before[i]!.rss))),
+          target: `≤ +${fmtBytes(TARGET_RSS_BYTES)}`,
+          met: worst <= TARGET_RSS_BYTES,
+        },
+      ],
+      notes: [
+        `B15: events written straight into the store with recordNotifications (${BATCH} a transaction, as a transition's transaction writes them, ${reference.writeSeconds.toFixed(1)} s and ${measured.writeSeconds.toFixed(1)} s for ${fmtInt(events)}), ` +
+          `from the bench process: the replicas find them by their 1 s notifier poll, as a delivery another replica wrote. Latency from the transaction's commit to the first receipt at each live receiver. ` +
+          `ctrl's notifier defaults but allowPrivate (10 s timeout, 32 attempts in flight per replica, 4 per receiver). The dead receiver got ${fmtInt(dead.requests)} attempts; ` +
+          `duplicates at the live receivers: ${duplicates}; signatures verified on a sample: ${verified} good, ${forged} bad.`,
+      ],
+    };
+  } finally {
+    // Receivers first: the dead one's attempts then end at once, and ctrl's stop need not wait them out.
+    for (const r of receivers) await r.close();
+    for (const c of ctrls) await c.stop();
+    await store?.close();
+    await db.drop();
+  }
+}
