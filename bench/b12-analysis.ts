@@ -189,6 +189,18 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
     }
     const perRollout = transitions.length / rollouts.length;
 
+    // Where a hand-off's time goes: the transition into the next wave (its time is taken as the driver's write starts).
+    const updates = await s.database.db.selectFrom("rollouts").select(["id", "deployment_id"]).where("from_revision", ">", 0).execute();
+    const rolloutOf = new Map(updates.map((r) => [r.deployment_id, r.id]));
+    const started = new Map<string, number>();
+    for (const t of await s.database.db.selectFrom("rollout_transitions").select(["rollout_id", "wave", "time"]).execute()) {
+      const key = `${t.rollout_id}/${t.wave}`;
+      started.set(key, Math.min(started.get(key) ?? Number.POSITIVE_INFINITY, Number(t.time)));
+    }
+    const toTransition: number[] = [];
+    const toReceipt: number[] = [];
+    /** Hand-offs by the replica the wave's last measurement was reported to. */
+    const byReplica: number[][] = ctrls.map(() => []);
     const byWave = ["canary", "early", "rest"].map((wave) => regionNames.flatMap((_, i) => (WAVE_OF(i) === wave ? [i] : [])));
     const fromAnswer: number[] = [];
     const fromSend: number[] = [];
@@ -199,8 +211,15 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
         // The report that stored the wave's last measurement, and the next wave's first receipt of the revision.
         const last = byWave[w]!.reduce((a, b) => (analyses[b]!.answered.get(key)! > analyses[a]!.answered.get(key)! ? b : a));
         const next = Math.min(...byWave[w + 1]!.map((i) => agents[i]!.received.get(`${id}@app:v2`)!));
-        fromAnswer.push(next - analyses[last]!.answered.get(key)!);
+        const answered = analyses[last]!.answered.get(key)!;
+        fromAnswer.push(next - answered);
         fromSend.push(next - analyses[last]!.sent.get(key)!);
+        byReplica[last % ctrls.length]!.push(next - answered);
+        const transition = started.get(`${rolloutOf.get(id)}/${w + 1}`);
+        if (transition !== undefined) {
+          toTransition.push(transition - answered);
+          toReceipt.push(next - transition);
+        }
       }
     }
     if (fromAnswer.some((x) => !Number.isFinite(x))) throw new Error("B12A: a hand-off without its last measurement's report or its next wave's receipt");
@@ -236,6 +255,8 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
       notes: [
         `B12A: ${fmtInt(count)} deployments updated through 2 replicas (half each) in ${seconds.toFixed(1)} s, every rollout SUCCEEDED with ${perRollout.toFixed(2)} transitions each; ` +
           `the agents' AnalysisRunner (poll ${POLL_INTERVAL_MS / 1000} s, ≤ 500 measurements a report) sent ${fmtInt(measurements)} measurements over both rollouts; regions alternate between the replicas. ` +
+          `Hand-off parts: answer → next wave's transition written p50 ${fmtMs(median(toTransition))}, p99 ${fmtMs(percentile(toTransition, 99))}; transition → receipt p50 ${fmtMs(median(toReceipt))}, p99 ${fmtMs(percentile(toReceipt, 99))}; ` +
+          `by the replica the last measurement went to: ${byReplica.map((x, r) => `replica ${r} p99 ${fmtMs(percentile(x, 99))} (${x.length})`).join(", ")}. ` +
           `Hand-off: from ctrl's answer to the report carrying the wave's last measurement (the measurement committed) to the receipt of the revision on the next wave's first watch stream.`,
       ],
     };
