@@ -127,7 +127,8 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
   try {
     await migrate(db.url);
     store = await Store.open(db.url);
-    for (let i = 0; i < 2; i++) ctrls.push(await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }));
+    for (let i = 0; i < 2; i++)
+      ctrls.push(await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs }, { cpuProfileDir: ctx.cpuProfileDir }));
     const replica = (i: number) => ctrls[i % ctrls.length]!.url;
     const regionNames = Array.from({ length: REGIONS }, (_, i) => `r${i}`);
     const { regions } = clients(replica(0));
@@ -199,8 +200,8 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
     }
     const toTransition: number[] = [];
     const toReceipt: number[] = [];
-    /** Hand-offs by the replica the wave's last measurement was reported to. */
-    const byReplica: number[][] = ctrls.map(() => []);
+    /** Hand-offs by wave end (canary → early, early → rest). */
+    const byEnd: number[][] = [[], []];
     const byWave = ["canary", "early", "rest"].map((wave) => regionNames.flatMap((_, i) => (WAVE_OF(i) === wave ? [i] : [])));
     const fromAnswer: number[] = [];
     const fromSend: number[] = [];
@@ -214,7 +215,7 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
         const answered = analyses[last]!.answered.get(key)!;
         fromAnswer.push(next - answered);
         fromSend.push(next - analyses[last]!.sent.get(key)!);
-        byReplica[last % ctrls.length]!.push(next - answered);
+        byEnd[w]!.push(next - answered);
         const transition = started.get(`${rolloutOf.get(id)}/${w + 1}`);
         if (transition !== undefined) {
           toTransition.push(transition - answered);
@@ -230,6 +231,13 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
     const duplicated = [...prometheus.queries.values()].filter((n) => n > MEASUREMENTS).length;
     const short = [...prometheus.queries.values()].filter((n) => n < MEASUREMENTS).length + Math.max(0, 2 * count * REGIONS - prometheus.queries.size);
     const measurements = analyses.reduce((n, a) => n + a.measurements, 0);
+    // The texts asked more often than scheduled, by region and revision (where to look for why).
+    const extra = new Map<string, number>();
+    for (const [text, n] of prometheus.queries) {
+      if (n <= MEASUREMENTS) continue;
+      const where = `${/region="([^"]+)"/.exec(text)?.[1]}@${/revision="([^"]+)"/.exec(text)?.[1]} ${n}×`;
+      extra.set(where, (extra.get(where) ?? 0) + 1);
+    }
     const p99 = percentile(fromAnswer, 99);
     log(`B12A: hand-off after the last measurement p50 ${fmtMs(median(fromAnswer))}, p99 ${fmtMs(p99)}; queries ${received} of ${scheduled} scheduled`);
     const setup = `${fmtInt(count)} deployments, ${REGIONS} regions, 3 waves, bake 0, 1 analysis × ${MEASUREMENTS} measurements ${INTERVAL_S} s apart, 2 ctrl replicas`;
@@ -255,8 +263,9 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
       notes: [
         `B12A: ${fmtInt(count)} deployments updated through 2 replicas (half each) in ${seconds.toFixed(1)} s, every rollout SUCCEEDED with ${perRollout.toFixed(2)} transitions each; ` +
           `the agents' AnalysisRunner (poll ${POLL_INTERVAL_MS / 1000} s, ≤ 500 measurements a report) sent ${fmtInt(measurements)} measurements over both rollouts; regions alternate between the replicas. ` +
+          `Query texts asked more than scheduled (region@revision n×: texts): ${[...extra].map(([k, n]) => `${k}: ${n}`).join(", ") || "none"}. ` +
           `Hand-off parts: answer → next wave's transition written p50 ${fmtMs(median(toTransition))}, p99 ${fmtMs(percentile(toTransition, 99))}; transition → receipt p50 ${fmtMs(median(toReceipt))}, p99 ${fmtMs(percentile(toReceipt, 99))}; ` +
-          `by the replica the last measurement went to: ${byReplica.map((x, r) => `replica ${r} p99 ${fmtMs(percentile(x, 99))} (${x.length})`).join(", ")}. ` +
+          `p99 by wave end: canary → early ${fmtMs(percentile(byEnd[0]!, 99))}, early → rest ${fmtMs(percentile(byEnd[1]!, 99))}. ` +
           `Hand-off: from ctrl's answer to the report carrying the wave's last measurement (the measurement committed) to the receipt of the revision on the next wave's first watch stream.`,
       ],
     };

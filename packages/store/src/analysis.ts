@@ -116,15 +116,15 @@ export class AnalysisRepository {
     return added;
   }
 
-  /** The measurements of these bakes, by index within each (analysis, region). */
-  async ofBakes(bakes: readonly BakeKey[]): Promise<StoredMeasurement[]> {
+  /** The measurements of these bakes (in `region` only, when given), by index within each (analysis, region). */
+  async ofBakes(bakes: readonly BakeKey[], region?: string): Promise<StoredMeasurement[]> {
     if (bakes.length === 0) return [];
-    const rows = await this.#db
+    let query = this.#db
       .selectFrom("analysis_measurements")
       .selectAll()
-      .where((eb) => eb.or(bakes.map((b) => eb.and([eb("rollout_id", "=", b.rolloutId), eb("wave", "=", b.wave), eb("bake_start", "=", b.bakeStart)]))))
-      .orderBy("idx")
-      .execute();
+      .where((eb) => eb.or(bakes.map((b) => eb.and([eb("rollout_id", "=", b.rolloutId), eb("wave", "=", b.wave), eb("bake_start", "=", b.bakeStart)]))));
+    if (region !== undefined) query = query.where("region", "=", region);
+    const rows = await query.orderBy("idx").execute();
     return rows.map((r) => ({
       rolloutId: r.rollout_id,
       wave: r.wave,
