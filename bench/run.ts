@@ -6,7 +6,7 @@
 // A full run of all benchmarks, or --write-docs, puts its rows into the results table of
 // docs/benchmarks.md, each replacing the earlier figure of its benchmark (bench/lib/report.ts).
 import { execFileSync } from "node:child_process";
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { DEFAULT_POLL_INTERVAL_MS } from "@flotilla/ctrl";
@@ -98,6 +98,8 @@ process.on("SIGINT", () => {
 });
 
 const started = Date.now();
+// The machine may be shared: the load around the run says how much its figures can be trusted.
+const loadAtStart = loadavg()[0]!;
 const rows: Row[] = [];
 const notes: string[] = [];
 const failures: string[] = [];
@@ -138,7 +140,7 @@ const cpu = cpus();
 const run: RunInfo = {
   date: `${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC`,
   commit: revision(),
-  machine: `${cpu.length} cores (${cpu[0]?.model.trim() ?? "unknown"}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB; Node.js ${process.version}; ${await serverVersion(ctx.serverUrl).catch(() => "unknown database")}`,
+  machine: `${cpu.length} cores (${cpu[0]?.model.trim() ?? "unknown"}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB; Node.js ${process.version}; ${await serverVersion(ctx.serverUrl).catch(() => "unknown database")}; load average ${loadAtStart.toFixed(1)} → ${loadavg()[0]!.toFixed(1)}`,
 };
 const heading = [
   `- ${run.date}; ${run.machine}; ctrl at commit ${run.commit}`,
