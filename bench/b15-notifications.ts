@@ -6,7 +6,7 @@
 // this process, so the replicas find them by their --notifier-poll-interval as they find another
 // replica's), all at once: the backlog of 4 × N live deliveries is drained as fast as ctrl goes.
 // N events with the dead notifier subscribed, N with the four live ones only (the reference), in
-// halves: the dead receiver must not slow the others (ARCHITECTURE §12: bounded per receiver).
+// quarters, alternating: the dead receiver must not slow the others (ARCHITECTURE §12: bounded per receiver).
 // ctrl's RSS after forced GCs before the first and after the last, and its peak in between.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -160,16 +160,22 @@ export async function runB15(ctx: BenchContext): Promise<BenchResult> {
       );
       return { events: count, deliveries: receipts.length, seconds, latencies: phaseLatencies, writeSeconds };
     };
-    // Half the events of each kind at a time, in the order without, with, with, without: the
-    // machine's drift over the run (other work on it) weighs on both alike.
-    const half = events / 2;
+    // A quarter of the events of each kind at a time, in the order without, with, with, without,
+    // twice: the machine's drift over the run (other work on a shared machine moved one
+    // configuration's rate 2× between runs) weighs on both alike. The dead notifier is deleted
+    // after each pair (its backlog with it) and subscribed again before the next.
+    const quarter = events / 4;
     // A warm-up first (JIT, connections, the tables' first pages): the first run was the slowest by far.
     await phase("warm-up, 4 live receivers", events / 10);
-    const without = [await phase("4 live receivers", half)];
-    await subscribe(dead);
-    const withDead = [await phase("4 live + 1 dead", half), await phase("4 live + 1 dead", half)];
-    await notifiers.deleteNotifier({ name: dead.name });
-    without.push(await phase("4 live receivers", half));
+    const without: Phase[] = [];
+    const withDead: Phase[] = [];
+    for (let block = 0; block < 2; block++) {
+      without.push(await phase("4 live receivers", quarter));
+      await subscribe(dead);
+      withDead.push(await phase("4 live + 1 dead", quarter), await phase("4 live + 1 dead", quarter));
+      await notifiers.deleteNotifier({ name: dead.name });
+      without.push(await phase("4 live receivers", quarter));
+    }
     const combine = (phases: Phase[]) => ({
       rate: phases.reduce((n, p) => n + p.deliveries, 0) / phases.reduce((n, p) => n + p.seconds, 0),
       latencies: phases.flatMap((p) => p.latencies),
@@ -219,7 +225,7 @@ export async function runB15(ctx: BenchContext): Promise<BenchResult> {
       ],
       notes: [
         `B15: events written straight into the store with recordNotifications (${BATCH} a transaction, as a transition's transaction writes them, ${measured.writeSeconds.toFixed(1)} s for the ${fmtInt(events)} with the dead receiver, ${reference.writeSeconds.toFixed(1)} s for those without), ` +
-          `in halves in the order without, with, with, without (${[...without, ...withDead].map((p) => `${fmtInt(p.deliveries / p.seconds)}/s`).join(", ")}: without, then with), ` +
+          `in quarters in the order without, with, with, without, twice (without: ${without.map((p) => `${fmtInt(p.deliveries / p.seconds)}/s`).join(", ")}; with: ${withDead.map((p) => `${fmtInt(p.deliveries / p.seconds)}/s`).join(", ")}), ` +
           `from the bench process: the replicas find them by their 1 s notifier poll, as a delivery another replica wrote. Latency from the transaction's commit to the first receipt at each live receiver. ` +
           `ctrl's notifier defaults but allowPrivate (10 s timeout, 32 attempts in flight per replica, 4 per receiver). The dead receiver got ${fmtInt(dead.requests)} attempts; ` +
           `duplicates at the live receivers: ${duplicates}; signatures verified on a sample: ${verified} good, ${forged} bad.`,
