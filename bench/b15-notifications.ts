@@ -242,7 +242,7 @@ export async function runB15(ctx: BenchContext): Promise<BenchResult> {
         `B15: events written straight into the store with recordNotifications (${BATCH} a transaction, as a transition's transaction writes them, ${measured.writeSeconds.toFixed(1)} s for the ${fmtInt(events)} with the dead receiver, ${reference.writeSeconds.toFixed(1)} s for those without), ` +
           `in quarters in the order without, with, with, without, twice (without: ${without.map((p) => `${fmtInt(p.deliveries / p.seconds)}/s`).join(", ")}; with: ${withDead.map((p) => `${fmtInt(p.deliveries / p.seconds)}/s`).join(", ")}), ` +
           `from the bench process: the replicas find them by their 1 s notifier poll, as a delivery another replica wrote. Latency from the transaction's commit to the first receipt at each live receiver. ` +
-          `ctrl's notifier defaults but allowPrivate (10 s timeout, 32 attempts in flight per replica, 4 per receiver). The dead receiver got ${fmtInt(dead.requests)} attempts; ` +
+          `ctrl's notifier defaults but allowPrivate (10 s timeout, 32 attempts in flight per replica, 4 per receiver). The dead receiver got ${fmtInt(dead.requests)} attempts. ` +
           `The backlog's p99 latency (its drain): ${fmtMs(percentile(measured.latencies, 99))} with the dead receiver, ${fmtMs(percentile(reference.latencies, 99))} without. ` +
           `Duplicates at the live receivers: ${duplicates}; signatures verified on a sample: ${verified} good, ${forged} bad.`,
       ],

@@ -19,7 +19,7 @@ import * as regionSecretKeyEpoch from "./0013_region_secret_key_epoch.ts";
 import * as projects from "./0014_projects.ts";
 import * as rolloutAnalysis from "./0015_rollout_analysis.ts";
 import * as notifiers from "./0016_notifiers.ts";
-import * as deliveriesDueByNotifier from "./0017_deliveries_due_by_notifier.ts";
+import * as deliveriesDueByNotifier from "./0018_deliveries_due_by_notifier.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -39,5 +39,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0014_projects": projects,
   "0015_rollout_analysis": rolloutAnalysis,
   "0016_notifiers": notifiers,
-  "0017_deliveries_due_by_notifier": deliveriesDueByNotifier,
+  "0018_deliveries_due_by_notifier": deliveriesDueByNotifier,
 };
