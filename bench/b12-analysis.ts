@@ -68,6 +68,8 @@ class RegionAnalysis {
   /** `${deployment}@${revision}` → when that report was sent. */
   readonly sent = new Map<string, number>();
   measurements = 0;
+  /** Reports that failed (the runner sends them again, and takes newer measurements meanwhile). */
+  failures: string[] = [];
   readonly #abort = new AbortController();
   readonly #done: Promise<void>;
 
@@ -79,7 +81,10 @@ class RegionAnalysis {
       ...cluster,
       reportMeasurements: async (req, options) => {
         const sentAt = now();
-        const response = await cluster.reportMeasurements(req, options);
+        const response = await cluster.reportMeasurements(req, options).catch((error: unknown) => {
+          this.failures.push(`${((now() - sentAt) / 1000).toFixed(1)} s: ${error instanceof Error ? error.message : String(error)}`);
+          throw error;
+        });
         const answeredAt = now();
         const measurements = req.measurements ?? [];
         for (const m of measurements) {
@@ -231,6 +236,7 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
     const duplicated = [...prometheus.queries.values()].filter((n) => n > MEASUREMENTS).length;
     const short = [...prometheus.queries.values()].filter((n) => n < MEASUREMENTS).length + Math.max(0, 2 * count * REGIONS - prometheus.queries.size);
     const measurements = analyses.reduce((n, a) => n + a.measurements, 0);
+    const failures = analyses.flatMap((a) => a.failures);
     // The texts asked more often than scheduled, by region and revision (where to look for why).
     const extra = new Map<string, number>();
     for (const [text, n] of prometheus.queries) {
@@ -263,6 +269,7 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
       notes: [
         `B12A: ${fmtInt(count)} deployments updated through 2 replicas (half each) in ${seconds.toFixed(1)} s, every rollout SUCCEEDED with ${perRollout.toFixed(2)} transitions each; ` +
           `the agents' AnalysisRunner (poll ${POLL_INTERVAL_MS / 1000} s, ≤ 500 measurements a report) sent ${fmtInt(measurements)} measurements over both rollouts; regions alternate between the replicas. ` +
+          `Reports that failed: ${failures.length}${failures.length ? ` (first: ${failures[0]})` : ""}. ` +
           `Query texts asked more than scheduled (region@revision n×: texts): ${[...extra].map(([k, n]) => `${k}: ${n}`).join(", ") || "none"}. ` +
           `Hand-off parts: answer → next wave's transition written p50 ${fmtMs(median(toTransition))}, p99 ${fmtMs(percentile(toTransition, 99))}; transition → receipt p50 ${fmtMs(median(toReceipt))}, p99 ${fmtMs(percentile(toReceipt, 99))}; ` +
           `p99 by wave end: canary → early ${fmtMs(percentile(byEnd[0]!, 99))}, early → rest ${fmtMs(percentile(byEnd[1]!, 99))}. ` +
