@@ -27,19 +27,19 @@ import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { fmtBytes, fmtInt, fmtMs, fmtRatio, log, median, now, percentile, sleep, waitFor } from "./lib/util.ts";
 import { storeDecisions } from "@flotilla/ctrl/rollouts";
 
-const REGIONS = 10;
+export const REGIONS = 10;
 /** Wave of region i: the first region, the next three, the rest. */
-const WAVE_OF = (i: number) => (i === 0 ? "canary" : i <= 3 ? "early" : "rest");
-const THREE_WAVES = { waves: [{ name: "canary", selector: "wave=canary" }, { name: "early", selector: "wave=early" }, { name: "rest" }] };
+export const WAVE_OF = (i: number) => (i === 0 ? "canary" : i <= 3 ? "early" : "rest");
+export const THREE_WAVES = { waves: [{ name: "canary", selector: "wave=canary" }, { name: "early", selector: "wave=early" }, { name: "rest" }] };
 const BAKE = { waves: [{ name: "bake", regions: ["bake"], bake: { seconds: 3600n, nanos: 0 } }, { name: "rest" }] };
 /** The agent's reporter: DEFAULT_MAX_BATCH and the default --report-interval. */
 const REPORT_BATCH = 500;
-const REPORT_INTERVAL_MS = 250;
+export const REPORT_INTERVAL_MS = 250;
 const WRITERS = 8;
-const TARGET_HANDOFF_P99_MS = 250;
+export const TARGET_HANDOFF_P99_MS = 250;
 const TARGET_RSS_BYTES = 30 * 1024 * 1024;
 
-function clients(baseUrl: string) {
+export function clients(baseUrl: string) {
   const transport = createGrpcTransport({ baseUrl, interceptors: [adminAuth] });
   return {
     cluster: createClient(ClusterService, transport),
@@ -53,13 +53,15 @@ function clients(baseUrl: string) {
  * reports each deployment it received RUNNING at that version (every replica ready, the
  * desired image). Remembers when each revision arrived and when its report was sent.
  */
-class SimulatedAgent {
+export class SimulatedAgent {
   /** `${id}@${image}` → receive time of the event that brought it. */
   readonly received = new Map<string, number>();
   /** `${id}@${image}` → send time of the report that said it RUNNING. */
   readonly reported = new Map<string, number>();
   /** `${id}@${image}` → when ctrl answered that report (the observation committed). */
   readonly answered = new Map<string, number>();
+  /** Deployment id → the revision of the newest spec received (what its pods would run: analysis selects them by it). */
+  readonly revisions = new Map<string, number>();
   reports = 0;
   /** Reports ctrl refused (the agent's reporter sends them again, as this does). */
   readonly failedReports: string[] = [];
@@ -81,6 +83,7 @@ class SimulatedAgent {
           const replicas = spec.value.replicas;
           const key = `${id}@${image}`;
           if (!this.received.has(key)) this.received.set(key, at);
+          this.revisions.set(id, Number(spec.value.revision));
           this.#dirty.set(
             id,
             create(ResourceObservationSchema, {
@@ -211,7 +214,7 @@ function statementShape(text: string): string {
 }
 
 /** Creates or updates deployments `ids` with `image`, WRITERS at a time. */
-async function writeAll(baseUrl: string, op: "create" | "update", ids: string[], regions: string[], image: string, strategy: object): Promise<void> {
+export async function writeAll(baseUrl: string, op: "create" | "update", ids: string[], regions: string[], image: string, strategy: object): Promise<void> {
   const { deployments } = clients(baseUrl);
   let next = 0;
   await Promise.all(
@@ -226,12 +229,12 @@ async function writeAll(baseUrl: string, op: "create" | "update", ids: string[],
 }
 
 /** Active rollouts by state name. */
-async function active(store: Store): Promise<string> {
+export async function active(store: Store): Promise<string> {
   const counts = await store.rollouts.countActive();
   return [...counts].map(([state, n]) => `${RolloutState[state]} ${n}`).join(", ") || "none";
 }
 
-async function noneActive(store: Store): Promise<boolean> {
+export async function noneActive(store: Store): Promise<boolean> {
   return [...(await store.rollouts.countActive()).values()].every((n) => n === 0);
 }
 

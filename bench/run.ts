@@ -6,7 +6,7 @@
 // A full run of all benchmarks, or --write-docs, puts its rows into the results table of
 // docs/benchmarks.md, each replacing the earlier figure of its benchmark (bench/lib/report.ts).
 import { execFileSync } from "node:child_process";
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { DEFAULT_POLL_INTERVAL_MS } from "@flotilla/ctrl";
@@ -20,7 +20,9 @@ import { runB8 } from "./b8-hostile.ts";
 import { runB10 } from "./b10-cli.ts";
 import { runB11 } from "./b11-console.ts";
 import { runB12 } from "./b12-rollouts.ts";
+import { runB12A } from "./b12-analysis.ts";
 import { runB13 } from "./b13-real-kube.ts";
+import { runB15 } from "./b15-notifications.ts";
 import { dropAll, serverVersion } from "./lib/db.ts";
 import { markdownTable, writeResults, type BenchContext, type BenchResult, type Row, type RunInfo } from "./lib/report.ts";
 import { log } from "./lib/util.ts";
@@ -36,7 +38,9 @@ const BENCHMARKS: Record<string, (ctx: BenchContext) => Promise<BenchResult>> = 
   B10: runB10,
   B11: runB11,
   B12: runB12,
+  B12A: runB12A,
   B13: runB13,
+  B15: runB15,
 };
 
 const { values: args } = parseArgs({
@@ -57,7 +61,7 @@ const { values: args } = parseArgs({
 
 if (args.help) {
   process.stdout.write(
-    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8,B10,B11,B12,B13] [--quick] [--database-url mysql://user:pass@host:port]\n" +
+    "node bench/run.ts [--only B1,B2,B3,B4,B6,B7,B8,B10,B11,B12,B12A,B13,B15] [--quick] [--database-url mysql://user:pass@host:port]\n" +
       "                  [--poll-interval-ms N] [--write-docs | --no-docs] [--cpu-prof-dir DIR]\n" +
       "                  [--heap-snapshot-dir DIR] [--b7-runs N] [--b7-service-mix F]\n",
   );
@@ -94,6 +98,8 @@ process.on("SIGINT", () => {
 });
 
 const started = Date.now();
+// The machine may be shared: the load around the run says how much its figures can be trusted.
+const loadAtStart = loadavg()[0]!;
 const rows: Row[] = [];
 const notes: string[] = [];
 const failures: string[] = [];
@@ -134,7 +140,7 @@ const cpu = cpus();
 const run: RunInfo = {
   date: `${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC`,
   commit: revision(),
-  machine: `${cpu.length} cores (${cpu[0]?.model.trim() ?? "unknown"}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB; Node.js ${process.version}; ${await serverVersion(ctx.serverUrl).catch(() => "unknown database")}`,
+  machine: `${cpu.length} cores (${cpu[0]?.model.trim() ?? "unknown"}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB; Node.js ${process.version}; ${await serverVersion(ctx.serverUrl).catch(() => "unknown database")}; load average ${loadAtStart.toFixed(1)} → ${loadavg()[0]!.toFixed(1)}`,
 };
 const heading = [
   `- ${run.date}; ${run.machine}; ctrl at commit ${run.commit}`,

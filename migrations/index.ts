@@ -20,6 +20,7 @@ import * as projects from "./0014_projects.ts";
 import * as rolloutAnalysis from "./0015_rollout_analysis.ts";
 import * as notifiers from "./0016_notifiers.ts";
 import * as auditPrincipal from "./0017_audit_principal.ts";
+import * as deliveriesDueByNotifier from "./0018_deliveries_due_by_notifier.ts";
 
 /** Every migration, by name (its file name without the extension). */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -40,4 +41,5 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   "0015_rollout_analysis": rolloutAnalysis,
   "0016_notifiers": notifiers,
   "0017_audit_principal": auditPrincipal,
+  "0018_deliveries_due_by_notifier": deliveriesDueByNotifier,
 };

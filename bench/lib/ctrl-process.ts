@@ -2,7 +2,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { StreamOptions } from "@flotilla/ctrl";
+import type { CtrlOptions, StreamOptions } from "@flotilla/ctrl";
 import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { IpcChild, type ChildMemory } from "./ipc.ts";
 import { clockOffset } from "./util.ts";
@@ -23,6 +23,8 @@ export interface ChildConfig {
   secretsKeyFile?: string;
   /** ctrl's --memory-release-growth-bytes (0: no release of its own); ctrl's default when absent. */
   memoryReleaseGrowthBytes?: number;
+  /** ctrl's --notifier-* options (B15: its receivers are on loopback, so allowPrivate). */
+  notifications?: CtrlOptions["notifications"];
 }
 
 export interface WriteSpec {

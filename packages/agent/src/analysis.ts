@@ -12,8 +12,12 @@
 //
 // Bounds: a query's deadline (--analysis-query-timeout); measurements waiting to be sent
 // (--analysis-max-pending, the oldest dropped first), sent MAX_PER_REPORT at a time; one query in
-// flight per task. Measuring changes nothing in the cluster, so it runs on the leader only to
-// spare the Prometheus, not for safety: ctrl keeps one measurement per index whoever sends it.
+// flight per task, and while ctrl answers, none for a task whose measurement waits to be sent:
+// ctrl's list of tasks does not know of it yet, so while a backlog goes out 500 at a time the
+// next index would fall due and be queried too, more than the schedule asks for (while ctrl is
+// away, the newest measurements are kept instead). Measuring changes nothing in the cluster, so
+// it runs on the leader only to spare the Prometheus, not for safety: ctrl keeps one
+// measurement per index whoever sends it.
 import { create } from "@bufbuild/protobuf";
 import { EmptySchema, timestampMs, durationMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
@@ -60,6 +64,8 @@ export class AnalysisRunner {
   readonly #measured = new Map<string, number>();
   readonly #inFlight = new Set<string>();
   #pending: Measurement[] = [];
+  /** The last call to ctrl failed: ctrl is away. */
+  #away = false;
 
   constructor(options: AnalysisRunnerOptions) {
     this.#options = options;
@@ -78,8 +84,10 @@ export class AnalysisRunner {
         lastCall = Date.now();
         try {
           await this.#exchange(signal);
+          this.#away = false;
         } catch (error) {
           if (signal.aborted) break;
+          this.#away = true;
           log.warn(`analysis: report to ctrl failed: ${error instanceof Error ? error.message : String(error)}`);
         }
       }
@@ -105,9 +113,10 @@ export class AnalysisRunner {
 
   /** Starts a measurement of every task whose newest due index has not been measured. */
   #measureDue(now: number, signal: AbortSignal): void {
+    const waiting = new Set(this.#away ? [] : this.#pending.map((m) => m.task));
     for (const task of this.#tasks) {
       const analysis = task.analysis;
-      if (!analysis || !task.startTime || this.#inFlight.has(task.id)) continue;
+      if (!analysis || !task.startTime || this.#inFlight.has(task.id) || waiting.has(task.id)) continue;
       const since = now - timestampMs(task.startTime) - (analysis.initialDelay ? durationMs(analysis.initialDelay) : 0);
       if (since < 0) continue;
       const interval = Math.max(1000, analysis.interval ? durationMs(analysis.interval) : 30_000);

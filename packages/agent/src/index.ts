@@ -19,6 +19,7 @@ export {
   type ObjectRef,
 } from "./manifests.ts";
 export { AgentMetrics } from "./metrics.ts";
+export { AnalysisRunner, type AnalysisRunnerOptions } from "./analysis.ts";
 export type { PruneOptions } from "./prune.ts";
 export { WorkQueue, type WorkQueueOptions } from "./queue.ts";
 export { dispatch, type DispatchOptions } from "./queue/dispatch.ts";

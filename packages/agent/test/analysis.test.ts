@@ -3,13 +3,14 @@
 // reported with the revision the pods run; no sample, several, a slow Prometheus (past
 // --analysis-query-timeout) and a dead one are errors, reported as such; nothing is measured while
 // the pods run another revision; a task ctrl no longer lists stops; pending measurements are
-// bounded (--analysis-max-pending), the oldest dropped.
+// bounded (--analysis-max-pending), the oldest dropped; while ctrl answers, a task whose
+// measurement waits to be sent is not measured again.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { create } from "@bufbuild/protobuf";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import { AnalysisTaskSchema, type ClusterService, type Measurement, type ReportMeasurementsRequest } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { createLogger } from "@flotilla/runtime";
@@ -18,6 +19,8 @@ import { AgentMetrics } from "../src/metrics.ts";
 
 /** What the fake Prometheus answers per query text (a function of the query), or "hang". */
 let answer: (query: string) => unknown = () => ({ status: "success", data: { resultType: "vector", result: [] } });
+/** How long the fake Prometheus takes to answer. */
+let answerDelayMs = 0;
 let prometheus: Server;
 let address: string;
 const queries: string[] = [];
@@ -28,7 +31,7 @@ before(async () => {
     queries.push(query);
     const body = answer(query);
     if (body === "hang") return;
-    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
+    setTimeout(() => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body)), answerDelayMs);
   });
   await new Promise<void>((resolve) => prometheus.listen(0, "127.0.0.1", resolve));
   address = `http://127.0.0.1:${(prometheus.address() as AddressInfo).port}`;
@@ -58,13 +61,18 @@ function runner(
     maxPending?: number;
     prometheusAddress?: string;
     ctrlDown?: () => boolean;
+    ctrlDelayMs?: number;
     acceptsNoData?: boolean;
   } = {},
 ) {
   const sent: Measurement[] = [];
+  /** Each report's measurements and when it was answered. */
+  const reports: { measurements: Measurement[]; answeredAt: number }[] = [];
   const client = {
     async reportMeasurements(req: ReportMeasurementsRequest) {
+      if (options.ctrlDelayMs) await new Promise((x) => setTimeout(x, options.ctrlDelayMs));
       if (options.ctrlDown?.()) throw new Error("ctrl unavailable");
+      reports.push({ measurements: req.measurements, answeredAt: Date.now() });
       sent.push(...req.measurements);
       return { tasks: tasks(), prometheusAddress: options.prometheusAddress ?? address, acceptsNoData: options.acceptsNoData ?? true };
     },
@@ -83,7 +91,7 @@ function runner(
   });
   const stop = new AbortController();
   const done = r.run(stop.signal);
-  return { sent, metrics, runner: r, stop: () => (stop.abort(), done) };
+  return { sent, reports, metrics, runner: r, stop: () => (stop.abort(), done) };
 }
 
 const waitFor = async (what: string, ok: () => boolean, ms = 5000) => {
@@ -148,6 +156,30 @@ describe("analysis runner", () => {
       assert.equal(r.sent.length, 0);
       assert.equal(queries.length, before, "not even queried");
     } finally {
+      await r.stop();
+    }
+  });
+
+  test("while ctrl answers slowly, a task whose measurement waits to be sent is not measured again (no query beyond the schedule)", async () => {
+    answer = () => vector("0");
+    // Queries that end while a (slow) call to ctrl is under way: the measurement waits for the
+    // next call, and meanwhile later indexes fall due (interval 100 ms, queries of 350 ms, calls
+    // of 400 ms). A measurement is taken only once the one before it was answered.
+    answerDelayMs = 350;
+    const a = task("a", "a", 3n, 100);
+    const r = runner(() => [a], { ctrlDelayMs: 400 });
+    try {
+      await waitFor("four measurements", () => r.sent.length >= 4, 15_000);
+      const answered = (m: Measurement) => r.reports.find((report) => report.measurements.includes(m))!.answeredAt;
+      for (let i = 1; i < 4; i++) {
+        const taken = timestampMs(r.sent[i]!.takenAt!);
+        assert.ok(
+          taken >= answered(r.sent[i - 1]!),
+          `measurement ${r.sent[i]!.index} taken ${answered(r.sent[i - 1]!) - taken} ms before the one before it was answered`,
+        );
+      }
+    } finally {
+      answerDelayMs = 0;
       await r.stop();
     }
   });

@@ -130,22 +130,21 @@ export class AnalysisRepository {
   }
 
   /**
-   * The measurements of these bakes, by index within each (analysis, region). Read
-   * BAKES_PER_STATEMENT bakes at a time: a page of rollouts shown (a status snapshot) may ask
-   * for a thousand, more alternatives than one statement's expression takes on SQLite.
+   * The measurements of these bakes (in `region` only, when given), by index within each
+   * (analysis, region). Read BAKES_PER_STATEMENT bakes at a time: a page of rollouts shown (a
+   * status snapshot) may ask for a thousand, more alternatives than one statement's expression
+   * takes on SQLite.
    */
-  async ofBakes(bakes: readonly BakeKey[]): Promise<StoredMeasurement[]> {
+  async ofBakes(bakes: readonly BakeKey[], region?: string): Promise<StoredMeasurement[]> {
     const rows = [];
     for (let i = 0; i < bakes.length; i += BAKES_PER_STATEMENT) {
       const some = bakes.slice(i, i + BAKES_PER_STATEMENT);
-      rows.push(
-        ...(await this.#db
-          .selectFrom("analysis_measurements")
-          .selectAll()
-          .where((eb) => eb.or(some.map((b) => eb.and([eb("rollout_id", "=", b.rolloutId), eb("wave", "=", b.wave), eb("bake_start", "=", b.bakeStart)]))))
-          .orderBy("idx")
-          .execute()),
-      );
+      let query = this.#db
+        .selectFrom("analysis_measurements")
+        .selectAll()
+        .where((eb) => eb.or(some.map((b) => eb.and([eb("rollout_id", "=", b.rolloutId), eb("wave", "=", b.wave), eb("bake_start", "=", b.bakeStart)]))));
+      if (region !== undefined) query = query.where("region", "=", region);
+      rows.push(...(await query.orderBy("idx").execute()));
     }
     return rows.map((r) => ({
       rolloutId: r.rollout_id,

@@ -449,26 +449,40 @@ export class NotificationRepository {
    */
   async claim(limit: number, perNotifier: number, busy: ReadonlyMap<string, number>, claimMs: number, now = Date.now()): Promise<ClaimedDelivery[]> {
     if (limit <= 0) return [];
-    const full = [...busy].filter(([, n]) => n >= perNotifier).map(([name]) => name);
-    let query = this.#db
+    // Anything due at all (one index probe): at rest, the only query.
+    const due = await this.#db
       .selectFrom("notification_deliveries")
-      .select(["id", "generation", "notifier", "event_id", "attempts"])
+      .select("id")
       .where("state", "=", DeliveryState.PENDING)
       .where("next_attempt_at", "<=", now)
-      .orderBy("next_attempt_at")
-      .orderBy("id")
-      .limit(limit * 4);
-    if (full.length > 0) query = query.where("notifier", "not in", full);
-    const candidates = await query.execute();
-    const taken = new Map(busy);
-    const chosen: typeof candidates = [];
-    for (const c of candidates) {
-      if (chosen.length >= limit) break;
-      const n = taken.get(c.notifier) ?? 0;
-      if (n >= perNotifier) continue;
-      taken.set(c.notifier, n + 1);
-      chosen.push(c);
-    }
+      .limit(1)
+      .execute();
+    if (due.length === 0) return [];
+    // Then each notifier's oldest due deliveries, as many as it has room for: a query over every
+    // notifier at once read past a dead receiver's backlog (its oldest rows, never delivered) each
+    // time, and those rows filled the candidates, starving the live notifiers (B15).
+    const open = (await this.#db.selectFrom("notifiers").select("name").execute())
+      .map((r) => ({ name: r.name, room: perNotifier - (busy.get(r.name) ?? 0) }))
+      .filter((n) => n.room > 0);
+    const candidates = (
+      await Promise.all(
+        open.map(({ name, room }) =>
+          this.#db
+            .selectFrom("notification_deliveries")
+            .select(["id", "generation", "notifier", "event_id", "attempts", "next_attempt_at"])
+            .where("notifier", "=", name)
+            .where("state", "=", DeliveryState.PENDING)
+            .where("next_attempt_at", "<=", now)
+            .orderBy("next_attempt_at")
+            .orderBy("id")
+            .limit(Math.min(room, limit))
+            .execute(),
+        ),
+      )
+    ).flat();
+    // The oldest first, across notifiers.
+    candidates.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at) || a.id - b.id);
+    const chosen = candidates.slice(0, limit);
     const claimed: typeof candidates = [];
     for (const c of chosen) {
       const result = await this.#db

@@ -8,7 +8,7 @@ import { ResourceObservationSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js
 import { NotificationEvent, NotifierFormat, NotifierSchema } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
 import { Phase, ResourceType, RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { freshStore, testDatabases } from "@flotilla/testkit/databases";
-import { observationBody, rolloutNotifications, type Store } from "../src/index.ts";
+import { observationBody, recordNotifications, rolloutNotifications, type Store } from "../src/index.ts";
 
 const rollout = { id: "shop-2", deploymentId: "shop", fromRevision: 1, toRevision: 2, waves: [{ name: "canary" }, { name: "rest" }] };
 const events = (from: RolloutState, to: RolloutState, fromWave: number, toWave: number, action: string) =>
@@ -49,6 +49,44 @@ for (const { db, skip } of await testDatabases()) {
       // FAILED again (no transition): nothing more.
       await store.observations.saveReport(regionId, { leader: undefined, writes: [write(Phase.FAILED, Phase.FAILED)], heartbeat: undefined });
       assert.equal((await deliveries(store)).length, 2);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  test(`a notifier's backlog of older deliveries does not keep another's from being claimed (${db.name})`, { skip }, async () => {
+    const { store, cleanup } = await freshStore(db);
+    try {
+      await store.notifications.create(notifier("dead"));
+      // 50 events only the dead notifier is owed (the oldest), then 5 owed to both.
+      const t0 = Date.now() - 60_000;
+      await store.database.db.transaction().execute((tx) =>
+        recordNotifications(
+          tx,
+          Array.from({ length: 50 }, (_, i) => ({ event: NotificationEvent.AGENT_LOST, subject: `old-${i}`, data: {} })),
+          t0,
+        ),
+      );
+      await store.notifications.create(notifier("live"));
+      await store.database.db.transaction().execute((tx) =>
+        recordNotifications(
+          tx,
+          Array.from({ length: 5 }, (_, i) => ({ event: NotificationEvent.AGENT_LOST, subject: `new-${i}`, data: {} })),
+          t0 + 1000,
+        ),
+      );
+      // The dead one has a free slot: each notifier gets what it has room for, the oldest first.
+      const claimed = await store.notifications.claim(8, 4, new Map([["dead", 3]]), 60_000);
+      assert.deepEqual(
+        claimed.map((c) => c.notifier.name),
+        ["dead", "live", "live", "live", "live"],
+      );
+      // The dead one at its limit: the live one's last due delivery, none of the dead one's.
+      const next = await store.notifications.claim(8, 4, new Map([["dead", 4]]), 60_000);
+      assert.deepEqual(
+        next.map((c) => c.notifier.name),
+        ["live"],
+      );
     } finally {
       await cleanup();
     }

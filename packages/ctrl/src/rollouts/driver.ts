@@ -227,12 +227,12 @@ export class RolloutDriver {
         rollouts.map((r) => r.deploymentId),
         this.#statusOptions,
       );
-      const measurements = await this.#store.analysis.ofBakes(rollouts.flatMap(bakeUnderAnalysis));
+      const measurements = Map.groupBy(await this.#store.analysis.ofBakes(rollouts.flatMap(bakeUnderAnalysis)), (m) => m.rolloutId);
       const now = Date.now();
       changes = [];
       for (const rollout of rollouts) {
         const byRegion = new Map<string, RegionStatus>((statuses.get(rollout.deploymentId) ?? []).map((s) => [s.region, s]));
-        const ofBake = measurements.filter((m) => m.rolloutId === rollout.id);
+        const ofBake = measurements.get(rollout.id) ?? [];
         const steps = evaluateSteps(rollout, byRegion, now, MAX_STEPS - batch.get(rollout.deploymentId)!, ofBake);
         if (steps.length > 0) {
           const effects = (d: Decision) => ({ move: d.move, restore: d.restore });
