@@ -262,7 +262,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
     metrics.connectionBounds.inc({ reason: "send_budget" }),
   );
   metrics.countSendBudgetWith(() => sendBudget.used);
-  const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions, sendBudget);
+  const cluster = clusterService(store, poller, metrics, streamOptions, statusOptions, sendBudget, (ids) => void rolloutDriver.lookNow(ids));
   const tokenRecheckMs = options.tokenRecheckMs ?? DEFAULT_TOKEN_RECHECK_MS;
   // Project and role changes reach every replica's decisions as a revocation does.
   const catalog = new ProjectCatalog(store, tokenRecheckMs);

@@ -2,8 +2,10 @@
 // compare-and-set). One replica drives at a time: the one holding the database lease
 // "rollout-driver" (renewed every third of --rollout-lease-duration; another replica takes it
 // once it has expired, so a killed driver's rollouts wait at most that long). The others only
-// apply operators' controls, each a compare-and-set too, so a replica that lost its turn (or
-// its lease, mid-look) writes nothing.
+// apply operators' controls and look at once at the rollouts whose analysis measurements they
+// just stored (lookNow: the driver would learn of those at its next poll of the status feed),
+// each a compare-and-set too, so a replica that lost its turn (or its lease, mid-look) writes
+// nothing, and no wave is judged twice.
 //
 // The driver looks at a rollout when something it waits for may have changed: a status event
 // of its deployment (an agent's report, through the status feed: at once for this process's
@@ -164,6 +166,26 @@ export class RolloutDriver {
     return stored;
   }
 
+  /**
+   * Looks at these deployments' rollouts now, leading or not: the analysis measurements this
+   * replica just stored for them may decide a wave. The driving replica learns of them from its
+   * status feed (at once for its own writes); another's at its next poll, which a wave's
+   * hand-off would wait for (B12A). Safe anywhere: every transition is a compare-and-set, so a
+   * rollout the driver moved meanwhile is left to it; what this look stores wakes the driver's
+   * feed like any write.
+   */
+  async lookNow(deploymentIds: readonly string[]): Promise<void> {
+    if (this.#stopped || this.#leading) return;
+    const free = deploymentIds.filter((id) => !this.#looking.has(id));
+    if (free.length === 0) return;
+    for (const id of free) this.#looking.add(id);
+    try {
+      await this.#look(new Map(free.map((id) => [id, 0])));
+    } finally {
+      for (const id of free) this.#looking.delete(id);
+    }
+  }
+
   /** Looks at `rollout` (its deployment's active rollout) soon and moves it as far as the gate allows. */
   drive(rollout: StoredRollout): void {
     this.#enqueue([rollout.deploymentId]);
@@ -237,7 +259,7 @@ export class RolloutDriver {
         if (steps.length > 0) {
           const effects = (d: Decision) => ({ move: d.move, restore: d.restore });
           changes.push({ current: rollout, steps: steps.map((d) => ({ next: d.next, effects: effects(d), action: d.action })), actor: "rollout" });
-        } else if (rollout.dueAt !== undefined && rollout.dueAt < this.#timerAt) {
+        } else if (this.#leading && rollout.dueAt !== undefined && rollout.dueAt < this.#timerAt) {
           // Staged by a write (not by this driver): its deadline is due here too.
           this.#setTimer(rollout.dueAt, now);
         }
@@ -317,7 +339,7 @@ export class RolloutDriver {
         this.#metrics.waveSeconds.observe((wave.endTime - wave.startTime) / 1000);
       }
     }
-    if (after.dueAt !== undefined && after.dueAt < this.#timerAt) this.#setTimer(after.dueAt, now);
+    if (this.#leading && after.dueAt !== undefined && after.dueAt < this.#timerAt) this.#setTimer(after.dueAt, now);
   }
 
   /** Sets the timer for the earliest due rollout (looked up once per run, not per rollout). */

@@ -21,12 +21,14 @@ export function clusterService(
   options: StreamOptions,
   statusOptions: StatusOptions,
   sendBudget: SendBudget,
+  /** Deployments whose rollouts got analysis measurements stored (the rollout driver looks at them). */
+  measured?: (deploymentIds: string[]) => void,
 ): ServiceImpl<typeof ClusterService> {
   return {
     syncDesiredState: syncDesiredState(store, metrics, options, sendBudget),
     watchDeploymentChanges: watchDeploymentChanges(store, poller, metrics, options, sendBudget),
     reportObservedState: reportObservedState(store, metrics, statusOptions),
-    reportMeasurements: reportMeasurements(store, metrics),
+    reportMeasurements: reportMeasurements(store, metrics, measured),
     getSecretKeys: getSecretKeys(store),
     getSecretEnvSeals: getSecretEnvSeals(store, options),
   };

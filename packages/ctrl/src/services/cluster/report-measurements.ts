@@ -36,7 +36,11 @@ interface OpenTask {
   templates: TemplateValues;
 }
 
-export function reportMeasurements(store: Store, metrics: CtrlMetrics) {
+/**
+ * `onRecorded`: called with the deployments whose rollouts got measurements stored (the rollout
+ * driver's lookNow: a deciding one hands the wave off without waiting for the driver's poll).
+ */
+export function reportMeasurements(store: Store, metrics: CtrlMetrics, onRecorded: (deploymentIds: string[]) => void = () => {}) {
   let read: { at: number; rollouts: Promise<StoredRollout[]> } | undefined;
   const underAnalysis = (now: number, fresh: boolean): Promise<StoredRollout[]> => {
     if (!read || fresh || now - read.at >= BAKES_READ_EVERY_MS) {
@@ -83,11 +87,9 @@ export function reportMeasurements(store: Store, metrics: CtrlMetrics) {
     // Sets and maps, not nested scans: a region under a wave of 1,000 rollouts reports 500 at a
     // time, and each scan of one list per item of the other held the event loop for tens of ms.
     const acceptedRollouts = new Set(accepted.map((m) => m.rolloutId));
-    const recorded = await store.analysis.record(
-      accepted,
-      [...new Set([...tasks.values()].filter((t) => acceptedRollouts.has(t.bake.rolloutId)).map((t) => t.rollout.deploymentId))],
-      now,
-    );
+    const measuredDeployments = [...new Set([...tasks.values()].filter((t) => acceptedRollouts.has(t.bake.rolloutId)).map((t) => t.rollout.deploymentId))];
+    const recorded = await store.analysis.record(accepted, measuredDeployments, now);
+    if (recorded > 0) onRecorded(measuredDeployments);
     metrics.measurements.inc({ result: "recorded" }, recorded);
     metrics.measurements.inc({ result: "duplicate" }, accepted.length - recorded);
 
