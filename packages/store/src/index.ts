@@ -24,7 +24,7 @@ import type { SecretKeyRing } from "./secrets.ts";
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
 export { migrateToLatest, pendingMigrations } from "./migrate.ts";
-export type { Page } from "./paging.ts";
+export { DEFAULT_PAGE_BYTES, type Page } from "./paging.ts";
 export { DEFAULT_REVISION_HISTORY_LIMIT, projectOf, ResourceRepository, type StoredRevision, type WriteGuard } from "./resources.ts";
 export { DEFAULT_PROJECT, ProjectRepository } from "./projects.ts";
 export { ADMIN_AUTHOR, AuditLog, type AuditRecord, type ChangeAuthor } from "./audit.ts";
@@ -91,6 +91,8 @@ export interface StoreOptions {
   defaultStrategy?: RolloutStrategy;
   /** The data keys secret values are sealed under (ctrl's --secrets-key-file); without, a write carrying a value is refused. */
   secrets?: SecretKeyRing;
+  /** The stored bodies one page of resources or revisions carries at most (DEFAULT_PAGE_BYTES, ctrl's --list-page-bytes). */
+  pageBytes?: number;
 }
 
 export class Store {
@@ -134,9 +136,10 @@ export class Store {
     const defaultStrategy = options.defaultStrategy;
     const deployments = defaultStrategy ? { ...deploymentKind, strategy: (d: DeploymentMessage) => d.strategy ?? defaultStrategy } : deploymentKind;
     this.secrets = options.secrets;
-    this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit, options.secrets);
-    this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
-    this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit);
+    const pageBytes = options.pageBytes;
+    this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit, options.secrets, pageBytes);
+    this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit, undefined, pageBytes);
+    this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit, undefined, pageBytes);
     this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
     this.projects = new ProjectRepository(db);
     this.audit = new AuditLog(db);
