@@ -33,6 +33,7 @@ const ctrl = await startCtrl({
   streamSendTimeoutMs: config.streamSendTimeoutMs,
   tls: config.tls,
   memoryReleaseGrowthBytes: config.memoryReleaseGrowthBytes,
+  sso: config.sso,
 });
 
 // The commit time of this process's latest write: taken in the Store's commit listener, which

@@ -2,7 +2,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { StreamOptions } from "@flotilla/ctrl";
+import type { CtrlOptions, StreamOptions } from "@flotilla/ctrl";
 import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
 import { IpcChild, type ChildMemory } from "./ipc.ts";
 import { clockOffset } from "./util.ts";
@@ -23,6 +23,8 @@ export interface ChildConfig {
   secretsKeyFile?: string;
   /** ctrl's --memory-release-growth-bytes (0: no release of its own); ctrl's default when absent. */
   memoryReleaseGrowthBytes?: number;
+  /** Single sign-on: ctrl verifies this issuer's ID tokens. */
+  sso?: CtrlOptions["sso"];
 }
 
 export interface WriteSpec {
@@ -104,7 +106,10 @@ export class CtrlProcess {
    */
   static async start(config: Omit<ChildConfig, "adminToken">, options: { cpuProfileDir?: string; bundle?: string } = {}): Promise<CtrlProcess> {
     // The Node flags and environment ctrl ships with (its heap and malloc settings), as the image and `pnpm ctrl` run it.
-    const execArgv = ["--expose-gc", ...CTRL_NODE_FLAGS];
+    // FLOTILLA_BENCH_CTRL_NODE_FLAGS: flags after those (V8 takes the last of a flag given twice),
+    // to measure other settings against the shipped ones.
+    const extra = process.env.FLOTILLA_BENCH_CTRL_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
+    const execArgv = ["--expose-gc", ...CTRL_NODE_FLAGS, ...extra];
     if (options.cpuProfileDir) execArgv.push("--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`);
     if (options.bundle) execArgv.push("--enable-source-maps");
     const script = options.bundle ? pathToFileURL(join(options.bundle, "ctrl-child.mjs")) : new URL("../ctrl-child.ts", import.meta.url);
