@@ -34,9 +34,9 @@ const MIB = 2 ** 20;
 
 const args = process.argv.slice(2);
 const rounds = /^\d+$/.test(args[0] ?? "") ? Number(args.shift()) : 1;
-const flagsAt = args.indexOf("--node-flags");
 const stallsAt = args.indexOf("--after-stalls");
 const stalls = stallsAt >= 0 ? Number(args.splice(stallsAt, 2)[1]) : 0;
+const flagsAt = args.indexOf("--node-flags");
 const nodeFlags = flagsAt >= 0 ? args.splice(flagsAt, 2)[1]!.split(/\s+/).filter(Boolean) : [...CTRL_NODE_FLAGS];
 
 interface Sample {
