@@ -38,6 +38,7 @@ const ctrl = await startCtrl({
   tls: config.tls,
   memoryReleaseGrowthBytes: config.memoryReleaseGrowthBytes,
   notifications: config.notifications,
+  sso: config.sso,
 });
 
 // The commit time of this process's latest write: taken in the Store's commit listener, which

@@ -5,7 +5,10 @@
 // (ArrayBuffers and Buffers); what is anonymous but neither V8's heap nor external is malloc's
 // (zlib, HTTP parsers, freed buffers malloc keeps). Reports, per round, the sample at the peak
 // RSS and each figure's highest value, above its value at rest.
-//   node bench/diag/burst-memory.ts [rounds] [--node-flags "…"] [ctrl flags…]
+// With --after-stalls N, each round starts right after N stalled syncs of a 9 MB region were
+// opened and released (memory-release.test.ts's order), and its peak is above the RSS it
+// started from.
+//   node bench/diag/burst-memory.ts [rounds] [--after-stalls N] [--node-flags "…"] [ctrl flags…]
 //   e.g. node bench/diag/burst-memory.ts 2 --node-flags "--max-semi-space-size=4" --decode-budget-bytes 8388608
 import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -18,7 +21,9 @@ import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { SentinelService } from "@flotilla/proto/ctrl/v1/sentinel_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
 import { CTRL_ENVIRONMENT, CTRL_NODE_FLAGS } from "@flotilla/ctrl/node-flags";
+import { clientsOf, createBulkyDeployments } from "@flotilla/testkit/ctrl";
 import { fuzzRequests, sendFuzz } from "@flotilla/testkit/fuzz";
+import { stalledSyncs } from "@flotilla/testkit/interop";
 import { spawnNode } from "@flotilla/testkit/node-process";
 import { createBenchDatabase, migrate } from "../lib/db.ts";
 import { sleep } from "../lib/util.ts";
@@ -29,6 +34,8 @@ const MIB = 2 ** 20;
 
 const args = process.argv.slice(2);
 const rounds = /^\d+$/.test(args[0] ?? "") ? Number(args.shift()) : 1;
+const stallsAt = args.indexOf("--after-stalls");
+const stalls = stallsAt >= 0 ? Number(args.splice(stallsAt, 2)[1]) : 0;
 const flagsAt = args.indexOf("--node-flags");
 const nodeFlags = flagsAt >= 0 ? args.splice(flagsAt, 2)[1]!.split(/\s+/).filter(Boolean) : [...CTRL_NODE_FLAGS];
 
@@ -82,14 +89,30 @@ try {
   );
   const pid = ctrl.child.pid!;
   try {
+    if (stalls > 0) {
+      const clients = clientsOf(ctrl.url, TOKEN);
+      await clients.client(RegionService).createRegion({ region: { name: "big" } });
+      await createBulkyDeployments(clients, "big", 150, 60_000);
+    }
     await sleep(6000); // past ctrl's first memory release
-    const rest = await sample(pid, ctrl.url);
+    let rest = await sample(pid, ctrl.url);
     console.log(`node flags: ${nodeFlags.join(" ")}; environment: ${JSON.stringify(CTRL_ENVIRONMENT)}; ctrl flags: ${args.join(" ") || "(defaults)"}`);
     console.log(
       `rest: RSS ${f(rest.rss)} MiB (anon ${f(rest.anon)}, file ${f(rest.file)}; V8 heap ${f(rest.heapTotal)}, young ${f(rest.young)}, external ${f(rest.external)}, malloc ${f(rest.malloc)})`,
     );
     const keys: (keyof Sample)[] = ["rss", "anon", "file", "heapTotal", "heapUsed", "young", "external", "malloc"];
     for (let round = 1; round <= rounds; round++) {
+      if (stalls > 0) {
+        const stalled = await stalledSyncs(ctrl.url, "big", TOKEN, stalls);
+        const held = await sample(pid, ctrl.url);
+        stalled.close();
+        await sleep(1000);
+        const start = await sample(pid, ctrl.url);
+        console.log(
+          `round ${round}: ${stalls} stalled syncs held RSS ${f(held.rss - rest.rss)} MiB; released, burst starts at ${f(start.rss - rest.rss)} (${keys.map((k) => `${k} ${f(start[k] - rest[k])}`).join(", ")})`,
+        );
+        rest = start;
+      }
       writeFileSync(`/proc/${pid}/clear_refs`, "5");
       const max = { ...rest };
       let atPeak = rest;
@@ -110,7 +133,9 @@ try {
       await sampling;
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
       const peak = hwm(pid) - rest.rss;
-      console.log(`round ${round}: VmHWM ${f(peak)} MiB above rest, ${seconds} s, statuses ${JSON.stringify(Object.fromEntries(outcomes))}`);
+      console.log(
+        `round ${round}: VmHWM ${f(peak)} MiB above ${stalls > 0 ? "its start" : "rest"}, ${seconds} s, statuses ${JSON.stringify(Object.fromEntries(outcomes))}`,
+      );
       console.log(`  at the highest sampled RSS: ${keys.map((k) => `${k} ${f(atPeak[k] - rest[k])}`).join(", ")}`);
       console.log(`  highest of each:            ${keys.map((k) => `${k} ${f(max[k] - rest[k])}`).join(", ")}`);
       if (round < rounds) await sleep(15_000);

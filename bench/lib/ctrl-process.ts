@@ -25,6 +25,8 @@ export interface ChildConfig {
   memoryReleaseGrowthBytes?: number;
   /** ctrl's --notifier-* options (B15: its receivers are on loopback, so allowPrivate). */
   notifications?: CtrlOptions["notifications"];
+  /** Single sign-on: ctrl verifies this issuer's ID tokens. */
+  sso?: CtrlOptions["sso"];
 }
 
 export interface WriteSpec {
@@ -106,7 +108,10 @@ export class CtrlProcess {
    */
   static async start(config: Omit<ChildConfig, "adminToken">, options: { cpuProfileDir?: string; bundle?: string } = {}): Promise<CtrlProcess> {
     // The Node flags and environment ctrl ships with (its heap and malloc settings), as the image and `pnpm ctrl` run it.
-    const execArgv = ["--expose-gc", ...CTRL_NODE_FLAGS];
+    // FLOTILLA_BENCH_CTRL_NODE_FLAGS: flags after those (V8 takes the last of a flag given twice),
+    // to measure other settings against the shipped ones.
+    const extra = process.env.FLOTILLA_BENCH_CTRL_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
+    const execArgv = ["--expose-gc", ...CTRL_NODE_FLAGS, ...extra];
     if (options.cpuProfileDir) execArgv.push("--cpu-prof", `--cpu-prof-dir=${options.cpuProfileDir}`);
     if (options.bundle) execArgv.push("--enable-source-maps");
     const script = options.bundle ? pathToFileURL(join(options.bundle, "ctrl-child.mjs")) : new URL("../ctrl-child.ts", import.meta.url);

@@ -2,7 +2,7 @@
 // (the conventions are in @flotilla/runtime's flags.ts). This table is the single source of
 // --help and of the reference's flag table (scripts/docs-reference.ts).
 import { markdownTable, parseDuration, parseFlags, usage, type LegacyName, type OptionSpec } from "@flotilla/runtime";
-import { DEFAULT_DATABASE_URL } from "@flotilla/store";
+import { DEFAULT_DATABASE_URL, DEFAULT_PAGE_BYTES } from "@flotilla/store";
 import { SYSTEM_NAMESPACES } from "./validate.ts";
 
 export const CTRL_ENV_PREFIX = "FLOTILLA_CTRL_";
@@ -159,6 +159,12 @@ export const CTRL_OPTIONS = [
   },
   { flag: "retention-max-rows", default: "0", description: "outbox rows kept per region at most (0: no limit)", ...was("RETENTION_MAX_ROWS") },
   { flag: "console", default: "true", description: "serve the web console at / on --listen (false: off)" },
+  {
+    flag: "list-page-bytes",
+    default: String(DEFAULT_PAGE_BYTES),
+    description:
+      "stored bytes one page of a List or of a history carries at most (at least one object): a page ends early, with a next page token, rather than past it",
+  },
   {
     flag: "revision-history-limit",
     default: "50",

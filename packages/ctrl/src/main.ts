@@ -101,6 +101,7 @@ try {
   const adminToken = config["admin-token"] || tokenFromFile(config["admin-token-file"]) || localAdminToken();
   const store = await Store.open(databaseUrl(config["database-url"], config["database-url-file"]), {
     revisionHistoryLimit: read.positiveInt("revision-history-limit"),
+    pageBytes: read.positiveInt("list-page-bytes"),
     defaultStrategy: defaultRolloutStrategy(config["default-rollout-strategy"]),
     secrets: secretKeyRing(config["secrets-key-file"]),
     rollouts: storeDecisions,

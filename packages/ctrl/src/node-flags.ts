@@ -17,8 +17,14 @@
 // resident while the burst lasts. Under the authenticated protocol fuzz the young generation was
 // +127 MiB of a +184 MiB peak; with semi-spaces of 4 MiB (12 MiB young generation in all: V8's
 // own size for a heap of a few hundred MB) the peak was +108 MiB with the same sampling, +65 to
-// +90 MiB in memory-release.test.ts in 8 bursts of 9 (+119 MiB in one). The semi-space is the flag to change (a larger one for a
-// ctrl with much memory and many agents: fewer objects promoted, more RSS).
+// +90 MiB in memory-release.test.ts in 8 bursts of 9 (+119 MiB in one). 4 MiB cost B2a's
+// fan-out, though: a write to 1,000 watch streams allocates a few MB, so 4 MiB semi-spaces
+// scavenged in the middle of each fan-out (ctrl CPU 16–18 µs per delivered event, 5 B2 runs on
+// a shared machine); 8 MiB took that to 12–16 µs (4 runs) and B2a's p99 from a median of 118 to
+// 34 ms (plaintext) and 128 to 57 ms (over TLS) in alternating runs, while the fuzz burst right
+// after 50 stalled syncs peaked at +45 and +51 MiB (16 MiB: +84 and +90, too near the bound).
+// The semi-space is the flag to change (a larger one for a ctrl with much memory and many
+// agents: fewer objects promoted, more RSS).
 //
 // --heap-growing-percent=100: after a full GC V8 sets the next one at a multiple of what it left
 // live, a multiple it bounds by the old generation's limit: up to 4 where the limit is large (a
@@ -31,7 +37,7 @@
 // live, still within the cap above) for fewer full GCs. 1.5 (=50) put B8's good client's p99
 // above 3x its p99 alone in two runs of five.
 export const CTRL_OLD_SPACE_PERCENT = 50;
-export const CTRL_SEMI_SPACE_MIB = 4;
+export const CTRL_SEMI_SPACE_MIB = 8;
 export const CTRL_HEAP_GROWING_PERCENT = 100;
 export const CTRL_NODE_FLAGS: readonly string[] = [
   `--max-semi-space-size=${CTRL_SEMI_SPACE_MIB}`,

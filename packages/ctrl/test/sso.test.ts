@@ -159,15 +159,19 @@ test("a key rotated at the provider is picked up without restart; with the provi
   assert.match(await login.text(), /Sign-in is not possible now: the identity provider .* is unreachable/);
 });
 
-test("the JWKS cache time: a key the provider dropped is refused once the cached keys are older than it, not before", async (t) => {
+test("the JWKS cache time: a key the provider dropped is refused once the cached keys are older than it, not before, also for a token verified (and cached) before", async (t) => {
   const { idp, ctrl } = await stack(t, { jwksCacheMs: 1000 });
   const dropped = idp.signingKeys[0]! as JWK;
   assert.equal((await whoAmI(ctrl, await forged(idp, { sub: "alice" }, dropped))).subject, "alice");
   idp.rotateKey(true);
   // Within the cache time ctrl still has the dropped key (each token new: none is in ctrl's token cache).
   assert.equal((await whoAmI(ctrl, await forged(idp, { sub: "carol" }, dropped))).subject, "carol");
+  const cached = await forged(idp, { sub: "erin" }, dropped);
+  assert.equal((await whoAmI(ctrl, cached)).subject, "erin");
   await new Promise((resolve) => setTimeout(resolve, 1100));
   await assert.rejects(whoAmI(ctrl, await forged(idp, { sub: "dave" }, dropped)), refused(Code.Unauthenticated, /not one of the issuer's/));
+  // A verified token is cached (not verified on every call), but not past the keys it was verified with.
+  await assert.rejects(whoAmI(ctrl, cached), refused(Code.Unauthenticated, /not one of the issuer's/));
 });
 
 test("--oidc-groups-claim: the groups come from the claim named; a claim that is not a list of strings is refused", async (t) => {

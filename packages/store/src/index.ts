@@ -24,7 +24,7 @@ import type { SecretKeyRing } from "./secrets.ts";
 export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type OpenDatabase } from "./database.ts";
 export { StoreError, type StoreErrorCode } from "./errors.ts";
 export { migrateToLatest, pendingMigrations } from "./migrate.ts";
-export type { Page } from "./paging.ts";
+export { DEFAULT_PAGE_BYTES, type Page } from "./paging.ts";
 export { DEFAULT_REVISION_HISTORY_LIMIT, projectOf, ResourceRepository, type StoredRevision, type WriteGuard } from "./resources.ts";
 export { DEFAULT_PROJECT, ProjectRepository } from "./projects.ts";
 export { ADMIN_AUTHOR, AuditLog, type AuditRecord, type ChangeAuthor } from "./audit.ts";
@@ -90,6 +90,8 @@ export interface StoreOptions {
   secrets?: SecretKeyRing;
   /** ctrl's rollout decisions (packages/ctrl/src/rollouts/, storeDecisions); without, a change of a deployment with a strategy is refused. */
   rollouts?: RolloutDecisions;
+  /** The stored bodies one page of resources or revisions carries at most (DEFAULT_PAGE_BYTES, ctrl's --list-page-bytes). */
+  pageBytes?: number;
 }
 
 export class Store {
@@ -137,9 +139,10 @@ export class Store {
       rollouts: options.rollouts,
     };
     this.secrets = options.secrets;
-    this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit, options.secrets);
-    this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit);
-    this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit);
+    const pageBytes = options.pageBytes;
+    this.deployments = new ResourceRepository(db, dialect, deployments, onCommit, limit, options.secrets, pageBytes);
+    this.sentinels = new ResourceRepository(db, dialect, sentinelKind, onCommit, limit, undefined, pageBytes);
+    this.networkPolicies = new ResourceRepository(db, dialect, networkPolicyKind, onCommit, limit, undefined, pageBytes);
     this.operators = new OperatorRepository(db, () => this.agentTokens.macKey());
     this.projects = new ProjectRepository(db);
     this.audit = new AuditLog(db);

@@ -13,7 +13,7 @@ import { stageChange } from "./rollouts.ts";
 import { ADMIN_AUTHOR, AuditLog, type ChangeAuthor } from "./audit.ts";
 import { StatusEvents } from "./status-events.ts";
 import { isDuplicateKey } from "./regions.ts";
-import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
+import { bodiesWithin, decodePageToken, DEFAULT_PAGE_BYTES, pageSize, toPage, type Page } from "./paging.ts";
 import { DEFAULT_PROJECT } from "./projects.ts";
 import type { Database, ResourceTable } from "./schema.ts";
 import type { SecretKeyRing } from "./secrets.ts";
@@ -57,6 +57,8 @@ export class ResourceRepository<Desc extends DescMessage> {
   readonly #onCommit: CommitListener;
   readonly #audit: AuditLog;
   readonly #historyLimit: number;
+  /** What one page of list() or revisions() carries at most of stored bodies (paging.ts). */
+  readonly #pageBytes: number;
   readonly #secrets: SecretKeyRing | undefined;
 
   constructor(
@@ -66,7 +68,9 @@ export class ResourceRepository<Desc extends DescMessage> {
     onCommit: CommitListener,
     historyLimit = DEFAULT_REVISION_HISTORY_LIMIT,
     secrets?: SecretKeyRing,
+    pageBytes = DEFAULT_PAGE_BYTES,
   ) {
+    this.#pageBytes = pageBytes;
     this.#db = db;
     this.#dialect = dialect;
     this.kind = kind;
@@ -139,10 +143,11 @@ export class ResourceRepository<Desc extends DescMessage> {
     if (after !== undefined) query = query.where("id", ">", after);
     if (visible) query = query.where("project", "in", [...visible]);
     return toPage(
-      await query.execute(),
+      await bodiesWithin(this.#db, query, "id", "asc", this.#pageBytes),
       size,
       (r) => r.id,
       (r) => this.#shown(this.#fromRow(r)),
+      { of: (r) => r.body.length, max: this.#pageBytes },
     );
   }
 
@@ -211,13 +216,14 @@ export class ResourceRepository<Desc extends DescMessage> {
       if (!Number.isSafeInteger(revision)) throw new StoreError("invalid_argument", "page_token: not a token from a previous page", "page_token");
       query = query.where("revision", "<", revision);
     }
-    const rows = await query.execute();
+    const rows = await bodiesWithin(this.#db, query, "revision", "desc", this.#pageBytes);
     if (rows.length === 0 && after === undefined) await this.get(id); // NOT_FOUND for an unknown object
     return toPage(
       rows,
       size,
       (r) => String(r.revision),
       (r) => this.#fromRevisionRow(r),
+      { of: (r) => r.body.length, max: this.#pageBytes },
     );
   }
 

@@ -82,6 +82,15 @@ export async function startTestCtrl(db: TestDatabase, options: Partial<CtrlOptio
   };
 }
 
+/** Clients of a ctrl at `url` (e.g. a process of its own) with `token`, over HTTP/2 gRPC. */
+export function clientsOf(url: string, token: string): Pick<TestCtrl, "client"> {
+  const auth: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+  return { client: (service) => createClient(service, createGrpcTransport({ baseUrl: url, interceptors: [auth] })) };
+}
+
 /** A key ring of one fresh data key, for a ctrl that takes secret values (StoreOptions.secrets). */
 export function testSecretKeyRing(): SecretKeyRing {
   return SecretKeyRing.parse(generateKeyFile("test"), "test key file");
@@ -123,7 +132,8 @@ export async function rowCounts(store: Store): Promise<Record<string, number>> {
  * Creates `count` deployments `d0`, `d1`, … in `region`, each with 32 KB of random hex in its
  * env (about 18 KB gzipped): a sync of them outgrows any client's HTTP/2 window.
  */
-export async function createBulkyDeployments(t: TestCtrl, region: string, count: number, bytes = 32_768): Promise<void> {
+/** `t` may be any ctrl with a client: in this process (TestCtrl) or a process of its own (clientsOf). */
+export async function createBulkyDeployments(t: Pick<TestCtrl, "client">, region: string, count: number, bytes = 32_768): Promise<void> {
   const deployments = t.client(DeploymentService);
   for (let i = 0; i < count; i++) {
     // Values of at most 32 KB (ctrl's limit per value).

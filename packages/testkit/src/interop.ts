@@ -16,6 +16,7 @@ import {
 import * as grpc from "@grpc/grpc-js";
 import { ADMIN_TOKEN } from "./ctrl.ts";
 import { connect as connectH2 } from "node:http2";
+import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 
 /** The admin credentials as a `buf curl -H` argument. */
 export const AUTH = `Authorization: Bearer ${ADMIN_TOKEN}`;
@@ -180,4 +181,18 @@ export function rawGrpcCall<I extends DescMessage>(
     );
   });
   return { stream, result, close: () => session.destroy() };
+}
+
+/**
+ * `count` SyncDesiredState calls of `region` by clients that never read (a 1 KiB HTTP/2 window
+ * they never open), once ctrl has answered each; `close()` ends them (their connections go).
+ */
+export async function stalledSyncs(url: string, region: string, token: string, count: number): Promise<{ close(): void }> {
+  const calls = Array.from({ length: count }, () => rawGrpcCall(url, ClusterService.method.syncDesiredState, { region }, token, { initialWindowSize: 1024 }));
+  await Promise.all(calls.map(({ stream }) => new Promise((resolve) => stream.once("response", resolve))));
+  return {
+    close: () => {
+      for (const call of calls) call.close();
+    },
+  };
 }

@@ -134,6 +134,11 @@ export class OidcVerifier {
     return { subject: payload.sub!, groups, expireTime: payload.exp! * 1000 };
   }
 
+  /** When the key set in use is due to be fetched again (ms): what it verified is trusted until then at most. */
+  keysDueAt(): number {
+    return this.#keys ? this.#keys.fetchedAt + this.jwksCacheMs : 0;
+  }
+
   /** Fetches the key set again; with `cooldown` (an unknown key id), not more than once per JWKS_REFETCH_COOLDOWN_MS. A failure keeps the keys ctrl had. */
   async #refreshKeys(now: number, cooldown: boolean): Promise<void> {
     if (cooldown) {
