@@ -6,7 +6,7 @@
 // this process, so the replicas find them by their --notifier-poll-interval as they find another
 // replica's), all at once: the backlog of 4 × N live deliveries is drained as fast as ctrl goes.
 // N events with the dead notifier subscribed, N with the four live ones only (the reference), in
-// quarters, alternating: the dead receiver must not slow the others (ARCHITECTURE §12: bounded per receiver).
+// quarters, alternating: the dead receiver must not slow the others (docs/guides/notifications.md: bounded per receiver).
 // ctrl's RSS after forced GCs before the first and after the last, and its peak in between.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
