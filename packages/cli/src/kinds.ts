@@ -13,6 +13,7 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { ProjectSchema, type Project } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { NotificationEvent, NotifierFormat, NotifierSchema, type Notifier } from "@flotilla/proto/ctrl/v1/notifier_pb.js";
+import { EVENT_TYPES, SUBSCRIBABLE_EVENTS } from "@flotilla/store/notification-events";
 import type { Clients } from "./client.ts";
 
 export const API_VERSION = "flotilla.dev/v1";
@@ -261,22 +262,13 @@ export const NOTIFIER_FORMATS: Readonly<Record<string, NotifierFormat>> = {
 };
 
 /** A Notifier's events as a manifest writes them: the body's "type" (rollout.failed). */
-export const NOTIFIER_EVENTS: Readonly<Record<string, NotificationEvent>> = {
-  "rollout.started": NotificationEvent.ROLLOUT_STARTED,
-  "rollout.wave_succeeded": NotificationEvent.ROLLOUT_WAVE_SUCCEEDED,
-  "rollout.waiting_approval": NotificationEvent.ROLLOUT_WAITING_APPROVAL,
-  "rollout.paused": NotificationEvent.ROLLOUT_PAUSED,
-  "rollout.failed": NotificationEvent.ROLLOUT_FAILED,
-  "rollout.rolled_back": NotificationEvent.ROLLOUT_ROLLED_BACK,
-  "rollout.succeeded": NotificationEvent.ROLLOUT_SUCCEEDED,
-  "deployment.failed": NotificationEvent.DEPLOYMENT_FAILED,
-  "agent.lost": NotificationEvent.AGENT_LOST,
-};
+export const NOTIFIER_EVENTS: Readonly<Record<string, NotificationEvent>> = Object.fromEntries(
+  SUBSCRIBABLE_EVENTS.map((event) => [EVENT_TYPES[event]!, event]),
+);
 
 /** An event's name as people read it (rollout.failed; notifier.test for TestNotifier's). */
 export function eventName(event: NotificationEvent): string {
-  if (event === NotificationEvent.TEST) return "notifier.test";
-  return Object.entries(NOTIFIER_EVENTS).find(([, e]) => e === event)?.[0] ?? String(event);
+  return EVENT_TYPES[event] ?? String(event);
 }
 
 /** A Notifier's spec as a manifest writes it (no name, times, nor secret: ctrl never shows it). */

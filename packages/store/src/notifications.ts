@@ -35,33 +35,9 @@ import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import { isDuplicateKey } from "./regions.ts";
 import type { Database, NotificationDeliveriesTable, NotifiersTable } from "./schema.ts";
 import type { SecretKeyRing } from "./secrets.ts";
+import { EVENT_TYPES, SUBSCRIBABLE_EVENTS } from "./notification-events.ts";
 
-/** Every event a notifier may subscribe to (an empty list in a notifier means these). */
-export const SUBSCRIBABLE_EVENTS: readonly NotificationEvent[] = [
-  NotificationEvent.ROLLOUT_STARTED,
-  NotificationEvent.ROLLOUT_WAVE_SUCCEEDED,
-  NotificationEvent.ROLLOUT_WAITING_APPROVAL,
-  NotificationEvent.ROLLOUT_PAUSED,
-  NotificationEvent.ROLLOUT_FAILED,
-  NotificationEvent.ROLLOUT_ROLLED_BACK,
-  NotificationEvent.ROLLOUT_SUCCEEDED,
-  NotificationEvent.DEPLOYMENT_FAILED,
-  NotificationEvent.AGENT_LOST,
-];
-
-/** The body's "type" of each event. */
-export const EVENT_TYPES: Readonly<Record<number, string>> = {
-  [NotificationEvent.ROLLOUT_STARTED]: "rollout.started",
-  [NotificationEvent.ROLLOUT_WAVE_SUCCEEDED]: "rollout.wave_succeeded",
-  [NotificationEvent.ROLLOUT_WAITING_APPROVAL]: "rollout.waiting_approval",
-  [NotificationEvent.ROLLOUT_PAUSED]: "rollout.paused",
-  [NotificationEvent.ROLLOUT_FAILED]: "rollout.failed",
-  [NotificationEvent.ROLLOUT_ROLLED_BACK]: "rollout.rolled_back",
-  [NotificationEvent.ROLLOUT_SUCCEEDED]: "rollout.succeeded",
-  [NotificationEvent.DEPLOYMENT_FAILED]: "deployment.failed",
-  [NotificationEvent.AGENT_LOST]: "agent.lost",
-  [NotificationEvent.TEST]: "notifier.test",
-};
+export { EVENT_TYPES, SUBSCRIBABLE_EVENTS };
 
 /** A new signing secret in Standard Webhooks' form: whsec_ and 32 random bytes in base64. */
 export function newSigningSecret(): string {
