@@ -11,11 +11,11 @@ import type { AddressInfo } from "node:net";
 import { AgentMetrics, AnalysisRunner, silentLogger } from "@flotilla/agent";
 import { RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { Store } from "@flotilla/store";
-import { clients, REGIONS, SimulatedAgent, TARGET_HANDOFF_P99_MS, THREE_WAVES, WAVE_OF, active, noneActive, writeAll } from "./b12-rollouts.ts";
+import { clients, REGIONS, SimulatedAgent, TARGET_HANDOFF_P99_MS, THREE_WAVES, WAVE_OF, settleRollouts, writeAll } from "./b12-rollouts.ts";
 import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
-import { fmtInt, fmtMs, log, median, now, percentile, waitFor } from "./lib/util.ts";
+import { fmtInt, fmtMs, log, median, now, percentile } from "./lib/util.ts";
 
 const MEASUREMENTS = 2;
 const INTERVAL_S = 10;
@@ -146,19 +146,7 @@ export async function runB12A(ctx: BenchContext): Promise<BenchResult> {
     }
     const ids = Array.from({ length: count }, (_, i) => `judged-${String(i).padStart(5, "0")}`);
     const s = store;
-    const settle = async (image: string) => {
-      await waitFor(
-        `${count} rollouts of ${image} to end`,
-        async () => {
-          for (const a of agents) if (a.error) throw a.error;
-          return agents.every((a) => ids.every((id) => a.reported.has(`${id}@${image}`))) && (await noneActive(s));
-        },
-        900_000,
-        200,
-      ).catch(async (error: unknown) => {
-        throw new Error(`${error instanceof Error ? error.message : String(error)} (active: ${await active(s)})`);
-      });
-    };
+    const settle = (image: string) => settleRollouts(s, agents, ids, image, 900_000);
     // Half of the writes through each replica.
     const write = (op: "create" | "update", image: string) =>
       Promise.all(

@@ -238,6 +238,30 @@ export async function noneActive(store: Store): Promise<boolean> {
   return [...(await store.rollouts.countActive()).values()].every((n) => n === 0);
 }
 
+/**
+ * Waits until every agent reported every deployment of `ids` at `image` and no rollout is
+ * active; fails naming the active ones after `timeoutMs`, or with an agent's error.
+ */
+export async function settleRollouts(
+  store: Store,
+  agents: readonly { error?: unknown; reported: { has(key: string): boolean } }[],
+  ids: readonly string[],
+  image: string,
+  timeoutMs: number,
+): Promise<void> {
+  await waitFor(
+    `${ids.length} rollouts of ${image} to end`,
+    async () => {
+      for (const a of agents) if (a.error) throw a.error;
+      return agents.every((a) => ids.every((id) => a.reported.has(`${id}@${image}`))) && (await noneActive(store));
+    },
+    timeoutMs,
+    200,
+  ).catch(async (error: unknown) => {
+    throw new Error(`${error instanceof Error ? error.message : String(error)} (active: ${await active(store)})`);
+  });
+}
+
 /** (a): the hand-off latencies of every deployment's two wave ends, in ms. */
 async function handoff(ctx: BenchContext, count: number): Promise<{ samples: number[]; fromAnswer: number[]; notes: string }> {
   const db = await createBenchDatabase(ctx.serverUrl, "b12a");
@@ -254,19 +278,7 @@ async function handoff(ctx: BenchContext, count: number): Promise<{ samples: num
     for (const name of regionNames) agents.push(new SimulatedAgent(name, ctrl.url, 0n));
     const ids = Array.from({ length: count }, (_, i) => `roll-${String(i).padStart(5, "0")}`);
     const s = store;
-    const settle = async (image: string) => {
-      await waitFor(
-        `${count} rollouts of ${image} to end`,
-        async () => {
-          for (const a of agents) if (a.error) throw a.error;
-          return agents.every((a) => ids.every((id) => a.reported.has(`${id}@${image}`))) && (await noneActive(s));
-        },
-        600_000,
-        200,
-      ).catch(async (error: unknown) => {
-        throw new Error(`${error instanceof Error ? error.message : String(error)} (active: ${await active(s)})`);
-      });
-    };
+    const settle = (image: string) => settleRollouts(s, agents, ids, image, 600_000);
     // The creation rolls out too (the same waves): it warms ctrl up and gives every region the deployments.
     await writeAll(ctrl.url, "create", ids, regionNames, "app:v1", THREE_WAVES);
     await settle("app:v1");
