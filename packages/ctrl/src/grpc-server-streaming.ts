@@ -19,6 +19,7 @@ import {
 import {
   Code,
   ConnectError,
+  createContextKey,
   createHandlerContext,
   type ContextValues,
   type HandlerContext,
@@ -71,6 +72,27 @@ export function sharedMessage<T extends object>(message: T): T {
   return message;
 }
 
+/**
+ * Writes a shared message (see sharedMessage) onto the call's stream at once, outside the
+ * handler's loop: true when written, false when the stream cannot take it now (not open yet,
+ * compressing, backed up, or gone), and the handler must yield it as usual. Set only on the
+ * direct path, for the handler's own use while it waits: it keeps the message order only if
+ * the handler's loop is parked with nothing in flight.
+ */
+export interface DirectSend {
+  send(message: object): boolean;
+}
+export const directSendKey = createContextKey<DirectSend | undefined>(undefined, { description: "direct send" });
+
+/** `message`'s gRPC frame if it is shared (built by the first stream that sends it), else undefined. */
+function sharedFrame(schema: DescMessage, message: object): Uint8Array | undefined {
+  const frame = sharedFrames.get(message);
+  if (frame !== null) return frame;
+  const built = encodeEnvelope(0, toBinary(schema, message as MessageShape<DescMessage>));
+  sharedFrames.set(message, built);
+  return built;
+}
+
 /** connect's default: smaller messages are not worth compressing. */
 const COMPRESS_MIN_BYTES = 1024;
 
@@ -114,6 +136,19 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
   const responseCompression = (route.compressResponses && compression.response) || undefined;
   if (responseCompression) ctx.responseHeader.set(headerEncoding, responseCompression.name);
   const writer = new GrpcResponseWriter(stream, contentType, responseCompression);
+  if (!responseCompression) {
+    ctx.values.set(directSendKey, {
+      send: (message) => {
+        if (!writer.ready) return false;
+        const frame = sharedFrame(method.output, message);
+        if (frame === undefined) return false;
+        // A write that fills the stream marks it backed up: the next change is queued, and the
+        // handler's loop waits for the drain with it.
+        void writer.frame(ctx.responseHeader, frame);
+        return true;
+      },
+    });
+  }
   try {
     if (timeout.error) throw timeout.error;
     await options.requestGate?.(ctx);
@@ -145,13 +180,11 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
     // and proxies with header timeouts would drop it.
     writer.open(ctx.responseHeader);
     for await (const message of res.message) {
-      const shared = responseCompression ? undefined : sharedFrames.get(message);
-      if (shared === undefined) {
+      const frame = responseCompression ? undefined : sharedFrame(method.output, message);
+      if (frame === undefined) {
         await writer.message(ctx.responseHeader, encodedChunks(method.output, message));
         continue;
       }
-      const frame = shared ?? encodeEnvelope(0, toBinary(method.output, message));
-      if (shared === null) sharedFrames.set(message, frame);
       const full = writer.frame(ctx.responseHeader, frame);
       if (full !== undefined) await full;
     }
@@ -169,11 +202,18 @@ class GrpcResponseWriter {
   readonly #contentType: string;
   readonly #compression: Compression | undefined;
   #headersSent = false;
+  /** A write found the stream's buffer full; cleared on drain. */
+  #backedUp = false;
 
   constructor(stream: ServerHttp2Stream, contentType: string, compression: Compression | undefined) {
     this.#stream = stream;
     this.#contentType = contentType;
     this.#compression = compression;
+  }
+
+  /** The headers are sent and the stream takes more without waiting. */
+  get ready(): boolean {
+    return this.#headersSent && !this.#backedUp && !this.#stream.destroyed;
   }
 
   /** Sends the response headers (once). */
@@ -215,8 +255,10 @@ class GrpcResponseWriter {
       this.#stream.uncork();
     }
     if (more) return undefined;
+    this.#backedUp = true;
     return new Promise<void>((resolve) => {
       const done = () => {
+        this.#backedUp = false;
         this.#stream.off("drain", done);
         this.#stream.off("close", done);
         resolve();

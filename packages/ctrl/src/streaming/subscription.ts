@@ -34,6 +34,12 @@ export class Subscription {
   #timeoutMs = 0;
   /** Called once when the buffer overflows; the stream then unsubscribes and ends. */
   onOverflow: (() => void) | undefined;
+  /**
+   * Sends changes at once, while the stream waits with nothing queued: true when it sent them
+   * (they count as delivered), false to queue them as usual. Set by a stream that can write a
+   * live change straight onto its transport, so a fan-out costs it no turn of its loop.
+   */
+  sendNow: ((changes: readonly Change[]) => boolean) | undefined;
 
   constructor(regionId: number, cursor: number, joinedAt: number, limit: number) {
     this.regionId = regionId;
@@ -44,9 +50,14 @@ export class Subscription {
 
   /** Queues the changes the stream has not seen. Overflow fails the subscription and frees the buffer. */
   push(changes: readonly Change[]): void {
-    if (this.#failure) return;
-    const fresh = changes.filter((c) => c.version > this.#pushedUpTo);
+    if (this.#failure || changes.length === 0) return;
+    // (Most pushes are of changes all fresh: no copy then.)
+    const fresh = changes[0]!.version > this.#pushedUpTo ? changes : changes.filter((c) => c.version > this.#pushedUpTo);
     if (fresh.length === 0) return;
+    if (this.#wake !== undefined && this.#buffer.length === 0 && this.sendNow?.(fresh)) {
+      this.#pushedUpTo = fresh[fresh.length - 1]!.version;
+      return;
+    }
     if (this.#buffer.length + fresh.length > this.#limit) {
       this.#buffer = [];
       this.fail(new Overflow());

@@ -9,7 +9,7 @@ import { CONSUMER_TOO_SLOW, RESYNC_REQUIRED } from "@flotilla/runtime";
 import type { Change, Store } from "@flotilla/store";
 import { constants as h2 } from "node:http2";
 import { resolveAuthorizedRegion } from "../../auth.ts";
-import { sharedMessage } from "../../grpc-server-streaming.ts";
+import { directSendKey, sharedMessage } from "../../grpc-server-streaming.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import type { SendBudget } from "../../send-budget.ts";
@@ -94,6 +94,20 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
         );
       return { events: changes.map((c) => c.event), version: BigInt(cursor) };
     };
+    // A live change this stream's caller may see as stored goes out from the fan-out itself
+    // while the stream waits: no turn of this loop per stream and change.
+    const direct = binary ? ctx.values.get(directSendKey) : undefined;
+    if (direct) {
+      sub.sendNow = (changes) => {
+        const change = changes[0]!;
+        if (changes.length !== 1 || secrets.changes(changes as Change[])[0] !== change || ctx.signal.aborted) return false;
+        if (!direct.send(liveResponse(change))) return false;
+        cursor = change.version;
+        metrics.watchEvents.inc(1);
+        lastProgress = Date.now();
+        return true;
+      };
+    }
     try {
       // Catch up (cursor, joinedAt] from the outbox; later changes arrive through `sub`.
       while (cursor < sub.joinedAt) {
