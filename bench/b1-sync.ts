@@ -20,6 +20,11 @@
 // env, and the probes and autoscalers without any secret, the floor of every design of the
 // values. Each round starts at another variant, so what runs after what (ctrl's GC debt,
 // caches) evens out over the rounds.
+// The main ctrl verifies ID tokens of a local issuer (single sign-on), and one more region of
+// as many plain resources has its deployments in 20 projects, synced in the same groups as the
+// plain region (target: ≥ 0.95×). An agent syncs with its region's token whatever the
+// operators sign in with (ClusterService takes no ID token): what projects could cost a sync is
+// the rows it reads and the authorization step each call takes.
 import { createSecretKey } from "node:crypto";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
@@ -32,6 +37,9 @@ import { CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate, MIX_SECRET_VALUES, mixEvery, rawKeysetScan, seedRegion, type ServiceMix } from "./lib/db.ts";
 import { benchSecretsKey, type BenchSecretsKey } from "./lib/secrets-key.ts";
 import { benchTls, type BenchTls } from "./lib/tls.ts";
+import { localIssuer, type LocalIssuer } from "./lib/oidc-issuer.ts";
+import { createProjects } from "./lib/projects.ts";
+import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import type { BenchContext, BenchResult } from "./lib/report.ts";
 import { fmtInt, fmtRatio, log, median, medianInterval, now } from "./lib/util.ts";
 
@@ -45,6 +53,9 @@ const ALTERNATIVES: { region: string; values: NonNullable<ServiceMix["values"]>;
   { region: "sync-mixed-plain-env", values: "plain-env", name: "the same mix, its values as plain env (a control)" },
   { region: "sync-mixed-no-secrets", values: "none", name: "the probes and autoscalers alone, no secret (what any design of the values adds to)" },
 ];
+/** A region like the plain one whose deployments belong to PROJECTS projects. */
+const PROJECTS_REGION = "sync-projects";
+const PROJECTS = 20;
 /** The mixed region's share of deployments with secret values, probes and an autoscaler. */
 const MIX_FRACTION = 0.1;
 const TARGET_MIXED_RATIO = 0.95;
@@ -179,6 +190,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
   let twinCtrl: CtrlProcess | undefined;
   let leanTwin: LeanSyncClient | undefined;
   let secretsKey: BenchSecretsKey | undefined;
+  let idp: LocalIssuer | undefined;
   const raw = await createConnection({ uri: db.url });
   try {
     await migrate(db.url);
@@ -196,10 +208,17 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     for (const [i, { region, values }] of ALTERNATIVES.entries()) {
       alternativeBodies.push((await seedRegion(db.url, region, count, { firstIndex: (2 + i) * count, mix: { ...mix, values } })).bodyBytes);
     }
+    const inProjects = await seedRegion(db.url, PROJECTS_REGION, count, { firstIndex: (2 + ALTERNATIVES.length) * count, projects: PROJECTS });
     await raw.query("ANALYZE TABLE desired_resources");
 
     const secretsKeyFile = secretsKey.file;
-    ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, secretsKeyFile }, { cpuProfileDir: ctx.cpuProfileDir });
+    idp = await localIssuer();
+    ctrl = await CtrlProcess.start(
+      { databaseUrl: db.url, pollIntervalMs: ctx.pollIntervalMs, secretsKeyFile, sso: idp.sso },
+      { cpuProfileDir: ctx.cpuProfileDir },
+    );
+    await createProjects(ctrl.url, PROJECTS, Role.VIEWER, "b1-viewer");
+    const projectsToken = await createAgentToken(ctrl.url, PROJECTS_REGION);
     // Each region's agent credential, as its agent syncs (the values' seals go to that caller only).
     const plainToken = await createAgentToken(ctrl.url, REGION);
     const mixedToken = await createAgentToken(ctrl.url, MIXED_REGION);
@@ -256,10 +275,11 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const newAgent = variant(`a new agent: the mixed region's snapshot with the values' seals in its pages`, () =>
       leanClient.sync(MIXED_REGION, mixedToken, { withSecretEnvSeals: true }),
     );
+    const projectsVariant = variant(`lean reader, the region's deployments in ${PROJECTS} projects`, () => leanClient.sync(PROJECTS_REGION, projectsToken));
     // Warm-up (buffer pool, JIT, HTTP/2 connections); not measured.
     await rawKeysetScan(raw, seeded.regionId, pageSize);
     await rawKeysetScan(raw, mixed.regionId, pageSize);
-    for (const v of [...variants, ...alternatives, newAgent]) await fullSync(v, count, seeded.head);
+    for (const v of [...variants, ...alternatives, newAgent, projectsVariant]) await fullSync(v, count, seeded.head);
 
     const rawMs: number[] = [];
     const rawMixedMs: number[] = [];
@@ -293,7 +313,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     const pairPlain = unmeasured(variants[0]!);
     const pairMixed = unmeasured(mixedVariant);
     const [plainEnvMix, noSecrets] = alternatives;
-    const group = [pairPlain, pairMixed, ...alternatives, newAgent];
+    const group = [pairPlain, pairMixed, ...alternatives, newAgent, projectsVariant];
     for (let pair = 0; pair < pairs; pair++) {
       for (const v of rotated(group, pair)) {
         await v.ctrl.memory();
@@ -366,6 +386,14 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
           target: `≥ ${TARGET_MIXED_RATIO}× plain env`,
           met: secrecyRatio >= TARGET_MIXED_RATIO,
         },
+        {
+          benchmark: `B1 full sync, ${fmtInt(count)} resources, the region's deployments in ${PROJECTS} projects (agent credential; ctrl with single sign-on)`,
+          measured: `${fmtInt(rate(projectsVariant))}/s`,
+          reference: `plain region ${fmtInt(rate(pairPlain))}/s (back to back, ${pairs} times; the ratio is the median group's)`,
+          ratio: fmtRatio(median(ratios(projectsVariant, (x) => x.ms))),
+          target: `≥ ${TARGET_MIXED_RATIO}× plain`,
+          met: median(ratios(projectsVariant, (x) => x.ms)) >= TARGET_MIXED_RATIO,
+        },
         ...[
           { v: noSecrets!, against: pairPlain },
           { v: newAgent, against: plainEnvMix! },
@@ -422,6 +450,13 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
                   .join(", ")}`,
             )
             .join("; ")}.`,
+        `B1 with ${PROJECTS} projects: a region of ${fmtInt(count)} plain resources whose deployments belong to ${PROJECTS} projects (each granting a viewer operator and a group; mean body ${Math.round(inProjects.bodyBytes / count)} B, the plain region's ${Math.round(seeded.bodyBytes / count)} B), ` +
+          `synced with its agent token from the main ctrl, which verifies ID tokens of a local issuer; against the plain region in the same groups: ${ratios(
+            projectsVariant,
+            (x) => x.ms,
+          )
+            .map(fmtRatio)
+            .join(", ")} (ctrl's CPU per sync, plain against it: median ${fmtRatio(median(ratios(projectsVariant, (x) => x.cpuMs)))}).`,
         `B1: wall times (ms) — raw scan ${rawMs.map((m) => m.toFixed(0)).join("/")}; ` +
           variants
             .map(
@@ -443,6 +478,7 @@ export async function runB1(ctx: BenchContext): Promise<BenchResult> {
     await twinCtrl?.stop();
     tls?.cleanup();
     secretsKey?.cleanup();
+    idp?.close();
     await db.drop();
   }
 }

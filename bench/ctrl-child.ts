@@ -45,8 +45,11 @@ const ctrl = await startCtrl({
 // runs synchronously right after the transaction committed (after ctrl's own listener
 // woke the poller), so nothing else can run in between.
 let lastCommitAt = 0;
-store.onCommit(() => {
+/** The same, per region the commit changed. */
+const lastCommitByRegion = new Map<number, number>();
+store.onCommit((regionIds) => {
   lastCommitAt = now();
+  for (const id of regionIds) lastCommitByRegion.set(id, lastCommitAt);
 });
 
 function deployment(w: WriteSpec) {
@@ -177,6 +180,8 @@ async function handle(req: ChildRequest): Promise<unknown> {
       if (lastCommitAt === 0) throw new Error(`${req.op} of ${req.write.id} changed nothing`);
       return { t: lastCommitAt };
     }
+    case "lastCommit":
+      return { t: lastCommitByRegion.get(req.regionId) };
     case "burst":
       return req.burst.mode === "bulk" ? bulkBurst(req.burst) : burst(req.burst);
     case "shutdown":

@@ -8,56 +8,21 @@
 // OidcVerifier.verify on tokens it has not seen (ctrl verifies a token once and caches it until
 // it expires or its key set is due: auth.ts).
 //   node bench/diag/oidc-cost.ts [rounds] [deployments]
-import { createServer } from "node:http";
-import { generateKeyPairSync, randomUUID, sign, type KeyObject } from "node:crypto";
-import { createClient, type Interceptor } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
-import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
+import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { OidcVerifier } from "@flotilla/ctrl/oidc-verifier";
+import { serviceClient } from "../lib/clients.ts";
 import { ADMIN_TOKEN, CtrlProcess } from "../lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "../lib/db.ts";
+import { BENCH_CLIENT_ID, localIssuer } from "../lib/oidc-issuer.ts";
+import { createProjects, projectGroup, projectName, projectNamespace } from "../lib/projects.ts";
 import { fmtMs, fmtRatio, now, percentile } from "../lib/util.ts";
 
 const PROJECTS = 20;
-const CLIENT_ID = "bench-console";
 const rounds = Number(process.argv[2] ?? 30);
 const deploymentCount = Number(process.argv[3] ?? 1000);
-
-/** A local issuer: its discovery document and JWKS over HTTP, and ID tokens signed with its key. */
-async function localIssuer(): Promise<{ issuer: string; token(sub: string, groups: string[]): string; close(): void }> {
-  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const kid = "bench-key";
-  const jwk = { ...publicKey.export({ format: "jwk" }), kid, alg: "ES256", use: "sig" };
-  let issuer = "";
-  const server = createServer((req, res) => {
-    res.setHeader("content-type", "application/json");
-    if (req.url === "/.well-known/openid-configuration") {
-      res.end(JSON.stringify({ issuer, authorization_endpoint: `${issuer}/auth`, token_endpoint: `${issuer}/token`, jwks_uri: `${issuer}/jwks` }));
-    } else if (req.url === "/jwks") res.end(JSON.stringify({ keys: [jwk] }));
-    else res.writeHead(404).end("{}");
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  issuer = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  const b64 = (value: object) => Buffer.from(JSON.stringify(value)).toString("base64url");
-  const token = (sub: string, groups: string[]) => {
-    const seconds = Math.floor(Date.now() / 1000);
-    const input = `${b64({ alg: "ES256", kid, typ: "JWT" })}.${b64({ iss: issuer, aud: CLIENT_ID, sub, groups, iat: seconds, exp: seconds + 3600, jti: randomUUID() })}`;
-    return `${input}.${sign("sha256", Buffer.from(input), { key: privateKey as KeyObject, dsaEncoding: "ieee-p1363" }).toString("base64url")}`;
-  };
-  return { issuer, token, close: () => server.close() };
-}
-
-const bearer =
-  (token: string): Interceptor =>
-  (next) =>
-  (req) => {
-    req.header.set("authorization", `Bearer ${token}`);
-    return next(req);
-  };
 
 const idp = await localIssuer();
 const db = await createBenchDatabase(process.env.FLOTILLA_BENCH_MYSQL_URL ?? "mysql://root@127.0.0.1:3306", "oidc");
@@ -67,34 +32,23 @@ try {
   ctrl = await CtrlProcess.start({
     databaseUrl: db.url,
     pollIntervalMs: 200,
-    sso: { issuer: idp.issuer, clientId: CLIENT_ID, clientSecret: "bench-console-secret-0123456789abcdef", cliClientId: "bench-cli" },
+    sso: idp.sso,
   });
-  const client = <S extends DescService>(service: S, token: string) =>
-    createClient(service, createGrpcTransport({ baseUrl: ctrl!.url, interceptors: [bearer(token)] }));
+  const client = <S extends DescService>(service: S, token: string) => serviceClient(service, ctrl!.url, token);
   await client(RegionService, ADMIN_TOKEN).createRegion({ region: { name: "east" } });
-  const staticToken = (await client(OperatorService, ADMIN_TOKEN).createOperator({ name: "viewer-op" })).token;
-  for (let p = 0; p < PROJECTS; p++) {
-    await client(ProjectService, ADMIN_TOKEN).createProject({
-      project: {
-        name: `p${p}`,
-        namespaces: [`p${p}-*`],
-        regions: { names: ["*"] },
-        roles: [{ role: Role.VIEWER, operators: ["viewer-op"], groups: [`g${p}`] }],
-      },
-    });
-  }
+  const staticToken = await createProjects(ctrl.url, PROJECTS, Role.VIEWER, "viewer-op");
   const admin = client(DeploymentService, ADMIN_TOKEN);
   const ids: string[] = [];
   for (let i = 0; i < deploymentCount; i++) {
     const p = i % PROJECTS;
     ids.push(`d${i}`);
     await admin.createDeployment({
-      deployment: { id: `d${i}`, project: `p${p}`, namespace: `p${p}-ns`, image: "app:1", regions: [{ region: "east", replicas: 1 }] },
+      deployment: { id: `d${i}`, project: projectName(p), namespace: projectNamespace(p), image: "app:1", regions: [{ region: "east", replicas: 1 }] },
     });
   }
   const oidcToken = idp.token(
     "alice",
-    Array.from({ length: PROJECTS }, (_, p) => `g${p}`),
+    Array.from({ length: PROJECTS }, (_, p) => projectGroup(p)),
   );
   const callers = { static: client(DeploymentService, staticToken), oidc: client(DeploymentService, oidcToken) };
   const samples = { static: { list: [] as number[], get: [] as number[] }, oidc: { list: [] as number[], get: [] as number[] } };
@@ -131,7 +85,7 @@ try {
     );
   }
   // What a verification costs when it is not cached: fresh tokens (each unseen), in this process.
-  const verifier = new OidcVerifier({ issuer: idp.issuer, audiences: [CLIENT_ID] });
+  const verifier = new OidcVerifier({ issuer: idp.issuer, audiences: [BENCH_CLIENT_ID] });
   await verifier.verify(idp.token("warm", ["g0"]));
   const tokens = Array.from({ length: 2000 }, (_, i) => idp.token(`u${i}`, ["g0", "g1"]));
   const costs: number[] = [];

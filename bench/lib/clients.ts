@@ -1,5 +1,6 @@
 // The admin token's interceptor, gRPC clients (HTTP/2, as an agent connects) and a fleet of watch streams.
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
 import { create, toBinary } from "@bufbuild/protobuf";
@@ -13,7 +14,7 @@ import { now } from "./util.ts";
 export type ClusterClient = Client<typeof ClusterService>;
 
 /** Sends `token` with every call. */
-function bearerAuth(token: string): Interceptor {
+export function bearerAuth(token: string): Interceptor {
   return (next) => (req) => {
     req.header.set("authorization", `Bearer ${token}`);
     return next(req);
@@ -22,6 +23,11 @@ function bearerAuth(token: string): Interceptor {
 
 /** Sends the benchmark ctrl's admin token with every call. */
 export const adminAuth = bearerAuth(ADMIN_TOKEN);
+
+/** A gRPC client of `service` on its own HTTP/2 connection, calling with `token` (the admin's by default). */
+export function serviceClient<S extends DescService>(service: S, baseUrl: string, token = ADMIN_TOKEN): Client<S> {
+  return createClient(service, createGrpcTransport({ baseUrl, interceptors: [bearerAuth(token)] }));
+}
 
 /**
  * One client per HTTP/2 connection (each transport owns one session), with the admin token or

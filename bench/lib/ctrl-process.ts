@@ -73,6 +73,7 @@ export type ChildRequest =
   | { id: number; op: "ping" | "metrics" | "cpu" | "shutdown" }
   | { id: number; op: "memory"; reduce?: boolean }
   | { id: number; op: "update" | "create"; write: WriteSpec }
+  | { id: number; op: "lastCommit"; regionId: number }
   | { id: number; op: "burst"; burst: BurstSpec };
 
 export interface ChildMetrics {
@@ -159,6 +160,15 @@ export class CtrlProcess {
   async write(op: "update" | "create", write: WriteSpec): Promise<number> {
     const { t } = await this.request<{ t: number }>({ op, write });
     return t + this.clockOffset;
+  }
+
+  /**
+   * When ctrl's process last committed a change to region `regionId` (a write an API call made,
+   * say), on this process's clock; undefined if it has not.
+   */
+  async lastCommit(regionId: number): Promise<number | undefined> {
+    const { t } = await this.request<{ t?: number }>({ op: "lastCommit", regionId });
+    return t === undefined ? undefined : t + this.clockOffset;
   }
 
   /** Runs a burst of updates in the ctrl process; the returned times are on this process's clock. */

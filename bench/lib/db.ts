@@ -14,6 +14,7 @@ import {
 import { regionSecretEnv, type SecretKeyRing, storedParts, Store, valueContext } from "@flotilla/store";
 import { createConnection, type Connection } from "mysql2/promise";
 import { storeDecisions } from "@flotilla/ctrl/rollouts";
+import { projectName, projectNamespace } from "./projects.ts";
 
 export interface BenchDatabase {
   name: string;
@@ -169,9 +170,10 @@ export async function seedRegion(
   count: number,
   /**
    * `padBytes` of environment more per resource; ids from deploymentId(`firstIndex`) (another
-   * region's may not overlap); `mix`: a share of richer deployments (see ServiceMix).
+   * region's may not overlap); `mix`: a share of richer deployments (see ServiceMix);
+   * `projects`: the deployments spread over that many projects (projects.ts), else all in "default".
    */
-  { padBytes = 0, firstIndex = 0, mix }: { padBytes?: number; firstIndex?: number; mix?: ServiceMix } = {},
+  { padBytes = 0, firstIndex = 0, mix, projects }: { padBytes?: number; firstIndex?: number; mix?: ServiceMix; projects?: number } = {},
 ): Promise<{ regionId: number; head: number; bodyBytes: number }> {
   const conn = await createConnection({ uri: url });
   try {
@@ -192,15 +194,16 @@ export async function seedRegion(
         const desired: unknown[][] = [];
         for (let i = from; i < Math.min(count, from + chunk); i++) {
           const id = deploymentId(firstIndex + i);
-          const namespace = `team-${i % 50}`;
+          const namespace = projects ? projectNamespace(i % projects) : `team-${i % 50}`;
           const mixed = mix !== undefined && i % every === 0;
           const base = workload(i, padBytes);
           const rich = mixed ? mixedWorkload(id, mix, regionId, base.env) : undefined;
           const w = { ...base, ...rich?.deployment };
           const replicas = 1 + (i % 5);
           const autoscaling = mixed ? MIX_AUTOSCALING : undefined;
-          const deployment = create(DeploymentSchema, { id, namespace, ...w, regions: [{ region, replicas, autoscaling }] });
-          deployments.push([id, 1, Buffer.from(toBinary(DeploymentSchema, deployment)), now, now]);
+          const project = projects ? projectName(i % projects) : undefined;
+          const deployment = create(DeploymentSchema, { id, project, namespace, ...w, regions: [{ region, replicas, autoscaling }] });
+          deployments.push([id, project ?? "default", 1, Buffer.from(toBinary(DeploymentSchema, deployment)), now, now]);
           placements.push([ResourceType.DEPLOYMENT, id, regionId]);
           const { body, secret_env_sealed } = storedParts(
             create(DesiredResourceSchema, {
@@ -213,7 +216,7 @@ export async function seedRegion(
           bodyBytes += body.length;
           desired.push([regionId, ResourceType.DEPLOYMENT, id, namespace, i + 1, Buffer.from(body), secret_env_sealed && Buffer.from(secret_env_sealed)]);
         }
-        await conn.query("INSERT INTO deployments (id, revision, body, create_time, update_time) VALUES ?", [deployments]);
+        await conn.query("INSERT INTO deployments (id, project, revision, body, create_time, update_time) VALUES ?", [deployments]);
         await conn.query("INSERT INTO placements (resource_type, resource_id, region_id) VALUES ?", [placements]);
         await conn.query("INSERT INTO desired_resources (region_id, resource_type, resource_id, namespace, version, body, secret_env_sealed) VALUES ?", [
           desired,
