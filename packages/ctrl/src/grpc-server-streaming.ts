@@ -235,7 +235,7 @@ class GrpcResponseWriter {
     const prefix = Buffer.allocUnsafe(5);
     prefix[0] = 0;
     prefix.writeUInt32BE(length, 1);
-    await this.frame(header, prefix, ...chunks);
+    await this.frame(header, [prefix, ...chunks]);
   }
 
   /**
@@ -243,12 +243,12 @@ class GrpcResponseWriter {
    * can take more, else a promise that resolves once it can (or is gone): most writes then
    * cost a fan-out no promise.
    */
-  frame(header: Headers, ...envelope: Uint8Array[]): Promise<void> | undefined {
+  frame(header: Headers, envelope: Uint8Array | Uint8Array[]): Promise<void> | undefined {
     if (this.#stream.destroyed) throw new ConnectError("client went away", Code.Canceled);
     this.open(header);
     let more = true;
-    if (envelope.length === 1) {
-      more = this.#stream.write(envelope[0]);
+    if (!Array.isArray(envelope)) {
+      more = this.#stream.write(envelope);
     } else {
       this.#stream.cork();
       for (const chunk of envelope) more = this.#stream.write(chunk);

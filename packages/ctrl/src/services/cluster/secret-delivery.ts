@@ -38,17 +38,34 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
     const resource = fromBinary(DesiredResourceSchema, body);
     return clearSecretEnvSeals(resource) ? toBinary(DesiredResourceSchema, resource) : body;
   };
-  const change = (change: Change): Change => {
-    if (change.event.change.case !== "upsert" || !mayCarrySecrets(change.bytes)) return change;
-    const event = clone(ChangeEventSchema, change.event);
-    if (event.change.case !== "upsert" || !clearSecretEnvSeals(event.change.value)) return change;
-    return { version: change.version, event, bytes: new BinaryWriter().bytes(toBinary(ChangeEventSchema, event)).finish() };
-  };
   return {
     toOwnAgent: false,
     rows: (rows) => rows.map((row) => ({ ...row, body: body(row.body) })),
-    changes: (changes) => changes.map(change),
+    changes: (changes) => (changes.every((c) => withoutSeals(c) === c) ? changes : changes.map(withoutSeals)),
   };
+}
+
+/**
+ * A live change is fanned out to every stream of its region as one object: what it is without
+ * its seals is worked out once for all the streams that may not see them, not once per stream.
+ */
+const withoutSealsOf = new WeakMap<Change, Change>();
+
+/** `change` as a caller other than its region's agent receives it: itself when it carries no seal. */
+function withoutSeals(change: Change): Change {
+  let cleared = withoutSealsOf.get(change);
+  if (cleared === undefined) {
+    cleared = clearSeals(change);
+    withoutSealsOf.set(change, cleared);
+  }
+  return cleared;
+}
+
+function clearSeals(change: Change): Change {
+  if (change.event.change.case !== "upsert" || !mayCarrySecrets(change.bytes)) return change;
+  const event = clone(ChangeEventSchema, change.event);
+  if (event.change.case !== "upsert" || !clearSecretEnvSeals(event.change.value)) return change;
+  return { version: change.version, event, bytes: new BinaryWriter().bytes(toBinary(ChangeEventSchema, event)).finish() };
 }
 
 /** A two-byte search: false positives (the bytes inside some string) only cost a decode. */
