@@ -1,16 +1,18 @@
 // B11: the web console on a large fleet, in headless Chromium (Debian's, through
-// playwright-core). 10,000 deployments × 3 regions: time to the first rendered Deployments
-// view, beside fetching the same list with a Connect client in this process; a status change
-// reported for a region reaching the page (p50/p99 of 50 changes, timestamped in the page; 50
-// more waited for through Playwright, as a diagnostic); the page's JS heap after a stretch of 10
-// status changes per second; the assets' size, gzipped.
+// playwright-core). 10,000 deployments × 3 regions, spread over 20 projects: time to the first
+// rendered Deployments view, beside fetching the same list with a Connect client in this process;
+// a status change reported for a region reaching the page (p50/p99 of 50 changes, timestamped in
+// the page; 50 more waited for through Playwright, as a diagnostic); the page's JS heap after a
+// stretch of 10 status changes per second; the assets' size, gzipped.
 import { readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { fileURLToPath } from "node:url";
-import { createClient, type Client } from "@connectrpc/connect";
+import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
+import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
+import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
@@ -77,16 +79,47 @@ export function armWatch([selector, expected]: readonly [string, string]): void 
   });
 }
 
-/** `count` deployments (app-00000…), each placed in every one of REGIONS with 2 replicas; 8 writers at a time. */
-export async function seedFleet(deployments: Client<typeof DeploymentService>, count: number): Promise<void> {
+/** The projects B11's fleet is spread over. */
+export const PROJECTS = 20;
+/** The operator account, without a fleet-wide role, that every project grants viewer. */
+export const FLEET_OPERATOR = "fleet-viewer";
+/** The identity provider's group every project grants viewer too (DevIdp's alice is in it). */
+export const FLEET_GROUP = "team-a";
+
+/**
+ * B11's fleet, created with the admin token: REGIONS; PROJECTS projects (p00…p19), each granting
+ * viewer to FLEET_OPERATOR and to FLEET_GROUP, so that both see every deployment; `count`
+ * deployments (app-00000…), deployment i in project p(i % PROJECTS) and one of its namespaces,
+ * each placed in every one of REGIONS with 2 replicas, 8 writers at a time. Returns
+ * FLEET_OPERATOR's static token.
+ */
+export async function seedFleet(transport: Transport, count: number): Promise<{ operatorToken: string }> {
+  const regions = createClient(RegionService, transport);
+  for (const name of REGIONS) await regions.createRegion({ region: { name } });
+  const { token: operatorToken } = await createClient(OperatorService, transport).createOperator({ name: FLEET_OPERATOR });
+  const projects = createClient(ProjectService, transport);
+  const projectName = (p: number) => `p${String(p).padStart(2, "0")}`;
+  for (let p = 0; p < PROJECTS; p++) {
+    await projects.createProject({
+      project: {
+        name: projectName(p),
+        namespaces: [`${projectName(p)}-*`],
+        regions: { names: ["*"] },
+        roles: [{ role: Role.VIEWER, operators: [FLEET_OPERATOR], groups: [FLEET_GROUP] }],
+      },
+    });
+  }
+  const deployments = createClient(DeploymentService, transport);
   let next = 0;
   await Promise.all(
     Array.from({ length: 8 }, async () => {
       for (let i = next++; i < count; i = next++) {
+        const project = projectName(i % PROJECTS);
         await deployments.createDeployment({
           deployment: {
             id: `app-${String(i).padStart(5, "0")}`,
-            namespace: `team-${i % 40}`,
+            project,
+            namespace: `${project}-team-${i % 40}`,
             image: `app:${i % 7}`,
             regions: REGIONS.map((region) => ({ region, replicas: 2 })),
           },
@@ -94,6 +127,7 @@ export async function seedFleet(deployments: Client<typeof DeploymentService>, c
       }
     }),
   );
+  return { operatorToken };
 }
 
 /** A status change: `id` in region eu reports `ready` of its 2 replicas ready. */
@@ -132,11 +166,9 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
     });
     const deployments = createClient(DeploymentService, transport);
     const cluster = createClient(ClusterService, transport);
-    const regions = createClient(RegionService, transport);
-    for (const name of REGIONS) await regions.createRegion({ region: { name } });
     const t0 = now();
-    await seedFleet(deployments, count);
-    log(`B11: ${count} deployments × ${REGIONS.length} regions created in ${fmtMs(now() - t0)}`);
+    await seedFleet(transport, count);
+    log(`B11: ${count} deployments × ${REGIONS.length} regions in ${PROJECTS} projects created in ${fmtMs(now() - t0)}`);
 
     // The reference: the same list, fetched by a client in this process.
     const direct = now();

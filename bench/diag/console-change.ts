@@ -15,10 +15,8 @@ import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { launchChromium } from "@flotilla/testkit/browser";
-import { armWatch, REGIONS, reportReady, seedFleet, type PageGlobals } from "../b11-console.ts";
+import { armWatch, reportReady, seedFleet, type PageGlobals } from "../b11-console.ts";
 import { adminAuth } from "../lib/clients.ts";
 import { ADMIN_TOKEN, CtrlProcess } from "../lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "../lib/db.ts";
@@ -62,8 +60,7 @@ try {
   await migrate(db.url);
   ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200 });
   const transport = createConnectTransport({ baseUrl: ctrl.url, httpVersion: "1.1", interceptors: [adminAuth] });
-  for (const name of REGIONS) await createClient(RegionService, transport).createRegion({ region: { name } });
-  await seedFleet(createClient(DeploymentService, transport), count);
+  await seedFleet(transport, count);
   const cluster = createClient(ClusterService, transport);
 
   const page = await browser.newPage();
