@@ -15,10 +15,8 @@ import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { launchChromium } from "@flotilla/testkit/browser";
-import { armWatch, REGIONS, reportReady, seedFleet, type PageGlobals } from "../b11-console.ts";
+import { changeSeenInPage, seedFleet, showOnly, useToken } from "../b11-console.ts";
 import { adminAuth } from "../lib/clients.ts";
 import { ADMIN_TOKEN, CtrlProcess } from "../lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "../lib/db.ts";
@@ -62,21 +60,16 @@ try {
   await migrate(db.url);
   ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200 });
   const transport = createConnectTransport({ baseUrl: ctrl.url, httpVersion: "1.1", interceptors: [adminAuth] });
-  for (const name of REGIONS) await createClient(RegionService, transport).createRegion({ region: { name } });
-  await seedFleet(createClient(DeploymentService, transport), count);
+  await seedFleet(transport, count);
   const cluster = createClient(ClusterService, transport);
 
   const page = await browser.newPage();
   await page.route("**/app.js", (route) => route.fulfill({ body: appJs, contentType: "text/javascript" }));
-  await page.addInitScript((token) => sessionStorage.setItem("flotilla.token", token), ADMIN_TOKEN);
+  await useToken(page, ADMIN_TOKEN);
   await page.goto(`${ctrl.url}/#/deployments`);
   await page.locator("tr[data-row]").first().waitFor({ timeout: 120_000 });
   const target = "app-00000";
-  if (!unfiltered) {
-    await page.getByLabel("Search").fill(target);
-    await page.getByLabel("Region").selectOption("eu");
-  }
-  const cell = `tr[data-row="${target}/eu"] td:nth-of-type(4)`;
+  if (!unfiltered) await showOnly(page, target);
 
   /** `changes` changes, each sent once the one before is on the page; their send-to-frame times. */
   const run = async () => {
@@ -84,10 +77,7 @@ try {
     const latencies: number[] = [];
     for (let i = 0; i < changes; i++) {
       const ready = i % 2 === 0 ? 1 : 2;
-      await page.evaluate(armWatch, [cell, `${ready}/2`] as const);
-      const sent = now();
-      await reportReady(cluster, target, ready);
-      await page.evaluate(() => (globalThis as unknown as PageGlobals).b11Seen!);
+      const { sent } = await changeSeenInPage(page, 0, cluster, target, ready);
       latencies.push(now() - sent);
     }
     return { latencies, wallMs: now() - started };

@@ -7,7 +7,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import type { Browser, Page } from "playwright-core";
-import { CHROMIUM, launchChromium } from "@flotilla/testkit/browser";
+import { CHROMIUM, launchChromium, signInWithSso } from "@flotilla/testkit/browser";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
@@ -47,14 +47,7 @@ describe("single sign-on in the console, in headless Chromium", { skip: missing 
     await idp?.stop();
   });
 
-  const signIn = async (page: Page, user: string, password: string) => {
-    await page.goto(ctrl.url);
-    await page.getByRole("link", { name: "Sign in with single sign-on" }).click();
-    await page.waitForURL(`${idp.issuer}/**`);
-    await page.getByLabel("User name").fill(user);
-    await page.getByLabel("Password").fill(password);
-    await page.getByRole("button", { name: "Sign in" }).click();
-  };
+  const signIn = (page: Page, user: string, password: string) => signInWithSso(page, ctrl.url, idp.issuer, user, password);
 
   test("a wrong password is refused at the provider's form", async () => {
     const context = await browser.newContext();
