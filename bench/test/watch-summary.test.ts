@@ -17,7 +17,7 @@ test("summarize reads the version and counts the events of any response", () => 
       version,
       events: Array.from({ length: events }, (_, i) => ({
         version: version - BigInt(i),
-        change: { case: "upsert", value: { id: `d-${i}`, namespace: "ns", spec: { case: "deployment", value: { workload: { image } } } } },
+        change: { case: "upsert" as const, value: { id: `d-${i}`, namespace: "ns", spec: { case: "deployment" as const, value: { workload: { image } } } } },
       })),
     });
     const bytes = Buffer.concat([Buffer.from("garbage"), toBinary(WatchDeploymentChangesResponseSchema, response)]);
