@@ -13,8 +13,7 @@ import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
-import { OperatorService, Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
-import { ProjectService } from "@flotilla/proto/ctrl/v1/project_pb.js";
+import { Role } from "@flotilla/proto/ctrl/v1/operator_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { ResourceType } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { StatusService } from "@flotilla/proto/ctrl/v1/status_pb.js";
@@ -25,6 +24,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { adminAuth, type ClusterClient } from "./lib/clients.ts";
 import { ADMIN_TOKEN, CtrlProcess } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
+import { createProjects, projectName } from "./lib/projects.ts";
 import type { BenchContext, BenchResult, Row } from "./lib/report.ts";
 import { clockOffset, fmtBytes, fmtMs, fmtRatio, log, median, now, percentile, sleep } from "./lib/util.ts";
 
@@ -92,28 +92,16 @@ export const FLEET_OPERATOR = "fleet-viewer";
 export const FLEET_GROUP = "team-a";
 
 /**
- * B11's fleet, created with the admin token: REGIONS; PROJECTS projects (p00…p19), each granting
- * viewer to FLEET_OPERATOR and to FLEET_GROUP, so that both see every deployment; `count`
- * deployments (app-00000…), deployment i in project p(i % PROJECTS) and one of its namespaces,
- * each placed in every one of REGIONS with 2 replicas, 8 writers at a time. Returns
+ * B11's fleet, created with the admin token at `baseUrl`: REGIONS; PROJECTS projects (p0…p19),
+ * each granting viewer to FLEET_OPERATOR and to FLEET_GROUP, so that both see every deployment;
+ * `count` deployments (app-00000…), deployment i in project p(i % PROJECTS) and one of its
+ * namespaces, each placed in every one of REGIONS with 2 replicas, 8 writers at a time. Returns
  * FLEET_OPERATOR's static token.
  */
-export async function seedFleet(transport: Transport, count: number): Promise<{ operatorToken: string }> {
+export async function seedFleet(baseUrl: string, transport: Transport, count: number): Promise<{ operatorToken: string }> {
   const regions = createClient(RegionService, transport);
   for (const name of REGIONS) await regions.createRegion({ region: { name } });
-  const { token: operatorToken } = await createClient(OperatorService, transport).createOperator({ name: FLEET_OPERATOR });
-  const projects = createClient(ProjectService, transport);
-  const projectName = (p: number) => `p${String(p).padStart(2, "0")}`;
-  for (let p = 0; p < PROJECTS; p++) {
-    await projects.createProject({
-      project: {
-        name: projectName(p),
-        namespaces: [`${projectName(p)}-*`],
-        regions: { names: ["*"] },
-        roles: [{ role: Role.VIEWER, operators: [FLEET_OPERATOR], groups: [FLEET_GROUP] }],
-      },
-    });
-  }
+  const operatorToken = await createProjects(baseUrl, PROJECTS, Role.VIEWER, FLEET_OPERATOR, () => FLEET_GROUP);
   const deployments = createClient(DeploymentService, transport);
   let next = 0;
   await Promise.all(
@@ -370,7 +358,7 @@ export async function runB11(ctx: BenchContext): Promise<BenchResult> {
     const deployments = createClient(DeploymentService, transport);
     const cluster = createClient(ClusterService, transport);
     const t0 = now();
-    const { operatorToken } = await seedFleet(transport, count);
+    const { operatorToken } = await seedFleet(ctrl.url, transport, count);
     log(`B11: ${count} deployments × ${REGIONS.length} regions in ${PROJECTS} projects created in ${fmtMs(now() - t0)}`);
 
     // The reference: the same list, fetched by a client in this process.

@@ -60,7 +60,7 @@ try {
   await migrate(db.url);
   ctrl = await CtrlProcess.start({ databaseUrl: db.url, pollIntervalMs: 200 });
   const transport = createConnectTransport({ baseUrl: ctrl.url, httpVersion: "1.1", interceptors: [adminAuth] });
-  await seedFleet(transport, count);
+  await seedFleet(ctrl.url, transport, count);
   const cluster = createClient(ClusterService, transport);
 
   const page = await browser.newPage();
