@@ -7,11 +7,11 @@
 // its deployment in the same transaction, which wakes the rollout driver on whichever replica
 // drives (the status feed), as an observation does.
 import { durationMs } from "@bufbuild/protobuf/wkt";
-import { fromBinary } from "@bufbuild/protobuf";
-import { DesiredResourceSchema, ResourceType, type RolloutAnalysis } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { ResourceType, type RolloutAnalysis } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Kysely } from "kysely";
 import type { Dialect } from "./database.ts";
 import type { Database } from "./schema.ts";
+import { revisionOfBody } from "./desired-seals.ts";
 import { StatusEvents } from "./status-events.ts";
 
 export const DEFAULT_ANALYSIS_INTERVAL_MS = 30_000;
@@ -181,9 +181,7 @@ export class AnalysisRepository {
       .where("resource_id", "in", [...deploymentIds])
       .execute();
     for (const row of rows) {
-      const body = fromBinary(DesiredResourceSchema, row.body);
-      const revision = body.spec.case === "deployment" ? Number(body.spec.value.revision) : 0;
-      found.set(row.resource_id, { namespace: row.namespace, revision });
+      found.set(row.resource_id, { namespace: row.namespace, revision: revisionOfBody(row.body) });
     }
     return found;
   }

@@ -39,6 +39,12 @@ export function clearSecretEnvSeals(resource: DesiredResource): boolean {
 }
 
 /** The whole resource of a stored row: its body, with the seal put back. */
+/** The deployment revision a stored body was written from (0 for other kinds). */
+export function revisionOfBody(body: Uint8Array): number {
+  const resource = fromBinary(DesiredResourceSchema, body);
+  return resource.spec.case === "deployment" ? Number(resource.spec.value.revision) : 0;
+}
+
 export function wholeResource(row: { body: Uint8Array; secret_env_sealed: Uint8Array | null }): DesiredResource {
   const resource = fromBinary(DesiredResourceSchema, row.body);
   if (row.secret_env_sealed && row.secret_env_sealed.length > 0 && resource.spec.case === "deployment" && resource.spec.value.workload) {

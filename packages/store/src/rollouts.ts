@@ -19,10 +19,9 @@
 //     can find one only if --default-rollout-strategy was removed since that one started): a
 //     rollout whose deployment is no longer at its revision moves nothing, its next
 //     transition supersedes it (RolloutDecisions.outdated).
-import { create, fromBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
-  DesiredResourceSchema,
   ResourceType,
   RolloutSchema,
   RolloutState,
@@ -33,7 +32,7 @@ import {
 } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { sql, type Insertable, type Kysely } from "kysely";
 import type { AnalysisPlan } from "./analysis.ts";
-import { wholeResource } from "./desired-seals.ts";
+import { revisionOfBody, wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
 import { ROWS_PER_STATEMENT, sameDesired, type DesiredWrite, type Tx } from "./outbox.ts";
@@ -429,10 +428,8 @@ export class RolloutRepository {
       .where("resource_id", "in", [...deploymentIds])
       .execute();
     for (const row of rows) {
-      const body = fromBinary(DesiredResourceSchema, row.body);
-      const revision = body.spec.case === "deployment" ? Number(body.spec.value.revision) : 0;
       if (!found.has(row.resource_id)) found.set(row.resource_id, new Map());
-      found.get(row.resource_id)!.set(row.region_id, revision);
+      found.get(row.resource_id)!.set(row.region_id, revisionOfBody(row.body));
     }
     return found;
   }
