@@ -11,7 +11,7 @@
 import { Store } from "@flotilla/store";
 import { create } from "@bufbuild/protobuf";
 import { DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
-import { WatchFleet } from "./lib/clients.ts";
+import { FrameWatchFleet } from "./lib/frame-watch-fleet.ts";
 import { CtrlProcess, type WriteSpec } from "./lib/ctrl-process.ts";
 import { createBenchDatabase, migrate } from "./lib/db.ts";
 import { benchTls, type BenchTls } from "./lib/tls.ts";
@@ -108,7 +108,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
       const head = (await store.regions.resolve(REGION)).headVersion;
       // version → every stream's receive time, by stream (commit times may be known only later).
       const received = new Map<number, Float64Array>();
-      const fleet = new WatchFleet(c.url, REGION, streamCount, {
+      const fleet = new FrameWatchFleet(c.url, REGION, streamCount, {
         connections: CONNECTIONS,
         ca,
         versionLastSeen: head,
@@ -322,7 +322,7 @@ export async function runB2(ctx: BenchContext): Promise<BenchResult> {
     notes.push(
       "B2: a negative sample means a stream received the change before the writer's COMMIT returned: the database makes a commit visible " +
         "to other readers (here ctrl's poll) before it has flushed its log and answered the writer.",
-      `B2: ${fmtInt(streams)} streams over ${CONNECTIONS} HTTP/2 connections from the benchmark process; ctrl in its own process; ` +
+      `B2: ${fmtInt(streams)} streams over ${CONNECTIONS} HTTP/2 connections from the benchmark process, read off their HTTP/2 frames (FrameWatchFleet); ctrl in its own process; ` +
         `same-process commit times are taken in ctrl's process right after the commit returned and mapped to the benchmark's clock (offset ${ctrl.clockOffset.toFixed(2)} ms, by ping).`,
     );
     return { rows, notes };

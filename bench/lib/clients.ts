@@ -53,6 +53,17 @@ export interface WatchStream {
   error: unknown;
 }
 
+/** Watch streams a benchmark opened: each stream's progress, and the end of them all. */
+export interface WatchReader {
+  readonly streams: WatchStream[];
+  /** Streams that failed. */
+  readonly errors: WatchStream[];
+  /** Streams whose cursor has not reached `version`. */
+  behind(version: number): number;
+  /** Ends every stream and connection; resolves once they are closed. */
+  close(): Promise<void>;
+}
+
 /** What a watch response says, read from its wire format (`WatchDeploymentChangesResponse`). */
 export interface WatchResponseSummary {
   /** Change events in the response (0: a bookmark). */
@@ -112,7 +123,7 @@ export function summarize(payload: Uint8Array, from: number, to: number): WatchR
  * pipeline (~75 µs) would put the benchmark's own process, not ctrl, in the latency: with
  * full decoding the last of 4 connections' streams were served 11 ms after the first's.
  */
-export class WatchFleet {
+export class WatchFleet implements WatchReader {
   readonly streams: WatchStream[] = [];
   readonly #sessions: http2.ClientHttp2Session[];
   readonly #calls: http2.ClientHttp2Stream[] = [];
@@ -134,6 +145,8 @@ export class WatchFleet {
        * (served by connect-node's pipeline: to compare the two paths on the same server).
        */
       protocol?: "grpc" | "connect";
+      /** The bearer token of the calls (the benchmarks' admin token unless given). */
+      token?: string;
     },
   ) {
     this.#sessions = Array.from({ length: Math.max(1, Math.min(options.connections, count)) }, () => {
@@ -154,7 +167,7 @@ export class WatchFleet {
       const call = this.#sessions[i % this.#sessions.length]!.request({
         ":method": "POST",
         ":path": `/${ClusterService.typeName}/${ClusterService.method.watchDeploymentChanges.name}`,
-        authorization: `Bearer ${ADMIN_TOKEN}`,
+        authorization: `Bearer ${options.token ?? ADMIN_TOKEN}`,
         ...(connect
           ? { "content-type": "application/connect+proto", "connect-protocol-version": "1" }
           : { "content-type": "application/grpc", te: "trailers" }),

@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { DeploymentSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { Store } from "@flotilla/store";
-import type { WatchFleet } from "./clients.ts";
+import type { WatchReader } from "./clients.ts";
 import type { CtrlProcess } from "./ctrl-process.ts";
 import { createBenchDatabase, migrate, type BenchDatabase } from "./db.ts";
 import { waitFor } from "./util.ts";
@@ -11,7 +11,7 @@ import { waitFor } from "./util.ts";
 export interface OneDeployment {
   db: BenchDatabase;
   /** One same-process write (one new version), then waits until every stream has it. */
-  write(ctrl: CtrlProcess, fleet: WatchFleet): Promise<{ version: number; committedAt: number }>;
+  write(ctrl: CtrlProcess, fleet: WatchReader): Promise<{ version: number; committedAt: number }>;
 }
 
 export async function oneDeployment(name: string, region: string): Promise<OneDeployment> {
