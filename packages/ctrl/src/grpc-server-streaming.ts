@@ -88,7 +88,9 @@ export const directSendKey = createContextKey<DirectSend | undefined>(undefined,
 function sharedFrame(schema: DescMessage, message: object): Uint8Array | undefined {
   const frame = sharedFrames.get(message);
   if (frame !== null) return frame;
-  const built = encodeEnvelope(0, toBinary(schema, message as MessageShape<DescMessage>));
+  const envelope = encodeEnvelope(0, toBinary(schema, message as MessageShape<DescMessage>));
+  // A Buffer (a view, no copy): a stream's write turns any other Uint8Array into a new Buffer, one per stream.
+  const built = Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
   sharedFrames.set(message, built);
   return built;
 }

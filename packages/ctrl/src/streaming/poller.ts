@@ -1,6 +1,14 @@
 // One poller per ctrl process reads new outbox rows for every region that has watchers and
 // fans them out. Its query rate depends on the poll interval and on how many regions
 // changed, never on how many streams are open.
+//
+// Two kinds of poll:
+// - full: every watched region's head in one query, then the new changes of those that moved.
+//   Runs once per interval, from the previous full poll's start: other replicas' writes and
+//   deleted regions are seen by it.
+// - woken: a write of this process committed changes of some regions (wake); only those are
+//   read, with no query for heads (one query less between a commit and its streams). Wakes
+//   never put off the next full poll.
 import type { Logger } from "@flotilla/runtime";
 import type { Change, ChangeLog } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
@@ -12,6 +20,9 @@ export interface PollerOptions {
   /** Outbox rows read per query. */
   readLimit: number;
 }
+
+/** What the poller reads of the outbox. */
+export type ChangeSource = Pick<ChangeLog, "heads" | "read">;
 
 /** The error that ends a region's streams when the outbox can no longer serve them. */
 export type LostHandler = (regionName: string, why: "region_deleted" | "pruned", position: number) => Error;
@@ -40,19 +51,23 @@ async function fanOut(subscriptions: Set<Subscription>, changes: Change[]): Prom
 }
 
 export class ChangePoller {
-  readonly #changes: ChangeLog;
+  readonly #changes: ChangeSource;
   readonly #options: PollerOptions;
   readonly #metrics: CtrlMetrics;
   readonly #regions = new Map<number, RegionState>();
   #running = false;
   #again = false;
+  /** Regions whose changes this process committed since the last poll began. */
+  readonly #woken = new Set<number>();
+  /** When the last full poll began (performance.now()). */
+  #lastFullPoll = Number.NEGATIVE_INFINITY;
   #wakeSleep: (() => void) | undefined;
   #loop: Promise<void> | undefined;
   readonly #lost: LostHandler;
 
   readonly #log: Logger;
 
-  constructor(changes: ChangeLog, options: PollerOptions, metrics: CtrlMetrics, lost: LostHandler, log: Logger) {
+  constructor(changes: ChangeSource, options: PollerOptions, metrics: CtrlMetrics, lost: LostHandler, log: Logger) {
     this.#log = log;
     this.#changes = changes;
     this.#options = options;
@@ -95,8 +110,9 @@ export class ChangePoller {
     if (state.subscriptions.size === 0) this.#regions.delete(sub.regionId);
   }
 
-  /** Polls now: a write of this process just committed. */
-  wake(): void {
+  /** Polls `regionIds` now: a write of this process just committed changes of them. */
+  wake(regionIds: readonly number[]): void {
+    for (const id of regionIds) this.#woken.add(id);
     this.#again = true;
     this.#wakeSleep?.();
   }
@@ -105,15 +121,24 @@ export class ChangePoller {
     while (this.#running) {
       this.#again = false;
       const started = performance.now();
+      const full = started - this.#lastFullPoll >= this.#options.intervalMs;
+      // A full poll covers the woken regions too.
+      const woken = [...this.#woken];
+      this.#woken.clear();
       try {
-        await this.#pollOnce();
+        if (full) {
+          this.#lastFullPoll = started;
+          await this.#pollAll();
+        } else {
+          await this.#pollWoken(woken);
+        }
       } catch (error) {
         this.#log.error(`change poller: ${error instanceof Error ? error.message : String(error)}`);
       }
       if (this.#again || !this.#running) continue;
       await new Promise<void>((resolve) => {
-        // The interval runs from the poll's start: a long fan-out does not stretch it.
-        const timer = setTimeout(resolve, Math.max(0, this.#options.intervalMs - (performance.now() - started)));
+        // The interval runs from the full poll's start: a long fan-out does not stretch it.
+        const timer = setTimeout(resolve, Math.max(0, this.#options.intervalMs - (performance.now() - this.#lastFullPoll)));
         this.#wakeSleep = () => {
           clearTimeout(timer);
           resolve();
@@ -133,7 +158,8 @@ export class ChangePoller {
     }
   }
 
-  async #pollOnce(): Promise<void> {
+  /** The full poll: every watched region's head, then the changes of those that moved. */
+  async #pollAll(): Promise<void> {
     const ids = [...this.#regions.keys()];
     if (ids.length === 0) return;
     const heads = await this.#query(() => this.#changes.heads(ids));
@@ -146,17 +172,35 @@ export class ChangePoller {
         continue;
       }
       this.#metrics.headVersion.set({ region: state.name }, head);
-      while (state.position < head && this.#regions.get(id) === state) {
-        const changes = await this.#query(() => this.#changes.read(id, state.position, this.#options.readLimit));
-        if (changes.length === 0 || changes[0]!.version !== state.position + 1) {
-          // Pruned past our position (or the region was recreated): nobody here can resume.
-          this.#failAll(id, state, this.#lost(state.name, "pruned", state.position));
-          break;
-        }
-        state.position = changes[changes.length - 1]!.version;
-        await fanOut(state.subscriptions, changes);
-        if (changes.length < this.#options.readLimit) break;
+      if (state.position < head) await this.#drain(id, state, head);
+    }
+  }
+
+  /** The woken regions' new changes, read without their heads. */
+  async #pollWoken(ids: readonly number[]): Promise<void> {
+    for (const id of ids) {
+      const state = this.#regions.get(id);
+      if (state) await this.#drain(id, state, undefined);
+    }
+  }
+
+  /**
+   * Reads and fans out the region's changes after its position, up to `head` when it is known,
+   * else until a read comes back short (then nothing newer had committed when it ran).
+   */
+  async #drain(id: number, state: RegionState, head: number | undefined): Promise<void> {
+    while (this.#regions.get(id) === state) {
+      const changes = await this.#query(() => this.#changes.read(id, state.position, this.#options.readLimit));
+      if (changes.length === 0 && head === undefined) return;
+      if (changes.length === 0 || changes[0]!.version !== state.position + 1) {
+        // Pruned past our position (or the region was recreated): nobody here can resume.
+        this.#failAll(id, state, this.#lost(state.name, "pruned", state.position));
+        return;
       }
+      state.position = changes[changes.length - 1]!.version;
+      if (head === undefined) this.#metrics.headVersion.set({ region: state.name }, state.position);
+      await fanOut(state.subscriptions, changes);
+      if (changes.length < this.#options.readLimit || (head !== undefined && state.position >= head)) return;
     }
   }
 

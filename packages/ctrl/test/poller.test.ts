@@ -1,0 +1,114 @@
+// The change poller's two kinds of poll, on an outbox it reads through a counting fake: a wake
+// reads only the woken regions and asks for no heads; wakes never put off the full poll that
+// finds other replicas' writes; a woken read that finds nothing loses nothing, one that finds a
+// gap ends the region's streams.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { silentLogger } from "@flotilla/runtime";
+import type { Change } from "@flotilla/store";
+import { CtrlMetrics } from "../src/metrics.ts";
+import { ChangePoller, type ChangeSource } from "../src/streaming/poller.ts";
+
+/** Outbox rows by region, and the poller's queries of them. */
+class FakeOutbox implements ChangeSource {
+  readonly log = new Map<number, Change[]>();
+  readonly calls: string[] = [];
+
+  append(regionId: number, version: number): void {
+    const changes = this.log.get(regionId) ?? [];
+    changes.push({ version, event: {} as Change["event"], bytes: new Uint8Array([version]) });
+    this.log.set(regionId, changes);
+  }
+
+  async heads(regionIds: number[]): Promise<Map<number, number>> {
+    this.calls.push(`heads ${regionIds.join(",")}`);
+    return new Map(regionIds.map((id) => [id, this.log.get(id)?.at(-1)?.version ?? 0]));
+  }
+
+  async read(regionId: number, after: number, limit: number): Promise<Change[]> {
+    this.calls.push(`read ${regionId} after ${after}`);
+    return (this.log.get(regionId) ?? []).filter((c) => c.version > after).slice(0, limit);
+  }
+}
+
+async function until(what: string, ok: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(2);
+  }
+}
+
+/** A poller, not started yet. */
+function newPoller(outbox: FakeOutbox, intervalMs: number): ChangePoller {
+  const lost = (region: string, why: string) => new Error(`${region}: ${why}`);
+  return new ChangePoller(outbox, { intervalMs, readLimit: 100 }, new CtrlMetrics(), lost, silentLogger);
+}
+
+test("a wake reads only the woken regions, and asks for no heads", async () => {
+  const outbox = new FakeOutbox();
+  const poller = newPoller(outbox, 60_000);
+  try {
+    const one = poller.subscribe(1, "one", 0, 0, 100);
+    const two = poller.subscribe(2, "two", 0, 0, 100);
+    poller.start(); // its first poll is a full one
+    await until("the first full poll", () => outbox.calls.includes("heads 1,2"));
+    outbox.calls.length = 0;
+    outbox.append(1, 1);
+    outbox.append(2, 1); // another replica's write: no wake
+    poller.wake([1]);
+    await until("region one's change", () => one.pushedUpTo === 1);
+    await sleep(20);
+    assert.deepEqual(outbox.calls, ["read 1 after 0"]);
+    assert.equal(two.pushedUpTo, 0, "region two waits for the next full poll");
+    // A woken region with nothing new: one read, nothing lost.
+    poller.wake([1]);
+    await until("the second read", () => outbox.calls.length === 2);
+    await sleep(20);
+    assert.deepEqual(outbox.calls, ["read 1 after 0", "read 1 after 1"]);
+    assert.equal(one.failure, undefined);
+  } finally {
+    await poller.stop();
+  }
+});
+
+test("wakes never put off the full poll that finds other replicas' writes", async () => {
+  const outbox = new FakeOutbox();
+  const poller = newPoller(outbox, 50);
+  try {
+    const one = poller.subscribe(1, "one", 0, 0, 10_000);
+    const two = poller.subscribe(2, "two", 0, 0, 100);
+    poller.start();
+    await sleep(10); // past the first full poll
+    outbox.append(2, 1); // written by another replica
+    // This process commits to region one every 5 ms, for far longer than the interval.
+    let wakes = 0;
+    for (; wakes < 200 && two.pushedUpTo < 1; wakes++) {
+      outbox.append(1, wakes + 1);
+      poller.wake([1]);
+      await sleep(5);
+    }
+    assert.equal(two.pushedUpTo, 1, `region two's change arrived while region one was woken (${wakes} wakes)`);
+    assert.ok(wakes < 200);
+    await until("region one's changes", () => one.pushedUpTo === wakes);
+  } finally {
+    await poller.stop();
+  }
+});
+
+test("a woken read that skips versions ends the region's streams (pruned)", async () => {
+  const outbox = new FakeOutbox();
+  const poller = newPoller(outbox, 60_000);
+  try {
+    const one = poller.subscribe(1, "one", 0, 0, 100);
+    poller.start();
+    await until("the first full poll", () => outbox.calls.includes("heads 1"));
+    outbox.append(1, 5); // versions 1–4 pruned before this poller read them
+    poller.wake([1]);
+    await until("the subscription to fail", () => one.failure !== undefined);
+    assert.match(String(one.failure), /one: pruned/);
+  } finally {
+    await poller.stop();
+  }
+});
