@@ -239,7 +239,7 @@ export async function startCtrl(options: CtrlOptions): Promise<Ctrl> {
   dispatcher.start();
   // Rollout transitions and status reports of this replica may have written deliveries.
   const stopWakingDispatcher = store.onStatusEvents(() => dispatcher.wake());
-  const stopWakingPoller = store.onCommit((regionIds) => poller.wake(regionIds));
+  const stopWakingPoller = store.onCommit((regionIds, written) => poller.wake(regionIds, written));
   const stopWakingStatusFeed = store.onStatusEvents(() => statusFeed.wake());
   const memoryRelease = new MemoryRelease({
     growthBytes: options.memoryReleaseGrowthBytes ?? DEFAULT_MEMORY_RELEASE_GROWTH_BYTES,

@@ -1,12 +1,15 @@
 // The change poller's two kinds of poll, on an outbox it reads through a counting fake: a wake
-// reads only the woken regions and asks for no heads; wakes never put off the full poll that
-// finds other replicas' writes; a woken read that finds nothing loses nothing, one that finds a
-// gap ends the region's streams.
+// reads only the woken regions and asks for no heads; a commit's own rows go out with no read
+// when they follow on from what was sent, in order with no gap or repeat when they do not;
+// wakes never put off the full poll that finds other replicas' writes; a woken read that finds
+// nothing loses nothing, one that finds a gap ends the region's streams.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { silentLogger } from "@flotilla/runtime";
-import type { Change } from "@flotilla/store";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { ChangeEventSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
+import { changeOf, type Change, type CommittedChange } from "@flotilla/store";
 import { CtrlMetrics } from "../src/metrics.ts";
 import { ChangePoller, type ChangeSource } from "../src/streaming/poller.ts";
 
@@ -15,10 +18,13 @@ class FakeOutbox implements ChangeSource {
   readonly log = new Map<number, Change[]>();
   readonly calls: string[] = [];
 
-  append(regionId: number, version: number): void {
+  /** Writes the region's change `version`; returns its row as a commit hands it over. */
+  append(regionId: number, version: number): CommittedChange {
+    const body = toBinary(ChangeEventSchema, create(ChangeEventSchema, { version: BigInt(version) }));
     const changes = this.log.get(regionId) ?? [];
-    changes.push({ version, event: {} as Change["event"], bytes: new Uint8Array([version]) });
+    changes.push(changeOf(body));
     this.log.set(regionId, changes);
+    return { regionId, version, body };
   }
 
   async heads(regionIds: number[]): Promise<Map<number, number>> {
@@ -68,6 +74,37 @@ test("a wake reads only the woken regions, and asks for no heads", async () => {
     await sleep(20);
     assert.deepEqual(outbox.calls, ["read 1 after 0", "read 1 after 1"]);
     assert.equal(one.failure, undefined);
+  } finally {
+    await poller.stop();
+  }
+});
+
+test("a commit's own rows go out with no read when they follow on; otherwise the region is read", async () => {
+  const outbox = new FakeOutbox();
+  const poller = newPoller(outbox, 60_000);
+  try {
+    const one = poller.subscribe(1, "one", 0, 0, 100);
+    poller.start();
+    await until("the first full poll", () => outbox.calls.includes("heads 1"));
+    outbox.calls.length = 0;
+    poller.wake([1], [outbox.append(1, 1)]);
+    await until("version 1", () => one.pushedUpTo === 1);
+    assert.deepEqual(outbox.calls, [], "no query");
+    // Another replica wrote version 2: this process's version 3 does not follow on.
+    outbox.append(1, 2);
+    poller.wake([1], [outbox.append(1, 3)]);
+    await until("version 3", () => one.pushedUpTo === 3);
+    // Version 5's commit hands its rows over before version 4's.
+    const four = outbox.append(1, 4);
+    poller.wake([1], [outbox.append(1, 5)]);
+    await until("version 5", () => one.pushedUpTo === 5);
+    poller.wake([1], [four]);
+    // A region nobody here watches is neither kept nor read.
+    poller.wake([7], [outbox.append(7, 1)]);
+    await sleep(20);
+    assert.deepEqual(outbox.calls, ["read 1 after 1", "read 1 after 3"]);
+    const sent = one.take({ count: 100, bytes: 1 << 20 }).map((c) => c.version);
+    assert.deepEqual(sent, [1, 2, 3, 4, 5], "every version once, in order");
   } finally {
     await poller.stop();
   }

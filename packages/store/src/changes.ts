@@ -20,6 +20,20 @@ export interface Change {
   readonly bytes: Uint8Array;
 }
 
+/** The Change of an outbox row's body (what a read of the outbox and a commit's own rows give alike). */
+export function changeOf(body: Uint8Array): Change {
+  const event = fromBinary(ChangeEventSchema, body);
+  return { version: Number(event.version), event, bytes: new BinaryWriter().bytes(body).finish() };
+}
+
+/** An outbox row a transaction of this process wrote, handed to commit listeners after it committed. */
+export interface CommittedChange {
+  readonly regionId: number;
+  readonly version: number;
+  /** The row's body: a ChangeEvent's encoding (changeOf makes it a Change). */
+  readonly body: Uint8Array;
+}
+
 export interface RetentionPolicy {
   /** Rows older than this are pruned. 0 disables. */
   maxAgeMs: number;
@@ -44,10 +58,7 @@ export class ChangeLog {
       .orderBy("version")
       .limit(limit)
       .execute();
-    return rows.map((r) => {
-      const event = fromBinary(ChangeEventSchema, r.body);
-      return { version: Number(event.version), event, bytes: new BinaryWriter().bytes(r.body).finish() };
-    });
+    return rows.map((r) => changeOf(r.body));
   }
 
   /** Head version of each region that still exists. One query for any number of regions. */

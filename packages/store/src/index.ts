@@ -7,7 +7,7 @@ import { openDatabase, type OpenDatabase } from "./database.ts";
 import { deploymentKind, networkPolicyKind, sentinelKind, type DeploymentMessage } from "./kinds.ts";
 import { migrateToLatest, pendingMigrations } from "./migrate.ts";
 import { RegionRepository } from "./regions.ts";
-import { ResourceRepository } from "./resources.ts";
+import { ResourceRepository, type CommitListener } from "./resources.ts";
 import { AuditLog } from "./audit.ts";
 import { OperatorRepository } from "./operators.ts";
 import { ProjectRepository } from "./projects.ts";
@@ -25,7 +25,7 @@ export { DEFAULT_DATABASE_URL, MYSQL, openDatabase, SQLITE, type Dialect, type O
 export { StoreError, type StoreErrorCode } from "./errors.ts";
 export { migrateToLatest, pendingMigrations } from "./migrate.ts";
 export { DEFAULT_PAGE_BYTES, type Page } from "./paging.ts";
-export { DEFAULT_REVISION_HISTORY_LIMIT, projectOf, ResourceRepository, type StoredRevision, type WriteGuard } from "./resources.ts";
+export { DEFAULT_REVISION_HISTORY_LIMIT, projectOf, ResourceRepository, type CommitListener, type StoredRevision, type WriteGuard } from "./resources.ts";
 export { DEFAULT_PROJECT, ProjectRepository } from "./projects.ts";
 export { ADMIN_AUTHOR, AuditLog, type AuditRecord, type ChangeAuthor } from "./audit.ts";
 export { OPERATOR_TOKEN_PREFIX, type OperatorGrant } from "./operators.ts";
@@ -69,7 +69,7 @@ export {
 } from "./notifications.ts";
 export type { Database } from "./schema.ts";
 export { takeVersions } from "./outbox.ts";
-export { ChangeLog, type Change, type RetentionPolicy } from "./changes.ts";
+export { ChangeLog, changeOf, type Change, type CommittedChange, type RetentionPolicy } from "./changes.ts";
 export { observationBody, type AgentReport, type ReportLeader, type StatusInputs, type StatusWrite, type StoredStatus } from "./observations.ts";
 export { LAST_USE_RESOLUTION_MS, type TokenGrant, type TokenScreen } from "./agent-tokens.ts";
 export type { RegionRow } from "./regions.ts";
@@ -111,7 +111,7 @@ export class Store {
   readonly analysis: AnalysisRepository;
   readonly leases: Leases;
   readonly notifications: NotificationRepository;
-  readonly #commitListeners = new Set<(regionIds: number[]) => void>();
+  readonly #commitListeners = new Set<CommitListener>();
   readonly #statusListeners = new Set<() => void>();
   /** The key ring of secret values, if ctrl has one (what the agent streams open them with). */
   readonly secrets: SecretKeyRing | undefined;
@@ -123,8 +123,8 @@ export class Store {
       for (const listener of this.#statusListeners) listener();
     };
     // Every resource write appends status events; only some move region versions.
-    const onCommit = (regionIds: number[]) => {
-      if (regionIds.length > 0) for (const listener of this.#commitListeners) listener(regionIds);
+    const onCommit: CommitListener = (regionIds, written) => {
+      if (regionIds.length > 0) for (const listener of this.#commitListeners) listener(regionIds, written);
       onStatusEvents();
     };
     this.regions = new RegionRepository(db, dialect);
@@ -194,8 +194,8 @@ export class Store {
     return rotateSecrets(this.database.db, this.secrets);
   }
 
-  /** Subscribes to "these regions' versions moved" after each commit in this process. */
-  onCommit(listener: (regionIds: number[]) => void): () => void {
+  /** Subscribes to "these regions' versions moved" after each commit in this process (see CommitListener). */
+  onCommit(listener: CommitListener): () => void {
     this.#commitListeners.add(listener);
     return () => this.#commitListeners.delete(listener);
   }

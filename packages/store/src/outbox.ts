@@ -6,9 +6,31 @@ import { sql, type Transaction } from "kysely";
 import type { Dialect } from "./database.ts";
 import { clearSecretEnvSeals, storedParts, wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
+import type { CommittedChange } from "./changes.ts";
 import type { Database, DeploymentChangesTable, DesiredResourcesTable } from "./schema.ts";
 
 export type Tx = Transaction<Database>;
+
+/**
+ * Outbox rows a transaction wrote, up to COMMITTED_CHANGES_MAX (null past it), for its commit
+ * listeners: ctrl's poller fans a local commit's changes out from these, with no read of the
+ * outbox, when they follow on from what it has sent. A larger transaction's are read back.
+ */
+const writtenIn = new WeakMap<Tx, CommittedChange[] | null>();
+export const COMMITTED_CHANGES_MAX = 64;
+
+function recordWritten(tx: Tx, events: readonly DeploymentChangesTable[]): void {
+  const written = writtenIn.get(tx);
+  if (written === null) return;
+  const all = [...(written ?? []), ...events.map((e) => ({ regionId: e.region_id, version: e.version, body: e.body }))];
+  writtenIn.set(tx, all.length > COMMITTED_CHANGES_MAX ? null : all);
+}
+
+/** The outbox rows `tx` wrote (see writtenIn): undefined when there were too many to hand over. */
+export function committedChanges(tx: Tx): readonly CommittedChange[] | undefined {
+  const written = writtenIn.get(tx);
+  return written === null ? undefined : (written ?? []);
+}
 
 /**
  * Increments each region's head version, in region-id order (so concurrent writers never
@@ -231,6 +253,7 @@ export async function writeDesiredMany(
   }
   for (const chunk of chunks(rows)) await tx.insertInto("desired_resources").values(chunk).execute();
   for (const chunk of chunks(events)) await tx.insertInto("deployment_changes").values(chunk).execute();
+  recordWritten(tx, events);
   await purgeReplacedSeals(tx, replacedSeals);
   return [...last.keys()];
 }
@@ -267,6 +290,8 @@ async function purgeReplacedSeals(tx: Tx, replaced: readonly ReplacedSeal[]): Pr
       const workload = event.change.value.spec.case === "deployment" ? event.change.value.spec.value.workload : undefined;
       if (kept && workload && sameBytes(workload.secretEnvSealed, kept)) continue;
       if (!clearSecretEnvSeals(event.change.value)) continue;
+      // This transaction's own rows may be among them: its listeners then read the rows back.
+      writtenIn.set(tx, null);
       await tx
         .updateTable("deployment_changes")
         .set({ body: toBinary(ChangeEventSchema, event) })

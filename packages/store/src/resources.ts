@@ -8,7 +8,8 @@ import type { Kysely } from "kysely";
 import type { Dialect } from "./database.ts";
 import { StoreError } from "./errors.ts";
 import type { ResourceKind } from "./kinds.ts";
-import { writeDesired, type Tx } from "./outbox.ts";
+import { committedChanges, writeDesired, type Tx } from "./outbox.ts";
+import type { CommittedChange } from "./changes.ts";
 import { stageChange } from "./rollouts.ts";
 import { ADMIN_AUTHOR, AuditLog, type ChangeAuthor } from "./audit.ts";
 import { StatusEvents } from "./status-events.ts";
@@ -19,7 +20,11 @@ import type { Database, ResourceTable } from "./schema.ts";
 import type { SecretKeyRing } from "./secrets.ts";
 
 /** Called after each committed write with the regions whose versions moved (maybe none). */
-export type CommitListener = (regionIds: number[]) => void;
+/**
+ * Called after a commit that moved `regionIds`' versions, with the outbox rows it wrote
+ * (`written`; undefined when they were too many to hand over: read them from the outbox).
+ */
+export type CommitListener = (regionIds: number[], written?: readonly CommittedChange[]) => void;
 
 /** Revisions kept per object unless configured otherwise (ctrl's --revision-history-limit). */
 export const DEFAULT_REVISION_HISTORY_LIMIT = 50;
@@ -483,12 +488,12 @@ export class ResourceRepository<Desc extends DescMessage> {
         // READ COMMITTED (each connection's level, database.ts): every read that decides a write
         // is a locking read anyway, and it keeps InnoDB from taking gap locks that would
         // serialize unrelated creates.
-        const { result, regions } = await this.#db.transaction().execute(async (tx) => {
+        const { result, regions, written } = await this.#db.transaction().execute(async (tx) => {
           const done = await body(tx, Date.now());
           if (dryRun) throw new RolledBack(done.result);
-          return done;
+          return { ...done, written: committedChanges(tx) };
         });
-        this.#onCommit(regions);
+        this.#onCommit(regions, written);
         return result;
       } catch (error) {
         if (error instanceof RolledBack) return error.result as T;

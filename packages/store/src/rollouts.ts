@@ -35,7 +35,9 @@ import type { AnalysisPlan } from "./analysis.ts";
 import { revisionOfBody, wholeResource } from "./desired-seals.ts";
 import { StoreError } from "./errors.ts";
 import type { Dialect } from "./database.ts";
-import { ROWS_PER_STATEMENT, sameDesired, type DesiredWrite, type Tx } from "./outbox.ts";
+import { committedChanges, ROWS_PER_STATEMENT, sameDesired, type DesiredWrite, type Tx } from "./outbox.ts";
+import type { CommittedChange } from "./changes.ts";
+import type { CommitListener } from "./resources.ts";
 import { decodePageToken, pageSize, toPage, type Page } from "./paging.ts";
 import type { RegionLabels } from "./regions.ts";
 import { StatusEvents } from "./status-events.ts";
@@ -371,7 +373,7 @@ export interface RolloutDecisions {
 export class RolloutRepository {
   readonly #db: Kysely<Database>;
   readonly #dialect: Dialect;
-  readonly #onCommit: (regionIds: number[]) => void;
+  readonly #onCommit: CommitListener;
   readonly #parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser };
   readonly #given: RolloutDecisions | undefined;
 
@@ -382,7 +384,7 @@ export class RolloutRepository {
   constructor(
     db: Kysely<Database>,
     dialect: Dialect,
-    onCommit: (regionIds: number[]) => void,
+    onCommit: CommitListener,
     parts: { writeDesired: DesiredWriter; desiredOf: DesiredOf; revise: Reviser },
     decisions: RolloutDecisions | undefined,
   ) {
@@ -554,6 +556,7 @@ export class RolloutRepository {
 
   async #write(changes: readonly RolloutChange[], now: number): Promise<Map<RolloutChange, StoredRollout | undefined>> {
     let regions: number[] = [];
+    let written: readonly CommittedChange[] | undefined;
     const stored = await this.#db.transaction().execute(async (tx) => {
       // The deployments' rows first (in id order), as a change of a deployment locks it
       // before its rollout's (supersede): one lock order, so the two never deadlock.
@@ -628,9 +631,10 @@ export class RolloutRepository {
         won.map((w) => ({ type: ResourceType.DEPLOYMENT, id: w.change.current.deploymentId })),
         now,
       );
+      written = committedChanges(tx);
       return results;
     });
-    if ([...stored.values()].some((r) => r !== undefined)) this.#onCommit([...new Set(regions)]);
+    if ([...stored.values()].some((r) => r !== undefined)) this.#onCommit([...new Set(regions)], written);
     return stored;
   }
 

@@ -6,11 +6,14 @@
 // - full: every watched region's head in one query, then the new changes of those that moved.
 //   Runs once per interval, from the previous full poll's start: other replicas' writes and
 //   deleted regions are seen by it.
-// - woken: a write of this process committed changes of some regions (wake); only those are
-//   read, with no query for heads (one query less between a commit and its streams). Wakes
-//   never put off the next full poll.
+// - woken: a write of this process committed changes of some regions (wake), and only those
+//   are polled, with no query for heads. The commit hands over the outbox rows it wrote: when
+//   they follow on from what a region's streams were sent, they are fanned out as they are,
+//   with no query at all; otherwise (another replica wrote in between, or a commit's rows
+//   arrive before an earlier commit's) the region is read from the outbox. Wakes never put off
+//   the next full poll.
 import type { Logger } from "@flotilla/runtime";
-import type { Change, ChangeLog } from "@flotilla/store";
+import { changeOf, type Change, type ChangeLog, type CommittedChange } from "@flotilla/store";
 import type { CtrlMetrics } from "../metrics.ts";
 import { Subscription } from "./subscription.ts";
 
@@ -66,6 +69,8 @@ export class ChangePoller {
   #again = false;
   /** Regions whose changes this process committed since the last poll began. */
   readonly #woken = new Set<number>();
+  /** The outbox rows of those commits, by watched region (null: not all known, or too many: read them). */
+  readonly #committed = new Map<number, CommittedChange[] | null>();
   /** When the last full poll began (performance.now()). */
   #lastFullPoll = Number.NEGATIVE_INFINITY;
   #wakeSleep: (() => void) | undefined;
@@ -117,9 +122,19 @@ export class ChangePoller {
     if (state.subscriptions.size === 0) this.#regions.delete(sub.regionId);
   }
 
-  /** Polls `regionIds` now: a write of this process just committed changes of them. */
-  wake(regionIds: readonly number[]): void {
-    for (const id of regionIds) this.#woken.add(id);
+  /**
+   * Polls `regionIds` now: a write of this process just committed changes of them, and wrote
+   * the outbox rows `written` (undefined: not known).
+   */
+  wake(regionIds: readonly number[], written?: readonly CommittedChange[]): void {
+    for (const id of regionIds) {
+      this.#woken.add(id);
+      if (!this.#regions.has(id)) continue;
+      const held = this.#committed.get(id);
+      const rows = written?.filter((row) => row.regionId === id);
+      const known = held === null || rows === undefined ? null : [...(held ?? []), ...rows];
+      this.#committed.set(id, known !== null && known.length <= this.#options.readLimit ? known : null);
+    }
     this.#again = true;
     this.#wakeSleep?.();
   }
@@ -131,13 +146,15 @@ export class ChangePoller {
       const full = started - this.#lastFullPoll >= this.#options.intervalMs;
       // A full poll covers the woken regions too.
       const woken = [...this.#woken];
+      const committed = new Map(this.#committed);
       this.#woken.clear();
+      this.#committed.clear();
       try {
         if (full) {
           this.#lastFullPoll = started;
           await this.#pollAll();
         } else {
-          await this.#pollWoken(woken);
+          await this.#pollWoken(woken, committed);
         }
       } catch (error) {
         this.#log.error(`change poller: ${error instanceof Error ? error.message : String(error)}`);
@@ -183,11 +200,20 @@ export class ChangePoller {
     }
   }
 
-  /** The woken regions' new changes, read without their heads. */
-  async #pollWoken(ids: readonly number[]): Promise<void> {
+  /** The woken regions' new changes: those their commits wrote when they follow on, else read without heads. */
+  async #pollWoken(ids: readonly number[], committed: ReadonlyMap<number, CommittedChange[] | null>): Promise<void> {
     for (const id of ids) {
       const state = this.#regions.get(id);
-      if (state) await this.#drain(id, state, undefined);
+      if (!state) continue;
+      const changes = followingOn(committed.get(id), state.position);
+      if (changes === undefined) {
+        await this.#drain(id, state, undefined);
+        continue;
+      }
+      if (changes.length === 0) continue; // sent already (a full poll read them)
+      state.position = changes[changes.length - 1]!.version;
+      this.#metrics.headVersion.set({ region: state.name }, state.position);
+      await fanOut(state.subscriptions, changes);
     }
   }
 
@@ -215,4 +241,17 @@ export class ChangePoller {
     for (const sub of state.subscriptions) sub.fail(error);
     this.#regions.delete(id);
   }
+}
+
+/**
+ * The changes of `rows` (a region's committed outbox rows) after `position`, when they are
+ * exactly the versions right after it: [] when all were sent; undefined when unknown (null),
+ * or when some version between is missing (written by another replica, or by a commit whose
+ * rows have not been handed over yet).
+ */
+function followingOn(rows: readonly CommittedChange[] | null | undefined, position: number): Change[] | undefined {
+  if (!rows) return undefined;
+  const fresh = rows.filter((row) => row.version > position).sort((a, b) => a.version - b.version);
+  for (let i = 0; i < fresh.length; i++) if (fresh[i]!.version !== position + 1 + i) return undefined;
+  return fresh.map((row) => changeOf(row.body));
 }
