@@ -60,7 +60,7 @@ export interface GrpcServerStreamingOptions {
  * Messages a handler sends unchanged on many streams (a live change fanned out to every watch
  * of its region), each with its gRPC frame once the first stream built it (null before).
  */
-const sharedFrames = new WeakMap<object, Uint8Array | null>();
+const sharedFrames = new WeakMap<object, Buffer | null>();
 
 /**
  * Marks `message` as sent unchanged on many streams: the direct path encodes and frames it
@@ -84,14 +84,23 @@ export interface DirectSend {
 }
 export const directSendKey = createContextKey<DirectSend | undefined>(undefined, { description: "direct send" });
 
+/** The shared message framed last, and its frame: a fan-out asks for it once per stream, one stream after another. */
+let lastShared: { message: object; frame: Buffer } | undefined;
+
 /** `message`'s gRPC frame if it is shared (built by the first stream that sends it), else undefined. */
-function sharedFrame(schema: DescMessage, message: object): Uint8Array | undefined {
+function sharedFrame(schema: DescMessage, message: object): Buffer | undefined {
+  if (lastShared?.message === message) return lastShared.frame;
   const frame = sharedFrames.get(message);
-  if (frame !== null) return frame;
+  if (frame === undefined) return undefined;
+  if (frame !== null) {
+    lastShared = { message, frame };
+    return frame;
+  }
   const envelope = encodeEnvelope(0, toBinary(schema, message as MessageShape<DescMessage>));
   // A Buffer (a view, no copy): a stream's write turns any other Uint8Array into a new Buffer, one per stream.
   const built = Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
   sharedFrames.set(message, built);
+  lastShared = { message, frame: built };
   return built;
 }
 
@@ -141,13 +150,8 @@ async function serve(route: ServerStreamingRoute, req: Http2ServerRequest, conte
   if (!responseCompression) {
     ctx.values.set(directSendKey, {
       send: (message) => {
-        if (!writer.ready) return false;
         const frame = sharedFrame(method.output, message);
-        if (frame === undefined) return false;
-        // A write that fills the stream marks it backed up: the next change is queued, and the
-        // handler's loop waits for the drain with it.
-        void writer.frame(ctx.responseHeader, frame);
-        return true;
+        return frame !== undefined && writer.sendNow(frame);
       },
     });
   }
@@ -213,9 +217,16 @@ class GrpcResponseWriter {
     this.#compression = compression;
   }
 
-  /** The headers are sent and the stream takes more without waiting. */
-  get ready(): boolean {
-    return this.#headersSent && !this.#backedUp && !this.#stream.destroyed;
+  /**
+   * Writes a framed message now if the stream takes it without waiting: false, and nothing
+   * written, when the headers are not sent yet, the stream is backed up or it is gone. A
+   * write that fills the stream marks it backed up: the next change is queued, and the
+   * handler's loop waits for the drain with it.
+   */
+  sendNow(frame: Buffer): boolean {
+    if (!this.#headersSent || this.#backedUp || this.#stream.destroyed) return false;
+    if (!this.#stream.write(frame)) void this.#drained();
+    return true;
   }
 
   /** Sends the response headers (once). */
@@ -256,7 +267,11 @@ class GrpcResponseWriter {
       for (const chunk of envelope) more = this.#stream.write(chunk);
       this.#stream.uncork();
     }
-    if (more) return undefined;
+    return more ? undefined : this.#drained();
+  }
+
+  /** Marks the stream backed up until it drains (or closes); resolves then. */
+  #drained(): Promise<void> {
     this.#backedUp = true;
     return new Promise<void>((resolve) => {
       const done = () => {

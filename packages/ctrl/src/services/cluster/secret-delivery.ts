@@ -25,10 +25,12 @@ export interface SecretDelivery {
   rows<Row extends { body: Uint8Array }>(rows: Row[]): Row[];
   /** Outbox changes as this stream's caller may receive them (the same array when unchanged; a change without secret is the same object). */
   changes(changes: Change[]): Change[];
+  /** This stream's caller may receive `change` as stored (`changes` would give it back unchanged). */
+  asStored(change: Change): boolean;
 }
 
 /** Stored bytes, unchanged: for the region's own agent. */
-const AS_STORED: SecretDelivery = { toOwnAgent: true, rows: (rows) => rows, changes: (changes) => changes };
+const AS_STORED: SecretDelivery = { toOwnAgent: true, rows: (rows) => rows, changes: (changes) => changes, asStored: () => true };
 
 /** The delivery for the stream `ctx` opened for `region`. */
 export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDelivery {
@@ -42,6 +44,7 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
     toOwnAgent: false,
     rows: (rows) => rows.map((row) => ({ ...row, body: body(row.body) })),
     changes: (changes) => (changes.every((c) => withoutSeals(c) === c) ? changes : changes.map(withoutSeals)),
+    asStored: (change) => withoutSeals(change) === change,
   };
 }
 
@@ -51,13 +54,18 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
  */
 const withoutSealsOf = new WeakMap<Change, Change>();
 
+/** The change looked up last: a fan-out asks for one change once per stream, one stream after another. */
+let lastCleared: { change: Change; cleared: Change } | undefined;
+
 /** `change` as a caller other than its region's agent receives it: itself when it carries no seal. */
 function withoutSeals(change: Change): Change {
+  if (lastCleared?.change === change) return lastCleared.cleared;
   let cleared = withoutSealsOf.get(change);
   if (cleared === undefined) {
     cleared = clearSeals(change);
     withoutSealsOf.set(change, cleared);
   }
+  lastCleared = { change, cleared };
   return cleared;
 }
 

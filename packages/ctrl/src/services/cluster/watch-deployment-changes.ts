@@ -35,12 +35,16 @@ export function resyncRequired(message: string, version: number): Error {
 export function watchDeploymentChanges(store: Store, poller: ChangePoller, metrics: CtrlMetrics, options: StreamOptions, sendBudget: SendBudget) {
   /** A live change's response, the same message for every stream it is fanned out to. */
   const liveResponses = new WeakMap<Change, Response>();
+  /** The change asked for last, and its response: a fan-out asks once per stream, one stream after another. */
+  let last: { change: Change; response: Response } | undefined;
   const liveResponse = (change: Change): Response => {
+    if (last?.change === change) return last.response;
     let response = liveResponses.get(change);
     if (!response) {
       response = sharedMessage(withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: BigInt(change.version) }), 1, [change.bytes]));
       liveResponses.set(change, response);
     }
+    last = { change, response };
     return response;
   };
   return async function* (req: WatchDeploymentChangesRequest, ctx: HandlerContext): AsyncIterable<Response> {
@@ -97,10 +101,12 @@ export function watchDeploymentChanges(store: Store, poller: ChangePoller, metri
     // A live change this stream's caller may see as stored goes out from the fan-out itself
     // while the stream waits: no turn of this loop per stream and change.
     const direct = binary ? ctx.values.get(directSendKey) : undefined;
-    if (direct) {
+    if (direct && !ctx.signal.aborted) {
+      // An aborted stream's loop ends the call; nothing more goes out from the fan-out.
+      ctx.signal.addEventListener("abort", () => (sub.sendNow = undefined), { once: true });
       sub.sendNow = (changes) => {
         const change = changes[0]!;
-        if (changes.length !== 1 || secrets.changes(changes as Change[])[0] !== change || ctx.signal.aborted) return false;
+        if (changes.length !== 1 || !secrets.asStored(change)) return false;
         if (!direct.send(liveResponse(change))) return false;
         cursor = change.version;
         metrics.watchEvents.inc(1);
