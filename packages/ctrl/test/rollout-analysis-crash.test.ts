@@ -10,24 +10,21 @@
 // (good ones succeed, a failing one rolls the canary back and the second wave is never written).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { DescService } from "@bufbuild/protobuf";
 import { fromBinary } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import type { Client } from "@connectrpc/connect";
 import { ClusterService, type AnalysisTask } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { RegionService } from "@flotilla/proto/ctrl/v1/region_pb.js";
 import { DesiredResourceSchema, ResourceType, RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Store } from "@flotilla/store";
 import { ADMIN_TOKEN } from "@flotilla/testkit/ctrl";
-import { spawnCtrl, type CtrlProcess } from "@flotilla/testkit/ctrl-process";
+import { alive, onLiveReplica, spawnCtrl, type CtrlProcess } from "@flotilla/testkit/ctrl-process";
 import { freshStore, testDatabases } from "@flotilla/testkit/databases";
 import { waitFor } from "@flotilla/testkit/stack";
 
 const REGIONS = ["canary", "eu"];
 const COUNT = 3;
-const CONNECTION_LOST = [Code.Unavailable, Code.Aborted, Code.Unknown, Code.Internal];
 const mysql = (await testDatabases()).find((d) => d.db.name === "mysql")!;
 
 describe("rollout analysis on two ctrl replicas, the driving one killed with -9 mid-analysis (mysql)", { skip: mysql.skip }, () => {
@@ -36,7 +33,6 @@ describe("rollout analysis on two ctrl replicas, the driving one killed with -9 
   let cleanup: () => Promise<void>;
   const replicas: CtrlProcess[] = [];
   const spawnReplica = () => spawnCtrl(url, ADMIN_TOKEN, ["--poll-interval", "100ms", "--rollout-lease-duration", "1s"]);
-  const alive = (r: CtrlProcess) => r.child.exitCode === null && r.child.signalCode === null;
 
   before(async () => {
     ({ store, url, cleanup } = await freshStore(mysql.db));
@@ -50,39 +46,9 @@ describe("rollout analysis on two ctrl replicas, the driving one killed with -9 
     await cleanup?.();
   });
 
-  const client = <S extends DescService>(service: S, replica: CtrlProcess): Client<S> =>
-    createClient(
-      service,
-      createConnectTransport({
-        baseUrl: replica.url,
-        httpVersion: "1.1",
-        interceptors: [
-          (next) => (req) => {
-            req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-            return next(req);
-          },
-        ],
-      }),
-    );
   /** Calls `call` on a replica that is up (`prefer` first), another when one fails to answer. */
-  const on = async <S extends DescService, T>(service: S, call: (c: Client<S>) => Promise<T>, prefer?: CtrlProcess): Promise<T> => {
-    const giveUp = Date.now() + 30_000;
-    for (let attempt = 0; ; attempt++) {
-      const candidates = [...(prefer ? [prefer] : []), ...replicas].filter(alive);
-      const replica = candidates[attempt % Math.max(1, candidates.length)];
-      if (!replica) {
-        assert.ok(Date.now() < giveUp, "no ctrl replica up for 30 s");
-        await sleep(50);
-        continue;
-      }
-      try {
-        return await call(client(service, replica));
-      } catch (error) {
-        if (!CONNECTION_LOST.includes(ConnectError.from(error).code) || Date.now() > giveUp) throw error;
-        await sleep(50);
-      }
-    }
-  };
+  const on = <S extends DescService, T>(service: S, call: (c: Client<S>) => Promise<T>, prefer?: CtrlProcess): Promise<T> =>
+    onLiveReplica(() => replicas, service, call, { token: ADMIN_TOKEN, prefer });
   /** The replica that drives rollouts now (its metrics say so). */
   const driver = async (): Promise<CtrlProcess> => {
     let found: CtrlProcess | undefined;

@@ -11,15 +11,14 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { fromBinary } from "@bufbuild/protobuf";
 import { ClusterService } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
 import { DeploymentService } from "@flotilla/proto/ctrl/v1/deployment_pb.js";
 import { DesiredResourceSchema, ResourceType, RolloutState } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import type { Store, StoredRollout } from "@flotilla/store";
 import { ADMIN_TOKEN } from "@flotilla/testkit/ctrl";
-import { spawnCtrl, type CtrlProcess } from "@flotilla/testkit/ctrl-process";
+import { alive, onLiveReplica, spawnCtrl, type CtrlProcess } from "@flotilla/testkit/ctrl-process";
 import { freshStore, testDatabases } from "@flotilla/testkit/databases";
 import { waitFor } from "@flotilla/testkit/stack";
 
@@ -32,7 +31,6 @@ const MIN_ROUNDS = 6;
 const STRATEGY = {
   waves: [{ name: "one", regions: ["r1"], bake: { seconds: 1n } }, { name: "two", regions: ["r2"], bake: { seconds: 1n } }, { name: "rest" }],
 };
-const CONNECTION_LOST = [Code.Unavailable, Code.Aborted, Code.Unknown, Code.Internal];
 const WAVE_ENDED = "flotilla_ctrl_rollout_wave_duration_seconds_count";
 
 const mysql = (await testDatabases()).find((d) => d.db.name === "mysql")!;
@@ -55,8 +53,6 @@ describe("staged rollouts on two ctrl replicas, killed with -9 mid-bake and mid-
       .flatMap((r) => r.log().split("\n"))
       .filter((line) => / ERROR .*rollout/.test(line))
       .slice(-5);
-  const alive = (replica: CtrlProcess | undefined): replica is CtrlProcess =>
-    replica !== undefined && replica.child.exitCode === null && replica.child.signalCode === null;
 
   before(async () => {
     ({ store, url, cleanup } = await freshStore(mysql.db));
@@ -69,34 +65,8 @@ describe("staged rollouts on two ctrl replicas, killed with -9 mid-bake and mid-
   });
 
   /** Calls `call` on a replica that is up, the other one when it fails to answer (killed meanwhile). */
-  const onAnyReplica = async <S extends DescService, T>(service: S, call: (client: Client<S>) => Promise<T>): Promise<T> => {
-    const giveUp = Date.now() + 60_000;
-    for (let attempt = 0; ; attempt++) {
-      const replica = replicas[attempt % 2];
-      if (!alive(replica)) {
-        if (Date.now() > giveUp) throw new Error("no ctrl replica up for 60 s");
-        await sleep(50);
-        continue;
-      }
-      const transport = createConnectTransport({
-        baseUrl: replica.url,
-        httpVersion: "1.1",
-        interceptors: [
-          (next) => (req) => {
-            req.header.set("authorization", `Bearer ${ADMIN_TOKEN}`);
-            return next(req);
-          },
-        ],
-      });
-      try {
-        return await call(createClient(service, transport));
-      } catch (error) {
-        // A replica killed before or while it answered: the connection refused, reset or hung up.
-        if (!CONNECTION_LOST.includes(ConnectError.from(error).code) || Date.now() > giveUp) throw error;
-        await sleep(50);
-      }
-    }
-  };
+  const onAnyReplica = <S extends DescService, T>(service: S, call: (client: Client<S>) => Promise<T>): Promise<T> =>
+    onLiveReplica(() => replicas, service, call, { token: ADMIN_TOKEN, giveUpMs: 60_000 });
 
   /**
    * Scripted agents: every region reports each of its deployments RUNNING at the version it
