@@ -30,6 +30,7 @@ import {
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import { compressedFlag, compressionNegotiate, encodeEnvelope, type Compression } from "@connectrpc/connect/protocol";
 import { DECODE_OPTIONS, readRequestBody, type RequestBounds } from "./request-body.ts";
+import { FanOutMemo } from "./streaming/fan-out-memo.ts";
 import { chunkedEncoding } from "./services/cluster/verbatim.ts";
 import { headerAcceptEncoding, headerEncoding, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Http2ServerRequest, IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
@@ -56,11 +57,10 @@ export interface GrpcServerStreamingOptions {
   contextValues: (req: Http2ServerRequest) => ContextValues;
 }
 
-/**
- * Messages a handler sends unchanged on many streams (a live change fanned out to every watch
- * of its region), each with its gRPC frame once the first stream built it (null before).
- */
-const sharedFrames = new WeakMap<object, Buffer | null>();
+/** Messages a handler sends unchanged on many streams (a live change fanned out to every watch of its region). */
+const sharedMessages = new WeakSet<object>();
+/** Their gRPC frames, built by the first stream that sends each. */
+const sharedFrames = new FanOutMemo<object, Buffer>();
 
 /**
  * Marks `message` as sent unchanged on many streams: the direct path encodes and frames it
@@ -68,7 +68,7 @@ const sharedFrames = new WeakMap<object, Buffer | null>();
  * with its garbage). Must not be changed after it is first sent.
  */
 export function sharedMessage<T extends object>(message: T): T {
-  sharedFrames.set(message, null);
+  sharedMessages.add(message);
   return message;
 }
 
@@ -84,24 +84,14 @@ export interface DirectSend {
 }
 export const directSendKey = createContextKey<DirectSend | undefined>(undefined, { description: "direct send" });
 
-/** The shared message framed last, and its frame: a fan-out asks for it once per stream, one stream after another. */
-let lastShared: { message: object; frame: Buffer } | undefined;
-
 /** `message`'s gRPC frame if it is shared (built by the first stream that sends it), else undefined. */
 function sharedFrame(schema: DescMessage, message: object): Buffer | undefined {
-  if (lastShared?.message === message) return lastShared.frame;
-  const frame = sharedFrames.get(message);
-  if (frame === undefined) return undefined;
-  if (frame !== null) {
-    lastShared = { message, frame };
-    return frame;
-  }
-  const envelope = encodeEnvelope(0, toBinary(schema, message as MessageShape<DescMessage>));
-  // A Buffer (a view, no copy): a stream's write turns any other Uint8Array into a new Buffer, one per stream.
-  const built = Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
-  sharedFrames.set(message, built);
-  lastShared = { message, frame: built };
-  return built;
+  return sharedFrames.get(message, () => {
+    if (!sharedMessages.has(message)) return undefined;
+    const envelope = encodeEnvelope(0, toBinary(schema, message as MessageShape<DescMessage>));
+    // A Buffer (a view, no copy): a stream's write turns any other Uint8Array into a new Buffer, one per stream.
+    return Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
+  });
 }
 
 /** connect's default: smaller messages are not worth compressing. */

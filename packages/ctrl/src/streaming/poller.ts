@@ -46,7 +46,7 @@ interface RegionState {
  * over 400 writes) against 7.8 ms in one turn, and the p99 of all streams read 14.7 against 13.6
  * ms, taking turns in one run (docs/benchmarks.md, "A fan-out in one turn").
  */
-const FAN_OUT_CHUNK = 1024;
+export const FAN_OUT_CHUNK = 1024;
 
 /**
  * Pushes `changes` to every subscription, yielding to the event loop between chunks of

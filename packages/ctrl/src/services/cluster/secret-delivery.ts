@@ -13,6 +13,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { ChangeEventSchema, DesiredResourceSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { clearSecretEnvSeals, type Change, type RegionRow } from "@flotilla/store";
 import { maySeeSecretValues } from "../../auth.ts";
+import { FanOutMemo } from "../../streaming/fan-out-memo.ts";
 
 /** Workload.secret_env's tag (field 17, length-delimited) as encoded: a body without it carries no secret. */
 const SECRET_ENV_KEY = (17 << 3) | 2;
@@ -43,8 +44,8 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
   return {
     toOwnAgent: false,
     rows: (rows) => rows.map((row) => ({ ...row, body: body(row.body) })),
-    changes: (changes) => (changes.every((c) => withoutSeals(c) === c) ? changes : changes.map(withoutSeals)),
-    asStored: (change) => withoutSeals(change) === change,
+    changes: (changes) => (changes.every(asStored) ? changes : changes.map(withoutSeals)),
+    asStored,
   };
 }
 
@@ -52,21 +53,16 @@ export function secretDelivery(ctx: HandlerContext, region: RegionRow): SecretDe
  * A live change is fanned out to every stream of its region as one object: what it is without
  * its seals is worked out once for all the streams that may not see them, not once per stream.
  */
-const withoutSealsOf = new WeakMap<Change, Change>();
-
-/** The change looked up last: a fan-out asks for one change once per stream, one stream after another. */
-let lastCleared: { change: Change; cleared: Change } | undefined;
+const withoutSealsOf = new FanOutMemo<Change, Change>();
 
 /** `change` as a caller other than its region's agent receives it: itself when it carries no seal. */
 function withoutSeals(change: Change): Change {
-  if (lastCleared?.change === change) return lastCleared.cleared;
-  let cleared = withoutSealsOf.get(change);
-  if (cleared === undefined) {
-    cleared = clearSeals(change);
-    withoutSealsOf.set(change, cleared);
-  }
-  lastCleared = { change, cleared };
-  return cleared;
+  return withoutSealsOf.get(change, clearSeals);
+}
+
+/** A caller other than its region's agent may receive `change` as stored: it carries no seal. */
+function asStored(change: Change): boolean {
+  return withoutSeals(change) === change;
 }
 
 function clearSeals(change: Change): Change {

@@ -13,6 +13,7 @@ import { directSendKey, sharedMessage } from "../../grpc-server-streaming.ts";
 import { invalidArgument, reasonError } from "../../errors.ts";
 import type { CtrlMetrics } from "../../metrics.ts";
 import type { SendBudget } from "../../send-budget.ts";
+import { FanOutMemo } from "../../streaming/fan-out-memo.ts";
 import type { ChangePoller } from "../../streaming/poller.ts";
 import { batchLength, Overflow, type BatchLimits, type Subscription } from "../../streaming/subscription.ts";
 import * as validate from "../../validate.ts";
@@ -34,19 +35,11 @@ export function resyncRequired(message: string, version: number): Error {
 
 export function watchDeploymentChanges(store: Store, poller: ChangePoller, metrics: CtrlMetrics, options: StreamOptions, sendBudget: SendBudget) {
   /** A live change's response, the same message for every stream it is fanned out to. */
-  const liveResponses = new WeakMap<Change, Response>();
-  /** The change asked for last, and its response: a fan-out asks once per stream, one stream after another. */
-  let last: { change: Change; response: Response } | undefined;
-  const liveResponse = (change: Change): Response => {
-    if (last?.change === change) return last.response;
-    let response = liveResponses.get(change);
-    if (!response) {
-      response = sharedMessage(withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: BigInt(change.version) }), 1, [change.bytes]));
-      liveResponses.set(change, response);
-    }
-    last = { change, response };
-    return response;
-  };
+  const liveResponses = new FanOutMemo<Change, Response>();
+  const liveResponse = (change: Change): Response =>
+    liveResponses.get(change, () =>
+      sharedMessage(withVerbatimField(create(WatchDeploymentChangesResponseSchema, { version: BigInt(change.version) }), 1, [change.bytes])),
+    );
   return async function* (req: WatchDeploymentChangesRequest, ctx: HandlerContext): AsyncIterable<Response> {
     validate.dnsLabel("region", req.region);
     const region = await resolveAuthorizedRegion(ctx, store.regions, req.region);
