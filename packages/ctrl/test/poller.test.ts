@@ -2,7 +2,8 @@
 // reads only the woken regions and asks for no heads; a commit's own rows go out with no read
 // when they follow on from what was sent, in order with no gap or repeat when they do not;
 // wakes never put off the full poll that finds other replicas' writes; a woken read that finds
-// nothing loses nothing, one that finds a gap ends the region's streams.
+// nothing loses nothing, one that finds a gap ends the region's streams; a fan-out yields to
+// the event loop every FAN_OUT_CHUNK streams.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -11,7 +12,7 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { ChangeEventSchema } from "@flotilla/proto/ctrl/v1/resources_pb.js";
 import { changeOf, type Change, type CommittedChange } from "@flotilla/store";
 import { CtrlMetrics } from "../src/metrics.ts";
-import { ChangePoller, type ChangeSource } from "../src/streaming/poller.ts";
+import { ChangePoller, FAN_OUT_CHUNK, type ChangeSource } from "../src/streaming/poller.ts";
 
 /** Outbox rows by region, and the poller's queries of them. */
 class FakeOutbox implements ChangeSource {
@@ -32,8 +33,12 @@ class FakeOutbox implements ChangeSource {
     return new Map(regionIds.map((id) => [id, this.log.get(id)?.at(-1)?.version ?? 0]));
   }
 
+  /** Called at each read, before it answers. */
+  onRead: (() => void) | undefined;
+
   async read(regionId: number, after: number, limit: number): Promise<Change[]> {
     this.calls.push(`read ${regionId} after ${after}`);
+    this.onRead?.();
     return (this.log.get(regionId) ?? []).filter((c) => c.version > after).slice(0, limit);
   }
 }
@@ -46,21 +51,28 @@ async function until(what: string, ok: () => boolean, timeoutMs = 5_000): Promis
   }
 }
 
-/** A poller, not started yet. */
-function newPoller(outbox: FakeOutbox, intervalMs: number): ChangePoller {
+/**
+ * A started poller on `outbox`, with a subscription to each of `regions` (region i + 1 named
+ * regions[i]) made before it started, so that its first (full) poll covers them; resolves once
+ * that poll has asked for their heads, with the outbox's calls cleared.
+ */
+async function startPoller(outbox: FakeOutbox, intervalMs: number, regions: string[]) {
   const lost = (region: string, why: string) => new Error(`${region}: ${why}`);
-  return new ChangePoller(outbox, { intervalMs, readLimit: 100 }, new CtrlMetrics(), lost, silentLogger);
+  const poller = new ChangePoller(outbox, { intervalMs, readLimit: 100 }, new CtrlMetrics(), lost, silentLogger);
+  const subs = regions.map((name, i) => poller.subscribe(i + 1, name, 0, 0, 10_000));
+  poller.start();
+  await until("the first full poll", () => outbox.calls.includes(`heads ${regions.map((_, i) => i + 1).join(",")}`));
+  outbox.calls.length = 0;
+  return { poller, subs };
 }
 
 test("a wake reads only the woken regions, and asks for no heads", async () => {
   const outbox = new FakeOutbox();
-  const poller = newPoller(outbox, 60_000);
+  const {
+    poller,
+    subs: [one, two],
+  } = await startPoller(outbox, 60_000, ["one", "two"]);
   try {
-    const one = poller.subscribe(1, "one", 0, 0, 100);
-    const two = poller.subscribe(2, "two", 0, 0, 100);
-    poller.start(); // its first poll is a full one
-    await until("the first full poll", () => outbox.calls.includes("heads 1,2"));
-    outbox.calls.length = 0;
     outbox.append(1, 1);
     outbox.append(2, 1); // another replica's write: no wake
     poller.wake([1]);
@@ -81,12 +93,11 @@ test("a wake reads only the woken regions, and asks for no heads", async () => {
 
 test("a commit's own rows go out with no read when they follow on; otherwise the region is read", async () => {
   const outbox = new FakeOutbox();
-  const poller = newPoller(outbox, 60_000);
+  const {
+    poller,
+    subs: [one],
+  } = await startPoller(outbox, 60_000, ["one"]);
   try {
-    const one = poller.subscribe(1, "one", 0, 0, 100);
-    poller.start();
-    await until("the first full poll", () => outbox.calls.includes("heads 1"));
-    outbox.calls.length = 0;
     poller.wake([1], [outbox.append(1, 1)]);
     await until("version 1", () => one.pushedUpTo === 1);
     assert.deepEqual(outbox.calls, [], "no query");
@@ -112,12 +123,11 @@ test("a commit's own rows go out with no read when they follow on; otherwise the
 
 test("wakes never put off the full poll that finds other replicas' writes", async () => {
   const outbox = new FakeOutbox();
-  const poller = newPoller(outbox, 50);
+  const {
+    poller,
+    subs: [one, two],
+  } = await startPoller(outbox, 50, ["one", "two"]);
   try {
-    const one = poller.subscribe(1, "one", 0, 0, 10_000);
-    const two = poller.subscribe(2, "two", 0, 0, 100);
-    poller.start();
-    await sleep(10); // past the first full poll
     outbox.append(2, 1); // written by another replica
     // This process commits to region one every 5 ms, for far longer than the interval.
     let wakes = 0;
@@ -136,15 +146,32 @@ test("wakes never put off the full poll that finds other replicas' writes", asyn
 
 test("a woken read that skips versions ends the region's streams (pruned)", async () => {
   const outbox = new FakeOutbox();
-  const poller = newPoller(outbox, 60_000);
+  const {
+    poller,
+    subs: [one],
+  } = await startPoller(outbox, 60_000, ["one"]);
   try {
-    const one = poller.subscribe(1, "one", 0, 0, 100);
-    poller.start();
-    await until("the first full poll", () => outbox.calls.includes("heads 1"));
     outbox.append(1, 5); // versions 1–4 pruned before this poller read them
     poller.wake([1]);
     await until("the subscription to fail", () => one.failure !== undefined);
     assert.match(String(one.failure), /one: pruned/);
+  } finally {
+    await poller.stop();
+  }
+});
+
+test(`a fan-out yields to the event loop after every ${FAN_OUT_CHUNK} streams, and not before`, async () => {
+  const outbox = new FakeOutbox();
+  const { poller, subs: first } = await startPoller(outbox, 60_000, ["one"]);
+  try {
+    const subs = [...first, ...Array.from({ length: 2 * FAN_OUT_CHUNK + 10 }, () => poller.subscribe(1, "one", 0, 0, 100))];
+    outbox.append(1, 1);
+    // Runs at the fan-out's first yield: the streams served by then are the first turn's.
+    let servedInFirstTurn = -1;
+    outbox.onRead = () => setImmediate(() => (servedInFirstTurn = subs.filter((s) => s.pushedUpTo === 1).length));
+    poller.wake([1]);
+    await until("every stream served", () => subs.every((s) => s.pushedUpTo === 1));
+    assert.equal(servedInFirstTurn, FAN_OUT_CHUNK);
   } finally {
     await poller.stop();
   }
