@@ -53,6 +53,28 @@ export interface WatchStream {
   error: unknown;
 }
 
+/** What a benchmark's watch streams are opened with (WatchFleet, FrameWatchFleet). */
+export interface WatchReaderOptions {
+  /** HTTP/2 connections the streams are spread over, stream i on connection i % connections. */
+  connections: number;
+  versionLastSeen?: number;
+  onMessage?: (stream: WatchStream, res: WatchResponseSummary, receivedAt: number) => void;
+  /** The CA to trust for an https URL. */
+  ca?: Buffer;
+  /** The bearer token of the calls (the benchmarks' admin token unless given). */
+  token?: string;
+}
+
+/** The path of WatchDeploymentChanges, and its request from `region` after `options.versionLastSeen`, framed for gRPC. */
+export const WATCH_PATH = `/${ClusterService.typeName}/${ClusterService.method.watchDeploymentChanges.name}`;
+export function watchRequestFrame(region: string, options: WatchReaderOptions): Uint8Array {
+  const request = create(WatchDeploymentChangesRequestSchema, {
+    region,
+    versionLastSeen: options.versionLastSeen === undefined ? undefined : BigInt(options.versionLastSeen),
+  });
+  return encodeEnvelope(0, toBinary(WatchDeploymentChangesRequestSchema, request));
+}
+
 /** Watch streams a benchmark opened: each stream's progress, and the end of them all. */
 export interface WatchReader {
   readonly streams: WatchStream[];
@@ -134,19 +156,12 @@ export class WatchFleet implements WatchReader {
     baseUrl: string,
     region: string,
     count: number,
-    options: {
-      connections: number;
-      versionLastSeen?: number;
-      onMessage?: (stream: WatchStream, res: WatchResponseSummary, receivedAt: number) => void;
-      /** The CA to trust for an https URL. */
-      ca?: Buffer;
+    options: WatchReaderOptions & {
       /**
        * gRPC (ctrl's direct path, as agents connect; the default) or the Connect protocol
        * (served by connect-node's pipeline: to compare the two paths on the same server).
        */
       protocol?: "grpc" | "connect";
-      /** The bearer token of the calls (the benchmarks' admin token unless given). */
-      token?: string;
     },
   ) {
     this.#sessions = Array.from({ length: Math.max(1, Math.min(options.connections, count)) }, () => {
@@ -154,19 +169,14 @@ export class WatchFleet implements WatchReader {
       session.on("error", () => {});
       return session;
     });
-    const request = create(WatchDeploymentChangesRequestSchema, {
-      region,
-      versionLastSeen: options.versionLastSeen === undefined ? undefined : BigInt(options.versionLastSeen),
-    });
-    const body = toBinary(WatchDeploymentChangesRequestSchema, request);
-    const frame = encodeEnvelope(0, body);
+    const frame = watchRequestFrame(region, options);
     for (let i = 0; i < count; i++) {
       const stream: WatchStream = { index: i, messages: 0, events: 0, version: -1, error: undefined };
       this.streams.push(stream);
       const connect = options.protocol === "connect";
       const call = this.#sessions[i % this.#sessions.length]!.request({
         ":method": "POST",
-        ":path": `/${ClusterService.typeName}/${ClusterService.method.watchDeploymentChanges.name}`,
+        ":path": WATCH_PATH,
         authorization: `Bearer ${options.token ?? ADMIN_TOKEN}`,
         ...(connect
           ? { "content-type": "application/connect+proto", "connect-protocol-version": "1" }

@@ -11,12 +11,9 @@
 // trailers are not decoded (no HPACK decoder): a stream that ctrl ends (trailers, RST_STREAM or
 // GOAWAY) is counted failed, which a watch in a benchmark never should be; WatchFleet, on
 // Node's client, reads the status when one needs it.
-import { create, toBinary } from "@bufbuild/protobuf";
-import { encodeEnvelope } from "@connectrpc/connect/protocol";
 import net from "node:net";
 import tls from "node:tls";
-import { ClusterService, WatchDeploymentChangesRequestSchema } from "@flotilla/proto/ctrl/v1/cluster_pb.js";
-import { summarize, type WatchReader, type WatchResponseSummary, type WatchStream } from "./clients.ts";
+import { summarize, WATCH_PATH, watchRequestFrame, type WatchReader, type WatchReaderOptions, type WatchStream } from "./clients.ts";
 import { ADMIN_TOKEN } from "./ctrl-process.ts";
 import { now } from "./util.ts";
 
@@ -77,8 +74,6 @@ export function hpackLiterals(fields: [string, string][]): Buffer {
   return Buffer.from(bytes);
 }
 
-type OnMessage = (stream: WatchStream, res: WatchResponseSummary, receivedAt: number) => void;
-
 interface StreamState {
   stream: WatchStream;
   /** A gRPC message split over DATA frames, until it is whole. */
@@ -91,37 +86,15 @@ export class FrameWatchFleet implements WatchReader {
   readonly #closed: Promise<void>[] = [];
   #closing = false;
 
-  constructor(
-    baseUrl: string,
-    region: string,
-    count: number,
-    options: {
-      connections: number;
-      versionLastSeen?: number;
-      onMessage?: OnMessage;
-      /** The CA to trust for an https URL. */
-      ca?: Buffer;
-      /** The bearer token of the calls (the benchmarks' admin token unless given). */
-      token?: string;
-    },
-  ) {
+  constructor(baseUrl: string, region: string, count: number, options: WatchReaderOptions) {
     const url = new URL(baseUrl);
     const secure = url.protocol === "https:";
     const port = Number(url.port || (secure ? 443 : 80));
-    const request = encodeEnvelope(
-      0,
-      toBinary(
-        WatchDeploymentChangesRequestSchema,
-        create(WatchDeploymentChangesRequestSchema, {
-          region,
-          versionLastSeen: options.versionLastSeen === undefined ? undefined : BigInt(options.versionLastSeen),
-        }),
-      ),
-    );
+    const request = watchRequestFrame(region, options);
     const headerBlock = hpackLiterals([
       [":method", "POST"],
       [":scheme", secure ? "https" : "http"],
-      [":path", `/${ClusterService.typeName}/${ClusterService.method.watchDeploymentChanges.name}`],
+      [":path", WATCH_PATH],
       [":authority", url.host],
       ["content-type", "application/grpc"],
       ["te", "trailers"],
@@ -172,7 +145,7 @@ export class FrameWatchFleet implements WatchReader {
   }
 
   /** Reads `socket`'s frames until it closes; resolves then. */
-  #read(socket: net.Socket, streams: Map<number, StreamState>, onMessage: OnMessage | undefined): Promise<void> {
+  #read(socket: net.Socket, streams: Map<number, StreamState>, onMessage: WatchReaderOptions["onMessage"]): Promise<void> {
     const fail = (id: number, state: StreamState, why: string) => {
       if (!this.#closing && state.stream.error === undefined) state.stream.error = new Error(why);
       streams.delete(id);
